@@ -1,0 +1,107 @@
+"""The scheduler core's value types: what goes into ``step`` and what comes out.
+
+Nothing here touches Kafka; the transaction shell (``consumers/shell.py``)
+turns Kafka messages into ``InputRecord`` and ``OutputRecord`` into produces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol
+
+from schemas.canonical import journal_genesis
+
+
+class Stream(str, Enum):
+    """The output topics, by role; the shell maps them to ``<prefix>.…`` names."""
+
+    JOURNAL = "journal"
+    REFUSALS = "refusals"
+    AUDIT = "audit"
+    DEADLETTER = "deadletter"
+
+
+@dataclass(frozen=True, slots=True)
+class InputRecord:
+    """One record of the input partition, exactly as Kafka delivered it."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class OutputRecord:
+    """One record to produce, in the same transaction as the input offset.
+
+    Written to the same partition number as the input it came from, with the
+    input's timestamp, so a replay reproduces every byte.
+    """
+
+    stream: Stream
+    key: bytes
+    value: bytes
+    headers: tuple[tuple[str, bytes], ...]
+    timestamp_ms: int
+
+
+class Signer(Protocol):
+    """Deterministic signer (Ed25519): same bytes in, same signature out."""
+
+    @property
+    def key_id(self) -> str: ...
+
+    def sign(self, data: bytes) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """Everything besides the input that the outputs depend on."""
+
+    roles: Mapping[str, str]
+    """role -> agent_kind, from the roles manifest."""
+    signer: Signer
+    audit_key: bytes
+    audit_key_id: str
+    seal_every: int = 1000
+    """A non-final seal after every this many entries of a run."""
+
+
+@dataclass(slots=True)
+class RunState:
+    """What the scheduler remembers of one run."""
+
+    head: str
+    entry_count: int = 0
+    stages: dict[str, str] = field(default_factory=dict)
+    """stage_id -> evidence_set_hash of every accepted stage."""
+    evidence: dict[str, str] = field(default_factory=dict)
+    """evidence_set_hash -> the first stage that contributed it (non-empty sets only)."""
+    closed: bool = False
+    sealed_count: int = 0
+
+    @classmethod
+    def new(cls, run_id: str) -> RunState:
+        return cls(head=journal_genesis(run_id))
+
+
+@dataclass(slots=True)
+class SchedulerState:
+    """The whole memory of one partition's scheduler.
+
+    ``step`` takes ownership of a state and returns its successor; callers must
+    not keep using the state they passed in (copy it first if they need to).
+    """
+
+    partition: int
+    audit_seq: int
+    audit_head: str
+    runs: dict[str, RunState] = field(default_factory=dict)
+
+    def run(self, run_id: str) -> RunState | None:
+        return self.runs.get(run_id)

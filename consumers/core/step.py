@@ -1,0 +1,504 @@
+"""The scheduler's pure step: one input record in, a successor state and outputs out.
+
+``SchedulerCore.step(state, record)`` validates a submission, chains it into
+its run's journal, refuses what must be refused with a typed record, mirrors
+every crossing into the partition's HMAC audit chain and seals runs. It reads
+no clock (time comes from the input record), draws no randomness and performs
+no I/O; Ed25519 signatures are deterministic (RFC 8032). Replaying the same
+input partition therefore yields byte-identical outputs.
+
+Order of checks for an ActivitySubmission (the first failure wins and
+changes no state): ids -> kind -> role -> kind allowed for role -> terminal
+state -> reason code -> artifact size -> artifact hash -> observations ->
+evidence-set hash -> run closed -> duplicate stage -> redundant evidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from consumers.core.model import (
+    InputRecord,
+    OutputRecord,
+    RunState,
+    SchedulerConfig,
+    SchedulerState,
+    Stream,
+)
+from schemas import codec
+from schemas.canonical import (
+    artifact_hash,
+    audit_genesis,
+    audit_mac,
+    evidence_set_hash,
+    is_digest,
+    journal_entry_hash,
+    seal_signing_input,
+    sha256_digest,
+)
+from schemas.records import (
+    ENTRY_ACTIVITY_RESULT,
+    KINDS,
+    MAX_INLINE_ARTIFACT_BYTES,
+    MAX_OBSERVATIONS,
+    MAX_REF_LENGTH,
+    MAX_KIND_LENGTH,
+    TERMINAL_STATES,
+    AuditEvent,
+    DeadLetterCode,
+    RefusalCode,
+    is_valid_id,
+    is_valid_reason_code,
+)
+
+_INPUT_SCHEMAS = frozenset({codec.ACTIVITY_SUBMISSION, codec.RUN_CLOSE})
+_MAX_EVIDENCE_CHARS = 256
+_MAX_DEAD_LETTER_RAW = 512 * 1024
+_CE_SOURCE = b"bernstein/scheduler"
+
+
+@dataclass(frozen=True, slots=True)
+class _Refusal:
+    code: RefusalCode
+    message: str
+    field: str = ""
+    declared: str = ""
+    recomputed: str = ""
+    earlier_stage_id: str | None = None
+    exception: str = "ActivityRejected"
+
+
+def initial_state(config: SchedulerConfig, partition: int) -> SchedulerState:
+    """The state of a partition whose scheduler has written nothing yet."""
+    return SchedulerState(partition=partition, audit_seq=0, audit_head=audit_genesis(config.audit_key, partition))
+
+
+class SchedulerCore:
+    """The pure step function, bound to its configuration."""
+
+    def __init__(self, config: SchedulerConfig) -> None:
+        if config.seal_every < 1:
+            raise ValueError("seal_every must be at least 1")
+        self.config = config
+        self._codec = codec.default_codec()
+
+    def step(self, state: SchedulerState, record: InputRecord) -> tuple[SchedulerState, list[OutputRecord]]:
+        """Process one input record. Never raises for bad input; see module doc."""
+        emit = _Emitter(record)
+        try:
+            self._dispatch(state, record, emit)
+        except Exception as exc:  # noqa: BLE001 - a defect must not stop the partition
+            # Mutations happen only after every check has passed, so the state
+            # is untouched here; discard partial outputs and dead-letter the input.
+            emit = _Emitter(record)
+            self._dead_letter(state, record, emit, DeadLetterCode.SCHEDULER_ERROR, f"{type(exc).__name__}: {exc}")
+        return state, emit.outputs
+
+    # -- dispatch -------------------------------------------------------------
+
+    def _dispatch(self, state: SchedulerState, record: InputRecord, emit: _Emitter) -> None:
+        if record.value is None or len(record.value) == 0:
+            self._dead_letter(state, record, emit, DeadLetterCode.EMPTY_VALUE, "record has no value (tombstone or empty)")
+            return
+        try:
+            decoded = self._codec.decode(record.value, expect=_INPUT_SCHEMAS)
+        except codec.DecodeError as exc:
+            self._dead_letter(state, record, emit, DeadLetterCode(exc.code), exc.message)
+            return
+        if decoded.schema.name == codec.RUN_CLOSE:
+            self._run_close(state, record, decoded.record, emit)
+        else:
+            self._submission(state, record, decoded.record, emit)
+
+    # -- submissions ------------------------------------------------------------
+
+    def _submission(self, state: SchedulerState, record: InputRecord, sub: dict[str, Any], emit: _Emitter) -> None:
+        refusal = self._validate(state, sub)
+        if refusal is not None:
+            self._refuse(state, record, sub, refusal, emit)
+            return
+        run_id: str = sub["run_id"]
+        run = state.runs.get(run_id)
+        if run is None:
+            run = RunState.new(run_id)
+            state.runs[run_id] = run
+        seq = run.entry_count
+        entry = {
+            "run_id": run_id,
+            "seq": seq,
+            "prev_hash": run.head,
+            "entry_type": ENTRY_ACTIVITY_RESULT,
+            "stage_id": sub["stage_id"],
+            "role": sub["role"],
+            "kind": sub["kind"],
+            "producer_id": sub["producer"]["id"],
+            "submission_id": sub["submission_id"],
+            "artifact_hash": sub["artifact_hash"],
+            "evidence_set_hash": sub["evidence_set_hash"],
+            "observations": sub["observations"],
+            "terminal_state": sub["terminal_state"],
+            "reason_code": sub["reason_code"],
+            "input": {"topic": record.topic, "partition": record.partition, "offset": record.offset},
+            "occurred_at_ms": sub["occurred_at_ms"],
+        }
+        payload = self._codec.encode(codec.JOURNAL_ENTRY, entry)
+        entry_hash = journal_entry_hash(payload)
+        value = self._codec.encode(codec.JOURNAL_RECORD, {"payload": payload, "entry_hash": entry_hash})
+        emit.add(Stream.JOURNAL, run_id.encode(), value, b"bernstein.activity.result")
+
+        run.head = entry_hash
+        run.entry_count = seq + 1
+        run.stages[sub["stage_id"]] = sub["evidence_set_hash"]
+        if sub["observations"]:
+            run.evidence.setdefault(sub["evidence_set_hash"], sub["stage_id"])
+
+        self._audit(
+            state,
+            record,
+            emit,
+            event=AuditEvent.ACTIVITY_RESULT,
+            run_id=run_id,
+            stage_id=sub["stage_id"],
+            kind=sub["kind"],
+            terminal_state=sub["terminal_state"],
+            reason_code=sub["reason_code"],
+            artifact_hash=sub["artifact_hash"],
+            evidence_set_hash=sub["evidence_set_hash"],
+            record_hash=entry_hash,
+            journal_seq=seq,
+        )
+        if run.entry_count - run.sealed_count >= self.config.seal_every:
+            self._seal(state, record, emit, run_id, run, final=False)
+
+    def _validate(self, state: SchedulerState, sub: dict[str, Any]) -> _Refusal | None:
+        run_id, stage_id, role, kind = sub["run_id"], sub["stage_id"], sub["role"], sub["kind"]
+        if not is_valid_id(run_id):
+            return _Refusal(RefusalCode.INVALID_RUN_ID, "run_id must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -", "run_id", _clip(run_id))
+        if not is_valid_id(stage_id):
+            return _Refusal(RefusalCode.INVALID_STAGE_ID, "stage_id must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -", "stage_id", _clip(stage_id))
+        if not is_valid_id(role):
+            return _Refusal(RefusalCode.INVALID_ROLE, "role must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -", "role", _clip(role))
+        if kind not in KINDS:
+            return _Refusal(RefusalCode.UNKNOWN_KIND, f"kind {_clip(kind, 64)!r} is not one of {', '.join(sorted(KINDS))}", "kind", _clip(kind))
+        allowed = self.config.roles.get(role)
+        if allowed is None:
+            return _Refusal(RefusalCode.UNKNOWN_ROLE, f"role {role!r} is not declared in the roles manifest", "role", role)
+        if kind != allowed:
+            return _Refusal(
+                RefusalCode.KIND_NOT_ALLOWED_FOR_ROLE,
+                f"role {role!r} declares agent_kind {allowed!r}, but the submission is of kind {kind!r}",
+                "kind",
+                kind,
+                allowed,
+            )
+        terminal_state = sub["terminal_state"]
+        if terminal_state not in TERMINAL_STATES:
+            return _Refusal(
+                RefusalCode.UNKNOWN_TERMINAL_STATE,
+                f"terminal_state {_clip(terminal_state, 64)!r} is not one of {', '.join(sorted(TERMINAL_STATES))}",
+                "terminal_state",
+                _clip(terminal_state),
+            )
+        reason_code = sub["reason_code"]
+        if reason_code.strip() == "":
+            return _Refusal(RefusalCode.EMPTY_REASON_CODE, "reason_code is empty", "reason_code", reason_code)
+        if not is_valid_reason_code(reason_code):
+            return _Refusal(
+                RefusalCode.INVALID_REASON_CODE,
+                "reason_code must be at most 128 characters without control characters",
+                "reason_code",
+                _clip(reason_code),
+            )
+        artifact: bytes = sub["artifact"]
+        if len(artifact) > MAX_INLINE_ARTIFACT_BYTES:
+            return _Refusal(
+                RefusalCode.ARTIFACT_TOO_LARGE,
+                f"inline artifact has {len(artifact)} bytes; the limit is {MAX_INLINE_ARTIFACT_BYTES}",
+                "artifact",
+                str(len(artifact)),
+                str(MAX_INLINE_ARTIFACT_BYTES),
+            )
+        declared_artifact = sub["artifact_hash"]
+        if not is_digest(declared_artifact):
+            return _malformed_digest("artifact_hash", declared_artifact)
+        recomputed_artifact = artifact_hash(artifact)
+        if recomputed_artifact != declared_artifact:
+            return _Refusal(
+                RefusalCode.ARTIFACT_HASH_MISMATCH,
+                f"artifact_hash mismatch: declared {declared_artifact}, recomputed {recomputed_artifact}",
+                "artifact_hash",
+                declared_artifact,
+                recomputed_artifact,
+            )
+        observations: list[dict[str, Any]] = sub["observations"]
+        if len(observations) > MAX_OBSERVATIONS:
+            return _Refusal(
+                RefusalCode.TOO_MANY_OBSERVATIONS,
+                f"{len(observations)} observations; the limit is {MAX_OBSERVATIONS}",
+                "observations",
+                str(len(observations)),
+                str(MAX_OBSERVATIONS),
+            )
+        for index, observation in enumerate(observations):
+            if not is_digest(observation["content_hash"]):
+                return _malformed_digest(f"observations[{index}].content_hash", observation["content_hash"])
+            obs_kind = observation["kind"]
+            if obs_kind.strip() == "" or len(obs_kind) > MAX_KIND_LENGTH or len(observation["ref"]) > MAX_REF_LENGTH:
+                return _Refusal(
+                    RefusalCode.INVALID_OBSERVATION,
+                    f"observations[{index}] needs a kind of 1-{MAX_KIND_LENGTH} characters and a ref of at most {MAX_REF_LENGTH}",
+                    f"observations[{index}]",
+                    _clip(obs_kind),
+                )
+        declared_evidence = sub["evidence_set_hash"]
+        if not is_digest(declared_evidence):
+            return _malformed_digest("evidence_set_hash", declared_evidence)
+        recomputed_evidence = evidence_set_hash(o["content_hash"] for o in observations)
+        if recomputed_evidence != declared_evidence:
+            return _Refusal(
+                RefusalCode.EVIDENCE_SET_HASH_MISMATCH,
+                f"evidence_set_hash mismatch: declared {declared_evidence}, recomputed {recomputed_evidence}",
+                "evidence_set_hash",
+                declared_evidence,
+                recomputed_evidence,
+            )
+        run = state.runs.get(run_id)
+        if run is not None:
+            if run.closed:
+                return _Refusal(RefusalCode.RUN_CLOSED, f"run {run_id!r} is closed and sealed; no stage may follow", "run_id", run_id)
+            if stage_id in run.stages:
+                return _Refusal(
+                    RefusalCode.DUPLICATE_STAGE,
+                    f"stage {stage_id!r} was already accepted in run {run_id!r}",
+                    "stage_id",
+                    stage_id,
+                    earlier_stage_id=stage_id,
+                )
+            earlier = run.evidence.get(declared_evidence) if observations else None
+            if earlier is not None:
+                return _Refusal(
+                    RefusalCode.REDUNDANT_STAGE,
+                    f"stage {stage_id!r} introduces no new evidence (evidence_set_hash already contributed by stage {earlier!r})",
+                    "evidence_set_hash",
+                    declared_evidence,
+                    declared_evidence,
+                    earlier_stage_id=earlier,
+                    exception="RedundantStage",
+                )
+        return None
+
+    def _refuse(self, state: SchedulerState, record: InputRecord, sub: dict[str, Any], refusal: _Refusal, emit: _Emitter) -> None:
+        run_id, stage_id, kind = sub["run_id"], sub.get("stage_id", ""), sub.get("kind", "")
+        value = self._codec.encode(
+            codec.REFUSAL,
+            {
+                "exception": refusal.exception,
+                "code": refusal.code.value,
+                "message": refusal.message,
+                "run_id": _clip(run_id),
+                "stage_id": _clip(stage_id),
+                "role": _clip(sub.get("role", "")),
+                "kind": _clip(kind),
+                "submission_id": _clip(sub.get("submission_id", "")),
+                "field": refusal.field,
+                "declared": _clip(refusal.declared),
+                "recomputed": _clip(refusal.recomputed),
+                "earlier_stage_id": refusal.earlier_stage_id,
+                "input": {"topic": record.topic, "partition": record.partition, "offset": record.offset},
+                "occurred_at_ms": sub.get("occurred_at_ms", record.timestamp_ms),
+            },
+        )
+        key = run_id.encode() if is_valid_id(run_id) else (record.key or b"")
+        emit.add(Stream.REFUSALS, key, value, b"bernstein.activity.refused")
+        terminal_state = sub.get("terminal_state", "")
+        self._audit(
+            state,
+            record,
+            emit,
+            event=AuditEvent.ACTIVITY_REFUSED,
+            run_id=run_id if is_valid_id(run_id) else "",
+            stage_id=stage_id if is_valid_id(stage_id) else "",
+            kind=kind if kind in KINDS else "",
+            terminal_state=terminal_state if terminal_state in TERMINAL_STATES else "",
+            reason_code=refusal.code.value,
+            artifact_hash=_digest_or_empty(sub.get("artifact_hash")),
+            evidence_set_hash=_digest_or_empty(sub.get("evidence_set_hash")),
+            record_hash=sha256_digest(value),
+            journal_seq=-1,
+        )
+
+    # -- run close and seals ----------------------------------------------------
+
+    def _run_close(self, state: SchedulerState, record: InputRecord, close: dict[str, Any], emit: _Emitter) -> None:
+        run_id = close["run_id"]
+        if not is_valid_id(run_id):
+            refusal = _Refusal(RefusalCode.INVALID_RUN_ID, "run_id must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -", "run_id", _clip(run_id))
+            self._refuse(state, record, close, refusal, emit)
+            return
+        run = state.runs.get(run_id)
+        if run is not None and run.closed:
+            refusal = _Refusal(RefusalCode.RUN_CLOSED, f"run {run_id!r} is already closed and sealed", "run_id", run_id)
+            self._refuse(state, record, close, refusal, emit)
+            return
+        if run is None:
+            run = RunState.new(run_id)
+            state.runs[run_id] = run
+        self._seal(state, record, emit, run_id, run, final=True)
+
+    def _seal(self, state: SchedulerState, record: InputRecord, emit: _Emitter, run_id: str, run: RunState, *, final: bool) -> None:
+        payload = self._codec.encode(
+            codec.RUN_SEAL,
+            {
+                "run_id": run_id,
+                "partition": state.partition,
+                "entry_count": run.entry_count,
+                "head_hash": run.head,
+                "last_input_offset": record.offset,
+                "final": final,
+                "audit_seq": state.audit_seq,
+                "audit_head": state.audit_head,
+                "sealed_at_ms": record.timestamp_ms,
+            },
+        )
+        signer = self.config.signer
+        value = self._codec.encode(
+            codec.SEAL_RECORD,
+            {"payload": payload, "key_id": signer.key_id, "signature": signer.sign(seal_signing_input(payload))},
+        )
+        emit.add(Stream.JOURNAL, run_id.encode(), value, b"bernstein.run.sealed")
+        run.sealed_count = run.entry_count
+        if final:
+            run.closed = True
+        self._audit(
+            state,
+            record,
+            emit,
+            event=AuditEvent.RUN_SEALED,
+            run_id=run_id,
+            stage_id="",
+            kind="",
+            terminal_state="",
+            reason_code="final" if final else "periodic",
+            artifact_hash="",
+            evidence_set_hash="",
+            record_hash=sha256_digest(value),
+            journal_seq=run.entry_count,
+        )
+
+    # -- dead letters and audit -------------------------------------------------
+
+    def _dead_letter(self, state: SchedulerState, record: InputRecord, emit: _Emitter, code: DeadLetterCode, detail: str) -> None:
+        raw = record.value or b""
+        value = self._codec.encode(
+            codec.DEAD_LETTER,
+            {
+                "code": code.value,
+                "detail": _clip(detail, 1024),
+                "raw_sha256": sha256_digest(raw),
+                "raw_size": len(raw),
+                "raw": raw if len(raw) <= _MAX_DEAD_LETTER_RAW else b"",
+                "key": record.key,
+                "input": {"topic": record.topic, "partition": record.partition, "offset": record.offset},
+                "record_timestamp_ms": record.timestamp_ms,
+            },
+        )
+        emit.add(Stream.DEADLETTER, record.key or b"", value, b"bernstein.input.deadletter")
+        self._audit(
+            state,
+            record,
+            emit,
+            event=AuditEvent.INPUT_DEADLETTER,
+            run_id="",
+            stage_id="",
+            kind="",
+            terminal_state="",
+            reason_code=code.value,
+            artifact_hash="",
+            evidence_set_hash="",
+            record_hash=sha256_digest(raw),
+            journal_seq=-1,
+        )
+
+    def _audit(
+        self,
+        state: SchedulerState,
+        record: InputRecord,
+        emit: _Emitter,
+        *,
+        event: AuditEvent,
+        run_id: str,
+        stage_id: str,
+        kind: str,
+        terminal_state: str,
+        reason_code: str,
+        artifact_hash: str,
+        evidence_set_hash: str,
+        record_hash: str,
+        journal_seq: int,
+    ) -> None:
+        """Append one hash-only record to the partition's HMAC chain."""
+        payload = self._codec.encode(
+            codec.AUDIT_ENTRY,
+            {
+                "partition": state.partition,
+                "seq": state.audit_seq,
+                "prev_mac": state.audit_head,
+                "event": event.value,
+                "run_id": run_id,
+                "stage_id": stage_id,
+                "kind": kind,
+                "terminal_state": terminal_state,
+                "reason_code": reason_code,
+                "artifact_hash": artifact_hash,
+                "evidence_set_hash": evidence_set_hash,
+                "record_hash": record_hash,
+                "journal_seq": journal_seq,
+                "input": {"topic": record.topic, "partition": record.partition, "offset": record.offset},
+            },
+        )
+        mac = audit_mac(self.config.audit_key, payload)
+        value = self._codec.encode(codec.AUDIT_RECORD, {"payload": payload, "key_id": self.config.audit_key_id, "mac": mac})
+        emit.add(Stream.AUDIT, run_id.encode(), value, b"bernstein.audit." + event.value.encode())
+        state.audit_seq += 1
+        state.audit_head = mac
+
+
+class _Emitter:
+    """Collects one step's outputs with deterministic CloudEvents headers."""
+
+    __slots__ = ("_record", "outputs")
+
+    def __init__(self, record: InputRecord) -> None:
+        self._record = record
+        self.outputs: list[OutputRecord] = []
+
+    def add(self, stream: Stream, key: bytes, value: bytes, ce_type: bytes) -> None:
+        r = self._record
+        ce_id = f"{r.topic}:{r.partition}:{r.offset}:{len(self.outputs)}".encode()
+        headers = (
+            ("ce_specversion", b"1.0"),
+            ("ce_id", ce_id),
+            ("ce_source", _CE_SOURCE),
+            ("ce_type", ce_type),
+            ("content-type", b"application/avro"),
+        )
+        self.outputs.append(OutputRecord(stream, key, value, headers, r.timestamp_ms))
+
+
+def _clip(value: object, limit: int = _MAX_EVIDENCE_CHARS) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _digest_or_empty(value: object) -> str:
+    return value if isinstance(value, str) and is_digest(value) else ""
+
+
+def _malformed_digest(field: str, value: object) -> _Refusal:
+    return _Refusal(
+        RefusalCode.MALFORMED_DIGEST,
+        f"{field} is not of the form sha256:<64 lowercase hex>",
+        field,
+        _clip(value),
+    )

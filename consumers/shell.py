@@ -1,0 +1,417 @@
+"""The Kafka transaction shell around the pure scheduler core.
+
+One shell owns one input partition. Per batch it opens a transaction, feeds
+each record to ``SchedulerCore.step``, produces the outputs to the same
+partition number of the output topics, adds the next input offset to the
+transaction and commits. Outputs and input progress therefore become visible
+together or not at all (read_committed), which gives exactly-once across
+crashes: a kill -9 at any point either loses the whole open transaction
+(the input is re-read and re-processed from the same state, giving the same
+bytes) or nothing.
+
+Start-up: ``init_transactions`` fences any older instance with the same
+transactional id and aborts its open transaction; then the state is rebuilt
+from the committed journal and audit partitions (``core.rebuild``) and the
+consumer resumes at the committed offset.
+
+Error triage follows librdkafka's transactional producer contract:
+retriable -> retry the same call; txn_requires_abort -> abort, rebuild state,
+rewind to the committed offset; fatal (e.g. fenced) or unknown -> recreate
+the producer and start over, a bounded number of times.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final, TextIO
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from consumers.core.model import InputRecord, SchedulerState
+from consumers.core.rebuild import rebuild_state
+from consumers.core.step import SchedulerCore
+from schemas.errors import BernsteinError
+from substrate.config import Topics
+from substrate.kafka import client_config
+
+_TXN_TIMEOUT_S: Final = 30.0
+
+
+class SchedulerFailed(BernsteinError):
+    """The scheduler could not make progress (Kafka fatal errors kept recurring)."""
+
+    code = "E_SCHEDULER_FAILED"
+
+
+class _Abort(Exception):
+    """Internal: the open transaction must be aborted and the batch replayed."""
+
+
+@dataclass
+class Counters:
+    """What the scheduler has done since it started (shown as progress)."""
+
+    consumed: int = 0
+    journalled: int = 0
+    refused: int = 0
+    dead_letters: int = 0
+    seals: int = 0
+    transactions: int = 0
+    aborts: int = 0
+    recoveries: int = 0
+    last_offset: int = -1
+    started: float = field(default_factory=time.monotonic)
+
+
+@dataclass(frozen=True)
+class ShellOptions:
+    batch_max: int = 500
+    batch_timeout: float = 0.02
+    """Longest wait for the first record of a batch, in seconds."""
+    progress_every: float = 5.0
+    max_recoveries: int = 20
+
+
+class SchedulerShell:
+    """Runs ``SchedulerCore`` over one partition with Kafka transactions."""
+
+    def __init__(
+        self,
+        *,
+        bootstrap: str,
+        topics: Topics,
+        partition: int,
+        core: SchedulerCore,
+        options: ShellOptions = ShellOptions(),
+        progress: TextIO | None = sys.stderr,
+        group_id: str | None = None,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.topics = topics
+        self.partition = partition
+        self.core = core
+        self.options = options
+        self.progress = progress
+        self.group_id = group_id or f"{topics.prefix}.scheduler"
+        self.transactional_id = f"{topics.prefix}.scheduler.p{partition}"
+        self.counters = Counters()
+        self._stop = False
+        self._producer: Any = None
+        self._consumer: Any = None
+        self._state: SchedulerState | None = None
+        self._last_progress = time.monotonic()
+        self._out_topic = {
+            "journal": topics.journal,
+            "refusals": topics.refusals,
+            "audit": topics.audit,
+            "deadletter": topics.deadletter,
+        }
+
+    # -- lifecycle --------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask the loop to finish its current batch and return (SIGTERM handler)."""
+        self._stop = True
+
+    def run(self, *, until: Callable[[Counters], bool] | None = None, idle_exit: float | None = None) -> Counters:
+        """Process until stopped, until ``until(counters)`` holds, or after ``idle_exit`` idle seconds."""
+        self._start()
+        idle_since = time.monotonic()
+        try:
+            while not self._stop:
+                if until is not None and until(self.counters):
+                    break
+                try:
+                    processed = self._one_batch()
+                except _Abort:
+                    self._recover(abortable=True)
+                    continue
+                except KafkaException as exc:
+                    self._log(f"fatal Kafka error, recreating the producer: {exc}")
+                    self._recover(abortable=False)
+                    continue
+                now = time.monotonic()
+                if processed:
+                    idle_since = now
+                elif idle_exit is not None and now - idle_since >= idle_exit:
+                    break
+                if self.progress is not None and now - self._last_progress >= self.options.progress_every:
+                    self._report()
+        finally:
+            self._close()
+        if self.progress is not None:
+            self._report(final=True)
+        return self.counters
+
+    def _start(self) -> None:
+        self._producer = self._new_producer()
+        self._state = self._rebuild()
+        self._consumer = Consumer(
+            client_config(
+                self.bootstrap,
+                **{
+                    "group.id": self.group_id,
+                    "enable.auto.commit": False,
+                    "enable.auto.offset.store": False,
+                    "isolation.level": "read_committed",
+                    "auto.offset.reset": "earliest",
+                    "fetch.wait.max.ms": 10,
+                    "queued.max.messages.kbytes": 65536,
+                },
+            )
+        )
+        self._seek_to_committed()
+
+    def _close(self) -> None:
+        if self._consumer is not None:
+            try:
+                self._consumer.close()
+            except KafkaException:
+                pass
+            self._consumer = None
+        if self._producer is not None:
+            self._producer.flush(5)
+            self._producer = None
+
+    def _new_producer(self) -> Any:
+        producer = Producer(
+            client_config(
+                self.bootstrap,
+                **{
+                    "transactional.id": self.transactional_id,
+                    "transaction.timeout.ms": 60000,
+                    "linger.ms": 5,
+                    "batch.num.messages": 10000,
+                    "message.max.bytes": 2097152,
+                    "queue.buffering.max.messages": 500000,
+                },
+            )
+        )
+        self._retrying(lambda: producer.init_transactions(_TXN_TIMEOUT_S), "init_transactions")
+        return producer
+
+    # -- state ---------------------------------------------------------------------
+
+    def _rebuild(self) -> SchedulerState:
+        """Fold the committed journal and the last committed audit record."""
+        started = time.monotonic()
+        journal = _read_partition(self.bootstrap, self.topics.journal, self.partition)
+        last_audit = _last_value(self.bootstrap, self.topics.audit, self.partition)
+        state = rebuild_state(self.core.config, self.partition, journal, last_audit)
+        self._log(
+            f"state rebuilt from {len(journal)} journal records in {time.monotonic() - started:.2f}s: "
+            f"{len(state.runs)} runs, audit seq {state.audit_seq}"
+        )
+        return state
+
+    def _seek_to_committed(self) -> None:
+        tp = TopicPartition(self.topics.submissions, self.partition)
+        committed = self._consumer.committed([tp], timeout=_TXN_TIMEOUT_S)[0]
+        offset = committed.offset if committed.offset >= 0 else OFFSET_BEGINNING
+        self._consumer.assign([TopicPartition(self.topics.submissions, self.partition, offset)])
+        self._log(f"reading {self.topics.submissions}[{self.partition}] from {'the beginning' if offset < 0 else offset}")
+
+    def _recover(self, *, abortable: bool) -> None:
+        self.counters.recoveries += 1
+        if self.counters.recoveries > self.options.max_recoveries:
+            raise SchedulerFailed(
+                f"partition {self.partition}: {self.counters.recoveries - 1} recoveries without lasting progress; "
+                "check the broker log (.infra/kafka/logs) and restart the scheduler"
+            )
+        if abortable:
+            self.counters.aborts += 1
+            try:
+                self._retrying(lambda: self._producer.abort_transaction(_TXN_TIMEOUT_S), "abort_transaction")
+            except KafkaException as exc:
+                self._log(f"abort failed ({exc}); recreating the producer")
+                abortable = False
+        if not abortable:
+            self._producer = self._new_producer()
+        self._state = self._rebuild()
+        self._seek_to_committed()
+
+    # -- the loop -----------------------------------------------------------------
+
+    def _one_batch(self) -> int:
+        messages = self._consumer.consume(self.options.batch_max, self.options.batch_timeout)
+        records = []
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    continue
+                if error.fatal():
+                    raise KafkaException(error)
+                self._log(f"consumer error (will retry): {error}")
+                continue
+            records.append(message)
+        if not records:
+            return 0
+        producer = self._producer
+        state = self._state
+        assert state is not None
+        out_topic = self._out_topic
+        partition = self.partition
+        counters = self.counters
+        step = self.core.step
+        try:
+            producer.begin_transaction()
+            for message in records:
+                ts_type, ts = message.timestamp()
+                record = InputRecord(
+                    topic=message.topic(),
+                    partition=partition,
+                    offset=message.offset(),
+                    timestamp_ms=ts if ts_type != 0 else 0,
+                    key=message.key(),
+                    value=message.value(),
+                )
+                state, outputs = step(state, record)
+                for out in outputs:
+                    kind = out.stream.value
+                    self._produce(producer, out_topic[kind], out.key, out.value, out.headers, out.timestamp_ms)
+                    if kind == "journal":
+                        if out.headers[3][1] == b"bernstein.run.sealed":
+                            counters.seals += 1
+                        else:
+                            counters.journalled += 1
+                    elif kind == "refusals":
+                        counters.refused += 1
+                    elif kind == "deadletter":
+                        counters.dead_letters += 1
+            last = records[-1].offset()
+            offsets = [TopicPartition(self.topics.submissions, partition, last + 1)]
+            self._retrying(
+                lambda: producer.send_offsets_to_transaction(offsets, self._consumer.consumer_group_metadata(), _TXN_TIMEOUT_S),
+                "send_offsets_to_transaction",
+            )
+            self._retrying(lambda: producer.commit_transaction(_TXN_TIMEOUT_S), "commit_transaction")
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.txn_requires_abort():
+                self._log(f"transaction must be aborted ({error}); replaying the batch")
+                raise _Abort() from exc
+            raise
+        self._state = state
+        counters.consumed += len(records)
+        counters.transactions += 1
+        counters.last_offset = last
+        # The state was only committed with the transaction; keep the recovery budget for real trouble.
+        counters.recoveries = 0
+        return len(records)
+
+    def _produce(self, producer: Any, topic: str, key: bytes, value: bytes, headers: Any, timestamp: int) -> None:
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, partition=self.partition, timestamp=timestamp, headers=list(headers))
+                return
+            except BufferError:
+                producer.poll(0.05)
+
+    def _retrying(self, call: Callable[[], Any], what: str, attempts: int = 10) -> Any:
+        for attempt in range(attempts):
+            try:
+                return call()
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                if isinstance(error, KafkaError) and error.retriable() and attempt + 1 < attempts:
+                    self._log(f"{what}: retriable error ({error}); retrying")
+                    time.sleep(min(0.1 * (attempt + 1), 1.0))
+                    continue
+                raise
+        raise AssertionError("unreachable")
+
+    # -- progress -------------------------------------------------------------------
+
+    def _report(self, *, final: bool = False) -> None:
+        c = self.counters
+        elapsed = max(time.monotonic() - c.started, 1e-9)
+        self._last_progress = time.monotonic()
+        label = "stopped" if final else "running"
+        self._log(
+            f"{label}: offset {c.last_offset} | consumed {c.consumed} journalled {c.journalled} refused {c.refused} "
+            f"dead-lettered {c.dead_letters} seals {c.seals} | {c.transactions} txns {c.aborts} aborts | "
+            f"{c.consumed / elapsed:.0f} rec/s"
+        )
+
+    def _log(self, text: str) -> None:
+        if self.progress is not None:
+            print(f"scheduler p{self.partition}: {text}", file=self.progress, flush=True)
+
+
+def _read_partition(bootstrap: str, topic: str, partition: int) -> list[bytes]:
+    """Every committed value of one partition, in offset order."""
+    consumer = Consumer(
+        client_config(
+            bootstrap,
+            **{
+                "group.id": "bernstein.rebuild",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+                "fetch.wait.max.ms": 10,
+            },
+        )
+    )
+    values: list[bytes] = []
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=_TXN_TIMEOUT_S)
+        if high <= low:
+            return values
+        consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        while True:
+            batch = consumer.consume(10000, 1.0)
+            done = False
+            for message in batch:
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        done = True
+                        continue
+                    raise KafkaException(error)
+                values.append(message.value())
+            if done:
+                return values
+    finally:
+        consumer.close()
+
+
+def _last_value(bootstrap: str, topic: str, partition: int) -> bytes | None:
+    """The value of the last committed record of a partition, or None when it has none."""
+    consumer = Consumer(
+        client_config(
+            bootstrap,
+            **{
+                "group.id": "bernstein.rebuild",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+                "fetch.wait.max.ms": 10,
+            },
+        )
+    )
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=_TXN_TIMEOUT_S)
+        window = 64
+        while True:
+            start = max(low, high - window)
+            consumer.assign([TopicPartition(topic, partition, start)])
+            last: bytes | None = None
+            done = False
+            while not done:
+                for message in consumer.consume(10000, 1.0):
+                    error = message.error()
+                    if error is not None:
+                        if error.code() == KafkaError._PARTITION_EOF:
+                            done = True
+                            continue
+                        raise KafkaException(error)
+                    last = message.value()
+            if last is not None or start <= low:
+                return last
+            window *= 4
+    finally:
+        consumer.close()

@@ -1,0 +1,237 @@
+"""The emitter SDK: store the evidence, then publish one Avro submission.
+
+Order matters and is enforced: every observation's bytes and the artifact
+bytes are in the CAS before the event that names them is produced, so a
+journalled hash can always be reattached. Publishing uses an idempotent
+producer (acks=all) keyed by run id and waits for the broker's
+acknowledgement; a broker or S3 failure raises a typed ``EmitError``, never
+a silent loss.
+
+    emitter = Emitter.from_settings(Settings.load(), producer_id="coder@host")
+    page = emitter.capture("page", "https://example/a", body)    # stored now
+    result = ActivityResult.build("research", report, [page])
+    emitter.publish(run_id="run-42", stage_id="research-0", role="scout", result=result)
+    emitter.close_run("run-42")
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from producers.activity import ActivityRejected, ActivityResult
+from schemas import codec
+from schemas.canonical import content_hash
+from schemas.errors import BernsteinError
+from schemas.records import Observation, is_valid_id
+from substrate.cas import BlobStore, CasError, S3BlobStore
+from substrate.config import Settings, Topics
+from substrate.kafka import emitter_producer_config, ensure_topics, require_bootstrap
+
+SDK: Final = "bernstein-python/0.1.0"
+
+
+class EmitError(BernsteinError):
+    """Publishing failed; nothing was acknowledged by the broker."""
+
+    code = "E_EMIT"
+
+
+class EvidenceNotStored(EmitError):
+    """An observation names bytes the CAS does not hold, so it may not be published."""
+
+    code = "E_EVIDENCE_NOT_STORED"
+
+
+class PublishFailed(EmitError):
+    code = "E_PUBLISH_FAILED"
+
+
+@dataclass(frozen=True)
+class Published:
+    """Where a submission landed."""
+
+    submission_id: str
+    run_id: str
+    topic: str
+    partition: int
+    offset: int
+    value: bytes
+
+
+class Emitter:
+    """Publishes activity submissions for one producer identity."""
+
+    def __init__(
+        self,
+        *,
+        bootstrap: str,
+        store: BlobStore,
+        topics: Topics,
+        producer_id: str,
+        partitions: int = 1,
+        delivery_timeout: float = 30.0,
+    ) -> None:
+        from confluent_kafka import Producer
+
+        self.store = store
+        self.topics = topics
+        self.producer_id = producer_id
+        self._bootstrap = require_bootstrap(bootstrap)
+        self._partitions = partitions
+        self._timeout = delivery_timeout
+        self._topics_ready = False
+        self._producer = Producer(emitter_producer_config(self._bootstrap))
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, producer_id: str, store: BlobStore | None = None, partitions: int = 1) -> Emitter:
+        if store is None:
+            if settings.s3 is None:
+                raise EmitError("no S3 endpoint: set BERNSTEIN_S3_ENDPOINT or run `infra/up` (it writes .infra/env)")
+            store = S3BlobStore(settings.s3)
+        return cls(
+            bootstrap=require_bootstrap(settings.kafka_bootstrap),
+            store=store,
+            topics=settings.topics,
+            producer_id=producer_id,
+            partitions=partitions,
+        )
+
+    # -- evidence -------------------------------------------------------------
+
+    def capture(self, kind: str, ref: str, data: bytes) -> Observation:
+        """Store ``data`` in the CAS now and return its Observation."""
+        try:
+            digest = self.store.put(data)
+        except CasError as exc:
+            raise EmitError(f"cannot store observation {ref!r}: {exc}") from exc
+        return Observation(kind=kind, ref=ref, content_hash=digest)
+
+    def store_blobs(self, blobs: Mapping[str, bytes] | list[bytes]) -> None:
+        """Store extra blobs (bytes a modality's artifact names) before publishing."""
+        items = blobs.values() if isinstance(blobs, Mapping) else blobs
+        for data in items:
+            try:
+                self.store.put(data)
+            except CasError as exc:
+                raise EmitError(f"cannot store blob {content_hash(data)}: {exc}") from exc
+
+    # -- publishing -----------------------------------------------------------
+
+    def submission_value(
+        self, *, run_id: str, stage_id: str, role: str, result: ActivityResult, submission_id: str | None = None
+    ) -> tuple[str, bytes]:
+        """The encoded submission (without publishing): its id and value bytes."""
+        for name, value in (("run_id", run_id), ("stage_id", stage_id), ("role", role)):
+            if not is_valid_id(value):
+                raise ActivityRejected(
+                    f"{name} {value!r} must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -", code=f"INVALID_{name.upper()}"
+                )
+        sid = submission_id or uuid.uuid4().hex
+        record: dict[str, Any] = {
+            "submission_id": sid,
+            "run_id": run_id,
+            "stage_id": stage_id,
+            "role": role,
+            "producer": {"id": self.producer_id, "sdk": SDK},
+            "kind": result.kind.value,
+            "artifact": result.artifact,
+            "artifact_hash": result.artifact_hash,
+            "evidence_set_hash": result.evidence_set_hash,
+            "observations": [o.to_record() for o in result.observations],
+            "terminal_state": result.terminal_state.value,
+            "reason_code": result.reason_code,
+            "occurred_at_ms": int(time.time() * 1000),
+        }
+        return sid, codec.encode(codec.ACTIVITY_SUBMISSION, record)
+
+    def publish(self, *, run_id: str, stage_id: str, role: str, result: ActivityResult) -> Published:
+        """Store the artifact, check every observation is stored, publish, wait for the ack."""
+        self._require_evidence(result)
+        sid, value = self.submission_value(run_id=run_id, stage_id=stage_id, role=role, result=result)
+        return self._produce(run_id, sid, value)
+
+    def close_run(self, run_id: str) -> Published:
+        """Ask the scheduler to seal the run for good."""
+        if not is_valid_id(run_id):
+            raise ActivityRejected(f"run_id {run_id!r} is not a valid id", code="INVALID_RUN_ID")
+        sid = uuid.uuid4().hex
+        value = codec.encode(
+            codec.RUN_CLOSE,
+            {
+                "submission_id": sid,
+                "run_id": run_id,
+                "producer": {"id": self.producer_id, "sdk": SDK},
+                "occurred_at_ms": int(time.time() * 1000),
+            },
+        )
+        return self._produce(run_id, sid, value)
+
+    def publish_raw(self, run_id: str, value: bytes, *, submission_id: str = "") -> Published:
+        """Publish pre-encoded bytes as they are (tests and tools that send malformed input)."""
+        return self._produce(run_id, submission_id, value)
+
+    def flush(self) -> None:
+        remaining = self._producer.flush(self._timeout)
+        if remaining:
+            raise PublishFailed(f"{remaining} submissions were not acknowledged within {self._timeout:.0f}s")
+
+    def close(self) -> None:
+        self.flush()
+
+    def __enter__(self) -> Emitter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals ------------------------------------------------------------
+
+    def _require_evidence(self, result: ActivityResult) -> None:
+        try:
+            self.store.put(result.artifact)
+            for observation in result.observations:
+                if not self.store.has(observation.content_hash):
+                    raise EvidenceNotStored(
+                        f"observation {observation.ref!r} ({observation.content_hash}) is not in the CAS; "
+                        "capture it with Emitter.capture() or store_blobs() before publishing"
+                    )
+        except CasError as exc:
+            raise EmitError(f"cannot store evidence before publishing: {exc}") from exc
+
+    def _ensure_topics(self) -> None:
+        if not self._topics_ready:
+            ensure_topics(self._bootstrap, self.topics, partitions=self._partitions)
+            self._topics_ready = True
+
+    def _produce(self, run_id: str, submission_id: str, value: bytes) -> Published:
+        from confluent_kafka import KafkaException
+
+        self._ensure_topics()
+        outcome: dict[str, Any] = {}
+
+        def on_delivery(err: Any, msg: Any) -> None:
+            outcome["err"] = err
+            outcome["msg"] = msg
+
+        try:
+            self._producer.produce(self.topics.submissions, key=run_id.encode(), value=value, on_delivery=on_delivery)
+        except BufferError:
+            self._producer.flush(self._timeout)
+            self._producer.produce(self.topics.submissions, key=run_id.encode(), value=value, on_delivery=on_delivery)
+        except KafkaException as exc:
+            raise PublishFailed(f"cannot publish submission for run {run_id!r}: {exc}") from exc
+        deadline = time.monotonic() + self._timeout
+        while "err" not in outcome and time.monotonic() < deadline:
+            self._producer.poll(0.05)
+        if "err" not in outcome:
+            raise PublishFailed(
+                f"submission for run {run_id!r} was not acknowledged within {self._timeout:.0f}s; is Kafka reachable?"
+            )
+        if outcome["err"] is not None:
+            raise PublishFailed(f"broker refused submission for run {run_id!r}: {outcome['err']}")
+        msg = outcome["msg"]
+        return Published(submission_id, run_id, msg.topic(), msg.partition(), msg.offset(), value)

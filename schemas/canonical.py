@@ -1,0 +1,233 @@
+"""Every byte string this project hashes, MACs or signs is produced here.
+
+One rule everywhere: structured documents are RFC 8785 (JCS) canonical JSON,
+digests are ``sha256:<64 lowercase hex>``, and every chain step, MAC and
+signature covers the exact stored bytes wrapped in a DSSE pre-authentication
+encoding (PAE) whose type string names the domain. Nothing here performs I/O,
+reads a clock or draws randomness: the same inputs give the same bytes in
+every language, which ``schemas/vectors/`` pins down.
+
+Why PAE: ``DSSEv1 <len(type)> <type> <len(body)> <body>`` is unambiguous (no
+two (type, body) pairs share an encoding) and already implemented in every
+language that speaks DSSE, so other SDKs need no bespoke framing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac as _hmac
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+import orjson
+import rfc8785
+
+from schemas.errors import CanonicalizationError, MalformedDigest
+
+CANONICALIZATION: Final = "rfc8785"
+"""Tag written next to canonical documents so a future rule can be told apart."""
+
+DIGEST_PREFIX: Final = "sha256:"
+MAC_PREFIX: Final = "hmac-sha256:"
+_DIGEST_RE: Final = re.compile(r"sha256:[0-9a-f]{64}")
+_MAC_RE: Final = re.compile(r"hmac-sha256:[0-9a-f]{64}")
+_MAX_SAFE_INT: Final = 2**53 - 1
+
+# Domain-separation type strings for PAE. Appended to, never changed.
+DOMAIN_JOURNAL_GENESIS: Final = "bernstein/journal-genesis/v1"
+DOMAIN_JOURNAL_ENTRY: Final = "bernstein/journal-entry/v1"
+DOMAIN_AUDIT_GENESIS: Final = "bernstein/audit-genesis/v1"
+DOMAIN_AUDIT_ENTRY: Final = "bernstein/audit-entry/v1"
+DOMAIN_RUN_SEAL: Final = "bernstein/run-seal/v1"
+DOMAIN_HMAC_KEY_ID: Final = "bernstein/hmac-key-id/v1"
+
+
+# --------------------------------------------------------------------------
+# Canonical JSON (RFC 8785)
+# --------------------------------------------------------------------------
+
+
+def canonical_json(value: Any) -> bytes:
+    """Return the RFC 8785 canonical JSON bytes of ``value``.
+
+    Floats (and so NaN and infinities) are refused rather than rounded: a
+    hashed document must not depend on a float printer. Integers outside
+    +/-(2**53 - 1), non-string keys and lone surrogates are refused too.
+    A guarded orjson fast path is used when it is provably byte-identical to
+    the reference encoder (every key in the Basic Multilingual Plane).
+    """
+    if _fast_path_safe(value):
+        try:
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        except orjson.JSONEncodeError as exc:  # e.g. a lone surrogate in a string
+            raise CanonicalizationError(f"value has no canonical JSON form: {exc}") from exc
+    try:
+        return rfc8785.dumps(value)
+    except rfc8785.CanonicalizationError as exc:
+        raise CanonicalizationError(f"value has no canonical JSON form: {exc}") from exc
+    except (TypeError, UnicodeError, ValueError) as exc:
+        raise CanonicalizationError(f"value has no canonical JSON form: {exc}") from exc
+
+
+def _fast_path_safe(value: Any) -> bool:
+    """Check types and ranges; True when orjson's output equals RFC 8785's.
+
+    Raises CanonicalizationError for values no encoder may accept (floats,
+    out-of-range integers, non-string keys, unsupported types).
+    """
+    stack: list[Any] = [value]
+    bmp_keys_only = True
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str) or item is None or isinstance(item, bool):
+            continue
+        if isinstance(item, int):
+            if not -_MAX_SAFE_INT <= item <= _MAX_SAFE_INT:
+                raise CanonicalizationError(f"integer {item} is outside the RFC 8785 safe range +/-(2**53-1)")
+            continue
+        if isinstance(item, float):
+            raise CanonicalizationError(f"floats are not allowed in hashed documents (got {item!r}); use an integer or a string")
+        if isinstance(item, Mapping):
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    raise CanonicalizationError(f"object keys must be strings (got {key!r})")
+                if bmp_keys_only and not key.isascii() and any(ord(ch) > 0xFFFF for ch in key):
+                    bmp_keys_only = False
+                stack.append(child)
+            continue
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
+            continue
+        raise CanonicalizationError(f"type {type(item).__name__} has no canonical JSON form")
+    return bmp_keys_only
+
+
+# --------------------------------------------------------------------------
+# Digests
+# --------------------------------------------------------------------------
+
+
+def sha256_digest(data: bytes) -> str:
+    """``sha256:<hex>`` of raw bytes: the content hash of a blob or observation."""
+    return DIGEST_PREFIX + hashlib.sha256(data).hexdigest()
+
+
+def is_digest(value: object) -> bool:
+    """True when ``value`` is exactly ``sha256:`` plus 64 lowercase hex digits."""
+    return isinstance(value, str) and len(value) == 71 and _DIGEST_RE.fullmatch(value) is not None
+
+
+def require_digest(value: object, *, field: str = "digest") -> str:
+    """Return ``value`` if it is a well-formed digest, else raise MalformedDigest."""
+    if not is_digest(value):
+        raise MalformedDigest(value, field=field)
+    assert isinstance(value, str)
+    return value
+
+
+def digest_hex(digest: str) -> str:
+    """The 64 hex digits of a well-formed digest (raises MalformedDigest)."""
+    return require_digest(digest)[len(DIGEST_PREFIX) :]
+
+
+def is_mac(value: object) -> bool:
+    """True when ``value`` is exactly ``hmac-sha256:`` plus 64 lowercase hex digits."""
+    return isinstance(value, str) and _MAC_RE.fullmatch(value) is not None
+
+
+def content_hash(data: bytes) -> str:
+    """Content hash of an observation's raw bytes (the ref is never hashed)."""
+    return sha256_digest(data)
+
+
+def artifact_hash(artifact: bytes) -> str:
+    """Hash of an artifact's bytes; structured artifacts are canonical JSON first."""
+    return sha256_digest(artifact)
+
+
+def evidence_set_hash(content_hashes: Iterable[str]) -> str:
+    """Hash of the sorted, de-duplicated observation content hashes.
+
+    The preimage is the canonical JSON array of those strings, so the value is
+    independent of capture order and of duplicates; the empty set hashes to
+    sha256 of ``[]``. Every member must be a well-formed digest.
+    """
+    members = sorted({require_digest(h, field="observation content_hash") for h in content_hashes})
+    # Well-formed digests need no JSON escaping, so this equals canonical_json(members).
+    return sha256_digest(b"[" + b",".join(b'"' + m.encode("ascii") + b'"' for m in members) + b"]")
+
+
+def document_hash(document: Any) -> str:
+    """``sha256:`` of a document's canonical JSON bytes."""
+    return sha256_digest(canonical_json(document))
+
+
+# --------------------------------------------------------------------------
+# Domain-separated chain steps
+# --------------------------------------------------------------------------
+
+
+def pae(payload_type: str, body: bytes) -> bytes:
+    """DSSE v1 pre-authentication encoding of ``body`` under ``payload_type``."""
+    type_bytes = payload_type.encode("utf-8")
+    return b"DSSEv1 %d %b %d %b" % (len(type_bytes), type_bytes, len(body), body)
+
+
+def journal_genesis(run_id: str) -> str:
+    """The ``prev_hash`` of a run's first journal entry; binds the chain to its run."""
+    return sha256_digest(pae(DOMAIN_JOURNAL_GENESIS, run_id.encode("utf-8")))
+
+
+def journal_entry_hash(payload: bytes) -> str:
+    """Chain hash of one journal entry: covers the stored payload bytes exactly.
+
+    The payload itself carries ``prev_hash``, so each hash folds its predecessor.
+    """
+    return sha256_digest(pae(DOMAIN_JOURNAL_ENTRY, payload))
+
+
+def audit_genesis(key: bytes, partition: int) -> str:
+    """The ``prev_mac`` of the first audit record of an input partition's chain."""
+    return _mac(key, pae(DOMAIN_AUDIT_GENESIS, str(partition).encode("ascii")))
+
+
+def audit_mac(key: bytes, payload: bytes) -> str:
+    """HMAC-SHA256 over the stored audit payload bytes (which carry ``prev_mac``)."""
+    return _mac(key, pae(DOMAIN_AUDIT_ENTRY, payload))
+
+
+def macs_equal(left: str, right: str) -> bool:
+    """Constant-time comparison of two MAC strings."""
+    return _hmac.compare_digest(left.encode("ascii", "replace"), right.encode("ascii", "replace"))
+
+
+def _mac(key: bytes, message: bytes) -> str:
+    return MAC_PREFIX + _hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def seal_signing_input(payload: bytes) -> bytes:
+    """The exact bytes an Ed25519 run seal signs: PAE over the stored seal payload."""
+    return pae(DOMAIN_RUN_SEAL, payload)
+
+
+# --------------------------------------------------------------------------
+# Key identifiers
+# --------------------------------------------------------------------------
+
+
+def public_key_id(raw_public_key: bytes) -> str:
+    """Key id of an Ed25519 public key: the digest of its 32 raw bytes."""
+    if len(raw_public_key) != 32:
+        raise CanonicalizationError(f"an Ed25519 public key has 32 bytes, got {len(raw_public_key)}")
+    return sha256_digest(raw_public_key)
+
+
+def hmac_key_id(key: bytes) -> str:
+    """Key id of an HMAC key: a domain-separated digest that reveals nothing usable."""
+    return sha256_digest(pae(DOMAIN_HMAC_KEY_ID, key))
+
+
+def sorted_unique(values: Sequence[str]) -> list[str]:
+    """Sorted, de-duplicated copy: the normal form of every hash set we commit to."""
+    return sorted(set(values))

@@ -1,0 +1,194 @@
+"""Avro single-object encoding (SOE) for every record on our topics.
+
+Wire form: ``C3 01`` + the 8-byte little-endian CRC-64-AVRO fingerprint of the
+writer schema's Parsing Canonical Form + the Avro binary body. The ``.avsc``
+files in ``schemas/avro/`` are the cross-language contract; the fingerprint
+is derived from the schema itself, so no registry is needed and every
+language computes the same 8 bytes. Decoding picks the writer schema by
+fingerprint and refuses anything else with a typed error; fastavro's own
+exceptions never escape this module.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Final
+
+from fastavro import parse_schema, schemaless_reader, schemaless_writer
+from fastavro.schema import fingerprint, to_parsing_canonical_form
+
+from schemas.errors import BernsteinError, MalformedInput
+
+MAGIC: Final = b"\xc3\x01"
+HEADER_SIZE: Final = 10
+SCHEMA_DIR: Final = Path(__file__).resolve().parent / "avro"
+
+# Schema names are the .avsc file stems: "<Record>.v<N>".
+ACTIVITY_SUBMISSION: Final = "ActivitySubmission.v1"
+RUN_CLOSE: Final = "RunClose.v1"
+JOURNAL_ENTRY: Final = "JournalEntry.v1"
+JOURNAL_RECORD: Final = "JournalRecord.v1"
+RUN_SEAL: Final = "RunSeal.v1"
+SEAL_RECORD: Final = "SealRecord.v1"
+REFUSAL: Final = "Refusal.v1"
+DEAD_LETTER: Final = "DeadLetter.v1"
+AUDIT_ENTRY: Final = "AuditEntry.v1"
+AUDIT_RECORD: Final = "AuditRecord.v1"
+
+
+class DecodeError(MalformedInput):
+    """Wire bytes that are not a record of one of our schemas."""
+
+    code = "E_DECODE"
+
+
+class NotSingleObjectEncoded(DecodeError):
+    """The bytes do not start with the Avro single-object marker C3 01."""
+
+    code = "NOT_AVRO_SINGLE_OBJECT"
+
+
+class UnknownFingerprint(DecodeError):
+    """The schema fingerprint names no schema this codec knows (or not one expected here)."""
+
+    code = "UNKNOWN_SCHEMA_FINGERPRINT"
+
+    def __init__(self, message: str, fingerprint_hex: str) -> None:
+        super().__init__(message)
+        self.fingerprint_hex = fingerprint_hex
+
+
+class TruncatedRecord(DecodeError):
+    """The body ends before the record does, or carries bytes after it."""
+
+    code = "TRUNCATED_OR_MALFORMED_BODY"
+
+
+class EncodeError(BernsteinError):
+    """A record that does not fit its schema (a programming error in the caller)."""
+
+    code = "E_ENCODE"
+
+
+@dataclass(frozen=True)
+class Schema:
+    """One versioned schema: its name, fingerprint and parsed form."""
+
+    name: str
+    fingerprint: bytes
+    canonical_form: str
+    parsed: Any
+
+    @property
+    def header(self) -> bytes:
+        return MAGIC + self.fingerprint
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A decoded record and the schema it was written with."""
+
+    schema: Schema
+    record: dict[str, Any]
+
+
+class Codec:
+    """Encodes and decodes single-object Avro records for a fixed set of schemas."""
+
+    def __init__(self, schema_dir: Path = SCHEMA_DIR) -> None:
+        self._by_name: dict[str, Schema] = {}
+        self._by_fingerprint: dict[bytes, Schema] = {}
+        for path in sorted(schema_dir.glob("*.avsc")):
+            raw = json.loads(path.read_text(encoding="utf-8"))
+            # A fresh named-type table per file: every file defines its nested
+            # types inline so that each file is a complete contract on its own.
+            parsed = parse_schema(raw, named_schemas={})
+            pcf = to_parsing_canonical_form(raw)
+            schema = Schema(
+                name=path.stem,
+                fingerprint=bytes.fromhex(fingerprint(pcf, "CRC-64-AVRO")),
+                canonical_form=pcf,
+                parsed=parsed,
+            )
+            if schema.fingerprint in self._by_fingerprint:
+                other = self._by_fingerprint[schema.fingerprint].name
+                raise EncodeError(f"schemas {other} and {schema.name} have the same fingerprint")
+            self._by_name[schema.name] = schema
+            self._by_fingerprint[schema.fingerprint] = schema
+
+    def schema(self, name: str) -> Schema:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise EncodeError(f"no schema named {name!r}; known: {', '.join(sorted(self._by_name))}") from None
+
+    @property
+    def schemas(self) -> tuple[Schema, ...]:
+        return tuple(self._by_name[name] for name in sorted(self._by_name))
+
+    def encode(self, name: str, record: Mapping[str, Any]) -> bytes:
+        """Single-object encode ``record`` with the schema ``name``."""
+        schema = self.schema(name)
+        buffer = io.BytesIO()
+        buffer.write(schema.header)
+        try:
+            schemaless_writer(buffer, schema.parsed, record)
+        except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
+            raise EncodeError(f"record does not fit schema {name}: {exc}") from exc
+        return buffer.getvalue()
+
+    def schema_of(self, data: bytes) -> Schema:
+        """The schema named by the header of ``data`` (raises DecodeError)."""
+        if len(data) < HEADER_SIZE or data[:2] != MAGIC:
+            shown = data[:12].hex()
+            raise NotSingleObjectEncoded(
+                f"value is not an Avro single-object record (expected it to start with c301, got {shown!r}, {len(data)} bytes)"
+            )
+        fp = bytes(data[2:HEADER_SIZE])
+        schema = self._by_fingerprint.get(fp)
+        if schema is None:
+            raise UnknownFingerprint(
+                f"value names schema fingerprint {fp.hex()} which is not one of our schemas "
+                f"(a newer producer, or a foreign record on our topic)",
+                fp.hex(),
+            )
+        return schema
+
+    def decode(self, data: bytes, *, expect: frozenset[str] | None = None) -> Decoded:
+        """Decode a single-object record, optionally insisting on one of ``expect``."""
+        schema = self.schema_of(data)
+        if expect is not None and schema.name not in expect:
+            raise UnknownFingerprint(
+                f"value is a {schema.name} record, expected one of {', '.join(sorted(expect))}",
+                schema.fingerprint.hex(),
+            )
+        buffer = io.BytesIO(data)
+        buffer.seek(HEADER_SIZE)
+        try:
+            record = schemaless_reader(buffer, schema.parsed, None)
+        except (EOFError, StopIteration, ValueError, IndexError, OverflowError, UnicodeDecodeError, MemoryError, TypeError) as exc:
+            raise TruncatedRecord(f"{schema.name} body is truncated or malformed: {exc or type(exc).__name__}") from exc
+        if buffer.tell() != len(data):
+            raise TruncatedRecord(f"{schema.name} body has {len(data) - buffer.tell()} unexpected trailing bytes")
+        if not isinstance(record, dict):
+            raise TruncatedRecord(f"{schema.name} body did not decode to a record")
+        return Decoded(schema=schema, record=record)
+
+
+@lru_cache(maxsize=1)
+def default_codec() -> Codec:
+    """The codec over the schemas shipped with this package."""
+    return Codec()
+
+
+def encode(name: str, record: Mapping[str, Any]) -> bytes:
+    return default_codec().encode(name, record)
+
+
+def decode(data: bytes, *, expect: frozenset[str] | None = None) -> Decoded:
+    return default_codec().decode(data, expect=expect)

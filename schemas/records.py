@@ -1,0 +1,146 @@
+"""Typed views of the wire contract: enums, limits and the small value types.
+
+The Avro schemas in ``schemas/avro/`` are the authority; these types only give
+Python callers names for the closed sets and bounds those schemas leave as
+strings (so that an unknown value reaches the scheduler and is refused with a
+typed reason rather than failing to decode).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Final
+
+
+class ActivityKind(str, Enum):
+    """The modality of an activity; the value is what gets journalled."""
+
+    CODING = "coding"
+    RESEARCH = "research"
+    BROWSER = "browser"
+    DATA = "data"
+    OPS = "ops"
+
+
+class TerminalState(str, Enum):
+    """How an activity ended. A closed set: anything else is refused."""
+
+    COMPLETED = "completed"
+    REFUSED = "refused"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+
+
+KINDS: Final = frozenset(k.value for k in ActivityKind)
+TERMINAL_STATES: Final = frozenset(s.value for s in TerminalState)
+
+MAX_INLINE_ARTIFACT_BYTES: Final = 512 * 1024
+"""Artifacts travel inline so the scheduler can recompute their hash without I/O."""
+MAX_OBSERVATIONS: Final = 4096
+MAX_ID_LENGTH: Final = 128
+MAX_REF_LENGTH: Final = 4096
+MAX_REASON_CODE_LENGTH: Final = 128
+MAX_KIND_LENGTH: Final = 64
+
+_ID_RE: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@+=-]{0,127}")
+_CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def is_valid_id(value: object) -> bool:
+    """Run, stage and role ids: 1-128 of ``A-Z a-z 0-9 _ . : @ + = -``, not starting with a dot or dash."""
+    return isinstance(value, str) and _ID_RE.fullmatch(value) is not None
+
+
+def is_valid_reason_code(value: object) -> bool:
+    """Non-empty after trimming, at most 128 characters, no control characters."""
+    return (
+        isinstance(value, str)
+        and value.strip() != ""
+        and len(value) <= MAX_REASON_CODE_LENGTH
+        and _CONTROL_RE.search(value) is None
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """Bytes an agent saw behind a decision, by content hash; ``ref`` is provenance only."""
+
+    kind: str
+    ref: str
+    content_hash: str
+
+    def to_record(self) -> dict[str, Any]:
+        return {"kind": self.kind, "ref": self.ref, "content_hash": self.content_hash}
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Observation:
+        return cls(kind=record["kind"], ref=record["ref"], content_hash=record["content_hash"])
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """A record's place in Kafka."""
+
+    topic: str
+    partition: int
+    offset: int
+
+    def to_record(self) -> dict[str, Any]:
+        return {"topic": self.topic, "partition": self.partition, "offset": self.offset}
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Position:
+        return cls(topic=record["topic"], partition=record["partition"], offset=record["offset"])
+
+    def __str__(self) -> str:
+        return f"{self.topic}[{self.partition}]@{self.offset}"
+
+
+class RefusalCode(str, Enum):
+    """Stable codes of the scheduler's boundary refusals (the ``code`` of a Refusal record).
+
+    Codes are part of the wire contract: they are appended to, never renamed.
+    """
+
+    INVALID_RUN_ID = "INVALID_RUN_ID"
+    INVALID_STAGE_ID = "INVALID_STAGE_ID"
+    INVALID_ROLE = "INVALID_ROLE"
+    UNKNOWN_KIND = "UNKNOWN_KIND"
+    UNKNOWN_ROLE = "UNKNOWN_ROLE"
+    KIND_NOT_ALLOWED_FOR_ROLE = "KIND_NOT_ALLOWED_FOR_ROLE"
+    UNKNOWN_TERMINAL_STATE = "UNKNOWN_TERMINAL_STATE"
+    EMPTY_REASON_CODE = "EMPTY_REASON_CODE"
+    INVALID_REASON_CODE = "INVALID_REASON_CODE"
+    ARTIFACT_TOO_LARGE = "ARTIFACT_TOO_LARGE"
+    MALFORMED_DIGEST = "MALFORMED_DIGEST"
+    ARTIFACT_HASH_MISMATCH = "ARTIFACT_HASH_MISMATCH"
+    TOO_MANY_OBSERVATIONS = "TOO_MANY_OBSERVATIONS"
+    INVALID_OBSERVATION = "INVALID_OBSERVATION"
+    EVIDENCE_SET_HASH_MISMATCH = "EVIDENCE_SET_HASH_MISMATCH"
+    RUN_CLOSED = "RUN_CLOSED"
+    DUPLICATE_STAGE = "DUPLICATE_STAGE"
+    REDUNDANT_STAGE = "REDUNDANT_STAGE"
+
+
+class DeadLetterCode(str, Enum):
+    """Stable codes for input records that could not be decoded at all."""
+
+    NOT_AVRO_SINGLE_OBJECT = "NOT_AVRO_SINGLE_OBJECT"
+    UNKNOWN_SCHEMA_FINGERPRINT = "UNKNOWN_SCHEMA_FINGERPRINT"
+    TRUNCATED_OR_MALFORMED_BODY = "TRUNCATED_OR_MALFORMED_BODY"
+    EMPTY_VALUE = "EMPTY_VALUE"
+    SCHEDULER_ERROR = "SCHEDULER_ERROR"
+
+
+class AuditEvent(str, Enum):
+    """What an audit record mirrors."""
+
+    ACTIVITY_RESULT = "activity.result"
+    ACTIVITY_REFUSED = "activity.refused"
+    INPUT_DEADLETTER = "input.deadletter"
+    RUN_SEALED = "run.sealed"
+
+
+ENTRY_ACTIVITY_RESULT: Final = "activity.result"

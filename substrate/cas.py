@@ -1,0 +1,288 @@
+"""The content-addressed blob store (CAS): one port, an S3 adapter and a directory adapter.
+
+Every blob lives under ``sha256/<first two hex>/<64 hex>`` of its own bytes,
+the same key in a bucket and in a directory, so an exported dump's ``cas/``
+folder is a byte-for-byte mirror of the bucket. ``put`` is idempotent (an
+existing blob is never rewritten); ``get`` always re-hashes and raises
+``BlobIntegrityError`` when the bytes no longer match their name. S3 and
+filesystem exceptions are translated here into ``CasError`` subclasses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Protocol, runtime_checkable
+
+from schemas.canonical import digest_hex, sha256_digest
+from schemas.errors import BernsteinError
+
+_CHUNK: Final = 1 << 20
+
+
+class CasError(BernsteinError):
+    """The blob store failed or holds something unexpected."""
+
+    code = "E_CAS"
+
+
+class BlobNotFound(CasError):
+    """No blob is stored under this digest."""
+
+    code = "E_BLOB_MISSING"
+
+    def __init__(self, digest: str, where: str) -> None:
+        super().__init__(f"blob {digest} is not in {where}")
+        self.digest = digest
+
+
+class BlobIntegrityError(CasError):
+    """The stored bytes do not hash to the digest they are stored under."""
+
+    code = "E_BLOB_INTEGRITY"
+
+    def __init__(self, expected: str, actual: str, where: str) -> None:
+        super().__init__(f"blob {expected} in {where} has changed: its bytes now hash to {actual}")
+        self.expected = expected
+        self.actual = actual
+
+
+class CasUnavailable(CasError):
+    """The store could not be reached or refused the request."""
+
+    code = "E_CAS_UNAVAILABLE"
+
+
+def blob_key(digest: str) -> str:
+    """Object key of a blob: ``sha256/<aa>/<hex>`` (raises MalformedDigest)."""
+    hex_digest = digest_hex(digest)
+    return f"sha256/{hex_digest[:2]}/{hex_digest}"
+
+
+@runtime_checkable
+class BlobStore(Protocol):
+    """The CAS port. Adapters: ``S3BlobStore``, ``DirBlobStore``."""
+
+    def put(self, data: bytes) -> str:
+        """Store ``data`` under its digest (no-op when present); return the digest."""
+        ...
+
+    def get(self, digest: str) -> bytes:
+        """The verified bytes of ``digest``; BlobNotFound or BlobIntegrityError otherwise."""
+        ...
+
+    def has(self, digest: str) -> bool:
+        """True when a blob is stored under ``digest`` (its bytes are not checked)."""
+        ...
+
+    def describe(self) -> str:
+        """Where the blobs live, for messages."""
+        ...
+
+
+@dataclass(frozen=True)
+class PutResult:
+    digest: str
+    stored: bool
+    """False when the blob was already present (dedup)."""
+
+
+class DirBlobStore:
+    """A CAS in a local directory; used for offline dumps and unit tests."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def describe(self) -> str:
+        return f"directory {self.root}"
+
+    def path_of(self, digest: str) -> Path:
+        return self.root / blob_key(digest)
+
+    def put(self, data: bytes) -> str:
+        return self.put_result(data).digest
+
+    def put_result(self, data: bytes) -> PutResult:
+        digest = sha256_digest(data)
+        path = self.path_of(digest)
+        if path.exists():
+            return PutResult(digest, stored=False)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        except OSError as exc:
+            raise CasUnavailable(f"cannot write blob {digest} under {self.root}: {exc.strerror}") from exc
+        return PutResult(digest, stored=True)
+
+    def get(self, digest: str) -> bytes:
+        path = self.path_of(digest)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise BlobNotFound(digest, self.describe()) from None
+        except OSError as exc:
+            raise CasUnavailable(f"cannot read blob {digest} from {self.root}: {exc.strerror}") from exc
+        actual = sha256_digest(data)
+        if actual != digest:
+            raise BlobIntegrityError(digest, actual, self.describe())
+        return data
+
+    def has(self, digest: str) -> bool:
+        return self.path_of(digest).is_file()
+
+    def hash_stored(self, digest: str) -> str:
+        """Re-hash a stored blob in chunks without holding it in memory."""
+        path = self.path_of(digest)
+        hasher = hashlib.sha256()
+        try:
+            with path.open("rb", buffering=0) as handle:
+                buffer = bytearray(_CHUNK)
+                view = memoryview(buffer)
+                while True:
+                    n = handle.readinto(buffer)
+                    if not n:
+                        break
+                    hasher.update(view[:n])
+        except FileNotFoundError:
+            raise BlobNotFound(digest, self.describe()) from None
+        except OSError as exc:
+            raise CasUnavailable(f"cannot read blob {digest} from {self.root}: {exc.strerror}") from exc
+        return "sha256:" + hasher.hexdigest()
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    """How to reach the S3 (MinIO or S3Proxy) bucket that holds the CAS."""
+
+    endpoint: str
+    """``http://host:port`` or ``https://host:port``."""
+    access_key: str
+    secret_key: str
+    bucket: str = "bernstein-cas"
+    region: str = "us-east-1"
+
+
+class S3BlobStore:
+    """A CAS in an S3 bucket, through the ``minio`` client (works against real MinIO)."""
+
+    def __init__(self, settings: S3Settings) -> None:
+        from minio import Minio  # imported here so offline tools need not load it
+
+        self.settings = settings
+        secure = settings.endpoint.startswith("https://")
+        host = settings.endpoint.split("://", 1)[-1].rstrip("/")
+        self._client = Minio(
+            host,
+            access_key=settings.access_key,
+            secret_key=settings.secret_key,
+            secure=secure,
+            region=settings.region,
+        )
+
+    def describe(self) -> str:
+        return f"s3 bucket {self.settings.bucket} at {self.settings.endpoint}"
+
+    def ensure_bucket(self) -> None:
+        try:
+            if not self._client.bucket_exists(self.settings.bucket):
+                self._client.make_bucket(self.settings.bucket)
+        except Exception as exc:  # noqa: BLE001 - translated at the edge
+            raise self._translate(exc, "create bucket") from exc
+
+    def put(self, data: bytes) -> str:
+        return self.put_result(data).digest
+
+    def put_result(self, data: bytes) -> PutResult:
+        digest = sha256_digest(data)
+        if self.has(digest):
+            return PutResult(digest, stored=False)
+        try:
+            self._client.put_object(
+                self.settings.bucket,
+                blob_key(digest),
+                io.BytesIO(data),
+                length=len(data),
+                content_type="application/octet-stream",
+            )
+        except Exception as exc:  # noqa: BLE001
+            raise self._translate(exc, f"store blob {digest}") from exc
+        return PutResult(digest, stored=True)
+
+    def get(self, digest: str) -> bytes:
+        key = blob_key(digest)
+        response = None
+        try:
+            response = self._client.get_object(self.settings.bucket, key)
+            data = response.read()
+        except Exception as exc:  # noqa: BLE001
+            if _is_missing(exc):
+                raise BlobNotFound(digest, self.describe()) from None
+            raise self._translate(exc, f"read blob {digest}") from exc
+        finally:
+            if response is not None:
+                response.close()
+                response.release_conn()
+        actual = sha256_digest(data)
+        if actual != digest:
+            raise BlobIntegrityError(digest, actual, self.describe())
+        return data
+
+    def has(self, digest: str) -> bool:
+        try:
+            self._client.stat_object(self.settings.bucket, blob_key(digest))
+        except Exception as exc:  # noqa: BLE001
+            if _is_missing(exc):
+                return False
+            raise self._translate(exc, f"look up blob {digest}") from exc
+        return True
+
+    def overwrite_for_test(self, digest: str, data: bytes) -> None:
+        """Replace the bytes under ``digest`` (tamper tests only; production never rewrites)."""
+        try:
+            self._client.put_object(self.settings.bucket, blob_key(digest), io.BytesIO(data), length=len(data))
+        except Exception as exc:  # noqa: BLE001
+            raise self._translate(exc, f"overwrite blob {digest}") from exc
+
+    def delete_for_test(self, digest: str) -> None:
+        """Remove a blob (tamper tests only)."""
+        try:
+            self._client.remove_object(self.settings.bucket, blob_key(digest))
+        except Exception as exc:  # noqa: BLE001
+            raise self._translate(exc, f"delete blob {digest}") from exc
+
+    def iter_digests(self) -> list[str]:
+        """Every digest stored in the bucket (export and tests)."""
+        try:
+            objects = self._client.list_objects(self.settings.bucket, prefix="sha256/", recursive=True)
+            return sorted("sha256:" + obj.object_name.rsplit("/", 1)[-1] for obj in objects if obj.object_name)
+        except Exception as exc:  # noqa: BLE001
+            raise self._translate(exc, "list blobs") from exc
+
+    def _translate(self, exc: Exception, action: str) -> CasError:
+        from minio.error import S3Error
+
+        if isinstance(exc, S3Error):
+            return CasUnavailable(f"S3 refused to {action} in {self.describe()}: {exc.code}: {exc.message}")
+        return CasUnavailable(
+            f"cannot {action}: {self.describe()} is unreachable ({type(exc).__name__}: {exc}); "
+            "is the S3 server running? (`infra/up` starts one)"
+        )
+
+
+def _is_missing(exc: Exception) -> bool:
+    from minio.error import S3Error
+
+    return isinstance(exc, S3Error) and exc.code in {"NoSuchKey", "NoSuchObject", "ResourceNotFound"}

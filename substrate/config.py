@@ -1,0 +1,103 @@
+"""Where the services are and what the topics are called.
+
+Resolution order for every setting: the process environment, then the
+``.infra/env`` file that ``infra/up`` writes (searched from the current
+directory upwards), then built-in defaults. Nothing here opens a connection.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from substrate.cas import S3Settings
+
+DEFAULT_PREFIX: Final = "bernstein"
+ENV_FILE: Final = Path(".infra") / "env"
+
+
+def _env_file_values(start: Path | None = None) -> dict[str, str]:
+    directory = (start or Path.cwd()).resolve()
+    for candidate in (directory, *directory.parents):
+        path = candidate / ENV_FILE
+        if path.is_file():
+            values: dict[str, str] = {}
+            for line in path.read_text(encoding="utf-8").splitlines():
+                line = line.strip()
+                if line and not line.startswith("#") and "=" in line:
+                    name, _, value = line.partition("=")
+                    values[name.strip()] = value.strip().strip('"')
+            return values
+    return {}
+
+
+def setting(name: str, default: str | None = None, *, start: Path | None = None) -> str | None:
+    """One setting: environment first, then ``.infra/env``, then ``default``."""
+    value = os.environ.get(name)
+    if value:
+        return value
+    return _env_file_values(start).get(name, default)
+
+
+@dataclass(frozen=True)
+class Topics:
+    """Topic names under one prefix."""
+
+    prefix: str = DEFAULT_PREFIX
+
+    @property
+    def submissions(self) -> str:
+        return f"{self.prefix}.activity.submissions"
+
+    @property
+    def journal(self) -> str:
+        return f"{self.prefix}.activity.journal"
+
+    @property
+    def refusals(self) -> str:
+        return f"{self.prefix}.activity.refusals"
+
+    @property
+    def audit(self) -> str:
+        return f"{self.prefix}.audit"
+
+    @property
+    def deadletter(self) -> str:
+        return f"{self.prefix}.activity.deadletter"
+
+    def by_stream(self, stream: str) -> str:
+        return {
+            "journal": self.journal,
+            "refusals": self.refusals,
+            "audit": self.audit,
+            "deadletter": self.deadletter,
+            "submissions": self.submissions,
+        }[stream]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Endpoints and names for one deployment."""
+
+    kafka_bootstrap: str | None
+    s3: S3Settings | None
+    topics: Topics
+
+    @classmethod
+    def load(cls, *, prefix: str | None = None, start: Path | None = None) -> Settings:
+        endpoint = setting("BERNSTEIN_S3_ENDPOINT", start=start)
+        s3 = None
+        if endpoint:
+            s3 = S3Settings(
+                endpoint=endpoint,
+                access_key=setting("BERNSTEIN_S3_ACCESS_KEY", "bernstein", start=start) or "",
+                secret_key=setting("BERNSTEIN_S3_SECRET_KEY", "bernstein-secret-key", start=start) or "",
+                bucket=setting("BERNSTEIN_S3_BUCKET", "bernstein-cas", start=start) or "bernstein-cas",
+            )
+        return cls(
+            kafka_bootstrap=setting("BERNSTEIN_KAFKA_BOOTSTRAP", start=start),
+            s3=s3,
+            topics=Topics(prefix or setting("BERNSTEIN_TOPIC_PREFIX", DEFAULT_PREFIX, start=start) or DEFAULT_PREFIX),
+        )

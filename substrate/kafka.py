@@ -1,0 +1,145 @@
+"""Kafka configuration, topic creation and error translation.
+
+Every topic is created on first use with explicit settings (never broker
+auto-creation): nothing is ever deleted by retention and nothing is compacted,
+because a compacted or expired journal would break its own hash chain. All
+output topics have as many partitions as the submissions topic: a scheduler
+writes its outputs to the partition number it reads from, so each input
+partition owns one journal partition and one audit chain.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any, Final
+
+from substrate.config import Topics
+from schemas.errors import BernsteinError
+
+RETAIN_FOREVER: Final = {
+    "cleanup.policy": "delete",
+    "retention.ms": "-1",
+    "retention.bytes": "-1",
+    "message.timestamp.type": "CreateTime",
+    "max.message.bytes": "2097152",
+}
+
+
+class KafkaError(BernsteinError):
+    """Kafka refused or could not be reached."""
+
+    code = "E_KAFKA"
+
+
+class KafkaUnavailable(KafkaError):
+    code = "E_KAFKA_UNAVAILABLE"
+
+
+class TopicMismatch(KafkaError):
+    code = "E_TOPIC_MISMATCH"
+
+
+def client_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
+    """Base librdkafka config: quiet logs, loopback-friendly timeouts."""
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap, "client.id": "bernstein", "log_level": 3}
+    config.update(extra)
+    return config
+
+
+def emitter_producer_config(bootstrap: str) -> dict[str, Any]:
+    """Idempotent producer, acks from every in-sync replica, bounded delivery time."""
+    return client_config(
+        bootstrap,
+        **{
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 2,
+            "message.timeout.ms": 30000,
+            "message.max.bytes": 2097152,
+        },
+    )
+
+
+def require_bootstrap(bootstrap: str | None) -> str:
+    if not bootstrap:
+        raise KafkaUnavailable(
+            "no Kafka bootstrap address: set BERNSTEIN_KAFKA_BOOTSTRAP or run `infra/up` (it writes .infra/env)"
+        )
+    return bootstrap
+
+
+def ensure_topics(bootstrap: str, topics: Topics, *, partitions: int = 1, timeout: float = 30.0) -> int:
+    """Create any missing topic of the deployment; return the partition count.
+
+    Existing topics are kept; the partition count of existing topics wins and
+    all of them must agree (an output topic with fewer partitions than the
+    submissions topic would mix audit chains).
+    """
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(client_config(bootstrap))
+    names = [topics.submissions, topics.journal, topics.refusals, topics.audit, topics.deadletter]
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise KafkaUnavailable(f"cannot reach Kafka at {bootstrap}: {exc}; is the broker running? (`infra/up`)") from exc
+    existing = {name: len(metadata.topics[name].partitions) for name in names if name in metadata.topics}
+    counts = set(existing.values())
+    if len(counts) > 1:
+        raise TopicMismatch(f"topics of prefix {topics.prefix!r} disagree on partition counts: {existing}")
+    count = counts.pop() if counts else partitions
+    missing = [name for name in names if name not in existing]
+    if missing:
+        futures = admin.create_topics(
+            [NewTopic(name, num_partitions=count, replication_factor=1, config=dict(RETAIN_FOREVER)) for name in missing],
+            operation_timeout=timeout,
+        )
+        for name, future in futures.items():
+            try:
+                future.result(timeout)
+            except KafkaException as exc:
+                if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                    raise KafkaError(f"cannot create topic {name}: {exc}") from exc
+        _wait_for_leaders(admin, missing, count, timeout)
+    return count
+
+
+def _wait_for_leaders(admin: Any, names: list[str], count: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        metadata = admin.list_topics(timeout=timeout)
+        ready = all(
+            name in metadata.topics
+            and len(metadata.topics[name].partitions) == count
+            and all(p.leader >= 0 for p in metadata.topics[name].partitions.values())
+            for name in names
+        )
+        if ready:
+            return
+        if time.monotonic() > deadline:
+            raise KafkaUnavailable(f"topics {names} have no leader after {timeout:.0f}s")
+        time.sleep(0.1)
+
+
+def partition_count(bootstrap: str, topic: str, timeout: float = 10.0) -> int:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    try:
+        metadata = AdminClient(client_config(bootstrap)).list_topics(topic=topic, timeout=timeout)
+    except KafkaException as exc:
+        raise KafkaUnavailable(f"cannot reach Kafka at {bootstrap}: {exc}") from exc
+    info = metadata.topics.get(topic)
+    if info is None or info.error is not None:
+        raise TopicMismatch(f"topic {topic} does not exist; publish something or run `bernstein topics create`")
+    return len(info.partitions)
+
+
+def headers_dict(headers: Mapping[str, bytes] | list[tuple[str, bytes]] | None) -> dict[str, bytes]:
+    if headers is None:
+        return {}
+    if isinstance(headers, Mapping):
+        return dict(headers)
+    return {k: v for k, v in headers}

@@ -1,0 +1,70 @@
+"""The contract between the verifier and a modality check.
+
+The verifier reconstructs each ``activity.result`` entry (evidence set,
+observation bytes, artifact bytes) and then hands the entry to the check
+registered for its kind, which returns a ``ModalityVerdict``: extra notes for
+the stage line (``2 citations resolved``, ``signed receipt verified``,
+``5 steps replayed``), the first failure reason, and detail lines printed under
+the stage (``    cite OK claim=c1 (1 checked)``). Checks are pure functions of
+the entry, the reattached bytes and the pinned keys: no network, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from substrate.cas import BlobStore
+from substrate.keys import TrustedKeys
+
+
+@dataclass(frozen=True)
+class DetailLine:
+    """One line printed under a stage, already formatted without indentation.
+
+    Example: ``cite OK claim=c1 (1 checked)`` or
+    ``cite FAIL claim=c1 (0 checked) -- claim 'c1' citation failed: ...``.
+    """
+
+    text: str
+    ok: bool
+    data: Mapping[str, Any] = field(default_factory=dict)
+    """The same facts, machine-readable, for the --json report."""
+
+
+@dataclass(frozen=True)
+class ModalityVerdict:
+    ok: bool
+    notes: tuple[str, ...] = ()
+    """Appended to the stage's OK parentheses, e.g. ("signed receipt verified",)."""
+    reason: str = ""
+    """First failure, used in ``MISMATCH <stage> [<kind>] -- <reason>`` (empty when ok)."""
+    details: tuple[DetailLine, ...] = ()
+    data: Mapping[str, Any] = field(default_factory=dict)
+    """Extra machine-readable facts for the --json report."""
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    """What a modality check may look at."""
+
+    run_id: str
+    stage_id: str
+    kind: str
+    entry: Mapping[str, Any]
+    """The decoded JournalEntry (artifact_hash, observations, terminal_state, ...)."""
+    artifact: bytes | None
+    """The artifact bytes, reattached from the CAS and re-hashed; None when no CAS or missing."""
+    artifact_problem: str
+    """Why ``artifact`` is None ("" when it is present, or when no CAS was given)."""
+    cas: BlobStore | None
+    """The content store to reattach further blobs from (None when verifying without one)."""
+    trusted: TrustedKeys
+    """Pinned keys; a check must never trust a key found in the data it checks."""
+
+
+class ModalityCheck(Protocol):
+    """A per-kind check; register it in ``verifier.checks.REGISTRY``."""
+
+    def __call__(self, ctx: CheckContext) -> ModalityVerdict: ...
