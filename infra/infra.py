@@ -1,0 +1,1213 @@
+#!/usr/bin/env python3
+"""Local infrastructure for bernstein: one Kafka 4.x broker (KRaft, combined
+broker+controller) and one S3Proxy server (S3 API on the local filesystem).
+
+No Docker needed: both run as plain JVM processes from jars fetched once from
+Maven Central (see infra/kafka/pom.xml). Standard library only; confluent_kafka
+(Kafka readiness probe) and minio (bucket creation) are imported lazily from the
+project venv, so run this with .venv/bin/python (the infra/up, infra/down and
+infra/status wrappers do).
+
+    infra.py up             start what is not running, wait until ready, write .infra/env
+    infra.py down           stop both services (SIGTERM, then SIGKILL after 30 s)
+    infra.py status         print state; exit 0 only if both services are ready
+    infra.py restart-kafka  stop and start the broker only (data is kept)
+    infra.py reset          down, then delete all data, ports and the cluster id (jars are kept)
+
+Options (before or after the subcommand): --root DIR (state goes to DIR/.infra;
+default: the repository root), --timeout SECONDS (readiness deadline).
+
+If BERNSTEIN_KAFKA_BOOTSTRAP / BERNSTEIN_S3_ENDPOINT are set (and do not point at
+this root's own services) the corresponding service is treated as external: it is
+probed, never started or stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import errno
+import fcntl
+import functools
+import http.client
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import uuid
+from collections import deque
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+KAFKA_POM = REPO / "infra" / "kafka" / "pom.xml"
+# Fetched jars are a cache, not state: they always live in the repository's .infra,
+# whatever --root says, so isolated test instances do not copy 140 MB each.
+JAR_CACHE = REPO / ".infra"
+MVN_DEP_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.11.0"
+S3PROXY_VERSION = "4.0.0"
+
+DEFAULT_ACCESS_KEY = "bernstein"
+DEFAULT_SECRET_KEY = "bernstein-secret-key"
+DEFAULT_BUCKET = "bernstein-cas"
+S3_REGION = "us-east-1"
+
+KAFKA_JVM_OPTS = [
+    "-Xms256m",
+    "-Xmx768m",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-Djava.awt.headless=true",
+]
+S3PROXY_JVM_OPTS = [
+    "-Xmx256m",
+    "-Djava.awt.headless=true",
+    # silence logback's own configuration chatter at startup
+    "-Dlogback.statusListenerClass=ch.qos.logback.core.status.NopStatusListener",
+]
+
+POLL_S = 0.2
+READY_TIMEOUT_S = 90.0
+EXTERNAL_READY_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 30.0
+LOG_TAIL_LINES = 40
+
+
+class InfraError(Exception):
+    """An expected failure: the message is printed (no traceback) and we exit 1."""
+
+
+def say(msg: str) -> None:
+    print(f"infra: {msg}", flush=True)
+
+
+def warn(msg: str) -> None:
+    print(f"infra: {msg}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- paths
+
+
+class Paths:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.state = root / ".infra"
+        self.lock = self.state / ".lock"
+        self.ports = self.state / "ports.json"
+        self.env = self.state / "env"
+        self.kafka = self.state / "kafka"
+        self.kafka_data = self.kafka / "data"
+        self.kafka_logs = self.kafka / "logs"
+        self.broker_out = self.kafka_logs / "broker.out"
+        self.broker_pid = self.kafka / "broker.pid"
+        self.cluster_id = self.kafka / "cluster.id"
+        self.server_props = self.kafka / "server.properties"
+        self.log4j = self.kafka / "log4j2.properties"
+        self.s3 = self.state / "s3proxy"
+        self.s3_conf = self.s3 / "s3proxy.conf"
+        self.s3_pid = self.s3 / "s3proxy.pid"
+        self.s3_log = self.s3 / "s3proxy.log"
+        self.s3data = self.state / "s3data"
+        # jar cache (see JAR_CACHE)
+        self.kafka_libs = JAR_CACHE / "kafka" / "libs"
+        self.s3_jar = (
+            JAR_CACHE
+            / "s3proxy"
+            / f"s3proxy-{S3PROXY_VERSION}-jar-with-dependencies.jar"
+        )
+
+
+# ------------------------------------------------------------------------ processes
+
+
+def _read_cmdline(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] in ("Z", "X")
+
+
+def _reap(pid: int) -> None:
+    # Only matters when infra.py is imported and used in-process (we are the parent).
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+class Service:
+    """A JVM process we start, identified by its pid file AND its command line: a pid is
+    only considered ours if /proc/<pid>/cmdline contains the marker (kafka.Kafka or s3proxy)
+    and this root's config file path."""
+
+    def __init__(
+        self, name: str, marker: str, pid_file: Path, config: Path, log: Path
+    ) -> None:
+        self.name = name
+        self.marker = marker
+        self.pid_file = pid_file
+        self.config = config
+        self.log = log
+
+    def owns(self, pid: int, patient: bool = True) -> bool:
+        cmd = _read_cmdline(pid)
+        # A JVM that was just exec'd reads back an EMPTY /proc/<pid>/cmdline for a few ms
+        # (seen with the Debian java launcher); a live user process never has an empty cmdline
+        # for long, so for a pid we recorded ourselves re-read briefly before deciding. Not when
+        # scanning all of /proc: kernel threads always have an empty cmdline.
+        for _ in range(40 if patient else 0):
+            if cmd != [] or _is_zombie(pid):
+                break
+            time.sleep(0.025)
+            cmd = _read_cmdline(pid)
+        if not cmd or _is_zombie(pid):
+            _reap(pid)
+            return False
+        return any(self.marker in a for a in cmd) and any(
+            a == str(self.config) for a in cmd
+        )
+
+    def _pid_from_file(self) -> int | None:
+        try:
+            return int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def _scan_proc(self) -> int | None:
+        for entry in os.listdir("/proc"):
+            if (
+                entry.isdigit()
+                and int(entry) != os.getpid()
+                and self.owns(int(entry), patient=False)
+            ):
+                return int(entry)
+        return None
+
+    def running_pid(self, adopt: bool = True) -> int | None:
+        """Pid of our running process, or None. Cleans up a stale pid file. With adopt=True a
+        running process of ours whose pid file went missing is found by its command line
+        (it names this root's config file, so it can only be one we started) and re-recorded."""
+        pid = self._pid_from_file()
+        if pid is not None:
+            if self.owns(pid):
+                return pid
+            self.pid_file.unlink(missing_ok=True)
+        if adopt:
+            pid = self._scan_proc()
+            if pid is not None:
+                say(
+                    f"{self.name}: found running pid {pid} without pid file; adopting it"
+                )
+                self.pid_file.write_text(f"{pid}\n")
+                return pid
+        return None
+
+    def spawn(self, argv: list[str], env: dict[str, str] | None = None) -> int:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "ab") as out:
+            out.write(
+                f"==== infra: starting {self.name} at {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode()
+            )
+            out.flush()
+            try:
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # detached like nohup: survives our exit and ^C
+                    close_fds=True,
+                    env=env,
+                )
+            except OSError as e:
+                raise InfraError(f"{self.name}: cannot start {argv[0]}: {e}") from None
+        self.pid_file.write_text(f"{proc.pid}\n")
+        proc.returncode = (
+            0  # silence "subprocess still running" ResourceWarning at exit
+        )
+        return proc.pid
+
+    def alive(self, pid: int) -> bool:
+        return self.owns(pid)
+
+
+def stop_services(targets: list[tuple[Service, int]]) -> None:
+    """SIGTERM all, poll up to STOP_TIMEOUT_S for exit, then SIGKILL the rest."""
+    signalled = []
+    for svc, pid in targets:
+        if not svc.owns(pid):  # re-verify right before signalling
+            svc.pid_file.unlink(missing_ok=True)
+            continue
+        say(f"{svc.name}: stopping pid {pid} (SIGTERM)")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        signalled.append((svc, pid))
+    t0 = time.monotonic()
+    live = list(signalled)
+    while live and time.monotonic() - t0 < STOP_TIMEOUT_S:
+        time.sleep(0.1)
+        live = [(s, p) for s, p in live if s.owns(p)]
+    for svc, pid in live:
+        warn(
+            f"{svc.name}: pid {pid} did not exit within {STOP_TIMEOUT_S:.0f}s; sending SIGKILL"
+        )
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    t1 = time.monotonic()
+    while live and time.monotonic() - t1 < 10:
+        time.sleep(0.1)
+        live = [(s, p) for s, p in live if s.owns(p)]
+    if live:
+        raise InfraError(
+            "; ".join(
+                f"{s.name}: pid {p} survived SIGKILL (check `ps -p {p}`)"
+                for s, p in live
+            )
+        )
+    for svc, _pid in signalled:
+        svc.pid_file.unlink(missing_ok=True)
+    say(
+        f"stopped {', '.join(s.name for s, _ in signalled)} in {time.monotonic() - t0:.1f}s"
+    )
+
+
+def tail(path: Path, n: int = LOG_TAIL_LINES) -> str:
+    try:
+        with open(path, "rb") as f:
+            lines = deque(f, maxlen=n)
+    except OSError:
+        return f"(no log at {path})"
+    return b"".join(lines).decode(errors="replace").rstrip("\n")
+
+
+# ---------------------------------------------------------------------------- ports
+
+
+def _port_free(port: int) -> bool:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        # SO_REUSEADDR like the JVM: TIME_WAIT leftovers of our own last run do not count
+        # as "taken"; a live listener still makes bind fail.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError as e:
+        if e.errno in (errno.EADDRINUSE, errno.EACCES):
+            return False
+        raise
+    finally:
+        s.close()
+
+
+def _free_ports(n: int, exclude: set[int]) -> list[int]:
+    socks: list[socket.socket] = []
+    ports: list[int] = []
+    try:
+        while len(ports) < n:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)  # keep bound until all are chosen so they are distinct
+            port = s.getsockname()[1]
+            if port not in exclude:
+                ports.append(port)
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+PORT_KEYS = ("kafka", "controller", "s3")
+
+
+def load_ports(p: Paths) -> dict[str, int]:
+    try:
+        data = json.loads(p.ports.read_text())
+        return {k: int(data[k]) for k in PORT_KEYS if k in data}
+    except (OSError, ValueError, TypeError):
+        pass
+    # Fallback: recover from generated configs (e.g. ports.json deleted by hand).
+    ports: dict[str, int] = {}
+    with contextlib.suppress(OSError):
+        text = p.server_props.read_text()
+        if m := re.search(
+            r"^listeners=PLAINTEXT://127\.0\.0\.1:(\d+),CONTROLLER://127\.0\.0\.1:(\d+)",
+            text,
+            re.MULTILINE,
+        ):
+            ports["kafka"], ports["controller"] = int(m[1]), int(m[2])
+    with contextlib.suppress(OSError):
+        if m := re.search(
+            r"^s3proxy\.endpoint=http://127\.0\.0\.1:(\d+)",
+            p.s3_conf.read_text(),
+            re.MULTILINE,
+        ):
+            ports["s3"] = int(m[1])
+    return ports
+
+
+def save_ports(p: Paths, ports: dict[str, int]) -> None:
+    atomic_write(p.ports, json.dumps(ports, indent=2, sort_keys=True) + "\n")
+
+
+def atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+# ----------------------------------------------------------------------------- jars
+
+
+def _need_tool(name: str, hint: str) -> str:
+    exe = shutil.which(name)
+    if not exe:
+        raise InfraError(f"{name} not found on PATH: {hint}")
+    return exe
+
+
+@functools.lru_cache(maxsize=1)
+def java_exe() -> str:
+    exe = _need_tool(
+        "java", "install openjdk-17-jre-headless (Kafka 4.x needs Java 17+)"
+    )
+    try:
+        out = subprocess.run(
+            [exe, "-version"], check=False, capture_output=True, text=True, timeout=30
+        ).stderr
+    except (OSError, subprocess.SubprocessError) as e:
+        raise InfraError(f"cannot run `{exe} -version`: {e}") from None
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+    if m:
+        major = int(m[1]) if m[1] != "1" else int(m[2] or 0)
+        if major < 17:
+            raise InfraError(
+                f"java {major} found at {exe}; Kafka 4.x needs 17+: install openjdk-17-jre-headless"
+            )
+    return exe
+
+
+def _kafka_version() -> str:
+    try:
+        m = re.search(
+            r"<kafka\.version>([^<]+)</kafka\.version>", KAFKA_POM.read_text()
+        )
+    except OSError:
+        raise InfraError(f"missing {KAFKA_POM}; restore it from git") from None
+    if not m:
+        raise InfraError(f"no <kafka.version> in {KAFKA_POM}")
+    return m[1].strip()
+
+
+def _run_mvn(args: list[str], what: str) -> None:
+    mvn = _need_tool(
+        "mvn",
+        "install maven (apt-get install maven); it fetches the jars from Maven Central once",
+    )
+    cmd = [mvn, "-B", "-q", *args]
+    r = subprocess.run(cmd, check=False, cwd=REPO, capture_output=True, text=True)
+    if r.returncode != 0:
+        out = (r.stdout + r.stderr).strip().splitlines()[-30:]
+        raise InfraError(
+            f"fetching {what} failed (exit {r.returncode}); is Maven Central reachable?\n"
+            f"  command: {' '.join(cmd)}\n" + "\n".join("  | " + line for line in out)
+        )
+
+
+def ensure_kafka_jars(p: Paths) -> None:
+    version = _kafka_version()
+    if (p.kafka_libs / f"kafka_2.13-{version}.jar").is_file():
+        return
+    say(
+        f"fetching Kafka {version} jars from Maven Central into {p.kafka_libs} (one-time, ~45 MB) ..."
+    )
+    t0 = time.monotonic()
+    partial = p.kafka_libs.with_name("libs.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    _run_mvn(
+        [
+            "-f",
+            str(KAFKA_POM),
+            f"{MVN_DEP_PLUGIN}:copy-dependencies",
+            "-DincludeScope=runtime",
+            f"-DoutputDirectory={partial}",
+        ],
+        "Kafka jars",
+    )
+    if not (partial / f"kafka_2.13-{version}.jar").is_file():
+        raise InfraError(
+            f"mvn finished but {partial}/kafka_2.13-{version}.jar is missing"
+        )
+    shutil.rmtree(p.kafka_libs, ignore_errors=True)  # jars of another version, if any
+    os.replace(partial, p.kafka_libs)
+    say(
+        f"fetched {len(list(p.kafka_libs.glob('*.jar')))} jars in {time.monotonic() - t0:.1f}s"
+    )
+
+
+def ensure_s3proxy_jar(p: Paths) -> None:
+    if p.s3_jar.is_file():
+        return
+    say(
+        f"fetching S3Proxy {S3PROXY_VERSION} jar from Maven Central into {p.s3_jar.parent} (one-time, ~95 MB) ..."
+    )
+    t0 = time.monotonic()
+    partial = p.s3_jar.parent / "partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    _run_mvn(
+        [
+            f"{MVN_DEP_PLUGIN}:copy",
+            f"-Dartifact=org.gaul:s3proxy:{S3PROXY_VERSION}:jar:jar-with-dependencies",
+            f"-DoutputDirectory={partial}",
+        ],
+        "S3Proxy jar",
+    )
+    got = partial / p.s3_jar.name
+    if not got.is_file():
+        raise InfraError(f"mvn finished but {got} is missing")
+    os.replace(got, p.s3_jar)
+    shutil.rmtree(partial, ignore_errors=True)
+    say(f"fetched S3Proxy in {time.monotonic() - t0:.1f}s")
+
+
+# ---------------------------------------------------------------------------- kafka
+
+
+def ensure_cluster_id(p: Paths) -> str:
+    meta = p.kafka_data / "meta.properties"
+    with contextlib.suppress(OSError):
+        # An already formatted data dir wins: its id is what the broker will use.
+        if m := re.search(r"^cluster\.id=(\S+)", meta.read_text(), re.MULTILINE):
+            if not p.cluster_id.is_file() or p.cluster_id.read_text().strip() != m[1]:
+                atomic_write(p.cluster_id, m[1] + "\n")
+            return m[1]
+    with contextlib.suppress(OSError):
+        cid = p.cluster_id.read_text().strip()
+        if len(cid) == 22:
+            return cid
+    cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    atomic_write(p.cluster_id, cid + "\n")
+    say(f"kafka: generated cluster id {cid}")
+    return cid
+
+
+def write_kafka_configs(p: Paths, port: int, cport: int) -> None:
+    atomic_write(
+        p.server_props,
+        f"""\
+# Generated by infra/infra.py on every broker start; edits are overwritten.
+process.roles=broker,controller
+node.id=1
+# Dynamic KRaft quorum (official 4.x layout); storage is formatted with --standalone.
+controller.quorum.bootstrap.servers=127.0.0.1:{cport}
+listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}
+advertised.listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs={p.kafka_data}
+num.partitions=1
+default.replication.factor=1
+min.insync.replicas=1
+auto.create.topics.enable=false
+# Internal topics on a single broker: RF 1 (else init_transactions / group joins hang)
+# and 1 partition (the default 50 makes the first transaction / group join slow).
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+share.coordinator.state.topic.num.partitions=1
+group.initial.rebalance.delay.ms=0
+num.network.threads=2
+num.io.threads=2
+# Audit journal: never delete data by age (size retention is unlimited by default).
+log.retention.ms=-1
+log.retention.bytes=-1
+""",
+    )
+    atomic_write(
+        p.log4j,
+        """\
+# Generated by infra/infra.py. Log4j2 properties format (YAML would need jackson-dataformat-yaml).
+status = warn
+name = bernstein-kafka
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.out.ref = OUT
+logger.raftserver.name = kafka.server.KafkaRaftServer
+logger.raftserver.level = INFO
+logger.broker.name = kafka.server.BrokerServer
+logger.broker.level = INFO
+logger.controller.name = kafka.server.ControllerServer
+logger.controller.level = INFO
+logger.logmanager.name = kafka.log.LogManager
+logger.logmanager.level = INFO
+# Kafka's own shutdown hook logs the clean shutdown; keep Log4j alive until the JVM exits.
+shutdownHook = disable
+""",
+    )
+
+
+def format_kafka_if_needed(p: Paths, java: str, cid: str) -> None:
+    # Format exactly once per data dir. The controller port may still change later (when the
+    # persisted one is taken by a foreign process): with the dynamic quorum (KIP-853),
+    # `format --standalone` records this controller's endpoint in the voter set inside the
+    # metadata log, but on startup the single voter, being its own leader, appends an updated
+    # voter record with the endpoint from the regenerated server.properties. Verified on 4.3.1:
+    # restart with a new controller port keeps all topics and transactions work, and the log then
+    # holds the new endpoint. So no wipe/reformat is needed. (If a future Kafka refused this, the
+    # fix would be `infra.py reset`, which deletes data; we never wipe data automatically.)
+    if (p.kafka_data / "meta.properties").is_file():
+        return
+    p.kafka_data.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        java,
+        "-Xmx256m",
+        f"-Dlog4j2.configurationFile={p.log4j}",
+        "-cp",
+        f"{p.kafka_libs}/*",
+        "kafka.tools.StorageTool",
+        "format",
+        "--standalone",
+        "--ignore-formatted",
+        "-t",
+        cid,
+        "-c",
+        str(p.server_props),
+    ]
+    say(f"kafka: formatting {p.kafka_data} (cluster id {cid})")
+    r = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise InfraError(
+            "kafka: storage format failed:\n"
+            + (r.stdout + r.stderr).strip()
+            + "\n  if the data dir is corrupt, run `infra/infra.py reset` (deletes all data)"
+        )
+
+
+def start_kafka(p: Paths, svc: Service, ports: dict[str, int]) -> int:
+    java = java_exe()
+    ensure_kafka_jars(p)
+    p.kafka_logs.mkdir(parents=True, exist_ok=True)
+    cid = ensure_cluster_id(p)
+    write_kafka_configs(p, ports["kafka"], ports["controller"])
+    format_kafka_if_needed(p, java, cid)
+    argv = [
+        java,
+        *KAFKA_JVM_OPTS,
+        f"-Dlog4j2.configurationFile={p.log4j}",
+        f"-Dkafka.logs.dir={p.kafka_logs}",
+        "-cp",
+        f"{p.kafka_libs}/*",
+        "kafka.Kafka",
+        str(p.server_props),
+    ]
+    pid = svc.spawn(argv)
+    say(
+        f"kafka: started broker pid {pid} on 127.0.0.1:{ports['kafka']} (log {p.broker_out})"
+    )
+    return pid
+
+
+_quiet_logger: Any = None
+
+
+def _kafka_probe(bootstrap: str, timeout: float = 1.0) -> bool:
+    global _quiet_logger
+    try:
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+    except ImportError:
+        raise InfraError(
+            "python package confluent_kafka missing: run infra with .venv/bin/python "
+            "(use the infra/up wrapper; create the venv with `make venv`)"
+        ) from None
+    if _quiet_logger is None:
+        import logging
+
+        _quiet_logger = logging.getLogger("infra.librdkafka")
+        _quiet_logger.addHandler(logging.NullHandler())
+        _quiet_logger.propagate = False
+    conf: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "logger": _quiet_logger,  # keep librdkafka's connection-refused chatter off the terminal
+        "log_level": 0,
+        "socket.connection.setup.timeout.ms": 1000,
+    }
+    admin = AdminClient(conf)
+    try:
+        return len(admin.list_topics(timeout=timeout).brokers) >= 1
+    except KafkaException:
+        return False
+
+
+def _tcp_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _split_hostport(hostport: str) -> tuple[str, int]:
+    host, _, port = hostport.strip().rpartition(":")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def wait_kafka(
+    bootstrap: str, deadline: float, svc: Service | None = None, pid: int | None = None
+) -> float:
+    t0 = time.monotonic()
+    first = bootstrap.split(",")[0]
+    try:
+        host, port = _split_hostport(first)
+    except ValueError:
+        raise InfraError(
+            f"kafka: cannot parse bootstrap servers {bootstrap!r} (want host:port)"
+        ) from None
+    while True:
+        if svc is not None and pid is not None and not svc.alive(pid):
+            raise InfraError(
+                f"kafka: broker pid {pid} exited during startup; last lines of {svc.log}:\n"
+                f"{tail(svc.log)}\n  fix the cause above, or `infra/infra.py reset` to start from scratch"
+            )
+        # cheap TCP check first so librdkafka is not spun up while the JVM is still booting
+        if _tcp_open(host, port) and _kafka_probe(bootstrap):
+            return time.monotonic() - t0
+        if time.monotonic() >= deadline:
+            if svc is not None:
+                raise InfraError(
+                    f"kafka: not ready after {time.monotonic() - t0:.0f}s; last lines of {svc.log}:\n"
+                    f"{tail(svc.log)}\n  see the log above; `infra/down` then `infra/up` to retry"
+                )
+            raise InfraError(
+                f"kafka: external cluster BERNSTEIN_KAFKA_BOOTSTRAP={bootstrap} not reachable after "
+                f"{time.monotonic() - t0:.0f}s; start it, or unset the variable to use the local broker"
+            )
+        time.sleep(POLL_S)
+
+
+# ------------------------------------------------------------------------------- s3
+
+
+def write_s3_config(p: Paths, port: int) -> None:
+    atomic_write(
+        p.s3_conf,
+        f"""\
+# Generated by infra/infra.py on every S3Proxy start; edits are overwritten.
+s3proxy.endpoint=http://127.0.0.1:{port}
+s3proxy.authorization=aws-v2-or-v4
+s3proxy.identity={DEFAULT_ACCESS_KEY}
+s3proxy.credential={DEFAULT_SECRET_KEY}
+jclouds.provider=filesystem
+jclouds.filesystem.basedir={p.s3data}
+""",
+    )
+
+
+def start_s3(p: Paths, svc: Service, port: int) -> int:
+    java = java_exe()
+    ensure_s3proxy_jar(p)
+    p.s3data.mkdir(parents=True, exist_ok=True)
+    write_s3_config(p, port)
+    env = dict(os.environ, LOG_LEVEL=os.environ.get("S3PROXY_LOG_LEVEL", "info"))
+    argv = [
+        java,
+        *S3PROXY_JVM_OPTS,
+        "-jar",
+        str(p.s3_jar),
+        "--properties",
+        str(p.s3_conf),
+    ]
+    pid = svc.spawn(argv, env=env)
+    say(f"s3: started S3Proxy pid {pid} on http://127.0.0.1:{port} (log {p.s3_log})")
+    return pid
+
+
+def _s3_probe(endpoint: str, timeout: float = 1.0) -> bool:
+    u = urllib.parse.urlsplit(endpoint)
+    cls = (
+        http.client.HTTPSConnection
+        if u.scheme == "https"
+        else http.client.HTTPConnection
+    )
+    conn = cls(
+        u.hostname or "127.0.0.1",
+        u.port or (443 if u.scheme == "https" else 80),
+        timeout=timeout,
+    )
+    try:
+        conn.request("GET", "/")
+        conn.getresponse().read()
+        return True  # any HTTP answer (S3Proxy: 403 for an unsigned request) means it serves
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
+
+
+def wait_s3(
+    endpoint: str, deadline: float, svc: Service | None = None, pid: int | None = None
+) -> float:
+    t0 = time.monotonic()
+    while True:
+        if svc is not None and pid is not None and not svc.alive(pid):
+            raise InfraError(
+                f"s3: S3Proxy pid {pid} exited during startup; last lines of {svc.log}:\n{tail(svc.log)}"
+            )
+        if _s3_probe(endpoint):
+            return time.monotonic() - t0
+        if time.monotonic() >= deadline:
+            if svc is not None:
+                raise InfraError(
+                    f"s3: not ready after {time.monotonic() - t0:.0f}s; last lines of {svc.log}:\n"
+                    f"{tail(svc.log)}"
+                )
+            raise InfraError(
+                f"s3: external endpoint BERNSTEIN_S3_ENDPOINT={endpoint} not reachable after "
+                f"{time.monotonic() - t0:.0f}s; start it, or unset the variable to use local S3Proxy"
+            )
+        time.sleep(POLL_S)
+
+
+def ensure_bucket(endpoint: str, access: str, secret: str, bucket: str) -> None:
+    try:
+        import urllib3
+        from minio import Minio
+        from minio.error import S3Error
+    except ImportError:
+        raise InfraError(
+            "python package minio missing: run infra with .venv/bin/python "
+            "(use the infra/up wrapper; create the venv with `make venv`)"
+        ) from None
+    u = urllib.parse.urlsplit(endpoint)
+    client = Minio(
+        u.netloc,
+        access_key=access,
+        secret_key=secret,
+        secure=u.scheme == "https",
+        region=S3_REGION,
+    )
+    try:
+        if not client.bucket_exists(bucket):
+            client.make_bucket(bucket)
+            say(f"s3: created bucket {bucket}")
+    except S3Error as e:
+        raise InfraError(
+            f"s3: bucket {bucket!r} check/create failed at {endpoint}: {e.code}: {e.message}; "
+            "check BERNSTEIN_S3_ACCESS_KEY / BERNSTEIN_S3_SECRET_KEY"
+        ) from None
+    except (OSError, ValueError, urllib3.exceptions.HTTPError) as e:
+        raise InfraError(f"s3: cannot talk to {endpoint}: {e}") from None
+
+
+# ----------------------------------------------------------------------------- commands
+
+
+class Ctx:
+    def __init__(self, root: Path, timeout: float | None) -> None:
+        self.p = Paths(root)
+        self.timeout = timeout
+        self.kafka = Service(
+            "kafka",
+            "kafka.Kafka",
+            self.p.broker_pid,
+            self.p.server_props,
+            self.p.broker_out,
+        )
+        self.s3 = Service("s3", "s3proxy", self.p.s3_pid, self.p.s3_conf, self.p.s3_log)
+        self.ports = load_ports(self.p)
+
+    # external services ------------------------------------------------------------
+    def kafka_external(self) -> str | None:
+        bs = os.environ.get("BERNSTEIN_KAFKA_BOOTSTRAP", "").strip()
+        # An env exported from our own .infra/env still means "the local broker".
+        if not bs or (
+            "kafka" in self.ports and bs == f"127.0.0.1:{self.ports['kafka']}"
+        ):
+            return None
+        return bs
+
+    def s3_external(self) -> str | None:
+        ep = os.environ.get("BERNSTEIN_S3_ENDPOINT", "").strip().rstrip("/")
+        if not ep or (
+            "s3" in self.ports and ep == f"http://127.0.0.1:{self.ports['s3']}"
+        ):
+            return None
+        if not ep.startswith(("http://", "https://")):
+            raise InfraError(
+                f"BERNSTEIN_S3_ENDPOINT={ep!r} must start with http:// or https://"
+            )
+        return ep
+
+    def s3_creds(self, external: bool) -> tuple[str, str, str]:
+        bucket = os.environ.get("BERNSTEIN_S3_BUCKET", "").strip() or DEFAULT_BUCKET
+        if external:
+            ak = os.environ.get("BERNSTEIN_S3_ACCESS_KEY", "")
+            sk = os.environ.get("BERNSTEIN_S3_SECRET_KEY", "")
+            if not ak or not sk:
+                raise InfraError(
+                    "BERNSTEIN_S3_ENDPOINT is set, so BERNSTEIN_S3_ACCESS_KEY and "
+                    "BERNSTEIN_S3_SECRET_KEY must be set too"
+                )
+            return ak, sk, bucket
+        return DEFAULT_ACCESS_KEY, DEFAULT_SECRET_KEY, bucket
+
+    def deadline(self, external: bool) -> float:
+        t = (
+            self.timeout
+            if self.timeout is not None
+            else (EXTERNAL_READY_TIMEOUT_S if external else READY_TIMEOUT_S)
+        )
+        return time.monotonic() + t
+
+    # ports ------------------------------------------------------------------------
+    def settle_ports(self, keys: list[str]) -> None:
+        """Give every key in `keys` (services about to be started) a usable port: keep the
+        persisted one unless a foreign process now listens on it."""
+        changed = False
+        used = set(self.ports.values())
+        for key in keys:
+            old = self.ports.get(key)
+            if old is not None and _port_free(old):
+                continue
+            (new,) = _free_ports(1, used)
+            used.add(new)
+            if old is not None:
+                warn(f"{key} port {old} is taken by another process; using {new}")
+            self.ports[key] = new
+            changed = True
+        if changed or not self.p.ports.is_file():
+            save_ports(self.p, self.ports)
+
+    # env file ---------------------------------------------------------------------
+    def write_env(
+        self, bootstrap: str, s3_endpoint: str, ak: str, sk: str, bucket: str
+    ) -> None:
+        atomic_write(
+            self.p.env,
+            "".join(
+                f"{k}={v}\n"
+                for k, v in (
+                    ("BERNSTEIN_KAFKA_BOOTSTRAP", bootstrap),
+                    ("BERNSTEIN_S3_ENDPOINT", s3_endpoint),
+                    ("BERNSTEIN_S3_ACCESS_KEY", ak),
+                    ("BERNSTEIN_S3_SECRET_KEY", sk),
+                    ("BERNSTEIN_S3_BUCKET", bucket),
+                )
+            ),
+        )
+
+
+@contextlib.contextmanager
+def locked(p: Paths) -> Iterator[None]:
+    p.state.mkdir(parents=True, exist_ok=True)
+    with open(p.lock, "w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"waiting for another infra command on {p.state} to finish ...")
+            fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
+def cmd_up(ctx: Ctx) -> int:
+    """start what is not running, wait until ready, ensure the bucket, write .infra/env"""
+    require_python_deps("confluent_kafka", "minio")
+    t0 = time.monotonic()
+    p = ctx.p
+    with locked(p):
+        k_ext, s_ext = ctx.kafka_external(), ctx.s3_external()
+        ak, sk, bucket = ctx.s3_creds(bool(s_ext))
+        kpid = None if k_ext else ctx.kafka.running_pid()
+        spid = None if s_ext else ctx.s3.running_pid()
+
+        to_start = [
+            k
+            for k, running, ext in (("kafka", kpid, k_ext), ("s3", spid, s_ext))
+            if not running and not ext
+        ]
+        if to_start:
+            keys = (["kafka", "controller"] if "kafka" in to_start else []) + (
+                ["s3"] if "s3" in to_start else []
+            )
+            ctx.settle_ports(keys)
+        k_new = s_new = None
+        if to_start:  # fail early (no half-started state) if java or a jar is missing
+            java_exe()
+            if "kafka" in to_start:
+                ensure_kafka_jars(p)
+            if "s3" in to_start:
+                ensure_s3proxy_jar(p)
+        # Start both JVMs before waiting for either: they boot in parallel.
+        if "kafka" in to_start:
+            k_new = start_kafka(p, ctx.kafka, ctx.ports)
+        if "s3" in to_start:
+            try:
+                s_new = start_s3(p, ctx.s3, ctx.ports["s3"])
+            except InfraError:
+                if k_new:
+                    warn("kafka: broker was started; `infra/down` stops it")
+                raise
+
+        bootstrap = k_ext or f"127.0.0.1:{ctx.ports['kafka']}"
+        s3_endpoint = s_ext or f"http://127.0.0.1:{ctx.ports['s3']}"
+
+        if k_ext:
+            say(
+                f"kafka: using external cluster {bootstrap} (BERNSTEIN_KAFKA_BOOTSTRAP); not starting one"
+            )
+        dt = wait_kafka(
+            bootstrap,
+            ctx.deadline(bool(k_ext)),
+            None if k_ext else ctx.kafka,
+            None if k_ext else (k_new or kpid),
+        )
+        if k_new:
+            say(f"kafka: ready in {dt:.1f}s")
+        if s_ext:
+            say(
+                f"s3: using external endpoint {s3_endpoint} (BERNSTEIN_S3_ENDPOINT); not starting one"
+            )
+        dt = wait_s3(
+            s3_endpoint,
+            ctx.deadline(bool(s_ext)),
+            None if s_ext else ctx.s3,
+            None if s_ext else (s_new or spid),
+        )
+        if s_new:
+            say(f"s3: ready in {dt:.1f}s")
+        ensure_bucket(s3_endpoint, ak, sk, bucket)
+        ctx.write_env(bootstrap, s3_endpoint, ak, sk, bucket)
+
+    if not to_start:
+        say("already running")
+    kdesc = "external" if k_ext else f"pid {ctx.kafka.running_pid(adopt=False)}"
+    sdesc = "external" if s_ext else f"pid {ctx.s3.running_pid(adopt=False)}"
+    say(f"kafka  BERNSTEIN_KAFKA_BOOTSTRAP={bootstrap}  ({kdesc})")
+    say(f"s3     BERNSTEIN_S3_ENDPOINT={s3_endpoint}  bucket={bucket}  ({sdesc})")
+    say(f"env    {p.env}  (load with: set -a; . {p.env}; set +a)")
+    say(f"up done in {time.monotonic() - t0:.1f}s")
+    return 0
+
+
+def cmd_down(ctx: Ctx) -> int:
+    """stop the broker and S3Proxy started here (SIGTERM, SIGKILL after 30 s)"""
+    with locked(ctx.p):
+        targets = [
+            (svc, pid)
+            for svc in (ctx.kafka, ctx.s3)
+            if (pid := svc.running_pid()) is not None
+        ]
+        if not targets:
+            say("nothing running")
+            return 0
+        stop_services(targets)
+    return 0
+
+
+def cmd_status(ctx: Ctx) -> int:
+    """print state of both services; exit 0 only if both are ready"""
+    require_python_deps("confluent_kafka")
+    k_ext, s_ext = ctx.kafka_external(), ctx.s3_external()
+    ok = True
+    # Kafka
+    if k_ext:
+        ready = _tcp_open(*_split_hostport(k_ext.split(",")[0])) and _kafka_probe(
+            k_ext, timeout=3
+        )
+        say(f"kafka  external  endpoint={k_ext}  ready={'yes' if ready else 'no'}")
+    else:
+        pid = ctx.kafka.running_pid(adopt=False)
+        ep = f"127.0.0.1:{ctx.ports['kafka']}" if "kafka" in ctx.ports else "-"
+        ready = (
+            bool(pid)
+            and ep != "-"
+            and _tcp_open("127.0.0.1", ctx.ports["kafka"])
+            and _kafka_probe(ep, timeout=3)
+        )
+        state = "running" if pid else "stopped"
+        say(
+            f"kafka  {state}  pid={pid or '-'}  endpoint={ep}  ready={'yes' if ready else 'no'}"
+        )
+    ok &= ready
+    # S3
+    if s_ext:
+        ready = _s3_probe(s_ext, timeout=3)
+        say(f"s3     external  endpoint={s_ext}  ready={'yes' if ready else 'no'}")
+    else:
+        pid = ctx.s3.running_pid(adopt=False)
+        ep = f"http://127.0.0.1:{ctx.ports['s3']}" if "s3" in ctx.ports else "-"
+        ready = bool(pid) and ep != "-" and _s3_probe(ep, timeout=3)
+        state = "running" if pid else "stopped"
+        say(
+            f"s3     {state}  pid={pid or '-'}  endpoint={ep}  ready={'yes' if ready else 'no'}"
+        )
+    ok &= ready
+    return 0 if ok else 1
+
+
+def cmd_restart_kafka(ctx: Ctx) -> int:
+    """stop and start the broker only (data is kept)"""
+    require_python_deps("confluent_kafka")
+    if k_ext := ctx.kafka_external():
+        raise InfraError(
+            f"BERNSTEIN_KAFKA_BOOTSTRAP={k_ext} points at an external cluster; "
+            "restart-kafka only restarts the broker this script started"
+        )
+    t0 = time.monotonic()
+    with locked(ctx.p):
+        pid = ctx.kafka.running_pid()
+        if pid is not None:
+            stop_services([(ctx.kafka, pid)])
+        else:
+            say("kafka: not running; starting it")
+        ctx.settle_ports(["kafka", "controller"])
+        new = start_kafka(ctx.p, ctx.kafka, ctx.ports)
+        bootstrap = f"127.0.0.1:{ctx.ports['kafka']}"
+        dt = wait_kafka(bootstrap, ctx.deadline(False), ctx.kafka, new)
+        say(f"kafka: ready in {dt:.1f}s")
+        # keep .infra/env in step if the port had to move
+        if ctx.p.env.is_file():
+            text = re.sub(
+                r"^BERNSTEIN_KAFKA_BOOTSTRAP=.*$",
+                f"BERNSTEIN_KAFKA_BOOTSTRAP={bootstrap}",
+                ctx.p.env.read_text(),
+                flags=re.MULTILINE,
+            )
+            atomic_write(ctx.p.env, text)
+    say(
+        f"kafka  BERNSTEIN_KAFKA_BOOTSTRAP={bootstrap}  (pid {new}); restart took {time.monotonic() - t0:.1f}s"
+    )
+    return 0
+
+
+def cmd_reset(ctx: Ctx) -> int:
+    """down, then delete Kafka/S3 data, cluster id, ports and logs (jars are kept)"""
+    cmd_down(ctx)
+    p = ctx.p
+    with locked(p):
+        for d in (p.kafka_data, p.s3data, p.kafka_logs):
+            shutil.rmtree(d, ignore_errors=True)
+        for f in (
+            p.cluster_id,
+            p.ports,
+            p.env,
+            p.server_props,
+            p.log4j,
+            p.s3_conf,
+            p.s3_log,
+        ):
+            f.unlink(missing_ok=True)
+    say(
+        f"reset: deleted Kafka data, S3 data, cluster id, ports and logs under {p.state} (jars kept)"
+    )
+    return 0
+
+
+COMMANDS = {
+    "up": cmd_up,
+    "down": cmd_down,
+    "status": cmd_status,
+    "restart-kafka": cmd_restart_kafka,
+    "reset": cmd_reset,
+}
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--root",
+        type=Path,
+        default=argparse.SUPPRESS,
+        help="project root; state lives in ROOT/.infra (default: the repository root)",
+    )
+    common.add_argument(
+        "--timeout",
+        type=float,
+        default=argparse.SUPPRESS,
+        help=f"readiness deadline in seconds (default {READY_TIMEOUT_S:.0f}; "
+        f"{EXTERNAL_READY_TIMEOUT_S:.0f} for external services)",
+    )
+    ap = argparse.ArgumentParser(
+        prog="infra.py",
+        parents=[common],
+        description="Local Kafka (KRaft) + S3Proxy for bernstein.",
+    )
+    sub = ap.add_subparsers(
+        dest="command", required=True, metavar="{" + ",".join(COMMANDS) + "}"
+    )
+    for name, func in COMMANDS.items():
+        sub.add_parser(
+            name, parents=[common], help=(func.__doc__ or "").strip() or None
+        )
+    return ap.parse_args(argv)
+
+
+def require_python_deps(*modules: str) -> None:
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise InfraError(
+            f"python package(s) {', '.join(missing)} missing in {sys.executable}: run infra with "
+            f"{REPO / '.venv/bin/python'} (the infra/up wrapper does; create the venv with `make venv`)"
+        )
+
+
+def _reexec_in_venv_if_needed() -> None:
+    """`infra/infra.py ...` run by a system python3 switches to the project venv (which has
+    confluent_kafka and minio) when the current interpreter lacks them."""
+    venv = REPO / ".venv"
+    if (
+        importlib.util.find_spec("confluent_kafka") is not None
+        or not (venv / "bin" / "python").exists()
+    ):
+        return
+    if Path(sys.prefix).resolve() == venv.resolve():
+        return
+    py = str(venv / "bin" / "python")
+    os.execv(py, [py, str(Path(__file__).resolve()), *sys.argv[1:]])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    root = Path(getattr(args, "root", REPO)).expanduser().resolve()
+    try:
+        return COMMANDS[args.command](Ctx(root, getattr(args, "timeout", None)))
+    except InfraError as e:
+        warn(f"error: {e}")
+        return 1
+    except KeyboardInterrupt:
+        warn(
+            "interrupted; processes already started keep running (`infra/down` stops them)"
+        )
+        return 130
+
+
+if __name__ == "__main__":
+    _reexec_in_venv_if_needed()
+    sys.exit(main())
