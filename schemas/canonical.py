@@ -41,6 +41,11 @@ DOMAIN_AUDIT_GENESIS: Final = "bernstein/audit-genesis/v1"
 DOMAIN_AUDIT_ENTRY: Final = "bernstein/audit-entry/v1"
 DOMAIN_RUN_SEAL: Final = "bernstein/run-seal/v1"
 DOMAIN_HMAC_KEY_ID: Final = "bernstein/hmac-key-id/v1"
+DOMAIN_DATAOPS_ARTIFACT: Final = "bernstein/dataops-artifact/v1"
+DOMAIN_DATAOPS_RECEIPT: Final = "bernstein/dataops-receipt/v1"
+DOMAIN_COMPUTER_USE_GENESIS: Final = "bernstein/computer-use-genesis/v1"
+DOMAIN_TYPED_VALUE: Final = "bernstein/typed-value/v1"
+DOMAIN_LINEAGE_ENTRY: Final = "bernstein/lineage-entry/v1"
 
 
 # --------------------------------------------------------------------------
@@ -209,6 +214,57 @@ def _mac(key: bytes, message: bytes) -> str:
 def seal_signing_input(payload: bytes) -> bytes:
     """The exact bytes an Ed25519 run seal signs: PAE over the stored seal payload."""
     return pae(DOMAIN_RUN_SEAL, payload)
+
+
+def signing_input(domain: str, document: Any) -> bytes:
+    """The exact bytes signed (or MACed) for a structured document: PAE over its canonical JSON."""
+    return pae(domain, canonical_json(document))
+
+
+# --------------------------------------------------------------------------
+# Modalities: data/ops plans, computer-use anchors
+# --------------------------------------------------------------------------
+
+
+def plan_document(input_hashes: Iterable[str], steps: Sequence[str]) -> dict[str, Any]:
+    """The data/ops plan projection: sorted, de-duplicated input hashes and the ordered steps."""
+    return {
+        "input_hashes": sorted({require_digest(h, field="input content_hash") for h in input_hashes}),
+        "steps": list(steps),
+    }
+
+
+def plan_hash(input_hashes: Iterable[str], steps: Sequence[str]) -> str:
+    """``sha256:`` of the canonical plan projection; byte-identical for the same inputs and steps."""
+    return document_hash(plan_document(input_hashes, steps))
+
+
+def observation_hash(screenshot: bytes, dom_digest: str) -> str:
+    """Computer-use observation: sha256(pre-action screenshot bytes || DOM digest string).
+
+    ``dom_digest`` is itself a fixed-length ``sha256:`` digest, so the
+    concatenation is unambiguous without a length prefix.
+    """
+    return sha256_digest(screenshot + require_digest(dom_digest, field="dom_digest").encode("ascii"))
+
+
+def computer_use_genesis(run_id: str, session_id: str) -> str:
+    """The ``prev_anchor`` of a session's first action; binds the chain to its run and session."""
+    return sha256_digest(pae(DOMAIN_COMPUTER_USE_GENESIS, canonical_json([run_id, session_id])))
+
+
+def action_anchor(prev_anchor: str, observation: str, action: Mapping[str, Any]) -> str:
+    """sha256(canonical({prev_anchor, observation_hash, action})): one link of the action chain."""
+    return document_hash({"prev_anchor": prev_anchor, "observation_hash": observation, "action": dict(action)})
+
+
+def typed_value_digest(key: bytes, value: str) -> str:
+    """Keyed digest of a typed form value: the value itself never enters a chain.
+
+    Keyed (HMAC) rather than a bare hash so a short secret cannot be recovered
+    by hashing a dictionary of guesses.
+    """
+    return _mac(key, pae(DOMAIN_TYPED_VALUE, value.encode("utf-8")))
 
 
 # --------------------------------------------------------------------------

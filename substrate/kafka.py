@@ -10,6 +10,8 @@ partition owns one journal partition and one audit chain.
 
 from __future__ import annotations
 
+import logging
+import os
 import time
 from collections.abc import Mapping
 from typing import Any, Final
@@ -40,9 +42,22 @@ class TopicMismatch(KafkaError):
     code = "E_TOPIC_MISMATCH"
 
 
+_LIBRDKAFKA_LOG = logging.getLogger("bernstein.librdkafka")
+if not os.environ.get("BERNSTEIN_DEBUG"):
+    # librdkafka logs every failed connection attempt; our own errors say what
+    # went wrong and what to do, so its chatter is opt-in (BERNSTEIN_DEBUG=1).
+    _LIBRDKAFKA_LOG.addHandler(logging.NullHandler())
+    _LIBRDKAFKA_LOG.propagate = False
+
+
 def client_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
-    """Base librdkafka config: quiet logs, loopback-friendly timeouts."""
-    config: dict[str, Any] = {"bootstrap.servers": bootstrap, "client.id": "bernstein", "log_level": 3}
+    """Base librdkafka config: logs routed to a Python logger (silent unless BERNSTEIN_DEBUG)."""
+    config: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "client.id": "bernstein",
+        "log_level": 3,
+        "logger": _LIBRDKAFKA_LOG,
+    }
     config.update(extra)
     return config
 

@@ -1,0 +1,5 @@
+import sys
+
+from bernstein.cli import main
+
+sys.exit(main())

@@ -1,0 +1,101 @@
+"""The ``bernstein`` command line: one console script, subcommands registered by modules.
+
+Each command module exposes ``register(subparsers)`` which adds its parser
+and sets ``func`` to a handler ``(args) -> int``. Handlers return the exit
+code; a ``BernsteinError`` escaping a handler is a user-facing failure and is
+printed as one line (exit 3), never as a traceback. Exit codes used across
+commands::
+
+    0  success / verified
+    1  not found (run, activity)
+    2  mismatch (verification failed, tamper)
+    3  usage error or unreadable input (bad flags, missing file, service down)
+    4  internal error (a defect; rerun with --debug for the traceback)
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from typing import Final, NoReturn
+
+from schemas.errors import BernsteinError
+
+EXIT_OK: Final = 0
+EXIT_NOT_FOUND: Final = 1
+EXIT_MISMATCH: Final = 2
+EXIT_USAGE: Final = 3
+EXIT_INTERNAL: Final = 4
+
+# Modules that register subcommands; a module that is not present yet is skipped.
+COMMAND_MODULES: Final = (
+    "bernstein.commands.keys",
+    "bernstein.commands.topics",
+    "bernstein.commands.scheduler",
+    "bernstein.commands.activity",
+    "bernstein.commands.coding",
+    "bernstein.commands.demo",
+    "producers.research.cli",
+    "producers.dataops.cli",
+    "producers.computer_use.cli",
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on usage errors; 2 means "mismatch" here, so use 3."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="bernstein", description="A verifiable activity journal for AI agents, on Kafka.")
+    parser.add_argument("--debug", action="store_true", help="print tracebacks for internal errors")
+    sub = parser.add_subparsers(dest="command", metavar="<command>", parser_class=_Parser)
+    for module_name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and module_name.startswith(exc.name):
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        code = int(args.func(args))
+    except BernsteinError as exc:
+        print(f"bernstein: error: {exc.message}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("bernstein: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`); nothing more to say.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+        if args.debug or os.environ.get("BERNSTEIN_DEBUG"):
+            raise
+        print(
+            f"bernstein: internal error: {type(exc).__name__}: {exc} (a defect; rerun with --debug and report it)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""Helpers shared by the command modules: settings, stores, keys."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from schemas.errors import BernsteinError
+from substrate.cas import BlobStore, DirBlobStore, S3BlobStore
+from substrate.config import Settings
+from substrate.keys import InstallKeys, TrustedKeys, default_keys_dir, load_keys
+
+
+class UsageError(BernsteinError):
+    """A flag combination or argument that cannot work; the message says what to pass."""
+
+    code = "E_USAGE"
+
+
+def add_prefix_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prefix", default=None, help="topic prefix (default: $BERNSTEIN_TOPIC_PREFIX or 'bernstein')")
+
+
+def add_keys_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--keys-dir",
+        type=Path,
+        default=None,
+        help="install key directory (default: $BERNSTEIN_KEYS_DIR or ~/.local/state/bernstein/keys)",
+    )
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    return Settings.load(prefix=getattr(args, "prefix", None))
+
+
+def keys_from(args: argparse.Namespace) -> InstallKeys:
+    return load_keys(getattr(args, "keys_dir", None) or default_keys_dir())
+
+
+def s3_store(settings: Settings) -> S3BlobStore:
+    if settings.s3 is None:
+        raise UsageError("no S3 endpoint: set BERNSTEIN_S3_ENDPOINT or run `infra/up` (it writes .infra/env)")
+    return S3BlobStore(settings.s3)
+
+
+def store_from(spec: str | None, settings: Settings, *, default_dir: Path | None = None) -> BlobStore | None:
+    """``s3`` -> the S3 bucket, ``none`` -> no store, anything else -> a CAS directory."""
+    if spec is None:
+        if default_dir is not None:
+            return DirBlobStore(default_dir) if default_dir.is_dir() else None
+        return s3_store(settings) if settings.s3 is not None else None
+    if spec == "none":
+        return None
+    if spec == "s3":
+        return s3_store(settings)
+    path = Path(spec)
+    if not path.is_dir():
+        raise UsageError(f"--cas {spec}: no such directory (pass s3, none, or a CAS directory such as <dump>/cas)")
+    return DirBlobStore(path)
+
+
+def trusted_from(path: Path | None, keys_dir: Path | None = None) -> TrustedKeys:
+    """The pinned keys: the --trusted-keys file, else the local install keys."""
+    if path is not None:
+        return TrustedKeys.load(path)
+    directory = keys_dir or default_keys_dir()
+    try:
+        return TrustedKeys.from_install(load_keys(directory))
+    except BernsteinError as exc:
+        raise UsageError(
+            f"no keys to trust: pass --trusted-keys FILE (write one with `bernstein keys trust`) ({exc.message})"
+        ) from exc

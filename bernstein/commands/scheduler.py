@@ -1,0 +1,114 @@
+"""``bernstein scheduler run``: one deterministic scheduler per input partition."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from types import FrameType
+
+from bernstein.commands.common import UsageError, add_keys_flag, add_prefix_flag, keys_from, settings_from
+from consumers.core.model import SchedulerConfig
+from consumers.core.step import SchedulerCore
+from consumers.manifest import load_roles
+from consumers.shell import SchedulerShell, ShellOptions
+from substrate.kafka import ensure_topics, partition_count, require_bootstrap
+from substrate.keys import InstallKeys
+
+DEFAULT_ROLES = Path("config") / "roles.toml"
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    scheduler = sub.add_parser("scheduler", help="run the deterministic scheduler")
+    scheduler_sub = scheduler.add_subparsers(dest="scheduler_command", metavar="<scheduler command>")
+    run = scheduler_sub.add_parser(
+        "run",
+        help="validate, chain, refuse and audit one partition of submissions (exactly once)",
+        description="Consume <prefix>.activity.submissions (read_committed) and write journal, refusals, "
+        "audit and dead letters in one Kafka transaction per batch. Stops cleanly on SIGTERM/SIGINT.",
+    )
+    add_prefix_flag(run)
+    add_keys_flag(run)
+    which = run.add_mutually_exclusive_group()
+    which.add_argument("--partition", type=int, default=None, help="the input partition this process owns (default 0)")
+    which.add_argument("--all-partitions", action="store_true", help="start one child process per partition and supervise them")
+    run.add_argument("--roles", type=Path, default=None, help="roles manifest (default: $BERNSTEIN_ROLES or config/roles.toml)")
+    run.add_argument("--seal-every", type=int, default=1000, help="sign a seal after every N entries of a run (default 1000)")
+    run.add_argument("--batch-max", type=int, default=500, help="records per transaction at most (default 500)")
+    run.add_argument("--batch-ms", type=int, default=20, help="wait for the first record of a batch, ms (default 20)")
+    run.add_argument("--idle-exit", type=float, default=None, help="exit after this many idle seconds (tests, demos)")
+    run.add_argument("--progress-every", type=float, default=5.0, help="seconds between progress lines (default 5)")
+    run.set_defaults(func=_run)
+    scheduler.set_defaults(func=lambda args: (scheduler.print_help(sys.stderr), 3)[1])
+
+
+def scheduler_config(keys: InstallKeys, roles_path: Path, seal_every: int) -> SchedulerConfig:
+    if seal_every < 1:
+        raise UsageError("--seal-every must be at least 1")
+    return SchedulerConfig(
+        roles=load_roles(roles_path),
+        signer=keys.signer,
+        audit_key=keys.audit.secret,
+        audit_key_id=keys.audit.key_id,
+        seal_every=seal_every,
+    )
+
+
+def _roles_path(args: argparse.Namespace) -> Path:
+    return args.roles or Path(os.environ.get("BERNSTEIN_ROLES") or DEFAULT_ROLES)
+
+
+def _run(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    bootstrap = require_bootstrap(settings.kafka_bootstrap)
+    config = scheduler_config(keys_from(args), _roles_path(args), args.seal_every)
+    ensure_topics(bootstrap, settings.topics)
+    if args.all_partitions:
+        return _supervise(args, partition_count(bootstrap, settings.topics.submissions))
+    partition = args.partition or 0
+    count = partition_count(bootstrap, settings.topics.submissions)
+    if not 0 <= partition < count:
+        raise UsageError(f"--partition {partition}: {settings.topics.submissions} has partitions 0..{count - 1}")
+    shell = SchedulerShell(
+        bootstrap=bootstrap,
+        topics=settings.topics,
+        partition=partition,
+        core=SchedulerCore(config),
+        options=ShellOptions(
+            batch_max=args.batch_max, batch_timeout=args.batch_ms / 1000, progress_every=args.progress_every
+        ),
+    )
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        shell.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    shell.run(idle_exit=args.idle_exit)
+    return 0
+
+
+def _supervise(args: argparse.Namespace, partitions: int) -> int:
+    """One child per partition; forward SIGTERM; exit non-zero if any child fails."""
+    base = [sys.executable, "-m", "bernstein"]
+    passthrough = []
+    for flag in ("prefix", "keys_dir", "roles", "idle_exit"):
+        value = getattr(args, flag)
+        if value is not None:
+            passthrough += [f"--{flag.replace('_', '-')}", str(value)]
+    passthrough += ["--seal-every", str(args.seal_every), "--batch-max", str(args.batch_max), "--batch-ms", str(args.batch_ms)]
+    children = [
+        subprocess.Popen([*base, "scheduler", "run", "--partition", str(p), *passthrough]) for p in range(partitions)
+    ]
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        for child in children:
+            child.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    codes = [child.wait() for child in children]
+    return max(codes) if any(codes) else 0

@@ -1,0 +1,175 @@
+"""``bernstein topic export``: a self-contained dump an auditor can verify offline.
+
+Layout::
+
+    manifest.json                     what was exported (no timestamps: exports are reproducible)
+    topics/<stream>/<partition>.jsonl every record as stored: value, key, headers, offset, timestamp
+    cas/sha256/<aa>/<hex>             every blob the exported entries reference
+    keys/public-keys.json             the install's public keys, for convenience only:
+                                      the verifier trusts nothing it is not handed explicitly
+
+For selected runs, the journal and refusal records of those runs are exported,
+and the audit partitions they live on are exported whole (an audit chain
+cannot be checked with holes in it; its records carry hashes only).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from schemas import codec
+from schemas.canonical import is_digest
+from schemas.records import ENTRY_ACTIVITY_RESULT
+from substrate.cas import BlobStore, CasError, DirBlobStore
+from substrate.keys import TrustedKeys
+from verifier.sources import DUMP_FORMAT, STREAMS, RecordSource, StoredRecord, encode_dump_line
+
+
+@dataclass(frozen=True)
+class ExportSummary:
+    directory: Path
+    records: dict[str, int]
+    blobs: int
+    missing_blobs: tuple[str, ...]
+    runs: tuple[str, ...] | None
+
+
+def referenced_digests(record: StoredRecord) -> list[str]:
+    """Blob digests a journal record names (observations and artifact of an activity result)."""
+    c = codec.default_codec()
+    try:
+        decoded = c.decode(record.value or b"", expect=frozenset({codec.JOURNAL_RECORD}))
+        entry = c.decode(decoded.record["payload"]).record
+    except codec.DecodeError:
+        return []
+    digests: list[str] = []
+    if entry.get("entry_type") == ENTRY_ACTIVITY_RESULT:
+        digests.append(entry["artifact_hash"])
+        digests.extend(o["content_hash"] for o in entry["observations"])
+    for name in ("screenshot_hash",):
+        if name in entry:
+            digests.append(entry[name])
+    return [d for d in digests if is_digest(d)]
+
+
+def export_dump(
+    source: RecordSource,
+    destination: Path,
+    *,
+    cas: BlobStore | None,
+    runs: Iterable[str] | None,
+    trusted: TrustedKeys | None,
+    extra_digests: Callable[[bytes], list[str]] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> ExportSummary:
+    """Write a dump of ``runs`` (or everything when None) into ``destination``."""
+    wanted = None if runs is None else {r.encode() for r in runs}
+    destination.mkdir(parents=True, exist_ok=True)
+    if any(destination.iterdir()):
+        from schemas.errors import MalformedInput
+
+        raise MalformedInput(f"{destination} is not empty; export into a new directory")
+    counts: dict[str, int] = {}
+    partition_files: dict[str, dict[str, Any]] = {}
+    digests: set[str] = set()
+    audit_partitions: set[int] = set()
+
+    for stream in ("journal", "refusals"):
+        for partition in source.partitions(stream):
+            records = (r for r in source.records(stream, partition) if wanted is None or r.key in wanted)
+            written = _write_partition(destination, stream, partition, records, on_record=_collect(stream, digests, audit_partitions, extra_digests))
+            if written["records"]:
+                partition_files.setdefault(stream, {})[str(partition)] = written
+                counts[stream] = counts.get(stream, 0) + written["records"]
+    for stream in ("audit", "deadletter"):
+        if stream == "deadletter" and wanted is not None:
+            continue
+        for partition in source.partitions(stream):
+            if stream == "audit" and wanted is not None and partition not in audit_partitions:
+                continue
+            written = _write_partition(destination, stream, partition, source.records(stream, partition), on_record=None)
+            if written["records"]:
+                partition_files.setdefault(stream, {})[str(partition)] = written
+                counts[stream] = counts.get(stream, 0) + written["records"]
+        if progress:
+            progress(f"exported {counts.get(stream, 0)} {stream} records")
+
+    missing: list[str] = []
+    copied = 0
+    if cas is not None:
+        target = DirBlobStore(destination / "cas")
+        for digest in sorted(digests):
+            try:
+                target.put(cas.get(digest))
+                copied += 1
+            except CasError:
+                missing.append(digest)
+        if progress:
+            progress(f"copied {copied} blobs ({len(missing)} missing from the store)")
+
+    keys_dir = destination / "keys"
+    keys_dir.mkdir(exist_ok=True)
+    public = TrustedKeys(ed25519=dict(trusted.ed25519) if trusted else {})
+    (keys_dir / "public-keys.json").write_text(json.dumps(public.to_json(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+    manifest = {
+        "format": DUMP_FORMAT,
+        "created_by": "bernstein topic export",
+        "runs": None if runs is None else sorted(r.decode() for r in wanted or ()),
+        "streams": {stream: partition_files.get(stream, {}) for stream in STREAMS},
+        "blobs": copied,
+        "missing_blobs": missing,
+        "note": "keys/public-keys.json is informational; verify with --trusted-keys naming keys you trust",
+    }
+    (destination / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return ExportSummary(destination, counts, copied, tuple(missing), None if runs is None else tuple(sorted(manifest["runs"] or ())))
+
+
+def _collect(
+    stream: str, digests: set[str], audit_partitions: set[int], extra: Callable[[bytes], list[str]] | None
+) -> Callable[[StoredRecord], None]:
+    def on_record(record: StoredRecord) -> None:
+        audit_partitions.add(record.partition)
+        if stream == "journal":
+            digests.update(referenced_digests(record))
+            if extra is not None and record.value is not None:
+                digests.update(d for d in extra(record.value) if is_digest(d))
+
+    return on_record
+
+
+def _write_partition(
+    destination: Path,
+    stream: str,
+    partition: int,
+    records: Iterable[StoredRecord],
+    *,
+    on_record: Callable[[StoredRecord], None] | None,
+) -> dict[str, Any]:
+    directory = destination / "topics" / stream
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{partition}.jsonl"
+    hasher = hashlib.sha256()
+    count = 0
+    first = last = None
+    with path.open("wb") as handle:
+        for record in records:
+            line = encode_dump_line(record)
+            handle.write(line)
+            hasher.update(line)
+            count += 1
+            first = record.offset if first is None else first
+            last = record.offset
+            if on_record is not None:
+                on_record(record)
+        handle.flush()
+        os.fsync(handle.fileno())
+    if count == 0:
+        path.unlink()
+    return {"records": count, "first_offset": first, "last_offset": last, "sha256": hasher.hexdigest()}

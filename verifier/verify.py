@@ -1,0 +1,741 @@
+"""Offline verification of one run: parse, then verify, then report.
+
+``verify(run_id, source, cas=..., trusted=...)`` returns a frozen
+``RunReport``; ``verify_stream`` yields the same verdicts lazily so that the
+CLI can print a run of any length in flat memory. The steps, in report order:
+
+1. Chain. Walk the run's journal records in offset order. Each entry's hash
+   must recompute over its stored payload bytes, and each entry must name its
+   predecessor (``prev_hash``) and the next sequence number. The first break
+   is reported once, with its seq, offset, expected and recomputed hashes;
+   later entries are checked against their own predecessors, so one edit is
+   not smeared over the rest of the run.
+2. Seals. Every seal's Ed25519 signature must verify against a pinned key,
+   and its (entry_count, head) must match the chain at that point. A run
+   needs a final seal; entries after it, or a journal shorter than a seal,
+   mean deletion or truncation.
+3. Audit. The partition's HMAC chain must recompute with the pinned audit
+   key, count from 0 without gaps, link each record to its predecessor, and
+   agree with the journal crossing by crossing (entry hashes, seals). Audit
+   records of this run that the journal lacks name a truncated journal.
+4. Stages. For each ``activity.result`` entry: recompute the evidence-set
+   hash from the pinned observation hashes; where a CAS is given, reattach and
+   re-hash every observation and the artifact (missing and changed are
+   different verdicts); then run the modality check for its kind.
+
+Keys come only from ``trusted`` (pinned); a key found in the data is never
+used. No step touches the network unless the source is a live cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from schemas import codec
+from schemas.canonical import (
+    audit_genesis,
+    audit_mac,
+    evidence_set_hash,
+    is_digest,
+    journal_entry_hash,
+    journal_genesis,
+    macs_equal,
+    seal_signing_input,
+    sha256_digest,
+)
+from schemas.errors import MalformedDigest
+from schemas.records import ENTRY_ACTIVITY_RESULT, AuditEvent
+from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError
+from substrate.keys import TrustedKeys, verify_signature
+from verifier.checks import CheckContext, check_for
+from verifier.report import (
+    AuditVerdict,
+    ChainVerdict,
+    Problem,
+    RunHeader,
+    RunReport,
+    SealVerdict,
+    StageVerdict,
+)
+from verifier.sources import RecordSource, StoredRecord
+
+_JOURNAL = frozenset({codec.JOURNAL_RECORD, codec.SEAL_RECORD})
+_ENTRY = frozenset({codec.JOURNAL_ENTRY})
+_SEAL = frozenset({codec.RUN_SEAL})
+_AUDIT_RECORD = frozenset({codec.AUDIT_RECORD})
+_AUDIT_ENTRY = frozenset({codec.AUDIT_ENTRY})
+
+
+def verify(run_id: str, source: RecordSource, *, cas: BlobStore | None, trusted: TrustedKeys) -> RunReport:
+    """Verify one run and return the whole report (stage verdicts held in memory)."""
+    header, stages = verify_stream(run_id, source, cas=cas, trusted=trusted)
+    return RunReport(header=header, stages=tuple(stages))
+
+
+def verify_stream(
+    run_id: str, source: RecordSource, *, cas: BlobStore | None, trusted: TrustedKeys
+) -> tuple[RunHeader, Iterator[StageVerdict]]:
+    """The run header now, and the stage verdicts as a lazy iterator (flat memory)."""
+    c = codec.default_codec()
+    key = run_id.encode()
+    partitions = [p for p in source.partitions("journal") if _has_key(source.records("journal", p), key)]
+    if not partitions:
+        mentions = _audit_mentions(source, run_id)
+        if mentions:
+            problem = Problem(
+                "JOURNAL_MISSING",
+                f"the journal holds no records of run {run_id!r}, but the audit chain mirrors {mentions} crossings of it "
+                "(journal records deleted)",
+            )
+            header = RunHeader(run_id, source.describe(), found=True, dump_problems=(problem,))
+            return _with_torn(header, source), iter(())
+        header = RunHeader(run_id, source.describe(), found=False, reason=f"no journal records for run {run_id!r} in {source.describe()}")
+        return _with_torn(header, source), iter(())
+    if len(partitions) > 1:
+        problem = Problem(
+            "RUN_ON_SEVERAL_PARTITIONS",
+            f"run {run_id!r} has journal records on partitions {partitions}; a run lives on exactly one",
+        )
+        header = RunHeader(run_id, source.describe(), found=True, dump_problems=(problem,))
+        return _with_torn(header, source), iter(())
+    partition = partitions[0]
+
+    audit = _AuditWalk(c, source.records("audit", partition), run_id, partition, trusted)
+    chain = _ChainWalk(c, run_id, partition, trusted, audit)
+    for record in source.records("journal", partition):
+        if record.key == key:
+            chain.feed(record)
+    chain.finish()
+    audit.finish(chain.expected_seq)
+
+    header = RunHeader(
+        run_id=run_id,
+        source=source.describe(),
+        found=True,
+        chain=chain.chain_verdict(),
+        seal=chain.seal_verdict(),
+        audit=audit.verdict(),
+    )
+    header = _with_torn(header, source)
+    if chain.results == 0 and header.ok:
+        header = RunHeader(
+            run_id=run_id,
+            source=header.source,
+            found=True,
+            reason="run journal holds no activity.result entries",
+            chain=header.chain,
+            seal=header.seal,
+            audit=header.audit,
+        )
+    return header, _stages(c, source, partition, key, cas, trusted)
+
+
+def _with_torn(header: RunHeader, source: RecordSource) -> RunHeader:
+    torn = getattr(source, "torn_lines", [])
+    if not torn:
+        return header
+    problems = tuple(
+        Problem("DUMP_TRUNCATED", f"{t.path} ends in a torn line at line {t.line}: the dump file was truncated") for t in torn
+    )
+    return RunHeader(
+        run_id=header.run_id,
+        source=header.source,
+        found=header.found,
+        reason=header.reason,
+        chain=header.chain,
+        seal=header.seal,
+        audit=header.audit,
+        dump_problems=header.dump_problems + problems,
+    )
+
+
+def _has_key(records: Iterator[StoredRecord], key: bytes) -> bool:
+    return any(r.key == key for r in records)
+
+
+def _audit_mentions(source: RecordSource, run_id: str) -> int:
+    key = run_id.encode()
+    return sum(1 for p in source.partitions("audit") for r in source.records("audit", p) if r.key == key)
+
+
+# ---------------------------------------------------------------------------
+# 1-2. chain and seals
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Findings:
+    first: Problem | None = None
+    further: int = 0
+
+    def add(self, problem: Problem) -> None:
+        if self.first is None:
+            self.first = problem
+        else:
+            self.further += 1
+
+
+class _ChainWalk:
+    def __init__(self, c: codec.Codec, run_id: str, partition: int, trusted: TrustedKeys, audit: _AuditWalk) -> None:
+        self.c = c
+        self.run_id = run_id
+        self.partition = partition
+        self.trusted = trusted
+        self.audit = audit
+        self.expected_seq = 0
+        self.head = journal_genesis(run_id)
+        self.results = 0
+        self.chain = _Findings()
+        self.seals = _Findings()
+        self.seal_count = 0
+        self.final_seal_offset: int | None = None
+        self.covered = 0
+        self.seal_keys: set[str] = set()
+
+    def feed(self, record: StoredRecord) -> None:
+        try:
+            decoded = self.c.decode(record.value or b"", expect=_JOURNAL)
+        except codec.DecodeError as exc:
+            self.chain.add(Problem("RECORD_UNDECODABLE", f"journal record at offset {record.offset} does not decode: {exc}", offset=record.offset))
+            return
+        if decoded.schema.name == codec.JOURNAL_RECORD:
+            self._entry(record, decoded.record)
+        else:
+            self._seal(record, decoded.record)
+
+    def _entry(self, record: StoredRecord, envelope: dict[str, Any]) -> None:
+        payload: bytes = envelope["payload"]
+        stored: str = envelope["entry_hash"]
+        recomputed = journal_entry_hash(payload)
+        try:
+            entry = self.c.decode(payload, expect=_ENTRY).record
+        except codec.DecodeError as exc:
+            self.chain.add(
+                Problem(
+                    "ENTRY_UNDECODABLE",
+                    f"entry at offset {record.offset}: payload does not decode ({exc})",
+                    offset=record.offset,
+                    expected=stored,
+                    recomputed=recomputed,
+                )
+            )
+            self._advance(self.expected_seq, stored)
+            return
+        seq = entry["seq"]
+        if self.final_seal_offset is not None:
+            self.seals.add(
+                Problem(
+                    "ENTRY_AFTER_FINAL_SEAL",
+                    f"entry seq {seq} at offset {record.offset} follows the run's final seal (offset {self.final_seal_offset})",
+                    seq=seq,
+                    offset=record.offset,
+                )
+            )
+        if entry["run_id"] != self.run_id:
+            self.chain.add(
+                Problem(
+                    "ENTRY_WRONG_RUN",
+                    f"entry at offset {record.offset} is keyed {self.run_id!r} but belongs to run {entry['run_id']!r}",
+                    seq=seq,
+                    offset=record.offset,
+                )
+            )
+        elif recomputed != stored:
+            self.chain.add(
+                Problem(
+                    "ENTRY_HASH_MISMATCH",
+                    f"seq {seq} at offset {record.offset}: entry hash mismatch (stored '{stored}', recomputed '{recomputed}')",
+                    seq=seq,
+                    offset=record.offset,
+                    expected=stored,
+                    recomputed=recomputed,
+                )
+            )
+        elif seq != self.expected_seq or entry["prev_hash"] != self.head:
+            self.chain.add(self._link_problem(record, seq, entry["prev_hash"], stored))
+        if entry["entry_type"] == ENTRY_ACTIVITY_RESULT:
+            self.results += 1
+        self.audit.expect_result(seq, stored, record.offset)
+        self._advance(seq + 1, stored)
+
+    def _link_problem(self, record: StoredRecord, seq: int, prev: str, stored: str) -> Problem:
+        if stored == self.head:
+            what = f"seq {seq} at offset {record.offset} repeats the previous entry (duplicate record)"
+            code = "ENTRY_DUPLICATED"
+        elif seq < self.expected_seq:
+            what = f"seq {seq} at offset {record.offset} comes after seq {self.expected_seq - 1} (records reordered or duplicated)"
+            code = "ENTRY_OUT_OF_ORDER"
+        elif seq > self.expected_seq:
+            missing = f"seq {self.expected_seq}" if seq == self.expected_seq + 1 else f"seqs {self.expected_seq}..{seq - 1}"
+            what = f"seq {seq} at offset {record.offset} follows seq {self.expected_seq - 1}: {missing} missing (deleted or moved)"
+            code = "ENTRY_MISSING"
+        else:
+            what = f"seq {seq} at offset {record.offset}: prev_hash does not name the previous entry (stored '{prev}', expected '{self.head}')"
+            code = "CHAIN_LINK_BROKEN"
+        return Problem(code, what, seq=seq, offset=record.offset, expected=self.head, recomputed=prev)
+
+    def _advance(self, next_seq: int, head: str) -> None:
+        self.expected_seq = next_seq
+        self.head = head
+
+    def _seal(self, record: StoredRecord, envelope: dict[str, Any]) -> None:
+        payload: bytes = envelope["payload"]
+        key_id: str = envelope["key_id"]
+        self.seal_count += 1
+        try:
+            seal = self.c.decode(payload, expect=_SEAL).record
+        except codec.DecodeError as exc:
+            self.seals.add(Problem("SEAL_UNDECODABLE", f"seal at offset {record.offset} does not decode: {exc}", offset=record.offset))
+            return
+        self.audit.expect_seal(seal, sha256_digest(record.value or b""), record.offset)
+        public = self.trusted.public_key(key_id)
+        if public is None:
+            self.seals.add(
+                Problem(
+                    "SEAL_KEY_NOT_PINNED",
+                    f"seal at offset {record.offset} is signed by key {key_id}, which is not among the pinned keys (--trusted-keys)",
+                    offset=record.offset,
+                    expected=", ".join(sorted(self.trusted.ed25519)) or "(none pinned)",
+                    recomputed=key_id,
+                )
+            )
+            return
+        if not verify_signature(public, envelope["signature"], seal_signing_input(payload)):
+            self.seals.add(
+                Problem(
+                    "SEAL_SIGNATURE_INVALID",
+                    f"seal at offset {record.offset}: signature does not verify against pinned key {key_id}",
+                    offset=record.offset,
+                )
+            )
+            return
+        self.seal_keys.add(key_id)
+        count = seal["entry_count"]
+        if seal["run_id"] != self.run_id:
+            self.seals.add(Problem("SEAL_WRONG_RUN", f"seal at offset {record.offset} seals run {seal['run_id']!r}", offset=record.offset))
+        elif count != self.expected_seq or seal["head_hash"] != self.head:
+            if count > self.expected_seq:
+                message = (
+                    f"seal at offset {record.offset} covers {count} entries but the journal holds {self.expected_seq} before it "
+                    f"(entries deleted or truncated after seq {self.expected_seq - 1})"
+                )
+            elif count < self.expected_seq:
+                message = f"seal at offset {record.offset} covers {count} entries but the journal holds {self.expected_seq} before it (entries inserted)"
+            else:
+                message = f"seal at offset {record.offset}: head mismatch (sealed '{seal['head_hash']}', journal '{self.head}')"
+            self.seals.add(
+                Problem("SEAL_MISMATCH", message, seq=count, offset=record.offset, expected=seal["head_hash"], recomputed=self.head)
+            )
+        else:
+            self.covered = count
+        if seal["final"]:
+            if self.final_seal_offset is not None:
+                self.seals.add(Problem("SEAL_DUPLICATE_FINAL", f"second final seal at offset {record.offset}", offset=record.offset))
+            self.final_seal_offset = record.offset
+
+    def finish(self) -> None:
+        if self.final_seal_offset is None:
+            tail = self.expected_seq - self.covered
+            self.seals.add(
+                Problem(
+                    "RUN_NOT_SEALED",
+                    f"no final seal: the last valid seal covers {self.covered} of {self.expected_seq} entries "
+                    f"({tail} unsealed; the run is still open or its journal tail was truncated)",
+                    seq=self.expected_seq,
+                    expected="final seal",
+                )
+            )
+
+    def chain_verdict(self) -> ChainVerdict:
+        return ChainVerdict(
+            entries=self.expected_seq,
+            head=self.head,
+            partition=self.partition,
+            problem=self.chain.first,
+            further_problems=self.chain.further,
+        )
+
+    def seal_verdict(self) -> SealVerdict:
+        return SealVerdict(
+            seals=self.seal_count,
+            final=self.final_seal_offset is not None,
+            covered=self.covered,
+            key_ids=tuple(sorted(self.seal_keys)),
+            problem=self.seals.first,
+            further_problems=self.seals.further,
+        )
+
+
+# ---------------------------------------------------------------------------
+# 3. audit chain, joined with the journal
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class _AuditEvent:
+    seq: int
+    offset: int
+    event: str
+    journal_seq: int
+    record_hash: str
+    prev_mac: str
+    tainted: bool
+
+
+@dataclass
+class _AuditWalk:
+    c: codec.Codec
+    records: Iterator[StoredRecord]
+    run_id: str
+    partition: int
+    trusted: TrustedKeys
+    count: int = 0
+    run_count: int = 0
+    refusals: int = 0
+    last_mac: str = ""
+    expected_seq: int = 0
+    key_ids: set[str] = field(default_factory=set)
+    macs_verified: bool = True
+    missing_key: str = ""
+    findings: _Findings = field(default_factory=_Findings)
+    pending: _AuditEvent | None = None
+    exhausted: bool = False
+    genesis_checked: bool = False
+
+    # -- pulling records ---------------------------------------------------------
+
+    def _next_run_event(self) -> _AuditEvent | None:
+        """The next result or seal audit event of this run (refusals are counted and skipped)."""
+        if self.pending is not None:
+            event, self.pending = self.pending, None
+            return event
+        for record in self.records:
+            event = self._check(record)
+            if event is not None:
+                return event
+        self.exhausted = True
+        return None
+
+    def _check(self, record: StoredRecord) -> _AuditEvent | None:
+        self.count += 1
+        try:
+            envelope = self.c.decode(record.value or b"", expect=_AUDIT_RECORD).record
+            entry = self.c.decode(envelope["payload"], expect=_AUDIT_ENTRY).record
+        except codec.DecodeError as exc:
+            self.findings.add(Problem("AUDIT_UNDECODABLE", f"audit record at offset {record.offset} does not decode: {exc}", offset=record.offset))
+            self.expected_seq += 1
+            return None
+        tainted = False
+        key_id = envelope["key_id"]
+        secret = self.trusted.audit_secret(key_id)
+        if not self.genesis_checked:
+            self.genesis_checked = True
+            self.last_mac = audit_genesis(secret, self.partition) if secret is not None else entry["prev_mac"]
+        if secret is None:
+            self.macs_verified = False
+            self.missing_key = key_id
+        else:
+            self.key_ids.add(key_id)
+            recomputed = audit_mac(secret, envelope["payload"])
+            if not macs_equal(recomputed, envelope["mac"]):
+                tainted = True
+                self.findings.add(
+                    Problem(
+                        "AUDIT_MAC_MISMATCH",
+                        f"audit seq {entry['seq']} at offset {record.offset}: MAC mismatch (stored '{envelope['mac']}', recomputed '{recomputed}')",
+                        seq=entry["seq"],
+                        offset=record.offset,
+                        expected=envelope["mac"],
+                        recomputed=recomputed,
+                    )
+                )
+        if entry["seq"] != self.expected_seq:
+            tainted = True
+            if entry["seq"] > self.expected_seq:
+                message = f"audit seq jumps from {self.expected_seq - 1} to {entry['seq']} at offset {record.offset}: records deleted"
+                code = "AUDIT_GAP"
+            else:
+                message = f"audit seq {entry['seq']} at offset {record.offset} comes after seq {self.expected_seq - 1} (reordered or duplicated)"
+                code = "AUDIT_OUT_OF_ORDER"
+            self.findings.add(Problem(code, message, seq=entry["seq"], offset=record.offset))
+        elif not macs_equal(entry["prev_mac"], self.last_mac):
+            tainted = True
+            self.findings.add(
+                Problem(
+                    "AUDIT_LINK_BROKEN",
+                    f"audit seq {entry['seq']} at offset {record.offset} does not link to its predecessor "
+                    f"(prev_mac '{entry['prev_mac']}', expected '{self.last_mac}')",
+                    seq=entry["seq"],
+                    offset=record.offset,
+                    expected=self.last_mac,
+                    recomputed=entry["prev_mac"],
+                )
+            )
+        if entry["partition"] != self.partition:
+            tainted = True
+            self.findings.add(Problem("AUDIT_WRONG_PARTITION", f"audit record at offset {record.offset} names partition {entry['partition']}", offset=record.offset))
+        self.expected_seq = entry["seq"] + 1
+        self.last_mac = envelope["mac"]
+        if entry["run_id"] != self.run_id:
+            return None
+        self.run_count += 1
+        if entry["event"] == AuditEvent.ACTIVITY_REFUSED.value:
+            self.refusals += 1
+            return None
+        if entry["event"] not in (AuditEvent.ACTIVITY_RESULT.value, AuditEvent.RUN_SEALED.value):
+            return None
+        return _AuditEvent(
+            seq=entry["seq"],
+            offset=record.offset,
+            event=entry["event"],
+            journal_seq=entry["journal_seq"],
+            record_hash=entry["record_hash"],
+            prev_mac=entry["prev_mac"],
+            tainted=tainted,
+        )
+
+    # -- the join ------------------------------------------------------------------
+
+    def expect_result(self, journal_seq: int, entry_hash: str, offset: int) -> None:
+        while True:
+            event = self._next_run_event()
+            if event is None:
+                self._disagree(
+                    "AUDIT_MISSING_ENTRY",
+                    f"journal entry seq {journal_seq} (offset {offset}) has no audit record: the audit chain ends first",
+                    journal_seq,
+                    offset,
+                )
+                return
+            if event.event != AuditEvent.ACTIVITY_RESULT.value or event.journal_seq > journal_seq:
+                self.pending = event
+                self._disagree(
+                    "AUDIT_MISSING_ENTRY",
+                    f"journal entry seq {journal_seq} (offset {offset}) has no audit record (inserted into the journal, or its audit record deleted)",
+                    journal_seq,
+                    offset,
+                )
+                return
+            if event.journal_seq < journal_seq:
+                self._disagree(
+                    "JOURNAL_MISSING_ENTRY",
+                    f"audit seq {event.seq} (offset {event.offset}) mirrors journal seq {event.journal_seq}, which the journal lacks",
+                    event.journal_seq,
+                    offset,
+                    tainted=event.tainted,
+                )
+                continue
+            if event.record_hash != entry_hash and not event.tainted:
+                self._disagree(
+                    "AUDIT_DISAGREES",
+                    f"journal seq {journal_seq} (offset {offset}) hashes to '{entry_hash}' but audit seq {event.seq} recorded '{event.record_hash}'",
+                    journal_seq,
+                    offset,
+                    expected=event.record_hash,
+                    recomputed=entry_hash,
+                )
+            return
+
+    def expect_seal(self, seal: dict[str, Any], value_hash: str, offset: int) -> None:
+        while True:
+            event = self._next_run_event()
+            if event is None:
+                self._disagree(
+                    "AUDIT_TRUNCATED",
+                    f"seal at offset {offset} commits audit seq {seal['audit_seq']} but the audit chain ends at seq {self.expected_seq - 1} "
+                    "(audit tail truncated)",
+                    seal["entry_count"],
+                    offset,
+                )
+                return
+            if event.event == AuditEvent.ACTIVITY_RESULT.value:
+                self._disagree(
+                    "JOURNAL_MISSING_ENTRY",
+                    f"audit seq {event.seq} (offset {event.offset}) mirrors journal seq {event.journal_seq}, which the journal lacks",
+                    event.journal_seq,
+                    offset,
+                    tainted=event.tainted,
+                )
+                continue
+            if event.tainted:
+                return
+            if event.record_hash != value_hash:
+                self._disagree(
+                    "AUDIT_DISAGREES",
+                    f"seal at offset {offset} hashes to '{value_hash}' but audit seq {event.seq} recorded '{event.record_hash}'",
+                    seal["entry_count"],
+                    offset,
+                    expected=event.record_hash,
+                    recomputed=value_hash,
+                )
+            elif event.seq != seal["audit_seq"] or not macs_equal(event.prev_mac, seal["audit_head"]):
+                self._disagree(
+                    "SEAL_AUDIT_HEAD_MISMATCH",
+                    f"seal at offset {offset} commits audit seq {seal['audit_seq']} head '{seal['audit_head']}', "
+                    f"but its audit record is seq {event.seq} after '{event.prev_mac}'",
+                    seal["entry_count"],
+                    offset,
+                    expected=seal["audit_head"],
+                    recomputed=event.prev_mac,
+                )
+            return
+
+    def finish(self, journal_entries: int) -> None:
+        """Drain the audit chain; crossings of this run left over mean the journal lost its tail."""
+        first: _AuditEvent | None = None
+        count = 0
+        while (event := self._next_run_event()) is not None:
+            if event.tainted:
+                continue
+            count += 1
+            first = first or event
+        if first is not None:
+            what = f"journal seq {first.journal_seq}" if first.event == AuditEvent.ACTIVITY_RESULT.value else "a seal"
+            self._disagree(
+                "JOURNAL_TRUNCATED",
+                f"the audit chain mirrors {count} crossing(s) of this run after journal seq {journal_entries - 1}, starting with "
+                f"{what} (audit seq {first.seq}): the journal lost its tail",
+                first.journal_seq,
+                first.offset,
+            )
+
+    def _disagree(
+        self, code: str, message: str, seq: int, offset: int, *, expected: str = "", recomputed: str = "", tainted: bool = False
+    ) -> None:
+        if tainted:
+            return
+        self.findings.add(Problem(code, message, seq=seq, offset=offset, expected=expected, recomputed=recomputed))
+
+    def verdict(self) -> AuditVerdict:
+        note = ""
+        if not self.macs_verified:
+            note = f"MACs not verified: audit key {self.missing_key} is not pinned (add it to --trusted-keys)"
+        return AuditVerdict(
+            records=self.count,
+            run_records=self.run_count,
+            macs_verified=self.macs_verified and self.count > 0,
+            key_ids=tuple(sorted(self.key_ids)),
+            refusals=self.refusals,
+            problem=self.findings.first,
+            further_problems=self.findings.further,
+            note=note,
+        )
+
+
+# ---------------------------------------------------------------------------
+# 4. stages
+# ---------------------------------------------------------------------------
+
+
+def _stages(
+    c: codec.Codec, source: RecordSource, partition: int, key: bytes, cas: BlobStore | None, trusted: TrustedKeys
+) -> Iterator[StageVerdict]:
+    previous = None
+    for record in source.records("journal", partition):
+        if record.key != key:
+            continue
+        try:
+            decoded = c.decode(record.value or b"", expect=_JOURNAL)
+            if decoded.schema.name != codec.JOURNAL_RECORD:
+                continue
+            if decoded.record["entry_hash"] == previous:
+                continue  # an exact duplicate; the chain verdict names it once
+            previous = decoded.record["entry_hash"]
+            entry = c.decode(decoded.record["payload"], expect=_ENTRY).record
+        except codec.DecodeError:
+            continue  # reported by the chain walk
+        if entry["entry_type"] != ENTRY_ACTIVITY_RESULT:
+            continue
+        yield verify_stage(entry, record.offset, cas=cas, trusted=trusted)
+
+
+def verify_stage(entry: dict[str, Any], offset: int, *, cas: BlobStore | None, trusted: TrustedKeys) -> StageVerdict:
+    """Reconstruct one activity.result entry: evidence set, blobs, modality check."""
+    problems: list[str] = []
+    notes: list[str] = []
+    observations = entry["observations"]
+    try:
+        recomputed = evidence_set_hash(o["content_hash"] for o in observations)
+        if recomputed != entry["evidence_set_hash"]:
+            problems.append(f"evidence_set_hash mismatch: anchored {entry['evidence_set_hash']}, recomputed {recomputed}")
+    except MalformedDigest as exc:
+        problems.append(f"malformed observation hash: {exc}")
+    reattached = False
+    artifact: bytes | None = None
+    artifact_problem = ""
+    if cas is not None:
+        blob_problems = []
+        for observation in observations:
+            problem = _reattach(cas, observation["content_hash"], f"evidence bytes for '{observation['ref']}'")
+            if problem:
+                blob_problems.append(problem)
+        problems.extend(blob_problems)
+        reattached = not blob_problems and bool(observations)
+        artifact_hash = entry["artifact_hash"]
+        if is_digest(artifact_hash):
+            try:
+                artifact = cas.get(artifact_hash)
+            except BlobNotFound:
+                artifact_problem = f"artifact bytes missing from store ({artifact_hash})"
+            except BlobIntegrityError as exc:
+                artifact_problem = f"artifact hash mismatch reattaching the artifact (pinned '{exc.expected}', recomputed '{exc.actual}')"
+            except CasError as exc:
+                artifact_problem = f"artifact unreadable: {exc}"
+        else:
+            artifact_problem = f"malformed artifact hash {artifact_hash!r}"
+        if artifact_problem:
+            problems.append(artifact_problem)
+        if reattached:
+            notes.append("evidence reattached")
+    check = check_for(entry["kind"])
+    details: tuple[Any, ...] = ()
+    data: dict[str, Any] = {}
+    if check is not None:
+        verdict = check(
+            CheckContext(
+                run_id=entry["run_id"],
+                stage_id=entry["stage_id"],
+                kind=entry["kind"],
+                entry=entry,
+                artifact=artifact,
+                artifact_problem=artifact_problem,
+                cas=cas,
+                trusted=trusted,
+            )
+        )
+        notes.extend(verdict.notes)
+        details = verdict.details
+        data = dict(verdict.data)
+        if not verdict.ok:
+            # The modality names the failure in its own terms (which claim, which
+            # action): lead with it, as the seed's output does.
+            problems.insert(0, verdict.reason or f"{entry['kind']} check failed")
+    return StageVerdict(
+        stage_id=entry["stage_id"],
+        kind=entry["kind"],
+        seq=entry["seq"],
+        offset=offset,
+        ok=not problems,
+        reason=problems[0] if problems else "",
+        notes=tuple(notes),
+        details=details,
+        evidence_reattached=reattached,
+        terminal_state=entry["terminal_state"],
+        data=data,
+    )
+
+
+def _reattach(cas: BlobStore, digest: str, what: str) -> str:
+    if not is_digest(digest):
+        return f"{what}: malformed hash {digest!r}"
+    try:
+        cas.get(digest)
+    except BlobNotFound:
+        return f"{what} missing from store ({digest})"
+    except BlobIntegrityError as exc:
+        return f"content hash mismatch reattaching {what.removeprefix('evidence bytes for ')} (pinned '{exc.expected}', recomputed '{exc.actual}')"
+    except CasError as exc:
+        return f"{what} unreadable: {exc}"
+    return ""
