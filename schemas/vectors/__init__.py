@@ -1,0 +1,1 @@
+"""Golden vectors: language-neutral JSON every SDK must reproduce (see generate.py)."""

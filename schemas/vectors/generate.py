@@ -1,0 +1,278 @@
+"""Generate the golden vectors in ``schemas/vectors/*.json``.
+
+    python -m schemas.vectors.generate          # write the files
+    python -m schemas.vectors.generate --check  # exit 1 if a file would change
+
+Every value is derived from fixed inputs (a fixed Ed25519 seed, a fixed HMAC
+key), so the output is byte-identical on every machine; CI regenerates the
+files and fails on any difference. Bytes appear as lowercase hex; a bytes
+field inside an Avro record appears as ``{"hex": "..."}``. Vectors are
+appended to, never rewritten: a changed vector means a changed wire format.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives import serialization
+
+from schemas import canonical, codec
+from schemas.errors import CanonicalizationError
+
+HERE = Path(__file__).resolve().parent
+SEED = bytes(range(32))
+HMAC_KEY = bytes.fromhex("a0" * 32)
+H = {name: canonical.sha256_digest(name.encode()) for name in ("alpha", "beta", "gamma")}
+
+
+def _hexify(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return {"hex": value.hex()}
+    if isinstance(value, dict):
+        return {k: _hexify(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_hexify(v) for v in value]
+    return value
+
+
+def canonical_vectors() -> dict[str, Any]:
+    ok_cases = {
+        "empty_object": {},
+        "empty_array": [],
+        "sorted_keys": {"b": 1, "a": 2, "c": {"z": None, "y": True, "x": False}},
+        "integers": [0, -1, 1, 9007199254740991, -9007199254740991],
+        "strings_escapes": ["\u0000\b\t\n\f\r\u001f", "quote\" backslash\\ slash/", "\u007f"],
+        "non_ascii_values": {"k": "caf\u00e9 \u2028 \u4e2d \U0001f600"},
+        "bmp_keys": {"\u00e9": 1, "e": 2, "\uffff": 3, "\u4e2d": 4},
+        "supplementary_plane_keys": {"\U0001f600": 1, "\ue000": 2, "a": 3},
+        "nested": {"observations": [{"kind": "page", "ref": "https://a", "content_hash": H["alpha"]}]},
+    }
+    refused = {
+        "float": 1.5,
+        "float_integral": 1.0,
+        "nan": float("nan"),
+        "int_above_safe_range": 9007199254740992,
+        "int_below_safe_range": -9007199254740992,
+    }
+    cases = []
+    for name, value in ok_cases.items():
+        data = canonical.canonical_json(value)
+        cases.append({"name": name, "input": value, "canonical_hex": data.hex(), "canonical_utf8": data.decode(), "sha256": canonical.sha256_digest(data)})
+    refusals = []
+    for name, value in refused.items():
+        try:
+            canonical.canonical_json(value)
+        except CanonicalizationError:
+            refusals.append({"name": name, "input_repr": repr(value), "refused": True})
+        else:  # pragma: no cover - a vector that stops refusing is a format change
+            raise SystemExit(f"canonical_json accepted {name}")
+    return {"rule": canonical.CANONICALIZATION, "cases": cases, "refused": refusals}
+
+
+def digest_vectors() -> dict[str, Any]:
+    return {
+        "content_hash": [{"bytes_hex": s.encode().hex(), "digest": canonical.content_hash(s.encode())} for s in ("", "alpha", "beta")],
+        "artifact_hash": [
+            {"artifact_hex": b'"report"'.hex(), "digest": canonical.artifact_hash(b'"report"')},
+        ],
+        "evidence_set_hash": [
+            {"members": [], "digest": canonical.evidence_set_hash([])},
+            {"members": [H["alpha"]], "digest": canonical.evidence_set_hash([H["alpha"]])},
+            {"members": [H["alpha"], H["beta"]], "digest": canonical.evidence_set_hash([H["alpha"], H["beta"]])},
+            {"members": [H["beta"], H["alpha"], H["beta"]], "digest": canonical.evidence_set_hash([H["beta"], H["alpha"], H["beta"]])},
+        ],
+        "malformed_digests": ["sha256:" + "A" * 64, "sha256:" + "0" * 63, "sha1:" + "0" * 40, "", "sha256:" + "g" * 64],
+    }
+
+
+def chain_vectors() -> dict[str, Any]:
+    signer = Ed25519PrivateKey.from_private_bytes(SEED)
+    public = signer.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    run_id = "run-42"
+    genesis = canonical.journal_genesis(run_id)
+    entry = {
+        "run_id": run_id,
+        "seq": 0,
+        "prev_hash": genesis,
+        "entry_type": "activity.result",
+        "stage_id": "research-0",
+        "role": "scout",
+        "kind": "research",
+        "producer_id": "worker@host",
+        "submission_id": "00000000000000000000000000000001",
+        "artifact_hash": canonical.artifact_hash(b'"report"'),
+        "evidence_set_hash": canonical.evidence_set_hash([H["alpha"]]),
+        "observations": [{"kind": "page", "ref": "https://a", "content_hash": H["alpha"]}],
+        "terminal_state": "completed",
+        "reason_code": "ok",
+        "input": {"topic": "bernstein.activity.submissions", "partition": 0, "offset": 7},
+        "occurred_at_ms": 1767225600000,
+    }
+    payload = codec.encode(codec.JOURNAL_ENTRY, entry)
+    entry_hash = canonical.journal_entry_hash(payload)
+    seal = {
+        "run_id": run_id,
+        "partition": 0,
+        "entry_count": 1,
+        "head_hash": entry_hash,
+        "last_input_offset": 8,
+        "final": True,
+        "audit_seq": 1,
+        "audit_head": canonical.audit_mac(HMAC_KEY, b"example"),
+        "sealed_at_ms": 1767225600001,
+    }
+    seal_payload = codec.encode(codec.RUN_SEAL, seal)
+    audit_entry = {
+        "partition": 0,
+        "seq": 0,
+        "prev_mac": canonical.audit_genesis(HMAC_KEY, 0),
+        "event": "activity.result",
+        "run_id": run_id,
+        "stage_id": "research-0",
+        "kind": "research",
+        "terminal_state": "completed",
+        "reason_code": "ok",
+        "artifact_hash": entry["artifact_hash"],
+        "evidence_set_hash": entry["evidence_set_hash"],
+        "record_hash": entry_hash,
+        "journal_seq": 0,
+        "input": entry["input"],
+    }
+    audit_payload = codec.encode(codec.AUDIT_ENTRY, audit_entry)
+    return {
+        "pae": [{"type": "bernstein/example/v1", "body_hex": b"hello".hex(), "pae_hex": canonical.pae("bernstein/example/v1", b"hello").hex()}],
+        "journal": {
+            "run_id": run_id,
+            "genesis": genesis,
+            "entry": _hexify(entry),
+            "entry_payload_hex": payload.hex(),
+            "entry_hash": entry_hash,
+        },
+        "seal": {
+            "ed25519_seed_hex": SEED.hex(),
+            "public_key_hex": public.hex(),
+            "key_id": canonical.public_key_id(public),
+            "seal": seal,
+            "seal_payload_hex": seal_payload.hex(),
+            "signing_input_hex": canonical.seal_signing_input(seal_payload).hex(),
+            "signature_hex": signer.sign(canonical.seal_signing_input(seal_payload)).hex(),
+        },
+        "audit": {
+            "hmac_key_hex": HMAC_KEY.hex(),
+            "hmac_key_id": canonical.hmac_key_id(HMAC_KEY),
+            "genesis_partition_0": canonical.audit_genesis(HMAC_KEY, 0),
+            "entry": audit_entry,
+            "entry_payload_hex": audit_payload.hex(),
+            "mac": canonical.audit_mac(HMAC_KEY, audit_payload),
+        },
+    }
+
+
+def avro_vectors() -> dict[str, Any]:
+    c = codec.default_codec()
+    samples = _avro_samples()
+    out = []
+    for schema in c.schemas:
+        item: dict[str, Any] = {
+            "schema": schema.name,
+            "parsing_canonical_form": schema.canonical_form,
+            "fingerprint_crc64_avro_le": schema.fingerprint.hex(),
+        }
+        if schema.name in samples:
+            record = samples[schema.name]
+            item["record"] = _hexify(record)
+            item["single_object_hex"] = c.encode(schema.name, record).hex()
+        out.append(item)
+    return {"encoding": "avro single-object (c3 01 + 8-byte LE CRC-64-AVRO fingerprint + body)", "schemas": out}
+
+
+def _avro_samples() -> dict[str, dict[str, Any]]:
+    obs = [{"kind": "page", "ref": "https://a", "content_hash": H["alpha"]}]
+    return {
+        codec.ACTIVITY_SUBMISSION: {
+            "submission_id": "00000000000000000000000000000001",
+            "run_id": "run-42",
+            "stage_id": "research-0",
+            "role": "scout",
+            "producer": {"id": "worker@host", "sdk": "bernstein-python/0.1.0"},
+            "kind": "research",
+            "artifact": b'"report"',
+            "artifact_hash": canonical.artifact_hash(b'"report"'),
+            "evidence_set_hash": canonical.evidence_set_hash([H["alpha"]]),
+            "observations": obs,
+            "terminal_state": "completed",
+            "reason_code": "ok",
+            "occurred_at_ms": 1767225600000,
+        },
+        codec.RUN_CLOSE: {
+            "submission_id": "00000000000000000000000000000002",
+            "run_id": "run-42",
+            "producer": {"id": "worker@host", "sdk": "bernstein-python/0.1.0"},
+            "occurred_at_ms": 1767225600001,
+        },
+        codec.JOURNAL_RECORD: {"payload": b"\xc3\x01payload", "entry_hash": canonical.sha256_digest(b"x")},
+    }
+
+
+def modality_vectors() -> dict[str, Any]:
+    action = {"kind": "type", "target": "#email", "value_digest": canonical.typed_value_digest(HMAC_KEY, "ada@example.org")}
+    genesis = canonical.computer_use_genesis("run-42", "session-1")
+    obs = canonical.observation_hash(b"\x89PNG fake screenshot", canonical.sha256_digest(b'- heading "Sign up" [level=1]'))
+    return {
+        "dataops_plan": {
+            "input_hashes": [H["beta"], H["alpha"], H["beta"]],
+            "steps": ["filter status == shipped", "sum amount_cents"],
+            "plan_document_canonical": canonical.canonical_json(canonical.plan_document([H["beta"], H["alpha"]], ["filter status == shipped", "sum amount_cents"])).decode(),
+            "plan_hash": canonical.plan_hash([H["beta"], H["alpha"], H["beta"]], ["filter status == shipped", "sum amount_cents"]),
+        },
+        "computer_use": {
+            "hmac_key_hex": HMAC_KEY.hex(),
+            "typed_value": "ada@example.org",
+            "typed_value_digest": action["value_digest"],
+            "session_genesis": genesis,
+            "screenshot_hex": b"\x89PNG fake screenshot".hex(),
+            "dom_digest": canonical.sha256_digest(b'- heading "Sign up" [level=1]'),
+            "observation_hash": obs,
+            "action": action,
+            "action_anchor": canonical.action_anchor(genesis, obs, action),
+        },
+    }
+
+
+FILES = {
+    "canonical_json.json": canonical_vectors,
+    "digests.json": digest_vectors,
+    "chain.json": chain_vectors,
+    "avro.json": avro_vectors,
+    "modalities.json": modality_vectors,
+}
+
+
+def render(name: str) -> str:
+    return json.dumps(FILES[name](), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    check = "--check" in argv
+    stale = []
+    for name in FILES:
+        text = render(name)
+        path = HERE / name
+        current = path.read_text(encoding="utf-8") if path.exists() else None
+        if current != text:
+            stale.append(name)
+            if not check:
+                path.write_text(text, encoding="utf-8")
+    if check and stale:
+        print(f"golden vectors out of date: {', '.join(stale)} (run python -m schemas.vectors.generate and review the diff)")
+        return 1
+    print("golden vectors " + ("up to date" if check else f"written ({len(FILES)} files)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,106 @@
+"""Shared fixtures.
+
+Unit tests (``tests/unit``) need no network. Integration tests
+(``tests/integration``, marker ``integration``) talk to the real Kafka broker
+and S3 server that ``infra/up`` starts; the ``services`` fixture starts them
+when they are not running (idempotent) and every test isolates itself with a
+fresh topic prefix and its own key directory.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from substrate.cas import S3BlobStore, S3Settings
+from substrate.config import Settings, Topics
+from substrate.keys import InstallKeys, TrustedKeys, init_keys
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Services:
+    bootstrap: str
+    s3: S3Settings
+    env_file: Path
+
+
+def _read_env(path: Path) -> dict[str, str]:
+    values = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if "=" in line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            values[key.strip()] = value.strip()
+    return values
+
+
+@pytest.fixture(scope="session")
+def services() -> Services:
+    """The real broker and S3 server (started by infra/up if needed)."""
+    env_file = REPO / ".infra" / "env"
+    if not (os.environ.get("BERNSTEIN_KAFKA_BOOTSTRAP") and os.environ.get("BERNSTEIN_S3_ENDPOINT")):
+        result = subprocess.run([sys.executable, str(REPO / "infra" / "infra.py"), "up"], capture_output=True, text=True)
+        if result.returncode != 0:
+            pytest.fail(f"infra/up failed:\n{result.stdout}\n{result.stderr}")
+    values = {**_read_env(env_file), **{k: v for k, v in os.environ.items() if k.startswith("BERNSTEIN_")}}
+    s3 = S3Settings(
+        endpoint=values["BERNSTEIN_S3_ENDPOINT"],
+        access_key=values.get("BERNSTEIN_S3_ACCESS_KEY", "bernstein"),
+        secret_key=values.get("BERNSTEIN_S3_SECRET_KEY", "bernstein-secret-key"),
+        bucket=values.get("BERNSTEIN_S3_BUCKET", "bernstein-cas"),
+    )
+    S3BlobStore(s3).ensure_bucket()
+    return Services(bootstrap=values["BERNSTEIN_KAFKA_BOOTSTRAP"], s3=s3, env_file=env_file)
+
+
+@pytest.fixture
+def prefix() -> str:
+    """A fresh topic prefix: every test gets its own topics."""
+    return f"t{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def settings(services: Services, prefix: str) -> Settings:
+    return Settings(kafka_bootstrap=services.bootstrap, s3=services.s3, topics=Topics(prefix))
+
+
+@pytest.fixture
+def s3_store(services: Services) -> S3BlobStore:
+    return S3BlobStore(services.s3)
+
+
+@pytest.fixture
+def install_keys(tmp_path: Path) -> InstallKeys:
+    return init_keys(tmp_path / "keys")
+
+
+@pytest.fixture
+def trusted(install_keys: InstallKeys) -> TrustedKeys:
+    return TrustedKeys.from_install(install_keys)
+
+
+@pytest.fixture
+def cli_env(services: Services, prefix: str, install_keys: InstallKeys) -> Iterator[dict[str, str]]:
+    """Environment for running `bernstein` as a subprocess against this test's topics and keys."""
+    env = dict(os.environ)
+    env.update(
+        {
+            "BERNSTEIN_KAFKA_BOOTSTRAP": services.bootstrap,
+            "BERNSTEIN_S3_ENDPOINT": services.s3.endpoint,
+            "BERNSTEIN_S3_ACCESS_KEY": services.s3.access_key,
+            "BERNSTEIN_S3_SECRET_KEY": services.s3.secret_key,
+            "BERNSTEIN_S3_BUCKET": services.s3.bucket,
+            "BERNSTEIN_TOPIC_PREFIX": prefix,
+            "BERNSTEIN_KEYS_DIR": str(install_keys.directory),
+            "BERNSTEIN_ROLES": str(REPO / "config" / "roles.toml"),
+        }
+    )
+    yield env
