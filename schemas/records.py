@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Final
 
 
-class ActivityKind(str, Enum):
+class ActivityKind(StrEnum):
     """The modality of an activity; the value is what gets journalled."""
 
     CODING = "coding"
@@ -24,7 +24,7 @@ class ActivityKind(str, Enum):
     OPS = "ops"
 
 
-class TerminalState(str, Enum):
+class TerminalState(StrEnum):
     """How an activity ended. A closed set: anything else is refused."""
 
     COMPLETED = "completed"
@@ -98,7 +98,7 @@ class Position:
         return f"{self.topic}[{self.partition}]@{self.offset}"
 
 
-class RefusalCode(str, Enum):
+class RefusalCode(StrEnum):
     """Stable codes of the scheduler's boundary refusals (the ``code`` of a Refusal record).
 
     Codes are part of the wire contract: they are appended to, never renamed.
@@ -124,7 +124,7 @@ class RefusalCode(str, Enum):
     REDUNDANT_STAGE = "REDUNDANT_STAGE"
 
 
-class DeadLetterCode(str, Enum):
+class DeadLetterCode(StrEnum):
     """Stable codes for input records that could not be decoded at all."""
 
     NOT_AVRO_SINGLE_OBJECT = "NOT_AVRO_SINGLE_OBJECT"
@@ -134,7 +134,7 @@ class DeadLetterCode(str, Enum):
     SCHEDULER_ERROR = "SCHEDULER_ERROR"
 
 
-class AuditEvent(str, Enum):
+class AuditEvent(StrEnum):
     """What an audit record mirrors."""
 
     ACTIVITY_RESULT = "activity.result"

@@ -179,6 +179,7 @@ class S3BlobStore:
     """A CAS in an S3 bucket, through the ``minio`` client (works against real MinIO)."""
 
     def __init__(self, settings: S3Settings) -> None:
+        import urllib3
         from minio import Minio  # imported here so offline tools need not load it
 
         self.settings = settings
@@ -190,6 +191,12 @@ class S3BlobStore:
             secret_key=settings.secret_key,
             secure=secure,
             region=settings.region,
+            # Fail within seconds when the server is down instead of minio's long default retries.
+            http_client=urllib3.PoolManager(
+                timeout=urllib3.Timeout(connect=5.0, read=60.0),
+                retries=urllib3.Retry(total=2, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504]),
+                maxsize=8,
+            ),
         )
 
     def describe(self) -> str:
@@ -241,8 +248,9 @@ class S3BlobStore:
         return data
 
     def has(self, digest: str) -> bool:
+        key = blob_key(digest)
         try:
-            self._client.stat_object(self.settings.bucket, blob_key(digest))
+            self._client.stat_object(self.settings.bucket, key)
         except Exception as exc:  # noqa: BLE001
             if _is_missing(exc):
                 return False

@@ -16,8 +16,8 @@ import time
 from collections.abc import Mapping
 from typing import Any, Final
 
-from substrate.config import Topics
 from schemas.errors import BernsteinError
+from substrate.config import Topics
 
 RETAIN_FOREVER: Final = {
     "cleanup.policy": "delete",
@@ -92,7 +92,7 @@ def ensure_topics(bootstrap: str, topics: Topics, *, partitions: int = 1, timeou
     submissions topic would mix audit chains).
     """
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     admin = AdminClient(client_config(bootstrap))
     names = [topics.submissions, topics.journal, topics.refusals, topics.audit, topics.deadletter]

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from bernstein.commands.common import UsageError, add_keys_flag, add_prefix_flag, settings_from, store_from, trusted_from
-from substrate.cas import DirBlobStore
+from substrate.cas import BlobStore, DirBlobStore
 from substrate.kafka import require_bootstrap
 from verifier.render import render_json, render_text
 from verifier.sources import DumpSource, KcatSource, RecordSource
@@ -58,6 +58,7 @@ def _source(args: argparse.Namespace) -> tuple[RecordSource, Path | None]:
 
 def _verify(args: argparse.Namespace) -> int:
     source, dump_cas = _source(args)
+    cas: BlobStore | None
     if args.cas is None and dump_cas is not None:
         cas = DirBlobStore(dump_cas) if dump_cas.is_dir() else None
     elif args.cas is None and args.source != "kafka":

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Protocol
 
 from schemas.canonical import journal_genesis
 
 
-class Stream(str, Enum):
+class Stream(StrEnum):
     """The output topics, by role; the shell maps them to ``<prefix>.…`` names."""
 
     JOURNAL = "journal"

@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from schemas import canonical, codec
 from schemas.errors import CanonicalizationError
@@ -40,7 +40,7 @@ def _hexify(value: Any) -> Any:
 
 
 def canonical_vectors() -> dict[str, Any]:
-    ok_cases = {
+    ok_cases: dict[str, object] = {
         "empty_object": {},
         "empty_array": [],
         "sorted_keys": {"b": 1, "a": 2, "c": {"z": None, "y": True, "x": False}},
@@ -51,7 +51,7 @@ def canonical_vectors() -> dict[str, Any]:
         "supplementary_plane_keys": {"\U0001f600": 1, "\ue000": 2, "a": 3},
         "nested": {"observations": [{"kind": "page", "ref": "https://a", "content_hash": H["alpha"]}]},
     }
-    refused = {
+    refused: dict[str, object] = {
         "float": 1.5,
         "float_integral": 1.0,
         "nan": float("nan"),
@@ -63,11 +63,11 @@ def canonical_vectors() -> dict[str, Any]:
         data = canonical.canonical_json(value)
         cases.append({"name": name, "input": value, "canonical_hex": data.hex(), "canonical_utf8": data.decode(), "sha256": canonical.sha256_digest(data)})
     refusals = []
-    for name, value in refused.items():
+    for name, bad in refused.items():
         try:
-            canonical.canonical_json(value)
+            canonical.canonical_json(bad)
         except CanonicalizationError:
-            refusals.append({"name": name, "input_repr": repr(value), "refused": True})
+            refusals.append({"name": name, "input_repr": repr(bad), "refused": True})
         else:  # pragma: no cover - a vector that stops refusing is a format change
             raise SystemExit(f"canonical_json accepted {name}")
     return {"rule": canonical.CANONICALIZATION, "cases": cases, "refused": refusals}

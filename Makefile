@@ -1,0 +1,58 @@
+# The two commands of the README:
+#   make demo   run the whole system on this machine (Kafka + S3 + scheduler + agents + offline verify)
+#   make test   install everything, start the services, run every check and test, stop the services
+SHELL := /bin/bash
+UV_VERSION := 0.13.8
+UV := .infra/uv/bin/uv
+VENV := .venv
+
+.PHONY: venv system-deps demo test check unit integration bench vectors lint typecheck infra-up infra-down clean
+
+$(UV):
+	@mkdir -p .infra
+	python3 -m venv .infra/uv
+	.infra/uv/bin/pip install --quiet uv==$(UV_VERSION)
+
+# The project's virtual environment at .venv, exactly as uv.lock pins it.
+venv: $(UV)
+	$(UV) sync --frozen --quiet
+	@test -x $(VENV)/bin/bernstein
+
+# Debian packages the tests need (kcat, Chromium, Java, Maven); apt runs only when one is missing.
+system-deps:
+	scripts/system-deps.sh
+
+demo: venv system-deps
+	infra/up
+	$(VENV)/bin/bernstein demo
+
+test: venv system-deps
+	scripts/test.sh
+
+# Static checks only (no services): lint, types, golden vectors.
+check: venv
+	scripts/check.sh
+
+unit: venv
+	$(VENV)/bin/pytest -q tests/unit
+
+integration: venv system-deps
+	infra/up
+	$(VENV)/bin/pytest -q tests/integration
+
+bench: venv system-deps
+	infra/up
+	$(VENV)/bin/python -m bench.scheduler
+	$(VENV)/bin/python -m bench.verifier
+
+vectors: venv
+	$(VENV)/bin/python -m schemas.vectors.generate
+
+infra-up: venv
+	infra/up
+
+infra-down:
+	-infra/down
+
+clean: infra-down
+	rm -rf out .pytest_cache .mypy_cache .ruff_cache

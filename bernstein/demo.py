@@ -1,0 +1,169 @@
+"""The end-to-end demo behind ``make demo`` / ``bernstein demo``.
+
+It runs the system's main job on this machine, against the real broker and S3
+server: agents of several kinds publish activities through the SDK, the
+deterministic scheduler validates, chains, refuses and audits them in Kafka
+transactions, the run is closed and sealed, exported to a dump directory,
+and verified offline from the dump alone, printing the seed's report.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from consumers.core.model import SchedulerConfig
+from consumers.core.step import SchedulerCore
+from consumers.manifest import load_roles
+from consumers.shell import SchedulerShell
+from producers.coding import publish_spawn, run_spawn
+from producers.emitter import Emitter, Published
+from schemas import codec
+from substrate.cas import DirBlobStore, S3BlobStore
+from substrate.config import Settings
+from substrate.kafka import ensure_topics, require_bootstrap
+from substrate.keys import InstallKeys, KeyFileMissing, TrustedKeys, init_keys, load_keys
+from verifier.export import export_dump
+from verifier.kafka_source import KafkaSource
+from verifier.render import render_text
+from verifier.sources import DumpSource
+from verifier.verify import verify_stream
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class DemoContext:
+    settings: Settings
+    emitter: Emitter
+    run_id: str
+    workdir: Path
+    out: TextIO
+    published: list[Published] = field(default_factory=list)
+
+    def say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+
+def _keys(directory: Path, out: TextIO) -> InstallKeys:
+    try:
+        return load_keys(directory)
+    except KeyFileMissing:
+        keys = init_keys(directory)
+        print(f"    created install keys in {directory} (signing {keys.signer.key_id[:19]}..., audit {keys.audit.key_id[:19]}...)", file=out)
+        return keys
+
+
+def coding_stage(ctx: DemoContext) -> None:
+    """A scripted coding agent writes two files; the spawn is published as a coding activity."""
+    project = ctx.workdir / "project"
+    project.mkdir()
+    (project / "README.md").write_text("# calc\n", encoding="utf-8")
+    script = (
+        "from pathlib import Path\n"
+        "Path('calc.py').write_text('def add(a, b):\\n    return a + b\\n')\n"
+        "Path('test_calc.py').write_text('from calc import add\\n\\ndef test_add():\\n    assert add(2, 3) == 5\\n')\n"
+        "Path('README.md').write_text('# calc\\n\\nAdds numbers.\\n')\n"
+    )
+    spawn = run_spawn(project, [sys.executable, "-c", script])
+    published = publish_spawn(ctx.emitter, spawn, run_id=ctx.run_id, stage_id="coding-0", role="developer")
+    ctx.published.append(published)
+    ctx.say(f"    coding-0   [coding]   diff of {len(spawn.written)} files, evidence = their bytes  -> offset {published.offset}")
+    # The same evidence again: the scheduler must refuse it as redundant.
+    again = publish_spawn(ctx.emitter, spawn, run_id=ctx.run_id, stage_id="coding-1", role="developer")
+    ctx.published.append(again)
+    ctx.say(f"    coding-1   [coding]   same files again (expected: refused as RedundantStage) -> offset {again.offset}")
+
+
+STAGES: list[Callable[[DemoContext], None]] = [coding_stage]
+
+
+def run_demo(*, settings: Settings, keys_dir: Path, out_dir: Path, out: TextIO = sys.stdout) -> int:
+    bootstrap = require_bootstrap(settings.kafka_bootstrap)
+    if settings.s3 is None:
+        raise SystemExit("no S3 endpoint: run `infra/up` first (make demo does)")
+    run_id = f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    print(f"==> demo run {run_id}", file=out)
+    print(f"    kafka {bootstrap}, s3 {settings.s3.endpoint} (bucket {settings.s3.bucket}), topics {settings.topics.prefix}.*", file=out)
+    keys = _keys(keys_dir, out)
+    store = S3BlobStore(settings.s3)
+    store.ensure_bucket()
+    partitions = ensure_topics(bootstrap, settings.topics)
+    config = SchedulerConfig(
+        roles=load_roles(REPO / "config" / "roles.toml"),
+        signer=keys.signer,
+        audit_key=keys.audit.secret,
+        audit_key_id=keys.audit.key_id,
+        seal_every=1000,
+    )
+    shells = [
+        SchedulerShell(bootstrap=bootstrap, topics=settings.topics, partition=p, core=SchedulerCore(config), progress=None)
+        for p in range(partitions)
+    ]
+    threads = [threading.Thread(target=shell.run, name=f"scheduler-p{shell.partition}", daemon=True) for shell in shells]
+    print(f"==> scheduler: {partitions} partition(s), one transactional scheduler each", file=out)
+    for thread in threads:
+        thread.start()
+
+    with tempfile.TemporaryDirectory(prefix="bernstein-demo-") as tmp, Emitter(
+        bootstrap=bootstrap, store=store, topics=settings.topics, producer_id="demo-agents"
+    ) as emitter:
+        ctx = DemoContext(settings=settings, emitter=emitter, run_id=run_id, workdir=Path(tmp), out=out)
+        print("==> agents publish activities (evidence goes to S3 first, then one Avro event each)", file=out)
+        for stage in STAGES:
+            stage(ctx)
+        closing = emitter.close_run(run_id)
+        ctx.published.append(closing)
+        print(f"    run closed -> offset {closing.offset}; waiting for the scheduler to seal it", file=out)
+
+    _wait_for(shells, closing, timeout=60.0)
+    for shell in shells:
+        shell.stop()
+    for thread in threads:
+        thread.join(timeout=30)
+    totals = {k: sum(getattr(s.counters, k) for s in shells) for k in ("consumed", "journalled", "refused", "dead_letters", "seals")}
+    print(
+        f"    scheduler: consumed {totals['consumed']}, journalled {totals['journalled']}, refused {totals['refused']}, "
+        f"dead-lettered {totals['dead_letters']}, seals {totals['seals']}",
+        file=out,
+    )
+    _show_refusals(settings, run_id, closing.partition, out)
+
+    run_dir = out_dir / run_id
+    dump = run_dir / "dump"
+    print(f"==> export the run to {dump} (topics as stored + referenced blobs)", file=out)
+    summary = export_dump(KafkaSource(bootstrap, settings.topics), dump, cas=store, runs=[run_id], trusted=TrustedKeys.from_install(keys, include_audit_key=False))
+    print(f"    {sum(summary.records.values())} records, {summary.blobs} blobs", file=out)
+    trust_file = run_dir / "trusted-keys.json"
+    TrustedKeys.from_install(keys).write(trust_file)
+
+    print("==> verify offline, from the dump alone (no Kafka, no S3):", file=out)
+    print(f"    bernstein activity verify {run_id} --from {dump} --trusted-keys {trust_file}", file=out)
+    print("", file=out)
+    header, stages = verify_stream(run_id, DumpSource(dump), cas=DirBlobStore(dump / "cas"), trusted=TrustedKeys.load(trust_file))
+    return render_text(header, stages, out)
+
+
+def _wait_for(shells: list[SchedulerShell], last: Published, *, timeout: float) -> None:
+    shell = next(s for s in shells if s.partition == last.partition)
+    deadline = time.monotonic() + timeout
+    while shell.counters.last_offset < last.offset:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the scheduler did not reach offset {last.offset} within {timeout:.0f}s; see `infra/status`")
+        time.sleep(0.05)
+
+
+def _show_refusals(settings: Settings, run_id: str, partition: int, out: TextIO) -> None:
+    source = KafkaSource(require_bootstrap(settings.kafka_bootstrap), settings.topics)
+    for record in source.records("refusals", partition):
+        if record.key != run_id.encode():
+            continue
+        refusal = codec.decode(record.value or b"").record
+        print(f"    refusal: {refusal['exception']} {refusal['code']} stage={refusal['stage_id']} -- {refusal['message']}", file=out)

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Static checks: ruff (lint + format), mypy (strict), golden vectors regenerate without a diff.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+V=.venv/bin
+echo "check: ruff"
+$V/ruff check .
+$V/ruff format --check . >/dev/null || { $V/ruff format --check . ; exit 1; }
+echo "check: mypy"
+$V/mypy schemas substrate producers consumers verifier bernstein
+echo "check: golden vectors"
+$V/python -m schemas.vectors.generate --check

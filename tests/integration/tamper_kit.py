@@ -1,0 +1,416 @@
+"""Helpers for the verifier's tamper suite and round-trip tests.
+
+``build_realistic_run`` publishes a realistic pair of interleaved runs through
+the real emitter, runs the real scheduler over them in-process (Kafka
+transactions), and exports the main run with ``bernstein topic export`` into a
+pristine dump. It is built once per test process (``realistic_run`` memoizes
+it) and shared by every module that needs it.
+
+The rest edits dumps at the byte level: dump lines are JSON with base64
+``key``/``value`` fields; an edit decodes the value, changes real bytes and
+re-encodes it, so the verifier sees exactly what an attacker with write access
+to the dump files could produce.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from schemas import codec
+from schemas.canonical import content_hash, journal_entry_hash, seal_signing_input, sha256_digest
+from substrate.keys import Ed25519Signer, InstallKeys, TrustedKeys, init_keys
+
+REPO = Path(__file__).resolve().parents[2]
+BERNSTEIN = REPO / ".venv" / "bin" / "bernstein"
+
+MAIN_RUN = "run-main"
+SIDE_RUN = "run-side"
+MAIN_STAGES = tuple(f"stage-{i}" for i in range(6))
+SIDE_STAGES = tuple(f"side-{i}" for i in range(3))
+SCREENSHOT_STAGE = "stage-2"
+PAGE_STAGE = "stage-3"
+SEAL_EVERY = 3
+
+
+# ---------------------------------------------------------------------------
+# the realistic run
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class RealisticRun:
+    """Everything a test needs to find, re-export or re-verify the shared run."""
+
+    bootstrap: str
+    prefix: str
+    keys: InstallKeys
+    trust_file: Path
+    """Pinned keys: the install's Ed25519 public key and its audit HMAC key."""
+    dump: Path
+    """The pristine dump of both runs (never edit it; copy it first)."""
+    env: dict[str, str]
+    """Environment for ``bernstein`` subprocesses against these topics and keys."""
+    blobs: dict[str, bytes] = field(default_factory=dict)
+    """Every evidence blob by digest."""
+    observations: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    """stage id -> its observations (kind, ref, content_hash) as published."""
+    refused_stage: str = ""
+
+
+def _bytes_of(label: str, size: int) -> bytes:
+    """Deterministic pseudo-random bytes (binary, not text)."""
+    out = bytearray()
+    counter = 0
+    while len(out) < size:
+        out += hashlib.sha256(f"{label}:{counter}".encode()).digest()
+        counter += 1
+    return bytes(out[:size])
+
+
+def fake_png(label: str, size: int = 6000) -> bytes:
+    """Screenshot-like bytes: a PNG signature and IHDR chunk, then binary noise."""
+    header = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + b"\x00\x00\x05\x00\x00\x00\x03\x20\x08\x06\x00\x00\x00"
+    return header + _bytes_of(label, size - len(header))
+
+
+def _file_text(stage: str, name: str) -> bytes:
+    lines = [f"# {stage}: {name}", "def handler(event):", f"    return {{'stage': '{stage}', 'file': '{name}'}}", ""]
+    return "\n".join(lines).encode()
+
+
+def build_realistic_run(services: Any, workdir: Path) -> RealisticRun:
+    """Publish, schedule and export two interleaved runs; return where everything is."""
+    from consumers.core.model import SchedulerConfig
+    from consumers.core.step import SchedulerCore
+    from consumers.manifest import parse_roles
+    from consumers.shell import SchedulerShell
+    from producers.activity import ActivityResult
+    from producers.emitter import Emitter
+    from substrate.cas import S3BlobStore
+    from substrate.config import Topics
+    from substrate.kafka import ensure_topics
+
+    prefix = f"t{uuid.uuid4().hex[:12]}"
+    topics = Topics(prefix)
+    keys = init_keys(workdir / "keys")
+    trust_file = workdir / "trusted-keys.json"
+    TrustedKeys.from_install(keys).write(trust_file)
+    ensure_topics(services.bootstrap, topics, partitions=1)
+    store = S3BlobStore(services.s3)
+    emitter = Emitter(bootstrap=services.bootstrap, store=store, topics=topics, producer_id="coder@tamper-suite")
+    run = RealisticRun(
+        bootstrap=services.bootstrap,
+        prefix=prefix,
+        keys=keys,
+        trust_file=trust_file,
+        dump=workdir / "pristine",
+        env=cli_env(services, prefix, keys),
+    )
+
+    def observe(kind: str, ref: str, data: bytes) -> Any:
+        obs = emitter.capture(kind, ref, data)
+        run.blobs[obs.content_hash] = data
+        return obs
+
+    def main_stage(i: int) -> Any:
+        stage = MAIN_STAGES[i]
+        obs = [observe("file", f"src/{stage}/{name}", _file_text(stage, name)) for name in ("handler.py", "test_handler.py")]
+        if i % 2 == 0:
+            obs.append(observe("file", f"src/{stage}/README.md", f"notes for {stage}\n".encode()))
+        if stage == SCREENSHOT_STAGE:
+            obs.append(observe("screenshot", f"screens/{stage}/after.png", fake_png(f"{stage}-after")))
+            obs.append(observe("screenshot", f"screens/{stage}/before.png", fake_png(f"{stage}-before", 4500)))
+        if stage == PAGE_STAGE:
+            page = f"<!doctype html><html><body><h1>API docs</h1><p>{stage} consulted this page.</p></body></html>\n".encode()
+            obs.append(observe("page", "https://docs.example.org/api/handlers", page))
+        run.observations[stage] = [o.to_record() for o in obs]
+        artifact = f"diff --git a/src/{stage}/handler.py b/src/{stage}/handler.py\n+# {stage} done\n".encode()
+        return ActivityResult.build("coding", artifact, obs)
+
+    def side_stage(i: int) -> Any:
+        stage = SIDE_STAGES[i]
+        obs = [observe("file", f"side/{stage}/{name}", _file_text(stage, name)) for name in ("a.py", "b.py")]
+        run.observations[stage] = [o.to_record() for o in obs]
+        return ActivityResult.build("coding", f"side artifact {stage}\n".encode(), obs)
+
+    published = 0
+    side = 0
+    first_result = None
+    for i in range(len(MAIN_STAGES)):
+        result = main_stage(i)
+        first_result = first_result or result
+        emitter.publish(run_id=MAIN_RUN, stage_id=MAIN_STAGES[i], role="developer", result=result)
+        published += 1
+        if i % 2 == 1 and side < len(SIDE_STAGES):
+            emitter.publish(run_id=SIDE_RUN, stage_id=SIDE_STAGES[side], role="developer", result=side_stage(side))
+            side += 1
+            published += 1
+        if i == 3:
+            # A redundant stage: the same evidence as stage-0 (refused, audited, never journalled).
+            run.refused_stage = "stage-0-again"
+            emitter.publish(run_id=MAIN_RUN, stage_id=run.refused_stage, role="developer", result=first_result)
+            published += 1
+    emitter.close_run(SIDE_RUN)
+    emitter.close_run(MAIN_RUN)
+    published += 2
+    emitter.close()
+
+    roles = parse_roles((REPO / "config" / "roles.toml").read_text(encoding="utf-8"))
+    core = SchedulerCore(
+        SchedulerConfig(
+            roles=roles,
+            signer=keys.signer,
+            audit_key=keys.audit.secret,
+            audit_key_id=keys.audit.key_id,
+            seal_every=SEAL_EVERY,
+        )
+    )
+    shell = SchedulerShell(bootstrap=services.bootstrap, topics=topics, partition=0, core=core, progress=None)
+    counters = shell.run(until=lambda c: c.consumed >= published, idle_exit=60)
+    if counters.consumed < published:
+        raise RuntimeError(f"scheduler consumed {counters.consumed} of {published} submissions")
+
+    result = bernstein(["topic", "export", "--run", MAIN_RUN, "--run", SIDE_RUN, "--out", str(run.dump)], run.env)
+    if result.returncode != 0:
+        raise RuntimeError(f"export failed: {result.stdout}\n{result.stderr}")
+    return run
+
+
+_BUILT: dict[str, RealisticRun] = {}
+
+
+def realistic_run(services: Any, tmp_path_factory: Any) -> RealisticRun:
+    """The shared run, built once per test process."""
+    key = services.bootstrap
+    if key not in _BUILT:
+        _BUILT[key] = build_realistic_run(services, tmp_path_factory.mktemp("realistic-run"))
+    return _BUILT[key]
+
+
+def cli_env(services: Any, prefix: str, keys: InstallKeys) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BERNSTEIN_")}
+    env.update(
+        {
+            "BERNSTEIN_KAFKA_BOOTSTRAP": services.bootstrap,
+            "BERNSTEIN_S3_ENDPOINT": services.s3.endpoint,
+            "BERNSTEIN_S3_ACCESS_KEY": services.s3.access_key,
+            "BERNSTEIN_S3_SECRET_KEY": services.s3.secret_key,
+            "BERNSTEIN_S3_BUCKET": services.s3.bucket,
+            "BERNSTEIN_TOPIC_PREFIX": prefix,
+            "BERNSTEIN_KEYS_DIR": str(keys.directory),
+            "BERNSTEIN_ROLES": str(REPO / "config" / "roles.toml"),
+        }
+    )
+    return env
+
+
+def offline_env() -> dict[str, str]:
+    """The environment with every BERNSTEIN_* variable (every endpoint) removed."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("BERNSTEIN_")}
+
+
+def bernstein(args: list[str], env: dict[str, str], *, cwd: Path | None = None, prefix_cmd: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real console script."""
+    return subprocess.run(
+        [*(prefix_cmd or []), str(BERNSTEIN), *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+
+
+def verify_dump(
+    run: RealisticRun, dump: Path, run_id: str = MAIN_RUN, *, json_output: bool = True, trust_file: Path | None = None, cwd: Path | None = None
+) -> tuple[int, Any, str]:
+    """``bernstein activity verify RUN --from DUMP`` offline; (exit code, parsed JSON or text, stderr)."""
+    args = ["activity", "verify", run_id, "--from", str(dump), "--trusted-keys", str(trust_file or run.trust_file)]
+    if json_output:
+        args.append("--json")
+    result = bernstein(args, offline_env(), cwd=cwd)
+    if json_output:
+        try:
+            document = json.loads(result.stdout)
+        except json.JSONDecodeError:
+            raise AssertionError(f"verify printed no JSON (exit {result.returncode}):\n{result.stdout}\n{result.stderr}") from None
+        return result.returncode, document, result.stderr
+    return result.returncode, result.stdout, result.stderr
+
+
+def copy_dump(pristine: Path, destination: Path) -> Path:
+    target = destination / "dump"
+    shutil.copytree(pristine, target)
+    return target
+
+
+# ---------------------------------------------------------------------------
+# dump files: lines, values
+# ---------------------------------------------------------------------------
+
+
+def topic_file(dump: Path, stream: str, partition: int = 0) -> Path:
+    return dump / "topics" / stream / f"{partition}.jsonl"
+
+
+def load_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def save_lines(path: Path, items: list[dict[str, Any]]) -> None:
+    path.write_bytes(b"".join(json.dumps(item, separators=(",", ":")).encode() + b"\n" for item in items))
+
+
+def value_of(item: dict[str, Any]) -> bytes:
+    return base64.b64decode(item["value"])
+
+
+def set_value(item: dict[str, Any], value: bytes) -> None:
+    item["value"] = base64.b64encode(value).decode()
+
+
+def key_of(item: dict[str, Any]) -> bytes | None:
+    return None if item.get("key") is None else base64.b64decode(item["key"])
+
+
+def replace_once(data: bytes, old: bytes, new: bytes) -> bytes:
+    """Replace the single occurrence of ``old`` (same length) in ``data``."""
+    assert len(old) == len(new), "a byte flip keeps the length"
+    assert data.count(old) == 1, f"{old!r} occurs {data.count(old)} times"
+    return data.replace(old, new)
+
+
+def flip_char(data: bytes, at: int) -> tuple[bytes, bytes, bytes]:
+    """Change the hex digit / ASCII letter at ``at`` to another printable one; (data, old, new)."""
+    old = data[at : at + 1]
+    new = b"0" if old != b"0" else b"1"
+    return data[:at] + new + data[at + 1 :], old, new
+
+
+def xor_byte(data: bytes, at: int, mask: int = 0x01) -> bytes:
+    return data[:at] + bytes([data[at] ^ mask]) + data[at + 1 :]
+
+
+# ---------------------------------------------------------------------------
+# decoded views of journal and audit lines
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class JournalLine:
+    index: int
+    """Position of the line in the dump file."""
+    offset: int
+    run_id: str
+    kind: str
+    """"entry" or "seal"."""
+    envelope: dict[str, Any]
+    record: dict[str, Any]
+    """The decoded JournalEntry or RunSeal."""
+
+
+def journal_lines(items: list[dict[str, Any]]) -> list[JournalLine]:
+    c = codec.default_codec()
+    out = []
+    for index, item in enumerate(items):
+        decoded = c.decode(value_of(item))
+        inner = c.decode(decoded.record["payload"]).record
+        kind = "entry" if decoded.schema.name == codec.JOURNAL_RECORD else "seal"
+        out.append(JournalLine(index, item["offset"], inner["run_id"], kind, decoded.record, inner))
+    return out
+
+
+def entry_line(items: list[dict[str, Any]], run_id: str, seq: int) -> JournalLine:
+    (line,) = [j for j in journal_lines(items) if j.run_id == run_id and j.kind == "entry" and j.record["seq"] == seq]
+    return line
+
+
+def seal_lines(items: list[dict[str, Any]], run_id: str) -> list[JournalLine]:
+    return [j for j in journal_lines(items) if j.run_id == run_id and j.kind == "seal"]
+
+
+@dataclass
+class AuditLine:
+    index: int
+    offset: int
+    envelope: dict[str, Any]
+    entry: dict[str, Any]
+
+
+def audit_lines(items: list[dict[str, Any]]) -> list[AuditLine]:
+    c = codec.default_codec()
+    out = []
+    for index, item in enumerate(items):
+        envelope = c.decode(value_of(item)).record
+        out.append(AuditLine(index, item["offset"], envelope, c.decode(envelope["payload"]).record))
+    return out
+
+
+def audit_line_for(items: list[dict[str, Any]], run_id: str, event: str, journal_seq: int) -> AuditLine:
+    (line,) = [a for a in audit_lines(items) if a.entry["run_id"] == run_id and a.entry["event"] == event and a.entry["journal_seq"] == journal_seq]
+    return line
+
+
+def entry_hash_of(payload: bytes) -> str:
+    return journal_entry_hash(payload)
+
+
+# ---------------------------------------------------------------------------
+# seals and keys
+# ---------------------------------------------------------------------------
+
+
+def resign_seal(value: bytes, signer: Ed25519Signer, *, payload: bytes | None = None) -> bytes:
+    """The SealRecord ``value`` re-signed by ``signer`` (optionally over a new payload)."""
+    c = codec.default_codec()
+    envelope = c.decode(value, expect=frozenset({codec.SEAL_RECORD})).record
+    body = envelope["payload"] if payload is None else payload
+    return c.encode(
+        codec.SEAL_RECORD,
+        {"payload": body, "key_id": signer.key_id, "signature": signer.sign(seal_signing_input(body))},
+    )
+
+
+def write_public_keys(dump: Path, signer: Ed25519Signer) -> None:
+    """Put ``signer``'s public key, alone, into the dump's informational key file."""
+    document = TrustedKeys(ed25519={signer.key_id: signer.public_key_raw}).to_json()
+    (dump / "keys" / "public-keys.json").write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------
+# CAS blobs in a dump
+# ---------------------------------------------------------------------------
+
+
+def blob_path(dump: Path, digest: str) -> Path:
+    hex_ = digest.removeprefix("sha256:")
+    return dump / "cas" / "sha256" / hex_[:2] / hex_
+
+
+def digest_of(data: bytes) -> str:
+    return content_hash(data)
+
+
+__all__ = [
+    "MAIN_RUN",
+    "SIDE_RUN",
+    "MAIN_STAGES",
+    "SIDE_STAGES",
+    "SCREENSHOT_STAGE",
+    "PAGE_STAGE",
+    "SEAL_EVERY",
+    "RealisticRun",
+    "realistic_run",
+    "sha256_digest",
+    "sys",
+]

@@ -1,0 +1,93 @@
+"""The emitter SDK against the real broker and S3 server."""
+
+from __future__ import annotations
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+import pytest
+
+from producers.activity import ActivityResult, observe
+from producers.emitter import Emitter, EmitError, EvidenceNotStored, PublishFailed
+from schemas import codec
+from schemas.canonical import evidence_set_hash
+from substrate.cas import DirBlobStore, S3BlobStore, S3Settings
+from substrate.config import Settings, Topics
+from substrate.kafka import KafkaUnavailable
+
+
+def _read_all(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes]]:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "test-reader", "enable.partition.eof": True, "isolation.level": "read_committed"}
+    )
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    out: list[tuple[bytes | None, bytes]] = []
+    try:
+        while True:
+            message = consumer.poll(10)
+            assert message is not None, "timed out reading back"
+            if message.error():
+                break
+            out.append((message.key(), message.value()))
+    finally:
+        consumer.close()
+    return out
+
+
+def test_submission_round_trips_through_kafka_byte_for_byte(settings: Settings, s3_store: S3BlobStore) -> None:
+    assert settings.kafka_bootstrap is not None
+    with Emitter.from_settings(settings, producer_id="tester@host", store=s3_store) as emitter:
+        pages = [emitter.capture("page", "https://a.example/x", b"<p>alpha</p>"), emitter.capture("page", "https://b", b"beta")]
+        result = ActivityResult.build("research", {"claims": ["c1"]}, pages)
+        published = emitter.publish(run_id="run-rt", stage_id="research-0", role="scout", result=result)
+    records = _read_all(settings.kafka_bootstrap, settings.topics.submissions)
+    assert records == [(b"run-rt", published.value)]
+    decoded = codec.decode(records[0][1])
+    assert decoded.schema.name == codec.ACTIVITY_SUBMISSION
+    sub = decoded.record
+    assert (sub["run_id"], sub["stage_id"], sub["role"], sub["kind"]) == ("run-rt", "research-0", "scout", "research")
+    assert sub["producer"]["id"] == "tester@host"
+    assert sub["artifact"] == result.artifact and sub["artifact_hash"] == result.artifact_hash
+    assert sub["evidence_set_hash"] == evidence_set_hash([p.content_hash for p in pages])
+    assert [o["ref"] for o in sub["observations"]] == ["https://a.example/x", "https://b"]
+    assert codec.encode(codec.ACTIVITY_SUBMISSION, sub) == records[0][1]
+
+
+def test_blobs_are_in_the_store_before_the_event_exists(settings: Settings, s3_store: S3BlobStore) -> None:
+    assert settings.kafka_bootstrap is not None
+    data = b"evidence that must be reattachable"
+    with Emitter.from_settings(settings, producer_id="t", store=s3_store) as emitter:
+        result = ActivityResult.build("coding", b"diff", [emitter.capture("file", "a.py", data)])
+        emitter.publish(run_id="run-order", stage_id="coding-0", role="developer", result=result)
+    (_, value), = _read_all(settings.kafka_bootstrap, settings.topics.submissions)
+    sub = codec.decode(value).record
+    assert s3_store.get(sub["observations"][0]["content_hash"]) == data
+    assert s3_store.get(sub["artifact_hash"]) == b"diff"
+
+
+def test_observation_not_in_the_store_is_not_published(settings: Settings, s3_store: S3BlobStore) -> None:
+    assert settings.kafka_bootstrap is not None
+    with Emitter.from_settings(settings, producer_id="t", store=s3_store) as emitter:
+        phantom = observe("file", "never-stored.py", b"bytes nobody stored " + settings.topics.prefix.encode())
+        result = ActivityResult.build("coding", b"diff", [phantom])
+        with pytest.raises(EvidenceNotStored, match="never-stored.py"):
+            emitter.publish(run_id="run-x", stage_id="coding-0", role="developer", result=result)
+        emitter.close_run("run-x")  # something to read back, proving nothing else was published
+    records = _read_all(settings.kafka_bootstrap, settings.topics.submissions)
+    assert [codec.decode(v).schema.name for _, v in records] == [codec.RUN_CLOSE]
+
+
+def test_s3_failure_is_a_typed_error_and_nothing_is_published(settings: Settings, tmp_path: object) -> None:
+    assert settings.kafka_bootstrap is not None
+    broken = S3BlobStore(S3Settings("http://127.0.0.1:9", "a", "b", "bernstein-cas"))
+    with Emitter(bootstrap=settings.kafka_bootstrap, store=broken, topics=settings.topics, producer_id="t") as emitter:
+        with pytest.raises(EmitError, match="unreachable"):
+            emitter.capture("file", "a.py", b"x")
+        with pytest.raises(EmitError):
+            emitter.publish(run_id="r", stage_id="s", role="developer", result=ActivityResult.build("coding", b"d"))
+
+
+def test_broker_failure_is_a_typed_error(tmp_path: object) -> None:
+    store = DirBlobStore(tmp_path / "cas")  # type: ignore[operator]
+    emitter = Emitter(bootstrap="127.0.0.1:9", store=store, topics=Topics("nowhere"), producer_id="t", delivery_timeout=3)
+    with pytest.raises((KafkaUnavailable, PublishFailed)):
+        emitter.publish(run_id="r", stage_id="s", role="developer", result=ActivityResult.build("coding", b"d"))

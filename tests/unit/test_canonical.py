@@ -1,0 +1,114 @@
+"""The one module that produces hashed bytes: RFC 8785, digests, evidence sets, chain steps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import rfc8785
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from schemas import canonical
+from schemas.errors import CanonicalizationError, MalformedDigest
+
+VECTORS = Path(__file__).resolve().parents[2] / "schemas" / "vectors"
+
+json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**53 - 1), max_value=2**53 - 1),
+    st.text(),
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda children: st.one_of(st.lists(children, max_size=5), st.dictionaries(st.text(max_size=8), children, max_size=5)),
+    max_leaves=25,
+)
+digests = st.binary(max_size=16).map(canonical.sha256_digest)
+
+
+def test_canonical_vectors_reproduce() -> None:
+    document = json.loads((VECTORS / "canonical_json.json").read_text(encoding="utf-8"))
+    assert document["rule"] == "rfc8785"
+    assert len(document["cases"]) >= 9
+    for case in document["cases"]:
+        data = canonical.canonical_json(case["input"])
+        assert data.hex() == case["canonical_hex"], case["name"]
+        assert canonical.sha256_digest(data) == case["sha256"], case["name"]
+        # The vectors agree with the pure reference encoder, not just with ourselves.
+        assert rfc8785.dumps(case["input"]) == data, case["name"]
+
+
+def test_supplementary_plane_keys_sort_by_utf16_code_units() -> None:
+    # U+1F600 is D83D DE00 in UTF-16, which sorts before U+E000; code-point order would disagree.
+    data = canonical.canonical_json({"\U0001f600": 1, "\ue000": 2})
+    assert data == '{"\U0001f600":1,"\ue000":2}'.encode()
+
+
+@pytest.mark.parametrize("value", [1.5, 1.0, float("nan"), float("inf"), {"a": [0.1]}, 2**53, -(2**53), {1: "x"}, object()])
+def test_values_without_a_canonical_form_are_refused(value: object) -> None:
+    with pytest.raises(CanonicalizationError):
+        canonical.canonical_json(value)
+
+
+@given(json_values)
+@settings(max_examples=400, deadline=None)
+def test_fast_path_is_byte_identical_to_the_reference_encoder(value: object) -> None:
+    assert canonical.canonical_json(value) == rfc8785.dumps(value)
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True))
+def test_canonical_json_refuses_every_float(value: float) -> None:
+    with pytest.raises(CanonicalizationError):
+        canonical.canonical_json({"x": value})
+
+
+@given(st.lists(digests, max_size=12), st.randoms())
+def test_evidence_set_hash_ignores_order_and_duplicates(members: list[str], rnd: object) -> None:
+    shuffled = list(members) + list(members[: len(members) // 2])
+    rnd.shuffle(shuffled)  # type: ignore[attr-defined]
+    assert canonical.evidence_set_hash(shuffled) == canonical.evidence_set_hash(members)
+    expected = canonical.sha256_digest(canonical.canonical_json(sorted(set(members))))
+    assert canonical.evidence_set_hash(members) == expected
+
+
+def test_evidence_set_hash_changes_with_content() -> None:
+    a, b = canonical.sha256_digest(b"a"), canonical.sha256_digest(b"b")
+    assert canonical.evidence_set_hash([a]) != canonical.evidence_set_hash([a, b])
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["", "sha256:", "sha256:" + "A" * 64, "sha256:" + "0" * 63, "sha256:" + "0" * 65, "sha1:" + "0" * 40, "0" * 64, None, 7],
+)
+def test_malformed_digests_are_typed_errors(bad: object) -> None:
+    assert not canonical.is_digest(bad)
+    with pytest.raises(MalformedDigest) as info:
+        canonical.require_digest(bad, field="artifact_hash")
+    assert "artifact_hash" in str(info.value)
+    with pytest.raises(MalformedDigest):
+        canonical.evidence_set_hash([canonical.sha256_digest(b"ok"), bad])  # type: ignore[list-item]
+
+
+def test_pae_is_unambiguous() -> None:
+    assert canonical.pae("t", b"ab") != canonical.pae("ta", b"b")
+    assert canonical.pae("bernstein/example/v1", b"hello") == b"DSSEv1 20 bernstein/example/v1 5 hello"
+
+
+def test_chain_steps_are_domain_separated() -> None:
+    payload = b"same bytes"
+    assert canonical.journal_entry_hash(payload) != canonical.sha256_digest(payload)
+    assert canonical.journal_genesis("run-a") != canonical.journal_genesis("run-b")
+    key = b"k" * 32
+    assert canonical.audit_genesis(key, 0) != canonical.audit_genesis(key, 1)
+    assert canonical.audit_mac(key, payload) != canonical.audit_mac(b"j" * 32, payload)
+    assert canonical.is_mac(canonical.audit_mac(key, payload))
+
+
+def test_typed_value_digest_is_keyed_and_hides_the_value() -> None:
+    digest = canonical.typed_value_digest(b"k" * 32, "hunter2")
+    assert "hunter2" not in digest
+    assert digest != canonical.typed_value_digest(b"j" * 32, "hunter2")
+    assert digest != canonical.sha256_digest(b"hunter2")

@@ -1,0 +1,66 @@
+"""The CLI never prints a traceback for a user mistake; usage errors exit 3."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("BERNSTEIN_")}
+    base.update(env or {})
+    return subprocess.run([sys.executable, "-m", "bernstein", *args], capture_output=True, text=True, cwd=REPO, env=base, timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (("activity", "verify"), "the following arguments are required: run"),
+        (("activity", "verify", "r", "--from", "/nonexistent/dump"), "not found"),
+        (("topic", "export", "--out", "x"), "one of the arguments --run --all is required"),
+        (("no-such-command",), "invalid choice"),
+        (("scheduler", "run", "--seal-every", "many"), "invalid int value"),
+    ],
+)
+def test_usage_errors_exit_3_without_traceback(args: tuple[str, ...], fragment: str) -> None:
+    result = _cli(*args)
+    assert result.returncode == 3, result.stderr
+    assert fragment in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_keys_init_then_refuse_overwrite(tmp_path: Path) -> None:
+    first = _cli("keys", "init", "--dir", str(tmp_path / "k"))
+    assert first.returncode == 0 and "created keys" in first.stdout
+    second = _cli("keys", "init", "--dir", str(tmp_path / "k"))
+    assert second.returncode == 3
+    assert "refusing to overwrite" in second.stderr and "Traceback" not in second.stderr
+
+
+def test_verify_without_any_trusted_keys_is_a_usage_error(tmp_path: Path) -> None:
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    (dump / "manifest.json").write_text('{"format": "bernstein.dump/v1"}')
+    result = _cli("activity", "verify", "r", "--from", str(dump), env={"BERNSTEIN_KEYS_DIR": str(tmp_path / "nokeys")})
+    assert result.returncode == 3
+    assert "--trusted-keys" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_no_services_configured_says_what_to_do(tmp_path: Path) -> None:
+    # Run from a directory without .infra/env so no endpoint is found.
+    result = subprocess.run(
+        [sys.executable, "-m", "bernstein", "topic", "create"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if not k.startswith("BERNSTEIN_")} | {"PYTHONPATH": str(REPO)},
+        timeout=60,
+    )
+    assert result.returncode == 3
+    assert "infra/up" in result.stderr and "Traceback" not in result.stderr

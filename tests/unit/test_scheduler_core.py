@@ -1,0 +1,1164 @@
+"""The scheduler's pure core, without Kafka: ``SchedulerCore.step`` and ``rebuild_state``.
+
+Every refusal rule, every dead-letter code, seals, the journal and audit chains,
+crash recovery by rebuilding state from the outputs, byte-for-byte determinism,
+a hypothesis fuzz over random and mutated inputs, and an import scan that keeps
+the core free of clocks, randomness and I/O.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from consumers.core.model import InputRecord, OutputRecord, SchedulerConfig, SchedulerState, Stream
+from consumers.core.rebuild import StateCorrupted, rebuild_state
+from consumers.core.step import SchedulerCore, initial_state
+from consumers.manifest import parse_roles
+from producers.activity import ActivityResult, observe
+from schemas import codec
+from schemas.canonical import (
+    artifact_hash,
+    audit_genesis,
+    audit_mac,
+    evidence_set_hash,
+    hmac_key_id,
+    is_digest,
+    journal_entry_hash,
+    journal_genesis,
+    seal_signing_input,
+    sha256_digest,
+)
+from schemas.records import MAX_INLINE_ARTIFACT_BYTES, MAX_OBSERVATIONS, DeadLetterCode, RefusalCode
+from substrate.keys import Ed25519Signer, verify_signature
+
+REPO = Path(__file__).resolve().parents[2]
+TOPIC = "unit.activity.submissions"
+PARTITION = 3
+BASE_TS = 1_760_000_000_000
+AUDIT_KEY = bytes(range(100, 132))
+SIGNER = Ed25519Signer.from_seed(bytes(range(32)))
+ROLES = parse_roles(
+    """
+[[roles]]
+role = "developer"
+
+[[roles]]
+role = "scout"
+agent_kind = "research"
+
+[[roles]]
+role = "navigator"
+agent_kind = "browser"
+
+[[roles]]
+role = "operator"
+agent_kind = "ops"
+"""
+)
+CE_TYPES = {
+    "journal-entry": b"bernstein.activity.result",
+    "seal": b"bernstein.run.sealed",
+    "refusal": b"bernstein.activity.refused",
+    "deadletter": b"bernstein.input.deadletter",
+}
+
+
+def make_config(seal_every: int = 1000) -> SchedulerConfig:
+    return SchedulerConfig(
+        roles=ROLES, signer=SIGNER, audit_key=AUDIT_KEY, audit_key_id=hmac_key_id(AUDIT_KEY), seal_every=seal_every
+    )
+
+
+# ---------------------------------------------------------------------------
+# building inputs
+# ---------------------------------------------------------------------------
+
+
+def submission(
+    *,
+    run_id: str = "run-1",
+    stage_id: str = "stage-0",
+    role: str = "scout",
+    kind: str = "research",
+    pages: Iterable[bytes] = (b"page one", b"page two"),
+    artifact: bytes = b'{"report":"two pages"}',
+    terminal_state: str = "completed",
+    reason_code: str = "ok",
+    submission_id: str | None = None,
+    occurred_at_ms: int = 1_700_000_000_123,
+) -> dict[str, Any]:
+    """A valid ActivitySubmission record (as a dict, before encoding)."""
+    observations = [observe("page", f"https://example.test/{i}", data) for i, data in enumerate(pages)]
+    result = ActivityResult.build(
+        kind if kind in ("coding", "research", "browser", "data", "ops") else "coding", artifact, observations
+    )
+    return {
+        "submission_id": submission_id or f"sub-{run_id}-{stage_id}",
+        "run_id": run_id,
+        "stage_id": stage_id,
+        "role": role,
+        "producer": {"id": "unit@test", "sdk": "bernstein-python/0.1.0"},
+        "kind": kind,
+        "artifact": result.artifact,
+        "artifact_hash": result.artifact_hash,
+        "evidence_set_hash": result.evidence_set_hash,
+        "observations": [o.to_record() for o in result.observations],
+        "terminal_state": terminal_state,
+        "reason_code": reason_code,
+        "occurred_at_ms": occurred_at_ms,
+    }
+
+
+def run_close(run_id: str = "run-1", submission_id: str | None = None) -> dict[str, Any]:
+    return {
+        "submission_id": submission_id or f"close-{run_id}",
+        "run_id": run_id,
+        "producer": {"id": "unit@test", "sdk": "bernstein-python/0.1.0"},
+        "occurred_at_ms": 1_700_000_000_999,
+    }
+
+
+def enc_sub(**kwargs: Any) -> bytes:
+    return codec.encode(codec.ACTIVITY_SUBMISSION, submission(**kwargs))
+
+
+def enc_close(run_id: str = "run-1") -> bytes:
+    return codec.encode(codec.RUN_CLOSE, run_close(run_id))
+
+
+def record(offset: int, value: bytes | None, key: bytes | None = b"run-1") -> InputRecord:
+    return InputRecord(topic=TOPIC, partition=PARTITION, offset=offset, timestamp_ms=BASE_TS + 7 * offset, key=key, value=value)
+
+
+# ---------------------------------------------------------------------------
+# reading outputs
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Out:
+    """One decoded output: what it is, its record and (for envelopes) its decoded payload."""
+
+    raw: OutputRecord
+    what: str  # journal-entry | seal | refusal | deadletter | audit
+    record: dict[str, Any]
+    inner: dict[str, Any] | None
+
+
+def decode_out(out: OutputRecord) -> Out:
+    decoded = codec.decode(out.value)
+    name = decoded.schema.name
+    rec = decoded.record
+    if name == codec.JOURNAL_RECORD:
+        assert out.stream is Stream.JOURNAL
+        return Out(out, "journal-entry", rec, codec.decode(rec["payload"], expect=frozenset({codec.JOURNAL_ENTRY})).record)
+    if name == codec.SEAL_RECORD:
+        assert out.stream is Stream.JOURNAL
+        return Out(out, "seal", rec, codec.decode(rec["payload"], expect=frozenset({codec.RUN_SEAL})).record)
+    if name == codec.REFUSAL:
+        assert out.stream is Stream.REFUSALS
+        return Out(out, "refusal", rec, None)
+    if name == codec.DEAD_LETTER:
+        assert out.stream is Stream.DEADLETTER
+        return Out(out, "deadletter", rec, None)
+    if name == codec.AUDIT_RECORD:
+        assert out.stream is Stream.AUDIT
+        return Out(out, "audit", rec, codec.decode(rec["payload"], expect=frozenset({codec.AUDIT_ENTRY})).record)
+    raise AssertionError(f"unexpected output schema {name}")
+
+
+class Driver:
+    """Feeds records to one core, keeping the state, every output and the next offset."""
+
+    def __init__(self, seal_every: int = 1000) -> None:
+        self.config = make_config(seal_every)
+        self.core = SchedulerCore(self.config)
+        self.state = initial_state(self.config, PARTITION)
+        self.outputs: list[OutputRecord] = []
+        self.offset = 0
+
+    def feed(self, value: bytes | None, key: bytes | None = b"run-1") -> list[Out]:
+        self.state, outputs = self.core.step(self.state, record(self.offset, value, key))
+        self.offset += 1
+        self.outputs.extend(outputs)
+        return [decode_out(o) for o in outputs]
+
+    def journal_values(self) -> list[bytes]:
+        return [o.value for o in self.outputs if o.stream is Stream.JOURNAL]
+
+    def last_audit(self) -> bytes | None:
+        audits = [o.value for o in self.outputs if o.stream is Stream.AUDIT]
+        return audits[-1] if audits else None
+
+    def rebuilt(self) -> SchedulerState:
+        return rebuild_state(self.config, PARTITION, self.journal_values(), self.last_audit())
+
+
+def expected_headers(offset: int, index: int, ce_type: bytes) -> tuple[tuple[str, bytes], ...]:
+    return (
+        ("ce_specversion", b"1.0"),
+        ("ce_id", f"{TOPIC}:{PARTITION}:{offset}:{index}".encode()),
+        ("ce_source", b"bernstein/scheduler"),
+        ("ce_type", ce_type),
+        ("content-type", b"application/avro"),
+    )
+
+
+def check_audit(out: Out, *, seq: int, prev_mac: str, offset: int, **fields: Any) -> None:
+    """The audit record's MAC recomputes and its entry carries exactly ``fields``."""
+    assert out.what == "audit"
+    assert out.record["key_id"] == hmac_key_id(AUDIT_KEY)
+    assert out.record["mac"] == audit_mac(AUDIT_KEY, out.record["payload"])
+    assert out.inner is not None
+    expected = {
+        "partition": PARTITION,
+        "seq": seq,
+        "prev_mac": prev_mac,
+        "input": {"topic": TOPIC, "partition": PARTITION, "offset": offset},
+        **fields,
+    }
+    assert out.inner == expected
+
+
+# ---------------------------------------------------------------------------
+# acceptance
+# ---------------------------------------------------------------------------
+
+
+def test_valid_submission_becomes_one_chained_journal_entry_and_one_audit_record() -> None:
+    d = Driver()
+    sub = submission()
+    value = codec.encode(codec.ACTIVITY_SUBMISSION, sub)
+    outs = d.feed(value)
+    assert [o.what for o in outs] == ["journal-entry", "audit"]
+    journal, audit = outs
+
+    payload = journal.record["payload"]
+    entry_hash = journal_entry_hash(payload)
+    assert journal.record["entry_hash"] == entry_hash
+    assert journal.inner == {
+        "run_id": "run-1",
+        "seq": 0,
+        "prev_hash": journal_genesis("run-1"),
+        "entry_type": "activity.result",
+        "stage_id": "stage-0",
+        "role": "scout",
+        "kind": "research",
+        "producer_id": "unit@test",
+        "submission_id": "sub-run-1-stage-0",
+        "artifact_hash": sub["artifact_hash"],
+        "evidence_set_hash": sub["evidence_set_hash"],
+        "observations": sub["observations"],
+        "terminal_state": "completed",
+        "reason_code": "ok",
+        "input": {"topic": TOPIC, "partition": PARTITION, "offset": 0},
+        "occurred_at_ms": 1_700_000_000_123,
+    }
+    # the artifact body is never journalled, nor mirrored to the audit topic
+    assert sub["artifact"] not in journal.raw.value
+    assert sub["artifact"] not in audit.raw.value
+    for observation in sub["observations"]:
+        assert observation["ref"].encode() not in audit.raw.value
+
+    check_audit(
+        audit,
+        seq=0,
+        prev_mac=audit_genesis(AUDIT_KEY, PARTITION),
+        offset=0,
+        event="activity.result",
+        run_id="run-1",
+        stage_id="stage-0",
+        kind="research",
+        terminal_state="completed",
+        reason_code="ok",
+        artifact_hash=sub["artifact_hash"],
+        evidence_set_hash=sub["evidence_set_hash"],
+        record_hash=entry_hash,
+        journal_seq=0,
+    )
+    # keys, headers and timestamps come from the input record, never a clock
+    assert journal.raw.key == b"run-1" and audit.raw.key == b"run-1"
+    assert journal.raw.headers == expected_headers(0, 0, CE_TYPES["journal-entry"])
+    assert audit.raw.headers == expected_headers(0, 1, b"bernstein.audit.activity.result")
+    assert journal.raw.timestamp_ms == audit.raw.timestamp_ms == BASE_TS
+
+    run = d.state.runs["run-1"]
+    assert (run.head, run.entry_count, run.closed, run.sealed_count) == (entry_hash, 1, False, 0)
+    assert run.stages == {"stage-0": sub["evidence_set_hash"]}
+    assert run.evidence == {sub["evidence_set_hash"]: "stage-0"}
+    assert (d.state.audit_seq, d.state.audit_head) == (1, audit.record["mac"])
+
+
+def test_every_role_kind_pair_of_the_manifest_is_accepted() -> None:
+    d = Driver()
+    for index, (role, kind) in enumerate(sorted(ROLES.items())):
+        outs = d.feed(enc_sub(stage_id=f"s{index}", role=role, kind=kind, pages=[f"p{index}".encode()]))
+        assert [o.what for o in outs] == ["journal-entry", "audit"], (role, kind)
+        assert outs[0].inner is not None and outs[0].inner["seq"] == index
+
+
+def test_journal_chain_links_every_entry_of_a_run_and_runs_chain_independently() -> None:
+    d = Driver()
+    heads = {"run-a": journal_genesis("run-a"), "run-b": journal_genesis("run-b")}
+    counts = {"run-a": 0, "run-b": 0}
+    for i in range(10):
+        run_id = "run-a" if i % 3 else "run-b"
+        outs = d.feed(enc_sub(run_id=run_id, stage_id=f"s{i}", pages=[f"page {i}".encode()]), key=run_id.encode())
+        entry = outs[0]
+        assert entry.inner is not None
+        assert entry.inner["seq"] == counts[run_id]
+        assert entry.inner["prev_hash"] == heads[run_id]
+        heads[run_id] = entry.record["entry_hash"]
+        counts[run_id] += 1
+    assert {r: (s.entry_count, s.head) for r, s in d.state.runs.items()} == {r: (counts[r], heads[r]) for r in counts}
+
+
+# ---------------------------------------------------------------------------
+# refusal rules (stateless)
+# ---------------------------------------------------------------------------
+
+VALID = submission()
+BIG = b"x" * (MAX_INLINE_ARTIFACT_BYTES + 1)
+TAMPERED = b'{"report":"three pages"}'
+BAD_DIGEST = "sha256:" + "AB" * 32
+OTHER_EVIDENCE = evidence_set_hash([sha256_digest(b"something else")])
+MANY_OBSERVATIONS = [
+    {"kind": "page", "ref": f"r{i}", "content_hash": sha256_digest(b"%d" % i)} for i in range(MAX_OBSERVATIONS + 1)
+]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A mutation of the valid submission and the refusal it must produce."""
+
+    code: RefusalCode
+    changes: dict[str, Any]
+    field: str
+    declared: str
+    recomputed: str = ""
+
+
+RULES: dict[str, Rule] = {
+    "invalid-run-id": Rule(RefusalCode.INVALID_RUN_ID, {"run_id": "-run"}, "run_id", "-run"),
+    "empty-run-id": Rule(RefusalCode.INVALID_RUN_ID, {"run_id": ""}, "run_id", ""),
+    "invalid-stage-id": Rule(RefusalCode.INVALID_STAGE_ID, {"stage_id": "stage 1"}, "stage_id", "stage 1"),
+    "invalid-role": Rule(RefusalCode.INVALID_ROLE, {"role": "scout/../x"}, "role", "scout/../x"),
+    "unknown-kind": Rule(RefusalCode.UNKNOWN_KIND, {"kind": "poetry"}, "kind", "poetry"),
+    "unknown-role": Rule(RefusalCode.UNKNOWN_ROLE, {"role": "ghost"}, "role", "ghost"),
+    "kind-not-allowed-for-role": Rule(RefusalCode.KIND_NOT_ALLOWED_FOR_ROLE, {"kind": "coding"}, "kind", "coding", "research"),
+    "kind-not-allowed-default-coding": Rule(
+        RefusalCode.KIND_NOT_ALLOWED_FOR_ROLE, {"role": "developer", "kind": "research"}, "kind", "research", "coding"
+    ),
+    "unknown-terminal-state": Rule(
+        RefusalCode.UNKNOWN_TERMINAL_STATE, {"terminal_state": "exploded"}, "terminal_state", "exploded"
+    ),
+    "terminal-state-wrong-case": Rule(
+        RefusalCode.UNKNOWN_TERMINAL_STATE, {"terminal_state": "Completed"}, "terminal_state", "Completed"
+    ),
+    "empty-reason-code": Rule(RefusalCode.EMPTY_REASON_CODE, {"reason_code": ""}, "reason_code", ""),
+    "blank-reason-code": Rule(RefusalCode.EMPTY_REASON_CODE, {"reason_code": " \t "}, "reason_code", " \t "),
+    "reason-code-control-char": Rule(RefusalCode.INVALID_REASON_CODE, {"reason_code": "ok\n"}, "reason_code", "ok\n"),
+    "reason-code-too-long": Rule(RefusalCode.INVALID_REASON_CODE, {"reason_code": "r" * 129}, "reason_code", "r" * 129),
+    "artifact-too-large": Rule(
+        RefusalCode.ARTIFACT_TOO_LARGE,
+        {"artifact": BIG, "artifact_hash": artifact_hash(BIG)},
+        "artifact",
+        str(MAX_INLINE_ARTIFACT_BYTES + 1),
+        str(MAX_INLINE_ARTIFACT_BYTES),
+    ),
+    "artifact-hash-malformed": Rule(RefusalCode.MALFORMED_DIGEST, {"artifact_hash": BAD_DIGEST}, "artifact_hash", BAD_DIGEST),
+    "artifact-hash-not-sha256": Rule(
+        RefusalCode.MALFORMED_DIGEST, {"artifact_hash": "md5:" + "0" * 32}, "artifact_hash", "md5:" + "0" * 32
+    ),
+    "artifact-hash-mismatch": Rule(
+        RefusalCode.ARTIFACT_HASH_MISMATCH,
+        {"artifact": TAMPERED},
+        "artifact_hash",
+        VALID["artifact_hash"],
+        artifact_hash(TAMPERED),
+    ),
+    "too-many-observations": Rule(
+        RefusalCode.TOO_MANY_OBSERVATIONS,
+        {"observations": MANY_OBSERVATIONS, "evidence_set_hash": evidence_set_hash(o["content_hash"] for o in MANY_OBSERVATIONS)},
+        "observations",
+        str(MAX_OBSERVATIONS + 1),
+        str(MAX_OBSERVATIONS),
+    ),
+    "observation-digest-malformed": Rule(
+        RefusalCode.MALFORMED_DIGEST,
+        {"observations": [VALID["observations"][0], {**VALID["observations"][1], "content_hash": "sha256:xyz"}]},
+        "observations[1].content_hash",
+        "sha256:xyz",
+    ),
+    "observation-kind-empty": Rule(
+        RefusalCode.INVALID_OBSERVATION,
+        {"observations": [{**VALID["observations"][0], "kind": ""}, VALID["observations"][1]]},
+        "observations[0]",
+        "",
+    ),
+    "evidence-set-hash-malformed": Rule(
+        RefusalCode.MALFORMED_DIGEST, {"evidence_set_hash": "sha256:" + "0" * 63}, "evidence_set_hash", "sha256:" + "0" * 63
+    ),
+    "evidence-set-hash-mismatch": Rule(
+        RefusalCode.EVIDENCE_SET_HASH_MISMATCH,
+        {"evidence_set_hash": OTHER_EVIDENCE},
+        "evidence_set_hash",
+        OTHER_EVIDENCE,
+        VALID["evidence_set_hash"],
+    ),
+    "evidence-set-hash-of-dropped-observation": Rule(
+        RefusalCode.EVIDENCE_SET_HASH_MISMATCH,
+        {"observations": VALID["observations"][:1]},
+        "evidence_set_hash",
+        VALID["evidence_set_hash"],
+        evidence_set_hash([VALID["observations"][0]["content_hash"]]),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_each_refusal_rule_produces_the_exact_refusal_record_and_changes_no_run_state(name: str) -> None:
+    rule = RULES[name]
+    d = Driver()
+    # an accepted stage of the same run first, so "no state change" has something to keep
+    d.feed(enc_sub(stage_id="accepted-0", pages=[b"first"]))
+    before = copy.deepcopy(d.state)
+    bad = {**submission(stage_id="stage-9"), **rule.changes}
+    outs = d.feed(codec.encode(codec.ACTIVITY_SUBMISSION, bad), key=b"the-key")
+    assert [o.what for o in outs] == ["refusal", "audit"]
+    refusal, audit = outs
+
+    message = refusal.record.pop("message")
+    assert refusal.record == {
+        "exception": "ActivityRejected",
+        "code": rule.code.value,
+        "run_id": bad["run_id"],
+        "stage_id": bad["stage_id"],
+        "role": bad["role"],
+        "kind": bad["kind"],
+        "submission_id": bad["submission_id"],
+        "field": rule.field,
+        "declared": rule.declared,
+        "recomputed": rule.recomputed,
+        "earlier_stage_id": None,
+        "input": {"topic": TOPIC, "partition": PARTITION, "offset": 1},
+        "occurred_at_ms": bad["occurred_at_ms"],
+    }
+    assert message.strip(), "a refusal explains itself"
+    for evidence in (rule.declared, rule.recomputed):
+        if evidence.startswith("sha256:") and rule.code is not RefusalCode.MALFORMED_DIGEST:
+            assert evidence in message
+    # keyed by run id when the run id is valid, else by the input's key
+    assert refusal.raw.key == (bad["run_id"].encode() if rule.code is not RefusalCode.INVALID_RUN_ID else b"the-key")
+    assert refusal.raw.headers == expected_headers(1, 0, CE_TYPES["refusal"])
+
+    valid_run = rule.code is not RefusalCode.INVALID_RUN_ID
+    valid_stage = rule.code is not RefusalCode.INVALID_STAGE_ID
+    check_audit(
+        audit,
+        seq=1,
+        prev_mac=before.audit_head,
+        offset=1,
+        event="activity.refused",
+        run_id=bad["run_id"] if valid_run else "",
+        stage_id=bad["stage_id"] if valid_stage else "",
+        kind=bad["kind"] if bad["kind"] in ("coding", "research", "browser", "data", "ops") else "",
+        terminal_state=bad["terminal_state"] if bad["terminal_state"] in ("completed", "refused", "failed", "timed_out") else "",
+        reason_code=rule.code.value,
+        artifact_hash=bad["artifact_hash"] if is_digest(bad["artifact_hash"]) else "",
+        evidence_set_hash=bad["evidence_set_hash"] if is_digest(bad["evidence_set_hash"]) else "",
+        record_hash=sha256_digest(refusal.raw.value),
+        journal_seq=-1,
+    )
+    # no run state changed; only the audit chain moved on by one record
+    assert d.state.runs == before.runs
+    assert (d.state.audit_seq, d.state.audit_head) == (before.audit_seq + 1, audit.record["mac"])
+
+
+def test_run_close_with_an_invalid_run_id_is_refused() -> None:
+    d = Driver()
+    outs = d.feed(codec.encode(codec.RUN_CLOSE, run_close("bad id")), key=b"k")
+    assert [o.what for o in outs] == ["refusal", "audit"]
+    refusal = outs[0].record
+    assert (refusal["code"], refusal["field"], refusal["declared"], refusal["run_id"]) == (
+        "INVALID_RUN_ID",
+        "run_id",
+        "bad id",
+        "bad id",
+    )
+    assert (refusal["stage_id"], refusal["role"], refusal["kind"]) == ("", "", "")
+    assert outs[0].raw.key == b"k"
+    assert d.state.runs == {}
+
+
+# ---------------------------------------------------------------------------
+# refusal rules that depend on the run's memory
+# ---------------------------------------------------------------------------
+
+
+def test_redundant_stage_names_the_earlier_stage_and_changes_no_state() -> None:
+    d = Driver()
+    d.feed(enc_sub(stage_id="fetch-1", pages=[b"a", b"b"]))
+    d.feed(enc_sub(stage_id="fetch-2", pages=[b"c"]))
+    before = copy.deepcopy(d.state)
+    # same evidence set in another order, with a duplicate: the set is what counts
+    outs = d.feed(enc_sub(stage_id="fetch-3", pages=[b"b", b"a", b"b"], artifact=b"a different report"))
+    assert [o.what for o in outs] == ["refusal", "audit"]
+    refusal = outs[0].record
+    esh = evidence_set_hash([sha256_digest(b"a"), sha256_digest(b"b")])
+    message = refusal.pop("message")
+    assert "fetch-1" in message
+    assert refusal == {
+        "exception": "RedundantStage",
+        "code": "REDUNDANT_STAGE",
+        "run_id": "run-1",
+        "stage_id": "fetch-3",
+        "role": "scout",
+        "kind": "research",
+        "submission_id": "sub-run-1-fetch-3",
+        "field": "evidence_set_hash",
+        "declared": esh,
+        "recomputed": esh,
+        "earlier_stage_id": "fetch-1",
+        "input": {"topic": TOPIC, "partition": PARTITION, "offset": 2},
+        "occurred_at_ms": 1_700_000_000_123,
+    }
+    assert outs[1].inner is not None and outs[1].inner["reason_code"] == "REDUNDANT_STAGE"
+    assert outs[1].inner["evidence_set_hash"] == esh and outs[1].inner["journal_seq"] == -1
+    assert d.state.runs == before.runs
+    # the refused stage left no trace: its id is still free, its evidence still names fetch-1
+    outs = d.feed(enc_sub(stage_id="fetch-3", pages=[b"new"]))
+    assert [o.what for o in outs] == ["journal-entry", "audit"]
+    outs = d.feed(enc_sub(stage_id="fetch-4", pages=[b"a", b"b"]))
+    assert outs[0].record["earlier_stage_id"] == "fetch-1"
+
+
+def test_redundancy_is_per_run_and_ignores_empty_evidence_sets() -> None:
+    d = Driver()
+    assert d.feed(enc_sub(run_id="run-1", stage_id="s1", pages=[b"a"]))[0].what == "journal-entry"
+    # the same evidence in another run is new to that run
+    assert d.feed(enc_sub(run_id="run-2", stage_id="s1", pages=[b"a"]), key=b"run-2")[0].what == "journal-entry"
+    # stages without observations introduce no exogenous signal to repeat: never redundant
+    assert d.feed(enc_sub(run_id="run-1", stage_id="plan-1", pages=[]))[0].what == "journal-entry"
+    assert d.feed(enc_sub(run_id="run-1", stage_id="plan-2", pages=[]))[0].what == "journal-entry"
+    assert d.state.runs["run-1"].entry_count == 3
+
+
+def test_duplicate_stage_is_refused_even_with_new_evidence() -> None:
+    d = Driver()
+    d.feed(enc_sub(stage_id="s1", pages=[b"a"]))
+    before = copy.deepcopy(d.state)
+    outs = d.feed(enc_sub(stage_id="s1", pages=[b"b"], submission_id="again"))
+    refusal = outs[0].record
+    refusal.pop("message")
+    assert refusal == {
+        "exception": "ActivityRejected",
+        "code": "DUPLICATE_STAGE",
+        "run_id": "run-1",
+        "stage_id": "s1",
+        "role": "scout",
+        "kind": "research",
+        "submission_id": "again",
+        "field": "stage_id",
+        "declared": "s1",
+        "recomputed": "",
+        "earlier_stage_id": "s1",
+        "input": {"topic": TOPIC, "partition": PARTITION, "offset": 1},
+        "occurred_at_ms": 1_700_000_000_123,
+    }
+    assert d.state.runs == before.runs
+
+
+def test_run_closed_refuses_later_stages_and_a_second_close() -> None:
+    d = Driver()
+    d.feed(enc_sub(stage_id="s1", pages=[b"a"]))
+    outs = d.feed(enc_close())
+    assert [o.what for o in outs] == ["seal", "audit"]
+    before = copy.deepcopy(d.state)
+    outs = d.feed(enc_sub(stage_id="s2", pages=[b"b"]))
+    refusal = outs[0].record
+    refusal.pop("message")
+    assert refusal == {
+        "exception": "ActivityRejected",
+        "code": "RUN_CLOSED",
+        "run_id": "run-1",
+        "stage_id": "s2",
+        "role": "scout",
+        "kind": "research",
+        "submission_id": "sub-run-1-s2",
+        "field": "run_id",
+        "declared": "run-1",
+        "recomputed": "",
+        "earlier_stage_id": None,
+        "input": {"topic": TOPIC, "partition": PARTITION, "offset": 2},
+        "occurred_at_ms": 1_700_000_000_123,
+    }
+    outs = d.feed(enc_close())
+    assert [o.what for o in outs] == ["refusal", "audit"]
+    second = outs[0].record
+    assert (second["code"], second["field"], second["submission_id"], second["stage_id"]) == (
+        "RUN_CLOSED",
+        "run_id",
+        "close-run-1",
+        "",
+    )
+    assert second["occurred_at_ms"] == 1_700_000_000_999
+    assert d.state.runs == before.runs
+
+
+def test_rule_order_first_failure_wins() -> None:
+    """A submission breaking several rules is refused for the first in the documented order."""
+    d = Driver()
+    bad = {**submission(), "kind": "poetry", "terminal_state": "exploded", "reason_code": "", "artifact": b"changed"}
+    assert d.feed(codec.encode(codec.ACTIVITY_SUBMISSION, bad))[0].record["code"] == "UNKNOWN_KIND"
+    bad = {**submission(), "terminal_state": "exploded", "reason_code": "", "artifact": b"changed"}
+    assert d.feed(codec.encode(codec.ACTIVITY_SUBMISSION, bad))[0].record["code"] == "UNKNOWN_TERMINAL_STATE"
+    bad = {**submission(), "reason_code": "", "artifact": b"changed"}
+    assert d.feed(codec.encode(codec.ACTIVITY_SUBMISSION, bad))[0].record["code"] == "EMPTY_REASON_CODE"
+    bad = {**submission(), "artifact": b"changed", "evidence_set_hash": OTHER_EVIDENCE}
+    assert d.feed(codec.encode(codec.ACTIVITY_SUBMISSION, bad))[0].record["code"] == "ARTIFACT_HASH_MISMATCH"
+
+
+# ---------------------------------------------------------------------------
+# dead letters
+# ---------------------------------------------------------------------------
+
+_VALID_BYTES = enc_sub()
+_UNKNOWN_FP = codec.MAGIC + bytes.fromhex("0123456789abcdef") + _VALID_BYTES[codec.HEADER_SIZE :]
+
+
+@pytest.mark.parametrize(
+    ("raw", "code"),
+    [
+        (b"hello, not avro", DeadLetterCode.NOT_AVRO_SINGLE_OBJECT),
+        (b'{"run_id": "run-1"}', DeadLetterCode.NOT_AVRO_SINGLE_OBJECT),
+        (codec.MAGIC + b"\x00\x01\x02", DeadLetterCode.NOT_AVRO_SINGLE_OBJECT),  # shorter than a header
+        (_UNKNOWN_FP, DeadLetterCode.UNKNOWN_SCHEMA_FINGERPRINT),
+        # one of our schemas, but not an input record: refused by fingerprint too
+        (codec.encode(codec.JOURNAL_RECORD, {"payload": b"x", "entry_hash": "h"}), DeadLetterCode.UNKNOWN_SCHEMA_FINGERPRINT),
+        (_VALID_BYTES[:-7], DeadLetterCode.TRUNCATED_OR_MALFORMED_BODY),
+        (_VALID_BYTES[: codec.HEADER_SIZE + 3], DeadLetterCode.TRUNCATED_OR_MALFORMED_BODY),
+        (_VALID_BYTES + b"\x00", DeadLetterCode.TRUNCATED_OR_MALFORMED_BODY),
+        (codec.default_codec().schema(codec.RUN_CLOSE).header, DeadLetterCode.TRUNCATED_OR_MALFORMED_BODY),
+        (b"", DeadLetterCode.EMPTY_VALUE),
+        (None, DeadLetterCode.EMPTY_VALUE),
+    ],
+    ids=[
+        "text",
+        "json",
+        "short-header",
+        "unknown-fingerprint",
+        "non-input-schema",
+        "truncated-tail",
+        "truncated-early",
+        "trailing-byte",
+        "header-only",
+        "empty",
+        "tombstone",
+    ],
+)
+def test_undecodable_input_becomes_a_dead_letter_and_the_partition_moves_on(raw: bytes | None, code: DeadLetterCode) -> None:
+    d = Driver()
+    d.feed(enc_sub(stage_id="s0", pages=[b"zero"]))
+    before = copy.deepcopy(d.state)
+    outs = d.feed(raw, key=b"some-key")
+    assert [o.what for o in outs] == ["deadletter", "audit"]
+    dead, audit = outs
+    detail = dead.record.pop("detail")
+    assert detail.strip()
+    data = raw or b""
+    assert dead.record == {
+        "code": code.value,
+        "raw_sha256": sha256_digest(data),
+        "raw_size": len(data),
+        "raw": data,
+        "key": b"some-key",
+        "input": {"topic": TOPIC, "partition": PARTITION, "offset": 1},
+        "record_timestamp_ms": BASE_TS + 7,
+    }
+    assert dead.raw.key == b"some-key"
+    assert dead.raw.headers == expected_headers(1, 0, CE_TYPES["deadletter"])
+    check_audit(
+        audit,
+        seq=1,
+        prev_mac=before.audit_head,
+        offset=1,
+        event="input.deadletter",
+        run_id="",
+        stage_id="",
+        kind="",
+        terminal_state="",
+        reason_code=code.value,
+        artifact_hash="",
+        evidence_set_hash="",
+        record_hash=sha256_digest(data),
+        journal_seq=-1,
+    )
+    assert d.state.runs == before.runs
+    # the next valid submission is journalled as if nothing had happened
+    outs = d.feed(enc_sub(stage_id="s1", pages=[b"one"]))
+    assert [o.what for o in outs] == ["journal-entry", "audit"]
+    assert outs[0].inner is not None and outs[0].inner["seq"] == 1
+
+
+def test_unknown_fingerprint_dead_letter_names_the_fingerprint() -> None:
+    d = Driver()
+    outs = d.feed(_UNKNOWN_FP)
+    assert "0123456789abcdef" in outs[0].record["detail"]
+
+
+def test_dead_letter_with_a_null_key_keeps_it_null() -> None:
+    d = Driver()
+    outs = d.feed(b"junk", key=None)
+    assert outs[0].record["key"] is None
+    assert outs[0].raw.key == b""
+
+
+# ---------------------------------------------------------------------------
+# seals
+# ---------------------------------------------------------------------------
+
+
+def _check_seal(
+    out: Out, *, run_id: str, entry_count: int, head: str, offset: int, final: bool, audit_seq: int, audit_head: str
+) -> None:
+    assert out.what == "seal"
+    assert out.record["key_id"] == SIGNER.key_id
+    assert verify_signature(SIGNER.public_key_raw, out.record["signature"], seal_signing_input(out.record["payload"]))
+    assert out.inner == {
+        "run_id": run_id,
+        "partition": PARTITION,
+        "entry_count": entry_count,
+        "head_hash": head,
+        "last_input_offset": offset,
+        "final": final,
+        "audit_seq": audit_seq,
+        "audit_head": audit_head,
+        "sealed_at_ms": BASE_TS + 7 * offset,
+    }
+    assert out.raw.key == run_id.encode()
+    assert out.raw.timestamp_ms == BASE_TS + 7 * offset
+
+
+def test_periodic_seal_every_n_entries_per_run_and_final_seal_on_close() -> None:
+    d = Driver(seal_every=3)
+    seals: list[tuple[int, Out, Out]] = []
+    for i in range(8):
+        run_id = "run-a" if i < 7 else "run-b"
+        offset = d.offset
+        outs = d.feed(enc_sub(run_id=run_id, stage_id=f"s{i}", pages=[f"p{i}".encode()]), key=run_id.encode())
+        if len(outs) == 4:
+            assert [o.what for o in outs] == ["journal-entry", "audit", "seal", "audit"]
+            seals.append((offset, outs[0], outs[2]))
+            journal_audit, seal_audit = outs[1], outs[3]
+            entry = outs[0]
+            assert entry.inner is not None
+            _check_seal(
+                outs[2],
+                run_id=run_id,
+                entry_count=entry.inner["seq"] + 1,
+                head=entry.record["entry_hash"],
+                offset=offset,
+                final=False,
+                audit_seq=journal_audit.inner["seq"] + 1 if journal_audit.inner else -1,
+                audit_head=journal_audit.record["mac"],
+            )
+            assert seal_audit.inner is not None
+            assert seal_audit.inner["event"] == "run.sealed"
+            assert seal_audit.inner["reason_code"] == "periodic"
+            assert seal_audit.inner["journal_seq"] == entry.inner["seq"] + 1
+            assert seal_audit.inner["record_hash"] == sha256_digest(outs[2].raw.value)
+            assert seal_audit.inner["seq"] == outs[2].inner["audit_seq"] if outs[2].inner else False
+            assert outs[2].raw.headers == expected_headers(offset, 2, CE_TYPES["seal"])
+        else:
+            assert [o.what for o in outs] == ["journal-entry", "audit"]
+    # run-a: 7 entries -> seals after the 3rd and the 6th; run-b: 1 entry -> none
+    assert [(offset, entry.inner["seq"] if entry.inner else None) for offset, entry, _ in seals] == [(2, 2), (5, 5)]
+    assert d.state.runs["run-a"].sealed_count == 6
+
+    offset = d.offset
+    head = d.state.runs["run-a"].head
+    audit_seq, audit_head = d.state.audit_seq, d.state.audit_head
+    outs = d.feed(enc_close("run-a"), key=b"run-a")
+    assert [o.what for o in outs] == ["seal", "audit"]
+    _check_seal(
+        outs[0], run_id="run-a", entry_count=7, head=head, offset=offset, final=True, audit_seq=audit_seq, audit_head=audit_head
+    )
+    assert outs[1].inner is not None and outs[1].inner["reason_code"] == "final" and outs[1].inner["seq"] == audit_seq
+    assert d.state.runs["run-a"].closed and d.state.runs["run-a"].sealed_count == 7
+    assert not d.state.runs["run-b"].closed
+
+
+def test_closing_an_unknown_run_seals_an_empty_chain() -> None:
+    d = Driver()
+    outs = d.feed(enc_close("never-started"), key=b"never-started")
+    assert [o.what for o in outs] == ["seal", "audit"]
+    _check_seal(
+        outs[0],
+        run_id="never-started",
+        entry_count=0,
+        head=journal_genesis("never-started"),
+        offset=0,
+        final=True,
+        audit_seq=0,
+        audit_head=audit_genesis(AUDIT_KEY, PARTITION),
+    )
+    assert d.state.runs["never-started"].closed
+
+
+# ---------------------------------------------------------------------------
+# the audit chain, recovery, determinism
+# ---------------------------------------------------------------------------
+
+
+def mixed_inputs() -> list[tuple[bytes | None, bytes | None]]:
+    """Accepted, refused, redundant, duplicate, dead letters, periodic seals and closes over three runs."""
+    inputs: list[tuple[bytes | None, bytes | None]] = []
+    for i in range(12):
+        run_id = ("run-a", "run-b", "run-c")[i % 3]
+        inputs.append((run_id.encode(), enc_sub(run_id=run_id, stage_id=f"s{i}", pages=[f"p{i}".encode(), b"shared"])))
+    inputs += [
+        (b"run-a", enc_sub(run_id="run-a", stage_id="again", pages=[b"shared", b"p0"])),  # redundant with s0
+        (b"run-b", enc_sub(run_id="run-b", stage_id="s1", pages=[b"fresh"])),  # duplicate stage
+        (b"run-a", enc_sub(run_id="run-a", stage_id="x", role="ghost")),  # unknown role
+        (b"run-a", b"\x00garbage"),
+        (None, None),
+        (b"run-b", enc_close("run-b")),
+        (b"run-b", enc_sub(run_id="run-b", stage_id="late", pages=[b"late"])),  # run closed
+        (b"run-a", _VALID_BYTES[:-3]),
+        (b"run-c", enc_sub(run_id="run-c", stage_id="empty-1", pages=[])),
+        (b"run-c", enc_sub(run_id="run-c", stage_id="empty-2", pages=[])),
+        (b"run-a", enc_close("run-a")),
+        (b"run-a", enc_close("run-a")),  # second close refused
+    ]
+    for i in range(12, 20):
+        inputs.append((b"run-c", enc_sub(run_id="run-c", stage_id=f"s{i}", pages=[f"p{i}".encode()])))
+    return inputs
+
+
+def run_all(inputs: list[tuple[bytes | None, bytes | None]], seal_every: int = 4) -> Driver:
+    d = Driver(seal_every=seal_every)
+    for key, value in inputs:
+        d.feed(value, key=key)
+    return d
+
+
+def test_audit_chain_counts_from_zero_and_links_every_record() -> None:
+    d = run_all(mixed_inputs())
+    audits = [decode_out(o) for o in d.outputs if o.stream is Stream.AUDIT]
+    prev = audit_genesis(AUDIT_KEY, PARTITION)
+    for seq, audit in enumerate(audits):
+        assert audit.inner is not None
+        assert audit.inner["seq"] == seq
+        assert audit.inner["prev_mac"] == prev
+        assert audit.record["mac"] == audit_mac(AUDIT_KEY, audit.record["payload"])
+        prev = audit.record["mac"]
+    assert (d.state.audit_seq, d.state.audit_head) == (len(audits), prev)
+    # one audit record per crossing: every non-audit output is mirrored exactly once, in order
+    others = [decode_out(o) for o in d.outputs if o.stream is not Stream.AUDIT]
+    assert len(others) == len(audits)
+    for other, audit in zip(others, audits, strict=True):
+        assert audit.inner is not None
+        expected_hash = other.record["entry_hash"] if other.what == "journal-entry" else sha256_digest(other.raw.value)
+        if other.what == "deadletter":
+            expected_hash = other.record["raw_sha256"]
+        assert audit.inner["record_hash"] == expected_hash
+    # every output's kinds
+    counts: dict[str, int] = {}
+    for other in others:
+        counts[other.what] = counts.get(other.what, 0) + 1
+    assert counts == {"journal-entry": 22, "seal": 7, "refusal": 5, "deadletter": 3}
+
+
+def test_rebuild_from_outputs_equals_the_live_state() -> None:
+    d = run_all(mixed_inputs())
+    rebuilt = d.rebuilt()
+    assert rebuilt == d.state
+    assert rebuilt.runs["run-b"].closed and rebuilt.runs["run-a"].closed and not rebuilt.runs["run-c"].closed
+    assert rebuilt.runs["run-a"].evidence == d.state.runs["run-a"].evidence
+    # nothing written yet: the initial state
+    assert rebuild_state(d.config, PARTITION, [], None) == initial_state(d.config, PARTITION)
+
+
+def test_a_crash_after_any_record_resumes_to_byte_identical_outputs() -> None:
+    """Rebuilding from the outputs written so far and continuing equals never stopping."""
+    inputs = mixed_inputs()
+    whole = run_all(inputs)
+    for cut in range(len(inputs) + 1):
+        first = run_all(inputs[:cut])
+        resumed = Driver(seal_every=4)
+        resumed.state = first.rebuilt()
+        assert resumed.state == first.state, cut
+        resumed.offset = cut
+        for key, value in inputs[cut:]:
+            resumed.feed(value, key=key)
+        assert first.outputs + resumed.outputs == whole.outputs, cut
+
+
+def test_rebuild_refuses_outputs_that_do_not_recompute() -> None:
+    d = run_all(mixed_inputs())
+    journal = d.journal_values()
+    envelope = codec.decode(journal[1]).record
+    forged = codec.encode(codec.JOURNAL_RECORD, {**envelope, "entry_hash": sha256_digest(b"forged")})
+    with pytest.raises(StateCorrupted):
+        rebuild_state(d.config, PARTITION, [journal[0], forged, *journal[2:]], d.last_audit())
+    with pytest.raises(StateCorrupted):
+        rebuild_state(d.config, PARTITION, [journal[0], *journal[2:]], d.last_audit())  # a deleted entry
+    audit = codec.decode(d.last_audit() or b"").record
+    with pytest.raises(StateCorrupted):
+        rebuild_state(d.config, PARTITION, journal, codec.encode(codec.AUDIT_RECORD, {**audit, "mac": "hmac-sha256:" + "0" * 64}))
+
+
+def test_same_inputs_give_byte_identical_outputs() -> None:
+    inputs = mixed_inputs()
+    first = run_all(inputs)
+    # a second core built from the same key material (not the same objects)
+    second = Driver(seal_every=4)
+    second.config = SchedulerConfig(
+        roles=dict(ROLES),
+        signer=Ed25519Signer.from_seed(bytes(range(32))),
+        audit_key=bytes(AUDIT_KEY),
+        audit_key_id=hmac_key_id(AUDIT_KEY),
+        seal_every=4,
+    )
+    second.core = SchedulerCore(second.config)
+    second.state = initial_state(second.config, PARTITION)
+    for key, value in inputs:
+        second.feed(value, key=key)
+    assert first.outputs == second.outputs
+    assert [(o.stream, o.key, o.value, o.headers, o.timestamp_ms) for o in first.outputs] == [
+        (o.stream, o.key, o.value, o.headers, o.timestamp_ms) for o in second.outputs
+    ]
+    assert first.state == second.state
+
+
+def test_outputs_depend_on_the_keys_and_the_partition() -> None:
+    """Determinism is not constancy: another audit key or partition gives another chain."""
+    inputs = mixed_inputs()[:3]
+    base = run_all(inputs)
+    other = Driver(seal_every=4)
+    other.config = SchedulerConfig(
+        roles=ROLES, signer=SIGNER, audit_key=b"another audit key!", audit_key_id=hmac_key_id(b"another audit key!"), seal_every=4
+    )
+    other.core = SchedulerCore(other.config)
+    other.state = initial_state(other.config, PARTITION)
+    for key, value in inputs:
+        other.feed(value, key=key)
+    assert [o.value for o in base.outputs if o.stream is Stream.JOURNAL] == [
+        o.value for o in other.outputs if o.stream is Stream.JOURNAL
+    ]
+    assert [o.value for o in base.outputs if o.stream is Stream.AUDIT] != [
+        o.value for o in other.outputs if o.stream is Stream.AUDIT
+    ]
+
+
+# ---------------------------------------------------------------------------
+# fuzz: step never raises and always accounts for its input
+# ---------------------------------------------------------------------------
+
+_SEED_VALUES = [
+    enc_sub(),
+    enc_sub(run_id="run-2", stage_id="st", role="developer", kind="coding", pages=[]),
+    enc_close(),
+    enc_sub(pages=[b"a", b"b", b"c"], reason_code="budget_exhausted", terminal_state="timed_out"),
+]
+
+
+def _mutate(data: bytes, edits: list[tuple[int, int, int]]) -> bytes:
+    buf = bytearray(data)
+    for op, position, byte in edits:
+        if not buf:
+            buf.append(byte)
+            continue
+        i = position % len(buf)
+        if op == 0:
+            buf[i] = byte
+        elif op == 1:
+            del buf[i:]
+        elif op == 2:
+            buf.insert(i, byte)
+        else:
+            del buf[i]
+    return bytes(buf)
+
+
+_ids = st.one_of(
+    st.sampled_from(["run-1", "run-2", "s1", "s2", "scout", "developer", "ghost", "", "-x", "a" * 129]),
+    st.text(max_size=12),
+)
+_digests = st.one_of(
+    st.sampled_from([sha256_digest(b"a"), sha256_digest(b"b"), evidence_set_hash([]), "", "sha256:00"]),
+    st.text(max_size=80),
+)
+
+
+@st.composite
+def _structured_submission(draw: st.DrawFn) -> bytes:
+    """Schema-valid records with hostile field values (some of them consistent enough to be accepted)."""
+    observations = draw(
+        st.lists(
+            st.fixed_dictionaries(
+                {"kind": st.sampled_from(["page", "", "k" * 65]), "ref": st.text(max_size=8), "content_hash": _digests}
+            ),
+            max_size=4,
+        )
+    )
+    artifact = draw(st.binary(max_size=16))
+    consistent = draw(st.booleans())
+    hashes = [o["content_hash"] for o in observations]
+    try:
+        esh = evidence_set_hash(hashes)
+    except Exception:
+        esh = draw(_digests)
+    rec = {
+        "submission_id": draw(st.text(max_size=10)),
+        "run_id": draw(_ids),
+        "stage_id": draw(_ids),
+        "role": draw(_ids),
+        "producer": {"id": draw(st.text(max_size=6)), "sdk": "fuzz"},
+        "kind": draw(st.sampled_from(["coding", "research", "browser", "data", "ops", "", "poetry"])),
+        "artifact": artifact,
+        "artifact_hash": artifact_hash(artifact) if consistent else draw(_digests),
+        "evidence_set_hash": esh if consistent else draw(_digests),
+        "observations": observations,
+        "terminal_state": draw(st.sampled_from(["completed", "refused", "failed", "timed_out", "", "done"])),
+        "reason_code": draw(st.one_of(st.sampled_from(["ok", "", " "]), st.text(max_size=5))),
+        "occurred_at_ms": draw(st.integers(min_value=-(2**63), max_value=2**63 - 1)),
+    }
+    return codec.encode(codec.ACTIVITY_SUBMISSION, rec)
+
+
+_values = st.one_of(
+    st.none(),
+    st.binary(max_size=200),
+    st.builds(lambda fp, body: codec.MAGIC + fp + body, st.binary(min_size=8, max_size=8), st.binary(max_size=120)),
+    st.builds(
+        _mutate,
+        st.sampled_from(_SEED_VALUES),
+        st.lists(st.tuples(st.integers(0, 3), st.integers(0, 10_000), st.integers(0, 255)), min_size=1, max_size=6),
+    ),
+    st.sampled_from(_SEED_VALUES),
+    _structured_submission(),
+    st.builds(
+        lambda run_id: codec.encode(codec.RUN_CLOSE, run_close(run_id)),
+        _ids,
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=8)), _values), min_size=1, max_size=25), st.integers(1, 4))
+def test_fuzz_step_never_raises_and_accounts_for_every_input(
+    inputs: list[tuple[bytes | None, bytes | None]], seal_every: int
+) -> None:
+    d = Driver(seal_every=seal_every)
+    for key, value in inputs:
+        seq_before, head_before = d.state.audit_seq, d.state.audit_head
+        outs = d.feed(value, key=key)
+        audits = [o for o in outs if o.what == "audit"]
+        seals = [o for o in outs if o.what == "seal"]
+        final_seals = [o for o in seals if o.inner is not None and o.inner["final"]]
+        crossings = [o for o in outs if o.what in ("journal-entry", "refusal", "deadletter")] + final_seals
+        assert outs, "every input produces outputs"
+        # exactly one of: a journal entry, a refusal, a dead letter, or (a run close) a final seal
+        assert len(crossings) == 1, [o.what for o in outs]
+        if final_seals:
+            assert [o.what for o in outs] == ["seal", "audit"]
+        elif seals:
+            assert [o.what for o in outs] == ["journal-entry", "audit", "seal", "audit"]
+        # one audit record per non-audit output, and the audit sequence advances by exactly that many
+        assert len(audits) == len(outs) - len(audits)
+        assert d.state.audit_seq == seq_before + len(audits)
+        prev = head_before
+        for audit in audits:
+            assert audit.inner is not None and audit.inner["prev_mac"] == prev
+            prev = audit.record["mac"]
+        assert d.state.audit_head == prev
+        for out in outs:
+            if out.what == "deadletter":
+                assert out.record["code"] != DeadLetterCode.SCHEDULER_ERROR.value, out.record["detail"]
+    assert d.rebuilt() == d.state
+
+
+# ---------------------------------------------------------------------------
+# purity of the core
+# ---------------------------------------------------------------------------
+
+FORBIDDEN_MODULES = frozenset(
+    {
+        "time",
+        "datetime",
+        "random",
+        "uuid",
+        "os",
+        "socket",
+        "confluent_kafka",
+        "minio",
+        "httpx",
+        "subprocess",
+        "threading",
+        "secrets",
+    }
+)
+
+
+def _impurities(source: str, filename: str) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(source, filename)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""] if node.level == 0 else []
+        elif isinstance(node, ast.Call):
+            target = ast.unparse(node.func)
+            if target.endswith(("datetime.now", "datetime.utcnow")) or target in ("now", "utcnow"):
+                found.append(f"{filename}:{node.lineno}: calls {target}()")
+            if target in ("__import__", "importlib.import_module"):
+                found.append(f"{filename}:{node.lineno}: imports dynamically ({target})")
+            continue
+        else:
+            continue
+        for name in names:
+            if name.split(".")[0] in FORBIDDEN_MODULES:
+                found.append(f"{filename}:{node.lineno}: imports {name}")
+    return found
+
+
+def test_the_core_imports_no_clock_randomness_or_io() -> None:
+    core = sorted((REPO / "consumers" / "core").glob("*.py"))
+    assert {p.name for p in core} >= {"model.py", "step.py", "rebuild.py"}
+    problems = [
+        problem for path in core for problem in _impurities(path.read_text(encoding="utf-8"), str(path.relative_to(REPO)))
+    ]
+    assert problems == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import time",
+        "import os.path",
+        "from datetime import datetime",
+        "from confluent_kafka import Producer",
+        "import random as r",
+        "import threading, json",
+        "x = datetime.now()",
+        "x = dt.datetime.now(tz)",
+        "m = __import__('socket')",
+    ],
+)
+def test_the_import_scan_catches_what_it_forbids(source: str) -> None:
+    assert _impurities(source, "probe.py")
+
+
+def test_the_import_scan_allows_pure_imports() -> None:
+    assert _impurities("import hashlib\nfrom schemas import codec\nfrom dataclasses import dataclass\n", "probe.py") == []

@@ -1,0 +1,74 @@
+"""The golden vectors are reproduced by the code that claims to implement them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from schemas import canonical, codec
+from schemas.vectors.generate import FILES, render
+from substrate.keys import Ed25519Signer, verify_signature
+
+VECTORS = Path(__file__).resolve().parents[2] / "schemas" / "vectors"
+
+
+def _load(name: str) -> dict:  # type: ignore[type-arg]
+    return json.loads((VECTORS / name).read_text(encoding="utf-8"))
+
+
+def test_vector_files_are_current() -> None:
+    for name in FILES:
+        assert (VECTORS / name).read_text(encoding="utf-8") == render(name), f"{name} is stale: run make vectors"
+
+
+def test_digest_vectors() -> None:
+    document = _load("digests.json")
+    for case in document["content_hash"]:
+        assert canonical.content_hash(bytes.fromhex(case["bytes_hex"])) == case["digest"]
+    for case in document["evidence_set_hash"]:
+        assert canonical.evidence_set_hash(case["members"]) == case["digest"]
+    # The seed's public reference values (sha256 of "[]" for the empty set, "report" artifact).
+    assert document["evidence_set_hash"][0]["digest"] == "sha256:4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945"
+    assert document["artifact_hash"][0]["digest"] == "sha256:8d0ccb734a265b631becd953b550e449e730498de4ee931d4ada5a3ce3783ae1"
+    for bad in document["malformed_digests"]:
+        assert not canonical.is_digest(bad)
+
+
+def test_chain_vectors() -> None:
+    document = _load("chain.json")
+    journal = document["journal"]
+    assert canonical.journal_genesis(journal["run_id"]) == journal["genesis"]
+    payload = bytes.fromhex(journal["entry_payload_hex"])
+    assert canonical.journal_entry_hash(payload) == journal["entry_hash"]
+    assert codec.decode(payload).record["prev_hash"] == journal["genesis"]
+
+    seal = document["seal"]
+    signer = Ed25519Signer.from_seed(bytes.fromhex(seal["ed25519_seed_hex"]))
+    assert signer.public_key_raw.hex() == seal["public_key_hex"]
+    assert signer.key_id == seal["key_id"]
+    seal_payload = bytes.fromhex(seal["seal_payload_hex"])
+    assert canonical.seal_signing_input(seal_payload).hex() == seal["signing_input_hex"]
+    signature = bytes.fromhex(seal["signature_hex"])
+    assert signer.sign(canonical.seal_signing_input(seal_payload)) == signature  # Ed25519 is deterministic
+    assert verify_signature(signer.public_key_raw, signature, canonical.seal_signing_input(seal_payload))
+    assert codec.decode(seal_payload).record["head_hash"] == journal["entry_hash"]
+
+    audit = document["audit"]
+    key = bytes.fromhex(audit["hmac_key_hex"])
+    assert canonical.hmac_key_id(key) == audit["hmac_key_id"]
+    assert canonical.audit_genesis(key, 0) == audit["genesis_partition_0"]
+    assert canonical.audit_mac(key, bytes.fromhex(audit["entry_payload_hex"])) == audit["mac"]
+    for case in document["pae"]:
+        assert canonical.pae(case["type"], bytes.fromhex(case["body_hex"])).hex() == case["pae_hex"]
+
+
+def test_modality_vectors() -> None:
+    document = _load("modalities.json")
+    plan = document["dataops_plan"]
+    assert canonical.plan_hash(plan["input_hashes"], plan["steps"]) == plan["plan_hash"]
+    assert canonical.sha256_digest(plan["plan_document_canonical"].encode()) == plan["plan_hash"]
+    cu = document["computer_use"]
+    key = bytes.fromhex(cu["hmac_key_hex"])
+    assert canonical.typed_value_digest(key, cu["typed_value"]) == cu["typed_value_digest"]
+    assert canonical.observation_hash(bytes.fromhex(cu["screenshot_hex"]), cu["dom_digest"]) == cu["observation_hash"]
+    assert canonical.action_anchor(cu["session_genesis"], cu["observation_hash"], cu["action"]) == cu["action_anchor"]
