@@ -23,13 +23,14 @@ from consumers.core.model import SchedulerConfig
 from consumers.core.step import SchedulerCore
 from consumers.manifest import load_roles
 from consumers.shell import SchedulerShell
+from producers.activity import ActivityRejected
 from producers.coding import publish_spawn, run_spawn
 from producers.emitter import Emitter, Published
 from schemas import codec
 from substrate.cas import DirBlobStore, S3BlobStore
 from substrate.config import Settings
 from substrate.kafka import ensure_topics, require_bootstrap
-from substrate.keys import InstallKeys, KeyFileMissing, TrustedKeys, init_keys, load_keys
+from substrate.keys import Ed25519Signer, InstallKeys, KeyFileMissing, TrustedKeys, init_keys, load_keys
 from verifier.export import export_dump
 from verifier.kafka_source import KafkaSource
 from verifier.render import render_text
@@ -45,6 +46,7 @@ class DemoContext:
     emitter: Emitter
     run_id: str
     workdir: Path
+    signer: Ed25519Signer
     out: TextIO
     published: list[Published] = field(default_factory=list)
 
@@ -82,7 +84,43 @@ def coding_stage(ctx: DemoContext) -> None:
     ctx.say(f"    coding-1   [coding]   same files again (expected: refused as RedundantStage) -> offset {again.offset}")
 
 
-STAGES: list[Callable[[DemoContext], None]] = [coding_stage]
+def dataops_stages(ctx: DemoContext) -> None:
+    """A data job (CSV rollup) and an ops job (config change) with signed receipts; then an ops job
+    that writes before planning, which is refused and recorded as a refused activity."""
+    from producers.dataops import DataActivity, OpsActivity
+    from producers.dataops.examples import InputFile, JobSpec, misordered_job, run_data_job, run_ops_job
+
+    data_dir = REPO / "demo" / "data"
+    out_dir = ctx.workdir / "dataops"
+    orders = InputFile("orders.csv", (data_dir / "orders.csv").read_bytes())
+    data_steps = JobSpec.parse((data_dir / "orders.job.json").read_bytes()).steps
+    job = run_data_job(
+        DataActivity(ctx.run_id, "data-0", store=ctx.emitter.store, signer=ctx.signer), [orders], data_steps, out_dir / "regions.csv"
+    )
+    published = ctx.emitter.publish(run_id=ctx.run_id, stage_id="data-0", role="analyst", result=job.result)
+    ctx.published.append(published)
+    ctx.say(f"    data-0     [data]     {len(data_steps)} planned steps over orders.csv -> regions.csv, signed receipt -> offset {published.offset}")
+
+    config = InputFile("service.conf", (data_dir / "service.conf").read_bytes())
+    ops_steps = JobSpec.parse((data_dir / "service.job.json").read_bytes()).steps
+    ops = run_ops_job(
+        OpsActivity(ctx.run_id, "ops-0", store=ctx.emitter.store, signer=ctx.signer), [config], ops_steps, out_dir / "service.conf"
+    )
+    published = ctx.emitter.publish(run_id=ctx.run_id, stage_id="ops-0", role="operator", result=ops.result)
+    ctx.published.append(published)
+    changes = ", ".join(f"{c.key}: {c.before} -> {c.after}" for c in ops.changes)
+    ctx.say(f"    ops-0      [ops]      config change ({changes}), signed receipt -> offset {published.offset}")
+
+    misordered = OpsActivity(ctx.run_id, "ops-1", store=ctx.emitter.store, signer=ctx.signer)
+    try:
+        misordered_job(misordered, "effect-before-plan", [config], ops_steps, out_dir / "never.conf")
+    except ActivityRejected as refusal:
+        published = ctx.emitter.publish(run_id=ctx.run_id, stage_id="ops-1", role="operator", result=misordered.refused_result(refusal))
+        ctx.published.append(published)
+        ctx.say(f"    ops-1      [ops]      wrote before planning: refused {refusal.code}, recorded as a refused activity -> offset {published.offset}")
+
+
+STAGES: list[Callable[[DemoContext], None]] = [coding_stage, dataops_stages]
 
 
 def run_demo(*, settings: Settings, keys_dir: Path, out_dir: Path, out: TextIO = sys.stdout) -> int:
@@ -115,7 +153,7 @@ def run_demo(*, settings: Settings, keys_dir: Path, out_dir: Path, out: TextIO =
     with tempfile.TemporaryDirectory(prefix="bernstein-demo-") as tmp, Emitter(
         bootstrap=bootstrap, store=store, topics=settings.topics, producer_id="demo-agents"
     ) as emitter:
-        ctx = DemoContext(settings=settings, emitter=emitter, run_id=run_id, workdir=Path(tmp), out=out)
+        ctx = DemoContext(settings=settings, emitter=emitter, run_id=run_id, workdir=Path(tmp), signer=keys.signer, out=out)
         print("==> agents publish activities (evidence goes to S3 first, then one Avro event each)", file=out)
         for stage in STAGES:
             stage(ctx)
