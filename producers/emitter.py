@@ -204,7 +204,7 @@ class Emitter:
 
     def _ensure_topics(self) -> None:
         if not self._topics_ready:
-            ensure_topics(self._bootstrap, self.topics, partitions=self._partitions)
+            ensure_topics(self._bootstrap, self.topics, partitions=self._partitions, timeout=self._timeout)
             self._topics_ready = True
 
     def _produce(self, run_id: str, submission_id: str, value: bytes) -> Published:
