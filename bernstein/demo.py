@@ -84,6 +84,38 @@ def coding_stage(ctx: DemoContext) -> None:
     ctx.say(f"    coding-1   [coding]   same files again (expected: refused as RedundantStage) -> offset {again.offset}")
 
 
+def research_stages(ctx: DemoContext) -> None:
+    """A research agent reads the local demo site: every page is content-addressed as it lands, and every
+    claim quotes the bytes it came from. A second query runs out of budget: recorded as a refused activity."""
+    sys.path.insert(0, str(REPO))
+    from demo.site_server import serve
+    from producers.research import (
+        ResearchBudget,
+        ResearchBudgetExceeded,
+        ResearchWorker,
+        extractive_synthesiser,
+        make_fetch,
+    )
+
+    fetch = make_fetch(allow_private=True)  # the demo site is on loopback, which is refused by default
+    with serve(REPO / "demo" / "site") as (url, _stop):
+        sources = [f"{url}/old-notes", f"{url}/performance.html", f"{url}/migration.html"]
+        worker = ResearchWorker(store=ctx.emitter.store, budget=ResearchBudget(max_fetches=8, max_bytes=1 << 20))
+        run = worker.run(query="What changed in Quill 2.0?", sources=sources, fetch_fn=fetch, synthesise=extractive_synthesiser)
+        published = ctx.emitter.publish(run_id=ctx.run_id, stage_id="research-0", role="scout", result=run.result)
+        ctx.published.append(published)
+        claims = len(run.report.claims)
+        ctx.say(f"    research-0 [research] {len(run.fetched)} pages fetched into the CAS, {claims} cited claims -> offset {published.offset}")
+
+        tight = ResearchWorker(store=ctx.emitter.store, budget=ResearchBudget(max_fetches=1))
+        try:
+            tight.run(query="Everything about Quill", sources=[f"{url}/index.html", *sources], fetch_fn=fetch, synthesise=extractive_synthesiser)
+        except ResearchBudgetExceeded as exceeded:
+            published = ctx.emitter.publish(run_id=ctx.run_id, stage_id="research-1", role="scout", result=exceeded.refused_result)
+            ctx.published.append(published)
+            ctx.say(f"    research-1 [research] budget of 1 fetch exceeded before fetch 2: recorded as refused -> offset {published.offset}")
+
+
 def dataops_stages(ctx: DemoContext) -> None:
     """A data job (CSV rollup) and an ops job (config change) with signed receipts; then an ops job
     that writes before planning, which is refused and recorded as a refused activity."""
@@ -120,7 +152,7 @@ def dataops_stages(ctx: DemoContext) -> None:
         ctx.say(f"    ops-1      [ops]      wrote before planning: refused {refusal.code}, recorded as a refused activity -> offset {published.offset}")
 
 
-STAGES: list[Callable[[DemoContext], None]] = [coding_stage, dataops_stages]
+STAGES: list[Callable[[DemoContext], None]] = [coding_stage, research_stages, dataops_stages]
 
 
 def run_demo(*, settings: Settings, keys_dir: Path, out_dir: Path, out: TextIO = sys.stdout) -> int:

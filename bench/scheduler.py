@@ -1,0 +1,328 @@
+"""Scheduler throughput against a transactional passthrough, and end-to-end latency.
+
+    python -m bench.scheduler [--count 100000] [--rate 1000] [--latency-seconds 15]
+
+Needs the local services (``infra/up``). In one run, on the same broker:
+
+1. Publishes ``--count`` small submissions (3 observations each) to a fresh
+   single-partition submissions topic.
+2. Baseline: a transactional passthrough (consume -> produce the same bytes ->
+   send offsets -> commit) with the scheduler's batch cadence, no validation.
+3. The scheduler over the same partition (into its own output topics).
+4. Latency: the scheduler runs while submissions arrive at a steady
+   ``--rate``/s; produce-to-journal latency is measured per submission by a
+   read_committed consumer of the journal topic (p50/p99).
+
+Phases 2 and 3 run in child processes so each gets its own peak RSS. The last
+line is the headline: ``scheduler_vs_passthrough=<ratio>`` (target >= 0.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+
+from consumers.core.model import SchedulerConfig
+from consumers.core.step import SchedulerCore
+from consumers.shell import Counters, SchedulerShell, ShellOptions
+from schemas import codec
+from schemas.canonical import evidence_set_hash, sha256_digest
+from substrate.config import Settings, Topics
+from substrate.kafka import client_config, ensure_topics
+from substrate.keys import AuditKey, Ed25519Signer
+
+ROLES = {"developer": "coding"}
+BATCH_MAX = 500
+BATCH_TIMEOUT = 0.02
+
+
+def submission(i: int, run: str, sent_ms: int = 0) -> bytes:
+    observations = [
+        {"kind": "file", "ref": f"src/module_{i}_{j}.py", "content_hash": sha256_digest(f"{run}:{i}:{j}".encode())}
+        for j in range(3)
+    ]
+    artifact = f"--- a/src/module_{i}.py\n+++ b/src/module_{i}.py\n@@ -1 +1 @@\n-x = {i}\n+x = {i + 1}\n".encode()
+    return codec.encode(
+        codec.ACTIVITY_SUBMISSION,
+        {
+            "submission_id": f"{run}-{i}",
+            "run_id": run,
+            "stage_id": f"stage-{i}",
+            "role": "developer",
+            "producer": {"id": "bench", "sdk": "bench"},
+            "kind": "coding",
+            "artifact": artifact,
+            "artifact_hash": sha256_digest(artifact),
+            "evidence_set_hash": evidence_set_hash(o["content_hash"] for o in observations),
+            "observations": observations,
+            "terminal_state": "completed",
+            "reason_code": "ok",
+            "occurred_at_ms": sent_ms,
+        },
+    )
+
+
+def config() -> SchedulerConfig:
+    audit = AuditKey.from_secret(b"bench-audit-key-0123456789abcdef")
+    return SchedulerConfig(
+        roles=ROLES, signer=Ed25519Signer.from_seed(b"\x07" * 32), audit_key=audit.secret, audit_key_id=audit.key_id, seal_every=1000
+    )
+
+
+def publish(bootstrap: str, topic: str, count: int, run_prefix: str) -> None:
+    producer = Producer(client_config(bootstrap, **{"enable.idempotence": True, "acks": "all", "linger.ms": 20, "batch.num.messages": 10000}))
+    for i in range(count):
+        run = f"{run_prefix}-{i % 10}"
+        while True:
+            try:
+                producer.produce(topic, key=run.encode(), value=submission(i, run), partition=0)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 10000 == 0:
+            producer.poll(0)
+    if producer.flush(120):
+        raise SystemExit("bench: could not publish the input")
+
+
+# -- child phases ------------------------------------------------------------------
+
+
+def _measure(run_loop: Any, count: int) -> dict[str, float]:
+    marks: dict[str, float] = {}
+
+    def until(counters: Counters) -> bool:
+        if counters.consumed and "first" not in marks:
+            marks["first"] = time.perf_counter()
+        return counters.consumed >= count
+
+    started = time.perf_counter()
+    counters = run_loop(until)
+    ended = time.perf_counter()
+    first = marks.get("first", started)
+    return {
+        "records": counters.consumed,
+        "seconds": ended - first,
+        "seconds_with_startup": ended - started,
+        "records_per_second": counters.consumed / max(ended - first, 1e-9),
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+class Passthrough:
+    """The baseline: the same transactional loop, copying values without looking at them."""
+
+    def __init__(self, bootstrap: str, input_topic: str, output_topic: str) -> None:
+        self.bootstrap = bootstrap
+        self.input_topic = input_topic
+        self.output_topic = output_topic
+        self.counters = Counters()
+
+    def run(self, until: Any) -> Counters:
+        producer = Producer(
+            client_config(
+                self.bootstrap,
+                **{"transactional.id": f"bench-passthrough-{uuid.uuid4().hex}", "linger.ms": 5, "batch.num.messages": 10000,
+                   "queue.buffering.max.messages": 500000},
+            )
+        )
+        producer.init_transactions(30)
+        consumer = Consumer(
+            client_config(
+                self.bootstrap,
+                **{"group.id": f"bench-passthrough-{uuid.uuid4().hex}", "enable.auto.commit": False, "isolation.level": "read_committed",
+                   "fetch.wait.max.ms": 10, "queued.max.messages.kbytes": 65536},
+            )
+        )
+        consumer.assign([TopicPartition(self.input_topic, 0, OFFSET_BEGINNING)])
+        while not until(self.counters):
+            messages = [m for m in consumer.consume(BATCH_MAX, BATCH_TIMEOUT) if m.error() is None]
+            if not messages:
+                continue
+            producer.begin_transaction()
+            for m in messages:
+                while True:
+                    try:
+                        producer.produce(self.output_topic, value=m.value(), key=m.key(), partition=0, timestamp=m.timestamp()[1],
+                                         headers=m.headers())
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+            producer.send_offsets_to_transaction(
+                [TopicPartition(self.input_topic, 0, messages[-1].offset() + 1)], consumer.consumer_group_metadata(), 30
+            )
+            producer.commit_transaction(30)
+            self.counters.consumed += len(messages)
+            self.counters.transactions += 1
+        consumer.close()
+        return self.counters
+
+
+def child(phase: str, bootstrap: str, prefix: str, count: int, input_topic: str) -> None:
+    if phase == "passthrough":
+        out = f"{prefix}.passthrough"
+        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+        futures = AdminClient(client_config(bootstrap)).create_topics([NewTopic(out, 1, 1)])
+        for future in futures.values():
+            future.result(30)
+        result = _measure(Passthrough(bootstrap, input_topic, out).run, count)
+    else:
+        shell = SchedulerShell(
+            bootstrap=bootstrap,
+            topics=Topics(prefix),
+            partition=0,
+            core=SchedulerCore(config()),
+            options=ShellOptions(batch_max=BATCH_MAX, batch_timeout=BATCH_TIMEOUT),
+            progress=None,
+            input_topic=input_topic,
+        )
+        result = _measure(lambda until: shell.run(until=until), count)
+    print(json.dumps(result))
+
+
+def run_child(phase: str, bootstrap: str, prefix: str, count: int, input_topic: str) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.scheduler", "--child", phase, "--bootstrap", bootstrap, "--prefix", prefix,
+         "--count", str(count), "--input-topic", input_topic],
+        capture_output=True, text=True, check=False,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"bench: {phase} phase failed:\n{out.stderr}")
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+# -- latency ---------------------------------------------------------------------------
+
+
+def latency(bootstrap: str, rate: int, seconds: float) -> dict[str, float]:
+    prefix = f"benchlat{uuid.uuid4().hex[:8]}"
+    topics = Topics(prefix)
+    ensure_topics(bootstrap, topics)
+    env = dict(os.environ)
+    scheduler = subprocess.Popen(
+        [sys.executable, "-m", "bench.scheduler", "--child", "scheduler-live", "--bootstrap", bootstrap, "--prefix", prefix,
+         "--count", "0", "--input-topic", topics.submissions],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    sent: dict[str, float] = {}
+    received: dict[str, float] = {}
+    total = int(rate * seconds)
+    done = threading.Event()
+
+    def consume() -> None:
+        consumer = Consumer(client_config(bootstrap, **{"group.id": f"lat-{uuid.uuid4().hex}", "isolation.level": "read_committed",
+                                                        "fetch.wait.max.ms": 5, "enable.auto.commit": False}))
+        consumer.assign([TopicPartition(topics.journal, 0, OFFSET_BEGINNING)])
+        c = codec.default_codec()
+        while len(received) < total and not done.is_set():
+            for m in consumer.consume(1000, 0.05):
+                if m.error() is not None:
+                    if m.error().code() != KafkaError._PARTITION_EOF:
+                        raise SystemExit(str(m.error()))
+                    continue
+                now = time.perf_counter()
+                envelope = c.decode(m.value())
+                if envelope.schema.name != codec.JOURNAL_RECORD:
+                    continue
+                entry = c.decode(envelope.record["payload"]).record
+                received[entry["submission_id"]] = now
+        consumer.close()
+
+    reader = threading.Thread(target=consume, daemon=True)
+    reader.start()
+    producer = Producer(client_config(bootstrap, **{"enable.idempotence": True, "acks": "all", "linger.ms": 0}))
+    time.sleep(3.0)  # let the scheduler and the reader finish their start-up before the clock starts
+    interval = 1.0 / rate
+    start = time.perf_counter()
+    for i in range(total):
+        target = start + i * interval
+        delay = target - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        run = f"lat-{i % 20}"
+        value = submission(i, run)
+        sid = f"{run}-{i}"
+        sent[sid] = time.perf_counter()
+        producer.produce(topics.submissions, key=run.encode(), value=value, partition=0)
+        producer.poll(0)
+    producer.flush(30)
+    achieved = total / (time.perf_counter() - start)
+    reader.join(timeout=60)
+    done.set()
+    scheduler.terminate()
+    scheduler.wait(30)
+    latencies = sorted((received[s] - sent[s]) * 1000 for s in sent if s in received)
+    if len(latencies) < total:
+        raise SystemExit(f"bench: only {len(latencies)} of {total} submissions reached the journal")
+
+    def pct(p: float) -> float:
+        return latencies[min(len(latencies) - 1, int(p * len(latencies)))]
+
+    return {"count": len(latencies), "rate_achieved": achieved, "p50_ms": pct(0.50), "p99_ms": pct(0.99), "max_ms": latencies[-1]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--count", type=int, default=100_000)
+    parser.add_argument("--rate", type=int, default=1000)
+    parser.add_argument("--latency-seconds", type=float, default=15.0)
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--bootstrap", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--prefix", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--input-topic", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child == "scheduler-live":
+        shell = SchedulerShell(
+            bootstrap=args.bootstrap, topics=Topics(args.prefix), partition=0, core=SchedulerCore(config()),
+            options=ShellOptions(batch_max=BATCH_MAX, batch_timeout=BATCH_TIMEOUT), progress=None,
+        )
+        import signal
+
+        signal.signal(signal.SIGTERM, lambda *_: shell.stop())
+        shell.run()
+        return 0
+    if args.child:
+        child(args.child, args.bootstrap, args.prefix, args.count, args.input_topic)
+        return 0
+
+    settings = Settings.load()
+    if not settings.kafka_bootstrap:
+        raise SystemExit("bench: no Kafka; run `infra/up` first (make bench does)")
+    bootstrap = settings.kafka_bootstrap
+    prefix = f"bench{uuid.uuid4().hex[:8]}"
+    topics = Topics(prefix)
+    ensure_topics(bootstrap, topics)
+    print(f"bench: publishing {args.count} submissions (3 observations each) to {topics.submissions}", flush=True)
+    t0 = time.perf_counter()
+    publish(bootstrap, topics.submissions, args.count, prefix)
+    print(f"bench: published in {time.perf_counter() - t0:.1f}s", flush=True)
+
+    base = run_child("passthrough", bootstrap, prefix + "p", args.count, topics.submissions)
+    print(f"passthrough: {base['records_per_second']:.0f} rec/s ({base['records']:.0f} records in {base['seconds']:.2f}s), "
+          f"peak RSS {base['peak_rss_mib']:.0f} MiB", flush=True)
+    sched = run_child("scheduler", bootstrap, prefix + "s", args.count, topics.submissions)
+    print(f"scheduler:   {sched['records_per_second']:.0f} rec/s ({sched['records']:.0f} records in {sched['seconds']:.2f}s), "
+          f"peak RSS {sched['peak_rss_mib']:.0f} MiB", flush=True)
+    lat = latency(bootstrap, args.rate, args.latency_seconds)
+    print(f"latency at {lat['rate_achieved']:.0f}/s over {lat['count']:.0f} submissions: produce-to-journal "
+          f"p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, max {lat['max_ms']:.1f} ms (target p99 <= 250 ms)", flush=True)
+    print(f"scheduler_peak_rss_mib={sched['peak_rss_mib']:.0f}")
+    print(f"latency_p99_ms={lat['p99_ms']:.1f}")
+    print(f"scheduler_vs_passthrough={sched['records_per_second'] / base['records_per_second']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
