@@ -134,7 +134,7 @@ class Passthrough:
             client_config(
                 self.bootstrap,
                 **{"transactional.id": f"bench-passthrough-{uuid.uuid4().hex}", "linger.ms": 5, "batch.num.messages": 10000,
-                   "queue.buffering.max.messages": 500000},
+                   "queue.buffering.max.messages": 500000, "retry.backoff.ms": 5, "retry.backoff.max.ms": 100},
             )
         )
         producer.init_transactions(30)
@@ -174,11 +174,13 @@ def child(phase: str, bootstrap: str, prefix: str, count: int, input_topic: str)
         out = f"{prefix}.passthrough"
         from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-        futures = AdminClient(client_config(bootstrap)).create_topics([NewTopic(out, 1, 1)])
+        admin = AdminClient(client_config(bootstrap))
+        futures = admin.create_topics([NewTopic(out, 1, 1)])
         for future in futures.values():
             future.result(30)
         result = _measure(Passthrough(bootstrap, input_topic, out).run, count)
     else:
+        ensure_topics(bootstrap, Topics(prefix))
         shell = SchedulerShell(
             bootstrap=bootstrap,
             topics=Topics(prefix),

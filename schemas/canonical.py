@@ -120,7 +120,7 @@ def sha256_digest(data: bytes) -> str:
 
 def is_digest(value: object) -> bool:
     """True when ``value`` is exactly ``sha256:`` plus 64 lowercase hex digits."""
-    return isinstance(value, str) and len(value) == 71 and _DIGEST_RE.fullmatch(value) is not None
+    return isinstance(value, str) and _DIGEST_RE.fullmatch(value) is not None
 
 
 def require_digest(value: object, *, field: str = "digest") -> str:
@@ -158,9 +158,13 @@ def evidence_set_hash(content_hashes: Iterable[str]) -> str:
     independent of capture order and of duplicates; the empty set hashes to
     sha256 of ``[]``. Every member must be a well-formed digest.
     """
-    members = sorted({require_digest(h, field="observation content_hash") for h in content_hashes})
+    unique = set(content_hashes)
+    for member in unique:
+        if not isinstance(member, str) or _DIGEST_RE.fullmatch(member) is None:
+            raise MalformedDigest(member, field="observation content_hash")
+    members = sorted(unique)
     # Well-formed digests need no JSON escaping, so this equals canonical_json(members).
-    return sha256_digest(b"[" + b",".join(b'"' + m.encode("ascii") + b'"' for m in members) + b"]")
+    return sha256_digest(('["' + '","'.join(members) + '"]').encode("ascii") if members else b"[]")
 
 
 def document_hash(document: Any) -> str:
@@ -256,6 +260,21 @@ def computer_use_genesis(run_id: str, session_id: str) -> str:
 def action_anchor(prev_anchor: str, observation: str, action: Mapping[str, Any]) -> str:
     """sha256(canonical({prev_anchor, observation_hash, action})): one link of the action chain."""
     return document_hash({"prev_anchor": prev_anchor, "observation_hash": observation, "action": dict(action)})
+
+
+def lineage_signing_input(entry: bytes) -> bytes:
+    """The exact bytes a computer-use lineage entry's HMAC envelope and Ed25519 signature cover."""
+    return pae(DOMAIN_LINEAGE_ENTRY, entry)
+
+
+def lineage_hmac(key: bytes, entry: bytes) -> str:
+    """The operator HMAC envelope of a lineage entry (keyed with the install's audit key)."""
+    return _mac(key, lineage_signing_input(entry))
+
+
+def action_digest(action: Mapping[str, Any]) -> str:
+    """Digest of a canonical action: what the audit mirror carries instead of the target itself."""
+    return document_hash(dict(action))
 
 
 def typed_value_digest(key: bytes, value: str) -> str:

@@ -122,6 +122,19 @@ class RefusalCode(StrEnum):
     RUN_CLOSED = "RUN_CLOSED"
     DUPLICATE_STAGE = "DUPLICATE_STAGE"
     REDUNDANT_STAGE = "REDUNDANT_STAGE"
+    INVALID_SESSION_ID = "INVALID_SESSION_ID"
+    UNKNOWN_ACTION_KIND = "UNKNOWN_ACTION_KIND"
+    INVALID_ACTION = "INVALID_ACTION"
+    ANCHOR_MISMATCH = "ANCHOR_MISMATCH"
+    ACTION_OUT_OF_ORDER = "ACTION_OUT_OF_ORDER"
+    ANCHOR_DOES_NOT_FOLLOW = "ANCHOR_DOES_NOT_FOLLOW"
+    SESSION_CLOSED = "SESSION_CLOSED"
+    LINEAGE_MALFORMED = "LINEAGE_MALFORMED"
+    LINEAGE_MISMATCH = "LINEAGE_MISMATCH"
+    LINEAGE_HMAC_INVALID = "LINEAGE_HMAC_INVALID"
+    LINEAGE_KEY_NOT_PINNED = "LINEAGE_KEY_NOT_PINNED"
+    LINEAGE_SIGNATURE_INVALID = "LINEAGE_SIGNATURE_INVALID"
+    BROWSER_SESSION_MISMATCH = "BROWSER_SESSION_MISMATCH"
 
 
 class DeadLetterCode(StrEnum):
@@ -141,6 +154,14 @@ class AuditEvent(StrEnum):
     ACTIVITY_REFUSED = "activity.refused"
     INPUT_DEADLETTER = "input.deadletter"
     RUN_SEALED = "run.sealed"
+    COMPUTER_USE_ACTION = "computer_use.action"
 
 
 ENTRY_ACTIVITY_RESULT: Final = "activity.result"
+ENTRY_COMPUTER_USE_ACTION: Final = "computer_use.action"
+
+ACTION_KINDS: Final = frozenset({"navigate", "click", "type", "select", "press", "check", "scroll", "wait", "submit"})
+"""What a computer-use action may be; anything else is refused (UNKNOWN_ACTION_KIND)."""
+
+BROWSER_SESSION_FORMAT: Final = "bernstein.browser.session/v1"
+"""The artifact of a browser activity result: names its session's head anchor and action count."""

@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from schemas.canonical import hmac_key_id, public_key_id
+from schemas.ed25519 import verify_signature as verify_signature  # re-exported for callers
 from schemas.errors import BernsteinError
 
 SIGNING_KEY_FILE: Final = "install.ed25519.key"
@@ -88,15 +89,6 @@ class Ed25519Signer:
     @classmethod
     def generate(cls) -> Ed25519Signer:
         return cls(Ed25519PrivateKey.generate())
-
-
-def verify_signature(public_key_raw: bytes, signature: bytes, data: bytes) -> bool:
-    """True when ``signature`` is a valid Ed25519 signature of ``data``."""
-    try:
-        Ed25519PublicKey.from_public_bytes(public_key_raw).verify(signature, data)
-    except (InvalidSignature, ValueError):
-        return False
-    return True
 
 
 @dataclass(frozen=True)

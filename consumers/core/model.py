@@ -70,6 +70,23 @@ class SchedulerConfig:
     audit_key_id: str
     seal_every: int = 1000
     """A non-final seal after every this many entries of a run."""
+    producer_keys: Mapping[str, bytes] = field(default_factory=dict)
+    """key_id -> raw Ed25519 public key of producers whose signed lineage entries are accepted
+    (computer-use actions); the scheduler's own signing key is always included."""
+
+    def producer_key(self, key_id: str) -> bytes | None:
+        if key_id == self.signer.key_id:
+            return getattr(self.signer, "public_key_raw", None)
+        return self.producer_keys.get(key_id)
+
+
+@dataclass(slots=True)
+class SessionState:
+    """A computer-use session's action chain inside a run."""
+
+    next_index: int
+    last_anchor: str
+    closed: bool = False
 
 
 @dataclass(slots=True)
@@ -84,6 +101,8 @@ class RunState:
     """evidence_set_hash -> the first stage that contributed it (non-empty sets only)."""
     closed: bool = False
     sealed_count: int = 0
+    sessions: dict[str, SessionState] = field(default_factory=dict)
+    """session_id -> its action chain (computer-use actions)."""
 
     @classmethod
     def new(cls, run_id: str) -> RunState:

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from consumers.core.model import RunState, SchedulerConfig, SchedulerState
+from consumers.core.model import RunState, SchedulerConfig, SchedulerState, SessionState
 from consumers.core.step import initial_state
 from schemas import codec
-from schemas.canonical import audit_mac, journal_entry_hash, macs_equal
+from schemas.canonical import audit_mac, computer_use_genesis, journal_entry_hash, macs_equal
 from schemas.errors import BernsteinError
+from schemas.records import ENTRY_COMPUTER_USE_ACTION
 
 _JOURNAL_SCHEMAS = frozenset({codec.JOURNAL_RECORD, codec.SEAL_RECORD})
+_ENTRY_SCHEMAS = frozenset({codec.JOURNAL_ENTRY, codec.COMPUTER_USE_ENTRY})
 
 
 class StateCorrupted(BernsteinError):
@@ -52,7 +54,7 @@ def rebuild_state(
     if last_audit_value is not None:
         try:
             envelope = c.decode(last_audit_value, expect=frozenset({codec.AUDIT_RECORD})).record
-            entry = c.decode(envelope["payload"], expect=frozenset({codec.AUDIT_ENTRY})).record
+            entry = c.decode(envelope["payload"], expect=frozenset({codec.AUDIT_ENTRY, codec.AUDIT_ENTRY_V2})).record
         except codec.DecodeError as exc:
             raise StateCorrupted(f"last audit record of partition {partition} does not decode: {exc}") from exc
         if not macs_equal(audit_mac(config.audit_key, envelope["payload"]), envelope["mac"]):
@@ -67,7 +69,7 @@ def rebuild_state(
 def _apply_entry(state: SchedulerState, c: codec.Codec, envelope: dict[str, object]) -> None:
     payload = envelope["payload"]
     assert isinstance(payload, bytes)
-    entry = c.decode(payload, expect=frozenset({codec.JOURNAL_ENTRY})).record
+    entry = c.decode(payload, expect=_ENTRY_SCHEMAS).record
     run_id = entry["run_id"]
     run = state.runs.get(run_id)
     if run is None:
@@ -82,9 +84,23 @@ def _apply_entry(state: SchedulerState, c: codec.Codec, envelope: dict[str, obje
         raise StateCorrupted(f"journal entry seq {entry['seq']} of run {run_id!r} does not recompute its entry_hash")
     run.head = entry_hash
     run.entry_count += 1
+    if entry["entry_type"] == ENTRY_COMPUTER_USE_ACTION:
+        session = run.sessions.get(entry["session_id"])
+        if session is None:
+            session = SessionState(0, computer_use_genesis(run_id, entry["session_id"]))
+            run.sessions[entry["session_id"]] = session
+        session.next_index = entry["action_index"] + 1
+        session.last_anchor = entry["anchor"]
+        return
     run.stages[entry["stage_id"]] = entry["evidence_set_hash"]
     if entry["observations"]:
         run.evidence.setdefault(entry["evidence_set_hash"], entry["stage_id"])
+    if entry["kind"] == "browser":
+        session = run.sessions.get(entry["stage_id"])
+        if session is None:
+            run.sessions[entry["stage_id"]] = SessionState(0, computer_use_genesis(run_id, entry["stage_id"]), closed=True)
+        else:
+            session.closed = True
 
 
 def _apply_seal(state: SchedulerState, c: codec.Codec, envelope: dict[str, object]) -> None:

@@ -15,6 +15,7 @@ evidence-set hash -> run closed -> duplicate stage -> redundant evidence.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,21 +25,35 @@ from consumers.core.model import (
     RunState,
     SchedulerConfig,
     SchedulerState,
+    SessionState,
     Stream,
 )
 from schemas import codec
 from schemas.canonical import (
+    action_anchor,
+    action_digest,
     artifact_hash,
     audit_genesis,
     audit_mac,
+    canonical_json,
+    computer_use_genesis,
     evidence_set_hash,
     is_digest,
+    is_mac,
     journal_entry_hash,
+    lineage_hmac,
+    lineage_signing_input,
+    macs_equal,
     seal_signing_input,
     sha256_digest,
 )
+from schemas.ed25519 import verify_signature
+from schemas.errors import CanonicalizationError
 from schemas.records import (
+    ACTION_KINDS,
+    BROWSER_SESSION_FORMAT,
     ENTRY_ACTIVITY_RESULT,
+    ENTRY_COMPUTER_USE_ACTION,
     KINDS,
     MAX_INLINE_ARTIFACT_BYTES,
     MAX_KIND_LENGTH,
@@ -52,7 +67,7 @@ from schemas.records import (
     is_valid_reason_code,
 )
 
-_INPUT_SCHEMAS = frozenset({codec.ACTIVITY_SUBMISSION, codec.RUN_CLOSE})
+_INPUT_SCHEMAS = frozenset({codec.ACTIVITY_SUBMISSION, codec.RUN_CLOSE, codec.COMPUTER_USE_ACTION})
 _MAX_EVIDENCE_CHARS = 256
 _MAX_DEAD_LETTER_RAW = 512 * 1024
 _CE_SOURCE = b"bernstein/scheduler"
@@ -108,6 +123,8 @@ class SchedulerCore:
             return
         if decoded.schema.name == codec.RUN_CLOSE:
             self._run_close(state, record, decoded.record, emit)
+        elif decoded.schema.name == codec.COMPUTER_USE_ACTION:
+            self._computer_use_action(state, record, decoded.record, emit)
         else:
             self._submission(state, record, decoded.record, emit)
 
@@ -152,6 +169,13 @@ class SchedulerCore:
         run.stages[sub["stage_id"]] = sub["evidence_set_hash"]
         if sub["observations"]:
             run.evidence.setdefault(sub["evidence_set_hash"], sub["stage_id"])
+        if sub["kind"] == "browser":
+            # A browser stage is its session: accepting its result closes the action chain.
+            session = run.sessions.get(sub["stage_id"])
+            if session is None:
+                run.sessions[sub["stage_id"]] = SessionState(0, computer_use_genesis(run_id, sub["stage_id"]), closed=True)
+            else:
+                session.closed = True
 
         self._audit(
             state,
@@ -174,13 +198,30 @@ class SchedulerCore:
     def _validate(self, state: SchedulerState, sub: dict[str, Any]) -> _Refusal | None:
         run_id, stage_id, role, kind = sub["run_id"], sub["stage_id"], sub["role"], sub["kind"]
         if not is_valid_id(run_id):
-            return _Refusal(RefusalCode.INVALID_RUN_ID, "run_id must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -", "run_id", _clip(run_id))
+            return _Refusal(
+                RefusalCode.INVALID_RUN_ID,
+                "run_id must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -",
+                "run_id",
+                _clip(run_id),
+            )
         if not is_valid_id(stage_id):
-            return _Refusal(RefusalCode.INVALID_STAGE_ID, "stage_id must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -", "stage_id", _clip(stage_id))
+            return _Refusal(
+                RefusalCode.INVALID_STAGE_ID,
+                "stage_id must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -",
+                "stage_id",
+                _clip(stage_id),
+            )
         if not is_valid_id(role):
-            return _Refusal(RefusalCode.INVALID_ROLE, "role must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -", "role", _clip(role))
+            return _Refusal(
+                RefusalCode.INVALID_ROLE, "role must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -", "role", _clip(role)
+            )
         if kind not in KINDS:
-            return _Refusal(RefusalCode.UNKNOWN_KIND, f"kind {_clip(kind, 64)!r} is not one of {', '.join(sorted(KINDS))}", "kind", _clip(kind))
+            return _Refusal(
+                RefusalCode.UNKNOWN_KIND,
+                f"kind {_clip(kind, 64)!r} is not one of {', '.join(sorted(KINDS))}",
+                "kind",
+                _clip(kind),
+            )
         allowed = self.config.roles.get(role)
         if allowed is None:
             return _Refusal(RefusalCode.UNKNOWN_ROLE, f"role {role!r} is not declared in the roles manifest", "role", role)
@@ -266,7 +307,9 @@ class SchedulerCore:
         run = state.runs.get(run_id)
         if run is not None:
             if run.closed:
-                return _Refusal(RefusalCode.RUN_CLOSED, f"run {run_id!r} is closed and sealed; no stage may follow", "run_id", run_id)
+                return _Refusal(
+                    RefusalCode.RUN_CLOSED, f"run {run_id!r} is closed and sealed; no stage may follow", "run_id", run_id
+                )
             if stage_id in run.stages:
                 return _Refusal(
                     RefusalCode.DUPLICATE_STAGE,
@@ -286,6 +329,35 @@ class SchedulerCore:
                     earlier_stage_id=earlier,
                     exception="RedundantStage",
                 )
+        if kind == "browser":
+            return self._browser_session_refusal(run_id, stage_id, artifact, run)
+        return None
+
+    def _browser_session_refusal(self, run_id: str, stage_id: str, artifact: bytes, run: RunState | None) -> _Refusal | None:
+        """A browser result must name its session (= stage) and that session's accepted head anchor."""
+        try:
+            document = json.loads(artifact)
+            if not isinstance(document, dict) or canonical_json(document) != artifact:
+                raise ValueError("not canonical JSON")
+        except (ValueError, UnicodeDecodeError, CanonicalizationError):
+            return _Refusal(
+                RefusalCode.BROWSER_SESSION_MISMATCH,
+                f"a browser artifact must be the canonical JSON {BROWSER_SESSION_FORMAT} document of its session",
+                "artifact",
+            )
+        session = run.sessions.get(stage_id) if run is not None else None
+        expected_head = session.last_anchor if session is not None else computer_use_genesis(run_id, stage_id)
+        expected_count = session.next_index if session is not None else 0
+        declared = (document.get("format"), document.get("session_id"), document.get("head_anchor"), document.get("action_count"))
+        if declared != (BROWSER_SESSION_FORMAT, stage_id, expected_head, expected_count):
+            return _Refusal(
+                RefusalCode.BROWSER_SESSION_MISMATCH,
+                f"browser stage {stage_id!r} must name its session's head anchor {expected_head} after {expected_count} "
+                f"accepted actions; it names {document.get('head_anchor')!r} after {document.get('action_count')!r}",
+                "artifact",
+                _clip(f"{document.get('head_anchor')}#{document.get('action_count')}"),
+                f"{expected_head}#{expected_count}",
+            )
         return None
 
     def _refuse(self, state: SchedulerState, record: InputRecord, sub: dict[str, Any], refusal: _Refusal, emit: _Emitter) -> None:
@@ -328,12 +400,227 @@ class SchedulerCore:
             journal_seq=-1,
         )
 
+    # -- computer-use actions -----------------------------------------------------
+
+    def _computer_use_action(self, state: SchedulerState, record: InputRecord, act: dict[str, Any], emit: _Emitter) -> None:
+        refusal = self._validate_action(state, act)
+        if refusal is not None:
+            self._refuse(state, record, {**act, "stage_id": act["session_id"], "kind": "browser", "role": ""}, refusal, emit)
+            return
+        run_id: str = act["run_id"]
+        session_id: str = act["session_id"]
+        run = state.runs.get(run_id)
+        if run is None:
+            run = RunState.new(run_id)
+            state.runs[run_id] = run
+        session = run.sessions.get(session_id)
+        if session is None:
+            session = SessionState(0, computer_use_genesis(run_id, session_id))
+            run.sessions[session_id] = session
+        seq = run.entry_count
+        lineage = act["lineage"]
+        lineage_hash = sha256_digest(lineage["entry"])
+        payload = self._codec.encode(
+            codec.COMPUTER_USE_ENTRY,
+            {
+                "run_id": run_id,
+                "seq": seq,
+                "prev_hash": run.head,
+                "entry_type": ENTRY_COMPUTER_USE_ACTION,
+                "session_id": session_id,
+                "action_index": act["action_index"],
+                "producer_id": act["producer"]["id"],
+                "submission_id": act["submission_id"],
+                "prev_anchor": act["prev_anchor"],
+                "anchor": act["anchor"],
+                "screenshot_hash": act["screenshot_hash"],
+                "dom_digest": act["dom_digest"],
+                "observation_hash": act["observation_hash"],
+                "action": act["action"],
+                "lineage_entry_hash": lineage_hash,
+                "lineage_key_id": lineage["key_id"],
+                "lineage_signature": lineage["signature"],
+                "lineage_hmac": lineage["hmac"],
+                "lineage_entry": lineage["entry"],
+                "input": {"topic": record.topic, "partition": record.partition, "offset": record.offset},
+                "occurred_at_ms": act["occurred_at_ms"],
+            },
+        )
+        entry_hash = journal_entry_hash(payload)
+        value = self._codec.encode(codec.JOURNAL_RECORD, {"payload": payload, "entry_hash": entry_hash})
+        emit.add(Stream.JOURNAL, run_id.encode(), value, b"bernstein.computer_use.action")
+        run.head = entry_hash
+        run.entry_count = seq + 1
+        session.next_index += 1
+        session.last_anchor = act["anchor"]
+        self._audit(
+            state,
+            record,
+            emit,
+            event=AuditEvent.COMPUTER_USE_ACTION,
+            run_id=run_id,
+            stage_id=session_id,
+            kind="browser",
+            terminal_state="",
+            reason_code="",
+            artifact_hash="",
+            evidence_set_hash="",
+            record_hash=entry_hash,
+            journal_seq=seq,
+            computer_use={
+                "session_id": session_id,
+                "action_index": act["action_index"],
+                "anchor": act["anchor"],
+                "prev_anchor": act["prev_anchor"],
+                "screenshot_hash": act["screenshot_hash"],
+                "dom_digest": act["dom_digest"],
+                "observation_hash": act["observation_hash"],
+                "action_kind": act["action"]["kind"],
+                "action_digest": action_digest(act["action"]),
+                "lineage_entry_hash": lineage_hash,
+                "worker_id": act["producer"]["id"],
+            },
+        )
+        if run.entry_count - run.sealed_count >= self.config.seal_every:
+            self._seal(state, record, emit, run_id, run, final=False)
+
+    def _validate_action(self, state: SchedulerState, act: dict[str, Any]) -> _Refusal | None:
+        run_id, session_id = act["run_id"], act["session_id"]
+        if not is_valid_id(run_id):
+            return _Refusal(
+                RefusalCode.INVALID_RUN_ID,
+                "run_id must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -",
+                "run_id",
+                _clip(run_id),
+            )
+        if not is_valid_id(session_id):
+            return _Refusal(
+                RefusalCode.INVALID_SESSION_ID,
+                "session_id must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -",
+                "session_id",
+                _clip(session_id),
+            )
+        action = act["action"]
+        if action["kind"] not in ACTION_KINDS:
+            return _Refusal(
+                RefusalCode.UNKNOWN_ACTION_KIND,
+                f"action kind {_clip(action['kind'], 64)!r} is not one of {', '.join(sorted(ACTION_KINDS))}",
+                "action.kind",
+                _clip(action["kind"]),
+            )
+        if len(action["target"]) > MAX_REF_LENGTH or act["action_index"] < 0:
+            return _Refusal(
+                RefusalCode.INVALID_ACTION,
+                f"action target longer than {MAX_REF_LENGTH} or negative index",
+                "action",
+                _clip(action["target"]),
+            )
+        for name in ("prev_anchor", "screenshot_hash", "dom_digest", "observation_hash", "anchor"):
+            if not is_digest(act[name]):
+                return _malformed_digest(name, act[name])
+        if action["value_digest"] and not is_mac(action["value_digest"]):
+            return _malformed_digest("action.value_digest", action["value_digest"])
+        recomputed = action_anchor(act["prev_anchor"], act["observation_hash"], action)
+        if recomputed != act["anchor"]:
+            return _Refusal(
+                RefusalCode.ANCHOR_MISMATCH,
+                f"anchor mismatch at action {act['action_index']}: declared {act['anchor']}, recomputed {recomputed}",
+                "anchor",
+                act["anchor"],
+                recomputed,
+            )
+        run = state.runs.get(run_id)
+        if run is not None and run.closed:
+            return _Refusal(
+                RefusalCode.RUN_CLOSED, f"run {run_id!r} is closed and sealed; no action may follow", "run_id", run_id
+            )
+        session = run.sessions.get(session_id) if run is not None else None
+        if session is not None and session.closed:
+            return _Refusal(
+                RefusalCode.SESSION_CLOSED,
+                f"session {session_id!r} already ended with its browser result",
+                "session_id",
+                session_id,
+            )
+        expected_index = session.next_index if session is not None else 0
+        expected_prev = session.last_anchor if session is not None else computer_use_genesis(run_id, session_id)
+        if act["action_index"] != expected_index:
+            return _Refusal(
+                RefusalCode.ACTION_OUT_OF_ORDER,
+                f"session {session_id!r} expects action {expected_index}, got {act['action_index']}",
+                "action_index",
+                str(act["action_index"]),
+                str(expected_index),
+            )
+        if act["prev_anchor"] != expected_prev:
+            return _Refusal(
+                RefusalCode.ANCHOR_DOES_NOT_FOLLOW,
+                f"action {expected_index} of session {session_id!r} does not follow the last accepted anchor",
+                "prev_anchor",
+                act["prev_anchor"],
+                expected_prev,
+            )
+        return self._lineage_refusal(act)
+
+    def _lineage_refusal(self, act: dict[str, Any]) -> _Refusal | None:
+        """The signed lineage entry must bind this very action, under a pinned key."""
+        lineage = act["lineage"]
+        entry_bytes: bytes = lineage["entry"]
+        try:
+            entry = json.loads(entry_bytes)
+            if not isinstance(entry, dict) or canonical_json(entry) != entry_bytes:
+                raise ValueError("not canonical JSON")
+        except (ValueError, UnicodeDecodeError, CanonicalizationError):
+            return _Refusal(RefusalCode.LINEAGE_MALFORMED, "lineage entry is not a canonical JSON object", "lineage.entry")
+        expected = {
+            "run_id": act["run_id"],
+            "session_id": act["session_id"],
+            "action_index": act["action_index"],
+            "content_hash": act["anchor"],
+            "parent_hashes": [act["prev_anchor"]],
+            "worker_id": act["producer"]["id"],
+            "key_id": lineage["key_id"],
+        }
+        for name, value in expected.items():
+            if entry.get(name) != value:
+                return _Refusal(
+                    RefusalCode.LINEAGE_MISMATCH,
+                    f"lineage entry field {name!r} does not bind this action",
+                    f"lineage.entry.{name}",
+                    _clip(json.dumps(entry.get(name))),
+                    _clip(json.dumps(value)),
+                )
+        recomputed = lineage_hmac(self.config.audit_key, entry_bytes)
+        if not macs_equal(recomputed, lineage["hmac"]):
+            return _Refusal(
+                RefusalCode.LINEAGE_HMAC_INVALID,
+                "lineage entry HMAC envelope does not verify",
+                "lineage.hmac",
+                _clip(lineage["hmac"]),
+            )
+        public = self.config.producer_key(lineage["key_id"])
+        if public is None:
+            return _Refusal(
+                RefusalCode.LINEAGE_KEY_NOT_PINNED,
+                f"lineage entry is signed by key {_clip(lineage['key_id'], 80)}, which is not a pinned producer key",
+                "lineage.key_id",
+                _clip(lineage["key_id"]),
+            )
+        if not verify_signature(public, lineage["signature"], lineage_signing_input(entry_bytes)):
+            return _Refusal(RefusalCode.LINEAGE_SIGNATURE_INVALID, "lineage entry signature does not verify", "lineage.signature")
+        return None
+
     # -- run close and seals ----------------------------------------------------
 
     def _run_close(self, state: SchedulerState, record: InputRecord, close: dict[str, Any], emit: _Emitter) -> None:
         run_id = close["run_id"]
         if not is_valid_id(run_id):
-            refusal = _Refusal(RefusalCode.INVALID_RUN_ID, "run_id must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -", "run_id", _clip(run_id))
+            refusal = _Refusal(
+                RefusalCode.INVALID_RUN_ID,
+                "run_id must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -",
+                "run_id",
+                _clip(run_id),
+            )
             self._refuse(state, record, close, refusal, emit)
             return
         run = state.runs.get(run_id)
@@ -346,7 +633,9 @@ class SchedulerCore:
             state.runs[run_id] = run
         self._seal(state, record, emit, run_id, run, final=True)
 
-    def _seal(self, state: SchedulerState, record: InputRecord, emit: _Emitter, run_id: str, run: RunState, *, final: bool) -> None:
+    def _seal(
+        self, state: SchedulerState, record: InputRecord, emit: _Emitter, run_id: str, run: RunState, *, final: bool
+    ) -> None:
         payload = self._codec.encode(
             codec.RUN_SEAL,
             {
@@ -436,27 +725,29 @@ class SchedulerCore:
         evidence_set_hash: str,
         record_hash: str,
         journal_seq: int,
+        computer_use: dict[str, Any] | None = None,
     ) -> None:
-        """Append one hash-only record to the partition's HMAC chain."""
-        payload = self._codec.encode(
-            codec.AUDIT_ENTRY,
-            {
-                "partition": state.partition,
-                "seq": state.audit_seq,
-                "prev_mac": state.audit_head,
-                "event": event.value,
-                "run_id": run_id,
-                "stage_id": stage_id,
-                "kind": kind,
-                "terminal_state": terminal_state,
-                "reason_code": reason_code,
-                "artifact_hash": artifact_hash,
-                "evidence_set_hash": evidence_set_hash,
-                "record_hash": record_hash,
-                "journal_seq": journal_seq,
-                "input": {"topic": record.topic, "partition": record.partition, "offset": record.offset},
-            },
-        )
+        """Append one hash-only record to the partition's HMAC chain (v2 only for computer-use detail)."""
+        fields = {
+            "partition": state.partition,
+            "seq": state.audit_seq,
+            "prev_mac": state.audit_head,
+            "event": event.value,
+            "run_id": run_id,
+            "stage_id": stage_id,
+            "kind": kind,
+            "terminal_state": terminal_state,
+            "reason_code": reason_code,
+            "artifact_hash": artifact_hash,
+            "evidence_set_hash": evidence_set_hash,
+            "record_hash": record_hash,
+            "journal_seq": journal_seq,
+            "input": {"topic": record.topic, "partition": record.partition, "offset": record.offset},
+        }
+        if computer_use is None:
+            payload = self._codec.encode(codec.AUDIT_ENTRY, fields)
+        else:
+            payload = self._codec.encode(codec.AUDIT_ENTRY_V2, {**fields, "computer_use": computer_use})
         mac = audit_mac(self.config.audit_key, payload)
         value = self._codec.encode(codec.AUDIT_RECORD, {"payload": payload, "key_id": self.config.audit_key_id, "mac": mac})
         emit.add(Stream.AUDIT, run_id.encode(), value, b"bernstein.audit." + event.value.encode())
