@@ -46,6 +46,10 @@ def header_lines(header: RunHeader) -> Iterator[str]:
         yield _audit_line(header.audit)
 
 
+def _plural(count: int, singular: str, plural: str | None = None) -> str:
+    return f"{count} {singular if count == 1 else (plural or singular + 's')}"
+
+
 def _more(problem: Problem, further: int) -> str:
     return problem.message + (f" (+{further} further problem{'s' if further != 1 else ''})" if further else "")
 
@@ -53,22 +57,22 @@ def _more(problem: Problem, further: int) -> str:
 def _chain_line(chain: ChainVerdict) -> str:
     if chain.problem is not None:
         return f"  MISMATCH chain -- {_more(chain.problem, chain.further_problems)}"
-    return f"  OK chain ({chain.entries} entries on partition {chain.partition}, head {chain.head})"
+    return f"  OK chain ({_plural(chain.entries, 'entry', 'entries')} on partition {chain.partition}, head {chain.head})"
 
 
 def _seal_line(seal: SealVerdict) -> str:
     if seal.problem is not None:
         return f"  MISMATCH seal -- {_more(seal.problem, seal.further_problems)}"
     keys = ", ".join(seal.key_ids)
-    return f"  OK seal (final seal covers {seal.covered} entries, {seal.seals} seal{'s' if seal.seals != 1 else ''} signed by pinned key {keys})"
+    return f"  OK seal (final seal covers {_plural(seal.covered, 'entry', 'entries')}, {_plural(seal.seals, 'seal')} signed by pinned key {keys})"
 
 
 def _audit_line(audit: AuditVerdict) -> str:
     if audit.problem is not None:
         return f"  MISMATCH audit -- {_more(audit.problem, audit.further_problems)}"
     macs = f"MACs verified with pinned key {', '.join(audit.key_ids)}" if audit.macs_verified else audit.note
-    refusals = f", {audit.refusals} refusal{'s' if audit.refusals != 1 else ''}" if audit.refusals else ""
-    return f"  OK audit ({audit.records} records on the partition, {macs}; {audit.run_records} of this run agree with the journal{refusals})"
+    refusals = f", {_plural(audit.refusals, 'refusal')}" if audit.refusals else ""
+    return f"  OK audit ({_plural(audit.records, 'record')} on the partition, {macs}; {audit.run_records} of this run agree with the journal{refusals})"
 
 
 def stage_lines(stage: StageVerdict) -> Iterator[str]:

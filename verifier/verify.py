@@ -186,6 +186,11 @@ class _ChainWalk:
         self.audit = audit
         self.expected_seq = 0
         self.head = journal_genesis(run_id)
+        # When the previous entry's stored hash does not recompute, the break is
+        # already reported; its successor (and a seal) may name either the stored
+        # or the recomputed hash, depending on which of the two was edited. Either
+        # link continues the chain, so one edited entry is one chain problem.
+        self.alt_head: str | None = None
         self.results = 0
         self.chain = _Findings()
         self.seals = _Findings()
@@ -253,12 +258,19 @@ class _ChainWalk:
                     recomputed=recomputed,
                 )
             )
-        elif seq != self.expected_seq or entry["prev_hash"] != self.head:
+        elif seq != self.expected_seq or entry["prev_hash"] not in self._heads():
             self.chain.add(self._link_problem(record, seq, entry["prev_hash"], stored))
         if entry["entry_type"] == ENTRY_ACTIVITY_RESULT:
             self.results += 1
-        self.audit.expect_result(seq, stored, record.offset)
-        self._advance(seq + 1, stored)
+        self.audit.expect_result(seq, stored, record.offset, recomputed=recomputed)
+        if seq + 1 >= self.expected_seq:
+            self._advance(seq + 1, stored, alt=recomputed if recomputed != stored else None)
+        # else: an entry from further back (moved or replayed) is named once above;
+        # the chain continues from the furthest entry, so its successors are not
+        # reported as missing all over again.
+
+    def _heads(self) -> tuple[str, ...]:
+        return (self.head,) if self.alt_head is None else (self.head, self.alt_head)
 
     def _link_problem(self, record: StoredRecord, seq: int, prev: str, stored: str) -> Problem:
         if stored == self.head:
@@ -276,9 +288,10 @@ class _ChainWalk:
             code = "CHAIN_LINK_BROKEN"
         return Problem(code, what, seq=seq, offset=record.offset, expected=self.head, recomputed=prev)
 
-    def _advance(self, next_seq: int, head: str) -> None:
+    def _advance(self, next_seq: int, head: str, alt: str | None = None) -> None:
         self.expected_seq = next_seq
         self.head = head
+        self.alt_head = alt
 
     def _seal(self, record: StoredRecord, envelope: dict[str, Any]) -> None:
         payload: bytes = envelope["payload"]
@@ -315,7 +328,7 @@ class _ChainWalk:
         count = seal["entry_count"]
         if seal["run_id"] != self.run_id:
             self.seals.add(Problem("SEAL_WRONG_RUN", f"seal at offset {record.offset} seals run {seal['run_id']!r}", offset=record.offset))
-        elif count != self.expected_seq or seal["head_hash"] != self.head:
+        elif count != self.expected_seq or seal["head_hash"] not in self._heads():
             if count > self.expected_seq:
                 message = (
                     f"seal at offset {record.offset} covers {count} entries but the journal holds {self.expected_seq} before it "
@@ -498,7 +511,14 @@ class _AuditWalk:
 
     # -- the join ------------------------------------------------------------------
 
-    def expect_result(self, journal_seq: int, entry_hash: str, offset: int) -> None:
+    def expect_result(self, journal_seq: int, entry_hash: str, offset: int, *, recomputed: str | None = None) -> None:
+        """Join journal entry ``journal_seq`` with its audit record.
+
+        ``entry_hash`` is the stored hash; ``recomputed`` the hash of the stored
+        payload. They differ only for an entry whose break the chain verdict
+        already names; the audit agrees when it recorded either of them.
+        """
+        recomputed = recomputed or entry_hash
         while True:
             event = self._next_run_event()
             if event is None:
@@ -523,18 +543,18 @@ class _AuditWalk:
                     "JOURNAL_MISSING_ENTRY",
                     f"audit seq {event.seq} (offset {event.offset}) mirrors journal seq {event.journal_seq}, which the journal lacks",
                     event.journal_seq,
-                    offset,
+                    event.offset,  # the journal has no record to point at: name the audit record that proves the loss
                     tainted=event.tainted,
                 )
                 continue
-            if event.record_hash != entry_hash and not event.tainted:
+            if event.record_hash not in (entry_hash, recomputed) and not event.tainted:
                 self._disagree(
                     "AUDIT_DISAGREES",
-                    f"journal seq {journal_seq} (offset {offset}) hashes to '{entry_hash}' but audit seq {event.seq} recorded '{event.record_hash}'",
+                    f"journal seq {journal_seq} (offset {offset}) hashes to '{recomputed}' but audit seq {event.seq} recorded '{event.record_hash}'",
                     journal_seq,
                     offset,
                     expected=event.record_hash,
-                    recomputed=entry_hash,
+                    recomputed=recomputed,
                 )
             return
 
@@ -555,7 +575,7 @@ class _AuditWalk:
                     "JOURNAL_MISSING_ENTRY",
                     f"audit seq {event.seq} (offset {event.offset}) mirrors journal seq {event.journal_seq}, which the journal lacks",
                     event.journal_seq,
-                    offset,
+                    event.offset,  # the journal has no record to point at: name the audit record that proves the loss
                     tainted=event.tainted,
                 )
                 continue
@@ -643,16 +663,35 @@ def _stages(
             if decoded.record["entry_hash"] == previous:
                 continue  # an exact duplicate; the chain verdict names it once
             previous = decoded.record["entry_hash"]
-            entry = c.decode(decoded.record["payload"], expect=_ENTRY).record
+            payload = decoded.record["payload"]
+            entry = c.decode(payload, expect=_ENTRY).record
         except codec.DecodeError:
             continue  # reported by the chain walk
         if entry["entry_type"] != ENTRY_ACTIVITY_RESULT:
             continue
-        yield verify_stage(entry, record.offset, cas=cas, trusted=trusted)
+        # The chain verdict names the break once; the stage built from an entry
+        # whose bytes are not the journalled ones must not be reported OK.
+        untrusted = ""
+        if entry["run_id"] != key.decode():
+            untrusted = (
+                f"journal entry seq {entry['seq']} at offset {record.offset} belongs to run {entry['run_id']!r} (see chain)"
+            )
+        elif journal_entry_hash(payload) != previous:  # ``previous`` is this record's stored entry_hash
+            untrusted = (
+                f"journal entry seq {entry['seq']} at offset {record.offset} does not recompute to its stored entry hash "
+                "(see chain): its fields are not the journalled ones"
+            )
+        yield verify_stage(entry, record.offset, cas=cas, trusted=trusted, entry_problem=untrusted)
 
 
-def verify_stage(entry: dict[str, Any], offset: int, *, cas: BlobStore | None, trusted: TrustedKeys) -> StageVerdict:
-    """Reconstruct one activity.result entry: evidence set, blobs, modality check."""
+def verify_stage(
+    entry: dict[str, Any], offset: int, *, cas: BlobStore | None, trusted: TrustedKeys, entry_problem: str = ""
+) -> StageVerdict:
+    """Reconstruct one activity.result entry: evidence set, blobs, modality check.
+
+    ``entry_problem`` says why the entry itself cannot be trusted (its bytes fail
+    the chain); it leads the stage's problems, so such a stage is never OK.
+    """
     problems: list[str] = []
     notes: list[str] = []
     observations = entry["observations"]
@@ -712,6 +751,8 @@ def verify_stage(entry: dict[str, Any], offset: int, *, cas: BlobStore | None, t
             # The modality names the failure in its own terms (which claim, which
             # action): lead with it, as the seed's output does.
             problems.insert(0, verdict.reason or f"{entry['kind']} check failed")
+    if entry_problem:
+        problems.insert(0, entry_problem)
     return StageVerdict(
         stage_id=entry["stage_id"],
         kind=entry["kind"],

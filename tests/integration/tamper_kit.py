@@ -35,6 +35,8 @@ BERNSTEIN = REPO / ".venv" / "bin" / "bernstein"
 
 MAIN_RUN = "run-main"
 SIDE_RUN = "run-side"
+EMPTY_RUN = "run-empty"
+"""A run that was closed without any activity: its journal holds only a final seal."""
 MAIN_STAGES = tuple(f"stage-{i}" for i in range(6))
 SIDE_STAGES = tuple(f"side-{i}" for i in range(3))
 SCREENSHOT_STAGE = "stage-2"
@@ -161,8 +163,9 @@ def build_realistic_run(services: Any, workdir: Path) -> RealisticRun:
             emitter.publish(run_id=MAIN_RUN, stage_id=run.refused_stage, role="developer", result=first_result)
             published += 1
     emitter.close_run(SIDE_RUN)
+    emitter.close_run(EMPTY_RUN)
     emitter.close_run(MAIN_RUN)
-    published += 2
+    published += 3
     emitter.close()
 
     roles = parse_roles((REPO / "config" / "roles.toml").read_text(encoding="utf-8"))
@@ -180,7 +183,9 @@ def build_realistic_run(services: Any, workdir: Path) -> RealisticRun:
     if counters.consumed < published:
         raise RuntimeError(f"scheduler consumed {counters.consumed} of {published} submissions")
 
-    result = bernstein(["topic", "export", "--run", MAIN_RUN, "--run", SIDE_RUN, "--out", str(run.dump)], run.env)
+    result = bernstein(
+        ["topic", "export", "--run", MAIN_RUN, "--run", SIDE_RUN, "--run", EMPTY_RUN, "--out", str(run.dump)], run.env
+    )
     if result.returncode != 0:
         raise RuntimeError(f"export failed: {result.stdout}\n{result.stderr}")
     return run
@@ -219,7 +224,9 @@ def offline_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("BERNSTEIN_")}
 
 
-def bernstein(args: list[str], env: dict[str, str], *, cwd: Path | None = None, prefix_cmd: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+def bernstein(
+    args: list[str], env: dict[str, str], *, cwd: Path | None = None, prefix_cmd: list[str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run the real console script."""
     return subprocess.run(
         [*(prefix_cmd or []), str(BERNSTEIN), *args],
@@ -232,18 +239,27 @@ def bernstein(args: list[str], env: dict[str, str], *, cwd: Path | None = None, 
 
 
 def verify_dump(
-    run: RealisticRun, dump: Path, run_id: str = MAIN_RUN, *, json_output: bool = True, trust_file: Path | None = None, cwd: Path | None = None
+    run: RealisticRun,
+    dump: Path,
+    run_id: str = MAIN_RUN,
+    *,
+    json_output: bool = True,
+    trust_file: Path | None = None,
+    cwd: Path | None = None,
 ) -> tuple[int, Any, str]:
     """``bernstein activity verify RUN --from DUMP`` offline; (exit code, parsed JSON or text, stderr)."""
     args = ["activity", "verify", run_id, "--from", str(dump), "--trusted-keys", str(trust_file or run.trust_file)]
     if json_output:
         args.append("--json")
-    result = bernstein(args, offline_env(), cwd=cwd)
+    # Outside the repository, so that no .infra/env is found either: no endpoint is known.
+    result = bernstein(args, offline_env(), cwd=cwd or dump.parent)
     if json_output:
         try:
             document = json.loads(result.stdout)
         except json.JSONDecodeError:
-            raise AssertionError(f"verify printed no JSON (exit {result.returncode}):\n{result.stdout}\n{result.stderr}") from None
+            raise AssertionError(
+                f"verify printed no JSON (exit {result.returncode}):\n{result.stdout}\n{result.stderr}"
+            ) from None
         return result.returncode, document, result.stderr
     return result.returncode, result.stdout, result.stderr
 
@@ -357,7 +373,11 @@ def audit_lines(items: list[dict[str, Any]]) -> list[AuditLine]:
 
 
 def audit_line_for(items: list[dict[str, Any]], run_id: str, event: str, journal_seq: int) -> AuditLine:
-    (line,) = [a for a in audit_lines(items) if a.entry["run_id"] == run_id and a.entry["event"] == event and a.entry["journal_seq"] == journal_seq]
+    (line,) = [
+        a
+        for a in audit_lines(items)
+        if a.entry["run_id"] == run_id and a.entry["event"] == event and a.entry["journal_seq"] == journal_seq
+    ]
     return line
 
 
@@ -404,6 +424,7 @@ def digest_of(data: bytes) -> str:
 __all__ = [
     "MAIN_RUN",
     "SIDE_RUN",
+    "EMPTY_RUN",
     "MAIN_STAGES",
     "SIDE_STAGES",
     "SCREENSHOT_STAGE",
@@ -414,3 +435,151 @@ __all__ = [
     "sha256_digest",
     "sys",
 ]
+
+
+# ---------------------------------------------------------------------------
+# a read-only view of the pristine dump (where each record sits)
+# ---------------------------------------------------------------------------
+
+
+class DumpView:
+    """Decoded journal and audit records of a dump, for computing expected verdicts."""
+
+    def __init__(self, dump: Path) -> None:
+        self.dump = dump
+        self.journal_items = load_lines(topic_file(dump, "journal"))
+        self.audit_items = load_lines(topic_file(dump, "audit"))
+        self.journal = journal_lines(self.journal_items)
+        self.audit = audit_lines(self.audit_items)
+
+    def entry(self, seq: int, run_id: str = MAIN_RUN) -> JournalLine:
+        return entry_line(self.journal_items, run_id, seq)
+
+    def seals(self, run_id: str = MAIN_RUN) -> list[JournalLine]:
+        return seal_lines(self.journal_items, run_id)
+
+    def entry_hash(self, seq: int, run_id: str = MAIN_RUN) -> str:
+        return str(self.entry(seq, run_id).envelope["entry_hash"])
+
+    def audit_result(self, seq: int, run_id: str = MAIN_RUN) -> AuditLine:
+        return audit_line_for(self.audit_items, run_id, "activity.result", seq)
+
+    def audit_seal(self, seal: JournalLine) -> AuditLine:
+        (line,) = [
+            a
+            for a in self.audit
+            if a.entry["event"] == "run.sealed"
+            and a.entry["record_hash"] == sha256_digest(value_of(self.journal_items[seal.index]))
+        ]
+        return line
+
+    def stage(self, stage_id: str) -> JournalLine:
+        (line,) = [j for j in self.journal if j.kind == "entry" and j.record["stage_id"] == stage_id]
+        return line
+
+    def observation(self, stage_id: str, *, kind: str | None = None, ref_suffix: str = "") -> dict[str, str]:
+        found = [
+            o
+            for o in self.stage(stage_id).record["observations"]
+            if (kind is None or o["kind"] == kind) and o["ref"].endswith(ref_suffix)
+        ]
+        return dict(found[0])
+
+
+# ---------------------------------------------------------------------------
+# synthetic dumps straight from the pure scheduler core (no Kafka)
+# ---------------------------------------------------------------------------
+
+
+def synthetic_dump(root: Path, entries: int, *, run_id: str = "run-big", seal_every: int = 1000) -> TrustedKeys:
+    """A dump of one run with ``entries`` accepted coding stages, as the real scheduler core writes it.
+
+    Returns the keys to pin. No CAS is written (verify with ``cas=None``): the
+    records are real, only the evidence bytes are absent.
+    """
+    from consumers.core.model import InputRecord, SchedulerConfig
+    from consumers.core.step import SchedulerCore, initial_state
+    from schemas.canonical import artifact_hash, hmac_key_id
+    from verifier.sources import DUMP_FORMAT, StoredRecord, encode_dump_line
+
+    signer = Ed25519Signer.from_seed(hashlib.sha256(b"synthetic-signer").digest())
+    secret = hashlib.sha256(b"synthetic-audit").digest()
+    config = SchedulerConfig(
+        roles={"developer": "coding"}, signer=signer, audit_key=secret, audit_key_id=hmac_key_id(secret), seal_every=seal_every
+    )
+    core = SchedulerCore(config)
+    state = initial_state(config, 0)
+    c = codec.default_codec()
+    prefix = "synthetic"
+    streams = ("journal", "refusals", "audit", "deadletter")
+    topic_names = {
+        "journal": f"{prefix}.activity.journal",
+        "refusals": f"{prefix}.activity.refusals",
+        "audit": f"{prefix}.audit",
+        "deadletter": f"{prefix}.activity.deadletter",
+    }
+    for stream in streams:
+        (root / "topics" / stream).mkdir(parents=True, exist_ok=True)
+    handles = {stream: (root / "topics" / stream / "0.jsonl").open("wb") for stream in streams}
+    offsets = dict.fromkeys(streams, 0)
+    producer = {"id": "synthetic@bench", "sdk": "bernstein-python/0.1.0"}
+    try:
+        for i in range(entries + 1):
+            if i < entries:
+                artifact = f"artifact {i}\n".encode()
+                observations = [
+                    {"kind": "file", "ref": f"src/file-{i}-{j}.py", "content_hash": sha256_digest(f"obs {i} {j}".encode())}
+                    for j in range(3)
+                ]
+                value = c.encode(
+                    codec.ACTIVITY_SUBMISSION,
+                    {
+                        "submission_id": f"sub-{i}",
+                        "run_id": run_id,
+                        "stage_id": f"stage-{i}",
+                        "role": "developer",
+                        "producer": producer,
+                        "kind": "coding",
+                        "artifact": artifact,
+                        "artifact_hash": artifact_hash(artifact),
+                        "evidence_set_hash": evidence_set_hash_of(o["content_hash"] for o in observations),
+                        "observations": observations,
+                        "terminal_state": "completed",
+                        "reason_code": "ok",
+                        "occurred_at_ms": 1_700_000_000_000 + i,
+                    },
+                )
+            else:
+                value = c.encode(
+                    codec.RUN_CLOSE,
+                    {"submission_id": "close", "run_id": run_id, "producer": producer, "occurred_at_ms": 1_700_000_000_000 + i},
+                )
+            record = InputRecord(
+                topic=f"{prefix}.activity.submissions",
+                partition=0,
+                offset=i,
+                timestamp_ms=1_700_000_000_000 + i,
+                key=run_id.encode(),
+                value=value,
+            )
+            state, outputs = core.step(state, record)
+            for out in outputs:
+                stream = out.stream.value
+                stored = StoredRecord(
+                    stream, topic_names[stream], 0, offsets[stream], out.timestamp_ms, out.key, out.value, out.headers
+                )
+                handles[stream].write(encode_dump_line(stored))
+                offsets[stream] += 1
+    finally:
+        for handle in handles.values():
+            handle.close()
+    (root / "manifest.json").write_text(json.dumps({"format": DUMP_FORMAT, "runs": [run_id]}) + "\n", encoding="utf-8")
+    if offsets["journal"] != entries + entries // seal_every + 1:
+        raise AssertionError(f"synthetic run has {offsets['journal']} journal records (refusals: {offsets['refusals']})")
+    return TrustedKeys(ed25519={signer.key_id: signer.public_key_raw}, hmac={config.audit_key_id: secret})
+
+
+def evidence_set_hash_of(hashes: Any) -> str:
+    from schemas.canonical import evidence_set_hash
+
+    return evidence_set_hash(hashes)

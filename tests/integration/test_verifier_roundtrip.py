@@ -1,0 +1,457 @@
+"""Round trips of ``bernstein activity verify``: live Kafka, our dump, kcat dumps, offline, exit codes, memory.
+
+The run is the shared realistic one (``tamper_kit.build_realistic_run``):
+run-main (six coding stages, screenshots and a page among the evidence, a
+refused redundant stage, seals every three entries and a final seal),
+run-side interleaved on the same partition, and run-empty (closed with no
+activity: a final seal only).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from substrate.config import Topics
+from tests.integration import tamper_kit as kit
+
+pytestmark = pytest.mark.integration
+
+VERIFIED = "verified -- every activity reconstructs from the journal."
+
+
+@pytest.fixture(scope="module")
+def run(services: Any, tmp_path_factory: pytest.TempPathFactory) -> kit.RealisticRun:
+    return kit.realistic_run(services, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def view(run: kit.RealisticRun) -> kit.DumpView:
+    return kit.DumpView(run.dump)
+
+
+def expected_report(run: kit.RealisticRun, view: kit.DumpView) -> list[str]:
+    """The whole human report of run-main, as the seed's format plus the chain/seal/audit lines."""
+    audit_records = len(view.audit)
+    main_crossings = sum(1 for a in view.audit if a.entry["run_id"] == kit.MAIN_RUN)
+    return [
+        f"Activity verify run={kit.MAIN_RUN}",
+        f"  OK chain (6 entries on partition 0, head {view.entry_hash(5)})",
+        f"  OK seal (final seal covers 6 entries, 3 seals signed by pinned key {run.keys.signer.key_id})",
+        f"  OK audit ({audit_records} records on the partition, MACs verified with pinned key {run.keys.audit.key_id}; "
+        f"{main_crossings} of this run agree with the journal, 1 refusal)",
+        *[f"  OK {stage} [coding] (evidence reattached)" for stage in kit.MAIN_STAGES],
+        VERIFIED,
+    ]
+
+
+def verify_args(run: kit.RealisticRun, source: str, run_id: str = kit.MAIN_RUN, *extra: str) -> list[str]:
+    return ["activity", "verify", run_id, "--from", source, "--trusted-keys", str(run.trust_file), *extra]
+
+
+# ---------------------------------------------------------------------------
+# (a) live, (b) kcat, (c) determinism
+# ---------------------------------------------------------------------------
+
+
+def test_verify_live_from_kafka(run: kit.RealisticRun, view: kit.DumpView, tmp_path: Path) -> None:
+    result = kit.bernstein(verify_args(run, "kafka"), run.env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == expected_report(run, view)
+    # The seed's own lines, exactly.
+    lines = result.stdout.splitlines()
+    assert lines[0] == "Activity verify run=run-main"
+    assert [line for line in lines if line.startswith("  OK stage-")] == [
+        f"  OK stage-{i} [coding] (evidence reattached)" for i in range(6)
+    ]
+    assert lines[-1] == "verified -- every activity reconstructs from the journal."
+
+
+def test_verify_exported_dump_matches_live(run: kit.RealisticRun, view: kit.DumpView) -> None:
+    code, text, stderr = kit.verify_dump(run, run.dump, json_output=False)
+    assert code == 0, stderr
+    assert text.splitlines() == expected_report(run, view)
+
+
+def kcat_export(run: kit.RealisticRun, directory: Path) -> dict[str, Path]:
+    """Each topic exported with one real ``kcat -C -J -e`` invocation into its own file."""
+    kcat = shutil.which("kcat")
+    assert kcat is not None, "kcat (Debian package kcat) is required"
+    topics = Topics(run.prefix)
+    files = {}
+    for stream, topic in (("journal", topics.journal), ("refusals", topics.refusals), ("audit", topics.audit)):
+        path = directory / f"{stream}.json"
+        with path.open("wb") as out:
+            result = subprocess.run(
+                [kcat, "-C", "-J", "-e", "-q", "-b", run.bootstrap, "-t", topic], stdout=out, stderr=subprocess.PIPE, timeout=60
+            )
+        assert result.returncode == 0, result.stderr.decode()
+        files[stream] = path
+    return files
+
+
+def test_kcat_round_trip(run: kit.RealisticRun, view: kit.DumpView, tmp_path: Path) -> None:
+    files = kcat_export(run, tmp_path)
+    journal_lines = files["journal"].read_bytes().splitlines()
+    audit_lines = files["audit"].read_bytes().splitlines()
+    assert len(journal_lines) == len(view.journal_items)
+    assert len(audit_lines) == len(view.audit_items)
+    # kcat writes payload bytes raw (not UTF-8): read lines the way the verifier does.
+    assert json.loads(journal_lines[0].decode("utf-8", "surrogateescape"))["topic"] == Topics(run.prefix).journal
+    cas = tmp_path / "cas"
+    shutil.copytree(run.dump / "cas", cas)
+    source = f"{files['journal']},{files['audit']}"
+    result = kit.bernstein(
+        verify_args(run, source, kit.MAIN_RUN, "--cas", str(cas), "--prefix", run.prefix), kit.offline_env(), cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines() == expected_report(run, view)
+    # The report does not depend on the dump's format: byte for byte what our own dump gives.
+    _, ours, _ = kit.verify_dump(run, run.dump, json_output=False)
+    assert result.stdout == ours
+    # With the refusals topic among the files, nothing changes either.
+    with_refusals = kit.bernstein(
+        verify_args(run, f"{source},{files['refusals']}", kit.MAIN_RUN, "--cas", str(cas), "--prefix", run.prefix),
+        kit.offline_env(),
+        cwd=tmp_path,
+    )
+    assert with_refusals.returncode == 0 and with_refusals.stdout == ours
+
+
+def test_kcat_dump_names_a_flipped_journal_byte(run: kit.RealisticRun, view: kit.DumpView, tmp_path: Path) -> None:
+    """The kcat reader hands the verifier the exact stored bytes: a flip made in a kcat file is named like one in our dump."""
+    files = kcat_export(run, tmp_path)
+    lines = files["journal"].read_bytes().splitlines(keepends=True)
+    line = view.entry(3)
+    # kcat writes printable payload bytes raw: the stage id of seq 3 is there as text.
+    target = lines[line.index]
+    assert target.count(b"\\u000Estage-3") == 1
+    lines[line.index] = target.replace(b"\\u000Estage-3", b"\\u000Estage-8")
+    files["journal"].write_bytes(b"".join(lines))
+    result = kit.bernstein(
+        verify_args(
+            run,
+            f"{files['journal']},{files['audit']}",
+            kit.MAIN_RUN,
+            "--cas",
+            str(run.dump / "cas"),
+            "--prefix",
+            run.prefix,
+            "--json",
+        ),
+        kit.offline_env(),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2
+    document = json.loads(result.stdout)
+    problem = document["chain"]["problem"]
+    assert (problem["code"], problem["seq"], problem["offset"], problem["expected"]) == (
+        "ENTRY_HASH_MISMATCH",
+        3,
+        line.offset,
+        view.entry_hash(3),
+    )
+    assert document["chain"]["further_problems"] == 0
+    assert [s["stage_id"] for s in document["stages"] if not s["ok"]] == ["stage-8"]
+
+
+@pytest.mark.parametrize("json_output", [False, True], ids=["text", "json"])
+def test_two_runs_print_identical_bytes(json_output: bool, run: kit.RealisticRun, tmp_path: Path) -> None:
+    dump = kit.copy_dump(run.dump, tmp_path)
+    tampered = tmp_path / "tampered"
+    shutil.copytree(dump, tampered)
+    journal = kit.topic_file(tampered, "journal")
+    items = kit.load_lines(journal)
+    del items[kit.entry_line(items, kit.MAIN_RUN, 2).index]
+    kit.save_lines(journal, items)
+    for target, expected_code in ((dump, 0), (tampered, 2)):
+        args = verify_args(run, str(target), kit.MAIN_RUN, *(["--json"] if json_output else []))
+        first = kit.bernstein(args, kit.offline_env(), cwd=tmp_path)
+        second = kit.bernstein(args, kit.offline_env(), cwd=tmp_path)
+        assert first.returncode == second.returncode == expected_code
+        assert first.stdout.encode() == second.stdout.encode()
+        assert first.stdout
+
+
+# ---------------------------------------------------------------------------
+# (d) offline, with the network disabled
+# ---------------------------------------------------------------------------
+
+
+def _netns_prefix() -> list[str] | None:
+    for prefix in (["unshare", "-rn"], ["unshare", "-n"]):
+        if prefix == ["unshare", "-n"] and os.geteuid() != 0:
+            continue
+        try:
+            if subprocess.run([*prefix, "true"], capture_output=True, timeout=10).returncode == 0:
+                return prefix
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+    return None
+
+
+def test_offline_in_a_network_namespace(run: kit.RealisticRun, view: kit.DumpView, tmp_path: Path) -> None:
+    prefix = _netns_prefix()
+    if prefix is None:
+        pytest.skip("neither `unshare -rn` nor `unshare -n` works here")
+    dump = kit.copy_dump(run.dump, tmp_path)
+    host, port = run.bootstrap.rsplit(":", 1)
+    probe = [sys.executable, "-c", f"import socket; socket.create_connection(({host!r}, {int(port)}), timeout=3)"]
+    # The probe reaches the broker outside the namespace and fails inside it: the network really is gone.
+    assert subprocess.run(probe, capture_output=True, timeout=30).returncode == 0
+    inside = subprocess.run([*prefix, *probe], capture_output=True, text=True, timeout=30)
+    assert inside.returncode != 0, inside.stderr
+    env = kit.offline_env()
+    assert not [k for k in env if k.startswith("BERNSTEIN_")]
+    result = kit.bernstein(verify_args(run, str(dump)), env, cwd=tmp_path, prefix_cmd=prefix)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == expected_report(run, view)
+    assert result.stderr == ""
+
+
+# ---------------------------------------------------------------------------
+# (e) exit codes
+# ---------------------------------------------------------------------------
+
+
+def test_unknown_run_is_not_found(run: kit.RealisticRun, tmp_path: Path) -> None:
+    result = kit.bernstein(verify_args(run, str(run.dump), "run-nope"), kit.offline_env(), cwd=tmp_path)
+    assert result.returncode == 1
+    assert (
+        result.stdout
+        == f"Activity verify run=run-nope\nNO ACTIVITY -- no journal records for run 'run-nope' in dump {run.dump}\n"
+    )
+    assert result.stderr == ""
+    as_json = kit.bernstein(verify_args(run, str(run.dump), "run-nope", "--json"), kit.offline_env(), cwd=tmp_path)
+    assert as_json.returncode == 1
+    document = json.loads(as_json.stdout)
+    assert (document["found"], document["exit_code"], document["stages"]) == (False, 1, [])
+    assert (document["chain"], document["seal"], document["audit"]) == (None, None, None)
+
+
+def test_run_with_only_a_seal_has_no_activity(run: kit.RealisticRun, view: kit.DumpView, tmp_path: Path) -> None:
+    seals = view.seals(kit.EMPTY_RUN)
+    assert len(seals) == 1 and seals[0].record["final"] and seals[0].record["entry_count"] == 0
+    result = kit.bernstein(verify_args(run, str(run.dump), kit.EMPTY_RUN), kit.offline_env(), cwd=tmp_path)
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"Activity verify run={kit.EMPTY_RUN}"
+    assert [line.split(" (")[0] for line in lines[1:4]] == ["  OK chain", "  OK seal", "  OK audit"]
+    assert lines[4:] == ["NO ACTIVITY -- run journal holds no activity.result entries"]
+    document = json.loads(
+        kit.bernstein(verify_args(run, str(run.dump), kit.EMPTY_RUN, "--json"), kit.offline_env(), cwd=tmp_path).stdout
+    )
+    assert (document["found"], document["exit_code"], document["ok"], document["stages"]) == (True, 1, False, [])
+    assert document["reason"] == "run journal holds no activity.result entries"
+    assert (document["seal"]["final"], document["seal"]["covered"], document["chain"]["entries"]) == (True, 0, 0)
+
+
+def _one_line_error(result: subprocess.CompletedProcess[str], starts: str) -> None:
+    assert result.returncode == 3, (result.stdout, result.stderr)
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1, result.stderr
+    assert errors[0].startswith(starts), errors[0]
+
+
+def test_nonexistent_dump_is_a_usage_error(run: kit.RealisticRun, tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-dump"
+    result = kit.bernstein(verify_args(run, str(missing)), kit.offline_env(), cwd=tmp_path)
+    _one_line_error(result, f"bernstein: error: --from {missing}: {missing} not found")
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_garbage_manifest_is_unreadable_input(run: kit.RealisticRun, tmp_path: Path) -> None:
+    dump = kit.copy_dump(run.dump, tmp_path)
+    (dump / "manifest.json").write_bytes(b'{"format": "bernstein.dump/v1", \x00\xff garbage')
+    result = kit.bernstein(verify_args(run, str(dump)), kit.offline_env(), cwd=tmp_path)
+    _one_line_error(result, f"bernstein: error: {dump / 'manifest.json'} is unreadable:")
+    assert len(result.stderr.splitlines()) == 1
+    (dump / "manifest.json").write_text('{"format": "something/else"}\n', encoding="utf-8")
+    result = kit.bernstein(verify_args(run, str(dump)), kit.offline_env(), cwd=tmp_path)
+    _one_line_error(result, f"bernstein: error: {dump / 'manifest.json'} is not a bernstein.dump/v1 manifest")
+
+
+def test_corrupt_line_inside_a_dump_file_is_unreadable_input(run: kit.RealisticRun, tmp_path: Path) -> None:
+    """A broken line followed by more lines is corruption of the file, not a truncated copy: exit 3."""
+    dump = kit.copy_dump(run.dump, tmp_path)
+    journal = kit.topic_file(dump, "journal")
+    lines = journal.read_bytes().splitlines(keepends=True)
+    lines[2] = b'{"topic": not json at all\n'
+    journal.write_bytes(b"".join(lines))
+    result = kit.bernstein(verify_args(run, str(dump)), kit.offline_env(), cwd=tmp_path)
+    _one_line_error(result, f"bernstein: error: {journal}:3 is not a valid record line")
+
+
+def test_bad_flag_is_a_usage_error(run: kit.RealisticRun, tmp_path: Path) -> None:
+    result = kit.bernstein([*verify_args(run, str(run.dump)), "--bogus"], kit.offline_env(), cwd=tmp_path)
+    _one_line_error(result, "bernstein: error: unrecognized arguments: --bogus")
+    missing_keys = kit.bernstein(
+        ["activity", "verify", kit.MAIN_RUN, "--from", str(run.dump), "--trusted-keys", str(tmp_path / "nope.json")],
+        kit.offline_env(),
+        cwd=tmp_path,
+    )
+    _one_line_error(missing_keys, f"bernstein: error: no trusted-keys file at {tmp_path / 'nope.json'}")
+
+
+# ---------------------------------------------------------------------------
+# (f) the --json report
+# ---------------------------------------------------------------------------
+
+
+def test_json_report_structure(run: kit.RealisticRun, view: kit.DumpView) -> None:
+    code, document, _ = kit.verify_dump(run, run.dump)
+    assert code == 0
+    assert set(document) == {
+        "run",
+        "source",
+        "found",
+        "ok",
+        "exit_code",
+        "reason",
+        "dump_problems",
+        "chain",
+        "seal",
+        "audit",
+        "stages",
+    }
+    assert (document["run"], document["found"], document["ok"], document["exit_code"]) == (kit.MAIN_RUN, True, True, 0)
+    assert document["source"] == f"dump {run.dump}"
+    assert document["dump_problems"] == [] and document["reason"] == ""
+    assert document["chain"] == {
+        "ok": True,
+        "entries": 6,
+        "head": view.entry_hash(5),
+        "partition": 0,
+        "problem": None,
+        "further_problems": 0,
+    }
+    assert document["seal"] == {
+        "ok": True,
+        "seals": 3,
+        "final": True,
+        "covered": 6,
+        "key_ids": [run.keys.signer.key_id],
+        "problem": None,
+        "further_problems": 0,
+    }
+    assert document["audit"] == {
+        "ok": True,
+        "records": len(view.audit),
+        "run_records": len(kit.MAIN_STAGES) + 3 + 1,
+        "refusals": 1,
+        "macs_verified": True,
+        "key_ids": [run.keys.audit.key_id],
+        "note": "",
+        "problem": None,
+        "further_problems": 0,
+    }
+    assert [s["stage_id"] for s in document["stages"]] == list(kit.MAIN_STAGES)
+    for seq, stage in enumerate(document["stages"]):
+        assert stage == {
+            "stage_id": kit.MAIN_STAGES[seq],
+            "kind": "coding",
+            "seq": seq,
+            "offset": view.entry(seq).offset,
+            "ok": True,
+            "reason": "",
+            "notes": ["evidence reattached"],
+            "evidence_reattached": True,
+            "terminal_state": "completed",
+            "details": [],
+        }
+
+
+# ---------------------------------------------------------------------------
+# (g) memory stays flat as the run grows
+# ---------------------------------------------------------------------------
+
+# Peak RSS is VmHWM of /proc/self/status: the high-water mark of this process's own
+# address space. (getrusage's ru_maxrss would carry over the forking pytest
+# process's footprint across exec, and hide the verifier's.)
+_MEASURE = r"""
+import json, sys
+from pathlib import Path
+import verifier.checks
+from substrate.keys import TrustedKeys
+from verifier.sources import DumpSource
+from verifier.verify import verify_stream
+
+def peak_kib():
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise SystemExit("no VmHWM in /proc/self/status")
+
+dump, trust, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+trusted = TrustedKeys.load(trust)
+verifier.checks._load_builtin_checks()  # pay lazy imports before measuring
+before = peak_kib()
+header, stages = verify_stream("run-big", DumpSource(dump), cas=None, trusted=trusted)
+count = failed = 0
+kept = []
+for stage in stages:
+    count += 1
+    failed += 0 if stage.ok else 1
+    if mode == "store":
+        kept.append(stage)
+after = peak_kib()
+print(json.dumps({"header_ok": header.ok, "entries": header.chain.entries, "stages": count, "failed": failed,
+                  "before_kib": before, "growth_kib": after - before}))
+"""
+
+SMALL, LARGE = 2_000, 20_000
+FLAT_MARGIN_KIB = 4 * 1024
+
+
+@pytest.fixture(scope="module")
+def synthetic_dumps(tmp_path_factory: pytest.TempPathFactory) -> dict[int, tuple[Path, Path]]:
+    out = {}
+    for entries in (SMALL, LARGE):
+        root = tmp_path_factory.mktemp(f"synthetic-{entries}")
+        trusted = kit.synthetic_dump(root / "dump", entries)
+        trusted.write(root / "trusted.json")
+        out[entries] = (root / "dump", root / "trusted.json")
+    return out
+
+
+def _measure(dump: Path, trust: Path, mode: str) -> dict[str, Any]:
+    result = subprocess.run(
+        [sys.executable, "-c", _MEASURE, str(dump), str(trust), mode],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=kit.REPO,
+        env=kit.offline_env(),
+    )
+    assert result.returncode == 0, result.stderr
+    return dict(json.loads(result.stdout))
+
+
+def test_memory_flat_in_the_number_of_entries(synthetic_dumps: dict[int, tuple[Path, Path]]) -> None:
+    small = _measure(*synthetic_dumps[SMALL], "stream")
+    large = _measure(*synthetic_dumps[LARGE], "stream")
+    for entries, result in ((SMALL, small), (LARGE, large)):
+        assert result["header_ok"] is True
+        assert result["entries"] == result["stages"] == entries
+        assert result["failed"] == 0
+    growth = large["growth_kib"] - small["growth_kib"]
+    assert growth < FLAT_MARGIN_KIB, (
+        f"peak RSS grows by {growth} KiB from {SMALL} to {LARGE} entries (small {small}, large {large})"
+    )
+
+
+def test_memory_probe_sees_retained_stages(synthetic_dumps: dict[int, tuple[Path, Path]]) -> None:
+    """The same probe does notice O(entries) memory: keeping every stage verdict exceeds the margin."""
+    small = _measure(*synthetic_dumps[SMALL], "store")
+    large = _measure(*synthetic_dumps[LARGE], "store")
+    assert large["stages"] == LARGE
+    assert large["growth_kib"] - small["growth_kib"] > FLAT_MARGIN_KIB
