@@ -302,3 +302,111 @@ def encode(name: str, record: Mapping[str, Any]) -> bytes:
 
 def decode(data: bytes, *, expect: frozenset[str] | None = None) -> Decoded:
     return default_codec().decode(data, expect=expect)
+
+
+# ---------------------------------------------------------------------------
+# Fast readers for the verifier's hot path
+#
+# The verifier touches every journal and audit record several times but needs
+# only a few leading fields of most of them. These readers parse exactly those
+# fields straight from the bytes (a varint and a slice each) instead of
+# materialising whole records; tests check them against full decoding.
+# ---------------------------------------------------------------------------
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    shift = 0
+    result = 0
+    while True:
+        try:
+            byte = data[pos]
+        except IndexError:
+            raise TruncatedRecord("record ends inside a number") from None
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise TruncatedRecord("number longer than 10 bytes")
+
+
+def _blob(data: bytes, pos: int) -> tuple[bytes, int]:
+    size, pos = _varint(data, pos)
+    end = pos + size
+    if size < 0 or end > len(data):
+        raise TruncatedRecord("record ends inside a byte string")
+    return data[pos:end], end
+
+
+def _text(data: bytes, pos: int) -> tuple[str, int]:
+    raw, pos = _blob(data, pos)
+    try:
+        return raw.decode("utf-8"), pos
+    except UnicodeDecodeError:
+        raise TruncatedRecord("string is not UTF-8") from None
+
+
+def split_envelope(value: bytes) -> tuple[str, tuple[Any, ...]]:
+    """(schema name, fields) of a JournalRecord, SealRecord or AuditRecord value.
+
+    JournalRecord -> (payload, entry_hash); SealRecord -> (payload, key_id,
+    signature); AuditRecord -> (payload, key_id, mac). Anything else raises
+    DecodeError exactly as ``decode`` would.
+    """
+    codec = default_codec()
+    schema = codec.schema_of(value)
+    name = schema.name
+    pos = HEADER_SIZE
+    if name == JOURNAL_RECORD:
+        payload, pos = _blob(value, pos)
+        entry_hash, pos = _text(value, pos)
+        fields: tuple[Any, ...] = (payload, entry_hash)
+    elif name == SEAL_RECORD:
+        payload, pos = _blob(value, pos)
+        key_id, pos = _text(value, pos)
+        signature, pos = _blob(value, pos)
+        fields = (payload, key_id, signature)
+    elif name == AUDIT_RECORD:
+        payload, pos = _blob(value, pos)
+        key_id, pos = _text(value, pos)
+        mac, pos = _text(value, pos)
+        fields = (payload, key_id, mac)
+    else:
+        raise UnknownFingerprint(f"value is a {name} record, expected a journal, seal or audit envelope", schema.fingerprint.hex())
+    if pos != len(value):
+        raise TruncatedRecord(f"{name} body has {len(value) - pos} unexpected trailing bytes")
+    return name, fields
+
+
+_ENTRY_HEADS: Final = frozenset({JOURNAL_ENTRY, COMPUTER_USE_ENTRY})
+_AUDIT_HEADS: Final = frozenset({AUDIT_ENTRY, AUDIT_ENTRY_V2})
+
+
+def read_entry_head(payload: bytes) -> tuple[str, str, int, str, str]:
+    """(schema name, run_id, seq, prev_hash, entry_type) of a journal entry payload."""
+    schema = default_codec().schema_of(payload)
+    if schema.name not in _ENTRY_HEADS:
+        raise UnknownFingerprint(f"payload is a {schema.name} record, expected a journal entry", schema.fingerprint.hex())
+    run_id, pos = _text(payload, HEADER_SIZE)
+    seq, pos = _varint(payload, pos)
+    prev_hash, pos = _text(payload, pos)
+    entry_type, pos = _text(payload, pos)
+    return schema.name, run_id, seq, prev_hash, entry_type
+
+
+def read_audit_head(payload: bytes) -> tuple[str, int, int, str, str, str, str, int]:
+    """(schema name, partition, seq, prev_mac, event, run_id, record_hash, journal_seq) of an audit payload."""
+    schema = default_codec().schema_of(payload)
+    if schema.name not in _AUDIT_HEADS:
+        raise UnknownFingerprint(f"payload is a {schema.name} record, expected an audit entry", schema.fingerprint.hex())
+    partition, pos = _varint(payload, HEADER_SIZE)
+    seq, pos = _varint(payload, pos)
+    prev_mac, pos = _text(payload, pos)
+    event, pos = _text(payload, pos)
+    run_id, pos = _text(payload, pos)
+    for _ in range(6):  # stage_id, kind, terminal_state, reason_code, artifact_hash, evidence_set_hash
+        _, pos = _blob(payload, pos)
+    record_hash, pos = _text(payload, pos)
+    journal_seq, pos = _varint(payload, pos)
+    return schema.name, partition, seq, prev_mac, event, run_id, record_hash, journal_seq

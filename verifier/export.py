@@ -128,7 +128,8 @@ def export_dump(
         "note": "keys/public-keys.json is informational; verify with --trusted-keys naming keys you trust",
     }
     (destination / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return ExportSummary(destination, counts, copied, tuple(missing), None if runs is None else tuple(sorted(manifest["runs"] or ())))
+    selected = None if wanted is None else tuple(sorted(r.decode() for r in wanted))
+    return ExportSummary(destination, counts, copied, tuple(missing), selected)
 
 
 def _collect(

@@ -36,7 +36,7 @@ class KafkaSource:
             return []
         return sorted(info.partitions)
 
-    def records(self, stream: str, partition: int) -> Iterator[StoredRecord]:
+    def records(self, stream: str, partition: int, *, headers: bool = True) -> Iterator[StoredRecord]:
         from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
         topic = self.topics.by_stream(stream)

@@ -53,7 +53,9 @@ class RecordSource(Protocol):
 
     def partitions(self, stream: str) -> list[int]: ...
 
-    def records(self, stream: str, partition: int) -> Iterator[StoredRecord]: ...
+    def records(self, stream: str, partition: int, *, headers: bool = True) -> Iterator[StoredRecord]:
+        """Records in offset order; ``headers=False`` lets a source skip decoding headers."""
+        ...
 
 
 @dataclass
@@ -124,21 +126,38 @@ class DumpSource:
                 raise UnreadableInput(f"unexpected file {path} in dump (expected <partition>.jsonl)") from None
         return sorted(found)
 
-    def records(self, stream: str, partition: int) -> Iterator[StoredRecord]:
+    def records(self, stream: str, partition: int, *, headers: bool = True) -> Iterator[StoredRecord]:
         path = self.root / "topics" / stream / f"{partition}.jsonl"
-        yield from _read_jsonl(path, stream, _parse_dump_line, self.torn_lines)
+        parse = _parse_dump_line if headers else _parse_dump_line_without_headers
+        yield from _read_jsonl(path, stream, parse, self.torn_lines)
+
+
+def _b64(value: Any) -> bytes | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError("base64 field is not a string")
+    return binascii.a2b_base64(value, strict_mode=True)
 
 
 def _parse_dump_line(stream: str, item: dict[str, Any]) -> StoredRecord:
+    record = _parse_dump_line_without_headers(stream, item)
+    raw_headers = item.get("headers") or ()
+    if not raw_headers:
+        return record
+    headers = tuple((str(k), _b64(v) or b"") for k, v in raw_headers)
+    return StoredRecord(record.stream, record.topic, record.partition, record.offset, record.timestamp_ms, record.key, record.value, headers)
+
+
+def _parse_dump_line_without_headers(stream: str, item: dict[str, Any]) -> StoredRecord:
     return StoredRecord(
-        stream=stream,
-        topic=item["topic"],
-        partition=int(item["partition"]),
-        offset=int(item["offset"]),
-        timestamp_ms=int(item.get("timestamp") or 0),
-        key=None if item.get("key") is None else base64.b64decode(item["key"], validate=True),
-        value=None if item.get("value") is None else base64.b64decode(item["value"], validate=True),
-        headers=tuple((str(k), base64.b64decode(v, validate=True)) for k, v in item.get("headers") or ()),
+        stream,
+        item["topic"],
+        int(item["partition"]),
+        int(item["offset"]),
+        int(item.get("timestamp") or 0),
+        _b64(item.get("key")),
+        _b64(item.get("value")),
     )
 
 
@@ -194,7 +213,7 @@ class KcatSource:
     def partitions(self, stream: str) -> list[int]:
         return sorted({r.partition for r in self._all() if r.stream == stream})
 
-    def records(self, stream: str, partition: int) -> Iterator[StoredRecord]:
+    def records(self, stream: str, partition: int, *, headers: bool = True) -> Iterator[StoredRecord]:
         last = -1
         for record in self._all():
             if record.stream == stream and record.partition == partition:

@@ -63,6 +63,10 @@ from verifier.sources import RecordSource, StoredRecord
 
 _JOURNAL = frozenset({codec.JOURNAL_RECORD, codec.SEAL_RECORD})
 _ENTRY = frozenset({codec.JOURNAL_ENTRY})
+_RESULT = AuditEvent.ACTIVITY_RESULT.value
+_ENTRY_EVENTS = frozenset({AuditEvent.ACTIVITY_RESULT.value, AuditEvent.COMPUTER_USE_ACTION.value})
+"""Audit events that mirror a journal entry (joined with the journal entry by entry)."""
+_JOIN_EVENTS = _ENTRY_EVENTS | {AuditEvent.RUN_SEALED.value}
 _SEAL = frozenset({codec.RUN_SEAL})
 _AUDIT_RECORD = frozenset({codec.AUDIT_RECORD})
 _AUDIT_ENTRY = frozenset({codec.AUDIT_ENTRY})
@@ -80,19 +84,11 @@ def verify_stream(
     """The run header now, and the stage verdicts as a lazy iterator (flat memory)."""
     c = codec.default_codec()
     key = run_id.encode()
-    partitions = [p for p in source.partitions("journal") if _has_key(source.records("journal", p), key)]
+    every = source.partitions("journal")
+    # With one partition the chain walk itself finds out whether the run is there.
+    partitions = every if len(every) == 1 else [p for p in every if _has_key(source.records("journal", p, headers=False), key)]
     if not partitions:
-        mentions = _audit_mentions(source, run_id)
-        if mentions:
-            problem = Problem(
-                "JOURNAL_MISSING",
-                f"the journal holds no records of run {run_id!r}, but the audit chain mirrors {mentions} crossings of it "
-                "(journal records deleted)",
-            )
-            header = RunHeader(run_id, source.describe(), found=True, dump_problems=(problem,))
-            return _with_torn(header, source), iter(())
-        header = RunHeader(run_id, source.describe(), found=False, reason=f"no journal records for run {run_id!r} in {source.describe()}")
-        return _with_torn(header, source), iter(())
+        return _not_found(run_id, source), iter(())
     if len(partitions) > 1:
         problem = Problem(
             "RUN_ON_SEVERAL_PARTITIONS",
@@ -102,11 +98,13 @@ def verify_stream(
         return _with_torn(header, source), iter(())
     partition = partitions[0]
 
-    audit = _AuditWalk(c, source.records("audit", partition), run_id, partition, trusted)
+    audit = _AuditWalk(c, source.records("audit", partition, headers=False), run_id, partition, trusted)
     chain = _ChainWalk(c, run_id, partition, trusted, audit)
-    for record in source.records("journal", partition):
+    for record in source.records("journal", partition, headers=False):
         if record.key == key:
             chain.feed(record)
+    if chain.records == 0:
+        return _not_found(run_id, source), iter(())
     chain.finish()
     audit.finish(chain.expected_seq)
 
@@ -130,6 +128,19 @@ def verify_stream(
             audit=header.audit,
         )
     return header, _stages(c, source, partition, key, cas, trusted)
+
+
+def _not_found(run_id: str, source: RecordSource) -> RunHeader:
+    mentions = _audit_mentions(source, run_id)
+    if mentions:
+        problem = Problem(
+            "JOURNAL_MISSING",
+            f"the journal holds no records of run {run_id!r}, but the audit chain mirrors {mentions} crossings of it "
+            "(journal records deleted)",
+        )
+        return _with_torn(RunHeader(run_id, source.describe(), found=True, dump_problems=(problem,)), source)
+    header = RunHeader(run_id, source.describe(), found=False, reason=f"no journal records for run {run_id!r} in {source.describe()}")
+    return _with_torn(header, source)
 
 
 def _with_torn(header: RunHeader, source: RecordSource) -> RunHeader:
@@ -157,7 +168,7 @@ def _has_key(records: Iterator[StoredRecord], key: bytes) -> bool:
 
 def _audit_mentions(source: RecordSource, run_id: str) -> int:
     key = run_id.encode()
-    return sum(1 for p in source.partitions("audit") for r in source.records("audit", p) if r.key == key)
+    return sum(1 for p in source.partitions("audit") for r in source.records("audit", p, headers=False) if r.key == key)
 
 
 # ---------------------------------------------------------------------------
@@ -192,6 +203,7 @@ class _ChainWalk:
         # link continues the chain, so one edited entry is one chain problem.
         self.alt_head: str | None = None
         self.results = 0
+        self.records = 0
         self.chain = _Findings()
         self.seals = _Findings()
         self.seal_count = 0
@@ -200,22 +212,23 @@ class _ChainWalk:
         self.seal_keys: set[str] = set()
 
     def feed(self, record: StoredRecord) -> None:
+        self.records += 1
         try:
-            decoded = self.c.decode(record.value or b"", expect=_JOURNAL)
+            name, fields = codec.split_envelope(record.value or b"")
+            if name == codec.AUDIT_RECORD:
+                raise codec.UnknownFingerprint("an audit record on the journal topic", "")
         except codec.DecodeError as exc:
             self.chain.add(Problem("RECORD_UNDECODABLE", f"journal record at offset {record.offset} does not decode: {exc}", offset=record.offset))
             return
-        if decoded.schema.name == codec.JOURNAL_RECORD:
-            self._entry(record, decoded.record)
+        if name == codec.JOURNAL_RECORD:
+            self._entry(record, fields[0], fields[1])
         else:
-            self._seal(record, decoded.record)
+            self._seal(record, {"payload": fields[0], "key_id": fields[1], "signature": fields[2]})
 
-    def _entry(self, record: StoredRecord, envelope: dict[str, Any]) -> None:
-        payload: bytes = envelope["payload"]
-        stored: str = envelope["entry_hash"]
+    def _entry(self, record: StoredRecord, payload: bytes, stored: str) -> None:
         recomputed = journal_entry_hash(payload)
         try:
-            entry = self.c.decode(payload, expect=_ENTRY).record
+            _, run_id, seq, prev_hash, entry_type = codec.read_entry_head(payload)
         except codec.DecodeError as exc:
             self.chain.add(
                 Problem(
@@ -228,7 +241,6 @@ class _ChainWalk:
             )
             self._advance(self.expected_seq, stored)
             return
-        seq = entry["seq"]
         if self.final_seal_offset is not None:
             self.seals.add(
                 Problem(
@@ -238,11 +250,11 @@ class _ChainWalk:
                     offset=record.offset,
                 )
             )
-        if entry["run_id"] != self.run_id:
+        if run_id != self.run_id:
             self.chain.add(
                 Problem(
                     "ENTRY_WRONG_RUN",
-                    f"entry at offset {record.offset} is keyed {self.run_id!r} but belongs to run {entry['run_id']!r}",
+                    f"entry at offset {record.offset} is keyed {self.run_id!r} but belongs to run {run_id!r}",
                     seq=seq,
                     offset=record.offset,
                 )
@@ -258,9 +270,9 @@ class _ChainWalk:
                     recomputed=recomputed,
                 )
             )
-        elif seq != self.expected_seq or entry["prev_hash"] not in self._heads():
-            self.chain.add(self._link_problem(record, seq, entry["prev_hash"], stored))
-        if entry["entry_type"] == ENTRY_ACTIVITY_RESULT:
+        elif seq != self.expected_seq or prev_hash not in self._heads():
+            self.chain.add(self._link_problem(record, seq, prev_hash, stored))
+        if entry_type == ENTRY_ACTIVITY_RESULT:
             self.results += 1
         self.audit.expect_result(seq, stored, record.offset, recomputed=recomputed)
         if seq + 1 >= self.expected_seq:
@@ -421,9 +433,10 @@ class _AuditWalk:
 
     def _next_run_event(self) -> _AuditEvent | None:
         """The next result or seal audit event of this run (refusals are counted and skipped)."""
-        if self.pending is not None:
-            event, self.pending = self.pending, None
-            return event
+        pending = self.pending
+        if pending is not None:
+            self.pending = None
+            return pending
         for record in self.records:
             event = self._check(record)
             if event is not None:
@@ -434,78 +447,79 @@ class _AuditWalk:
     def _check(self, record: StoredRecord) -> _AuditEvent | None:
         self.count += 1
         try:
-            envelope = self.c.decode(record.value or b"", expect=_AUDIT_RECORD).record
-            entry = self.c.decode(envelope["payload"], expect=_AUDIT_ENTRY).record
+            name, (payload, key_id, mac) = codec.split_envelope(record.value or b"")
+            if name != codec.AUDIT_RECORD:
+                raise codec.UnknownFingerprint(f"a {name} record on the audit topic", "")
+            _, partition, seq, prev_mac, event, run_id, record_hash, journal_seq = codec.read_audit_head(payload)
         except codec.DecodeError as exc:
             self.findings.add(Problem("AUDIT_UNDECODABLE", f"audit record at offset {record.offset} does not decode: {exc}", offset=record.offset))
             self.expected_seq += 1
             return None
         tainted = False
-        key_id = envelope["key_id"]
         secret = self.trusted.audit_secret(key_id)
         if not self.genesis_checked:
             self.genesis_checked = True
-            self.last_mac = audit_genesis(secret, self.partition) if secret is not None else entry["prev_mac"]
+            self.last_mac = audit_genesis(secret, self.partition) if secret is not None else prev_mac
         if secret is None:
             self.macs_verified = False
             self.missing_key = key_id
         else:
             self.key_ids.add(key_id)
-            recomputed = audit_mac(secret, envelope["payload"])
-            if not macs_equal(recomputed, envelope["mac"]):
+            recomputed = audit_mac(secret, payload)
+            if not macs_equal(recomputed, mac):
                 tainted = True
                 self.findings.add(
                     Problem(
                         "AUDIT_MAC_MISMATCH",
-                        f"audit seq {entry['seq']} at offset {record.offset}: MAC mismatch (stored '{envelope['mac']}', recomputed '{recomputed}')",
-                        seq=entry["seq"],
+                        f"audit seq {seq} at offset {record.offset}: MAC mismatch (stored '{mac}', recomputed '{recomputed}')",
+                        seq=seq,
                         offset=record.offset,
-                        expected=envelope["mac"],
+                        expected=mac,
                         recomputed=recomputed,
                     )
                 )
-        if entry["seq"] != self.expected_seq:
+        if seq != self.expected_seq:
             tainted = True
-            if entry["seq"] > self.expected_seq:
-                message = f"audit seq jumps from {self.expected_seq - 1} to {entry['seq']} at offset {record.offset}: records deleted"
+            if seq > self.expected_seq:
+                message = f"audit seq jumps from {self.expected_seq - 1} to {seq} at offset {record.offset}: records deleted"
                 code = "AUDIT_GAP"
             else:
-                message = f"audit seq {entry['seq']} at offset {record.offset} comes after seq {self.expected_seq - 1} (reordered or duplicated)"
+                message = f"audit seq {seq} at offset {record.offset} comes after seq {self.expected_seq - 1} (reordered or duplicated)"
                 code = "AUDIT_OUT_OF_ORDER"
-            self.findings.add(Problem(code, message, seq=entry["seq"], offset=record.offset))
-        elif not macs_equal(entry["prev_mac"], self.last_mac):
+            self.findings.add(Problem(code, message, seq=seq, offset=record.offset))
+        elif not macs_equal(prev_mac, self.last_mac):
             tainted = True
             self.findings.add(
                 Problem(
                     "AUDIT_LINK_BROKEN",
-                    f"audit seq {entry['seq']} at offset {record.offset} does not link to its predecessor "
-                    f"(prev_mac '{entry['prev_mac']}', expected '{self.last_mac}')",
-                    seq=entry["seq"],
+                    f"audit seq {seq} at offset {record.offset} does not link to its predecessor "
+                    f"(prev_mac '{prev_mac}', expected '{self.last_mac}')",
+                    seq=seq,
                     offset=record.offset,
                     expected=self.last_mac,
-                    recomputed=entry["prev_mac"],
+                    recomputed=prev_mac,
                 )
             )
-        if entry["partition"] != self.partition:
+        if partition != self.partition:
             tainted = True
-            self.findings.add(Problem("AUDIT_WRONG_PARTITION", f"audit record at offset {record.offset} names partition {entry['partition']}", offset=record.offset))
-        self.expected_seq = entry["seq"] + 1
-        self.last_mac = envelope["mac"]
-        if entry["run_id"] != self.run_id:
+            self.findings.add(Problem("AUDIT_WRONG_PARTITION", f"audit record at offset {record.offset} names partition {partition}", offset=record.offset))
+        self.expected_seq = seq + 1
+        self.last_mac = mac
+        if run_id != self.run_id:
             return None
         self.run_count += 1
-        if entry["event"] == AuditEvent.ACTIVITY_REFUSED.value:
+        if event == AuditEvent.ACTIVITY_REFUSED.value:
             self.refusals += 1
             return None
-        if entry["event"] not in (AuditEvent.ACTIVITY_RESULT.value, AuditEvent.RUN_SEALED.value):
+        if event not in _JOIN_EVENTS:
             return None
         return _AuditEvent(
-            seq=entry["seq"],
+            seq=seq,
             offset=record.offset,
-            event=entry["event"],
-            journal_seq=entry["journal_seq"],
-            record_hash=entry["record_hash"],
-            prev_mac=entry["prev_mac"],
+            event=_RESULT if event in _ENTRY_EVENTS else event,
+            journal_seq=journal_seq,
+            record_hash=record_hash,
+            prev_mac=prev_mac,
             tainted=tainted,
         )
 
@@ -653,17 +667,19 @@ def _stages(
     c: codec.Codec, source: RecordSource, partition: int, key: bytes, cas: BlobStore | None, trusted: TrustedKeys
 ) -> Iterator[StageVerdict]:
     previous = None
-    for record in source.records("journal", partition):
+    for record in source.records("journal", partition, headers=False):
         if record.key != key:
             continue
         try:
-            decoded = c.decode(record.value or b"", expect=_JOURNAL)
-            if decoded.schema.name != codec.JOURNAL_RECORD:
+            name, fields = codec.split_envelope(record.value or b"")
+            if name != codec.JOURNAL_RECORD:
                 continue
-            if decoded.record["entry_hash"] == previous:
+            payload, stored = fields
+            if stored == previous:
                 continue  # an exact duplicate; the chain verdict names it once
-            previous = decoded.record["entry_hash"]
-            payload = decoded.record["payload"]
+            previous = stored
+            if codec.read_entry_head(payload)[4] != ENTRY_ACTIVITY_RESULT:
+                continue  # computer-use actions are replayed by the browser check of their session
             entry = c.decode(payload, expect=_ENTRY).record
         except codec.DecodeError:
             continue  # reported by the chain walk

@@ -126,3 +126,87 @@ def test_mutated_bodies_never_escape_as_foreign_exceptions(tail: bytes) -> None:
         codec.decode(header + tail)
     except codec.DecodeError:
         pass
+
+
+def _strategy(schema: Any) -> st.SearchStrategy[Any]:
+    if isinstance(schema, str):
+        return {
+            "string": st.text(max_size=80),
+            "bytes": st.binary(max_size=200),
+            "int": st.integers(min_value=-(2**31), max_value=2**31 - 1),
+            "long": st.integers(min_value=-(2**63), max_value=2**63 - 1),
+            "boolean": st.booleans(),
+        }[schema]
+    if isinstance(schema, list):
+        return st.one_of(st.none(), _strategy(schema[1]))
+    if schema["type"] == "record":
+        return st.fixed_dictionaries({f["name"]: _strategy(f["type"]) for f in schema["fields"]})
+    if schema["type"] == "array":
+        return st.lists(_strategy(schema["items"]), max_size=4)
+    return _strategy(schema["type"])
+
+
+@pytest.mark.parametrize("schema_name", [s.name for s in codec.default_codec().schemas])
+def test_compiled_encoders_are_byte_identical_to_fastavro(schema_name: str) -> None:
+    raw = json.loads((Path(codec.SCHEMA_DIR) / f"{schema_name}.avsc").read_text(encoding="utf-8"))
+    c = codec.default_codec()
+
+    @given(_strategy(raw))
+    def check(record: dict[str, Any]) -> None:
+        encoded = c.encode(schema_name, record)
+        assert encoded == c.encode_with_fastavro(schema_name, record)
+        assert c.decode(encoded).record == record
+
+    check()
+
+
+def test_fast_readers_agree_with_full_decoding() -> None:
+    c = codec.default_codec()
+    entry = {
+        "run_id": "run-é",
+        "seq": 2**40,
+        "prev_hash": "sha256:" + "a" * 64,
+        "entry_type": "activity.result",
+        "stage_id": "s",
+        "role": "r",
+        "kind": "coding",
+        "producer_id": "p",
+        "submission_id": "x",
+        "artifact_hash": "sha256:" + "b" * 64,
+        "evidence_set_hash": "sha256:" + "c" * 64,
+        "observations": [{"kind": "page", "ref": "u" * 300, "content_hash": "sha256:" + "d" * 64}],
+        "terminal_state": "completed",
+        "reason_code": "ok",
+        "input": {"topic": "t", "partition": 3, "offset": 99},
+        "occurred_at_ms": 1767225600000,
+    }
+    payload = c.encode(codec.JOURNAL_ENTRY, entry)
+    assert codec.read_entry_head(payload) == (codec.JOURNAL_ENTRY, "run-é", 2**40, entry["prev_hash"], "activity.result")
+    value = c.encode(codec.JOURNAL_RECORD, {"payload": payload, "entry_hash": "sha256:" + "e" * 64})
+    assert codec.split_envelope(value) == (codec.JOURNAL_RECORD, (payload, "sha256:" + "e" * 64))
+    audit = {
+        "partition": 7, "seq": 123456, "prev_mac": "hmac-sha256:" + "0" * 64, "event": "activity.result", "run_id": "run-é",
+        "stage_id": "s", "kind": "coding", "terminal_state": "completed", "reason_code": "ok", "artifact_hash": "",
+        "evidence_set_hash": "", "record_hash": "sha256:" + "f" * 64, "journal_seq": -1,
+        "input": {"topic": "t", "partition": 7, "offset": 5},
+    }
+    for name, record in ((codec.AUDIT_ENTRY, audit), (codec.AUDIT_ENTRY_V2, {**audit, "computer_use": None})):
+        head = codec.read_audit_head(c.encode(name, record))
+        assert head == (name, 7, 123456, audit["prev_mac"], "activity.result", "run-é", "sha256:" + "f" * 64, -1)
+    sealed = c.encode(codec.SEAL_RECORD, {"payload": b"p" * 200, "key_id": "k", "signature": b"s" * 64})
+    assert codec.split_envelope(sealed) == (codec.SEAL_RECORD, (b"p" * 200, "k", b"s" * 64))
+
+
+@given(st.binary(max_size=120))
+def test_fast_readers_raise_only_decode_errors(tail: bytes) -> None:
+    c = codec.default_codec()
+    for name in (codec.JOURNAL_RECORD, codec.AUDIT_RECORD, codec.SEAL_RECORD):
+        try:
+            codec.split_envelope(c.schema(name).header + tail)
+        except codec.DecodeError:
+            pass
+    for name, reader in ((codec.JOURNAL_ENTRY, codec.read_entry_head), (codec.AUDIT_ENTRY, codec.read_audit_head)):
+        try:
+            reader(c.schema(name).header + tail)
+        except codec.DecodeError:
+            pass
