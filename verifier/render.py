@@ -70,9 +70,13 @@ def _seal_line(seal: SealVerdict) -> str:
 def _audit_line(audit: AuditVerdict) -> str:
     if audit.problem is not None:
         return f"  MISMATCH audit -- {_more(audit.problem, audit.further_problems)}"
-    macs = f"MACs verified with pinned key {', '.join(audit.key_ids)}" if audit.macs_verified else audit.note
+    macs = f"MACs verified with pinned key {', '.join(audit.key_ids)}" if audit.macs_verified else ""
+    detail = "; ".join(part for part in (macs, audit.note) if part)
     refusals = f", {_plural(audit.refusals, 'refusal')}" if audit.refusals else ""
-    return f"  OK audit ({_plural(audit.records, 'record')} on the partition, {macs}; {audit.run_records} of this run agree with the journal{refusals})"
+    return (
+        f"  OK audit ({_plural(audit.records, 'record')} on the partition, {detail}; "
+        f"{audit.run_records} of this run agree with the journal{refusals})"
+    )
 
 
 def stage_lines(stage: StageVerdict) -> Iterator[str]:

@@ -107,6 +107,7 @@ def verify_stream(
         return _not_found(run_id, source), iter(())
     chain.finish()
     audit.finish(chain.expected_seq)
+    audit.check_refusals(source, key)
 
     header = RunHeader(
         run_id=run_id,
@@ -419,6 +420,9 @@ class _AuditWalk:
     count: int = 0
     run_count: int = 0
     refusals: int = 0
+    refusal_hashes: list[tuple[int, int, str]] = field(default_factory=list)
+    """(audit seq, audit offset, sha256 of the refusal value) of this run's refusals."""
+    notes: list[str] = field(default_factory=list)
     last_mac: str = ""
     expected_seq: int = 0
     key_ids: set[str] = field(default_factory=set)
@@ -510,6 +514,8 @@ class _AuditWalk:
         self.run_count += 1
         if event == AuditEvent.ACTIVITY_REFUSED.value:
             self.refusals += 1
+            if not tainted:
+                self.refusal_hashes.append((seq, record.offset, record_hash))
             return None
         if event not in _JOIN_EVENTS:
             return None
@@ -635,6 +641,47 @@ class _AuditWalk:
                 first.offset,
             )
 
+    def check_refusals(self, source: RecordSource, key: bytes) -> None:
+        """Every refusal record of the run must be one the audit chain mirrors, and vice versa."""
+        partitions = source.partitions("refusals")
+        if not partitions:
+            if self.refusal_hashes:
+                self.notes.append(
+                    f"{len(self.refusal_hashes)} refusal(s) the audit mirrors were not checked: the source has no refusals topic"
+                )
+            return
+        expected: dict[str, list[tuple[int, int]]] = {}
+        for seq, offset, digest in self.refusal_hashes:
+            expected.setdefault(digest, []).append((seq, offset))
+        for partition in partitions:
+            for record in source.records("refusals", partition, headers=False):
+                if record.key != key:
+                    continue
+                digest = sha256_digest(record.value or b"")
+                if expected.get(digest):
+                    expected[digest].pop()
+                    continue
+                self.findings.add(
+                    Problem(
+                        "REFUSAL_NOT_AUDITED",
+                        f"refusal record at offset {record.offset} (refusals partition {partition}) hashes to '{digest}', "
+                        "which no audit record of this run mirrors (altered or inserted)",
+                        offset=record.offset,
+                        recomputed=digest,
+                    )
+                )
+        for digest, places in sorted(expected.items()):
+            for seq, offset in places:
+                self.findings.add(
+                    Problem(
+                        "REFUSAL_MISSING",
+                        f"audit seq {seq} (offset {offset}) mirrors a refusal '{digest}' that the refusals topic lacks (deleted)",
+                        seq=seq,
+                        offset=offset,
+                        expected=digest,
+                    )
+                )
+
     def _disagree(
         self, code: str, message: str, seq: int, offset: int, *, expected: str = "", recomputed: str = "", tainted: bool = False
     ) -> None:
@@ -643,9 +690,10 @@ class _AuditWalk:
         self.findings.add(Problem(code, message, seq=seq, offset=offset, expected=expected, recomputed=recomputed))
 
     def verdict(self) -> AuditVerdict:
-        note = ""
+        notes = list(self.notes)
         if not self.macs_verified:
-            note = f"MACs not verified: audit key {self.missing_key} is not pinned (add it to --trusted-keys)"
+            notes.insert(0, f"MACs not verified: audit key {self.missing_key} is not pinned (add it to --trusted-keys)")
+        note = "; ".join(notes)
         return AuditVerdict(
             records=self.count,
             run_records=self.run_count,

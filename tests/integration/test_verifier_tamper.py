@@ -751,22 +751,44 @@ def test_dump_key_file_as_trusted_keys_cannot_verify_audit(run: kit.RealisticRun
 
 
 # ---------------------------------------------------------------------------
-# known gap
+# refusals are joined with the audit chain
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="verifier gap: refusal records are not joined with the audit chain (the audit mirrors sha256 of each refusal value), "
-    "so an edited refusal record goes unnoticed",
-)
 def test_flip_refusal_record_byte(run: kit.RealisticRun, tmp_path: Path) -> None:
+    """An edited refusal record no longer hashes to what the audit mirrors: named at its offset, exit 2."""
     dump = kit.copy_dump(run.dump, tmp_path)
     path = kit.topic_file(dump, "refusals")
     items = kit.load_lines(path)
     (index,) = [i for i, item in enumerate(items) if kit.key_of(item) == kit.MAIN_RUN.encode()]
-    value = kit.value_of(items[index])
-    kit.set_value(items[index], kit.replace_once(value, b"REDUNDANT_STAGE", b"REDUNDANT_STAGX"))
+    original = kit.value_of(items[index])
+    edited = kit.replace_once(original, b"REDUNDANT_STAGE", b"REDUNDANT_STAGX")
+    kit.set_value(items[index], edited)
     kit.save_lines(path, items)
-    code, _, _ = kit.verify_dump(run, dump)
+    refusal_offset = int(items[index]["offset"])
+    code, document, _ = kit.verify_dump(run, dump)
     assert code == 2
+    problem = document["audit"]["problem"]
+    assert problem["code"] == "REFUSAL_NOT_AUDITED"
+    assert problem["offset"] == refusal_offset
+    assert problem["recomputed"] == kit.digest_of(edited)
+    # ... and the refusal the audit does mirror is reported missing, once.
+    assert document["audit"]["further_problems"] == 1
+    assert document["chain"]["problem"] is None and document["seal"]["problem"] is None
+    assert all(stage["ok"] for stage in document["stages"])
+
+
+def test_delete_refusal_record(run: kit.RealisticRun, tmp_path: Path) -> None:
+    dump = kit.copy_dump(run.dump, tmp_path)
+    path = kit.topic_file(dump, "refusals")
+    items = kit.load_lines(path)
+    (index,) = [i for i, item in enumerate(items) if kit.key_of(item) == kit.MAIN_RUN.encode()]
+    digest = kit.digest_of(kit.value_of(items[index]))
+    del items[index]
+    kit.save_lines(path, items)
+    code, document, _ = kit.verify_dump(run, dump)
+    assert code == 2
+    problem = document["audit"]["problem"]
+    assert problem["code"] == "REFUSAL_MISSING"
+    assert problem["expected"] == digest
+    assert document["audit"]["further_problems"] == 0
