@@ -10,8 +10,9 @@ the ``reason``), in this order:
 4. Signatures: ``signer_key_id`` must be a pinned key; every input and output
    signature (bound to run, stage, kind, role, index, ref, hash and, for
    outputs, the plan hash) and the receipt's own signature must verify with it.
-5. Journal: the receipt bytes hash to the entry's ``artifact_hash``, and its
-   inputs/outputs equal the entry's ``input``/``output`` observations.
+5. Journal: the receipt bytes hash to the entry's ``artifact_hash``, the entry
+   is ``completed``, and its inputs/outputs equal the entry's
+   ``input``/``output`` observations.
 6. Store: every input and output blob is reattached and re-hashed; a missing
    blob and a changed blob are different failures.
 
@@ -63,6 +64,7 @@ STORE_UNREADABLE: Final = "STORE_UNREADABLE"
 REFUSAL_MALFORMED: Final = "REFUSAL_MALFORMED"
 REFUSAL_MISMATCH: Final = "REFUSAL_MISMATCH"
 NOT_A_DATAOPS_ARTIFACT: Final = "NOT_A_DATAOPS_ARTIFACT"
+RECEIPT_STATE_MISMATCH: Final = "RECEIPT_STATE_MISMATCH"
 
 
 @dataclass(frozen=True)
@@ -134,8 +136,9 @@ def verify_artifact(
         fmt = None
     if fmt == REFUSAL_FORMAT:
         return verify_refusal(document_bytes, entry=entry)
-    if fmt != RECEIPT_FORMAT and entry is not None and entry.get("terminal_state") not in (None, "completed"):
-        # A failed or timed-out data/ops activity may have nothing to sign.
+    if fmt != RECEIPT_FORMAT and entry is not None and entry.get("terminal_state") in ("failed", "timed_out"):
+        # A failed or timed-out data/ops activity may have nothing to sign; a refused one
+        # must carry its refusal record (checked above), and a completed one its receipt.
         return DataOpsVerdict(
             ok=True, plan_ok=False, signatures_ok=False, evidence_reattached=False, reason="", format=str(fmt or "")
         )
@@ -394,6 +397,18 @@ def _signature_problem(signature: str, public_key: bytes, signed: bytes) -> str 
 
 def _check_journal(receipt: DataOpsReceipt, document_bytes: bytes, entry: Mapping[str, Any]) -> list[ReceiptFailure]:
     failures = _check_anchor("receipt", document_bytes, entry)
+    state = entry.get("terminal_state")
+    if state is not None and state != "completed":
+        # Only ``finish()`` makes a receipt, and it proves the effects ran: a refused/failed stage cannot carry one.
+        failures.append(
+            ReceiptFailure(
+                RECEIPT_STATE_MISMATCH,
+                "journal",
+                f"artifact is a signed receipt but the journal entry's terminal_state is {state!r}; "
+                "a receipt is anchored as 'completed'",
+                {"terminal_state": str(state)},
+            )
+        )
     observations = _observations(entry)
     for role, items in (("input", receipt.inputs), ("output", receipt.outputs)):
         journalled = [(o.get("ref"), o.get("content_hash")) for o in observations if o.get("kind") == role]

@@ -161,8 +161,12 @@ def _print(summary: dict[str, Any], out: TextIO, *, json_output: bool, headline:
         return
     print(f"{headline}: run={summary['run_id']} stage={summary['stage_id']} [{summary['kind']}]", file=out)
     print(f"  artifact {summary['artifact_hash']}", file=out)
-    counts = f"  {summary['claims']} claims"
+    counts = f"  {_plural(summary['claims'], 'claim')}"
     if "citations" in summary:
-        counts += f", {summary['citations']} citations"
-    print(f"{counts}, {summary['sources']} sources fetched", file=out)
+        counts += f", {_plural(summary['citations'], 'citation')}"
+    print(f"{counts}, {_plural(summary['sources'], 'source')} fetched", file=out)
     print(f"  landed at {summary['landed']}", file=out)
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"

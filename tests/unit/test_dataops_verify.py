@@ -472,3 +472,13 @@ def test_signature_text_is_strict_base64url_without_padding() -> None:
     for bad in (text + "=", "+" + text[1:], padding_bit_set, text[:-1]):
         with pytest.raises(ValueError):
             decode_signature(bad)
+
+
+def test_a_refused_stage_must_carry_its_refusal_record(tmp_path: Path) -> None:
+    """Only failed or timed-out stages may come without a signed document; a refused one needs its refusal record."""
+    built = build(tmp_path)
+    other = canonical_json({"format": "something.else/v1", "note": "not a refusal record"})
+    for state, ok in (("refused", False), ("failed", True), ("timed_out", True)):
+        entry = {**built.entry, "terminal_state": state, "artifact_hash": sha256_digest(other)}
+        verdict = verify_artifact(other, trusted=TRUSTED, cas=built.store, entry=entry)
+        assert verdict.ok is ok, state

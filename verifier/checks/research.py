@@ -18,7 +18,7 @@ citations that passed. The verdict's reason is the first failing claim's.
 Without a content store nothing can be resolved: the verdict is ok with the
 note "citations not resolved (no content store)". Refused / failed research
 records (budget overrun, fetch failure) are shape-checked and must match the
-entry's terminal state. Output is a pure function of the entry and the
+entry's terminal state and reason code. Output is a pure function of the entry and the
 stored bytes: no network, no clock.
 """
 
@@ -167,6 +167,9 @@ def _check_abort(ctx: CheckContext, document: Mapping[str, Any]) -> ModalityVerd
     state = ctx.entry.get("terminal_state")
     if state is not None and state != record.terminal_state:
         return _fail(f"research abort record anchored with terminal state {state!r}, expected {record.terminal_state!r}")
+    reason_code = ctx.entry.get("reason_code")
+    if reason_code is not None and reason_code != record.reason_code:
+        return _fail(f"research abort record anchored with reason code {reason_code!r}, expected {record.reason_code!r}")
     observed = _observed_hashes(ctx.entry)
     for source_ref, page_hash in record.fetched:
         if page_hash not in observed:
