@@ -34,7 +34,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 from consumers.core.model import SchedulerConfig
-from consumers.core.step import SchedulerCore
+from consumers.core.native import make_core
 from consumers.shell import Counters, SchedulerShell, ShellOptions
 from schemas import codec
 from schemas.canonical import evidence_set_hash, sha256_digest
@@ -185,7 +185,7 @@ def child(phase: str, bootstrap: str, prefix: str, count: int, input_topic: str)
             bootstrap=bootstrap,
             topics=Topics(prefix),
             partition=0,
-            core=SchedulerCore(config()),
+            core=make_core(config(), 0, os.environ.get("BENCH_CORE", "native")),
             options=ShellOptions(batch_max=BATCH_MAX, batch_timeout=BATCH_TIMEOUT),
             progress=None,
             input_topic=input_topic,
@@ -287,7 +287,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.child == "scheduler-live":
         shell = SchedulerShell(
-            bootstrap=args.bootstrap, topics=Topics(args.prefix), partition=0, core=SchedulerCore(config()),
+            bootstrap=args.bootstrap, topics=Topics(args.prefix), partition=0, core=make_core(config(), 0, os.environ.get("BENCH_CORE", "native")),
             options=ShellOptions(batch_max=BATCH_MAX, batch_timeout=BATCH_TIMEOUT), progress=None,
         )
         import signal

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TextIO
 
 from consumers.core.model import SchedulerConfig
-from consumers.core.step import SchedulerCore
+from consumers.core.native import make_core
 from consumers.manifest import load_roles
 from consumers.shell import SchedulerShell
 from producers.activity import ActivityRejected
@@ -174,7 +174,7 @@ def run_demo(*, settings: Settings, keys_dir: Path, out_dir: Path, out: TextIO =
         seal_every=1000,
     )
     shells = [
-        SchedulerShell(bootstrap=bootstrap, topics=settings.topics, partition=p, core=SchedulerCore(config), progress=None)
+        SchedulerShell(bootstrap=bootstrap, topics=settings.topics, partition=p, core=make_core(config, p), progress=None)
         for p in range(partitions)
     ]
     threads = [threading.Thread(target=shell.run, name=f"scheduler-p{shell.partition}", daemon=True) for shell in shells]

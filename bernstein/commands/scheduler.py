@@ -12,7 +12,7 @@ from types import FrameType
 
 from bernstein.commands.common import UsageError, add_keys_flag, add_prefix_flag, keys_from, settings_from
 from consumers.core.model import SchedulerConfig
-from consumers.core.step import SchedulerCore
+from consumers.core.native import make_core
 from consumers.manifest import load_roles
 from consumers.shell import SchedulerShell, ShellOptions
 from substrate.kafka import ensure_topics, partition_count, require_bootstrap
@@ -41,6 +41,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     run.add_argument("--batch-ms", type=int, default=20, help="wait for the first record of a batch, ms (default 20)")
     run.add_argument("--idle-exit", type=float, default=None, help="exit after this many idle seconds (tests, demos)")
     run.add_argument("--progress-every", type=float, default=5.0, help="seconds between progress lines (default 5)")
+    run.add_argument(
+        "--core",
+        choices=("auto", "native", "python"),
+        default="auto",
+        help="step function: the Rust core (byte-identical, ~10x faster) when built, else the Python reference "
+        "(default auto; $BERNSTEIN_CORE overrides)",
+    )
     run.set_defaults(func=_run)
     scheduler.set_defaults(func=lambda args: (scheduler.print_help(sys.stderr), 3)[1])
 
@@ -76,7 +83,7 @@ def _run(args: argparse.Namespace) -> int:
         bootstrap=bootstrap,
         topics=settings.topics,
         partition=partition,
-        core=SchedulerCore(config),
+        core=make_core(config, partition, args.core, environ=os.environ),
         options=ShellOptions(
             batch_max=args.batch_max, batch_timeout=args.batch_ms / 1000, progress_every=args.progress_every
         ),
@@ -100,6 +107,7 @@ def _supervise(args: argparse.Namespace, partitions: int) -> int:
         if value is not None:
             passthrough += [f"--{flag.replace('_', '-')}", str(value)]
     passthrough += ["--seal-every", str(args.seal_every), "--batch-max", str(args.batch_max), "--batch-ms", str(args.batch_ms)]
+    passthrough += ["--core", args.core]
     children = [
         subprocess.Popen([*base, "scheduler", "run", "--partition", str(p), *passthrough]) for p in range(partitions)
     ]

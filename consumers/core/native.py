@@ -1,0 +1,598 @@
+"""The scheduler core in Rust (``native/``), behind the Python core's interface.
+
+``NativeSchedulerCore(config, partition).step(state, record)`` returns exactly
+what ``SchedulerCore(config).step`` returns (the same ``OutputRecord`` bytes,
+headers and timestamps, the same state evolution) at a fraction of the cost;
+``step_many`` runs a whole batch in one call into the extension.
+
+The state lives inside the extension. ``step`` accepts either a
+``SchedulerState`` (e.g. from ``rebuild_state``), which it loads, or the
+``NativeState`` handle the previous call returned; like the Python core it
+takes ownership of the state it is given, and a handle that has been passed on
+is stale (using it again raises ``StaleState``). ``to_scheduler_state`` turns
+the current state back into a ``SchedulerState``.
+
+Records the extension deliberately does not reproduce are processed by the
+Python reference, one record at a time, on a view of the native state that
+fetches only the run the record touches (see ``bernstein_native``'s
+``core.rs`` for the list: fastavro's error wording for malformed bodies,
+computer-use actions, the session check of browser results, inputs of an
+unusual shape). ``fallbacks`` counts them.
+
+``make_core`` picks the implementation: ``prefer`` (``auto``, ``native`` or
+``python``) unless ``BERNSTEIN_CORE`` in the ``environ`` the caller passes says
+otherwise; ``auto`` uses the
+extension when it imports, matches this tree's schemas and constants and
+passes a startup self-check against the reference, else the Python core.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn, Protocol
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+
+from consumers.core import step as _reference
+from consumers.core.model import (
+    InputRecord,
+    OutputRecord,
+    RunState,
+    SchedulerConfig,
+    SchedulerState,
+    SessionState,
+    Stream,
+)
+from consumers.core.step import SchedulerCore
+from schemas import codec
+from schemas.canonical import evidence_set_hash, sha256_digest
+from schemas.errors import BernsteinError
+from schemas.records import (
+    KINDS,
+    MAX_INLINE_ARTIFACT_BYTES,
+    MAX_KIND_LENGTH,
+    MAX_OBSERVATIONS,
+    MAX_REASON_CODE_LENGTH,
+    MAX_REF_LENGTH,
+    TERMINAL_STATES,
+    DeadLetterCode,
+)
+
+if TYPE_CHECKING:
+    import bernstein_native
+
+_native: ModuleType | None
+try:
+    import bernstein_native as _loaded
+except ImportError as _exc:  # not built: `uv sync` builds it (needs cargo)
+    _native = None
+    _IMPORT_ERROR: str | None = f"the bernstein_native extension is not installed ({_exc})"
+else:
+    _native = _loaded
+    _IMPORT_ERROR = None
+
+ENV_VAR: Final = "BERNSTEIN_CORE"
+CHOICES: Final = ("auto", "native", "python")
+_STREAMS: Final = (Stream.JOURNAL, Stream.REFUSALS, Stream.AUDIT, Stream.DEADLETTER)
+_SCHEDULER_ERROR: Final = (
+    codec.default_codec().schema(codec.DEAD_LETTER).header + b"\x1e" + DeadLetterCode.SCHEDULER_ERROR.value.encode()
+)
+"""The first bytes of a SCHEDULER_ERROR dead letter (the code is its first field)."""
+
+
+class SchedulerCoreLike(Protocol):
+    """What the shell needs of a core; ``SchedulerCore`` and ``NativeSchedulerCore`` both are one."""
+
+    config: SchedulerConfig
+
+    def step(self, state: Any, record: InputRecord) -> tuple[Any, list[OutputRecord]]: ...
+
+
+class NativeUnavailable(BernsteinError):
+    """The native core cannot be used here (not built, or out of step with this tree)."""
+
+    code = "E_NATIVE_UNAVAILABLE"
+
+
+class StaleState(BernsteinError):
+    """A NativeState handle that was already passed to ``step`` (or belongs to another core)."""
+
+    code = "E_STALE_STATE"
+
+
+def _constant_mismatches() -> list[str]:
+    """Where the extension's built-in constants differ from this tree's Python ones."""
+    if _native is None:
+        return []
+    expected: dict[str, Any] = {
+        "KINDS": sorted(KINDS),
+        "TERMINAL_STATES": sorted(TERMINAL_STATES),
+        "MAX_INLINE_ARTIFACT_BYTES": MAX_INLINE_ARTIFACT_BYTES,
+        "MAX_OBSERVATIONS": MAX_OBSERVATIONS,
+        "MAX_REF_LENGTH": MAX_REF_LENGTH,
+        "MAX_REASON_CODE_LENGTH": MAX_REASON_CODE_LENGTH,
+        "MAX_KIND_LENGTH": MAX_KIND_LENGTH,
+        "MAX_EVIDENCE_CHARS": _reference._MAX_EVIDENCE_CHARS,
+        "MAX_DEAD_LETTER_RAW": _reference._MAX_DEAD_LETTER_RAW,
+    }
+    built = _native.CONSTANTS
+    problems = [
+        f"{name}: native {built.get(name)!r}, Python {value!r}" for name, value in expected.items() if built.get(name) != value
+    ]
+    schemas = {s.name: s.fingerprint for s in codec.default_codec().schemas}
+    for name, fingerprint in _native.NATIVE_SCHEMAS:
+        if schemas.get(name) != fingerprint:
+            problems.append(f"schema {name} changed (the native encoders follow the old one)")
+    return problems
+
+
+def native_status() -> tuple[bool, str]:
+    """Whether the extension is importable and built for this tree, and if not why."""
+    if _native is None:
+        return False, _IMPORT_ERROR or "the bernstein_native extension is not installed"
+    problems = _constant_mismatches()
+    if problems:
+        return False, "bernstein_native is out of step with this tree: " + "; ".join(problems)
+    return True, f"bernstein_native {_native.VERSION}"
+
+
+def _output_slots() -> list[str] | None:
+    """OutputRecord's slot names when its ``__init__`` only stores them (then the extension fills them directly)."""
+    names = [f.name for f in dataclasses.fields(OutputRecord)]
+    plain = (
+        names == ["stream", "key", "value", "headers", "timestamp_ms"]
+        and getattr(OutputRecord, "__slots__", None) == tuple(names)
+        and OutputRecord.__new__ is object.__new__
+        and not hasattr(OutputRecord, "__post_init__")
+        and OutputRecord.__mro__ == (OutputRecord, object)
+    )
+    return names if plain else None
+
+
+def _ed25519_seed(signer: object) -> bytes:
+    key = getattr(signer, "_key", None)
+    if not isinstance(key, Ed25519PrivateKey):
+        raise NativeUnavailable(f"the native core signs with a raw Ed25519 seed; {type(signer).__name__} does not expose one")
+    return key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
+
+
+class NativeState:
+    """A handle on the state held inside a ``NativeSchedulerCore`` (valid until passed to ``step``)."""
+
+    __slots__ = ("_core", "_generation")
+
+    def __init__(self, core: NativeSchedulerCore, generation: int) -> None:
+        self._core = core
+        self._generation = generation
+
+    def to_scheduler_state(self) -> SchedulerState:
+        """A copy of the state as the Python core's ``SchedulerState``."""
+        self._core._check(self)
+        return self._core.to_scheduler_state()
+
+
+class NativeSchedulerCore:
+    """The native step function, bound to its configuration (see the module doc)."""
+
+    def __init__(self, config: SchedulerConfig, partition: int, *, self_check: bool = True) -> None:
+        ok, reason = native_status()
+        if not ok or _native is None:
+            raise NativeUnavailable(reason)
+        if config.seal_every < 1:
+            raise ValueError("seal_every must be at least 1")
+        self.config = config
+        self.partition = partition
+        self.fallbacks = 0
+        """Records processed by the Python reference (see the module doc)."""
+        self._reference = SchedulerCore(config)
+        seed = _ed25519_seed(config.signer)
+        probe = b"bernstein/native-signer-probe"
+        if _native.ed25519_sign(seed, probe) != config.signer.sign(probe):
+            raise NativeUnavailable("the signer's Ed25519 signatures differ from the native ones for the same seed")
+        roles = dict(config.roles)
+        if not all(isinstance(role, str) for role in roles):
+            raise NativeUnavailable("the native core needs a roles mapping with str keys")
+        try:
+            self._native: bernstein_native.NativeCore = _native.NativeCore(
+                roles,
+                seed,
+                config.audit_key,
+                config.audit_key_id,
+                config.seal_every,
+                partition,
+                config.signer.key_id,
+                [(s.fingerprint, s.name) for s in codec.default_codec().schemas],
+                sorted(_reference._INPUT_SCHEMAS),
+            )
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise NativeUnavailable(f"the native core refused this configuration: {exc}") from exc
+        self._native.set_output_factory(OutputRecord, list(_STREAMS), _output_slots())
+        self._generation = 0
+        self._current: NativeState | None = None
+        if self_check:
+            _self_check(self)
+
+    # -- the interface of SchedulerCore ---------------------------------------------
+
+    def step(self, state: SchedulerState | NativeState, record: InputRecord) -> tuple[NativeState, list[OutputRecord]]:
+        """Process one input record (the Python core's contract; never raises for bad input)."""
+        current = self._current
+        if current is None or state is not current:
+            self._adopt(state)
+        try:
+            outputs: list[OutputRecord] | None = self._native.step_one(record)
+            if outputs is None:
+                outputs = self._python_step(record)
+        except BaseException:
+            self._current = None  # the state may have moved on: only a reload is safe now
+            raise
+        return self._advance(), outputs
+
+    def step_many(
+        self, state: SchedulerState | NativeState, records: Sequence[InputRecord]
+    ) -> tuple[NativeState, list[list[OutputRecord]]]:
+        """``step`` over a batch in one call: one output list per record, in order."""
+        self._adopt(state)
+        batch = records if isinstance(records, list) else list(records)
+        try:
+            results: list[list[OutputRecord]] = self._native.step_batch(batch)
+            while len(results) < len(batch):
+                results.append(self._python_step(batch[len(results)]))
+                if len(results) < len(batch):
+                    results.extend(self._native.step_batch(batch, len(results)))
+        except BaseException:
+            self._current = None
+            raise
+        return self._advance(), results
+
+    # -- state ------------------------------------------------------------------------
+
+    def initial_state(self) -> NativeState:
+        """``initial_state(config, partition)`` as a handle."""
+        self._native.reset(self.partition)
+        return self._advance()
+
+    def to_scheduler_state(self) -> SchedulerState:
+        """The current native state as a ``SchedulerState`` (a copy)."""
+        partition, audit_seq, audit_head, runs = self._native.export_state()
+        return SchedulerState(
+            partition=partition,
+            audit_seq=audit_seq,
+            audit_head=audit_head,
+            runs={
+                run_id: RunState(
+                    head=head,
+                    entry_count=entry_count,
+                    stages=stages,
+                    evidence=evidence,
+                    closed=closed,
+                    sealed_count=sealed_count,
+                    sessions={sid: SessionState(next_index, anchor, done) for sid, next_index, anchor, done in sessions},
+                )
+                for run_id, head, entry_count, stages, evidence, closed, sealed_count, sessions in runs
+            },
+        )
+
+    def load(self, state: SchedulerState) -> NativeState:
+        """Replace the native state with ``state`` (which the core then owns)."""
+        self._load(state)
+        return self._advance()
+
+    def _load(self, state: SchedulerState) -> None:
+        self._native.load_state(
+            state.partition,
+            state.audit_seq,
+            state.audit_head,
+            [
+                (
+                    run_id,
+                    run.head,
+                    run.entry_count,
+                    run.stages,
+                    run.evidence,
+                    run.closed,
+                    run.sealed_count,
+                    [(sid, s.next_index, s.last_anchor, s.closed) for sid, s in run.sessions.items()],
+                )
+                for run_id, run in state.runs.items()
+            ],
+        )
+
+    def _check(self, state: NativeState) -> None:
+        if state is not self._current:
+            raise StaleState(
+                "this NativeState was already passed to step (or belongs to another core): "
+                "use the state step returned, or pass a SchedulerState to reload"
+            )
+
+    def _adopt(self, state: SchedulerState | NativeState) -> None:
+        if isinstance(state, NativeState):
+            self._check(state)
+        elif isinstance(state, SchedulerState):
+            self._load(state)
+        else:
+            raise TypeError(f"expected a SchedulerState or a NativeState, got {type(state).__name__}")
+
+    def _advance(self) -> NativeState:
+        self._generation += 1
+        self._current = NativeState(self, self._generation)
+        return self._current
+
+    # -- the reference, for the records the extension hands back -------------------------
+
+    def _python_step(self, record: InputRecord | tuple[Any, ...]) -> list[OutputRecord]:
+        self.fallbacks += 1
+        if isinstance(record, tuple):
+            record = InputRecord(*record)
+        partition, audit_seq, audit_head = self._native.audit_position()
+        runs = _LazyRuns(self._native)
+        state = SchedulerState(partition=partition, audit_seq=audit_seq, audit_head=audit_head, runs=runs)  # type: ignore[arg-type]
+        try:
+            after, outputs = self._reference.step(state, record)
+        except Exception:
+            if not runs.unsupported:
+                raise
+        else:
+            lazy: object = runs
+            if after is state and after.runs is lazy and not runs.unsupported and not _scheduler_error(outputs):
+                self._native.set_audit(after.audit_seq, after.audit_head)
+                runs.write_back()
+                return outputs
+        # The reference did something the lazy view does not model (or failed
+        # on it): run it again on a full copy of the state. Nothing was written.
+        full = self.to_scheduler_state()
+        after, outputs = self._reference.step(full, record)
+        self._load(after)
+        return outputs
+
+
+def _scheduler_error(outputs: list[OutputRecord]) -> bool:
+    return any(o.stream is Stream.DEADLETTER and o.value.startswith(_SCHEDULER_ERROR) for o in outputs)
+
+
+class _Unsupported(Exception):
+    """An operation the lazy state views do not model; the step is redone on a full state."""
+
+
+class _NativeMap(MutableMapping[str, str]):
+    """A run's ``stages`` or ``evidence`` map: reads go to the extension, writes stay here."""
+
+    __slots__ = ("_get", "_run_id", "_owner", "writes")
+
+    def __init__(self, get: Any, run_id: str, owner: _LazyRuns) -> None:
+        self._get = get
+        self._run_id = run_id
+        self._owner = owner
+        self.writes: dict[str, str] = {}
+
+    def __getitem__(self, key: str) -> str:
+        if key in self.writes:
+            return self.writes[key]
+        value = self._get(self._run_id, key) if isinstance(key, str) else None
+        if value is None:
+            raise KeyError(key)
+        return str(value)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.get(key) is not None
+
+    def __setitem__(self, key: str, value: str) -> None:
+        k: object = key
+        v: object = value
+        if not isinstance(k, str) or not isinstance(v, str):
+            self._unsupported()
+        self.writes[k] = v
+
+    def setdefault(self, key: str, default: str = "") -> str:
+        existing: str | None = self.get(key)
+        if existing is not None:
+            return existing
+        self[key] = default
+        return default
+
+    def __delitem__(self, key: str) -> None:
+        self._unsupported()
+
+    def __iter__(self) -> Iterator[str]:
+        self._unsupported()
+
+    def __len__(self) -> int:
+        self._unsupported()
+
+    def _unsupported(self) -> NoReturn:
+        self._owner.unsupported = True
+        raise _Unsupported("a run map operation the lazy view does not model")
+
+
+class _LazyRuns(MutableMapping[str, RunState]):
+    """``SchedulerState.runs`` for one reference step: fetches a run from the extension when asked for it."""
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+        self._runs: dict[str, RunState] = {}
+        self._fetched: set[str] = set()
+        self.unsupported = False
+
+    def _fetch(self, run_id: object) -> RunState | None:
+        if not isinstance(run_id, str):
+            return None
+        run = self._runs.get(run_id)
+        if run is not None or run_id in self._fetched:
+            return run
+        self._fetched.add(run_id)
+        header = self._native.run_header(run_id)
+        if header is None:
+            return None
+        head, entry_count, closed, sealed_count, sessions = header
+        run = RunState(
+            head=head,
+            entry_count=entry_count,
+            stages=_NativeMap(self._native.stage_get, run_id, self),  # type: ignore[arg-type]
+            evidence=_NativeMap(self._native.evidence_get, run_id, self),  # type: ignore[arg-type]
+            closed=closed,
+            sealed_count=sealed_count,
+            sessions={sid: SessionState(next_index, anchor, done) for sid, next_index, anchor, done in sessions},
+        )
+        self._runs[run_id] = run
+        return run
+
+    def __getitem__(self, run_id: str) -> RunState:
+        run = self._fetch(run_id)
+        if run is None:
+            raise KeyError(run_id)
+        return run
+
+    def get(self, run_id: str, default: Any = None) -> Any:
+        run = self._fetch(run_id)
+        return default if run is None else run
+
+    def __contains__(self, run_id: object) -> bool:
+        return self._fetch(run_id) is not None
+
+    def __setitem__(self, run_id: str, run: RunState) -> None:
+        key: object = run_id
+        value: object = run
+        if not isinstance(key, str) or not isinstance(value, RunState):
+            self._unsupported()
+        self._fetched.add(key)
+        self._runs[key] = value
+
+    def __delitem__(self, run_id: str) -> None:
+        self._unsupported()
+
+    def __iter__(self) -> Iterator[str]:
+        self._unsupported()
+
+    def __len__(self) -> int:
+        self._unsupported()
+
+    def _unsupported(self) -> NoReturn:
+        self.unsupported = True
+        raise _Unsupported("a runs operation the lazy view does not model")
+
+    def write_back(self) -> None:
+        """Apply every run the step saw (fetched runs may have been mutated in place) to the extension."""
+        for run_id, run in self._runs.items():
+            stages_replace, stages = _map_items(run.stages)
+            evidence_replace, evidence = _map_items(run.evidence)
+            self._native.apply_run(
+                run_id,
+                run.head,
+                run.entry_count,
+                run.closed,
+                run.sealed_count,
+                [(sid, s.next_index, s.last_anchor, s.closed) for sid, s in run.sessions.items()],
+                stages_replace,
+                stages,
+                evidence_replace,
+                evidence,
+            )
+
+
+def _map_items(mapping: Mapping[str, str]) -> tuple[bool, list[tuple[str, str]]]:
+    """(replace?, items): the writes of a lazy map, or the whole of a map the step built itself."""
+    if isinstance(mapping, _NativeMap):
+        return False, list(mapping.writes.items())
+    return True, list(mapping.items())
+
+
+# ---------------------------------------------------------------------------
+# startup self-check
+# ---------------------------------------------------------------------------
+
+
+def _self_check(core: NativeSchedulerCore) -> None:
+    """A few records of every kind through both cores; any difference disables the native one."""
+    config = core.config
+    role_kind = next(
+        ((r, k) for r, k in sorted(config.roles.items()) if isinstance(k, str) and k in KINDS and k != "browser"), None
+    )
+    observations = [{"kind": "page", "ref": f"self-check/{i}", "content_hash": sha256_digest(b"%d" % i)} for i in range(2)]
+    artifact = b'{"self":"check"}'
+    base = {
+        "submission_id": "self-check-0",
+        "run_id": "self-check-run",
+        "stage_id": "stage-0",
+        "role": role_kind[0] if role_kind else "self-check-role",
+        "producer": {"id": "self-check", "sdk": "bernstein-native"},
+        "kind": role_kind[1] if role_kind else "coding",
+        "artifact": artifact,
+        "artifact_hash": sha256_digest(artifact),
+        "evidence_set_hash": evidence_set_hash(o["content_hash"] for o in observations),
+        "observations": observations,
+        "terminal_state": "completed",
+        "reason_code": "ok",
+        "occurred_at_ms": 1,
+    }
+    valid = codec.encode(codec.ACTIVITY_SUBMISSION, base)
+    values: list[bytes | None] = [
+        valid,
+        valid,  # duplicate stage (or unknown role when the manifest has no usable role)
+        codec.encode(codec.ACTIVITY_SUBMISSION, {**base, "stage_id": "stage-1", "kind": "po\u00e9try \u2603"}),
+        codec.encode(codec.ACTIVITY_SUBMISSION, {**base, "stage_id": "stage-2", "reason_code": "ok\n"}),
+        valid[:-5],
+        valid + b"\x00",
+        b"not avro",
+        codec.MAGIC + b"\x00" * 8 + b"body",
+        codec.encode(
+            codec.RUN_CLOSE, {"submission_id": "c", "run_id": "self-check-run", "producer": base["producer"], "occurred_at_ms": 2}
+        ),
+        None,
+    ]
+    records = [InputRecord("self-check", 0, i, 1_000 + i, b"k", v) for i, v in enumerate(values)]
+    py_state = _reference.initial_state(config, core.partition)
+    state: SchedulerState | NativeState = _reference.initial_state(config, core.partition)
+    fallbacks = core.fallbacks
+    for record in records:
+        py_state, expected = core._reference.step(py_state, record)
+        state, got = core.step(state, record)
+        if got != expected or core.to_scheduler_state() != py_state:
+            core._native.reset(core.partition)
+            raise NativeUnavailable(
+                f"the native core's outputs differ from the Python reference's (self-check record {record.offset}): "
+                "bernstein_native needs updating for this tree"
+            )
+    core.fallbacks = fallbacks
+    core._native.reset(core.partition)
+    core._current = None
+
+
+# ---------------------------------------------------------------------------
+# choosing a core
+# ---------------------------------------------------------------------------
+
+
+def make_core(
+    config: SchedulerConfig,
+    partition: int,
+    prefer: Literal["auto", "native", "python"] | str = "auto",
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> SchedulerCore | NativeSchedulerCore:
+    """The scheduler core to run: ``prefer``, unless ``environ`` sets ``BERNSTEIN_CORE`` (it wins).
+
+    ``python`` -> the reference; ``native`` -> the extension or NativeUnavailable;
+    ``auto`` -> the extension when it is usable here, else the reference. The
+    core package reads no environment (tests/unit/test_scheduler_core.py scans
+    it): callers pass theirs, e.g. ``make_core(config, partition, environ=os.environ)``.
+    """
+    choice = ((environ or {}).get(ENV_VAR) or prefer).strip().lower()
+    if choice not in CHOICES:
+        raise ValueError(f"{ENV_VAR} / prefer must be one of {', '.join(CHOICES)}, got {choice!r}")
+    if choice == "python":
+        return SchedulerCore(config)
+    try:
+        return NativeSchedulerCore(config, partition)
+    except NativeUnavailable:
+        if choice == "native":
+            raise
+        return SchedulerCore(config)

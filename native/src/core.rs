@@ -1,0 +1,1116 @@
+//! The scheduler's step, ported from `consumers/core/step.py` (the reference).
+//!
+//! Same order of checks, same messages, same fields, same outputs in the same
+//! order, same state evolution. Whatever this port does not reproduce returns
+//! `Outcome::Fallback` *before touching the state*, and the Python adapter runs
+//! the reference for that one record:
+//!
+//! * a body the strict Avro reader does not accept (fastavro's error wording,
+//!   and the rare encodings fastavro accepts but we do not: negative block
+//!   counts, over-long varints);
+//! * input schemas the reference handles but this port does not
+//!   (ComputerUseAction.v1), and ActivitySubmissions of kind `browser` that
+//!   pass every other check (their session check parses JSON);
+//! * `repr()` of a non-ASCII string when the host cannot provide it;
+//! * an input partition that does not fit an Avro int.
+//!
+//! No I/O, no clock, no randomness: time comes from the input record,
+//! Ed25519 (RFC 8032) is deterministic, and the hash tables are keyed from the
+//! audit key (secret, so not floodable; fixed, so runs are reproducible).
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+
+use ed25519_dalek::{Signer as _, SigningKey};
+use indexmap::IndexMap;
+use siphasher::sip::SipHasher13;
+
+use crate::avro::{put_bool, put_bytes, put_int, put_long, put_opt_bytes, put_opt_str, put_str};
+use crate::hashing::{
+    evidence_set_hash_of_digests, hex_string, journal_entry_hash, journal_genesis,
+    seal_signing_input, sha256_digest, AuditMac,
+};
+use crate::schemas::*;
+use crate::text::{char_len, clip, has_control, is_blank, is_digest, is_valid_id, repr_ascii};
+
+// ---------------------------------------------------------------------------
+// constants of schemas.records and consumers.core.step (checked by the adapter)
+// ---------------------------------------------------------------------------
+
+/// `sorted(KINDS)`
+pub const KINDS: [&str; 5] = ["browser", "coding", "data", "ops", "research"];
+/// `sorted(TERMINAL_STATES)`
+pub const TERMINAL_STATES: [&str; 4] = ["completed", "failed", "refused", "timed_out"];
+pub const MAX_INLINE_ARTIFACT_BYTES: usize = 512 * 1024;
+pub const MAX_OBSERVATIONS: usize = 4096;
+pub const MAX_REF_LENGTH: usize = 4096;
+pub const MAX_REASON_CODE_LENGTH: usize = 128;
+pub const MAX_KIND_LENGTH: usize = 64;
+pub const MAX_EVIDENCE_CHARS: usize = 256;
+pub const MAX_DEAD_LETTER_RAW: usize = 512 * 1024;
+pub const MAX_DETAIL_CHARS: usize = 1024;
+pub const ENTRY_ACTIVITY_RESULT: &str = "activity.result";
+
+const ID_RULE: &str = "must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -";
+
+// ---------------------------------------------------------------------------
+// hashing of the state's tables
+// ---------------------------------------------------------------------------
+
+/// SipHash-1-3 with fixed keys derived from the audit key.
+#[derive(Clone, Copy, Debug)]
+pub struct KeyedHasher {
+    k0: u64,
+    k1: u64,
+}
+
+impl KeyedHasher {
+    pub fn from_seed(seed: [u8; 32]) -> Self {
+        let k0 = u64::from_le_bytes(seed[0..8].try_into().unwrap());
+        let k1 = u64::from_le_bytes(seed[8..16].try_into().unwrap());
+        KeyedHasher { k0, k1 }
+    }
+}
+
+impl BuildHasher for KeyedHasher {
+    type Hasher = SipHasher13;
+    fn build_hasher(&self) -> SipHasher13 {
+        SipHasher13::new_with_keys(self.k0, self.k1)
+    }
+}
+
+pub type Map<K, V> = IndexMap<K, V, KeyedHasher>;
+
+// ---------------------------------------------------------------------------
+// configuration and state
+// ---------------------------------------------------------------------------
+
+/// What `config.roles.get(role)` returns, prepared by the host.
+pub struct RoleKind {
+    /// The string value (None when the manifest value is not a string).
+    pub text: Option<String>,
+    /// `_clip`'s source: the string, or `repr(value)` for a non-string.
+    pub clip_source: String,
+    /// `repr(value)` as the running interpreter prints it.
+    pub repr: String,
+}
+
+pub struct Config {
+    pub roles: HashMap<String, RoleKind, KeyedHasher>,
+    pub signing_key: SigningKey,
+    pub signer_key_id: String,
+    pub audit: AuditMac,
+    pub audit_key_id: String,
+    pub seal_every: i64,
+    /// Every schema the codec knows: fingerprint -> name.
+    pub known: Vec<([u8; 8], String)>,
+    /// The reference's `_INPUT_SCHEMAS`.
+    pub expected: Vec<String>,
+    /// `', '.join(sorted(_INPUT_SCHEMAS))`
+    pub expected_joined: String,
+    pub hasher: KeyedHasher,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Session {
+    pub next_index: i128,
+    pub last_anchor: String,
+    pub closed: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct RunState {
+    pub head: String,
+    pub entry_count: i64,
+    pub stages: Map<Box<str>, Box<str>>,
+    pub evidence: Map<Box<str>, Box<str>>,
+    pub closed: bool,
+    pub sealed_count: i64,
+    /// Computer-use sessions: kept for the reference (this port never reads them).
+    pub sessions: Vec<(String, Session)>,
+}
+
+impl RunState {
+    pub fn empty(head: String, hasher: KeyedHasher) -> Self {
+        RunState {
+            head,
+            entry_count: 0,
+            stages: Map::with_hasher(hasher),
+            evidence: Map::with_hasher(hasher),
+            closed: false,
+            sealed_count: 0,
+            sessions: Vec::new(),
+        }
+    }
+}
+
+pub struct AuditChain {
+    pub seq: i64,
+    pub head: String,
+}
+
+pub struct State {
+    pub partition: i32,
+    pub audit: AuditChain,
+    pub runs: Map<Box<str>, RunState>,
+}
+
+// ---------------------------------------------------------------------------
+// inputs and outputs
+// ---------------------------------------------------------------------------
+
+pub struct Input<'a> {
+    pub topic: &'a str,
+    pub partition: i64,
+    pub offset: i64,
+    pub timestamp_ms: i64,
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stream {
+    Journal = 0,
+    Refusals = 1,
+    Audit = 2,
+    Deadletter = 3,
+}
+
+/// The CloudEvents `ce_type` of an output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CeType {
+    ActivityResult = 0,
+    RunSealed = 1,
+    ActivityRefused = 2,
+    InputDeadletter = 3,
+    AuditActivityResult = 4,
+    AuditActivityRefused = 5,
+    AuditInputDeadletter = 6,
+    AuditRunSealed = 7,
+}
+
+pub const CE_TYPES: [&str; 8] = [
+    "bernstein.activity.result",
+    "bernstein.run.sealed",
+    "bernstein.activity.refused",
+    "bernstein.input.deadletter",
+    "bernstein.audit.activity.result",
+    "bernstein.audit.activity.refused",
+    "bernstein.audit.input.deadletter",
+    "bernstein.audit.run.sealed",
+];
+
+pub struct Output<'a> {
+    pub stream: Stream,
+    pub key: &'a [u8],
+    pub value: Vec<u8>,
+    pub ce_type: CeType,
+}
+
+/// The record must go to the reference; the state has not been touched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fallback(pub &'static str);
+
+/// What the embedding provides: Python's `repr()` of a non-ASCII string.
+pub trait Host {
+    fn repr_non_ascii(&mut self, s: &str) -> Option<String>;
+}
+
+/// A host without an interpreter: every non-ASCII repr falls back.
+pub struct NoHost;
+
+impl Host for NoHost {
+    fn repr_non_ascii(&mut self, _s: &str) -> Option<String> {
+        None
+    }
+}
+
+fn py_repr(s: &str, host: &mut dyn Host) -> Result<String, Fallback> {
+    match repr_ascii(s) {
+        Some(r) => Ok(r),
+        None => host
+            .repr_non_ascii(s)
+            .ok_or(Fallback("repr of a non-ASCII string")),
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Event {
+    ActivityResult,
+    ActivityRefused,
+    InputDeadletter,
+    RunSealed,
+}
+
+impl Event {
+    fn value(self) -> &'static str {
+        match self {
+            Event::ActivityResult => "activity.result",
+            Event::ActivityRefused => "activity.refused",
+            Event::InputDeadletter => "input.deadletter",
+            Event::RunSealed => "run.sealed",
+        }
+    }
+    fn ce_type(self) -> CeType {
+        match self {
+            Event::ActivityResult => CeType::AuditActivityResult,
+            Event::ActivityRefused => CeType::AuditActivityRefused,
+            Event::InputDeadletter => CeType::AuditInputDeadletter,
+            Event::RunSealed => CeType::AuditRunSealed,
+        }
+    }
+}
+
+/// `{"topic", "partition", "offset"}` of the input record.
+#[derive(Clone, Copy)]
+struct Position<'a> {
+    topic: &'a str,
+    partition: i32,
+    offset: i64,
+}
+
+impl Position<'_> {
+    #[inline]
+    fn put(&self, buf: &mut Vec<u8>) {
+        put_str(buf, self.topic);
+        put_int(buf, self.partition);
+        put_long(buf, self.offset);
+    }
+}
+
+struct Refusal<'a> {
+    code: &'static str,
+    message: String,
+    field: Cow<'a, str>,
+    declared: Cow<'a, str>,
+    recomputed: Cow<'a, str>,
+    earlier_stage_id: Option<String>,
+    exception: &'static str,
+}
+
+impl<'a> Refusal<'a> {
+    fn new(
+        code: &'static str,
+        message: String,
+        field: impl Into<Cow<'a, str>>,
+        declared: impl Into<Cow<'a, str>>,
+    ) -> Self {
+        Refusal {
+            code,
+            message,
+            field: field.into(),
+            declared: declared.into(),
+            recomputed: Cow::Borrowed(""),
+            earlier_stage_id: None,
+            exception: "ActivityRejected",
+        }
+    }
+    fn recomputed(mut self, value: impl Into<Cow<'a, str>>) -> Self {
+        self.recomputed = value.into();
+        self
+    }
+}
+
+/// The submission fields `_refuse` reads (`sub.get(name, "")`).
+struct RefusedFields<'a> {
+    run_id: &'a str,
+    stage_id: &'a str,
+    role: &'a str,
+    kind: &'a str,
+    submission_id: &'a str,
+    terminal_state: &'a str,
+    artifact_hash: &'a str,
+    evidence_set_hash: &'a str,
+    occurred_at_ms: i64,
+}
+
+fn malformed_digest<'a>(field: impl Into<Cow<'a, str>>, value: &'a str) -> Refusal<'a> {
+    let field = field.into();
+    Refusal::new(
+        "MALFORMED_DIGEST",
+        format!("{field} is not of the form sha256:<64 lowercase hex>"),
+        field,
+        clip(value, MAX_EVIDENCE_CHARS),
+    )
+}
+
+fn digest_or_empty(value: &str) -> &str {
+    if is_digest(value) {
+        value
+    } else {
+        ""
+    }
+}
+
+// ---------------------------------------------------------------------------
+// the core
+// ---------------------------------------------------------------------------
+
+pub struct Core {
+    pub cfg: Config,
+    pub state: State,
+}
+
+pub enum Outcome<'a> {
+    Done(Vec<Output<'a>>),
+    Fallback(Fallback),
+}
+
+impl Core {
+    pub fn new_run(&self, run_id: &str) -> RunState {
+        RunState::empty(journal_genesis(run_id), self.cfg.hasher)
+    }
+
+    /// `initial_state(config, partition)`
+    pub fn reset(&mut self, partition: i32) {
+        self.state = State {
+            partition,
+            audit: AuditChain {
+                seq: 0,
+                head: self.cfg.audit.audit_genesis(i64::from(partition)),
+            },
+            runs: Map::with_hasher(self.cfg.hasher),
+        };
+    }
+
+    /// `SchedulerCore.step` for one record.
+    pub fn step<'a>(&mut self, rec: &Input<'a>, host: &mut dyn Host) -> Outcome<'a> {
+        let Ok(partition) = i32::try_from(rec.partition) else {
+            return Outcome::Fallback(Fallback("input partition does not fit an Avro int"));
+        };
+        if self.state.audit.seq > i64::MAX - 8 {
+            // Python's integers would outgrow an Avro long here; let the reference fail its way.
+            return Outcome::Fallback(Fallback("audit sequence at the end of the long range"));
+        }
+        let pos = Position {
+            topic: rec.topic,
+            partition,
+            offset: rec.offset,
+        };
+        let mut out: Vec<Output<'a>> = Vec::with_capacity(4);
+        match self.dispatch(rec, pos, &mut out, host) {
+            Ok(()) => Outcome::Done(out),
+            Err(f) => Outcome::Fallback(f),
+        }
+    }
+
+    fn dispatch<'a>(
+        &mut self,
+        rec: &Input<'a>,
+        pos: Position<'a>,
+        out: &mut Vec<Output<'a>>,
+        host: &mut dyn Host,
+    ) -> Result<(), Fallback> {
+        let value = match rec.value {
+            Some(v) if !v.is_empty() => v,
+            _ => {
+                self.dead_letter(
+                    rec,
+                    pos,
+                    out,
+                    "EMPTY_VALUE",
+                    "record has no value (tombstone or empty)",
+                );
+                return Ok(());
+            }
+        };
+        if value.len() < HEADER_SIZE || value[..2] != MAGIC {
+            let shown = hex_string(&value[..value.len().min(12)]);
+            let detail = format!(
+                "value is not an Avro single-object record (expected it to start with c301, got '{shown}', {} bytes)",
+                value.len()
+            );
+            self.dead_letter(rec, pos, out, "NOT_AVRO_SINGLE_OBJECT", &detail);
+            return Ok(());
+        }
+        let fp: [u8; 8] = value[2..HEADER_SIZE].try_into().unwrap();
+        let Some(name) = self
+            .cfg
+            .known
+            .iter()
+            .find(|(f, _)| *f == fp)
+            .map(|(_, n)| n.clone())
+        else {
+            let detail = format!(
+                "value names schema fingerprint {} which is not one of our schemas (a newer producer, or a foreign record on our topic)",
+                hex_string(&fp)
+            );
+            self.dead_letter(rec, pos, out, "UNKNOWN_SCHEMA_FINGERPRINT", &detail);
+            return Ok(());
+        };
+        if !self.cfg.expected.contains(&name) {
+            let detail = format!(
+                "value is a {name} record, expected one of {}",
+                self.cfg.expected_joined
+            );
+            self.dead_letter(rec, pos, out, "UNKNOWN_SCHEMA_FINGERPRINT", &detail);
+            return Ok(());
+        }
+        let body = &value[HEADER_SIZE..];
+        if fp == FP_ACTIVITY_SUBMISSION {
+            let (sub, used) = decode_submission(body)
+                .map_err(|_| Fallback("body not decoded by the strict reader"))?;
+            if used != body.len() {
+                self.trailing(rec, pos, out, &name, body.len() - used);
+                return Ok(());
+            }
+            self.submission(rec, pos, &sub, out, host)
+        } else if fp == FP_RUN_CLOSE {
+            let (close, used) = decode_run_close(body)
+                .map_err(|_| Fallback("body not decoded by the strict reader"))?;
+            if used != body.len() {
+                self.trailing(rec, pos, out, &name, body.len() - used);
+                return Ok(());
+            }
+            self.run_close(rec, pos, &close, out);
+            Ok(())
+        } else {
+            Err(Fallback("input schema handled by the reference only"))
+        }
+    }
+
+    fn trailing<'a>(
+        &mut self,
+        rec: &Input<'a>,
+        pos: Position<'a>,
+        out: &mut Vec<Output<'a>>,
+        name: &str,
+        extra: usize,
+    ) {
+        let detail = format!("{name} body has {extra} unexpected trailing bytes");
+        self.dead_letter(rec, pos, out, "TRUNCATED_OR_MALFORMED_BODY", &detail);
+    }
+
+    // -- submissions ----------------------------------------------------------
+
+    fn submission<'a>(
+        &mut self,
+        rec: &Input<'a>,
+        pos: Position<'a>,
+        sub: &Submission<'a>,
+        out: &mut Vec<Output<'a>>,
+        host: &mut dyn Host,
+    ) -> Result<(), Fallback> {
+        if let Some(refusal) = self.validate(sub, host)? {
+            let fields = RefusedFields {
+                run_id: sub.run_id,
+                stage_id: sub.stage_id,
+                role: sub.role,
+                kind: sub.kind,
+                submission_id: sub.submission_id,
+                terminal_state: sub.terminal_state,
+                artifact_hash: sub.artifact_hash,
+                evidence_set_hash: sub.evidence_set_hash,
+                occurred_at_ms: sub.occurred_at_ms,
+            };
+            self.refuse(rec, pos, &fields, refusal, out);
+            return Ok(());
+        }
+        let run_id = sub.run_id;
+        if !self.state.runs.contains_key(run_id) {
+            let run = self.new_run(run_id);
+            self.state.runs.insert(run_id.into(), run);
+        }
+        let cfg = &self.cfg;
+        let state = &mut self.state;
+        let run = state.runs.get_mut(run_id).expect("inserted above");
+        let seq = run.entry_count;
+
+        let obs_len: usize = sub
+            .observations
+            .iter()
+            .map(|o| o.kind.len() + o.reference.len() + o.content_hash.len() + 6)
+            .sum();
+        let mut payload = soe_buffer(
+            &FP_JOURNAL_ENTRY,
+            400 + obs_len + run_id.len() + rec.topic.len(),
+        );
+        put_str(&mut payload, run_id);
+        put_long(&mut payload, seq);
+        put_str(&mut payload, &run.head);
+        put_str(&mut payload, ENTRY_ACTIVITY_RESULT);
+        put_str(&mut payload, sub.stage_id);
+        put_str(&mut payload, sub.role);
+        put_str(&mut payload, sub.kind);
+        put_str(&mut payload, sub.producer_id);
+        put_str(&mut payload, sub.submission_id);
+        put_str(&mut payload, sub.artifact_hash);
+        put_str(&mut payload, sub.evidence_set_hash);
+        if !sub.observations.is_empty() {
+            put_long(&mut payload, sub.observations.len() as i64);
+            for o in &sub.observations {
+                put_str(&mut payload, o.kind);
+                put_str(&mut payload, o.reference);
+                put_str(&mut payload, o.content_hash);
+            }
+        }
+        payload.push(0);
+        put_str(&mut payload, sub.terminal_state);
+        put_str(&mut payload, sub.reason_code);
+        pos.put(&mut payload);
+        put_long(&mut payload, sub.occurred_at_ms);
+
+        let entry_hash = journal_entry_hash(&payload);
+        let mut value = soe_buffer(&FP_JOURNAL_RECORD, payload.len() + 80);
+        put_bytes(&mut value, &payload);
+        put_str(&mut value, &entry_hash);
+        out.push(Output {
+            stream: Stream::Journal,
+            key: run_id.as_bytes(),
+            value,
+            ce_type: CeType::ActivityResult,
+        });
+
+        run.entry_count = seq + 1;
+        run.stages
+            .insert(sub.stage_id.into(), sub.evidence_set_hash.into());
+        if !sub.observations.is_empty() && !run.evidence.contains_key(sub.evidence_set_hash) {
+            run.evidence
+                .insert(sub.evidence_set_hash.into(), sub.stage_id.into());
+        }
+        audit(
+            cfg,
+            &mut state.audit,
+            state.partition,
+            pos,
+            out,
+            Event::ActivityResult,
+            run_id,
+            [
+                sub.stage_id,
+                sub.kind,
+                sub.terminal_state,
+                sub.reason_code,
+                sub.artifact_hash,
+                sub.evidence_set_hash,
+                &entry_hash,
+            ],
+            seq,
+        );
+        run.head = entry_hash;
+        if run.entry_count - run.sealed_count >= cfg.seal_every {
+            seal(
+                cfg,
+                &mut state.audit,
+                state.partition,
+                rec,
+                pos,
+                out,
+                run_id,
+                run,
+                false,
+            );
+        }
+        Ok(())
+    }
+
+    fn validate<'a>(
+        &self,
+        sub: &Submission<'a>,
+        host: &mut dyn Host,
+    ) -> Result<Option<Refusal<'a>>, Fallback> {
+        let (run_id, stage_id, role, kind) = (sub.run_id, sub.stage_id, sub.role, sub.kind);
+        if !is_valid_id(run_id) {
+            return Ok(Some(Refusal::new(
+                "INVALID_RUN_ID",
+                format!("run_id {ID_RULE}"),
+                "run_id",
+                clip(run_id, MAX_EVIDENCE_CHARS),
+            )));
+        }
+        if !is_valid_id(stage_id) {
+            return Ok(Some(Refusal::new(
+                "INVALID_STAGE_ID",
+                format!("stage_id {ID_RULE}"),
+                "stage_id",
+                clip(stage_id, MAX_EVIDENCE_CHARS),
+            )));
+        }
+        if !is_valid_id(role) {
+            return Ok(Some(Refusal::new(
+                "INVALID_ROLE",
+                format!("role {ID_RULE}"),
+                "role",
+                clip(role, MAX_EVIDENCE_CHARS),
+            )));
+        }
+        if !KINDS.contains(&kind) {
+            let shown = py_repr(&clip(kind, 64), host)?;
+            return Ok(Some(Refusal::new(
+                "UNKNOWN_KIND",
+                format!("kind {shown} is not one of {}", KINDS.join(", ")),
+                "kind",
+                clip(kind, MAX_EVIDENCE_CHARS),
+            )));
+        }
+        let Some(allowed) = self.cfg.roles.get(role) else {
+            return Ok(Some(Refusal::new(
+                "UNKNOWN_ROLE",
+                format!("role '{role}' is not declared in the roles manifest"),
+                "role",
+                role,
+            )));
+        };
+        if allowed.text.as_deref() != Some(kind) {
+            return Ok(Some(
+                Refusal::new(
+                    "KIND_NOT_ALLOWED_FOR_ROLE",
+                    format!("role '{role}' declares agent_kind {}, but the submission is of kind '{kind}'", allowed.repr),
+                    "kind",
+                    kind,
+                )
+                .recomputed(clip(&allowed.clip_source, MAX_EVIDENCE_CHARS).into_owned()),
+            ));
+        }
+        let terminal_state = sub.terminal_state;
+        if !TERMINAL_STATES.contains(&terminal_state) {
+            let shown = py_repr(&clip(terminal_state, 64), host)?;
+            return Ok(Some(Refusal::new(
+                "UNKNOWN_TERMINAL_STATE",
+                format!(
+                    "terminal_state {shown} is not one of {}",
+                    TERMINAL_STATES.join(", ")
+                ),
+                "terminal_state",
+                clip(terminal_state, MAX_EVIDENCE_CHARS),
+            )));
+        }
+        let reason_code = sub.reason_code;
+        if is_blank(reason_code) {
+            return Ok(Some(Refusal::new(
+                "EMPTY_REASON_CODE",
+                "reason_code is empty".into(),
+                "reason_code",
+                reason_code,
+            )));
+        }
+        if char_len(reason_code) > MAX_REASON_CODE_LENGTH || has_control(reason_code) {
+            return Ok(Some(Refusal::new(
+                "INVALID_REASON_CODE",
+                "reason_code must be at most 128 characters without control characters".into(),
+                "reason_code",
+                clip(reason_code, MAX_EVIDENCE_CHARS),
+            )));
+        }
+        let artifact = sub.artifact;
+        if artifact.len() > MAX_INLINE_ARTIFACT_BYTES {
+            return Ok(Some(
+                Refusal::new(
+                    "ARTIFACT_TOO_LARGE",
+                    format!(
+                        "inline artifact has {} bytes; the limit is {MAX_INLINE_ARTIFACT_BYTES}",
+                        artifact.len()
+                    ),
+                    "artifact",
+                    artifact.len().to_string(),
+                )
+                .recomputed(MAX_INLINE_ARTIFACT_BYTES.to_string()),
+            ));
+        }
+        let declared_artifact = sub.artifact_hash;
+        if !is_digest(declared_artifact) {
+            return Ok(Some(malformed_digest("artifact_hash", declared_artifact)));
+        }
+        let recomputed_artifact = sha256_digest(artifact);
+        if recomputed_artifact != declared_artifact {
+            return Ok(Some(
+                Refusal::new(
+                    "ARTIFACT_HASH_MISMATCH",
+                    format!("artifact_hash mismatch: declared {declared_artifact}, recomputed {recomputed_artifact}"),
+                    "artifact_hash",
+                    declared_artifact,
+                )
+                .recomputed(recomputed_artifact),
+            ));
+        }
+        let observations = &sub.observations;
+        if observations.len() > MAX_OBSERVATIONS {
+            return Ok(Some(
+                Refusal::new(
+                    "TOO_MANY_OBSERVATIONS",
+                    format!(
+                        "{} observations; the limit is {MAX_OBSERVATIONS}",
+                        observations.len()
+                    ),
+                    "observations",
+                    observations.len().to_string(),
+                )
+                .recomputed(MAX_OBSERVATIONS.to_string()),
+            ));
+        }
+        for (index, o) in observations.iter().enumerate() {
+            if !is_digest(o.content_hash) {
+                return Ok(Some(malformed_digest(
+                    format!("observations[{index}].content_hash"),
+                    o.content_hash,
+                )));
+            }
+            if is_blank(o.kind)
+                || char_len(o.kind) > MAX_KIND_LENGTH
+                || char_len(o.reference) > MAX_REF_LENGTH
+            {
+                return Ok(Some(Refusal::new(
+                    "INVALID_OBSERVATION",
+                    format!(
+                        "observations[{index}] needs a kind of 1-{MAX_KIND_LENGTH} characters and a ref of at most {MAX_REF_LENGTH}"
+                    ),
+                    format!("observations[{index}]"),
+                    clip(o.kind, MAX_EVIDENCE_CHARS),
+                )));
+            }
+        }
+        let declared_evidence = sub.evidence_set_hash;
+        if !is_digest(declared_evidence) {
+            return Ok(Some(malformed_digest(
+                "evidence_set_hash",
+                declared_evidence,
+            )));
+        }
+        let recomputed_evidence =
+            evidence_set_hash_of_digests(observations.iter().map(|o| o.content_hash));
+        if recomputed_evidence != declared_evidence {
+            return Ok(Some(
+                Refusal::new(
+                    "EVIDENCE_SET_HASH_MISMATCH",
+                    format!("evidence_set_hash mismatch: declared {declared_evidence}, recomputed {recomputed_evidence}"),
+                    "evidence_set_hash",
+                    declared_evidence,
+                )
+                .recomputed(recomputed_evidence),
+            ));
+        }
+        if let Some(run) = self.state.runs.get(run_id) {
+            if run.closed {
+                return Ok(Some(Refusal::new(
+                    "RUN_CLOSED",
+                    format!("run '{run_id}' is closed and sealed; no stage may follow"),
+                    "run_id",
+                    run_id,
+                )));
+            }
+            if run.stages.contains_key(stage_id) {
+                let mut r = Refusal::new(
+                    "DUPLICATE_STAGE",
+                    format!("stage '{stage_id}' was already accepted in run '{run_id}'"),
+                    "stage_id",
+                    stage_id,
+                );
+                r.earlier_stage_id = Some(stage_id.to_owned());
+                return Ok(Some(r));
+            }
+            if !observations.is_empty() {
+                if let Some(earlier) = run.evidence.get(declared_evidence) {
+                    let shown = py_repr(earlier, host)?;
+                    let mut r = Refusal::new(
+                        "REDUNDANT_STAGE",
+                        format!(
+                            "stage '{stage_id}' introduces no new evidence (evidence_set_hash already contributed by stage {shown})"
+                        ),
+                        "evidence_set_hash",
+                        declared_evidence,
+                    )
+                    .recomputed(declared_evidence);
+                    r.earlier_stage_id = Some(earlier.to_string());
+                    r.exception = "RedundantStage";
+                    return Ok(Some(r));
+                }
+            }
+        }
+        if kind == "browser" {
+            return Err(Fallback("browser session check"));
+        }
+        if let Some(run) = self.state.runs.get(run_id) {
+            // Counters at the end of the long range (only a forged state has them): the reference's integers decide.
+            if run.entry_count == i64::MAX
+                || run.entry_count.checked_sub(run.sealed_count).is_none()
+            {
+                return Err(Fallback("run counters at the end of the long range"));
+            }
+        }
+        Ok(None)
+    }
+
+    fn refuse<'a>(
+        &mut self,
+        rec: &Input<'a>,
+        pos: Position<'a>,
+        f: &RefusedFields<'a>,
+        r: Refusal<'_>,
+        out: &mut Vec<Output<'a>>,
+    ) {
+        let c = |s: &'a str| clip(s, MAX_EVIDENCE_CHARS);
+        let mut value = soe_buffer(
+            &FP_REFUSAL,
+            200 + r.message.len() + r.declared.len() + r.recomputed.len(),
+        );
+        put_str(&mut value, r.exception);
+        put_str(&mut value, r.code);
+        put_str(&mut value, &r.message);
+        put_str(&mut value, &c(f.run_id));
+        put_str(&mut value, &c(f.stage_id));
+        put_str(&mut value, &c(f.role));
+        put_str(&mut value, &c(f.kind));
+        put_str(&mut value, &c(f.submission_id));
+        put_str(&mut value, &r.field);
+        put_str(&mut value, &clip(&r.declared, MAX_EVIDENCE_CHARS));
+        put_str(&mut value, &clip(&r.recomputed, MAX_EVIDENCE_CHARS));
+        put_opt_str(&mut value, r.earlier_stage_id.as_deref());
+        pos.put(&mut value);
+        put_long(&mut value, f.occurred_at_ms);
+
+        let valid_run = is_valid_id(f.run_id);
+        let key: &'a [u8] = if valid_run {
+            f.run_id.as_bytes()
+        } else {
+            rec.key.unwrap_or(b"")
+        };
+        let record_hash = sha256_digest(&value);
+        out.push(Output {
+            stream: Stream::Refusals,
+            key,
+            value,
+            ce_type: CeType::ActivityRefused,
+        });
+        audit(
+            &self.cfg,
+            &mut self.state.audit,
+            self.state.partition,
+            pos,
+            out,
+            Event::ActivityRefused,
+            if valid_run { f.run_id } else { "" },
+            [
+                if is_valid_id(f.stage_id) {
+                    f.stage_id
+                } else {
+                    ""
+                },
+                if KINDS.contains(&f.kind) { f.kind } else { "" },
+                if TERMINAL_STATES.contains(&f.terminal_state) {
+                    f.terminal_state
+                } else {
+                    ""
+                },
+                r.code,
+                digest_or_empty(f.artifact_hash),
+                digest_or_empty(f.evidence_set_hash),
+                &record_hash,
+            ],
+            -1,
+        );
+    }
+
+    // -- run close and seals ----------------------------------------------------
+
+    fn run_close<'a>(
+        &mut self,
+        rec: &Input<'a>,
+        pos: Position<'a>,
+        close: &RunClose<'a>,
+        out: &mut Vec<Output<'a>>,
+    ) {
+        let run_id = close.run_id;
+        let fields = RefusedFields {
+            run_id,
+            stage_id: "",
+            role: "",
+            kind: "",
+            submission_id: close.submission_id,
+            terminal_state: "",
+            artifact_hash: "",
+            evidence_set_hash: "",
+            occurred_at_ms: close.occurred_at_ms,
+        };
+        if !is_valid_id(run_id) {
+            let r = Refusal::new(
+                "INVALID_RUN_ID",
+                format!("run_id {ID_RULE}"),
+                "run_id",
+                clip(run_id, MAX_EVIDENCE_CHARS),
+            );
+            self.refuse(rec, pos, &fields, r, out);
+            return;
+        }
+        if self.state.runs.get(run_id).is_some_and(|run| run.closed) {
+            let r = Refusal::new(
+                "RUN_CLOSED",
+                format!("run '{run_id}' is already closed and sealed"),
+                "run_id",
+                run_id,
+            );
+            self.refuse(rec, pos, &fields, r, out);
+            return;
+        }
+        if !self.state.runs.contains_key(run_id) {
+            let run = self.new_run(run_id);
+            self.state.runs.insert(run_id.into(), run);
+        }
+        let cfg = &self.cfg;
+        let state = &mut self.state;
+        let run = state.runs.get_mut(run_id).expect("inserted above");
+        seal(
+            cfg,
+            &mut state.audit,
+            state.partition,
+            rec,
+            pos,
+            out,
+            run_id,
+            run,
+            true,
+        );
+    }
+
+    // -- dead letters -------------------------------------------------------------
+
+    fn dead_letter<'a>(
+        &mut self,
+        rec: &Input<'a>,
+        pos: Position<'a>,
+        out: &mut Vec<Output<'a>>,
+        code: &'static str,
+        detail: &str,
+    ) {
+        let raw: &[u8] = rec.value.unwrap_or(b"");
+        let raw_sha256 = sha256_digest(raw);
+        let kept: &[u8] = if raw.len() <= MAX_DEAD_LETTER_RAW {
+            raw
+        } else {
+            b""
+        };
+        let detail = clip(detail, MAX_DETAIL_CHARS);
+        let mut value = soe_buffer(
+            &FP_DEAD_LETTER,
+            160 + detail.len() + kept.len() + rec.key.map_or(0, <[u8]>::len),
+        );
+        put_str(&mut value, code);
+        put_str(&mut value, &detail);
+        put_str(&mut value, &raw_sha256);
+        put_long(&mut value, raw.len() as i64);
+        put_bytes(&mut value, kept);
+        put_opt_bytes(&mut value, rec.key);
+        pos.put(&mut value);
+        put_long(&mut value, rec.timestamp_ms);
+        out.push(Output {
+            stream: Stream::Deadletter,
+            key: rec.key.unwrap_or(b""),
+            value,
+            ce_type: CeType::InputDeadletter,
+        });
+        audit(
+            &self.cfg,
+            &mut self.state.audit,
+            self.state.partition,
+            pos,
+            out,
+            Event::InputDeadletter,
+            "",
+            ["", "", "", code, "", "", &raw_sha256],
+            -1,
+        );
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn seal<'a>(
+    cfg: &Config,
+    chain: &mut AuditChain,
+    partition: i32,
+    rec: &Input<'a>,
+    pos: Position<'a>,
+    out: &mut Vec<Output<'a>>,
+    run_id: &'a str,
+    run: &mut RunState,
+    final_: bool,
+) {
+    let mut payload = soe_buffer(&FP_RUN_SEAL, 200 + run_id.len());
+    put_str(&mut payload, run_id);
+    put_int(&mut payload, partition);
+    put_long(&mut payload, run.entry_count);
+    put_str(&mut payload, &run.head);
+    put_long(&mut payload, rec.offset);
+    put_bool(&mut payload, final_);
+    put_long(&mut payload, chain.seq);
+    put_str(&mut payload, &chain.head);
+    put_long(&mut payload, rec.timestamp_ms);
+    let signature = cfg
+        .signing_key
+        .sign(&seal_signing_input(&payload))
+        .to_bytes();
+    let mut value = soe_buffer(&FP_SEAL_RECORD, payload.len() + 160);
+    put_bytes(&mut value, &payload);
+    put_str(&mut value, &cfg.signer_key_id);
+    put_bytes(&mut value, &signature);
+    let record_hash = sha256_digest(&value);
+    out.push(Output {
+        stream: Stream::Journal,
+        key: run_id.as_bytes(),
+        value,
+        ce_type: CeType::RunSealed,
+    });
+    run.sealed_count = run.entry_count;
+    if final_ {
+        run.closed = true;
+    }
+    audit(
+        cfg,
+        chain,
+        partition,
+        pos,
+        out,
+        Event::RunSealed,
+        run_id,
+        [
+            "",
+            "",
+            "",
+            if final_ { "final" } else { "periodic" },
+            "",
+            "",
+            &record_hash,
+        ],
+        run.entry_count,
+    );
+}
+
+/// Appends one AuditEntry.v1 to the partition's HMAC chain. `fields` are
+/// stage_id, kind, terminal_state, reason_code, artifact_hash,
+/// evidence_set_hash and record_hash.
+#[allow(clippy::too_many_arguments)]
+fn audit<'a>(
+    cfg: &Config,
+    chain: &mut AuditChain,
+    partition: i32,
+    pos: Position<'a>,
+    out: &mut Vec<Output<'a>>,
+    event: Event,
+    run_id: &'a str,
+    fields: [&str; 7],
+    journal_seq: i64,
+) {
+    let mut payload = soe_buffer(&FP_AUDIT_ENTRY, 420 + run_id.len() + pos.topic.len());
+    put_int(&mut payload, partition);
+    put_long(&mut payload, chain.seq);
+    put_str(&mut payload, &chain.head);
+    put_str(&mut payload, event.value());
+    put_str(&mut payload, run_id);
+    for f in fields {
+        put_str(&mut payload, f);
+    }
+    put_long(&mut payload, journal_seq);
+    pos.put(&mut payload);
+    let mac = cfg.audit.audit_mac(&payload);
+    let mut value = soe_buffer(&FP_AUDIT_RECORD, payload.len() + 160);
+    put_bytes(&mut value, &payload);
+    put_str(&mut value, &cfg.audit_key_id);
+    put_str(&mut value, &mac);
+    out.push(Output {
+        stream: Stream::Audit,
+        key: run_id.as_bytes(),
+        value,
+        ce_type: event.ce_type(),
+    });
+    chain.seq += 1;
+    chain.head = mac;
+}

@@ -1,0 +1,864 @@
+//! `bernstein_native`: the scheduler's pure step function in Rust, for Python.
+//!
+//! `NativeCore` holds the configuration and the state of one input partition
+//! and runs `consumers.core.step.SchedulerCore.step` over batches of records,
+//! byte for byte. The pure logic lives in `core` (no Python there beyond the
+//! `Host` trait); this file only converts between Python objects and it.
+//! `consumers/core/native.py` is the adapter that gives it the Python core's
+//! interface and runs the reference for the records `core` hands back.
+
+pub mod avro;
+pub mod core;
+pub mod hashing;
+pub mod schemas;
+pub mod text;
+
+use std::collections::HashMap;
+
+use ed25519_dalek::{Signer as _, SigningKey};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
+
+use crate::core::{
+    AuditChain, Config, Core, Host, Input, KeyedHasher, Map, Outcome, RoleKind, RunState, Session,
+    State, CE_TYPES, KINDS, MAX_DEAD_LETTER_RAW, MAX_DETAIL_CHARS, MAX_EVIDENCE_CHARS,
+    MAX_INLINE_ARTIFACT_BYTES, MAX_KIND_LENGTH, MAX_OBSERVATIONS, MAX_REASON_CODE_LENGTH,
+    MAX_REF_LENGTH, TERMINAL_STATES,
+};
+use crate::hashing::AuditMac;
+use crate::schemas::NATIVE_SCHEMAS;
+
+/// Python's `repr()` for the strings the pure core cannot print itself.
+struct PyHost<'py> {
+    py: Python<'py>,
+}
+
+impl Host for PyHost<'_> {
+    fn repr_non_ascii(&mut self, s: &str) -> Option<String> {
+        let repr = PyString::new(self.py, s).repr().ok()?;
+        repr.to_str().ok().map(str::to_owned)
+    }
+}
+
+type SessionTuple = (String, i128, String, bool);
+type RunHeader = (String, i64, bool, i64, Vec<SessionTuple>);
+
+struct Headers {
+    spec: Py<PyTuple>,
+    source: Py<PyTuple>,
+    content_type: Py<PyTuple>,
+    ce_types: Vec<Py<PyTuple>>,
+    ce_id: Py<PyString>,
+}
+
+/// How an output becomes a Python object.
+enum Factory {
+    /// `(stream, key, value, headers, timestamp_ms)`
+    Tuple,
+    /// `factory(stream, key, value, headers, timestamp_ms)`
+    Call(Py<PyAny>),
+    /// `cls.__new__(cls)` then `object.__setattr__` of the five slots in order:
+    /// what a frozen slots dataclass's generated `__init__` does, without the
+    /// interpreter (the adapter only asks for it when that is all `__init__` does).
+    Slots(Py<PyType>, Vec<Py<PyString>>),
+}
+
+/// The scheduler core of one input partition: configuration plus state.
+#[pyclass(module = "bernstein_native")]
+struct NativeCore {
+    core: Core,
+    factory: Factory,
+    streams: Vec<Py<PyAny>>,
+    headers: Headers,
+}
+
+fn build_slots<'py>(
+    py: Python<'py>,
+    cls: &Py<PyType>,
+    names: &[Py<PyString>],
+    values: [Bound<'py, PyAny>; 5],
+) -> PyResult<Bound<'py, PyAny>> {
+    let empty = PyTuple::empty(py);
+    // SAFETY: PyType_GenericNew returns a new reference (or NULL with an exception
+    // set); GenericSetAttr borrows its arguments. `cls` is a type object.
+    unsafe {
+        let raw = pyo3::ffi::PyType_GenericNew(
+            cls.as_ptr().cast::<pyo3::ffi::PyTypeObject>(),
+            empty.as_ptr(),
+            std::ptr::null_mut(),
+        );
+        if raw.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        let obj = Bound::from_owned_ptr(py, raw);
+        for (name, value) in names.iter().zip(values.iter()) {
+            if pyo3::ffi::PyObject_GenericSetAttr(obj.as_ptr(), name.as_ptr(), value.as_ptr()) < 0 {
+                return Err(PyErr::fetch(py));
+            }
+        }
+        Ok(obj)
+    }
+}
+
+fn value_error(message: String) -> PyErr {
+    PyValueError::new_err(message)
+}
+
+fn sessions_from(items: Vec<SessionTuple>) -> Vec<(String, Session)> {
+    items
+        .into_iter()
+        .map(|(id, next_index, last_anchor, closed)| {
+            (
+                id,
+                Session {
+                    next_index,
+                    last_anchor,
+                    closed,
+                },
+            )
+        })
+        .collect()
+}
+
+fn sessions_to(sessions: &[(String, Session)]) -> Vec<SessionTuple> {
+    sessions
+        .iter()
+        .map(|(id, s)| (id.clone(), s.next_index, s.last_anchor.clone(), s.closed))
+        .collect()
+}
+
+fn str_map(
+    dict: &Bound<'_, PyAny>,
+    hasher: KeyedHasher,
+    what: &str,
+) -> PyResult<Map<Box<str>, Box<str>>> {
+    let dict = dict
+        .cast::<PyDict>()
+        .map_err(|_| PyTypeError::new_err(format!("{what} must be a dict")))?;
+    let mut map = Map::with_capacity_and_hasher(dict.len(), hasher);
+    for (k, v) in dict.iter() {
+        let k: String = k.extract()?;
+        let v: String = v.extract()?;
+        map.insert(k.into_boxed_str(), v.into_boxed_str());
+    }
+    Ok(map)
+}
+
+fn map_to_dict<'py>(
+    py: Python<'py>,
+    map: &Map<Box<str>, Box<str>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    for (k, v) in map {
+        dict.set_item(&**k, &**v)?;
+    }
+    Ok(dict)
+}
+
+/// The fields of one input record, or None when it is not the plain shape
+/// (exact str topic, exact ints, bytes or None key and value) the native core
+/// reads; such records go to the reference.
+struct PyInput<'py> {
+    topic: Bound<'py, PyString>,
+    partition: i64,
+    offset: i64,
+    timestamp_ms: i64,
+    timestamp_obj: Bound<'py, PyAny>,
+    key: Option<Bound<'py, PyBytes>>,
+    value: Option<Bound<'py, PyBytes>>,
+}
+
+fn exact_int(obj: &Bound<'_, PyAny>) -> Option<i64> {
+    if obj.is_exact_instance_of::<PyInt>() {
+        obj.extract::<i64>().ok()
+    } else {
+        None
+    }
+}
+
+fn opt_bytes<'py>(obj: Bound<'py, PyAny>) -> Option<Option<Bound<'py, PyBytes>>> {
+    if obj.is_none() {
+        Some(None)
+    } else if obj.is_exact_instance_of::<PyBytes>() {
+        obj.cast_into::<PyBytes>().ok().map(Some)
+    } else {
+        None
+    }
+}
+
+fn read_input<'py>(item: &Bound<'py, PyAny>) -> PyResult<Option<PyInput<'py>>> {
+    let fields: [Bound<'py, PyAny>; 6] = if let Ok(t) = item.cast::<PyTuple>() {
+        if t.len() != 6 {
+            return Ok(None);
+        }
+        [
+            t.get_item(0)?,
+            t.get_item(1)?,
+            t.get_item(2)?,
+            t.get_item(3)?,
+            t.get_item(4)?,
+            t.get_item(5)?,
+        ]
+    } else {
+        let py = item.py();
+        let get = |name: &Bound<'py, PyString>| item.getattr(name);
+        match (
+            get(pyo3::intern!(py, "topic")),
+            get(pyo3::intern!(py, "partition")),
+            get(pyo3::intern!(py, "offset")),
+            get(pyo3::intern!(py, "timestamp_ms")),
+            get(pyo3::intern!(py, "key")),
+            get(pyo3::intern!(py, "value")),
+        ) {
+            (Ok(a), Ok(b), Ok(c), Ok(d), Ok(e), Ok(f)) => [a, b, c, d, e, f],
+            _ => return Ok(None),
+        }
+    };
+    let [topic, partition, offset, timestamp, key, value] = fields;
+    if !topic.is_exact_instance_of::<PyString>() {
+        return Ok(None);
+    }
+    let (Some(partition), Some(offset), Some(timestamp_ms)) = (
+        exact_int(&partition),
+        exact_int(&offset),
+        exact_int(&timestamp),
+    ) else {
+        return Ok(None);
+    };
+    let (Some(key), Some(value)) = (opt_bytes(key), opt_bytes(value)) else {
+        return Ok(None);
+    };
+    let Ok(topic) = topic.cast_into::<PyString>() else {
+        return Ok(None);
+    };
+    Ok(Some(PyInput {
+        topic,
+        partition,
+        offset,
+        timestamp_ms,
+        timestamp_obj: timestamp,
+        key,
+        value,
+    }))
+}
+
+#[pymethods]
+impl NativeCore {
+    /// `roles`: role -> agent_kind (the manifest); `known_schemas`: every
+    /// (fingerprint, name) of the codec; `input_schemas`: the reference's
+    /// `_INPUT_SCHEMAS`. The state starts as `initial_state(config, partition)`.
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (roles, signing_seed, audit_key, audit_key_id, seal_every, partition, signer_key_id, known_schemas, input_schemas))]
+    fn new(
+        py: Python<'_>,
+        roles: &Bound<'_, PyDict>,
+        signing_seed: &[u8],
+        audit_key: &[u8],
+        audit_key_id: String,
+        seal_every: i64,
+        partition: i64,
+        signer_key_id: String,
+        known_schemas: Vec<(Vec<u8>, String)>,
+        input_schemas: Vec<String>,
+    ) -> PyResult<Self> {
+        let seed: [u8; 32] = signing_seed.try_into().map_err(|_| {
+            value_error(format!(
+                "an Ed25519 seed has 32 bytes, got {}",
+                signing_seed.len()
+            ))
+        })?;
+        if seal_every < 1 {
+            return Err(value_error("seal_every must be at least 1".into()));
+        }
+        let partition = i32::try_from(partition)
+            .map_err(|_| value_error(format!("partition {partition} does not fit an Avro int")))?;
+        let mut known = Vec::with_capacity(known_schemas.len());
+        for (fp, name) in known_schemas {
+            let fp: [u8; 8] = fp
+                .as_slice()
+                .try_into()
+                .map_err(|_| value_error(format!("fingerprint of {name} is not 8 bytes")))?;
+            known.push((fp, name));
+        }
+        for (name, fp) in NATIVE_SCHEMAS {
+            match known.iter().find(|(_, n)| n == name) {
+                Some((f, _)) if *f == fp => {}
+                Some((f, _)) => {
+                    return Err(value_error(format!(
+                        "schema {name} has fingerprint {} in the codec but {} in bernstein_native: the native encoders need updating",
+                        hashing::hex_string(f),
+                        hashing::hex_string(&fp)
+                    )))
+                }
+                None => return Err(value_error(format!("the codec has no schema {name}"))),
+            }
+        }
+        let mut sorted_inputs = input_schemas.clone();
+        sorted_inputs.sort();
+        let audit = AuditMac::new(audit_key);
+        let hasher = KeyedHasher::from_seed(audit.raw(b"bernstein/native-table-keys/v1"));
+        let mut role_map = HashMap::with_hasher(hasher);
+        for (k, v) in roles.iter() {
+            let k = k
+                .cast_into::<PyString>()
+                .map_err(|_| PyTypeError::new_err("roles must map str to str"))?;
+            if v.is_none() {
+                continue; // config.roles.get(role) is None: an unknown role
+            }
+            let repr = v.repr()?.to_str()?.to_owned();
+            let (text, clip_source) = match v.cast::<PyString>() {
+                Ok(s) => {
+                    let s = s.to_str()?.to_owned();
+                    (Some(s.clone()), s)
+                }
+                Err(_) => (None, repr.clone()),
+            };
+            role_map.insert(
+                k.to_str()?.to_owned(),
+                RoleKind {
+                    text,
+                    clip_source,
+                    repr,
+                },
+            );
+        }
+        let cfg = Config {
+            roles: role_map,
+            signing_key: SigningKey::from_bytes(&seed),
+            signer_key_id,
+            audit,
+            audit_key_id,
+            seal_every,
+            known,
+            expected: input_schemas,
+            expected_joined: sorted_inputs.join(", "),
+            hasher,
+        };
+        let state = State {
+            partition,
+            audit: AuditChain {
+                seq: 0,
+                head: String::new(),
+            },
+            runs: Map::with_hasher(hasher),
+        };
+        let mut core = Core { cfg, state };
+        core.reset(partition);
+
+        let pair = |name: &str, value: &[u8]| -> PyResult<Py<PyTuple>> {
+            Ok(PyTuple::new(
+                py,
+                [
+                    PyString::new(py, name).into_any(),
+                    PyBytes::new(py, value).into_any(),
+                ],
+            )?
+            .unbind())
+        };
+        let headers = Headers {
+            spec: pair("ce_specversion", b"1.0")?,
+            source: pair("ce_source", b"bernstein/scheduler")?,
+            content_type: pair("content-type", b"application/avro")?,
+            ce_types: CE_TYPES
+                .iter()
+                .map(|t| pair("ce_type", t.as_bytes()))
+                .collect::<PyResult<_>>()?,
+            ce_id: PyString::new(py, "ce_id").unbind(),
+        };
+        let streams = ["journal", "refusals", "audit", "deadletter"]
+            .iter()
+            .map(|s| PyString::new(py, s).into_any().unbind())
+            .collect();
+        Ok(NativeCore {
+            core,
+            factory: Factory::Tuple,
+            streams,
+            headers,
+        })
+    }
+
+    /// Outputs become `factory(stream, key, value, headers, timestamp_ms)` with
+    /// `streams[i]` for journal, refusals, audit, deadletter (default: tuples and
+    /// str). With `slots` (the five attribute names, in that order) `factory`
+    /// must be a class whose instances are just those slots: they are then
+    /// filled directly, as a frozen slots dataclass's `__init__` would.
+    #[pyo3(signature = (factory, streams, slots = None))]
+    fn set_output_factory(
+        &mut self,
+        py: Python<'_>,
+        factory: Option<Bound<'_, PyAny>>,
+        streams: Vec<Py<PyAny>>,
+        slots: Option<Vec<String>>,
+    ) -> PyResult<()> {
+        if streams.len() != 4 {
+            return Err(value_error(
+                "streams must name journal, refusals, audit and deadletter".into(),
+            ));
+        }
+        self.factory = match (factory, slots) {
+            (None, _) => Factory::Tuple,
+            (Some(f), None) => Factory::Call(f.unbind()),
+            (Some(f), Some(names)) => {
+                if names.len() != 5 {
+                    return Err(value_error("slots must name the five output fields".into()));
+                }
+                let cls = f
+                    .cast_into::<PyType>()
+                    .map_err(|_| PyTypeError::new_err("a slots factory must be a class"))?;
+                Factory::Slots(
+                    cls.unbind(),
+                    names
+                        .iter()
+                        .map(|n| PyString::intern(py, n).unbind())
+                        .collect(),
+                )
+            }
+        };
+        self.streams = streams;
+        Ok(())
+    }
+
+    /// `initial_state(config, partition)`
+    fn reset(&mut self, partition: i64) -> PyResult<()> {
+        let partition = i32::try_from(partition)
+            .map_err(|_| value_error(format!("partition {partition} does not fit an Avro int")))?;
+        self.core.reset(partition);
+        Ok(())
+    }
+
+    /// Replaces the whole state. `runs`: iterable of (run_id, head, entry_count,
+    /// stages dict, evidence dict, closed, sealed_count, sessions list of
+    /// (session_id, next_index, last_anchor, closed)).
+    fn load_state(
+        &mut self,
+        partition: i64,
+        audit_seq: i64,
+        audit_head: String,
+        runs: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let partition = i32::try_from(partition)
+            .map_err(|_| value_error(format!("partition {partition} does not fit an Avro int")))?;
+        let hasher = self.core.cfg.hasher;
+        let mut map = Map::with_hasher(hasher);
+        for item in runs.try_iter()? {
+            let item = item?;
+            let t = item
+                .cast::<PyTuple>()
+                .map_err(|_| PyTypeError::new_err("each run must be a tuple"))?;
+            if t.len() != 8 {
+                return Err(PyTypeError::new_err("each run must be an 8-tuple"));
+            }
+            let run_id: String = t.get_item(0)?.extract()?;
+            let run = RunState {
+                head: t.get_item(1)?.extract()?,
+                entry_count: t.get_item(2)?.extract()?,
+                stages: str_map(&t.get_item(3)?, hasher, "stages")?,
+                evidence: str_map(&t.get_item(4)?, hasher, "evidence")?,
+                closed: t.get_item(5)?.extract()?,
+                sealed_count: t.get_item(6)?.extract()?,
+                sessions: sessions_from(t.get_item(7)?.extract()?),
+            };
+            map.insert(run_id.into_boxed_str(), run);
+        }
+        self.core.state = State {
+            partition,
+            audit: AuditChain {
+                seq: audit_seq,
+                head: audit_head,
+            },
+            runs: map,
+        };
+        Ok(())
+    }
+
+    /// The whole state as (partition, audit_seq, audit_head, runs) in `load_state`'s shape.
+    fn export_state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let s = &self.core.state;
+        let runs = PyList::empty(py);
+        for (run_id, run) in &s.runs {
+            let item = (
+                &**run_id,
+                run.head.as_str(),
+                run.entry_count,
+                map_to_dict(py, &run.stages)?,
+                map_to_dict(py, &run.evidence)?,
+                run.closed,
+                run.sealed_count,
+                sessions_to(&run.sessions),
+            );
+            runs.append(item)?;
+        }
+        PyTuple::new(
+            py,
+            [
+                s.partition.into_pyobject(py)?.into_any(),
+                s.audit.seq.into_pyobject(py)?.into_any(),
+                PyString::new(py, &s.audit.head).into_any(),
+                runs.into_any(),
+            ],
+        )
+    }
+
+    /// (partition, audit_seq, audit_head)
+    fn audit_position(&self) -> (i32, i64, String) {
+        let s = &self.core.state;
+        (s.partition, s.audit.seq, s.audit.head.clone())
+    }
+
+    fn run_count(&self) -> usize {
+        self.core.state.runs.len()
+    }
+
+    /// (head, entry_count, closed, sealed_count, sessions) of a run, or None.
+    fn run_header(&self, run_id: &str) -> Option<RunHeader> {
+        self.core.state.runs.get(run_id).map(|r| {
+            (
+                r.head.clone(),
+                r.entry_count,
+                r.closed,
+                r.sealed_count,
+                sessions_to(&r.sessions),
+            )
+        })
+    }
+
+    fn stage_get(&self, run_id: &str, stage_id: &str) -> Option<String> {
+        self.core
+            .state
+            .runs
+            .get(run_id)
+            .and_then(|r| r.stages.get(stage_id))
+            .map(|v| v.to_string())
+    }
+
+    fn evidence_get(&self, run_id: &str, evidence_set_hash: &str) -> Option<String> {
+        self.core
+            .state
+            .runs
+            .get(run_id)
+            .and_then(|r| r.evidence.get(evidence_set_hash))
+            .map(|v| v.to_string())
+    }
+
+    /// (stages dict, evidence dict) of a run, or None.
+    fn run_maps<'py>(
+        &self,
+        py: Python<'py>,
+        run_id: &str,
+    ) -> PyResult<Option<(Bound<'py, PyDict>, Bound<'py, PyDict>)>> {
+        match self.core.state.runs.get(run_id) {
+            None => Ok(None),
+            Some(r) => Ok(Some((
+                map_to_dict(py, &r.stages)?,
+                map_to_dict(py, &r.evidence)?,
+            ))),
+        }
+    }
+
+    /// Writes back one run after the reference processed a record: scalars and
+    /// sessions are replaced; `stages` / `evidence` either replace the map
+    /// (`*_replace`) or are assignments applied in order.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (run_id, head, entry_count, closed, sealed_count, sessions, stages_replace, stages, evidence_replace, evidence))]
+    fn apply_run(
+        &mut self,
+        run_id: &str,
+        head: String,
+        entry_count: i64,
+        closed: bool,
+        sealed_count: i64,
+        sessions: Vec<SessionTuple>,
+        stages_replace: bool,
+        stages: Vec<(String, String)>,
+        evidence_replace: bool,
+        evidence: Vec<(String, String)>,
+    ) {
+        let hasher = self.core.cfg.hasher;
+        let runs = &mut self.core.state.runs;
+        if !runs.contains_key(run_id) {
+            runs.insert(run_id.into(), RunState::empty(head.clone(), hasher));
+        }
+        let run = runs.get_mut(run_id).expect("inserted above");
+        run.head = head;
+        run.entry_count = entry_count;
+        run.closed = closed;
+        run.sealed_count = sealed_count;
+        run.sessions = sessions_from(sessions);
+        if stages_replace {
+            run.stages.clear();
+        }
+        for (k, v) in stages {
+            run.stages.insert(k.into_boxed_str(), v.into_boxed_str());
+        }
+        if evidence_replace {
+            run.evidence.clear();
+        }
+        for (k, v) in evidence {
+            run.evidence.insert(k.into_boxed_str(), v.into_boxed_str());
+        }
+    }
+
+    fn set_audit(&mut self, seq: i64, head: String) {
+        self.core.state.audit = AuditChain { seq, head };
+    }
+
+    /// Runs the step over `records[start:]` (InputRecord objects or 6-tuples
+    /// (topic, partition, offset, timestamp_ms, key, value)) and returns one
+    /// list of outputs per record. It stops early at a record the native core
+    /// does not reproduce: then the result is shorter than `records[start:]`
+    /// and `records[start + len(result)]` must go to the reference (the state
+    /// is exactly as after the records before it).
+    #[pyo3(signature = (records, start = 0))]
+    fn step_batch<'py>(
+        &mut self,
+        py: Python<'py>,
+        records: &Bound<'py, PyAny>,
+        start: usize,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let list = records
+            .cast::<PyList>()
+            .map_err(|_| PyTypeError::new_err("records must be a list"))?;
+        let result = PyList::empty(py);
+        let n = list.len();
+        let mut i = start;
+        while i < n {
+            match self.step_item(py, &list.get_item(i)?)? {
+                Some(outputs) => result.append(outputs)?,
+                None => break,
+            }
+            i += 1;
+        }
+        Ok(result)
+    }
+
+    /// One record: its list of outputs, or None when it must go to the reference.
+    fn step_one<'py>(
+        &mut self,
+        py: Python<'py>,
+        record: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
+        self.step_item(py, record)
+    }
+}
+
+/// Marks a tuple of atomic objects (str, bytes, or such tuples) as not needing
+/// the cycle collector, as CPython itself does lazily.
+fn untrack(t: &Bound<'_, PyTuple>) {
+    // SAFETY: the tuple is alive; untracking an object that holds only atomic
+    // objects cannot hide a reference cycle.
+    unsafe { pyo3::ffi::PyObject_GC_UnTrack(t.as_ptr().cast()) }
+}
+
+impl NativeCore {
+    fn step_item<'py>(
+        &mut self,
+        py: Python<'py>,
+        item: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
+        let Some(rec) = read_input(item)? else {
+            return Ok(None);
+        };
+        let Ok(topic) = rec.topic.to_str() else {
+            return Ok(None);
+        };
+        let input = Input {
+            topic,
+            partition: rec.partition,
+            offset: rec.offset,
+            timestamp_ms: rec.timestamp_ms,
+            key: rec.key.as_ref().map(|b| b.as_bytes()),
+            value: rec.value.as_ref().map(|b| b.as_bytes()),
+        };
+        let mut host = PyHost { py };
+        let outputs = match self.core.step(&input, &mut host) {
+            Outcome::Done(outputs) => outputs,
+            Outcome::Fallback(_) => return Ok(None),
+        };
+        let converted = PyList::empty(py);
+        let prefix = format!("{}:{}:{}:", input.topic, input.partition, input.offset);
+        for (index, o) in outputs.iter().enumerate() {
+            let ce_id = format!("{prefix}{index}");
+            let ce_id = PyTuple::new(
+                py,
+                [
+                    self.headers.ce_id.bind(py).clone().into_any(),
+                    PyBytes::new(py, ce_id.as_bytes()).into_any(),
+                ],
+            )?;
+            untrack(&ce_id);
+            let headers = PyTuple::new(
+                py,
+                [
+                    self.headers.spec.bind(py).clone().into_any(),
+                    ce_id.into_any(),
+                    self.headers.source.bind(py).clone().into_any(),
+                    self.headers.ce_types[o.ce_type as usize]
+                        .bind(py)
+                        .clone()
+                        .into_any(),
+                    self.headers.content_type.bind(py).clone().into_any(),
+                ],
+            )?;
+            untrack(&headers);
+            let stream = self.streams[o.stream as usize].bind(py).clone();
+            let key = PyBytes::new(py, o.key).into_any();
+            let value = PyBytes::new(py, &o.value).into_any();
+            let ts = rec.timestamp_obj.clone();
+            let out = match &self.factory {
+                Factory::Tuple => {
+                    PyTuple::new(py, [stream, key, value, headers.into_any(), ts])?.into_any()
+                }
+                Factory::Call(f) => f.bind(py).call1((stream, key, value, headers, ts))?,
+                Factory::Slots(cls, names) => {
+                    build_slots(py, cls, names, [stream, key, value, headers.into_any(), ts])?
+                }
+            };
+            converted.append(out)?;
+        }
+        Ok(Some(converted))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// module-level functions: the primitives, for the golden-vector tests
+// ---------------------------------------------------------------------------
+
+#[pyfunction]
+fn sha256_digest(data: &[u8]) -> String {
+    hashing::sha256_digest(data)
+}
+
+#[pyfunction]
+fn pae<'py>(py: Python<'py>, payload_type: &str, body: &[u8]) -> Bound<'py, PyBytes> {
+    PyBytes::new(py, &hashing::pae(payload_type, body))
+}
+
+#[pyfunction]
+fn journal_genesis(run_id: &str) -> String {
+    hashing::journal_genesis(run_id)
+}
+
+#[pyfunction]
+fn journal_entry_hash(payload: &[u8]) -> String {
+    hashing::journal_entry_hash(payload)
+}
+
+#[pyfunction]
+fn audit_genesis(key: &[u8], partition: i64) -> String {
+    AuditMac::new(key).audit_genesis(partition)
+}
+
+#[pyfunction]
+fn audit_mac(key: &[u8], payload: &[u8]) -> String {
+    AuditMac::new(key).audit_mac(payload)
+}
+
+/// Like `schemas.canonical.evidence_set_hash`, for well-formed members only.
+#[pyfunction]
+fn evidence_set_hash(members: Vec<String>) -> PyResult<String> {
+    if let Some(bad) = members.iter().find(|m| !text::is_digest(m)) {
+        return Err(value_error(format!("not a digest: {bad:?}")));
+    }
+    Ok(hashing::evidence_set_hash_of_digests(
+        members.iter().map(String::as_str),
+    ))
+}
+
+#[pyfunction]
+fn ed25519_sign<'py>(py: Python<'py>, seed: &[u8], data: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+    let seed: [u8; 32] = seed
+        .try_into()
+        .map_err(|_| value_error("an Ed25519 seed has 32 bytes".into()))?;
+    Ok(PyBytes::new(
+        py,
+        &SigningKey::from_bytes(&seed).sign(data).to_bytes(),
+    ))
+}
+
+#[pyfunction]
+fn ed25519_public_key<'py>(py: Python<'py>, seed: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+    let seed: [u8; 32] = seed
+        .try_into()
+        .map_err(|_| value_error("an Ed25519 seed has 32 bytes".into()))?;
+    Ok(PyBytes::new(
+        py,
+        &SigningKey::from_bytes(&seed).verifying_key().to_bytes(),
+    ))
+}
+
+// test hooks for the Python-semantics string helpers
+
+#[pyfunction]
+fn py_isspace_chars() -> Vec<u32> {
+    (0..=0x10FFFFu32)
+        .filter_map(char::from_u32)
+        .filter(|&c| text::py_isspace(c))
+        .map(u32::from)
+        .collect()
+}
+
+#[pyfunction]
+fn repr_ascii(s: &str) -> Option<String> {
+    text::repr_ascii(s)
+}
+
+#[pyfunction]
+fn clip_text(s: &str, limit: usize) -> String {
+    text::clip(s, limit).into_owned()
+}
+
+#[pyfunction]
+fn is_valid_id(s: &str) -> bool {
+    text::is_valid_id(s)
+}
+
+#[pyfunction]
+fn is_digest(s: &str) -> bool {
+    text::is_digest(s)
+}
+
+#[pymodule]
+fn bernstein_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<NativeCore>()?;
+    for f in [
+        wrap_pyfunction!(sha256_digest, m)?,
+        wrap_pyfunction!(pae, m)?,
+        wrap_pyfunction!(journal_genesis, m)?,
+        wrap_pyfunction!(journal_entry_hash, m)?,
+        wrap_pyfunction!(audit_genesis, m)?,
+        wrap_pyfunction!(audit_mac, m)?,
+        wrap_pyfunction!(evidence_set_hash, m)?,
+        wrap_pyfunction!(ed25519_sign, m)?,
+        wrap_pyfunction!(ed25519_public_key, m)?,
+        wrap_pyfunction!(py_isspace_chars, m)?,
+        wrap_pyfunction!(repr_ascii, m)?,
+        wrap_pyfunction!(clip_text, m)?,
+        wrap_pyfunction!(is_valid_id, m)?,
+        wrap_pyfunction!(is_digest, m)?,
+    ] {
+        m.add_function(f)?;
+    }
+    let schemas = PyList::empty(py);
+    for (name, fp) in NATIVE_SCHEMAS {
+        schemas.append((name, PyBytes::new(py, &fp)))?;
+    }
+    m.add("NATIVE_SCHEMAS", schemas)?;
+    let constants = PyDict::new(py);
+    constants.set_item("KINDS", KINDS.to_vec())?;
+    constants.set_item("TERMINAL_STATES", TERMINAL_STATES.to_vec())?;
+    constants.set_item("MAX_INLINE_ARTIFACT_BYTES", MAX_INLINE_ARTIFACT_BYTES)?;
+    constants.set_item("MAX_OBSERVATIONS", MAX_OBSERVATIONS)?;
+    constants.set_item("MAX_REF_LENGTH", MAX_REF_LENGTH)?;
+    constants.set_item("MAX_REASON_CODE_LENGTH", MAX_REASON_CODE_LENGTH)?;
+    constants.set_item("MAX_KIND_LENGTH", MAX_KIND_LENGTH)?;
+    constants.set_item("MAX_EVIDENCE_CHARS", MAX_EVIDENCE_CHARS)?;
+    constants.set_item("MAX_DEAD_LETTER_RAW", MAX_DEAD_LETTER_RAW)?;
+    constants.set_item("MAX_DETAIL_CHARS", MAX_DETAIL_CHARS)?;
+    constants.set_item("CE_TYPES", CE_TYPES.to_vec())?;
+    m.add("CONSTANTS", constants)?;
+    m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

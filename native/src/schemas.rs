@@ -1,0 +1,149 @@
+//! The wire layouts this crate reads and writes, pinned by fingerprint.
+//!
+//! Field order and types follow `schemas/avro/*.avsc`; the Python adapter
+//! refuses to use this core unless the codec's fingerprints for these names are
+//! exactly the ones below (a changed schema needs a changed encoder here).
+
+use crate::avro::{ReadResult, Reader};
+
+pub const MAGIC: [u8; 2] = [0xC3, 0x01];
+pub const HEADER_SIZE: usize = 10;
+
+pub const ACTIVITY_SUBMISSION: &str = "ActivitySubmission.v1";
+pub const RUN_CLOSE: &str = "RunClose.v1";
+
+pub const FP_ACTIVITY_SUBMISSION: [u8; 8] = [0x7c, 0x81, 0xba, 0xfe, 0x11, 0x54, 0x6d, 0x64];
+pub const FP_RUN_CLOSE: [u8; 8] = [0x8a, 0x1e, 0xaa, 0x68, 0x0c, 0x6f, 0x79, 0x14];
+pub const FP_JOURNAL_ENTRY: [u8; 8] = [0x95, 0x01, 0x95, 0x83, 0x4f, 0xfc, 0xdf, 0xf2];
+pub const FP_JOURNAL_RECORD: [u8; 8] = [0xb6, 0xd2, 0x02, 0x83, 0x42, 0x51, 0x5c, 0x4d];
+pub const FP_REFUSAL: [u8; 8] = [0xee, 0x9b, 0xe0, 0x52, 0xed, 0x5c, 0xf7, 0x7b];
+pub const FP_DEAD_LETTER: [u8; 8] = [0x6d, 0x54, 0x57, 0x61, 0x54, 0xc4, 0xac, 0x34];
+pub const FP_RUN_SEAL: [u8; 8] = [0x3e, 0x25, 0x04, 0xa5, 0xa2, 0x85, 0x4e, 0xda];
+pub const FP_SEAL_RECORD: [u8; 8] = [0x07, 0x49, 0x08, 0x8f, 0x09, 0x83, 0x77, 0x40];
+pub const FP_AUDIT_ENTRY: [u8; 8] = [0x47, 0xa8, 0x48, 0x7d, 0x9e, 0x81, 0x6a, 0x71];
+pub const FP_AUDIT_RECORD: [u8; 8] = [0xeb, 0xd7, 0x0f, 0x04, 0x32, 0xd4, 0xf3, 0x2c];
+
+/// Every schema whose layout is hard-coded here, by its `.avsc` stem.
+pub const NATIVE_SCHEMAS: [(&str, [u8; 8]); 10] = [
+    (ACTIVITY_SUBMISSION, FP_ACTIVITY_SUBMISSION),
+    (RUN_CLOSE, FP_RUN_CLOSE),
+    ("JournalEntry.v1", FP_JOURNAL_ENTRY),
+    ("JournalRecord.v1", FP_JOURNAL_RECORD),
+    ("Refusal.v1", FP_REFUSAL),
+    ("DeadLetter.v1", FP_DEAD_LETTER),
+    ("RunSeal.v1", FP_RUN_SEAL),
+    ("SealRecord.v1", FP_SEAL_RECORD),
+    ("AuditEntry.v1", FP_AUDIT_ENTRY),
+    ("AuditRecord.v1", FP_AUDIT_RECORD),
+];
+
+/// A buffer that starts with the single-object header of `fingerprint`.
+#[inline]
+pub fn soe_buffer(fingerprint: &[u8; 8], capacity: usize) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(capacity + HEADER_SIZE);
+    buf.extend_from_slice(&MAGIC);
+    buf.extend_from_slice(fingerprint);
+    buf
+}
+
+pub struct Observation<'a> {
+    pub kind: &'a str,
+    pub reference: &'a str,
+    pub content_hash: &'a str,
+}
+
+/// ActivitySubmission.v1, borrowed from the input bytes.
+pub struct Submission<'a> {
+    pub submission_id: &'a str,
+    pub run_id: &'a str,
+    pub stage_id: &'a str,
+    pub role: &'a str,
+    pub producer_id: &'a str,
+    pub kind: &'a str,
+    pub artifact: &'a [u8],
+    pub artifact_hash: &'a str,
+    pub evidence_set_hash: &'a str,
+    pub observations: Vec<Observation<'a>>,
+    pub terminal_state: &'a str,
+    pub reason_code: &'a str,
+    pub occurred_at_ms: i64,
+}
+
+/// RunClose.v1, borrowed from the input bytes.
+pub struct RunClose<'a> {
+    pub submission_id: &'a str,
+    pub run_id: &'a str,
+    pub occurred_at_ms: i64,
+}
+
+/// Decodes a body; returns the record and the number of body bytes it used.
+pub fn decode_submission(body: &[u8]) -> ReadResult<(Submission<'_>, usize)> {
+    let mut r = Reader::new(body);
+    let submission_id = r.string()?;
+    let run_id = r.string()?;
+    let stage_id = r.string()?;
+    let role = r.string()?;
+    let producer_id = r.string()?;
+    let _producer_sdk = r.string()?;
+    let kind = r.string()?;
+    let artifact = r.bytes()?;
+    let artifact_hash = r.string()?;
+    let evidence_set_hash = r.string()?;
+    let mut observations = Vec::new();
+    loop {
+        let count = r.block_count()?;
+        if count == 0 {
+            break;
+        }
+        for _ in 0..count {
+            let kind = r.string()?;
+            let reference = r.string()?;
+            let content_hash = r.string()?;
+            observations.push(Observation {
+                kind,
+                reference,
+                content_hash,
+            });
+        }
+    }
+    let terminal_state = r.string()?;
+    let reason_code = r.string()?;
+    let occurred_at_ms = r.long()?;
+    let used = r.position();
+    Ok((
+        Submission {
+            submission_id,
+            run_id,
+            stage_id,
+            role,
+            producer_id,
+            kind,
+            artifact,
+            artifact_hash,
+            evidence_set_hash,
+            observations,
+            terminal_state,
+            reason_code,
+            occurred_at_ms,
+        },
+        used,
+    ))
+}
+
+pub fn decode_run_close(body: &[u8]) -> ReadResult<(RunClose<'_>, usize)> {
+    let mut r = Reader::new(body);
+    let submission_id = r.string()?;
+    let run_id = r.string()?;
+    let _producer_id = r.string()?;
+    let _producer_sdk = r.string()?;
+    let occurred_at_ms = r.long()?;
+    let used = r.position();
+    Ok((
+        RunClose {
+            submission_id,
+            run_id,
+            occurred_at_ms,
+        },
+        used,
+    ))
+}

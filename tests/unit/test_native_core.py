@@ -1,0 +1,1082 @@
+"""The native (Rust) scheduler core against the Python reference, byte for byte.
+
+Every test feeds the same input records to ``consumers.core.step.SchedulerCore``
+and to ``consumers.core.native.NativeSchedulerCore`` and requires identical
+outputs (stream, key, value, headers, timestamp) and identical state. Covered:
+every refusal rule, dead letters of every kind, hostile strings, seals, runs
+closed, the records the native core hands to the reference (malformed bodies,
+browser results, computer-use actions, unusual record shapes), batches,
+resuming from a rebuilt state, a 10k-record stream, a hypothesis fuzz, the
+golden vectors, the Python string semantics the port relies on, the purity of
+the Rust sources and ``make_core``'s selection.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import re
+import sys
+import unicodedata
+from collections.abc import Iterable, Mapping
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import bernstein_native as bn  # built by `uv sync` (cargo): a missing build must fail these tests, not skip them
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from consumers.core import native as native_mod
+from consumers.core import step as step_mod
+from consumers.core.model import InputRecord, OutputRecord, SchedulerConfig, SchedulerState, Stream
+from consumers.core.native import (
+    NativeSchedulerCore,
+    NativeState,
+    NativeUnavailable,
+    StaleState,
+    make_core,
+    native_status,
+)
+from consumers.core.rebuild import rebuild_state
+from consumers.core.step import SchedulerCore, _clip, initial_state
+from schemas import canonical, codec
+from schemas.canonical import canonical_json, computer_use_genesis, evidence_set_hash, hmac_key_id, sha256_digest
+from schemas.records import BROWSER_SESSION_FORMAT, MAX_INLINE_ARTIFACT_BYTES, MAX_OBSERVATIONS, is_valid_id
+from substrate.keys import Ed25519Signer
+
+REPO = Path(__file__).resolve().parents[2]
+TOPIC = "unit.activity.submissions"
+PARTITION = 3
+BASE_TS = 1_760_000_000_000
+AUDIT_KEY = bytes(range(100, 132))
+SEED = bytes(range(32))
+SIGNER = Ed25519Signer.from_seed(SEED)
+ROLES = {"developer": "coding", "scout": "research", "navigator": "browser", "operator": "ops", "analyst": "data"}
+
+
+def make_config(seal_every: int = 1000, roles: Mapping[str, Any] | None = None, signer: Any = SIGNER) -> SchedulerConfig:
+    return SchedulerConfig(
+        roles=dict(ROLES if roles is None else roles),
+        signer=signer,
+        audit_key=AUDIT_KEY,
+        audit_key_id=hmac_key_id(AUDIT_KEY),
+        seal_every=seal_every,
+    )
+
+
+# ---------------------------------------------------------------------------
+# inputs
+# ---------------------------------------------------------------------------
+
+
+def observations(pages: Iterable[bytes]) -> list[dict[str, str]]:
+    return [{"kind": "page", "ref": f"https://example.test/{i}", "content_hash": sha256_digest(p)} for i, p in enumerate(pages)]
+
+
+def sub(
+    *,
+    run_id: str = "run-1",
+    stage_id: str = "stage-0",
+    role: str = "scout",
+    kind: str = "research",
+    pages: Iterable[bytes] = (b"page one", b"page two"),
+    artifact: bytes = b'{"report":"two pages"}',
+    **changes: Any,
+) -> dict[str, Any]:
+    """A valid ActivitySubmission record with ``changes`` applied last."""
+    obs = observations(pages)
+    record = {
+        "submission_id": f"sub-{run_id}-{stage_id}",
+        "run_id": run_id,
+        "stage_id": stage_id,
+        "role": role,
+        "producer": {"id": "unit@test", "sdk": "bernstein-python/0.1.0"},
+        "kind": kind,
+        "artifact": artifact,
+        "artifact_hash": sha256_digest(artifact),
+        "evidence_set_hash": evidence_set_hash(o["content_hash"] for o in obs),
+        "observations": obs,
+        "terminal_state": "completed",
+        "reason_code": "ok",
+        "occurred_at_ms": 1_700_000_000_123,
+    }
+    record.update(changes)
+    return record
+
+
+def enc(record: dict[str, Any]) -> bytes:
+    return codec.encode(codec.ACTIVITY_SUBMISSION, record)
+
+
+def enc_sub(**kwargs: Any) -> bytes:
+    return enc(sub(**kwargs))
+
+
+def enc_close(run_id: str = "run-1", submission_id: str | None = None) -> bytes:
+    return codec.encode(
+        codec.RUN_CLOSE,
+        {
+            "submission_id": submission_id or f"close-{run_id}",
+            "run_id": run_id,
+            "producer": {"id": "unit@test", "sdk": "bernstein-python/0.1.0"},
+            "occurred_at_ms": 1_700_000_000_999,
+        },
+    )
+
+
+def browser_artifact(run_id: str, stage_id: str, head: str | None = None, count: int = 0) -> bytes:
+    return canonical_json(
+        {
+            "format": BROWSER_SESSION_FORMAT,
+            "session_id": stage_id,
+            "head_anchor": head or computer_use_genesis(run_id, stage_id),
+            "action_count": count,
+        }
+    )
+
+
+# ---------------------------------------------------------------------------
+# the differential driver
+# ---------------------------------------------------------------------------
+
+
+def _describe(outputs: list[OutputRecord]) -> list[Any]:
+    described = []
+    for o in outputs:
+        try:
+            decoded = codec.decode(o.value)
+            record = dict(decoded.record)
+            if "payload" in record:
+                record["payload"] = codec.decode(record["payload"]).record
+            described.append((o.stream.value, o.key, decoded.schema.name, record, o.headers, o.timestamp_ms))
+        except Exception as exc:  # pragma: no cover - only for failure messages
+            described.append((o.stream, o.key, f"undecodable: {exc}", o.value, o.headers, o.timestamp_ms))
+    return described
+
+
+def assert_same_outputs(got: list[OutputRecord], expected: list[OutputRecord]) -> None:
+    assert all(type(o) is OutputRecord and type(o.stream) is Stream for o in got)
+    if got != expected:
+        assert _describe(got) == _describe(expected)
+        assert [(o.stream, o.key, o.value, o.headers, o.timestamp_ms) for o in got] == [
+            (o.stream, o.key, o.value, o.headers, o.timestamp_ms) for o in expected
+        ]
+
+
+class Pair:
+    """Feeds every record to the Python reference and to the native core and compares them."""
+
+    def __init__(self, config: SchedulerConfig | None = None, *, partition: int = PARTITION, self_check: bool = False) -> None:
+        self.config = config or make_config()
+        self.py = SchedulerCore(self.config)
+        self.py_state = initial_state(self.config, partition)
+        self.native = NativeSchedulerCore(self.config, partition, self_check=self_check)
+        self.state: SchedulerState | NativeState = initial_state(self.config, partition)
+        self.partition = partition
+        self.offset = 0
+        self.outputs: list[OutputRecord] = []
+
+    def record(self, value: bytes | None, key: bytes | None = b"run-1", **fields: Any) -> InputRecord:
+        offset = fields.pop("offset", self.offset)
+        self.offset = offset + 1
+        return InputRecord(
+            topic=fields.pop("topic", TOPIC),
+            partition=fields.pop("partition", self.partition),
+            offset=offset,
+            timestamp_ms=fields.pop("timestamp_ms", BASE_TS + 7 * offset),
+            key=key,
+            value=value,
+        )
+
+    def feed_record(self, record: InputRecord, *, check_state: bool = True) -> list[OutputRecord]:
+        self.py_state, expected = self.py.step(self.py_state, record)
+        self.state, got = self.native.step(self.state, record)
+        assert_same_outputs(got, expected)
+        self.outputs.extend(got)
+        if check_state:
+            self.check_state()
+        else:
+            assert self.native._native.audit_position() == (
+                self.py_state.partition,
+                self.py_state.audit_seq,
+                self.py_state.audit_head,
+            )
+        return got
+
+    def feed(
+        self, value: bytes | None, key: bytes | None = b"run-1", *, check_state: bool = True, **fields: Any
+    ) -> list[OutputRecord]:
+        return self.feed_record(self.record(value, key, **fields), check_state=check_state)
+
+    def check_state(self) -> None:
+        assert self.native.to_scheduler_state() == self.py_state
+
+
+def kinds(outputs: list[OutputRecord]) -> list[str]:
+    return [codec.decode(o.value).schema.name for o in outputs]
+
+
+# ---------------------------------------------------------------------------
+# the extension itself
+# ---------------------------------------------------------------------------
+
+
+def test_the_extension_is_built_for_this_tree() -> None:
+    ok, reason = native_status()
+    assert ok, reason
+    fingerprints = {s.name: s.fingerprint for s in codec.default_codec().schemas}
+    assert {name: fp for name, fp in bn.NATIVE_SCHEMAS} == {name: fingerprints[name] for name, _ in bn.NATIVE_SCHEMAS}
+
+
+FORBIDDEN_RUST = re.compile(
+    r"\bstd::(fs|net|time|env|process|thread|io)\b|\b(rand|rand_core|getrandom|OsRng|thread_rng|RandomState|SystemTime|Instant)\b"
+    r"|\b(HashMap|HashSet|IndexMap|IndexSet)::(new|with_capacity)\b"
+)
+
+
+def test_the_native_sources_have_no_io_clock_or_randomness() -> None:
+    sources = sorted((REPO / "native" / "src").rglob("*.rs"))
+    assert {p.name for p in sources} >= {"lib.rs", "core.rs", "avro.rs", "hashing.rs", "text.rs", "schemas.rs"}
+    problems = [
+        f"{path.relative_to(REPO)}:{number}: {line.strip()}"
+        for path in sources
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if FORBIDDEN_RUST.search(line.split("//")[0])
+    ]
+    assert problems == []
+    cargo = (REPO / "native" / "Cargo.toml").read_text(encoding="utf-8")
+    assert not re.search(r"^\s*(rand|getrandom)\b", cargo, re.MULTILINE)
+    assert (REPO / "native" / "Cargo.lock").is_file()
+
+
+@pytest.mark.parametrize(
+    "line", ["use std::fs::File;", "let t = std::time::Instant::now();", "use rand::Rng;", "let m = HashMap::new();"]
+)
+def test_the_rust_scan_catches_what_it_forbids(line: str) -> None:
+    assert FORBIDDEN_RUST.search(line)
+
+
+def test_python_isspace_is_reproduced_for_every_code_point() -> None:
+    assert unicodedata.unidata_version  # the interpreter's database decides; the port must match it
+    assert bn.py_isspace_chars() == [i for i in range(sys.maxunicode + 1) if chr(i).isspace()]
+
+
+def test_repr_of_ascii_strings_is_pythons() -> None:
+    for i in range(128):
+        for s in (chr(i), f"a{chr(i)}b", f"'{chr(i)}\"", f"'{chr(i)}"):
+            assert bn.repr_ascii(s) == repr(s), s
+    assert bn.repr_ascii("caf\u00e9") is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40), st.integers(3, 30))
+def test_string_helpers_match_python(text: str, limit: int) -> None:
+    assert bn.clip_text(text, limit) == _clip(text, limit)
+    assert bn.is_valid_id(text) == is_valid_id(text)
+    assert bn.is_digest(text) == canonical.is_digest(text)
+    if text.isascii():
+        assert bn.repr_ascii(text) == repr(text)
+
+
+@pytest.mark.parametrize(
+    "text", ["a" * 128, "a" * 129, "_x", ".x", "-x", "x.y:z@w+v=u-t", "r\u00fcn", "x\n", "sha256:" + "a" * 64]
+)
+def test_id_and_digest_predicates_on_edges(text: str) -> None:
+    assert bn.is_valid_id(text) == is_valid_id(text)
+    assert bn.is_digest(text) == canonical.is_digest(text)
+
+
+def test_golden_vectors() -> None:
+    vectors = REPO / "schemas" / "vectors"
+    chain = json.loads((vectors / "chain.json").read_text(encoding="utf-8"))
+    journal = chain["journal"]
+    assert bn.journal_genesis(journal["run_id"]) == journal["genesis"]
+    assert bn.journal_entry_hash(bytes.fromhex(journal["entry_payload_hex"])) == journal["entry_hash"]
+    seal = chain["seal"]
+    seed = bytes.fromhex(seal["ed25519_seed_hex"])
+    assert bn.ed25519_public_key(seed).hex() == seal["public_key_hex"]
+    payload = bytes.fromhex(seal["seal_payload_hex"])
+    assert bn.pae("bernstein/run-seal/v1", payload).hex() == seal["signing_input_hex"]
+    assert bn.ed25519_sign(seed, bytes.fromhex(seal["signing_input_hex"])).hex() == seal["signature_hex"]
+    audit = chain["audit"]
+    key = bytes.fromhex(audit["hmac_key_hex"])
+    assert bn.audit_genesis(key, 0) == audit["genesis_partition_0"]
+    assert bn.audit_mac(key, bytes.fromhex(audit["entry_payload_hex"])) == audit["mac"]
+    for case in chain["pae"]:
+        assert bn.pae(case["type"], bytes.fromhex(case["body_hex"])).hex() == case["pae_hex"]
+    digests = json.loads((vectors / "digests.json").read_text(encoding="utf-8"))
+    for case in digests["content_hash"]:
+        assert bn.sha256_digest(bytes.fromhex(case["bytes_hex"])) == case["digest"]
+    for case in digests["evidence_set_hash"]:
+        assert bn.evidence_set_hash(case["members"]) == case["digest"]
+
+
+def test_seal_signatures_equal_pythons_for_the_same_seed() -> None:
+    pair = Pair(make_config(seal_every=1))
+    outs = pair.feed(enc_sub())
+    seal = codec.decode(outs[2].value).record
+    assert SIGNER.sign(canonical.seal_signing_input(seal["payload"])) == seal["signature"]
+    assert seal["key_id"] == SIGNER.key_id
+
+
+# ---------------------------------------------------------------------------
+# refusals, acceptance, seals
+# ---------------------------------------------------------------------------
+
+BIG = b"x" * (MAX_INLINE_ARTIFACT_BYTES + 1)
+MANY = [{"kind": "page", "ref": f"r{i}", "content_hash": sha256_digest(b"%d" % i)} for i in range(MAX_OBSERVATIONS + 1)]
+OTHER_EVIDENCE = evidence_set_hash([sha256_digest(b"something else")])
+
+REFUSALS: dict[str, dict[str, Any]] = {
+    "invalid-run-id": {"run_id": "-run"},
+    "empty-run-id": {"run_id": ""},
+    "run-id-too-long": {"run_id": "r" * 129},
+    "run-id-non-ascii": {"run_id": "r\u00fcn-1"},
+    "huge-run-id": {"run_id": "\u00e9" * 5000},
+    "invalid-stage-id": {"stage_id": "stage 1"},
+    "invalid-role": {"role": "scout/../x"},
+    "unknown-kind": {"kind": "poetry"},
+    "unknown-kind-quotes": {"kind": "it's"},
+    "unknown-kind-both-quotes": {"kind": 'it\'s "x" \\ \t\x01\x7f'},
+    "unknown-kind-non-ascii": {"kind": "po\u00e9sie \u2603 \U0001f600 \u200b\u0301"},
+    "unknown-kind-huge": {"kind": "\u00e9\u4e2d" * 3000},
+    "unknown-kind-empty": {"kind": ""},
+    "unknown-role": {"role": "ghost"},
+    "kind-not-allowed": {"kind": "coding"},
+    "unknown-terminal-state": {"terminal_state": "exploded"},
+    "terminal-state-wrong-case": {"terminal_state": "Completed"},
+    "terminal-state-non-ascii": {"terminal_state": "fertig \u2713\n" * 20},
+    "empty-reason-code": {"reason_code": ""},
+    "blank-reason-code": {"reason_code": " \t "},
+    "unicode-blank-reason-code": {"reason_code": "\u3000\x1c\x85\u2029"},
+    "reason-code-control-char": {"reason_code": "ok\n"},
+    "reason-code-del": {"reason_code": "ok\x7f"},
+    "reason-code-too-long": {"reason_code": "r" * 129},
+    "reason-code-too-long-non-ascii": {"reason_code": "\u00e9" * 129},
+    "artifact-too-large": {"artifact": BIG, "artifact_hash": sha256_digest(BIG)},
+    "artifact-hash-malformed": {"artifact_hash": "sha256:" + "AB" * 32},
+    "artifact-hash-not-sha256": {"artifact_hash": "md5:" + "0" * 32},
+    "artifact-hash-huge": {"artifact_hash": "\u00fc" * 1000},
+    "artifact-hash-mismatch": {"artifact_hash": sha256_digest(b"tampered")},
+    "too-many-observations": {"observations": MANY, "evidence_set_hash": evidence_set_hash(o["content_hash"] for o in MANY)},
+    "observation-digest-malformed": {
+        "observations": [*observations([b"a"]), {"kind": "page", "ref": "r", "content_hash": "sha256:xyz"}]
+    },
+    "observation-kind-empty": {"observations": [{"kind": "", "ref": "r", "content_hash": sha256_digest(b"a")}]},
+    "observation-kind-blank-unicode": {"observations": [{"kind": "\u2003", "ref": "r", "content_hash": sha256_digest(b"a")}]},
+    "observation-kind-65": {"observations": [{"kind": "\u00e9" * 65, "ref": "r", "content_hash": sha256_digest(b"a")}]},
+    "observation-ref-4097": {"observations": [{"kind": "page", "ref": "\u00e9" * 4097, "content_hash": sha256_digest(b"a")}]},
+    "evidence-set-hash-malformed": {"evidence_set_hash": "sha256:" + "0" * 63},
+    "evidence-set-hash-mismatch": {"evidence_set_hash": OTHER_EVIDENCE},
+    "evidence-of-dropped-observation": {"observations": observations([b"page one"])},
+    "several-rules-first-wins": {"kind": "poetry", "terminal_state": "exploded", "reason_code": "", "artifact": b"changed"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSALS))
+def test_each_refusal_is_byte_identical(name: str) -> None:
+    pair = Pair()
+    pair.feed(enc_sub(stage_id="accepted-0", pages=[b"first"]))
+    outs = pair.feed(enc({**sub(stage_id="stage-9"), **REFUSALS[name]}), key=b"the-key")
+    assert kinds(outs) == [codec.REFUSAL, codec.AUDIT_RECORD]
+
+
+ACCEPTED: dict[str, dict[str, Any]] = {
+    "plain": {},
+    "no-observations": {"pages": []},
+    "duplicate-observations": {"pages": [b"a", b"b", b"a"]},
+    "observation-kind-64-non-ascii": {
+        "observations": [{"kind": "\u00e9" * 64, "ref": "\u4e2d" * 4096, "content_hash": sha256_digest(b"a")}],
+        "evidence_set_hash": evidence_set_hash([sha256_digest(b"a")]),
+    },
+    "reason-code-128-non-ascii": {"reason_code": "\u00e9" * 128},
+    "reason-code-zero-width": {"reason_code": "\u200b"},
+    "non-ascii-everywhere": {"submission_id": "s\u00fcb \U0001f600", "producer": {"id": "w\u00f6rker", "sdk": "\u2603"}},
+    "artifact-at-limit": {
+        "artifact": b"y" * MAX_INLINE_ARTIFACT_BYTES,
+        "artifact_hash": sha256_digest(b"y" * MAX_INLINE_ARTIFACT_BYTES),
+    },
+    "extreme-occurred-at": {"occurred_at_ms": -(2**63)},
+    "max-occurred-at": {"occurred_at_ms": 2**63 - 1},
+    "every-kind-coding": {"role": "developer", "kind": "coding"},
+    "every-kind-ops": {"role": "operator", "kind": "ops"},
+    "every-kind-data": {"role": "analyst", "kind": "data"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(ACCEPTED))
+def test_accepted_submissions_are_byte_identical(name: str) -> None:
+    pair = Pair()
+    outs = pair.feed(enc({**sub(), **ACCEPTED[name]}) if "pages" not in ACCEPTED[name] else enc_sub(**ACCEPTED[name]))
+    assert kinds(outs) == [codec.JOURNAL_RECORD, codec.AUDIT_RECORD]
+    assert pair.native.fallbacks == 0
+
+
+def test_run_memory_rules_duplicate_redundant_closed() -> None:
+    pair = Pair()
+    pair.feed(enc_sub(stage_id="fetch-1", pages=[b"a", b"b"]))
+    pair.feed(enc_sub(stage_id="fetch-2", pages=[b"c"]))
+    assert (
+        kinds(pair.feed(enc_sub(stage_id="fetch-3", pages=[b"b", b"a", b"b"], artifact=b"other")))[0] == codec.REFUSAL
+    )  # redundant
+    assert kinds(pair.feed(enc_sub(stage_id="fetch-1", pages=[b"new"])))[0] == codec.REFUSAL  # duplicate
+    pair.feed(enc_sub(stage_id="plan-1", pages=[]))
+    pair.feed(enc_sub(stage_id="plan-2", pages=[]))  # empty evidence is never redundant
+    pair.feed(enc_sub(run_id="run-2", stage_id="fetch-9", pages=[b"a", b"b"]), key=b"run-2")  # per run
+    assert kinds(pair.feed(enc_close()))[0] == codec.SEAL_RECORD
+    assert kinds(pair.feed(enc_sub(stage_id="late", pages=[b"late"])))[0] == codec.REFUSAL  # run closed
+    assert kinds(pair.feed(enc_close()))[0] == codec.REFUSAL  # second close
+    pair.feed(enc_close("bad id"), key=b"k")
+    pair.feed(enc_close("\u00e9" * 300), key=None)
+    pair.feed(enc_close("never-started"), key=b"never-started")
+    assert pair.native.fallbacks == 0
+
+
+@pytest.mark.parametrize("seal_every", [1, 2, 3, 1000])
+def test_periodic_and_final_seals(seal_every: int) -> None:
+    pair = Pair(make_config(seal_every=seal_every))
+    for i in range(9):
+        run_id = ("run-a", "run-b")[i % 2]
+        pair.feed(enc_sub(run_id=run_id, stage_id=f"s{i}", pages=[f"p{i}".encode()]), key=run_id.encode())
+    pair.feed(enc_close("run-a"), key=b"run-a")
+    pair.feed(enc_sub(run_id="run-b", stage_id="s-dup", pages=[b"p1"]), key=b"run-b")
+    pair.feed(enc_close("run-b"), key=b"run-b")
+    pair.feed(enc_close("run-c"), key=b"run-c")
+
+
+# ---------------------------------------------------------------------------
+# dead letters
+# ---------------------------------------------------------------------------
+
+VALID = enc_sub()
+HUGE_JUNK = b"\x00" * (600 * 1024)
+DEAD_LETTERS: dict[str, bytes | None] = {
+    "tombstone": None,
+    "empty": b"",
+    "text": b"hello, not avro",
+    "json": b'{"run_id": "run-1"}',
+    "one-byte": b"\xc3",
+    "short-header": codec.MAGIC + b"\x00\x01\x02",
+    "unknown-fingerprint": codec.MAGIC + bytes.fromhex("0123456789abcdef") + VALID[codec.HEADER_SIZE :],
+    "journal-record-on-input": codec.encode(codec.JOURNAL_RECORD, {"payload": b"x", "entry_hash": "h"}),
+    "audit-record-on-input": codec.encode(codec.AUDIT_RECORD, {"payload": b"x", "key_id": "k", "mac": "m"}),
+    "trailing-byte": VALID + b"\x00",
+    "trailing-bytes": VALID + b"garbage",
+    "close-trailing": enc_close() + b"\x01\x02",
+    "huge-trailing": VALID + HUGE_JUNK,
+    "huge-garbage": b"X" * (600 * 1024),
+    "huge-unknown-fingerprint": codec.MAGIC + b"\xff" * 8 + HUGE_JUNK,
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEAD_LETTERS))
+def test_dead_letters_are_byte_identical_without_the_reference(name: str) -> None:
+    pair = Pair()
+    pair.feed(enc_sub(stage_id="s0", pages=[b"zero"]))
+    outs = pair.feed(DEAD_LETTERS[name], key=b"some-key")
+    assert kinds(outs) == [codec.DEAD_LETTER, codec.AUDIT_RECORD]
+    outs = pair.feed(DEAD_LETTERS[name], key=None)
+    assert pair.native.fallbacks == 0
+    pair.feed(enc_sub(stage_id="s1", pages=[b"one"]))
+
+
+TRUNCATED: dict[str, bytes] = {
+    "truncated-tail": VALID[:-7],
+    "truncated-early": VALID[: codec.HEADER_SIZE + 3],
+    "header-only": codec.default_codec().schema(codec.RUN_CLOSE).header,
+    "submission-header-only": codec.default_codec().schema(codec.ACTIVITY_SUBMISSION).header,
+    "invalid-utf8": VALID.replace(b"run-1", b"run\xff1", 1),
+    "surrogate-utf8": VALID.replace(b"run-1", b"r\xed\xa0\x80", 1),
+    "negative-length": VALID[: codec.HEADER_SIZE] + b"\x01" + VALID[codec.HEADER_SIZE + 1 :],
+    "huge-length": VALID[: codec.HEADER_SIZE] + b"\xfe\xff\xff\xff\x0f" + VALID[codec.HEADER_SIZE + 1 :],
+    "overlong-varint": VALID[: codec.HEADER_SIZE] + b"\xff" * 11 + b"\x01" + VALID[codec.HEADER_SIZE + 1 :],
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRUNCATED))
+def test_malformed_bodies_go_to_the_reference_and_match(name: str) -> None:
+    pair = Pair()
+    pair.feed(enc_sub(stage_id="s0", pages=[b"zero"]))
+    pair.feed(TRUNCATED[name], key=b"some-key")
+    assert pair.native.fallbacks == 1
+    pair.feed(enc_sub(stage_id="s1", pages=[b"one"]))
+    pair.feed(enc_sub(stage_id="s0", pages=[b"again"]))  # the run's memory survived the reference's step
+
+
+def _submission_body(record: dict[str, Any], observations_bytes: bytes) -> bytes:
+    s, b = codec._string, codec._bytes
+    return b"".join(
+        [
+            *(s(record[name]) for name in ("submission_id", "run_id", "stage_id", "role")),
+            s(record["producer"]["id"]),
+            s(record["producer"]["sdk"]),
+            s(record["kind"]),
+            b(record["artifact"]),
+            s(record["artifact_hash"]),
+            s(record["evidence_set_hash"]),
+            observations_bytes,
+            s(record["terminal_state"]),
+            s(record["reason_code"]),
+            codec._long(record["occurred_at_ms"]),
+        ]
+    )
+
+
+def test_a_negative_block_count_is_left_to_the_reference() -> None:
+    """Valid Avro our encoders never write (a block with a byte size): the reference decodes it."""
+    record = sub(stage_id="blocked", pages=[b"a", b"b"])
+    header = codec.default_codec().schema(codec.ACTIVITY_SUBMISSION).header
+    items = b"".join(
+        codec._string(o["kind"]) + codec._string(o["ref"]) + codec._string(o["content_hash"]) for o in record["observations"]
+    )
+    assert header + _submission_body(record, codec._long(2) + items + b"\x00") == enc(record)
+    value = header + _submission_body(record, codec._long(-2) + codec._long(len(items)) + items + b"\x00")
+    assert codec.decode(value).record["observations"] == record["observations"]
+    pair = Pair()
+    outs = pair.feed(value)
+    assert kinds(outs) == [codec.JOURNAL_RECORD, codec.AUDIT_RECORD]
+    assert pair.native.fallbacks == 1
+    # two positive blocks are read natively
+    split = codec._long(1) + items[: len(items) // 2] + codec._long(1) + items[len(items) // 2 :] + b"\x00"
+    pair.feed(header + _submission_body({**record, "stage_id": "split"}, split))
+    assert pair.native.fallbacks == 1
+
+
+# ---------------------------------------------------------------------------
+# roles, browser results and computer-use actions
+# ---------------------------------------------------------------------------
+
+
+class Kind(StrEnum):
+    CODING = "coding"
+
+
+@pytest.mark.parametrize(
+    "roles",
+    [
+        {"developer": Kind.CODING, "scout": "research"},
+        {"developer": None, "scout": "research"},
+        {"developer": 7, "scout": "research"},
+        {"developer": "c\u00f6ding \u2603" * 40, "scout": "research"},
+        {"developer": "it's", "scout": "research"},
+    ],
+    ids=["str-enum", "none", "int", "non-ascii-long", "quote"],
+)
+def test_unusual_manifest_values(roles: dict[str, Any]) -> None:
+    pair = Pair(make_config(roles=roles))
+    pair.feed(enc_sub(role="developer", kind="coding", stage_id="a"))
+    pair.feed(enc_sub(role="developer", kind="research", stage_id="b"))
+    pair.feed(enc_sub(role="scout", kind="research", stage_id="c"))
+
+
+def test_browser_results_go_to_the_reference_and_keep_sessions() -> None:
+    pair = Pair()
+    art = browser_artifact("run-1", "browser-0")
+    pair.feed(enc_sub(role="navigator", kind="browser", stage_id="browser-0", artifact=art))  # accepted by the reference
+    assert pair.native.fallbacks == 1
+    assert pair.py_state.runs["run-1"].sessions["browser-0"].closed
+    pair.feed(
+        enc_sub(role="navigator", kind="browser", stage_id="browser-1", artifact=b"not json", pages=[b"other"])
+    )  # refused by the reference
+    pair.feed(
+        enc_sub(role="navigator", kind="browser", stage_id="bad id", artifact=art)
+    )  # refused natively (before the session check)
+    assert pair.native.fallbacks == 2
+    pair.feed(enc_sub(stage_id="s1", pages=[b"after"]))
+    pair.feed(enc_close())
+
+
+def cu_action(run_id: str, session_id: str, index: int, prev_anchor: str, *, kind: str = "click") -> tuple[bytes, str]:
+    """A ComputerUseAction.v1 the reference accepts after ``prev_anchor`` (signed by SIGNER, HMAC'd with AUDIT_KEY)."""
+    screenshot = sha256_digest(b"screenshot %d" % index)
+    dom = sha256_digest(b"dom %d" % index)
+    observation = canonical.observation_hash(b"screenshot %d" % index, dom)
+    action = {"kind": kind, "target": f"#button-{index}", "value_digest": ""}
+    anchor = canonical.action_anchor(prev_anchor, observation, action)
+    entry = canonical_json(
+        {
+            "run_id": run_id,
+            "session_id": session_id,
+            "action_index": index,
+            "content_hash": anchor,
+            "parent_hashes": [prev_anchor],
+            "worker_id": "navigator@test",
+            "key_id": SIGNER.key_id,
+        }
+    )
+    value = codec.encode(
+        codec.COMPUTER_USE_ACTION,
+        {
+            "submission_id": f"{session_id}-{index}",
+            "run_id": run_id,
+            "session_id": session_id,
+            "action_index": index,
+            "producer": {"id": "navigator@test", "sdk": "unit"},
+            "prev_anchor": prev_anchor,
+            "screenshot_hash": screenshot,
+            "dom_digest": dom,
+            "observation_hash": observation,
+            "action": action,
+            "anchor": anchor,
+            "lineage": {
+                "entry": entry,
+                "hmac": canonical.lineage_hmac(AUDIT_KEY, entry),
+                "key_id": SIGNER.key_id,
+                "signature": SIGNER.sign(canonical.lineage_signing_input(entry)),
+            },
+            "occurred_at_ms": 1_700_000_000_500 + index,
+        },
+    )
+    return value, anchor
+
+
+def test_computer_use_actions_go_through_the_reference() -> None:
+    pair = Pair(make_config(seal_every=2))
+    run = "run-cu"
+    pair.feed(enc_sub(run_id=run, role="developer", kind="coding", stage_id="code-0"), key=run.encode())
+    anchor = computer_use_genesis(run, "browser-0")
+    actions = []
+    for index in range(3):
+        value, anchor = cu_action(run, "browser-0", index, anchor)
+        actions.append(value)
+        assert kinds(pair.feed(value, key=run.encode()))[0] == codec.JOURNAL_RECORD
+    pair.feed(actions[0], key=run.encode())  # replayed: refused by the reference
+    pair.feed(cu_action(run, "bad id", 0, anchor)[0], key=run.encode())
+    art = browser_artifact(run, "browser-0", anchor, 3)
+    assert kinds(
+        pair.feed(
+            enc_sub(run_id=run, role="navigator", kind="browser", stage_id="browser-0", artifact=art, pages=[b"shots"]),
+            key=run.encode(),
+        )
+    )[0] == (codec.JOURNAL_RECORD)
+    assert pair.py_state.runs[run].sessions["browser-0"].closed
+    pair.feed(cu_action(run, "browser-0", 3, anchor)[0], key=run.encode())  # after the session ended
+    pair.feed(enc_sub(run_id=run, role="developer", kind="coding", stage_id="code-1", pages=[b"x"]), key=run.encode())
+    pair.feed(enc_close(run), key=run.encode())
+    pair.feed(cu_action(run, "browser-1", 0, computer_use_genesis(run, "browser-1"))[0], key=run.encode())  # run closed
+    assert pair.py_state.runs[run].entry_count == 6
+    assert pair.native.fallbacks == 8
+
+
+# ---------------------------------------------------------------------------
+# record shapes
+# ---------------------------------------------------------------------------
+
+
+def test_unusual_but_valid_record_fields() -> None:
+    pair = Pair()
+    pair.feed(enc_sub(stage_id="a"), topic="t\u00f6pic \U0001f600")
+    pair.feed(enc_sub(stage_id="b"), key=None, offset=2**63 - 1, timestamp_ms=-(2**63))
+    pair.feed(b"junk", key=b"", offset=-5, timestamp_ms=2**63 - 1)
+    pair.feed(enc_sub(stage_id="c"), partition=-(2**31))
+    pair.feed(enc_sub(stage_id="d"), partition=2**31 - 1)
+    assert pair.native.fallbacks == 0
+
+
+def test_record_shapes_the_extension_does_not_read_go_to_the_reference() -> None:
+    pair = Pair()
+    pair.feed(bytearray(enc_sub(stage_id="a")))  # type: ignore[arg-type]
+    pair.feed(enc_sub(stage_id="b"), partition=True)
+    pair.feed(enc_sub(stage_id="c"), key=bytearray(b"k"))  # type: ignore[arg-type]
+    assert pair.native.fallbacks == 3
+    pair.feed(enc_sub(stage_id="d"))
+
+
+def test_an_input_partition_beyond_an_avro_int_raises_like_the_reference() -> None:
+    pair = Pair()
+    pair.feed(enc_sub(stage_id="a"))
+    record = pair.record(enc_sub(stage_id="b"), partition=2**31)
+    with pytest.raises(Exception) as expected:
+        pair.py.step(pair.py_state, record)
+    with pytest.raises(type(expected.value)):
+        pair.native.step(pair.state, record)
+    with pytest.raises(StaleState):  # after an exception only a reload is safe
+        pair.native.step(pair.state, pair.record(enc_sub(stage_id="c")))
+
+
+# ---------------------------------------------------------------------------
+# handles, batches, resuming
+# ---------------------------------------------------------------------------
+
+
+def mixed_inputs() -> list[tuple[bytes | None, bytes | None]]:
+    inputs: list[tuple[bytes | None, bytes | None]] = []
+    for i in range(12):
+        run_id = ("run-a", "run-b", "run-c")[i % 3]
+        inputs.append((run_id.encode(), enc_sub(run_id=run_id, stage_id=f"s{i}", pages=[f"p{i}".encode(), b"shared"])))
+    inputs += [
+        (b"run-a", enc_sub(run_id="run-a", stage_id="again", pages=[b"shared", b"p0"])),
+        (b"run-b", enc_sub(run_id="run-b", stage_id="s1", pages=[b"fresh"])),
+        (b"run-a", enc_sub(run_id="run-a", stage_id="x", role="ghost")),
+        (b"run-a", b"\x00garbage"),
+        (None, None),
+        (b"run-b", enc_close("run-b")),
+        (b"run-b", enc_sub(run_id="run-b", stage_id="late", pages=[b"late"])),
+        (b"run-a", VALID[:-3]),
+        (b"run-c", enc_sub(run_id="run-c", stage_id="empty-1", pages=[])),
+        (b"run-a", enc_close("run-a")),
+        (b"run-a", enc_close("run-a")),
+        (
+            b"run-d",
+            enc_sub(run_id="run-d", stage_id="b0", role="navigator", kind="browser", artifact=browser_artifact("run-d", "b0")),
+        ),
+    ]
+    for i in range(12, 20):
+        inputs.append((b"run-c", enc_sub(run_id="run-c", stage_id=f"s{i}", pages=[f"p{i}".encode()])))
+    return inputs
+
+
+def python_run(
+    inputs: list[tuple[bytes | None, bytes | None]], config: SchedulerConfig
+) -> tuple[SchedulerState, list[OutputRecord]]:
+    core = SchedulerCore(config)
+    state = initial_state(config, PARTITION)
+    outputs: list[OutputRecord] = []
+    for offset, (key, value) in enumerate(inputs):
+        state, outs = core.step(state, InputRecord(TOPIC, PARTITION, offset, BASE_TS + offset, key, value))
+        outputs.extend(outs)
+    return state, outputs
+
+
+@pytest.mark.parametrize("batch", [1, 3, 7, 500])
+def test_step_many_equals_the_reference(batch: int) -> None:
+    config = make_config(seal_every=4)
+    inputs = mixed_inputs()
+    expected_state, expected = python_run(inputs, config)
+    records = [InputRecord(TOPIC, PARTITION, offset, BASE_TS + offset, key, value) for offset, (key, value) in enumerate(inputs)]
+    core = NativeSchedulerCore(config, PARTITION, self_check=False)
+    state: SchedulerState | NativeState = initial_state(config, PARTITION)
+    got: list[OutputRecord] = []
+    for start in range(0, len(records), batch):
+        chunk: Any = records[start : start + batch]
+        if batch == 3:  # tuples are accepted too
+            chunk = [dataclasses.astuple(r) for r in chunk]
+        state, outs = core.step_many(state, chunk)
+        assert len(outs) == len(chunk)
+        for o in outs:
+            got.extend(o)
+    assert_same_outputs(got, expected)
+    assert core.to_scheduler_state() == expected_state
+    assert core.fallbacks == 2
+
+
+def test_stale_handles_are_refused_and_a_scheduler_state_reloads() -> None:
+    config = make_config()
+    core = NativeSchedulerCore(config, PARTITION, self_check=False)
+    first = core.initial_state()
+    second, _ = core.step(first, InputRecord(TOPIC, PARTITION, 0, 1, b"run-1", enc_sub()))
+    with pytest.raises(StaleState):
+        core.step(first, InputRecord(TOPIC, PARTITION, 1, 2, b"run-1", enc_sub(stage_id="x")))
+    other = NativeSchedulerCore(config, PARTITION, self_check=False).initial_state()
+    with pytest.raises(StaleState):
+        core.step(other, InputRecord(TOPIC, PARTITION, 1, 2, b"run-1", enc_sub(stage_id="x")))
+    snapshot = second.to_scheduler_state()
+    third, outs = core.step(second, InputRecord(TOPIC, PARTITION, 1, 2, b"run-1", enc_sub(stage_id="x")))
+    # reloading the snapshot rewinds: the same record gives the same outputs again
+    _, again = core.step(snapshot, InputRecord(TOPIC, PARTITION, 1, 2, b"run-1", enc_sub(stage_id="x")))
+    assert again == outs
+    with pytest.raises(StaleState):
+        third.to_scheduler_state()
+    with pytest.raises(TypeError):
+        core.step(object(), InputRecord(TOPIC, PARTITION, 1, 2, b"run-1", None))  # type: ignore[arg-type]
+
+
+def test_resuming_from_a_rebuilt_state_after_any_record() -> None:
+    config = make_config(seal_every=4)
+    inputs = mixed_inputs()
+    _, whole = python_run(inputs, config)
+    for cut in range(0, len(inputs) + 1, 3):
+        _, before = python_run(inputs[:cut], config)
+        journal = [o.value for o in before if o.stream is Stream.JOURNAL]
+        audits = [o.value for o in before if o.stream is Stream.AUDIT]
+        state = rebuild_state(config, PARTITION, journal, audits[-1] if audits else None)
+        core = NativeSchedulerCore(config, PARTITION, self_check=False)
+        resumed: list[OutputRecord] = []
+        handle: SchedulerState | NativeState = state
+        for offset in range(cut, len(inputs)):
+            key, value = inputs[offset]
+            handle, outs = core.step(handle, InputRecord(TOPIC, PARTITION, offset, BASE_TS + offset, key, value))
+            resumed.extend(outs)
+        assert_same_outputs(before + resumed, whole)
+
+
+class _IteratingReference(SchedulerCore):
+    """A reference that looks at every run first (which the lazy state view does not model)."""
+
+    def step(self, state: SchedulerState, record: InputRecord) -> tuple[SchedulerState, list[OutputRecord]]:
+        assert len(state.runs) >= 0
+        return super().step(state, record)
+
+
+class _CopyingReference(SchedulerCore):
+    """A reference whose dispatch copies the runs dict (a failure inside step on the lazy view)."""
+
+    def _dispatch(self, state: SchedulerState, record: InputRecord, emit: Any) -> None:
+        state.runs.copy()
+        super()._dispatch(state, record, emit)
+
+
+@pytest.mark.parametrize("reference", [_IteratingReference, _CopyingReference])
+def test_the_reference_is_rerun_on_a_full_state_when_the_lazy_view_does_not_fit(reference: type[SchedulerCore]) -> None:
+    pair = Pair()
+    pair.native._reference = reference(pair.config)
+    pair.feed(enc_sub(stage_id="s0", pages=[b"zero"]))
+    pair.feed(VALID[:-2])
+    pair.feed(enc_sub(role="navigator", kind="browser", stage_id="b0", artifact=browser_artifact("run-1", "b0")))
+    pair.feed(enc_sub(stage_id="s1", pages=[b"one"]))
+    assert pair.native.fallbacks == 2
+
+
+def test_a_ten_thousand_record_stream() -> None:
+    rng = random.Random(20261201)
+    pair = Pair(make_config(seal_every=7))
+    runs = [f"run-{i}" for i in range(25)]
+    closed: set[str] = set()
+    for i in range(10_000):
+        run_id = rng.choice(runs)
+        roll = rng.random()
+        if roll < 0.80:
+            value = enc_sub(run_id=run_id, stage_id=f"s{i}", pages=[f"p{i}".encode(), f"p{i // 3}".encode()])
+        elif roll < 0.85:
+            value = enc_sub(run_id=run_id, stage_id=f"s{rng.randrange(max(i, 1))}", pages=[f"p{i}".encode()])  # duplicate
+        elif roll < 0.88:
+            value = enc_sub(run_id=run_id, stage_id=f"r{i}", pages=[f"p{i - 1}".encode(), f"p{(i - 1) // 3}".encode()])
+        elif roll < 0.90:
+            value = enc_sub(run_id=run_id, stage_id=f"k{i}", kind=rng.choice(["poetry", "ops", "caf\u00e9"]))
+        elif roll < 0.92:
+            closed.add(run_id)
+            value = enc_close(run_id)
+        elif roll < 0.95:
+            value = rng.randbytes(rng.randrange(0, 40))
+        elif roll < 0.97:
+            value = (
+                codec.MAGIC
+                + rng.choice([b"\x7c\x81\xba\xfe\x11\x54\x6d\x64", rng.randbytes(8)])
+                + rng.randbytes(rng.randrange(0, 60))
+            )
+        elif roll < 0.985:
+            valid = enc_sub(run_id=run_id, stage_id=f"t{i}")
+            value = valid[: rng.randrange(codec.HEADER_SIZE, len(valid))]
+        else:
+            value = None
+        key = rng.choice([run_id.encode(), None, b""])
+        pair.feed(value, key, check_state=i % 1000 == 999)
+    pair.check_state()
+    assert len(closed) > 0 and pair.native.fallbacks > 0
+
+
+# ---------------------------------------------------------------------------
+# fuzz: mutated and hostile submissions
+# ---------------------------------------------------------------------------
+
+_SEEDS = [
+    enc_sub(),
+    enc_sub(run_id="run-2", stage_id="st", role="developer", kind="coding", pages=[]),
+    enc_close(),
+    enc_sub(pages=[b"a", b"b", b"c"], reason_code="budget_exhausted", terminal_state="timed_out"),
+]
+
+
+def _mutate(data: bytes, edits: list[tuple[int, int, int]]) -> bytes:
+    buf = bytearray(data)
+    for op, position, byte in edits:
+        if not buf:
+            buf.append(byte)
+            continue
+        i = position % len(buf)
+        if op == 0:
+            buf[i] = byte
+        elif op == 1:
+            del buf[i:]
+        elif op == 2:
+            buf.insert(i, byte)
+        else:
+            del buf[i]
+    return bytes(buf)
+
+
+_ids = st.one_of(
+    st.sampled_from(["run-1", "run-2", "s1", "s2", "scout", "developer", "ghost", "", "-x", "a" * 129]), st.text(max_size=12)
+)
+_digests = st.one_of(
+    st.sampled_from([sha256_digest(b"a"), sha256_digest(b"b"), evidence_set_hash([]), "", "sha256:00"]), st.text(max_size=80)
+)
+
+
+@st.composite
+def _structured(draw: st.DrawFn) -> bytes:
+    obs = draw(
+        st.lists(
+            st.fixed_dictionaries(
+                {"kind": st.sampled_from(["page", "", "k" * 65, "\u3000"]), "ref": st.text(max_size=8), "content_hash": _digests}
+            ),
+            max_size=4,
+        )
+    )
+    artifact = draw(st.binary(max_size=16))
+    consistent = draw(st.booleans())
+    try:
+        esh = evidence_set_hash(o["content_hash"] for o in obs)
+    except Exception:
+        esh = draw(_digests)
+    return enc(
+        {
+            "submission_id": draw(st.text(max_size=10)),
+            "run_id": draw(_ids),
+            "stage_id": draw(_ids),
+            "role": draw(_ids),
+            "producer": {"id": draw(st.text(max_size=6)), "sdk": "fuzz"},
+            "kind": draw(
+                st.one_of(st.sampled_from(["coding", "research", "browser", "data", "ops", "", "poetry"]), st.text(max_size=70))
+            ),
+            "artifact": artifact,
+            "artifact_hash": sha256_digest(artifact) if consistent else draw(_digests),
+            "evidence_set_hash": esh if consistent else draw(_digests),
+            "observations": obs,
+            "terminal_state": draw(
+                st.one_of(st.sampled_from(["completed", "refused", "failed", "timed_out", "done"]), st.text(max_size=70))
+            ),
+            "reason_code": draw(st.one_of(st.sampled_from(["ok", "", " ", "\x85"]), st.text(max_size=5))),
+            "occurred_at_ms": draw(st.integers(min_value=-(2**63), max_value=2**63 - 1)),
+        }
+    )
+
+
+@st.composite
+def _structured_action(draw: st.DrawFn) -> bytes:
+    """Computer-use actions with hostile values (the reference handles them all)."""
+    return codec.encode(
+        codec.COMPUTER_USE_ACTION,
+        {
+            "submission_id": draw(st.text(max_size=10)),
+            "run_id": draw(_ids),
+            "session_id": draw(_ids),
+            "action_index": draw(st.integers(min_value=-(2**63), max_value=2**63 - 1)),
+            "producer": {"id": draw(st.text(max_size=6)), "sdk": "fuzz"},
+            "prev_anchor": draw(_digests),
+            "screenshot_hash": draw(_digests),
+            "dom_digest": draw(_digests),
+            "observation_hash": draw(_digests),
+            "action": {
+                "kind": draw(st.sampled_from(["navigate", "click", "teleport", ""])),
+                "target": draw(st.text(max_size=12)),
+                "value_digest": draw(st.sampled_from(["", "hmac-sha256:" + "0" * 64, "x"])),
+            },
+            "anchor": draw(_digests),
+            "lineage": {
+                "entry": draw(st.one_of(st.binary(max_size=40), st.just(b'{"content_hash":"sha256:00","parent_hashes":[]}'))),
+                "hmac": draw(st.sampled_from(["", "hmac-sha256:" + "1" * 64])),
+                "key_id": draw(st.sampled_from(["", SIGNER.key_id])),
+                "signature": draw(st.binary(max_size=64)),
+            },
+            "occurred_at_ms": draw(st.integers(min_value=0, max_value=2**62)),
+        },
+    )
+
+
+def _valid_actions(run_id: str, count: int) -> list[bytes]:
+    anchor = computer_use_genesis(run_id, "fuzz-session")
+    values = []
+    for index in range(count):
+        value, anchor = cu_action(run_id, "fuzz-session", index, anchor)
+        values.append(value)
+    return values
+
+
+_values = st.one_of(
+    st.none(),
+    st.binary(max_size=200),
+    st.builds(
+        lambda fp, body: codec.MAGIC + fp + body,
+        st.sampled_from([VALID[2:10], enc_close()[2:10]]) | st.binary(min_size=8, max_size=8),
+        st.binary(max_size=120),
+    ),
+    st.builds(
+        _mutate,
+        st.sampled_from(_SEEDS),
+        st.lists(st.tuples(st.integers(0, 3), st.integers(0, 10_000), st.integers(0, 255)), min_size=1, max_size=6),
+    ),
+    st.sampled_from(_SEEDS),
+    _structured(),
+    _structured_action(),
+    st.sampled_from(_valid_actions("run-1", 3) + _valid_actions("run-2", 2)),
+    st.builds(lambda run_id: enc_close(run_id), _ids),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=8)), _values), min_size=1, max_size=25), st.integers(1, 4))
+def test_fuzz_native_equals_the_reference(inputs: list[tuple[bytes | None, bytes | None]], seal_every: int) -> None:
+    pair = Pair(make_config(seal_every=seal_every))
+    for key, value in inputs:
+        pair.feed(value, key)
+
+
+# ---------------------------------------------------------------------------
+# choosing a core
+# ---------------------------------------------------------------------------
+
+
+def test_make_core_prefers_and_env_overrides() -> None:
+    config = make_config()
+    assert isinstance(make_core(config, 0, "python", environ={}), SchedulerCore)
+    assert isinstance(make_core(config, 0, "native", environ={}), NativeSchedulerCore)
+    assert isinstance(make_core(config, 0, environ={}), NativeSchedulerCore)  # auto, and the extension is built
+    assert isinstance(make_core(config, 0, "native", environ={"BERNSTEIN_CORE": "python"}), SchedulerCore)
+    assert isinstance(make_core(config, 0, "python", environ={"BERNSTEIN_CORE": "Native "}), NativeSchedulerCore)
+    assert isinstance(make_core(config, 0, "python", environ={"BERNSTEIN_CORE": ""}), SchedulerCore)
+    with pytest.raises(ValueError, match="BERNSTEIN_CORE"):
+        make_core(config, 0, environ={"BERNSTEIN_CORE": "rust"})
+
+
+def test_make_core_reads_the_environment_it_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BERNSTEIN_CORE", "python")
+    assert isinstance(make_core(make_config(), 0, "native", environ=os.environ), SchedulerCore)
+    assert isinstance(make_core(make_config(), 0, "native"), NativeSchedulerCore)  # the core package reads no environment
+    monkeypatch.setenv("BERNSTEIN_CORE", "native")
+    assert isinstance(make_core(make_config(), 0, "python", environ=os.environ), NativeSchedulerCore)
+
+
+def test_make_core_without_the_extension(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(native_mod, "_native", None)
+    assert not native_status()[0]
+    assert isinstance(make_core(make_config(), 0, environ={}), SchedulerCore)
+    with pytest.raises(NativeUnavailable, match="not installed"):
+        make_core(make_config(), 0, "native", environ={})
+
+
+class _OpaqueSigner:
+    key_id = SIGNER.key_id
+
+    def sign(self, data: bytes) -> bytes:
+        return SIGNER.sign(data)
+
+
+def test_a_signer_without_a_seed_keeps_the_python_core() -> None:
+    config = make_config(signer=_OpaqueSigner())
+    assert isinstance(make_core(config, 0, environ={}), SchedulerCore)
+    with pytest.raises(NativeUnavailable, match="seed"):
+        make_core(config, 0, "native", environ={})
+
+
+def test_drift_from_the_reference_disables_the_native_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(step_mod, "_MAX_EVIDENCE_CHARS", 255)  # a changed constant
+    assert not native_status()[0]
+    assert isinstance(make_core(make_config(), 0, environ={}), SchedulerCore)
+    monkeypatch.undo()
+    monkeypatch.setattr(step_mod, "_CE_SOURCE", b"bernstein/other")  # changed behaviour: caught by the self-check
+    assert native_status()[0]
+    with pytest.raises(NativeUnavailable, match="self-check"):
+        NativeSchedulerCore(make_config(), 0)
+    assert isinstance(make_core(make_config(), 0, environ={}), SchedulerCore)
+
+
+def test_a_changed_schema_is_refused_by_the_extension() -> None:
+    known = [(s.fingerprint, s.name) for s in codec.default_codec().schemas]
+    altered = [(b"\x00" * 8 if name == codec.JOURNAL_ENTRY else fp, name) for fp, name in known]
+    with pytest.raises(ValueError, match="JournalEntry.v1"):
+        bn.NativeCore(ROLES, SEED, AUDIT_KEY, "k", 1000, 0, SIGNER.key_id, altered, sorted(step_mod._INPUT_SCHEMAS))
