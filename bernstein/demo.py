@@ -30,7 +30,7 @@ from schemas import codec
 from substrate.cas import DirBlobStore, S3BlobStore
 from substrate.config import Settings
 from substrate.kafka import ensure_topics, require_bootstrap
-from substrate.keys import Ed25519Signer, InstallKeys, KeyFileMissing, TrustedKeys, init_keys, load_keys
+from substrate.keys import InstallKeys, KeyFileMissing, TrustedKeys, init_keys, load_keys
 from verifier.export import export_dump
 from verifier.kafka_source import KafkaSource
 from verifier.render import render_text
@@ -46,7 +46,7 @@ class DemoContext:
     emitter: Emitter
     run_id: str
     workdir: Path
-    signer: Ed25519Signer
+    keys: InstallKeys
     out: TextIO
     published: list[Published] = field(default_factory=list)
 
@@ -111,7 +111,7 @@ def research_stages(ctx: DemoContext) -> None:
         try:
             tight.run(query="Everything about Quill", sources=[f"{url}/index.html", *sources], fetch_fn=fetch, synthesise=extractive_synthesiser)
         except ResearchBudgetExceeded as exceeded:
-            published = ctx.emitter.publish(run_id=ctx.run_id, stage_id="research-1", role="scout", result=exceeded.refused_result)
+            published = ctx.emitter.publish(run_id=ctx.run_id, stage_id="research-1", role="scout", result=tight.refused_result(exceeded))
             ctx.published.append(published)
             ctx.say(f"    research-1 [research] budget of 1 fetch exceeded before fetch 2: recorded as refused -> offset {published.offset}")
 
@@ -127,7 +127,7 @@ def dataops_stages(ctx: DemoContext) -> None:
     orders = InputFile("orders.csv", (data_dir / "orders.csv").read_bytes())
     data_steps = JobSpec.parse((data_dir / "orders.job.json").read_bytes()).steps
     job = run_data_job(
-        DataActivity(ctx.run_id, "data-0", store=ctx.emitter.store, signer=ctx.signer), [orders], data_steps, out_dir / "regions.csv"
+        DataActivity(ctx.run_id, "data-0", store=ctx.emitter.store, signer=ctx.keys.signer), [orders], data_steps, out_dir / "regions.csv"
     )
     published = ctx.emitter.publish(run_id=ctx.run_id, stage_id="data-0", role="analyst", result=job.result)
     ctx.published.append(published)
@@ -136,14 +136,14 @@ def dataops_stages(ctx: DemoContext) -> None:
     config = InputFile("service.conf", (data_dir / "service.conf").read_bytes())
     ops_steps = JobSpec.parse((data_dir / "service.job.json").read_bytes()).steps
     ops = run_ops_job(
-        OpsActivity(ctx.run_id, "ops-0", store=ctx.emitter.store, signer=ctx.signer), [config], ops_steps, out_dir / "service.conf"
+        OpsActivity(ctx.run_id, "ops-0", store=ctx.emitter.store, signer=ctx.keys.signer), [config], ops_steps, out_dir / "service.conf"
     )
     published = ctx.emitter.publish(run_id=ctx.run_id, stage_id="ops-0", role="operator", result=ops.result)
     ctx.published.append(published)
     changes = ", ".join(f"{c.key}: {c.before} -> {c.after}" for c in ops.changes)
     ctx.say(f"    ops-0      [ops]      config change ({changes}), signed receipt -> offset {published.offset}")
 
-    misordered = OpsActivity(ctx.run_id, "ops-1", store=ctx.emitter.store, signer=ctx.signer)
+    misordered = OpsActivity(ctx.run_id, "ops-1", store=ctx.emitter.store, signer=ctx.keys.signer)
     try:
         misordered_job(misordered, "effect-before-plan", [config], ops_steps, out_dir / "never.conf")
     except ActivityRejected as refusal:
@@ -152,7 +152,22 @@ def dataops_stages(ctx: DemoContext) -> None:
         ctx.say(f"    ops-1      [ops]      wrote before planning: refused {refusal.code}, recorded as a refused activity -> offset {published.offset}")
 
 
-STAGES: list[Callable[[DemoContext], None]] = [coding_stage, research_stages, dataops_stages]
+def browser_stage(ctx: DemoContext) -> None:
+    """A scripted browser agent signs up on the demo site in headless Chromium; every action is anchored, signed
+    and journalled, and the typed password never leaves the boundary in plain text."""
+    sys.path.insert(0, str(REPO))
+    from demo.site_server import serve
+    from producers.computer_use.demo import browser_demo_stage
+
+    with serve(REPO / "demo" / "site") as (url, _stop):
+        outcome = browser_demo_stage(ctx.emitter, ctx.run_id, ctx.keys, url, ctx.workdir / "browser")
+    ctx.say(
+        f"    browser-0  [browser]  signup flow in Chromium: {outcome.action_count} actions anchored, head "
+        f"{outcome.head_anchor[:23]}..., {outcome.activity_terminal_state.value} -> {outcome.result_landed}"
+    )
+
+
+STAGES: list[Callable[[DemoContext], None]] = [coding_stage, research_stages, dataops_stages, browser_stage]
 
 
 def run_demo(*, settings: Settings, keys_dir: Path, out_dir: Path, out: TextIO = sys.stdout) -> int:
@@ -185,7 +200,7 @@ def run_demo(*, settings: Settings, keys_dir: Path, out_dir: Path, out: TextIO =
     with tempfile.TemporaryDirectory(prefix="bernstein-demo-") as tmp, Emitter(
         bootstrap=bootstrap, store=store, topics=settings.topics, producer_id="demo-agents"
     ) as emitter:
-        ctx = DemoContext(settings=settings, emitter=emitter, run_id=run_id, workdir=Path(tmp), signer=keys.signer, out=out)
+        ctx = DemoContext(settings=settings, emitter=emitter, run_id=run_id, workdir=Path(tmp), keys=keys, out=out)
         print("==> agents publish activities (evidence goes to S3 first, then one Avro event each)", file=out)
         for stage in STAGES:
             stage(ctx)

@@ -45,10 +45,12 @@ class BlobIntegrityError(CasError):
 
     code = "E_BLOB_INTEGRITY"
 
-    def __init__(self, expected: str, actual: str, where: str) -> None:
+    def __init__(self, expected: str, actual: str, where: str, data: bytes | None = None) -> None:
         super().__init__(f"blob {expected} in {where} has changed: its bytes now hash to {actual}")
         self.expected = expected
         self.actual = actual
+        self.data = data
+        """The bytes as stored now, so a caller can say what they have become (e.g. recompute an anchor)."""
 
 
 class CasUnavailable(CasError):
@@ -137,7 +139,7 @@ class DirBlobStore:
             raise CasUnavailable(f"cannot read blob {digest} from {self.root}: {exc.strerror}") from exc
         actual = sha256_digest(data)
         if actual != digest:
-            raise BlobIntegrityError(digest, actual, self.describe())
+            raise BlobIntegrityError(digest, actual, self.describe(), data)
         return data
 
     def has(self, digest: str) -> bool:
@@ -244,7 +246,7 @@ class S3BlobStore:
                 response.release_conn()
         actual = sha256_digest(data)
         if actual != digest:
-            raise BlobIntegrityError(digest, actual, self.describe())
+            raise BlobIntegrityError(digest, actual, self.describe(), data)
         return data
 
     def has(self, digest: str) -> bool:

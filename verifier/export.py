@@ -52,7 +52,7 @@ def referenced_digests(record: StoredRecord) -> list[str]:
     if entry.get("entry_type") == ENTRY_ACTIVITY_RESULT:
         digests.append(entry["artifact_hash"])
         digests.extend(o["content_hash"] for o in entry["observations"])
-    for name in ("screenshot_hash",):
+    for name in ("screenshot_hash", "dom_digest"):  # computer-use actions: the bytes each step saw
         if name in entry:
             digests.append(entry[name])
     return [d for d in digests if is_digest(d)]

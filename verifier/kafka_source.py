@@ -12,6 +12,25 @@ from verifier.sources import StoredRecord
 _TIMEOUT: Final = 30.0
 
 
+def _watermarks(consumer: Any, topic: str, partition: int, bootstrap: str) -> tuple[int, int]:
+    """Low and high watermarks; a partition briefly unknown (a broker restarting) is retried for a while."""
+    import time
+
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+    deadline = time.monotonic() + _TIMEOUT
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=_TIMEOUT)
+            return int(low), int(high)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            transient = isinstance(error, KafkaError) and error.code() in (KafkaError._UNKNOWN_PARTITION, KafkaError._TRANSPORT)
+            if not transient or time.monotonic() > deadline:
+                raise KafkaUnavailable(f"cannot read {topic}[{partition}] from {bootstrap}: {exc}") from exc
+            time.sleep(0.2)
+
+
 class KafkaSource:
     """A ``RecordSource`` over a live cluster; each ``records`` call is a fresh scan."""
 
@@ -37,7 +56,7 @@ class KafkaSource:
         return sorted(info.partitions)
 
     def records(self, stream: str, partition: int, *, headers: bool = True) -> Iterator[StoredRecord]:
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
         topic = self.topics.by_stream(stream)
         consumer: Any = Consumer(
@@ -53,10 +72,7 @@ class KafkaSource:
             )
         )
         try:
-            try:
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=_TIMEOUT)
-            except KafkaException as exc:
-                raise KafkaUnavailable(f"cannot read {topic}[{partition}] from {self.bootstrap}: {exc}") from exc
+            low, high = _watermarks(consumer, topic, partition, self.bootstrap)
             if high <= low:
                 return
             consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])

@@ -1,0 +1,305 @@
+"""``bernstein browser run`` and ``bernstein browser replay``.
+
+    bernstein browser run --flow FLOW.json --url URL --run RUN --session SESSION
+        [--role navigator] [--adapter playwright] [--keys-dir DIR] [--worktree DIR]
+        [--timeout S] [--action-timeout S] [--byte-cap N] [--max-actions N]
+        [--producer-id ID] [--prefix P] [--json]
+    bernstein browser replay RUN [--session S] [--from kafka|DUMP] [--cas s3|none|DIR]
+        [--trusted-keys FILE] [--keys-dir DIR] [--prefix P] [--json]
+
+``run`` exit codes: 0 the session ended ok (every action and the result
+published); 3 it was refused before anything started (incapable adapter, bad
+flow, bad ids), or it ended refused / failed / timed out (that result IS
+published, so the stop is journalled), or a usage / service error.
+
+``replay`` exit codes: 0 every session replays and matches its signed head;
+1 the run has no browser session; 2 a divergence (the first differing action
+is named); 3 usage or unreadable input.
+
+Only ``_run`` / ``_replay`` touch Kafka, S3 and Chromium; ``execute_run``
+takes the store, the publisher and the driver factory, so it is unit-tested
+with a directory store and a fake driver.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import socket
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from producers.activity import ActivityRejected
+from producers.computer_use.agents import ScriptedAgent, load_flow
+from producers.computer_use.boundary import DriverFactory
+from producers.computer_use.budget import DEFAULT_RUN_BYTE_CAP
+from producers.computer_use.capability import CapabilityRefusal, require_computer_use_capable
+from producers.computer_use.errors import FlowError, ReplayNotFound
+from producers.computer_use.replay import ReplayResult, render_lines, replay_run, replay_sessions
+from producers.computer_use.session import DEFAULT_MAX_ACTIONS, ActionPublisher, ComputerUseSession, SessionOutcome
+from substrate.cas import BlobStore
+from substrate.keys import InstallKeys
+
+EXIT_OK = 0
+EXIT_NOT_FOUND = 1
+EXIT_MISMATCH = 2
+EXIT_REFUSED = 3
+
+
+def register(subparsers: Any) -> None:
+    browser = subparsers.add_parser("browser", help="browser / computer-use sessions: every action anchored, signed, replayable")
+    commands = browser.add_subparsers(dest="browser_command", metavar="<browser-command>")
+
+    run = commands.add_parser(
+        "run",
+        help="drive a browser session with a scripted agent and publish every action",
+        description="Run a flow file through a scripted external agent in headless Chromium. Each action is anchored to "
+        "its pre-action screenshot and accessibility snapshot (stored in the CAS), signed, and published; the session "
+        "ends with one browser activity result naming the head anchor.",
+    )
+    run.add_argument("--flow", type=Path, required=True, help="flow file (JSON list of actions)")
+    run.add_argument("--url", default="", help="base URL substituted for {url} in the flow's targets")
+    run.add_argument("--run", dest="run_id", required=True, metavar="RUN", help="run id to publish into")
+    run.add_argument("--session", dest="session_id", required=True, metavar="SESSION", help="session id (= the browser stage id)")
+    run.add_argument("--role", default="navigator", help="role publishing the session (default: navigator)")
+    run.add_argument("--adapter", default="playwright", help="computer-use adapter (default: playwright)")
+    run.add_argument("--keys-dir", type=Path, default=None, help="install key directory (default: $BERNSTEIN_KEYS_DIR)")
+    run.add_argument("--worktree", type=Path, default=Path.cwd(), help="worktree for profiles and the byte ledger (default: .)")
+    run.add_argument("--timeout", type=_seconds, default=None, metavar="S", help="session timeout in seconds (default: none)")
+    run.add_argument("--action-timeout", type=_seconds, default=5.0, metavar="S", help="per-action driver timeout (default: 5)")
+    run.add_argument(
+        "--byte-cap", type=_count, default=DEFAULT_RUN_BYTE_CAP, metavar="N", help="screenshot bytes per run (default: 64 MiB)"
+    )
+    run.add_argument(
+        "--max-actions",
+        type=_count,
+        default=DEFAULT_MAX_ACTIONS,
+        metavar="N",
+        help=f"action budget (default: {DEFAULT_MAX_ACTIONS})",
+    )
+    run.add_argument("--producer-id", default=None, help="worker identity (default: navigator@<hostname>)")
+    run.add_argument("--prefix", default=None, help="topic prefix (default: $BERNSTEIN_TOPIC_PREFIX or 'bernstein')")
+    run.add_argument("--json", action="store_true", help="print the summary as JSON")
+    run.set_defaults(func=_run)
+
+    replay = commands.add_parser(
+        "replay",
+        help="replay a run's browser sessions offline: re-hash, recompute every anchor, check signatures and the head",
+        description="Walk the run's journalled computer-use actions and the CAS; never re-runs the agent.",
+    )
+    replay.add_argument("run_id", metavar="RUN")
+    replay.add_argument("--session", dest="session_id", default=None, help="replay only this session")
+    replay.add_argument("--from", dest="source", default="kafka", metavar="kafka|DUMP", help="a live cluster or a dump directory")
+    replay.add_argument("--cas", default=None, metavar="s3|none|DIR", help="content store (default: s3, or <dump>/cas)")
+    replay.add_argument("--trusted-keys", type=Path, default=None, metavar="FILE", help="pinned keys (default: the install keys)")
+    replay.add_argument("--keys-dir", type=Path, default=None, help="install key directory, used when --trusted-keys is absent")
+    replay.add_argument("--prefix", default=None, help="topic prefix (default: $BERNSTEIN_TOPIC_PREFIX or 'bernstein')")
+    replay.add_argument("--json", action="store_true", help="print the result as JSON")
+    replay.set_defaults(func=_replay)
+    browser.set_defaults(func=lambda _args: _usage(browser))
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return value
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return EXIT_REFUSED
+
+
+def default_producer_id() -> str:
+    host = re.sub(r"[^A-Za-z0-9_.-]", "-", socket.gethostname())[:100] or "host"
+    return f"navigator@{host}"
+
+
+# ---------------------------------------------------------------------------
+# run
+# ---------------------------------------------------------------------------
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The thin shell: gate, then keys and the emitter, then ``execute_run``."""
+    try:
+        require_computer_use_capable(args.adapter)  # before keys, Kafka or any browser
+    except CapabilityRefusal as exc:
+        return _refused(exc.code, exc.message, sys.stderr, suggested=exc.suggested_adapters)
+    from bernstein.commands.common import keys_from
+    from producers.computer_use.playwright_driver import PlaywrightDriver
+    from producers.computer_use.session import EmitterPublisher
+    from producers.emitter import Emitter
+    from substrate.config import Settings
+
+    keys = keys_from(args)
+    producer_id = args.producer_id or default_producer_id()
+    factory = PlaywrightDriver.factory(action_timeout_ms=int(args.action_timeout * 1000))
+    with Emitter.from_settings(Settings.load(prefix=args.prefix), producer_id=producer_id) as emitter:
+        return execute_run(
+            args,
+            store=emitter.store,
+            publisher=EmitterPublisher(emitter),
+            keys=keys,
+            driver_factory=factory,
+            producer_id=producer_id,
+        )
+
+
+def execute_run(
+    args: argparse.Namespace,
+    *,
+    store: BlobStore,
+    publisher: ActionPublisher,
+    keys: InstallKeys,
+    driver_factory: DriverFactory,
+    producer_id: str,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Load the flow, run the session, print the summary; returns the exit code."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        require_computer_use_capable(args.adapter)
+        actions = load_flow(args.flow, base_url=args.url)
+        session = ComputerUseSession(
+            args.run_id,
+            args.session_id,
+            keys=keys,
+            store=store,
+            publisher=publisher,
+            worker_id=producer_id,
+            worktree=args.worktree,
+            role=args.role,
+            adapter=args.adapter,
+            byte_cap=args.byte_cap,
+            max_actions=args.max_actions,
+            timeout=args.timeout,
+        )
+    except CapabilityRefusal as exc:
+        return _refused(exc.code, exc.message, err, suggested=exc.suggested_adapters)
+    except (FlowError, ActivityRejected) as exc:
+        return _refused(exc.code, exc.message, err)
+    except ValueError as exc:
+        return _refused("INVALID_ARGUMENT", str(exc), err)
+    outcome = session.run(ScriptedAgent(actions), driver_factory)
+    if outcome.error is not None:
+        print(f"browser session stopped: {outcome.error.code}: {outcome.error.message}", file=err)
+    _print_outcome(args, outcome, out)
+    return EXIT_OK if outcome.ok else EXIT_REFUSED
+
+
+def _refused(code: str, message: str, err: TextIO, *, suggested: tuple[str, ...] = ()) -> int:
+    hint = f" (suggested adapters: {', '.join(suggested)})" if suggested else ""
+    print(f"browser refused: {code}: {message}{hint} (nothing published)", file=err)
+    return EXIT_REFUSED
+
+
+def _print_outcome(args: argparse.Namespace, outcome: SessionOutcome, out: TextIO) -> None:
+    summary = {
+        "run_id": outcome.run_id,
+        "session_id": outcome.session_id,
+        "kind": "browser",
+        "terminal_state": outcome.activity_terminal_state.value,
+        "computer_use_state": outcome.terminal_state.value,
+        "reason_code": outcome.reason_code,
+        "actions": outcome.action_count,
+        "head_anchor": outcome.head_anchor,
+        "artifact_hash": outcome.result.artifact_hash,
+        "landed": outcome.result_landed,
+    }
+    if args.json:
+        print(json.dumps(summary, sort_keys=True), file=out)
+        return
+    headline = "published browser session" if outcome.ok else f"published {outcome.terminal_state.value} browser session"
+    print(f"{headline}: run={outcome.run_id} session={outcome.session_id} [browser]", file=out)
+    for record in outcome.records:
+        print(f"  action {record.index} {record.action.kind} anchor {record.anchor}", file=out)
+    print(f"  {outcome.action_count} actions, head {outcome.head_anchor}", file=out)
+    print(f"  {outcome.activity_terminal_state.value}/{outcome.reason_code}, artifact {outcome.result.artifact_hash}", file=out)
+    print(f"  landed at {outcome.result_landed}", file=out)
+
+
+# ---------------------------------------------------------------------------
+# replay
+# ---------------------------------------------------------------------------
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from bernstein.commands.common import UsageError, settings_from, store_from, trusted_from
+    from verifier.sources import DumpSource
+
+    settings = settings_from(args)
+    trusted = trusted_from(args.trusted_keys, args.keys_dir)
+    source: Any
+    if args.source == "kafka":
+        from substrate.kafka import require_bootstrap
+        from verifier.kafka_source import KafkaSource
+
+        source = KafkaSource(require_bootstrap(settings.kafka_bootstrap), settings.topics)
+        cas = store_from(args.cas, settings)
+    else:
+        dump = Path(args.source)
+        source = DumpSource(dump)
+        cas = store_from(args.cas, settings, default_dir=dump / "cas")
+    if cas is None:
+        raise UsageError("replay re-hashes the stored screenshots: pass --cas s3 or a CAS directory")
+    return execute_replay(args, source=source, cas=cas, trusted=trusted)
+
+
+def execute_replay(args: argparse.Namespace, *, source: Any, cas: BlobStore, trusted: Any, out: TextIO | None = None) -> int:
+    """Replay and print; returns 0 ok, 1 not found, 2 divergence."""
+    out = out or sys.stdout
+    try:
+        if args.session_id is not None:
+            results: tuple[ReplayResult, ...] = (
+                replay_run(args.run_id, source=source, cas=cas, trusted=trusted, session_id=args.session_id),
+            )
+        else:
+            results = replay_sessions(args.run_id, source=source, cas=cas, trusted=trusted)
+    except ReplayNotFound as exc:
+        if args.json:
+            print(json.dumps({"run_id": args.run_id, "found": False, "reason": exc.message}, sort_keys=True), file=out)
+        else:
+            print(f"NOT FOUND -- {exc.message}", file=out)
+        return EXIT_NOT_FOUND
+    ok = all(r.ok for r in results)
+    if args.json:
+        print(
+            json.dumps(
+                {"run_id": args.run_id, "found": True, "ok": ok, "sessions": [r.to_json() for r in results]},
+                indent=2,
+                sort_keys=True,
+            ),
+            file=out,
+        )
+        return EXIT_OK if ok else EXIT_MISMATCH
+    for result in results:
+        print(f"replay run {result.run_id} session {result.session_id}", file=out)
+        for line in render_lines(result):
+            print(f"  {line}", file=out)
+        if result.divergence is None:
+            print(f"  replayed -- {result.action_count} actions reconstruct the signed head {result.head_anchor}", file=out)
+        else:
+            d = result.divergence
+            print(f"  DIVERGED at action {d.action_index} ({d.reason.value}): {d.message}", file=out)
+            print(f"    expected anchor  {d.expected_anchor or '-'}", file=out)
+            print(f"    recomputed       {d.recomputed_anchor or '-'}", file=out)
+    return EXIT_OK if ok else EXIT_MISMATCH

@@ -1,0 +1,98 @@
+"""Typed failures of the computer-use modality.
+
+Tree (all under ``schemas.errors.BernsteinError``)::
+
+    ComputerUseError                    base of everything below
+    ├── CapabilityRefusal               an adapter that cannot do the task (capability.py)
+    │   └── ComputerUseRefusal          ... handed a browser task; raised before any process starts
+    ├── ComputerUseDriverError          the browser driver failed; carries its terminal state (terminal.py)
+    ├── SessionRefused                  a policy stopped the session; it is recorded as a refused result
+    │   ├── ActionByteCapExceeded       the run's screenshot byte cap would be crossed (budget.py)
+    │   ├── ActionLimitExceeded         the session's action budget is spent
+    │   └── InvalidAction               the agent proposed an action the boundary cannot anchor
+    ├── FlowError                       a scripted agent's flow file is malformed (agents.py)
+    └── ReplayNotFound                  the run holds no such browser session (replay.py)
+    MalformedSessionDocument            (a MalformedInput) bytes that are not a session document / action log
+
+Codes are stable: appended to, never renamed. Playwright's exceptions never
+leave ``playwright_driver.py``; they become ``ComputerUseDriverError``.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from schemas.errors import BernsteinError, MalformedInput
+
+
+class ComputerUseError(BernsteinError):
+    """Base class of the computer-use modality's deliberate failures."""
+
+    code: ClassVar[str] = "E_COMPUTER_USE"
+
+
+class SessionRefused(ComputerUseError):
+    """A policy stopped the session before an action was anchored.
+
+    The session records it (terminal state ``refused``, ``reason_code``) instead
+    of dropping the evidence gathered so far.
+    """
+
+    code: ClassVar[str] = "SESSION_REFUSED"
+    reason_code: ClassVar[str] = "refused"
+    """The activity result's reason code when this refusal ends a session."""
+
+    def evidence(self) -> dict[str, str | int]:
+        """Machine-readable facts written into the session document's ``refusal``."""
+        return {"code": self.code}
+
+
+class ActionLimitExceeded(SessionRefused):
+    """The agent wanted more actions than the session's budget allows."""
+
+    code: ClassVar[str] = "ACTION_LIMIT_EXCEEDED"
+    reason_code: ClassVar[str] = "action_limit_exceeded"
+
+    def __init__(self, *, session_id: str, limit: int) -> None:
+        super().__init__(f"browser session {session_id!r} reached its limit of {limit} actions; action {limit} was not taken")
+        self.session_id = session_id
+        self.limit = limit
+
+    def evidence(self) -> dict[str, str | int]:
+        return {"code": self.code, "limit": self.limit, "at_action": self.limit}
+
+
+class InvalidAction(SessionRefused):
+    """An action the boundary cannot anchor (unknown kind, oversized target, ...)."""
+
+    code: ClassVar[str] = "INVALID_ACTION"
+    reason_code: ClassVar[str] = "invalid_action"
+
+    def __init__(self, message: str, *, field: str, index: int | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.index = index
+
+    def evidence(self) -> dict[str, str | int]:
+        facts: dict[str, str | int] = {"code": self.code, "field": self.field}
+        if self.index is not None:
+            facts["at_action"] = self.index
+        return facts
+
+
+class FlowError(ComputerUseError):
+    """A flow file that cannot drive a scripted agent (raised before any browser starts)."""
+
+    code: ClassVar[str] = "E_FLOW"
+
+
+class ReplayNotFound(ComputerUseError):
+    """The run holds no computer-use session to replay (exit 1, not a tamper verdict)."""
+
+    code: ClassVar[str] = "NO_BROWSER_SESSION"
+
+
+class MalformedSessionDocument(MalformedInput):
+    """Bytes that are not a well-formed browser session document or action log."""
+
+    code = "E_BROWSER_DOCUMENT"

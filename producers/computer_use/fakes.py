@@ -1,0 +1,213 @@
+"""In-memory test doubles for the computer-use boundary (no browser, no Kafka).
+
+* ``FakeDriver``: serves scripted frames, records what it was asked to do,
+  raises scripted faults.
+* ``RecordingPublisher``: keeps every published action value and result, and
+  encodes results the way the emitter would (``submission_value``), so a test
+  can fold the scheduler core over them.
+* ``MemorySource``: a ``verifier.sources.RecordSource`` over records in memory.
+* ``InMemoryScheduler``: the real, pure scheduler core folded over published
+  values without Kafka; its outputs land in a ``MemorySource``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from consumers.core.model import InputRecord, SchedulerConfig
+from consumers.core.step import SchedulerCore, initial_state
+from producers.activity import ActivityResult
+from producers.computer_use.boundary import Frame, ProposedAction
+from schemas import codec
+from substrate.keys import InstallKeys
+from verifier.sources import StoredRecord
+
+
+class FakeDriver:
+    """A ``BrowserDriver`` over scripted frames: frame ``i`` is shown before action ``i``."""
+
+    def __init__(
+        self,
+        frames: Sequence[Frame],
+        *,
+        faults: Mapping[int, Exception] | None = None,
+        observe_faults: Mapping[int, Exception] | None = None,
+    ) -> None:
+        if not frames:
+            raise ValueError("a fake driver needs at least one frame")
+        self.frames = tuple(frames)
+        self.faults = dict(faults or {})
+        self.observe_faults = dict(observe_faults or {})
+        self.performed: list[ProposedAction] = []
+        self.closed = False
+        self.profile_dir: Path | None = None
+
+    def observe(self) -> Frame:
+        index = len(self.performed)
+        fault = self.observe_faults.get(index)
+        if fault is not None:
+            raise fault
+        return self.frames[min(index, len(self.frames) - 1)]
+
+    def perform(self, action: ProposedAction) -> None:
+        index = len(self.performed)
+        self.performed.append(action)
+        fault = self.faults.get(index)
+        if fault is not None:
+            raise fault
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@dataclass
+class FakeDriverFactory:
+    """A ``DriverFactory`` that hands out one ``FakeDriver`` and counts launches."""
+
+    driver: FakeDriver
+    launches: list[Path] = field(default_factory=list)
+    launch_error: Exception | None = None
+
+    def __call__(self, profile_dir: Path) -> FakeDriver:
+        self.launches.append(profile_dir)
+        if self.launch_error is not None:
+            raise self.launch_error
+        self.driver.profile_dir = profile_dir
+        return self.driver
+
+
+@dataclass
+class PublishedResult:
+    run_id: str
+    stage_id: str
+    role: str
+    result: ActivityResult
+
+
+class RecordingPublisher:
+    """An ``ActionPublisher`` that keeps everything in memory."""
+
+    def __init__(self, producer_id: str = "navigator@test") -> None:
+        self.producer_id = producer_id
+        self.actions: list[tuple[str, str, bytes]] = []
+        self.results: list[PublishedResult] = []
+        self._order: list[tuple[str, bytes]] = []
+
+    def publish_action(self, run_id: str, submission_id: str, value: bytes) -> str:
+        self.actions.append((run_id, submission_id, value))
+        self._order.append((run_id, value))
+        return f"memory@{len(self._order) - 1}"
+
+    def publish_result(self, run_id: str, stage_id: str, role: str, result: ActivityResult) -> str:
+        published = PublishedResult(run_id, stage_id, role, result)
+        self.results.append(published)
+        self._order.append((run_id, self.submission_value(published)))  # encoded once: the same bytes on every read
+        return f"memory@{len(self._order) - 1}"
+
+    def values(self) -> list[tuple[str, bytes]]:
+        """Every published value in publication order, as (run_id, encoded submission)."""
+        return list(self._order)
+
+    def submission_value(self, published: PublishedResult) -> bytes:
+        result = published.result
+        return codec.encode(
+            codec.ACTIVITY_SUBMISSION,
+            {
+                "submission_id": f"result-{published.stage_id}",
+                "run_id": published.run_id,
+                "stage_id": published.stage_id,
+                "role": published.role,
+                "producer": {"id": self.producer_id, "sdk": "fake"},
+                "kind": result.kind.value,
+                "artifact": result.artifact,
+                "artifact_hash": result.artifact_hash,
+                "evidence_set_hash": result.evidence_set_hash,
+                "observations": [o.to_record() for o in result.observations],
+                "terminal_state": result.terminal_state.value,
+                "reason_code": result.reason_code,
+                "occurred_at_ms": int(time.time() * 1000),
+            },
+        )
+
+
+class MemorySource:
+    """A ``RecordSource`` over in-memory records, by stream and partition."""
+
+    def __init__(self, records: Mapping[str, Sequence[StoredRecord]] | None = None) -> None:
+        self._records: dict[str, list[StoredRecord]] = {k: list(v) for k, v in (records or {}).items()}
+
+    def describe(self) -> str:
+        return "memory"
+
+    def add(self, record: StoredRecord) -> None:
+        self._records.setdefault(record.stream, []).append(record)
+
+    def partitions(self, stream: str) -> list[int]:
+        return sorted({r.partition for r in self._records.get(stream, [])})
+
+    def records(self, stream: str, partition: int, *, headers: bool = True) -> Iterator[StoredRecord]:
+        yield from (r for r in self._records.get(stream, []) if r.partition == partition)
+
+    def all(self, stream: str) -> list[StoredRecord]:
+        return list(self._records.get(stream, []))
+
+    def replaced(self, stream: str, records: Sequence[StoredRecord]) -> MemorySource:
+        """A copy with ``stream`` replaced (tamper fixtures)."""
+        copy: dict[str, Any] = dict(self._records)
+        copy[stream] = list(records)
+        return MemorySource(copy)
+
+
+class InMemoryScheduler:
+    """The scheduler's pure core over one in-memory partition (tests of what a session publishes)."""
+
+    def __init__(self, keys: InstallKeys, *, roles: Mapping[str, str] | None = None, prefix: str = "mem") -> None:
+        config = SchedulerConfig(
+            roles=dict(roles or {"navigator": "browser"}),
+            signer=keys.signer,
+            audit_key=keys.audit.secret,
+            audit_key_id=keys.audit.key_id,
+        )
+        self.core = SchedulerCore(config)
+        self.state = initial_state(config, 0)
+        self.prefix = prefix
+        self.source = MemorySource()
+        self._offsets: dict[str, int] = {}
+        self.inputs = 0
+
+    def feed(self, run_id: str, value: bytes, *, timestamp_ms: int = 1_700_000_000_000) -> None:
+        record = InputRecord(f"{self.prefix}.activity.submissions", 0, self.inputs, timestamp_ms, run_id.encode(), value)
+        self.inputs += 1
+        self.state, outputs = self.core.step(self.state, record)
+        for out in outputs:
+            stream = out.stream.value
+            offset = self._offsets.get(stream, 0)
+            self._offsets[stream] = offset + 1
+            self.source.add(
+                StoredRecord(stream, f"{self.prefix}.{stream}", 0, offset, out.timestamp_ms, out.key, out.value, out.headers)
+            )
+
+    def feed_all(self, publisher: RecordingPublisher) -> None:
+        for run_id, value in publisher.values():
+            self.feed(run_id, value)
+
+    def close_run(self, run_id: str) -> None:
+        self.feed(
+            run_id,
+            codec.encode(
+                codec.RUN_CLOSE,
+                {
+                    "submission_id": f"close-{run_id}",
+                    "run_id": run_id,
+                    "producer": {"id": "test", "sdk": "fake"},
+                    "occurred_at_ms": 0,
+                },
+            ),
+        )
+
+    def refusals(self) -> list[dict[str, Any]]:
+        return [codec.decode(r.value or b"").record for r in self.source.all("refusals")]

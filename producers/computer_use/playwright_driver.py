@@ -1,0 +1,251 @@
+"""The concrete browser driver: Playwright's sync API driving Debian's Chromium.
+
+The only module of the modality that imports a browser library. It launches
+``/usr/bin/chromium`` (``$BERNSTEIN_CHROMIUM`` overrides) through
+``executable_path`` -- Playwright's own browser download is never used -- as
+a persistent context on the session's isolated profile directory, so two
+sessions never share cookies or storage.
+
+Every Playwright exception is translated here into ``ComputerUseDriverError``
+with its terminal state: Playwright timeouts -> ``timeout``
+(``ACTION_TIMEOUT``), a closed browser -> ``driver_failure``
+(``BROWSER_CLOSED``), failed navigations -> ``NAVIGATION_FAILED``, anything
+else -> ``ACTION_FAILED``; launch problems -> ``BROWSER_LAUNCH_FAILED``.
+Messages keep only Playwright's first line, with the action's raw value
+scrubbed, so a typed secret cannot reach a log through an error.
+
+Screenshots are of the viewport, with animations disabled, the caret hidden,
+and every field the session has typed into masked (painted over), so a
+value typed into an unmasked text field does not reach the CAS as pixels
+either. (Text a page echoes elsewhere is still rendered; the snapshot text
+is scrubbed, the pixels are not: see docs/computer_use.md.)
+
+Action kinds: ``navigate`` (goto URL), ``click``, ``type`` (fill), ``select``
+(select_option), ``press`` (key on a selector, or the keyboard), ``check``
+(value "false" unchecks), ``scroll`` (value "dx,dy"; with a target: scroll it
+into view), ``wait`` (a selector to appear, or a value in milliseconds, at
+most 60000), ``submit`` (click, then wait for the resulting page to load).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final
+
+from playwright.sync_api import BrowserContext, Page, Playwright, sync_playwright
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
+from producers.computer_use.boundary import DriverFactory, Frame, ProposedAction
+from producers.computer_use.terminal import ComputerUseDriverError, ComputerUseTerminalState, DriverFault
+
+DEFAULT_CHROMIUM: Final = "/usr/bin/chromium"
+CHROMIUM_ARGS: Final = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+DEFAULT_VIEWPORT: Final = (800, 600)
+DEFAULT_ACTION_TIMEOUT_MS: Final = 5_000
+DEFAULT_NAVIGATION_TIMEOUT_MS: Final = 15_000
+MAX_WAIT_MS: Final = 60_000
+
+
+def chromium_path() -> str:
+    """Debian's Chromium, unless ``$BERNSTEIN_CHROMIUM`` names another binary."""
+    return os.environ.get("BERNSTEIN_CHROMIUM") or DEFAULT_CHROMIUM
+
+
+class PlaywrightDriver:
+    """A ``BrowserDriver`` over one persistent Chromium context (one profile directory)."""
+
+    name: Final = "playwright"
+
+    def __init__(
+        self,
+        context: BrowserContext,
+        *,
+        owned: Playwright | None,
+        action_timeout_ms: int = DEFAULT_ACTION_TIMEOUT_MS,
+        navigation_timeout_ms: int = DEFAULT_NAVIGATION_TIMEOUT_MS,
+    ) -> None:
+        self.context = context
+        self._owned = owned
+        self._action_timeout = action_timeout_ms
+        self._navigation_timeout = navigation_timeout_ms
+        context.set_default_timeout(action_timeout_ms)
+        context.set_default_navigation_timeout(navigation_timeout_ms)
+        self.page: Page = context.pages[0] if context.pages else context.new_page()
+        self._typed_targets: list[str] = []
+        self._closed = False
+
+    @classmethod
+    def launch(
+        cls,
+        profile_dir: Path,
+        *,
+        playwright: Playwright | None = None,
+        executable_path: str | None = None,
+        headless: bool = True,
+        viewport: tuple[int, int] = DEFAULT_VIEWPORT,
+        action_timeout_ms: int = DEFAULT_ACTION_TIMEOUT_MS,
+        navigation_timeout_ms: int = DEFAULT_NAVIGATION_TIMEOUT_MS,
+    ) -> PlaywrightDriver:
+        """Start Chromium on ``profile_dir``; with ``playwright`` None this driver owns its own Playwright."""
+        owned: Playwright | None = None
+        try:
+            if playwright is None:
+                owned = playwright = sync_playwright().start()
+            context = playwright.chromium.launch_persistent_context(
+                str(profile_dir),
+                executable_path=executable_path or chromium_path(),
+                headless=headless,
+                args=list(CHROMIUM_ARGS),
+                viewport={"width": viewport[0], "height": viewport[1]},
+                accept_downloads=False,
+            )
+        except PlaywrightError as exc:
+            if owned is not None:
+                _quietly(owned.stop)
+            raise ComputerUseDriverError(
+                f"cannot start Chromium ({executable_path or chromium_path()}): {_first_line(exc)}",
+                fault=DriverFault.BROWSER_LAUNCH_FAILED,
+            ) from exc
+        return cls(context, owned=owned, action_timeout_ms=action_timeout_ms, navigation_timeout_ms=navigation_timeout_ms)
+
+    @classmethod
+    def factory(cls, **options: Any) -> DriverFactory:
+        """A ``DriverFactory`` that launches this driver with ``options`` (see ``launch``)."""
+
+        def start(profile_dir: Path) -> PlaywrightDriver:
+            return cls.launch(profile_dir, **options)
+
+        return start
+
+    # -- BrowserDriver ------------------------------------------------------------
+
+    def observe(self) -> Frame:
+        with _translated(DriverFault.OBSERVE_FAILED):
+            self.page.wait_for_load_state("load")
+            mask = [self.page.locator(target) for target in self._typed_targets]
+            screenshot = self.page.screenshot(type="png", animations="disabled", caret="hide", mask=mask, mask_color="#444444")
+            snapshot = self.page.aria_snapshot()
+            return Frame(screenshot=screenshot, aria_snapshot=snapshot, url=self.page.url)
+
+    def perform(self, action: ProposedAction) -> None:
+        handler = self._handlers().get(action.kind)
+        if handler is None:
+            raise ComputerUseDriverError(
+                f"the playwright driver cannot perform {action.kind!r} actions", fault=DriverFault.ACTION_FAILED
+            )
+        fault = DriverFault.NAVIGATION_FAILED if action.kind == "navigate" else DriverFault.ACTION_FAILED
+        with _translated(fault, secret=action.value):
+            handler(action)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            _quietly(self.context.close)
+        finally:
+            if self._owned is not None:
+                _quietly(self._owned.stop)
+
+    # -- actions ----------------------------------------------------------------------
+
+    def _handlers(self) -> dict[str, Callable[[ProposedAction], None]]:
+        return {
+            "navigate": self._navigate,
+            "click": lambda a: self.page.click(a.target),
+            "type": self._type,
+            "select": lambda a: self._select(a),
+            "press": self._press,
+            "check": self._check,
+            "scroll": self._scroll,
+            "wait": self._wait,
+            "submit": self._submit,
+        }
+
+    def _navigate(self, action: ProposedAction) -> None:
+        self.page.goto(action.target, wait_until="load")
+
+    def _type(self, action: ProposedAction) -> None:
+        if action.target not in self._typed_targets:
+            self._typed_targets.append(action.target)  # masked in every later screenshot
+        self.page.fill(action.target, action.value or "")
+
+    def _select(self, action: ProposedAction) -> None:
+        self.page.select_option(action.target, action.value or "")
+
+    def _press(self, action: ProposedAction) -> None:
+        if action.target:
+            self.page.press(action.target, action.value or "")
+        else:
+            self.page.keyboard.press(action.value or "")
+
+    def _check(self, action: ProposedAction) -> None:
+        if (action.value or "true").strip().lower() in ("false", "0", "off", "no"):
+            self.page.uncheck(action.target)
+        else:
+            self.page.check(action.target)
+
+    def _scroll(self, action: ProposedAction) -> None:
+        if action.target:
+            self.page.locator(action.target).scroll_into_view_if_needed()
+            return
+        dx, _, dy = (action.value or "0,400").partition(",")
+        self.page.mouse.wheel(int(dx or 0), int(dy or 0))
+
+    def _wait(self, action: ProposedAction) -> None:
+        if action.target:
+            self.page.wait_for_selector(action.target)
+        else:
+            self.page.wait_for_timeout(min(max(int(action.value or "0"), 0), MAX_WAIT_MS))
+
+    def _submit(self, action: ProposedAction) -> None:
+        # click() waits for a navigation the click initiates to commit; then wait for its load.
+        self.page.click(action.target)
+        self.page.wait_for_load_state("load")
+
+
+@contextmanager
+def _translated(fault: str, *, secret: str | None = None) -> Iterator[None]:
+    """Translate Playwright's exceptions (and bad action values) at the edge."""
+    try:
+        yield
+    except PlaywrightTimeoutError as exc:
+        raise ComputerUseDriverError(
+            _scrub(_first_line(exc), secret), terminal_state=ComputerUseTerminalState.TIMEOUT, fault=DriverFault.ACTION_TIMEOUT
+        ) from None
+    except PlaywrightError as exc:
+        message = _scrub(_first_line(exc), secret)
+        closed = "closed" in message.lower() and ("target" in message.lower() or "browser" in message.lower())
+        raise ComputerUseDriverError(message, fault=DriverFault.BROWSER_CLOSED if closed else fault) from None
+    except ValueError:
+        raise ComputerUseDriverError("the action's value is not valid for its kind", fault=fault) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _scrub(message: str, secret: str | None) -> str:
+    if secret:
+        message = message.replace(secret, "<redacted>")
+    return message
+
+
+def _quietly(call: Callable[[], object]) -> None:
+    try:
+        call()
+    except Exception:  # noqa: BLE001, S110 - teardown of a browser that may already be gone
+        pass

@@ -1,0 +1,445 @@
+"""One recorded browser session: every action anchored, signed and published; one result at the end.
+
+    session = ComputerUseSession("run-42", "browser-0", keys=keys, store=store,
+                                 publisher=EmitterPublisher(emitter), worker_id="navigator@host",
+                                 worktree=Path("."))
+    outcome = session.run(agent, driver_factory)   # ScriptedAgent, PlaywrightDriver.factory()
+
+Per action (``record``), in this order:
+
+1. the driver's pre-action frame is normalised (``snapshot.normalise_snapshot``:
+   stable text, typed values redacted) and shown to the agent, which decides;
+2. the proposal becomes the canonical action (its value only as a keyed digest);
+3. the screenshot is charged to the run's persisted byte cap (overflow raises
+   ``ActionByteCapExceeded`` before anything is stored or anchored);
+4. screenshot and snapshot bytes go to the CAS (dedupe by hash);
+5. observation hash and anchor are computed; the lineage entry (prior anchor
+   as parent) is HMAC-enveloped with the audit key and Ed25519-signed;
+6. the ``ComputerUseAction`` is published (blobs first, then the event);
+7. only then does the driver perform the action.
+
+``run`` always ends with exactly one browser ``ActivityResult`` (stage id =
+session id) whose artifact is the session document (head anchor, action
+count, anchors, action log, terminal state, reason code) and whose
+observations are the stored screenshots, snapshots and the action log. A
+driver fault, a timeout or a refusal is not an exception to the caller: it is
+anchored as that result's terminal state (``classify_terminal_state``) with a
+stable reason code, and returned in the ``SessionOutcome``. Capability gating
+runs before the driver factory is called, so an incapable adapter starts
+nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+from producers.activity import ActivityRejected, ActivityResult
+from producers.computer_use.anchors import ObservationHashes, anchor, genesis, observation_hashes
+from producers.computer_use.boundary import (
+    AgentView,
+    BrowserDriver,
+    DriverFactory,
+    ExternalAgent,
+    Frame,
+    ProposedAction,
+    canonical_action,
+)
+from producers.computer_use.budget import DEFAULT_RUN_BYTE_CAP, RunByteLedger
+from producers.computer_use.capability import require_computer_use_capable
+from producers.computer_use.document import ActionRecord, action_log_bytes, session_document
+from producers.computer_use.errors import ActionLimitExceeded, ComputerUseError, SessionRefused
+from producers.computer_use.lineage import LineageBinding, lineage_entry, seal_lineage
+from producers.computer_use.profiles import prepare_profile, remove_profile
+from producers.computer_use.snapshot import normalise_snapshot
+from producers.computer_use.terminal import (
+    ComputerUseDriverError,
+    ComputerUseTerminalState,
+    DriverFault,
+    activity_terminal_state,
+    classify_terminal_state,
+)
+from schemas import codec
+from schemas.records import ActivityKind, Observation, TerminalState, is_valid_id
+from substrate.cas import BlobStore
+from substrate.keys import InstallKeys
+
+if TYPE_CHECKING:
+    from producers.emitter import Emitter
+
+SDK: Final = "bernstein-python/0.1.0 computer-use"
+DEFAULT_MAX_ACTIONS: Final = 500
+MAX_ACTIONS_LIMIT: Final = 2000
+"""Two observations per action plus the action log must stay under the scheduler's 4096."""
+
+
+class ActionPublisher(Protocol):
+    """Where a session's events go (the emitter in production, a recorder in tests)."""
+
+    def publish_action(self, run_id: str, submission_id: str, value: bytes) -> str:
+        """Publish an encoded ComputerUseAction; return where it landed."""
+        ...
+
+    def publish_result(self, run_id: str, stage_id: str, role: str, result: ActivityResult) -> str:
+        """Publish the session's browser result; return where it landed."""
+        ...
+
+
+class EmitterPublisher:
+    """``ActionPublisher`` over ``producers.emitter.Emitter`` (blobs are already stored)."""
+
+    def __init__(self, emitter: Emitter) -> None:
+        self.emitter = emitter
+
+    def publish_action(self, run_id: str, submission_id: str, value: bytes) -> str:
+        landed = self.emitter.publish_raw(run_id, value, submission_id=submission_id)
+        return f"{landed.topic}[{landed.partition}]@{landed.offset}"
+
+    def publish_result(self, run_id: str, stage_id: str, role: str, result: ActivityResult) -> str:
+        landed = self.emitter.publish(run_id=run_id, stage_id=stage_id, role=role, result=result)
+        return f"{landed.topic}[{landed.partition}]@{landed.offset}"
+
+
+@dataclass(frozen=True, slots=True)
+class PendingObservation:
+    """A normalised pre-action observation, not yet anchored."""
+
+    index: int
+    screenshot: bytes
+    snapshot: bytes
+    url: str
+    hashes: ObservationHashes
+
+    def view(self) -> AgentView:
+        return AgentView(self.index, self.screenshot, self.snapshot.decode("utf-8"), self.url)
+
+
+@dataclass(frozen=True)
+class SessionOutcome:
+    """How a session ended and what was recorded."""
+
+    run_id: str
+    session_id: str
+    terminal_state: ComputerUseTerminalState
+    activity_terminal_state: TerminalState
+    reason_code: str
+    records: tuple[ActionRecord, ...]
+    head_anchor: str
+    result: ActivityResult
+    document: dict[str, Any]
+    result_landed: str
+    action_landings: tuple[str, ...]
+    error: ComputerUseError | None = None
+    """The typed failure that ended the session (driver fault, timeout, refusal); None when ok."""
+
+    @property
+    def action_count(self) -> int:
+        return len(self.records)
+
+    @property
+    def ok(self) -> bool:
+        return self.terminal_state is ComputerUseTerminalState.OK
+
+
+class ComputerUseSession:
+    """Records one external agent's browser session (see the module docstring)."""
+
+    def __init__(
+        self,
+        run_id: str,
+        session_id: str,
+        *,
+        keys: InstallKeys,
+        store: BlobStore,
+        publisher: ActionPublisher,
+        worker_id: str,
+        worktree: Path,
+        role: str = "navigator",
+        adapter: str = "playwright",
+        byte_cap: int = DEFAULT_RUN_BYTE_CAP,
+        max_actions: int = DEFAULT_MAX_ACTIONS,
+        timeout: float | None = None,
+        keep_profile: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        for name, value in (("run_id", run_id), ("session_id", session_id), ("role", role), ("worker_id", worker_id)):
+            if not is_valid_id(value):
+                raise ActivityRejected(
+                    f"{name} {value!r} must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -", code=f"INVALID_{name.upper()}"
+                )
+        if isinstance(max_actions, bool) or not isinstance(max_actions, int) or not 0 <= max_actions <= MAX_ACTIONS_LIMIT:
+            raise ValueError(f"max_actions must be an integer between 0 and {MAX_ACTIONS_LIMIT}, got {max_actions!r}")
+        self.run_id = run_id
+        self.session_id = session_id
+        self.keys = keys
+        self.store = store
+        self.publisher = publisher
+        self.worker_id = worker_id
+        self.worktree = Path(worktree)
+        self.role = role
+        self.adapter = adapter
+        self.max_actions = max_actions
+        self.timeout = timeout
+        self.keep_profile = keep_profile
+        self.ledger = RunByteLedger(run_id, worktree=self.worktree, cap=byte_cap)
+        self.genesis = genesis(run_id, session_id)
+        self._clock = clock
+        self._records: list[ActionRecord] = []
+        self._landings: list[str] = []
+        self._typed: set[str] = set()
+        self._final: PendingObservation | None = None
+        self._outcome: SessionOutcome | None = None
+
+    # -- the whole session ----------------------------------------------------------
+
+    @property
+    def records(self) -> tuple[ActionRecord, ...]:
+        return tuple(self._records)
+
+    @property
+    def head(self) -> str:
+        return self._records[-1].anchor if self._records else self.genesis
+
+    def run(self, agent: ExternalAgent, driver_factory: DriverFactory) -> SessionOutcome:
+        """Gate, launch, loop until the agent is done or the session fails, always record the end."""
+        require_computer_use_capable(self.adapter)  # before any process starts
+        profile = prepare_profile(self.session_id, worktree=self.worktree, run_id=self.run_id)
+        driver: BrowserDriver | None = None
+        error: ComputerUseError | None = None
+        phase = ""
+        try:
+            try:
+                driver = driver_factory(profile)
+            except ComputerUseDriverError as exc:
+                error, phase = exc, "launch"
+            except Exception as exc:  # noqa: BLE001 - a driver's foreign error is translated here
+                error, phase = _translated(exc, DriverFault.BROWSER_LAUNCH_FAILED), "launch"
+            if driver is not None:
+                error, phase = self._loop(agent, driver)
+        finally:
+            if driver is not None:
+                try:
+                    driver.close()
+                except Exception:  # noqa: BLE001, S110 - closing a broken browser must not mask how the session ended
+                    pass
+            if not self.keep_profile:
+                remove_profile(profile)
+        return self.finish(error, phase=phase)
+
+    def _loop(self, agent: ExternalAgent, driver: BrowserDriver) -> tuple[ComputerUseError | None, str]:
+        deadline = None if self.timeout is None else self._clock() + self.timeout
+        while True:
+            index = len(self._records)
+            if deadline is not None and self._clock() > deadline:
+                return ComputerUseDriverError(
+                    f"browser session {self.session_id!r} exceeded its {self.timeout}s timeout before action {index}",
+                    terminal_state=ComputerUseTerminalState.TIMEOUT,
+                    fault=DriverFault.SESSION_TIMEOUT,
+                ), "observe"
+            try:
+                frame = driver.observe()
+            except ComputerUseDriverError as exc:
+                return exc, "observe"
+            except Exception as exc:  # noqa: BLE001
+                return _translated(exc, DriverFault.OBSERVE_FAILED), "observe"
+            pending = self.observe(frame)
+            try:
+                proposed = agent.next_action(pending.view())
+            except ComputerUseDriverError as exc:
+                return exc, "agent"
+            except Exception as exc:  # noqa: BLE001 - the external agent's failure ends the session, recorded
+                return _translated(exc, DriverFault.AGENT_FAILED), "agent"
+            if proposed is None:
+                try:
+                    self.record_final(pending)
+                except SessionRefused as exc:
+                    return exc, "final"
+                return None, ""
+            if index >= self.max_actions:
+                return ActionLimitExceeded(session_id=self.session_id, limit=self.max_actions), "agent"
+            try:
+                self.record(pending, proposed)
+            except SessionRefused as exc:
+                return exc, "record"
+            try:
+                driver.perform(proposed)
+            except ComputerUseDriverError as exc:
+                return exc, "perform"
+            except Exception as exc:  # noqa: BLE001
+                return _translated(exc, DriverFault.ACTION_FAILED), "perform"
+
+    # -- one action -------------------------------------------------------------------
+
+    def observe(self, frame: Frame) -> PendingObservation:
+        """Normalise and hash a pre-action frame (nothing is stored yet)."""
+        text = normalise_snapshot(frame.aria_snapshot, key=self.keys.audit.secret, typed_values=self._typed)
+        snapshot = text.encode("utf-8")
+        return PendingObservation(
+            len(self._records), frame.screenshot, snapshot, frame.url, observation_hashes(frame.screenshot, snapshot)
+        )
+
+    def record(self, pending: PendingObservation, proposed: ProposedAction) -> ActionRecord:
+        """Anchor, sign and publish one action (raises ``InvalidAction`` / ``ActionByteCapExceeded``)."""
+        if self._outcome is not None:
+            raise ComputerUseError(f"browser session {self.session_id!r} has ended; no action may follow")
+        index = len(self._records)
+        if pending.index != index:
+            raise ComputerUseError(f"observation {pending.index} is stale: the session is at action {index}")
+        action = canonical_action(proposed, key=self.keys.audit.secret, index=index)
+        hashes = pending.hashes
+        self.ledger.charge(hashes.screenshot_hash, len(pending.screenshot), at_action=index)
+        self.store.put(pending.screenshot)
+        self.store.put(pending.snapshot)
+        prev = self.head
+        link = anchor(prev, hashes.observation_hash, action)
+        binding = LineageBinding(self.run_id, self.session_id, index, link, prev, self.worker_id)
+        envelope = seal_lineage(
+            lineage_entry(
+                binding,
+                key_id=self.keys.signer.key_id,
+                hmac_key_id=self.keys.audit.key_id,
+                observation_hash=hashes.observation_hash,
+                screenshot_hash=hashes.screenshot_hash,
+                dom_digest=hashes.dom_digest,
+                action=action,
+            ),
+            signer=self.keys.signer,
+            audit=self.keys.audit,
+        )
+        record = ActionRecord(
+            index=index,
+            prev_anchor=prev,
+            anchor=link,
+            screenshot_hash=hashes.screenshot_hash,
+            dom_digest=hashes.dom_digest,
+            observation_hash=hashes.observation_hash,
+            action=action,
+            lineage=envelope,
+        )
+        submission_id = hashlib.sha256(f"{self.run_id}\x00{self.session_id}\x00{index}\x00{link}".encode()).hexdigest()[:32]
+        value = codec.encode(
+            codec.COMPUTER_USE_ACTION,
+            {
+                "submission_id": submission_id,
+                "run_id": self.run_id,
+                "session_id": self.session_id,
+                "action_index": index,
+                "producer": {"id": self.worker_id, "sdk": SDK},
+                "prev_anchor": prev,
+                "screenshot_hash": hashes.screenshot_hash,
+                "dom_digest": hashes.dom_digest,
+                "observation_hash": hashes.observation_hash,
+                "action": action.to_record(),
+                "anchor": link,
+                "lineage": envelope.to_record(),
+                "occurred_at_ms": int(time.time() * 1000),
+            },
+        )
+        landed = self.publisher.publish_action(self.run_id, submission_id, value)
+        self._records.append(record)
+        self._landings.append(landed)
+        if proposed.kind == "type" and proposed.value:
+            self._typed.add(proposed.value)  # scrubbed from every later snapshot
+        return record
+
+    def record_final(self, pending: PendingObservation) -> None:
+        """Store the frame the agent saw when it declared itself done (charged to the byte cap).
+
+        It is not an action, so it has no anchor; the session document names
+        its hashes, and the sealed journal entry of the result binds them.
+        """
+        self.ledger.charge(pending.hashes.screenshot_hash, len(pending.screenshot), at_action=pending.index)
+        self.store.put(pending.screenshot)
+        self.store.put(pending.snapshot)
+        self._final = pending
+
+    # -- the end ----------------------------------------------------------------------
+
+    def finish(self, error: ComputerUseError | None = None, *, phase: str = "") -> SessionOutcome:
+        """Record how the session ended: store the action log and document, publish the browser result."""
+        if self._outcome is not None:
+            return self._outcome
+        state = classify_terminal_state(error)
+        fault: dict[str, Any] | None = None
+        refusal: dict[str, Any] | None = None
+        if isinstance(error, SessionRefused):
+            reason = error.reason_code
+            refusal = dict(error.evidence())
+        elif isinstance(error, ComputerUseDriverError):
+            reason = error.reason_code
+            failed_at = len(self._records) - 1 if phase == "perform" else len(self._records)
+            fault = {"code": error.fault, "phase": phase or "unknown", "action_index": failed_at}
+        elif error is not None:
+            reason = state.value
+        else:
+            reason = "ok"
+        log = action_log_bytes(self.run_id, self.session_id, self._records)
+        log_hash = self.store.put(log)
+        document = session_document(
+            run_id=self.run_id,
+            session_id=self.session_id,
+            genesis=self.genesis,
+            records=self._records,
+            action_log=log_hash,
+            terminal_state=state,
+            reason_code=reason,
+            adapter=self.adapter,
+            worker_id=self.worker_id,
+            fault=fault,
+            refusal=refusal,
+            final=None if self._final is None else self._final.hashes,
+        )
+        result = ActivityResult.build(
+            ActivityKind.BROWSER,
+            document,
+            self._observations(log_hash),
+            terminal_state=activity_terminal_state(state),
+            reason_code=reason,
+        )
+        self.store.put(result.artifact)
+        landed = self.publisher.publish_result(self.run_id, self.session_id, self.role, result)
+        self._outcome = SessionOutcome(
+            run_id=self.run_id,
+            session_id=self.session_id,
+            terminal_state=state,
+            activity_terminal_state=result.terminal_state,
+            reason_code=reason,
+            records=tuple(self._records),
+            head_anchor=self.head,
+            result=result,
+            document=document,
+            result_landed=landed,
+            action_landings=tuple(self._landings),
+            error=error,
+        )
+        return self._outcome
+
+    def _observations(self, log_hash: str) -> list[Observation]:
+        seen: set[str] = set()
+        observations: list[Observation] = []
+        for record in self._records:
+            ref = f"action-{record.index:06d}"
+            for kind, digest in (("screenshot", record.screenshot_hash), ("snapshot", record.dom_digest)):
+                if digest not in seen:
+                    seen.add(digest)
+                    observations.append(Observation(kind=kind, ref=ref, content_hash=digest))
+        if self._final is not None:
+            for kind, digest in (("screenshot", self._final.hashes.screenshot_hash), ("snapshot", self._final.hashes.dom_digest)):
+                if digest not in seen:
+                    seen.add(digest)
+                    observations.append(Observation(kind=kind, ref="final", content_hash=digest))
+        observations.append(Observation(kind="action_log", ref=f"session:{self.session_id}", content_hash=log_hash))
+        return observations
+
+
+def _translated(exc: Exception, fault: str) -> ComputerUseDriverError:
+    """A stray exception from a driver or agent, as a typed driver error (type name only: no message that may hold a value)."""
+    if isinstance(exc, TimeoutError):
+        return ComputerUseDriverError(
+            f"{fault.lower()}: {type(exc).__name__}", terminal_state=ComputerUseTerminalState.TIMEOUT, fault=fault
+        )
+    return ComputerUseDriverError(f"{fault.lower()}: {type(exc).__name__}", fault=fault)

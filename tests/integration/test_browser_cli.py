@@ -1,0 +1,110 @@
+"""``bernstein browser run|replay`` and ``bernstein activity verify`` as an operator runs them."""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from demo.site_server import serve
+from producers.emitter import Emitter
+from substrate.cas import S3BlobStore
+from substrate.config import Topics
+from substrate.keys import InstallKeys
+from tests.conftest import Services
+from tests.integration.test_browser_kit import SIGNUP_FLOW, SITE, all_topic_records, chromium_processes, refusals, run_scheduler
+
+pytestmark = pytest.mark.browser
+
+
+def bernstein(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bernstein", *args], env=env, capture_output=True, text=True, timeout=180)
+
+
+def test_run_replay_and_verify_from_the_command_line(
+    services: Services, prefix: str, install_keys: InstallKeys, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    password = "pw-" + secrets.token_hex(16)
+    run_id = f"cli-{uuid.uuid4().hex[:8]}"
+    env = {**cli_env, "BERNSTEIN_SIGNUP_PASSWORD": password}
+    with serve(SITE) as (url, _stop):
+        ran = bernstein(
+            "browser",
+            "run",
+            "--flow",
+            str(SIGNUP_FLOW),
+            "--url",
+            url,
+            "--run",
+            run_id,
+            "--session",
+            "browser-0",
+            "--worktree",
+            str(tmp_path / "w"),
+            env=env,
+        )
+    assert ran.returncode == 0, ran.stderr
+    assert f"published browser session: run={run_id} session=browser-0 [browser]" in ran.stdout
+    assert "6 actions, head sha256:" in ran.stdout and "completed/ok" in ran.stdout
+    assert chromium_processes(str(tmp_path)) == []
+
+    topics = Topics(prefix)
+    with Emitter(bootstrap=services.bootstrap, store=S3BlobStore(services.s3), topics=topics, producer_id="closer") as emitter:
+        emitter.close_run(run_id)
+    run_scheduler(services.bootstrap, topics, install_keys, expect=6 + 1 + 1)
+    assert refusals(services.bootstrap, topics) == []
+
+    replayed = bernstein("browser", "replay", run_id, env=env)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    lines = replayed.stdout.splitlines()
+    assert lines[0] == f"replay run {run_id} session browser-0"
+    assert lines[1:7] == [
+        f"  step OK index={i} {k}" for i, k in enumerate(["navigate", "type", "type", "type", "check", "submit"])
+    ]
+    assert "replayed -- 6 actions reconstruct the signed head" in replayed.stdout
+
+    verified = bernstein("activity", "verify", run_id, env=env)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "  OK browser-0 [browser] (evidence reattached, 6 steps replayed)" in verified.stdout
+    assert "    step OK index=5 submit" in verified.stdout
+
+    missing = bernstein("browser", "replay", "no-such-run", env=env)
+    assert missing.returncode == 1 and missing.stdout.startswith("NOT FOUND")
+
+    # the typed password: not in any output, topic or file
+    for output in (ran, replayed, verified, missing):
+        assert password not in output.stdout and password not in output.stderr
+    needle = password.encode()
+    for record in all_topic_records(services.bootstrap, topics):
+        assert needle not in (record.value or b"")
+    for path in (tmp_path / "w").rglob("*"):
+        assert not path.is_file() or needle not in path.read_bytes()
+
+
+def test_an_incapable_adapter_is_refused_before_anything_starts(cli_env: dict[str, str], tmp_path: Path) -> None:
+    worktree = tmp_path / "w"
+    refused = bernstein(
+        "browser",
+        "run",
+        "--adapter",
+        "aider",
+        "--flow",
+        str(SIGNUP_FLOW),
+        "--url",
+        "http://127.0.0.1:9",
+        "--run",
+        "r-gate",
+        "--session",
+        "browser-0",
+        "--worktree",
+        str(worktree),
+        env=cli_env,
+    )
+    assert refused.returncode == 3
+    assert "COMPUTER_USE_NOT_SUPPORTED" in refused.stderr and "suggested adapters: playwright" in refused.stderr
+    assert not worktree.exists()  # no profile, no ledger: nothing was prepared, let alone launched
+    assert chromium_processes(str(tmp_path)) == []

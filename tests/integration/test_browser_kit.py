@@ -1,0 +1,115 @@
+"""Helpers shared by the browser integration tests (no tests here): real Chromium, real broker and S3."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import psutil
+
+from consumers.core.model import SchedulerConfig
+from consumers.core.step import SchedulerCore
+from consumers.shell import SchedulerShell
+from schemas import codec
+from schemas.canonical import journal_entry_hash
+from substrate.cas import BlobStore
+from substrate.config import Topics
+from substrate.keys import InstallKeys
+from verifier.kafka_source import KafkaSource
+from verifier.sources import StoredRecord
+
+REPO = Path(__file__).resolve().parents[2]
+SITE = REPO / "demo" / "site"
+SIGNUP_FLOW = REPO / "demo" / "flows" / "signup.json"
+STREAMS = ("submissions", "journal", "refusals", "audit", "deadletter")
+
+
+class RecordingStore:
+    """A ``BlobStore`` that remembers every digest it was asked to store."""
+
+    def __init__(self, inner: BlobStore) -> None:
+        self.inner = inner
+        self.digests: set[str] = set()
+
+    def put(self, data: bytes) -> str:
+        digest = self.inner.put(data)
+        self.digests.add(digest)
+        return digest
+
+    def get(self, digest: str) -> bytes:
+        return self.inner.get(digest)
+
+    def has(self, digest: str) -> bool:
+        return self.inner.has(digest)
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+
+def scheduler_config(keys: InstallKeys) -> SchedulerConfig:
+    return SchedulerConfig(
+        roles={"navigator": "browser", "developer": "coding"},
+        signer=keys.signer,
+        audit_key=keys.audit.secret,
+        audit_key_id=keys.audit.key_id,
+    )
+
+
+def run_scheduler(bootstrap: str, topics: Topics, keys: InstallKeys, *, expect: int) -> None:
+    """The real transactional scheduler, in-process, until it has consumed ``expect`` records."""
+    log = io.StringIO()
+    shell = SchedulerShell(
+        bootstrap=bootstrap, topics=topics, partition=0, core=SchedulerCore(scheduler_config(keys)), progress=log
+    )
+    counters = shell.run(until=lambda c: c.consumed >= expect, idle_exit=60.0)
+    assert counters.consumed == expect, f"scheduler consumed {counters.consumed} of {expect}:\n{log.getvalue()}"
+
+
+def all_topic_records(bootstrap: str, topics: Topics) -> Iterator[StoredRecord]:
+    """Every record of every topic under the prefix, submissions included."""
+    source = KafkaSource(bootstrap, topics)
+    for stream in STREAMS:
+        for partition in source.partitions(stream):
+            yield from source.records(stream, partition)
+
+
+def refusals(bootstrap: str, topics: Topics) -> list[dict[str, object]]:
+    source = KafkaSource(bootstrap, topics)
+    return [codec.decode(r.value or b"").record for p in source.partitions("refusals") for r in source.records("refusals", p)]
+
+
+def computer_use_positions(records: list[StoredRecord]) -> list[int]:
+    out = []
+    for position, record in enumerate(records):
+        envelope = codec.decode(record.value or b"")
+        if (
+            envelope.schema.name == codec.JOURNAL_RECORD
+            and codec.decode(envelope.record["payload"]).schema.name == codec.COMPUTER_USE_ENTRY
+        ):
+            out.append(position)
+    return out
+
+
+def edit_action(record: StoredRecord, **changes: object) -> StoredRecord:
+    """One ComputerUseEntry re-encoded with ``changes`` (its stored entry hash left as it was)."""
+    envelope = codec.decode(record.value or b"").record
+    entry = codec.decode(envelope["payload"]).record
+    entry.update(changes)
+    payload = codec.encode(codec.COMPUTER_USE_ENTRY, entry)
+    assert journal_entry_hash(payload) != envelope["entry_hash"]
+    return replace(record, value=codec.encode(codec.JOURNAL_RECORD, {"payload": payload, "entry_hash": envelope["entry_hash"]}))
+
+
+def chromium_processes(marker: str) -> list[psutil.Process]:
+    """Live Chromium processes whose command line mentions ``marker`` (a profile path of this test run)."""
+    found = []
+    for process in psutil.process_iter(["name", "cmdline"]):
+        try:
+            cmdline = " ".join(process.info["cmdline"] or ())
+            if "chrom" in (process.info["name"] or "").lower() and marker in cmdline:
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found

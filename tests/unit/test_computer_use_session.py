@@ -1,0 +1,323 @@
+"""A recorded session, end to end in memory: fake driver -> session -> the real scheduler core.
+
+No browser, no Kafka: ``FakeDriver`` serves frames, ``RecordingPublisher``
+keeps what would be published, ``InMemoryScheduler`` folds the pure
+scheduler core over it. What the scheduler accepts here is what it accepts
+from a real browser session.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+
+import pytest
+
+from producers.computer_use import (
+    ComputerUseDriverError,
+    ComputerUseSession,
+    ComputerUseTerminalState,
+    DriverFault,
+    Frame,
+    ProposedAction,
+    ScriptedAgent,
+    parse_action_log,
+    parse_session_document,
+)
+from producers.computer_use.fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, RecordingPublisher
+from producers.computer_use.profiles import isolated_profile_dir
+from schemas import codec
+from schemas.canonical import computer_use_genesis, lineage_hmac, lineage_signing_input, sha256_digest, typed_value_digest
+from schemas.ed25519 import verify_signature
+from schemas.records import BROWSER_SESSION_FORMAT, TerminalState
+from substrate.cas import DirBlobStore
+from substrate.keys import InstallKeys, init_keys
+
+RUN = "run-cu-1"
+SESSION = "browser-0"
+
+
+def secret() -> str:
+    return "pw-" + secrets.token_hex(12)
+
+
+def frames(n: int, password: str = "") -> list[Frame]:
+    """Distinct frames; from frame 3 on the page shows the typed password in its field (as aria_snapshot does)."""
+    out = []
+    for i in range(n):
+        field = f'- textbox "Password": {password}' if password and i >= 3 else '- textbox "Password"'
+        snapshot = (
+            f'- heading "Step {i}" [level=1]\r\n- textbox "Full name"   \n{field}\n- button "Create account" [ref=e{i}]\n\n'
+        )
+        out.append(
+            Frame(screenshot=b"\x89PNG\r\n\x1a\n" + f"frame-{i}".encode() * 40, aria_snapshot=snapshot, url=f"http://site/{i}")
+        )
+    return out
+
+
+def flow(password: str) -> list[ProposedAction]:
+    return [
+        ProposedAction("navigate", "http://site/signup.html"),
+        ProposedAction("type", "#name", "Ada Lovelace"),
+        ProposedAction("type", "#password", password),
+        ProposedAction("check", "#terms"),
+        ProposedAction("submit", "#submit"),
+    ]
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> InstallKeys:
+    return init_keys(tmp_path / "keys")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> DirBlobStore:
+    return DirBlobStore(tmp_path / "cas")
+
+
+def make_session(
+    keys: InstallKeys, store: DirBlobStore, tmp_path: Path, publisher: RecordingPublisher, **options: object
+) -> ComputerUseSession:
+    return ComputerUseSession(
+        options.pop("run_id", RUN),  # type: ignore[arg-type]
+        options.pop("session_id", SESSION),  # type: ignore[arg-type]
+        keys=keys,
+        store=store,
+        publisher=publisher,
+        worker_id="navigator@test",
+        worktree=tmp_path / "worktree",
+        **options,  # type: ignore[arg-type]
+    )
+
+
+def test_every_action_is_anchored_signed_published_and_accepted(keys: InstallKeys, store: DirBlobStore, tmp_path: Path) -> None:
+    password = secret()
+    publisher = RecordingPublisher()
+    driver = FakeDriver(frames(6, password))
+    outcome = make_session(keys, store, tmp_path, publisher).run(ScriptedAgent(flow(password)), FakeDriverFactory(driver))
+
+    assert outcome.ok and outcome.terminal_state is ComputerUseTerminalState.OK
+    assert outcome.activity_terminal_state is TerminalState.COMPLETED and outcome.reason_code == "ok"
+    assert outcome.action_count == 5 and len(publisher.actions) == 5 and len(publisher.results) == 1
+    # the chain: action 0 follows the session genesis, every later one its predecessor
+    prev = computer_use_genesis(RUN, SESSION)
+    for record in outcome.records:
+        assert record.prev_anchor == prev
+        prev = record.anchor
+    assert outcome.head_anchor == prev
+    # the raw values reached the driver, and only the driver
+    assert [a.value for a in driver.performed] == [a.value for a in flow(password)]
+    assert driver.closed
+
+    scheduler = InMemoryScheduler(keys)
+    scheduler.feed_all(publisher)
+    assert scheduler.refusals() == []
+    journal = [codec.decode(codec.decode(r.value or b"").record["payload"]) for r in scheduler.source.all("journal")]
+    assert [d.schema.name for d in journal] == [codec.COMPUTER_USE_ENTRY] * 5 + [codec.JOURNAL_ENTRY]
+    assert [d.record["anchor"] for d in journal[:5]] == [r.anchor for r in outcome.records]
+    result_entry = journal[5].record
+    assert (result_entry["kind"], result_entry["stage_id"], result_entry["terminal_state"]) == ("browser", SESSION, "completed")
+    audit = [codec.decode(codec.decode(r.value or b"").record["payload"]) for r in scheduler.source.all("audit")]
+    details = [a.record["computer_use"] for a in audit if a.schema.name == codec.AUDIT_ENTRY_V2]
+    assert [d["anchor"] for d in details] == [r.anchor for r in outcome.records]
+
+
+def test_the_session_document_names_head_count_anchors_and_action_log(
+    keys: InstallKeys, store: DirBlobStore, tmp_path: Path
+) -> None:
+    password = secret()
+    publisher = RecordingPublisher()
+    outcome = make_session(keys, store, tmp_path, publisher).run(
+        ScriptedAgent(flow(password)), FakeDriverFactory(FakeDriver(frames(6)))
+    )
+    document = parse_session_document(outcome.result.artifact)
+    assert json.loads(outcome.result.artifact)["format"] == BROWSER_SESSION_FORMAT
+    assert (document.session_id, document.run_id, document.action_count) == (SESSION, RUN, 5)
+    assert document.head_anchor == outcome.head_anchor == document.anchors[-1]
+    assert document.anchors == tuple(r.anchor for r in outcome.records)
+    assert document.genesis == computer_use_genesis(RUN, SESSION)
+    assert document.terminal_state is ComputerUseTerminalState.OK and document.fault is None and document.refusal is None
+    log = parse_action_log(store.get(document.action_log))
+    assert [a.record.anchor for a in log.actions] == list(document.anchors)
+    kinds = {o.kind for o in outcome.result.observations}
+    assert kinds == {"screenshot", "snapshot", "action_log"}
+    hashes = {o.content_hash for o in outcome.result.observations}
+    assert all(r.screenshot_hash in hashes and r.dom_digest in hashes for r in outcome.records)
+    assert all(store.has(h) for h in hashes)
+
+
+def test_lineage_entry_binds_the_action_and_verifies(keys: InstallKeys, store: DirBlobStore, tmp_path: Path) -> None:
+    publisher = RecordingPublisher()
+    outcome = make_session(keys, store, tmp_path, publisher).run(
+        ScriptedAgent(flow(secret())), FakeDriverFactory(FakeDriver(frames(6)))
+    )
+    record = outcome.records[2]
+    entry = json.loads(record.lineage.entry)
+    assert entry["content_hash"] == record.anchor and entry["parent_hashes"] == [record.prev_anchor]
+    assert (entry["run_id"], entry["session_id"], entry["action_index"], entry["worker_id"]) == (
+        RUN,
+        SESSION,
+        2,
+        "navigator@test",
+    )
+    assert entry["key_id"] == keys.signer.key_id and entry["hmac_key_id"] == keys.audit.key_id
+    assert entry["format"] == "bernstein.lineage-entry/v1" and entry["artefact_kind"] == "computer_use.action"
+    assert entry["action"] == record.action.to_record()
+    assert record.lineage.hmac == lineage_hmac(keys.audit.secret, record.lineage.entry)
+    assert verify_signature(keys.signer.public_key_raw, record.lineage.signature, lineage_signing_input(record.lineage.entry))
+    assert record.lineage_entry_hash == sha256_digest(record.lineage.entry)
+
+
+def test_typed_values_never_leave_the_boundary(keys: InstallKeys, store: DirBlobStore, tmp_path: Path) -> None:
+    password = secret()
+    publisher = RecordingPublisher()
+    outcome = make_session(keys, store, tmp_path, publisher).run(
+        ScriptedAgent(flow(password)), FakeDriverFactory(FakeDriver(frames(6, password)))
+    )
+    needles = (password.encode(), b"Ada Lovelace")
+    published = [value for _run, value in publisher.values()]
+    blobs = [p.read_bytes() for p in (tmp_path / "cas").rglob("*") if p.is_file()]
+    everything = published + blobs + [outcome.result.artifact] + [r.lineage.entry for r in outcome.records]
+    assert blobs and all(needle not in data for needle in needles for data in everything)
+    # the action carries the keyed digest; the snapshot shows the same digest where the field's value was
+    digest = typed_value_digest(keys.audit.secret, password)
+    assert outcome.records[2].action.value_digest == digest
+    snapshot = store.get(outcome.records[3].dom_digest).decode()
+    assert f'- textbox "Password": [redacted {digest}]' in snapshot
+
+
+def test_same_inputs_give_the_same_anchors_and_entries(keys: InstallKeys, tmp_path: Path) -> None:
+    password = secret()
+    runs = []
+    for attempt in range(2):
+        publisher = RecordingPublisher()
+        session = make_session(keys, DirBlobStore(tmp_path / f"cas{attempt}"), tmp_path / f"w{attempt}", publisher)
+        runs.append(session.run(ScriptedAgent(flow(password)), FakeDriverFactory(FakeDriver(frames(6)))))
+    assert [r.anchor for r in runs[0].records] == [r.anchor for r in runs[1].records]
+    assert [r.lineage.entry for r in runs[0].records] == [r.lineage.entry for r in runs[1].records]
+    assert [r.lineage.signature for r in runs[0].records] == [r.lineage.signature for r in runs[1].records]
+
+
+def test_profile_is_isolated_under_the_worktree_and_removed(keys: InstallKeys, store: DirBlobStore, tmp_path: Path) -> None:
+    factory = FakeDriverFactory(FakeDriver(frames(2)))
+    make_session(keys, store, tmp_path, RecordingPublisher()).run(ScriptedAgent(flow(secret())[:1]), factory)
+    expected = isolated_profile_dir(SESSION, worktree=tmp_path / "worktree", run_id=RUN)
+    assert factory.launches == [expected]
+    assert not expected.exists()
+
+
+# ---------------------------------------------------------------------------
+# terminal states: faults are anchored as the session's result, never free text
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fault", "state", "activity", "reason"),
+    [
+        (ComputerUseDriverError("boom", fault=DriverFault.ACTION_FAILED), "driver_failure", "failed", "action_failed"),
+        (
+            ComputerUseDriverError("slow", terminal_state=ComputerUseTerminalState.TIMEOUT, fault=DriverFault.ACTION_TIMEOUT),
+            "timeout",
+            "timed_out",
+            "action_timeout",
+        ),
+        (RuntimeError("a foreign library's error"), "driver_failure", "failed", "action_failed"),
+    ],
+)
+def test_a_driver_fault_is_anchored_as_a_terminal_result(
+    keys: InstallKeys, store: DirBlobStore, tmp_path: Path, fault: Exception, state: str, activity: str, reason: str
+) -> None:
+    publisher = RecordingPublisher()
+    driver = FakeDriver(frames(6), faults={2: fault})
+    outcome = make_session(keys, store, tmp_path, publisher).run(ScriptedAgent(flow(secret())), FakeDriverFactory(driver))
+    assert (outcome.terminal_state.value, outcome.activity_terminal_state.value, outcome.reason_code) == (state, activity, reason)
+    assert outcome.action_count == 3  # the failing action was decided and anchored before it was performed
+    assert isinstance(outcome.error, ComputerUseDriverError)
+    document = parse_session_document(outcome.result.artifact)
+    assert document.fault == {"code": reason.upper(), "phase": "perform", "action_index": 2}
+    assert driver.closed
+    scheduler = InMemoryScheduler(keys)
+    scheduler.feed_all(publisher)
+    assert scheduler.refusals() == []
+
+
+def test_a_launch_failure_is_recorded_with_no_actions(keys: InstallKeys, store: DirBlobStore, tmp_path: Path) -> None:
+    publisher = RecordingPublisher()
+    factory = FakeDriverFactory(
+        FakeDriver(frames(1)), launch_error=ComputerUseDriverError("no chromium", fault=DriverFault.BROWSER_LAUNCH_FAILED)
+    )
+    outcome = make_session(keys, store, tmp_path, publisher).run(ScriptedAgent(flow(secret())), factory)
+    assert (outcome.action_count, outcome.activity_terminal_state, outcome.reason_code) == (
+        0,
+        TerminalState.FAILED,
+        "browser_launch_failed",
+    )
+    assert parse_session_document(outcome.result.artifact).head_anchor == computer_use_genesis(RUN, SESSION)
+    scheduler = InMemoryScheduler(keys)
+    scheduler.feed_all(publisher)
+    assert scheduler.refusals() == []
+
+
+def test_an_observe_fault_and_an_agent_failure_end_the_session(keys: InstallKeys, store: DirBlobStore, tmp_path: Path) -> None:
+    driver = FakeDriver(frames(3), observe_faults={1: ComputerUseDriverError("gone", fault=DriverFault.BROWSER_CLOSED)})
+    outcome = make_session(keys, store, tmp_path, RecordingPublisher()).run(
+        ScriptedAgent(flow(secret())), FakeDriverFactory(driver)
+    )
+    assert (outcome.action_count, outcome.reason_code) == (1, "browser_closed")
+    assert parse_session_document(outcome.result.artifact).fault == {
+        "code": "BROWSER_CLOSED",
+        "phase": "observe",
+        "action_index": 1,
+    }
+
+    class Broken:
+        def next_action(self, view: object) -> ProposedAction | None:
+            raise KeyError("model output unparseable")
+
+    outcome = make_session(keys, store, tmp_path, RecordingPublisher(), session_id="browser-1").run(
+        Broken(), FakeDriverFactory(FakeDriver(frames(1)))
+    )
+    assert (outcome.terminal_state.value, outcome.reason_code) == ("driver_failure", "agent_failed")
+
+
+def test_the_session_timeout_is_recorded_as_timed_out(keys: InstallKeys, store: DirBlobStore, tmp_path: Path) -> None:
+    ticks = iter(range(0, 1000, 10))
+    session = make_session(keys, store, tmp_path, RecordingPublisher(), timeout=25.0, clock=lambda: float(next(ticks)))
+    outcome = session.run(ScriptedAgent(flow(secret())), FakeDriverFactory(FakeDriver(frames(6))))
+    assert (outcome.action_count, outcome.activity_terminal_state, outcome.reason_code) == (
+        2,
+        TerminalState.TIMED_OUT,
+        "session_timeout",
+    )
+
+
+def test_action_budget_and_invalid_actions_are_refusals(keys: InstallKeys, store: DirBlobStore, tmp_path: Path) -> None:
+    outcome = make_session(keys, store, tmp_path, RecordingPublisher(), max_actions=2).run(
+        ScriptedAgent(flow(secret())), FakeDriverFactory(FakeDriver(frames(6)))
+    )
+    assert (outcome.action_count, outcome.activity_terminal_state, outcome.reason_code) == (
+        2,
+        TerminalState.REFUSED,
+        "action_limit_exceeded",
+    )
+    assert parse_session_document(outcome.result.artifact).refusal == {
+        "code": "ACTION_LIMIT_EXCEEDED",
+        "limit": 2,
+        "at_action": 2,
+    }
+
+    bad = [ProposedAction("navigate", "http://site/"), ProposedAction("teleport", "#x")]
+    outcome = make_session(keys, store, tmp_path, RecordingPublisher(), session_id="browser-1").run(
+        ScriptedAgent(bad), FakeDriverFactory(FakeDriver(frames(3)))
+    )
+    assert (outcome.action_count, outcome.reason_code) == (1, "invalid_action")
+    assert parse_session_document(outcome.result.artifact).refusal == {"code": "INVALID_ACTION", "field": "kind", "at_action": 1}
+
+
+def test_a_finished_session_accepts_no_more_actions(keys: InstallKeys, store: DirBlobStore, tmp_path: Path) -> None:
+    session = make_session(keys, store, tmp_path, RecordingPublisher())
+    outcome = session.run(ScriptedAgent(flow(secret())[:1]), FakeDriverFactory(FakeDriver(frames(2))))
+    assert session.finish() is outcome
+    with pytest.raises(Exception, match="has ended"):
+        session.record(session.observe(frames(1)[0]), ProposedAction("click", "#x"))
