@@ -62,6 +62,9 @@ class CheckContext:
     """The content store to reattach further blobs from (None when verifying without one)."""
     trusted: TrustedKeys
     """Pinned keys; a check must never trust a key found in the data it checks."""
+    related_entries: tuple[tuple[int, Mapping[str, Any]], ...] = ()
+    """(offset, decoded entry) of the run's other journal entries this stage owns: for a browser
+    stage, the session's journalled computer_use.action entries, in journal order."""
 
 
 class ModalityCheck(Protocol):
