@@ -25,21 +25,25 @@ CLI can print a run of any length in flat memory. The steps, in report order:
 
 Keys come only from ``trusted`` (pinned); a key found in the data is never
 used. No step touches the network unless the source is a live cluster.
+
+Every decision is made here; the byte work on each record (splitting
+envelopes, reading heads, recomputing hashes and MACs, decoding stage fields)
+is done a batch of records at a time by ``verifier.facts``, in Rust when the
+``bernstein_native`` extension is built, with the same results either way.
+Memory stays flat: records are read, and facts computed, a chunk at a time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from schemas import codec
 from schemas.canonical import (
     audit_genesis,
-    audit_mac,
     evidence_set_hash,
     is_digest,
-    journal_entry_hash,
     journal_genesis,
     macs_equal,
     seal_signing_input,
@@ -49,7 +53,19 @@ from schemas.errors import MalformedDigest
 from schemas.records import ENTRY_ACTIVITY_RESULT, AuditEvent
 from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError
 from substrate.keys import TrustedKeys, verify_signature
-from verifier.checks import CheckContext, check_for
+from verifier import facts as _facts
+from verifier.checks import CheckContext, ModalityCheck, check_for
+from verifier.facts import (
+    A_RECORD,
+    J_ENTRY,
+    J_ENTRY_UNDECODABLE,
+    J_SEAL,
+    RAISE,
+    S_RESULT,
+    S_SKIP,
+    Facts,
+    Row,
+)
 from verifier.report import (
     AuditVerdict,
     ChainVerdict,
@@ -61,12 +77,16 @@ from verifier.report import (
 )
 from verifier.sources import RecordSource, StoredRecord
 
+_CHUNK: Final = 256
+"""Records per batch for sources that only offer ``records`` (dumps give their own chunks)."""
+
 _JOURNAL = frozenset({codec.JOURNAL_RECORD, codec.SEAL_RECORD})
 _ENTRY = frozenset({codec.JOURNAL_ENTRY})
 _RESULT = AuditEvent.ACTIVITY_RESULT.value
 _ENTRY_EVENTS = frozenset({AuditEvent.ACTIVITY_RESULT.value, AuditEvent.COMPUTER_USE_ACTION.value})
 """Audit events that mirror a journal entry (joined with the journal entry by entry)."""
 _JOIN_EVENTS = _ENTRY_EVENTS | {AuditEvent.RUN_SEALED.value}
+_REFUSED = AuditEvent.ACTIVITY_REFUSED.value
 _SEAL = frozenset({codec.RUN_SEAL})
 _AUDIT_RECORD = frozenset({codec.AUDIT_RECORD})
 _AUDIT_ENTRY = frozenset({codec.AUDIT_ENTRY})
@@ -98,11 +118,13 @@ def verify_stream(
         return _with_torn(header, source), iter(())
     partition = partitions[0]
 
-    audit = _AuditWalk(c, source.records("audit", partition, headers=False), run_id, partition, trusted)
+    facts = _facts.current()
+    audit = _AuditWalk(c, _audit_facts(source, partition, facts, trusted), run_id, partition, trusted)
     chain = _ChainWalk(c, run_id, partition, trusted, audit)
-    for record in source.records("journal", partition, headers=False):
-        if record.key == key:
-            chain.feed(record)
+    for rows in _row_chunks(source, "journal", partition):
+        mine = [row for row in rows if row[2] == key]
+        if mine:
+            chain.feed_many(facts, [row[0] for row in mine], [row[3] for row in mine])
     if chain.records == 0:
         return _not_found(run_id, source), iter(())
     chain.finish()
@@ -128,7 +150,31 @@ def verify_stream(
             seal=header.seal,
             audit=header.audit,
         )
-    return header, _stages(c, source, partition, key, cas, trusted)
+    return header, _stages(c, facts, source, partition, key, cas, trusted)
+
+
+def _row_chunks(source: RecordSource, stream: str, partition: int) -> Iterator[list[Row]]:
+    """The records of one partition as non-empty lists of rows ``(offset, timestamp, key, value, ...)``."""
+    chunks = getattr(source, "row_chunks", None)
+    if chunks is not None:
+        yield from chunks(stream, partition, headers=False)
+        return
+    batch: list[Row] = []
+    for r in source.records(stream, partition, headers=False):
+        batch.append((r.offset, r.timestamp_ms, r.key, r.value, r.topic, r.partition, r.headers))
+        if len(batch) == _CHUNK:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _audit_facts(
+    source: RecordSource, partition: int, facts: Facts, trusted: TrustedKeys
+) -> Iterator[tuple[int, tuple[Any, ...]]]:
+    """(offset, fact) of every audit record of the partition, in offset order."""
+    for rows in _row_chunks(source, "audit", partition):
+        yield from zip([row[0] for row in rows], facts.audit_facts([row[3] for row in rows], trusted.audit_secret), strict=True)
 
 
 def _not_found(run_id: str, source: RecordSource) -> RunHeader:
@@ -212,70 +258,70 @@ class _ChainWalk:
         self.covered = 0
         self.seal_keys: set[str] = set()
 
-    def feed(self, record: StoredRecord) -> None:
-        self.records += 1
-        try:
-            name, fields = codec.split_envelope(record.value or b"")
-            if name == codec.AUDIT_RECORD:
-                raise codec.UnknownFingerprint("an audit record on the journal topic", "")
-        except codec.DecodeError as exc:
-            self.chain.add(Problem("RECORD_UNDECODABLE", f"journal record at offset {record.offset} does not decode: {exc}", offset=record.offset))
-            return
-        if name == codec.JOURNAL_RECORD:
-            self._entry(record, fields[0], fields[1])
-        else:
-            self._seal(record, {"payload": fields[0], "key_id": fields[1], "signature": fields[2]})
-
-    def _entry(self, record: StoredRecord, payload: bytes, stored: str) -> None:
-        recomputed = journal_entry_hash(payload)
-        try:
-            _, run_id, seq, prev_hash, entry_type = codec.read_entry_head(payload)
-        except codec.DecodeError as exc:
-            self.chain.add(
-                Problem(
-                    "ENTRY_UNDECODABLE",
-                    f"entry at offset {record.offset}: payload does not decode ({exc})",
-                    offset=record.offset,
-                    expected=stored,
-                    recomputed=recomputed,
+    def feed_many(self, facts: Facts, offsets: list[int], values: list[bytes | None]) -> None:
+        """Walk a batch of this run's journal records (offsets and values, in offset order)."""
+        for offset, value, fact in zip(offsets, values, facts.journal_facts(values), strict=True):
+            self.records += 1
+            kind = fact[0]
+            if kind == J_ENTRY:
+                self._entry(offset, fact)
+            elif kind == J_SEAL:
+                self._seal(offset, value, fact)
+            elif kind == J_ENTRY_UNDECODABLE:
+                _, stored, recomputed, message = fact
+                self.chain.add(
+                    Problem(
+                        "ENTRY_UNDECODABLE",
+                        f"entry at offset {offset}: payload does not decode ({message})",
+                        offset=offset,
+                        expected=stored,
+                        recomputed=recomputed,
+                    )
                 )
-            )
-            self._advance(self.expected_seq, stored)
-            return
+                self._advance(self.expected_seq, stored)
+            elif kind == RAISE:
+                raise fact[1]
+            else:
+                self.chain.add(
+                    Problem("RECORD_UNDECODABLE", f"journal record at offset {offset} does not decode: {fact[1]}", offset=offset)
+                )
+
+    def _entry(self, offset: int, fact: tuple[Any, ...]) -> None:
+        _, stored, recomputed, run_id, seq, prev_hash, entry_type = fact
         if self.final_seal_offset is not None:
             self.seals.add(
                 Problem(
                     "ENTRY_AFTER_FINAL_SEAL",
-                    f"entry seq {seq} at offset {record.offset} follows the run's final seal (offset {self.final_seal_offset})",
+                    f"entry seq {seq} at offset {offset} follows the run's final seal (offset {self.final_seal_offset})",
                     seq=seq,
-                    offset=record.offset,
+                    offset=offset,
                 )
             )
         if run_id != self.run_id:
             self.chain.add(
                 Problem(
                     "ENTRY_WRONG_RUN",
-                    f"entry at offset {record.offset} is keyed {self.run_id!r} but belongs to run {run_id!r}",
+                    f"entry at offset {offset} is keyed {self.run_id!r} but belongs to run {run_id!r}",
                     seq=seq,
-                    offset=record.offset,
+                    offset=offset,
                 )
             )
         elif recomputed != stored:
             self.chain.add(
                 Problem(
                     "ENTRY_HASH_MISMATCH",
-                    f"seq {seq} at offset {record.offset}: entry hash mismatch (stored '{stored}', recomputed '{recomputed}')",
+                    f"seq {seq} at offset {offset}: entry hash mismatch (stored '{stored}', recomputed '{recomputed}')",
                     seq=seq,
-                    offset=record.offset,
+                    offset=offset,
                     expected=stored,
                     recomputed=recomputed,
                 )
             )
         elif seq != self.expected_seq or prev_hash not in self._heads():
-            self.chain.add(self._link_problem(record, seq, prev_hash, stored))
+            self.chain.add(self._link_problem(offset, seq, prev_hash, stored))
         if entry_type == ENTRY_ACTIVITY_RESULT:
             self.results += 1
-        self.audit.expect_result(seq, stored, record.offset, recomputed=recomputed)
+        self.audit.expect_result(seq, stored, offset, recomputed=recomputed)
         if seq + 1 >= self.expected_seq:
             self._advance(seq + 1, stored, alt=recomputed if recomputed != stored else None)
         # else: an entry from further back (moved or replayed) is named once above;
@@ -285,81 +331,80 @@ class _ChainWalk:
     def _heads(self) -> tuple[str, ...]:
         return (self.head,) if self.alt_head is None else (self.head, self.alt_head)
 
-    def _link_problem(self, record: StoredRecord, seq: int, prev: str, stored: str) -> Problem:
+    def _link_problem(self, offset: int, seq: int, prev: str, stored: str) -> Problem:
         if stored == self.head:
-            what = f"seq {seq} at offset {record.offset} repeats the previous entry (duplicate record)"
+            what = f"seq {seq} at offset {offset} repeats the previous entry (duplicate record)"
             code = "ENTRY_DUPLICATED"
         elif seq < self.expected_seq:
-            what = f"seq {seq} at offset {record.offset} comes after seq {self.expected_seq - 1} (records reordered or duplicated)"
+            what = f"seq {seq} at offset {offset} comes after seq {self.expected_seq - 1} (records reordered or duplicated)"
             code = "ENTRY_OUT_OF_ORDER"
         elif seq > self.expected_seq:
             missing = f"seq {self.expected_seq}" if seq == self.expected_seq + 1 else f"seqs {self.expected_seq}..{seq - 1}"
-            what = f"seq {seq} at offset {record.offset} follows seq {self.expected_seq - 1}: {missing} missing (deleted or moved)"
+            what = f"seq {seq} at offset {offset} follows seq {self.expected_seq - 1}: {missing} missing (deleted or moved)"
             code = "ENTRY_MISSING"
         else:
-            what = f"seq {seq} at offset {record.offset}: prev_hash does not name the previous entry (stored '{prev}', expected '{self.head}')"
+            what = f"seq {seq} at offset {offset}: prev_hash does not name the previous entry (stored '{prev}', expected '{self.head}')"
             code = "CHAIN_LINK_BROKEN"
-        return Problem(code, what, seq=seq, offset=record.offset, expected=self.head, recomputed=prev)
+        return Problem(code, what, seq=seq, offset=offset, expected=self.head, recomputed=prev)
 
     def _advance(self, next_seq: int, head: str, alt: str | None = None) -> None:
         self.expected_seq = next_seq
         self.head = head
         self.alt_head = alt
 
-    def _seal(self, record: StoredRecord, envelope: dict[str, Any]) -> None:
-        payload: bytes = envelope["payload"]
-        key_id: str = envelope["key_id"]
+    def _seal(self, offset: int, value: bytes | None, fact: tuple[Any, ...]) -> None:
+        _, payload, key_id, signature = fact
         self.seal_count += 1
         try:
             seal = self.c.decode(payload, expect=_SEAL).record
         except codec.DecodeError as exc:
-            self.seals.add(Problem("SEAL_UNDECODABLE", f"seal at offset {record.offset} does not decode: {exc}", offset=record.offset))
+            self.seals.add(Problem("SEAL_UNDECODABLE", f"seal at offset {offset} does not decode: {exc}", offset=offset))
             return
-        self.audit.expect_seal(seal, sha256_digest(record.value or b""), record.offset)
+        self.audit.expect_seal(seal, sha256_digest(value or b""), offset)
         public = self.trusted.public_key(key_id)
         if public is None:
             self.seals.add(
                 Problem(
                     "SEAL_KEY_NOT_PINNED",
-                    f"seal at offset {record.offset} is signed by key {key_id}, which is not among the pinned keys (--trusted-keys)",
-                    offset=record.offset,
+                    f"seal at offset {offset} is signed by key {key_id}, which is not among the pinned keys (--trusted-keys)",
+                    offset=offset,
                     expected=", ".join(sorted(self.trusted.ed25519)) or "(none pinned)",
                     recomputed=key_id,
                 )
             )
             return
-        if not verify_signature(public, envelope["signature"], seal_signing_input(payload)):
+        if not verify_signature(public, signature, seal_signing_input(payload)):
             self.seals.add(
                 Problem(
                     "SEAL_SIGNATURE_INVALID",
-                    f"seal at offset {record.offset}: signature does not verify against pinned key {key_id}",
-                    offset=record.offset,
+                    f"seal at offset {offset}: signature does not verify against pinned key {key_id}",
+                    offset=offset,
                 )
             )
             return
         self.seal_keys.add(key_id)
         count = seal["entry_count"]
         if seal["run_id"] != self.run_id:
-            self.seals.add(Problem("SEAL_WRONG_RUN", f"seal at offset {record.offset} seals run {seal['run_id']!r}", offset=record.offset))
+            self.seals.add(Problem("SEAL_WRONG_RUN", f"seal at offset {offset} seals run {seal['run_id']!r}", offset=offset))
         elif count != self.expected_seq or seal["head_hash"] not in self._heads():
             if count > self.expected_seq:
                 message = (
-                    f"seal at offset {record.offset} covers {count} entries but the journal holds {self.expected_seq} before it "
+                    f"seal at offset {offset} covers {count} entries but the journal holds {self.expected_seq} before it "
                     f"(entries deleted or truncated after seq {self.expected_seq - 1})"
                 )
             elif count < self.expected_seq:
-                message = f"seal at offset {record.offset} covers {count} entries but the journal holds {self.expected_seq} before it (entries inserted)"
+                message = f"seal at offset {offset} covers {count} entries but the journal holds {self.expected_seq} before it (entries inserted)"
             else:
-                message = f"seal at offset {record.offset}: head mismatch (sealed '{seal['head_hash']}', journal '{self.head}')"
+                message = f"seal at offset {offset}: head mismatch (sealed '{seal['head_hash']}', journal '{self.head}')"
             self.seals.add(
-                Problem("SEAL_MISMATCH", message, seq=count, offset=record.offset, expected=seal["head_hash"], recomputed=self.head)
+                Problem("SEAL_MISMATCH", message, seq=count, offset=offset, expected=seal["head_hash"], recomputed=self.head)
             )
         else:
             self.covered = count
         if seal["final"]:
             if self.final_seal_offset is not None:
-                self.seals.add(Problem("SEAL_DUPLICATE_FINAL", f"second final seal at offset {record.offset}", offset=record.offset))
-            self.final_seal_offset = record.offset
+                self.seals.add(Problem("SEAL_DUPLICATE_FINAL", f"second final seal at offset {offset}", offset=offset))
+            self.final_seal_offset = offset
 
     def finish(self) -> None:
         if self.final_seal_offset is None:
@@ -399,21 +444,26 @@ class _ChainWalk:
 # ---------------------------------------------------------------------------
 
 
-@dataclass
 class _AuditEvent:
-    seq: int
-    offset: int
-    event: str
-    journal_seq: int
-    record_hash: str
-    prev_mac: str
-    tainted: bool
+    __slots__ = ("seq", "offset", "event", "journal_seq", "record_hash", "prev_mac", "tainted")
+
+    def __init__(
+        self, seq: int, offset: int, event: str, journal_seq: int, record_hash: str, prev_mac: str, tainted: bool
+    ) -> None:
+        self.seq = seq
+        self.offset = offset
+        self.event = event
+        self.journal_seq = journal_seq
+        self.record_hash = record_hash
+        self.prev_mac = prev_mac
+        self.tainted = tainted
 
 
 @dataclass
 class _AuditWalk:
     c: codec.Codec
-    records: Iterator[StoredRecord]
+    records: Iterator[tuple[int, tuple[Any, ...]]]
+    """(offset, audit fact) of every audit record of the partition (``verifier.facts``)."""
     run_id: str
     partition: int
     trusted: TrustedKeys
@@ -441,43 +491,44 @@ class _AuditWalk:
         if pending is not None:
             self.pending = None
             return pending
-        for record in self.records:
-            event = self._check(record)
+        check = self._check
+        for offset, fact in self.records:
+            event = check(offset, fact)
             if event is not None:
                 return event
         self.exhausted = True
         return None
 
-    def _check(self, record: StoredRecord) -> _AuditEvent | None:
+    def _check(self, offset: int, fact: tuple[Any, ...]) -> _AuditEvent | None:
         self.count += 1
-        try:
-            name, (payload, key_id, mac) = codec.split_envelope(record.value or b"")
-            if name != codec.AUDIT_RECORD:
-                raise codec.UnknownFingerprint(f"a {name} record on the audit topic", "")
-            _, partition, seq, prev_mac, event, run_id, record_hash, journal_seq = codec.read_audit_head(payload)
-        except codec.DecodeError as exc:
-            self.findings.add(Problem("AUDIT_UNDECODABLE", f"audit record at offset {record.offset} does not decode: {exc}", offset=record.offset))
+        if fact[0] != A_RECORD:
+            if fact[0] == RAISE:
+                raise fact[1]
+            self.findings.add(
+                Problem("AUDIT_UNDECODABLE", f"audit record at offset {offset} does not decode: {fact[1]}", offset=offset)
+            )
             self.expected_seq += 1
             return None
+        _, key_id, mac, recomputed, partition, seq, prev_mac, event, run_id, record_hash, journal_seq = fact
         tainted = False
-        secret = self.trusted.audit_secret(key_id)
         if not self.genesis_checked:
             self.genesis_checked = True
+            secret = self.trusted.audit_secret(key_id)
             self.last_mac = audit_genesis(secret, self.partition) if secret is not None else prev_mac
-        if secret is None:
+        if recomputed is None:  # the key is not pinned
             self.macs_verified = False
             self.missing_key = key_id
         else:
             self.key_ids.add(key_id)
-            recomputed = audit_mac(secret, payload)
-            if not macs_equal(recomputed, mac):
+            # (equal strings are equal MACs; macs_equal decides the rest)
+            if recomputed != mac and not macs_equal(recomputed, mac):
                 tainted = True
                 self.findings.add(
                     Problem(
                         "AUDIT_MAC_MISMATCH",
-                        f"audit seq {seq} at offset {record.offset}: MAC mismatch (stored '{mac}', recomputed '{recomputed}')",
+                        f"audit seq {seq} at offset {offset}: MAC mismatch (stored '{mac}', recomputed '{recomputed}')",
                         seq=seq,
-                        offset=record.offset,
+                        offset=offset,
                         expected=mac,
                         recomputed=recomputed,
                     )
@@ -485,43 +536,45 @@ class _AuditWalk:
         if seq != self.expected_seq:
             tainted = True
             if seq > self.expected_seq:
-                message = f"audit seq jumps from {self.expected_seq - 1} to {seq} at offset {record.offset}: records deleted"
+                message = f"audit seq jumps from {self.expected_seq - 1} to {seq} at offset {offset}: records deleted"
                 code = "AUDIT_GAP"
             else:
-                message = f"audit seq {seq} at offset {record.offset} comes after seq {self.expected_seq - 1} (reordered or duplicated)"
+                message = f"audit seq {seq} at offset {offset} comes after seq {self.expected_seq - 1} (reordered or duplicated)"
                 code = "AUDIT_OUT_OF_ORDER"
-            self.findings.add(Problem(code, message, seq=seq, offset=record.offset))
-        elif not macs_equal(prev_mac, self.last_mac):
+            self.findings.add(Problem(code, message, seq=seq, offset=offset))
+        elif prev_mac != self.last_mac and not macs_equal(prev_mac, self.last_mac):
             tainted = True
             self.findings.add(
                 Problem(
                     "AUDIT_LINK_BROKEN",
-                    f"audit seq {seq} at offset {record.offset} does not link to its predecessor "
+                    f"audit seq {seq} at offset {offset} does not link to its predecessor "
                     f"(prev_mac '{prev_mac}', expected '{self.last_mac}')",
                     seq=seq,
-                    offset=record.offset,
+                    offset=offset,
                     expected=self.last_mac,
                     recomputed=prev_mac,
                 )
             )
         if partition != self.partition:
             tainted = True
-            self.findings.add(Problem("AUDIT_WRONG_PARTITION", f"audit record at offset {record.offset} names partition {partition}", offset=record.offset))
+            self.findings.add(
+                Problem("AUDIT_WRONG_PARTITION", f"audit record at offset {offset} names partition {partition}", offset=offset)
+            )
         self.expected_seq = seq + 1
         self.last_mac = mac
         if run_id != self.run_id:
             return None
         self.run_count += 1
-        if event == AuditEvent.ACTIVITY_REFUSED.value:
+        if event == _REFUSED:
             self.refusals += 1
             if not tainted:
-                self.refusal_hashes.append((seq, record.offset, record_hash))
+                self.refusal_hashes.append((seq, offset, record_hash))
             return None
         if event not in _JOIN_EVENTS:
             return None
         return _AuditEvent(
             seq=seq,
-            offset=record.offset,
+            offset=offset,
             event=_RESULT if event in _ENTRY_EVENTS else event,
             journal_seq=journal_seq,
             record_hash=record_hash,
@@ -549,7 +602,7 @@ class _AuditWalk:
                     offset,
                 )
                 return
-            if event.event != AuditEvent.ACTIVITY_RESULT.value or event.journal_seq > journal_seq:
+            if event.event != _RESULT or event.journal_seq > journal_seq:
                 self.pending = event
                 self._disagree(
                     "AUDIT_MISSING_ENTRY",
@@ -590,7 +643,7 @@ class _AuditWalk:
                     offset,
                 )
                 return
-            if event.event == AuditEvent.ACTIVITY_RESULT.value:
+            if event.event == _RESULT:
                 self._disagree(
                     "JOURNAL_MISSING_ENTRY",
                     f"audit seq {event.seq} (offset {event.offset}) mirrors journal seq {event.journal_seq}, which the journal lacks",
@@ -632,7 +685,7 @@ class _AuditWalk:
             count += 1
             first = first or event
         if first is not None:
-            what = f"journal seq {first.journal_seq}" if first.event == AuditEvent.ACTIVITY_RESULT.value else "a seal"
+            what = f"journal seq {first.journal_seq}" if first.event == _RESULT else "a seal"
             self._disagree(
                 "JOURNAL_TRUNCATED",
                 f"the audit chain mirrors {count} crossing(s) of this run after journal seq {journal_entries - 1}, starting with "
@@ -711,41 +764,68 @@ class _AuditWalk:
 # ---------------------------------------------------------------------------
 
 
+_UNKNOWN: Any = object()
+
+
 def _stages(
-    c: codec.Codec, source: RecordSource, partition: int, key: bytes, cas: BlobStore | None, trusted: TrustedKeys
+    c: codec.Codec, facts: Facts, source: RecordSource, partition: int, key: bytes, cas: BlobStore | None, trusted: TrustedKeys
 ) -> Iterator[StageVerdict]:
     previous = None
-    for record in source.records("journal", partition, headers=False):
-        if record.key != key:
+    run_id = key.decode()
+    checks: dict[str, ModalityCheck | None] = {}
+    sessions: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    """Journalled computer-use actions per session, handed to the session's browser stage."""
+    for rows in _row_chunks(source, "journal", partition):
+        mine = [row for row in rows if row[2] == key]
+        if not mine:
             continue
-        try:
-            name, fields = codec.split_envelope(record.value or b"")
-            if name != codec.JOURNAL_RECORD:
-                continue
-            payload, stored = fields
+        for row, fact in zip(mine, facts.stage_facts([row[3] for row in mine]), strict=True):
+            kind = fact[0]
+            if kind == S_SKIP:
+                continue  # not a journal entry record: reported by the chain walk
+            if kind == RAISE:
+                raise fact[1]
+            stored = fact[1]
             if stored == previous:
                 continue  # an exact duplicate; the chain verdict names it once
             previous = stored
-            if codec.read_entry_head(payload)[4] != ENTRY_ACTIVITY_RESULT:
-                continue  # computer-use actions are replayed by the browser check of their session
-            entry = c.decode(payload, expect=_ENTRY).record
-        except codec.DecodeError:
-            continue  # reported by the chain walk
-        if entry["entry_type"] != ENTRY_ACTIVITY_RESULT:
-            continue
-        # The chain verdict names the break once; the stage built from an entry
-        # whose bytes are not the journalled ones must not be reported OK.
-        untrusted = ""
-        if entry["run_id"] != key.decode():
-            untrusted = (
-                f"journal entry seq {entry['seq']} at offset {record.offset} belongs to run {entry['run_id']!r} (see chain)"
-            )
-        elif journal_entry_hash(payload) != previous:  # ``previous`` is this record's stored entry_hash
-            untrusted = (
-                f"journal entry seq {entry['seq']} at offset {record.offset} does not recompute to its stored entry hash "
-                "(see chain): its fields are not the journalled ones"
-            )
-        yield verify_stage(entry, record.offset, cas=cas, trusted=trusted, entry_problem=untrusted)
+            if kind != S_RESULT:
+                # not decodable (reported by the chain walk), or not an activity.result:
+                # computer-use actions are replayed by the browser check of their session
+                action = _computer_use_entry(c, row[3])
+                if action is not None:
+                    sessions.setdefault(action["session_id"], []).append((row[0], action))
+                continue
+            offset = row[0]
+            _, _, recomputed, entry_run, seq = fact[:5]
+            # The chain verdict names the break once; the stage built from an entry
+            # whose bytes are not the journalled ones must not be reported OK.
+            untrusted = ""
+            if entry_run != run_id:
+                untrusted = f"journal entry seq {seq} at offset {offset} belongs to run {entry_run!r} (see chain)"
+            elif recomputed != stored:
+                untrusted = (
+                    f"journal entry seq {seq} at offset {offset} does not recompute to its stored entry hash "
+                    "(see chain): its fields are not the journalled ones"
+                )
+            entry_kind = fact[6]
+            check = checks.get(entry_kind, _UNKNOWN)
+            if check is _UNKNOWN:
+                check = checks[entry_kind] = check_for(entry_kind)
+            entry = c.decode(fact[12], expect=_ENTRY).record if check is not None else None
+            related = tuple(sessions.pop(fact[5], ())) if entry_kind == "browser" else ()
+            yield _stage_verdict(fact, entry, check, offset, cas, trusted, untrusted, related)
+
+
+def _computer_use_entry(c: codec.Codec, value: bytes | None) -> dict[str, Any] | None:
+    """The decoded ComputerUseEntry of a journal record value, or None for anything else."""
+    try:
+        name, fields = codec.split_envelope(value or b"")
+        if name != codec.JOURNAL_RECORD:
+            return None
+        return c.decode(fields[0], expect=frozenset({codec.COMPUTER_USE_ENTRY})).record
+    except codec.DecodeError:
+        return None
 
 
 def verify_stage(
@@ -756,27 +836,56 @@ def verify_stage(
     ``entry_problem`` says why the entry itself cannot be trusted (its bytes fail
     the chain); it leads the stage's problems, so such a stage is never OK.
     """
+    fact = _facts.result_fact(entry, "", b"")
+    return _stage_verdict(fact, entry, check_for(entry["kind"]), offset, cas, trusted, entry_problem)
+
+
+def _stage_verdict(
+    fact: tuple[Any, ...],
+    entry: dict[str, Any] | None,
+    check: ModalityCheck | None,
+    offset: int,
+    cas: BlobStore | None,
+    trusted: TrustedKeys,
+    entry_problem: str,
+    related: tuple[tuple[int, dict[str, Any]], ...] = (),
+) -> StageVerdict:
+    """The stage verdict from an ``S_RESULT`` fact; ``entry`` is the decoded entry when ``check`` needs it."""
+    (
+        _,
+        _,
+        _,
+        run_id,
+        seq,
+        stage_id,
+        kind,
+        terminal_state,
+        artifact_hash,
+        anchored_set,
+        observations,
+        recomputed_set,
+        _,
+    ) = fact
     problems: list[str] = []
     notes: list[str] = []
-    observations = entry["observations"]
-    try:
-        recomputed = evidence_set_hash(o["content_hash"] for o in observations)
-        if recomputed != entry["evidence_set_hash"]:
-            problems.append(f"evidence_set_hash mismatch: anchored {entry['evidence_set_hash']}, recomputed {recomputed}")
-    except MalformedDigest as exc:
-        problems.append(f"malformed observation hash: {exc}")
+    if recomputed_set is None:  # a member is malformed: the reference names it
+        try:
+            recomputed_set = evidence_set_hash(o[2] for o in observations)
+        except MalformedDigest as exc:
+            problems.append(f"malformed observation hash: {exc}")
+    if recomputed_set is not None and recomputed_set != anchored_set:
+        problems.append(f"evidence_set_hash mismatch: anchored {anchored_set}, recomputed {recomputed_set}")
     reattached = False
     artifact: bytes | None = None
     artifact_problem = ""
     if cas is not None:
         blob_problems = []
-        for observation in observations:
-            problem = _reattach(cas, observation["content_hash"], f"evidence bytes for '{observation['ref']}'")
+        for _, ref, content_hash in observations:
+            problem = _reattach(cas, content_hash, f"evidence bytes for '{ref}'")
             if problem:
                 blob_problems.append(problem)
         problems.extend(blob_problems)
         reattached = not blob_problems and bool(observations)
-        artifact_hash = entry["artifact_hash"]
         if is_digest(artifact_hash):
             try:
                 artifact = cas.get(artifact_hash)
@@ -792,20 +901,21 @@ def verify_stage(
             problems.append(artifact_problem)
         if reattached:
             notes.append("evidence reattached")
-    check = check_for(entry["kind"])
     details: tuple[Any, ...] = ()
     data: dict[str, Any] = {}
     if check is not None:
+        assert entry is not None
         verdict = check(
             CheckContext(
-                run_id=entry["run_id"],
-                stage_id=entry["stage_id"],
-                kind=entry["kind"],
+                run_id=run_id,
+                stage_id=stage_id,
+                kind=kind,
                 entry=entry,
                 artifact=artifact,
                 artifact_problem=artifact_problem,
                 cas=cas,
                 trusted=trusted,
+                related_entries=related,
             )
         )
         notes.extend(verdict.notes)
@@ -814,21 +924,21 @@ def verify_stage(
         if not verdict.ok:
             # The modality names the failure in its own terms (which claim, which
             # action): lead with it, as the seed's output does.
-            problems.insert(0, verdict.reason or f"{entry['kind']} check failed")
+            problems.insert(0, verdict.reason or f"{kind} check failed")
     if entry_problem:
         problems.insert(0, entry_problem)
     return StageVerdict(
-        stage_id=entry["stage_id"],
-        kind=entry["kind"],
-        seq=entry["seq"],
-        offset=offset,
-        ok=not problems,
-        reason=problems[0] if problems else "",
-        notes=tuple(notes),
-        details=details,
-        evidence_reattached=reattached,
-        terminal_state=entry["terminal_state"],
-        data=data,
+        stage_id,
+        kind,
+        seq,
+        offset,
+        not problems,
+        problems[0] if problems else "",
+        tuple(notes),
+        details,
+        reattached,
+        terminal_state,
+        data,
     )
 
 

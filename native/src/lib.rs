@@ -12,6 +12,7 @@ pub mod core;
 pub mod hashing;
 pub mod schemas;
 pub mod text;
+pub mod verify_facts;
 
 use std::collections::HashMap;
 
@@ -860,5 +861,6 @@ fn bernstein_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     constants.set_item("CE_TYPES", CE_TYPES.to_vec())?;
     m.add("CONSTANTS", constants)?;
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
+    verify_facts::register(m)?;
     Ok(())
 }

@@ -1,0 +1,1354 @@
+//! Facts for the offline verifier (`verifier/facts.py`): the per-record byte
+//! work of `verifier/verify.py` and `verifier/sources.py`, in batches.
+//!
+//! Every decision stays in Python. These functions only turn raw records into
+//! small tuples (split envelopes, entry and audit heads, recomputed hashes and
+//! MACs, decoded stage fields, parsed dump lines), exactly the tuples the pure
+//! Python functions of `verifier/facts.py` return, including the text of every
+//! decode error (the messages of `schemas.codec`'s fast readers are
+//! reproduced here byte for byte).
+//!
+//! What this module does not reproduce it hands back: each batch call returns
+//! `(facts, fallback)`, where `fallback` lists the indices whose fact is `None`
+//! and must be computed by the Python function for that one item:
+//!
+//! * a dump line outside the strict subset this parser accepts (blank lines,
+//!   escapes, floats, unknown or duplicate keys, non-canonical base64, ...):
+//!   orjson and `binascii` decide, and name the error;
+//! * a journal entry whose body the strict Avro reader does not accept in
+//!   full (fastavro decides whether it decodes);
+//! * a JournalRecord on the audit topic (the Python code raises on it);
+//! * an item that is not `bytes` / `None`, or a secret that is not `bytes`.
+//!
+//! No I/O, no clock, no randomness.
+
+use std::collections::BTreeMap;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+
+use crate::avro::Reader;
+use crate::hashing::{evidence_set_hash_of_digests, journal_entry_hash, AuditMac};
+use crate::text::is_digest;
+
+const MAGIC: [u8; 2] = [0xC3, 0x01];
+const HEADER_SIZE: usize = 10;
+const ENTRY_ACTIVITY_RESULT: &str = "activity.result";
+
+/// The layouts read here, by `.avsc` stem and fingerprint (the adapter checks
+/// them against the codec before using this module).
+pub const VERIFIER_SCHEMAS: [(&str, [u8; 8]); 7] = [
+    (
+        "JournalRecord.v1",
+        [0xb6, 0xd2, 0x02, 0x83, 0x42, 0x51, 0x5c, 0x4d],
+    ),
+    (
+        "SealRecord.v1",
+        [0x07, 0x49, 0x08, 0x8f, 0x09, 0x83, 0x77, 0x40],
+    ),
+    (
+        "AuditRecord.v1",
+        [0xeb, 0xd7, 0x0f, 0x04, 0x32, 0xd4, 0xf3, 0x2c],
+    ),
+    (
+        "JournalEntry.v1",
+        [0x95, 0x01, 0x95, 0x83, 0x4f, 0xfc, 0xdf, 0xf2],
+    ),
+    (
+        "ComputerUseEntry.v1",
+        [0xf4, 0x26, 0x4e, 0x24, 0xce, 0x46, 0xd3, 0xc6],
+    ),
+    (
+        "AuditEntry.v1",
+        [0x47, 0xa8, 0x48, 0x7d, 0x9e, 0x81, 0x6a, 0x71],
+    ),
+    (
+        "AuditEntry.v2",
+        [0x8a, 0x97, 0xd3, 0xcd, 0x2d, 0x37, 0x92, 0x99],
+    ),
+];
+
+// Fact kinds (the first item of each tuple; `verifier/facts.py` names them).
+const J_UNDECODABLE: i64 = 0;
+const J_ENTRY: i64 = 1;
+const J_ENTRY_UNDECODABLE: i64 = 2;
+const J_SEAL: i64 = 3;
+const A_UNDECODABLE: i64 = 0;
+const A_RECORD: i64 = 1;
+const S_SKIP: i64 = 0;
+const S_NOT_RESULT: i64 = 1;
+const S_RESULT: i64 = 2;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Layout {
+    JournalRecord,
+    SealRecord,
+    AuditRecord,
+    JournalEntry,
+    ComputerUseEntry,
+    AuditEntry,
+    Other,
+}
+
+fn layout_of(name: &str) -> Layout {
+    match name {
+        "JournalRecord.v1" => Layout::JournalRecord,
+        "SealRecord.v1" => Layout::SealRecord,
+        "AuditRecord.v1" => Layout::AuditRecord,
+        "JournalEntry.v1" => Layout::JournalEntry,
+        "ComputerUseEntry.v1" => Layout::ComputerUseEntry,
+        "AuditEntry.v1" | "AuditEntry.v2" => Layout::AuditEntry,
+        _ => Layout::Other,
+    }
+}
+
+struct SchemaInfo {
+    name: String,
+    layout: Layout,
+}
+
+/// The codec's schema table: fingerprint -> (name, layout).
+pub struct Schemas {
+    by_fp: BTreeMap<[u8; 8], SchemaInfo>,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    crate::hashing::hex_string(bytes)
+}
+
+impl Schemas {
+    pub fn new(known: Vec<(Vec<u8>, String)>) -> Result<Self, String> {
+        let mut by_fp = BTreeMap::new();
+        for (fp, name) in known {
+            let fp: [u8; 8] = fp
+                .as_slice()
+                .try_into()
+                .map_err(|_| format!("fingerprint of {name} is not 8 bytes"))?;
+            let layout = layout_of(&name);
+            by_fp.insert(fp, SchemaInfo { name, layout });
+        }
+        Ok(Schemas { by_fp })
+    }
+
+    /// `Codec.schema_of`, with its messages.
+    fn schema_of(&self, data: &[u8]) -> Result<&SchemaInfo, String> {
+        if data.len() < HEADER_SIZE || data[..2] != MAGIC {
+            let shown = hex(&data[..data.len().min(12)]);
+            return Err(format!(
+                "value is not an Avro single-object record (expected it to start with c301, got '{shown}', {} bytes)",
+                data.len()
+            ));
+        }
+        let fp: [u8; 8] = data[2..HEADER_SIZE].try_into().expect("8 bytes");
+        self.by_fp.get(&fp).ok_or_else(|| {
+            format!(
+                "value names schema fingerprint {} which is not one of our schemas \
+                 (a newer producer, or a foreign record on our topic)",
+                hex(&fp)
+            )
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// schemas.codec's fast readers (_varint, _blob, _text), with their messages
+// ---------------------------------------------------------------------------
+
+const E_NUMBER_END: &str = "record ends inside a number";
+const E_NUMBER_LONG: &str = "number longer than 10 bytes";
+const E_BYTES_END: &str = "record ends inside a byte string";
+const E_NOT_UTF8: &str = "string is not UTF-8";
+
+struct PyReader<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> PyReader<'a> {
+    fn new(data: &'a [u8], pos: usize) -> Self {
+        PyReader { data, pos }
+    }
+
+    /// `_varint`: at most 10 bytes; the value is Python's (up to 70 bits).
+    #[inline]
+    fn varint(&mut self) -> Result<i128, &'static str> {
+        let mut shift: u32 = 0;
+        let mut result: u128 = 0;
+        loop {
+            let byte = *self.data.get(self.pos).ok_or(E_NUMBER_END)?;
+            self.pos += 1;
+            result |= u128::from(byte & 0x7F) << shift;
+            if byte < 0x80 {
+                return Ok(((result >> 1) as i128) ^ -((result & 1) as i128));
+            }
+            shift += 7;
+            if shift > 63 {
+                return Err(E_NUMBER_LONG);
+            }
+        }
+    }
+
+    #[inline]
+    fn blob(&mut self) -> Result<&'a [u8], &'static str> {
+        let size = self.varint()?;
+        let end = self.pos as i128 + size;
+        if size < 0 || end > self.data.len() as i128 {
+            return Err(E_BYTES_END);
+        }
+        let end = end as usize;
+        let out = &self.data[self.pos..end];
+        self.pos = end;
+        Ok(out)
+    }
+
+    #[inline]
+    fn text(&mut self) -> Result<&'a str, &'static str> {
+        std::str::from_utf8(self.blob()?).map_err(|_| E_NOT_UTF8)
+    }
+}
+
+enum Envelope<'a> {
+    Journal {
+        payload: &'a [u8],
+        stored: &'a str,
+    },
+    Seal {
+        payload: &'a [u8],
+        key_id: &'a str,
+        signature: &'a [u8],
+    },
+    Audit {
+        payload: &'a [u8],
+        key_id: &'a str,
+        mac: &'a str,
+    },
+}
+
+/// `schemas.codec.split_envelope`
+fn split_envelope<'a>(schemas: &Schemas, value: &'a [u8]) -> Result<Envelope<'a>, String> {
+    let schema = schemas.schema_of(value)?;
+    let mut r = PyReader::new(value, HEADER_SIZE);
+    let envelope = match schema.layout {
+        Layout::JournalRecord => {
+            let payload = r.blob()?;
+            let stored = r.text()?;
+            Envelope::Journal { payload, stored }
+        }
+        Layout::SealRecord => {
+            let payload = r.blob()?;
+            let key_id = r.text()?;
+            let signature = r.blob()?;
+            Envelope::Seal {
+                payload,
+                key_id,
+                signature,
+            }
+        }
+        Layout::AuditRecord => {
+            let payload = r.blob()?;
+            let key_id = r.text()?;
+            let mac = r.text()?;
+            Envelope::Audit {
+                payload,
+                key_id,
+                mac,
+            }
+        }
+        _ => {
+            return Err(format!(
+                "value is a {} record, expected a journal, seal or audit envelope",
+                schema.name
+            ))
+        }
+    };
+    if r.pos != value.len() {
+        return Err(format!(
+            "{} body has {} unexpected trailing bytes",
+            schema.name,
+            value.len() - r.pos
+        ));
+    }
+    Ok(envelope)
+}
+
+struct EntryHead<'a> {
+    layout: Layout,
+    run_id: &'a str,
+    seq: i128,
+    prev_hash: &'a str,
+    entry_type: &'a str,
+}
+
+/// `schemas.codec.read_entry_head`
+fn entry_head<'a>(schemas: &Schemas, payload: &'a [u8]) -> Result<EntryHead<'a>, String> {
+    let schema = schemas.schema_of(payload)?;
+    if !matches!(
+        schema.layout,
+        Layout::JournalEntry | Layout::ComputerUseEntry
+    ) {
+        return Err(format!(
+            "payload is a {} record, expected a journal entry",
+            schema.name
+        ));
+    }
+    let mut r = PyReader::new(payload, HEADER_SIZE);
+    let run_id = r.text()?;
+    let seq = r.varint()?;
+    let prev_hash = r.text()?;
+    let entry_type = r.text()?;
+    Ok(EntryHead {
+        layout: schema.layout,
+        run_id,
+        seq,
+        prev_hash,
+        entry_type,
+    })
+}
+
+struct AuditHead<'a> {
+    partition: i128,
+    seq: i128,
+    prev_mac: &'a str,
+    event: &'a str,
+    run_id: &'a str,
+    record_hash: &'a str,
+    journal_seq: i128,
+}
+
+/// `schemas.codec.read_audit_head`
+fn audit_head<'a>(schemas: &Schemas, payload: &'a [u8]) -> Result<AuditHead<'a>, String> {
+    let schema = schemas.schema_of(payload)?;
+    if schema.layout != Layout::AuditEntry {
+        return Err(format!(
+            "payload is a {} record, expected an audit entry",
+            schema.name
+        ));
+    }
+    let mut r = PyReader::new(payload, HEADER_SIZE);
+    let partition = r.varint()?;
+    let seq = r.varint()?;
+    let prev_mac = r.text()?;
+    let event = r.text()?;
+    let run_id = r.text()?;
+    for _ in 0..6 {
+        r.blob()?;
+    }
+    let record_hash = r.text()?;
+    let journal_seq = r.varint()?;
+    Ok(AuditHead {
+        partition,
+        seq,
+        prev_mac,
+        event,
+        run_id,
+        record_hash,
+        journal_seq,
+    })
+}
+
+/// A JournalEntry.v1 payload as fastavro decodes it, when the strict reader accepts all of it.
+struct FullEntry<'a> {
+    run_id: &'a str,
+    seq: i64,
+    stage_id: &'a str,
+    kind: &'a str,
+    terminal_state: &'a str,
+    artifact_hash: &'a str,
+    evidence_set_hash: &'a str,
+    observations: Vec<(&'a str, &'a str, &'a str)>,
+}
+
+fn decode_journal_entry(payload: &[u8]) -> Option<FullEntry<'_>> {
+    let body = payload.get(HEADER_SIZE..)?;
+    let mut r = Reader::new(body);
+    let run_id = r.string().ok()?;
+    let seq = r.long().ok()?;
+    let _prev_hash = r.string().ok()?;
+    let _entry_type = r.string().ok()?;
+    let stage_id = r.string().ok()?;
+    let _role = r.string().ok()?;
+    let kind = r.string().ok()?;
+    let _producer_id = r.string().ok()?;
+    let _submission_id = r.string().ok()?;
+    let artifact_hash = r.string().ok()?;
+    let evidence_set_hash = r.string().ok()?;
+    let mut observations = Vec::new();
+    loop {
+        let count = r.block_count().ok()?;
+        if count == 0 {
+            break;
+        }
+        for _ in 0..count {
+            let okind = r.string().ok()?;
+            let reference = r.string().ok()?;
+            let content_hash = r.string().ok()?;
+            observations.push((okind, reference, content_hash));
+        }
+    }
+    let terminal_state = r.string().ok()?;
+    let _reason_code = r.string().ok()?;
+    let _topic = r.string().ok()?;
+    let _partition = r.long().ok()?;
+    let _offset = r.long().ok()?;
+    let _occurred_at_ms = r.long().ok()?;
+    if r.position() != body.len() {
+        return None;
+    }
+    Some(FullEntry {
+        run_id,
+        seq,
+        stage_id,
+        kind,
+        terminal_state,
+        artifact_hash,
+        evidence_set_hash,
+        observations,
+    })
+}
+
+// ---------------------------------------------------------------------------
+// dump lines: a strict subset of JSON, and canonical base64
+// ---------------------------------------------------------------------------
+
+/// A parsed dump line, borrowed from the line.
+struct DumpLine<'a> {
+    topic: &'a str,
+    partition: i64,
+    offset: i64,
+    timestamp: i64,
+    key: Option<&'a str>,
+    value: Option<&'a str>,
+    headers: Vec<(&'a str, Option<&'a str>)>,
+}
+
+struct Json<'a> {
+    s: &'a [u8],
+    text: &'a str,
+    i: usize,
+}
+
+const MAX_DEPTH: usize = 64;
+
+#[inline]
+fn has_control(bytes: &[u8]) -> bool {
+    bytes.iter().fold(false, |acc, &c| acc | (c < 0x20))
+}
+
+impl<'a> Json<'a> {
+    #[inline]
+    fn ws(&mut self) {
+        while let Some(&c) = self.s.get(self.i) {
+            if matches!(c, b' ' | b'\t' | b'\n' | b'\r') {
+                self.i += 1;
+            } else {
+                break;
+            }
+        }
+    }
+
+    #[inline]
+    fn peek(&self) -> Option<u8> {
+        self.s.get(self.i).copied()
+    }
+
+    #[inline]
+    fn eat(&mut self, c: u8) -> Option<()> {
+        if self.peek() == Some(c) {
+            self.i += 1;
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    /// The raw text of a string up to its closing quote, with no escapes;
+    /// control characters are NOT checked (the caller checks, or decodes the
+    /// text as base64, which refuses them).
+    #[inline]
+    fn raw_string(&mut self) -> Option<&'a str> {
+        self.eat(b'"')?;
+        let start = self.i;
+        let end = start + memchr::memchr2(b'"', b'\\', &self.s[start..])?;
+        if self.s[end] != b'"' {
+            return None;
+        }
+        self.i = end + 1;
+        Some(&self.text[start..end])
+    }
+
+    /// A string without escapes or control characters (its text, borrowed).
+    #[inline]
+    fn plain_string(&mut self) -> Option<&'a str> {
+        let text = self.raw_string()?;
+        if has_control(text.as_bytes()) {
+            return None;
+        }
+        Some(text)
+    }
+
+    /// Any string with the short escapes (not \u), skipped.
+    fn skip_string(&mut self) -> Option<()> {
+        self.eat(b'"')?;
+        loop {
+            let start = self.i;
+            let at = start + memchr::memchr2(b'"', b'\\', &self.s[start..])?;
+            if has_control(&self.s[start..at]) {
+                return None;
+            }
+            self.i = at + 1;
+            if self.s[at] == b'"' {
+                return Some(());
+            }
+            let e = *self.s.get(self.i)?;
+            if !matches!(e, b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') {
+                return None;
+            }
+            self.i += 1;
+        }
+    }
+
+    /// `-?(0|[1-9][0-9]*)` with at most 18 digits, not followed by a fraction or exponent.
+    #[inline]
+    fn int(&mut self) -> Option<i64> {
+        let negative = self.eat(b'-').is_some();
+        let start = self.i;
+        while matches!(self.peek(), Some(b'0'..=b'9')) {
+            self.i += 1;
+        }
+        let digits = &self.s[start..self.i];
+        if digits.is_empty() || digits.len() > 18 || (digits[0] == b'0' && digits.len() > 1) {
+            return None;
+        }
+        if matches!(self.peek(), Some(b'.' | b'e' | b'E')) {
+            return None;
+        }
+        if negative && digits == b"0" {
+            return None;
+        }
+        let mut n: i64 = 0;
+        for &d in digits {
+            n = n * 10 + i64::from(d - b'0');
+        }
+        Some(if negative { -n } else { n })
+    }
+
+    #[inline]
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        if self.s.get(self.i..self.i + word.len())? == word {
+            self.i += word.len();
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    #[inline]
+    fn null_or<T>(&mut self, f: impl FnOnce(&mut Self) -> Option<T>) -> Option<Option<T>> {
+        if self.peek() == Some(b'n') {
+            self.literal(b"null")?;
+            Some(None)
+        } else {
+            f(self).map(Some)
+        }
+    }
+
+    /// Any JSON value in the subset (no \u escapes, no floats, bounded depth), skipped.
+    fn skip_value(&mut self, depth: usize) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        match self.peek()? {
+            b'"' => self.skip_string(),
+            b'n' => self.literal(b"null"),
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'-' | b'0'..=b'9' => self.int().map(|_| ()),
+            b'[' => {
+                self.i += 1;
+                self.ws();
+                if self.eat(b']').is_some() {
+                    return Some(());
+                }
+                loop {
+                    self.skip_value(depth + 1)?;
+                    self.ws();
+                    if self.eat(b',').is_some() {
+                        self.ws();
+                        continue;
+                    }
+                    return self.eat(b']');
+                }
+            }
+            b'{' => {
+                self.i += 1;
+                self.ws();
+                if self.eat(b'}').is_some() {
+                    return Some(());
+                }
+                loop {
+                    self.skip_string()?;
+                    self.ws();
+                    self.eat(b':')?;
+                    self.ws();
+                    self.skip_value(depth + 1)?;
+                    self.ws();
+                    if self.eat(b',').is_some() {
+                        self.ws();
+                        continue;
+                    }
+                    return self.eat(b'}');
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// `[[name, value-or-null], ...]` (the headers of our dumps).
+    fn header_pairs(&mut self) -> Option<Vec<(&'a str, Option<&'a str>)>> {
+        self.eat(b'[')?;
+        let mut out = Vec::new();
+        self.ws();
+        if self.eat(b']').is_some() {
+            return Some(out);
+        }
+        loop {
+            self.eat(b'[')?;
+            self.ws();
+            let name = self.plain_string()?;
+            self.ws();
+            self.eat(b',')?;
+            self.ws();
+            let value = self.null_or(Self::raw_string)?;
+            self.ws();
+            self.eat(b']')?;
+            out.push((name, value));
+            self.ws();
+            if self.eat(b',').is_some() {
+                self.ws();
+                continue;
+            }
+            self.eat(b']')?;
+            return Some(out);
+        }
+    }
+}
+
+/// One dump line, when it is in the subset whose meaning is certain; else None.
+fn parse_line(line: &[u8], with_headers: bool) -> Option<DumpLine<'_>> {
+    let text = std::str::from_utf8(line).ok()?;
+    let mut j = Json {
+        s: line,
+        text,
+        i: 0,
+    };
+    j.ws();
+    j.eat(b'{')?;
+    let mut topic = None;
+    let mut partition = None;
+    let mut offset = None;
+    let mut timestamp: Option<Option<i64>> = None;
+    let mut key: Option<Option<&str>> = None;
+    let mut value: Option<Option<&str>> = None;
+    let mut headers: Option<Vec<(&str, Option<&str>)>> = None;
+    let mut seen_headers = false;
+    j.ws();
+    if j.eat(b'}').is_none() {
+        loop {
+            let name = j.plain_string()?;
+            j.ws();
+            j.eat(b':')?;
+            j.ws();
+            match name {
+                "topic" if topic.is_none() => topic = Some(j.plain_string()?),
+                "partition" if partition.is_none() => partition = Some(j.int()?),
+                "offset" if offset.is_none() => offset = Some(j.int()?),
+                "timestamp" if timestamp.is_none() => timestamp = Some(j.null_or(Json::int)?),
+                // base64 text: the decoder refuses control characters itself
+                "key" if key.is_none() => key = Some(j.null_or(Json::raw_string)?),
+                "value" if value.is_none() => value = Some(j.null_or(Json::raw_string)?),
+                "headers" if !seen_headers => {
+                    seen_headers = true;
+                    if with_headers {
+                        headers = j.null_or(Json::header_pairs)?;
+                    } else {
+                        j.skip_value(0)?;
+                    }
+                }
+                _ => return None,
+            }
+            j.ws();
+            if j.eat(b',').is_some() {
+                j.ws();
+                continue;
+            }
+            j.eat(b'}')?;
+            break;
+        }
+    }
+    j.ws();
+    if j.i != line.len() {
+        return None;
+    }
+    Some(DumpLine {
+        topic: topic?,
+        partition: partition?,
+        offset: offset?,
+        timestamp: timestamp.flatten().unwrap_or(0),
+        key: key.flatten(),
+        value: value.flatten(),
+        headers: headers.unwrap_or_default(),
+    })
+}
+
+const fn b64_table() -> [u8; 256] {
+    let mut t = [0xFFu8; 256];
+    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut i = 0;
+    while i < 64 {
+        t[alphabet[i] as usize] = i as u8;
+        i += 1;
+    }
+    t
+}
+
+static B64: [u8; 256] = b64_table();
+
+/// The decoded length of what may be canonical base64 (groups of four, `=`
+/// only as the last one or two characters); `b64_decode_into` confirms it.
+fn b64_len(s: &[u8]) -> Option<usize> {
+    if s.len() % 4 != 0 {
+        return None;
+    }
+    let pad = if s.ends_with(b"==") {
+        2
+    } else if s.ends_with(b"=") {
+        1
+    } else {
+        0
+    };
+    Some(s.len() / 4 * 3 - pad)
+}
+
+/// Decode canonical base64 into `out` (`b64_len(s)` bytes); false when a
+/// character is outside the alphabet. Leftover bits are ignored, as binascii does.
+fn b64_decode_into(s: &[u8], out: &mut [u8]) -> bool {
+    let full = if s.ends_with(b"=") {
+        s.len() - 4
+    } else {
+        s.len()
+    };
+    let mut bad = 0u8;
+    let mut o = 0;
+    for chunk in s[..full].chunks_exact(4) {
+        let a = B64[chunk[0] as usize];
+        let b = B64[chunk[1] as usize];
+        let c = B64[chunk[2] as usize];
+        let d = B64[chunk[3] as usize];
+        bad |= a | b | c | d;
+        let n = (u32::from(a) << 18) | (u32::from(b) << 12) | (u32::from(c) << 6) | u32::from(d);
+        out[o] = (n >> 16) as u8;
+        out[o + 1] = (n >> 8) as u8;
+        out[o + 2] = n as u8;
+        o += 3;
+    }
+    if full < s.len() {
+        let chunk = &s[full..];
+        let a = B64[chunk[0] as usize];
+        let b = B64[chunk[1] as usize];
+        bad |= a | b;
+        out[o] = (a << 2) | (b >> 4);
+        if chunk[2] != b'=' {
+            let c = B64[chunk[2] as usize];
+            bad |= c;
+            out[o + 1] = ((b & 0x0F) << 4) | (c >> 2);
+        }
+    }
+    bad & 0x80 == 0
+}
+
+fn b64_bytes<'py>(py: Python<'py>, s: Option<&str>) -> PyResult<Option<Option<Bound<'py, PyAny>>>> {
+    let Some(s) = s else {
+        return Ok(Some(None));
+    };
+    let Some(len) = b64_len(s.as_bytes()) else {
+        return Ok(None);
+    };
+    let mut valid = true;
+    let bytes = PyBytes::new_with(py, len, |out| {
+        valid = b64_decode_into(s.as_bytes(), out);
+        Ok(())
+    })?;
+    Ok(valid.then(|| Some(bytes.into_any())))
+}
+
+// ---------------------------------------------------------------------------
+// Python objects
+// ---------------------------------------------------------------------------
+
+#[inline]
+fn int<'py>(py: Python<'py>, v: i128) -> Bound<'py, PyAny> {
+    match i64::try_from(v) {
+        Ok(small) => small.into_pyobject(py).expect("infallible").into_any(),
+        Err(_) => v.into_pyobject(py).expect("infallible").into_any(),
+    }
+}
+
+#[inline]
+fn s<'py>(py: Python<'py>, v: &str) -> Bound<'py, PyAny> {
+    PyString::new(py, v).into_any()
+}
+
+#[inline]
+fn b<'py>(py: Python<'py>, v: &[u8]) -> Bound<'py, PyAny> {
+    PyBytes::new(py, v).into_any()
+}
+
+fn tuple<'py, const N: usize>(
+    py: Python<'py>,
+    items: [Bound<'py, PyAny>; N],
+) -> PyResult<Bound<'py, PyAny>> {
+    Ok(PyTuple::new(py, items)?.into_any())
+}
+
+/// `record.value or b""` when the item is bytes or None; None for anything else.
+#[inline]
+fn value_bytes<'a>(item: &'a Bound<'_, PyAny>) -> Option<&'a [u8]> {
+    if item.is_none() {
+        Some(b"")
+    } else {
+        item.cast::<PyBytes>()
+            .ok()
+            .filter(|_| item.is_exact_instance_of::<PyBytes>())
+            .map(|v| v.as_bytes())
+    }
+}
+
+/// A string object reused while consecutive items carry the same text (topics, key ids, ...).
+struct Reuse<'py> {
+    text: String,
+    obj: Option<Bound<'py, PyAny>>,
+}
+
+impl<'py> Reuse<'py> {
+    fn new() -> Self {
+        Reuse {
+            text: String::new(),
+            obj: None,
+        }
+    }
+
+    #[inline]
+    fn cached(&self, v: &str) -> Option<Bound<'py, PyAny>> {
+        match &self.obj {
+            Some(obj) if self.text == v => Some(obj.clone()),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    fn put(&mut self, v: &str, obj: Bound<'py, PyAny>) -> Bound<'py, PyAny> {
+        self.text.clear();
+        self.text.push_str(v);
+        self.obj = Some(obj.clone());
+        obj
+    }
+
+    #[inline]
+    fn get(&mut self, py: Python<'py>, v: &str) -> Bound<'py, PyAny> {
+        match self.cached(v) {
+            Some(obj) => obj,
+            None => self.put(v, s(py, v)),
+        }
+    }
+}
+
+/// The facts of batches of records, over the codec's schema table.
+#[pyclass(module = "bernstein_native", frozen)]
+pub struct FactReader {
+    schemas: Schemas,
+}
+
+#[pymethods]
+impl FactReader {
+    /// `known_schemas`: every (fingerprint, name) of the codec.
+    #[new]
+    fn new(known_schemas: Vec<(Vec<u8>, String)>) -> PyResult<Self> {
+        Ok(FactReader {
+            schemas: Schemas::new(known_schemas).map_err(PyValueError::new_err)?,
+        })
+    }
+
+    /// Journal record values (bytes or None) -> (facts, fallback indices).
+    ///
+    /// `(0, message)` the envelope does not decode; `(1, stored, recomputed,
+    /// run_id, seq, prev_hash, entry_type)` an entry; `(2, stored, recomputed,
+    /// message)` an entry whose head does not decode; `(3, payload, key_id,
+    /// signature)` a seal.
+    fn journal_facts<'py>(
+        &self,
+        py: Python<'py>,
+        values: &Bound<'py, PyList>,
+    ) -> PyResult<(Bound<'py, PyList>, Vec<usize>)> {
+        let out = PyList::empty(py);
+        let mut fallback = Vec::new();
+        let mut run_ids = Reuse::new();
+        let mut types = Reuse::new();
+        for (index, item) in values.iter().enumerate() {
+            let Some(value) = value_bytes(&item) else {
+                fallback.push(index);
+                out.append(py.None())?;
+                continue;
+            };
+            let fact = match split_envelope(&self.schemas, value) {
+                Err(message) => tuple(py, [int(py, J_UNDECODABLE.into()), s(py, &message)])?,
+                Ok(Envelope::Audit { .. }) => tuple(
+                    py,
+                    [
+                        int(py, J_UNDECODABLE.into()),
+                        s(py, "an audit record on the journal topic"),
+                    ],
+                )?,
+                Ok(Envelope::Journal { payload, stored }) => {
+                    let recomputed = journal_entry_hash(payload);
+                    match entry_head(&self.schemas, payload) {
+                        Ok(head) => tuple(
+                            py,
+                            [
+                                int(py, J_ENTRY.into()),
+                                s(py, stored),
+                                s(py, &recomputed),
+                                run_ids.get(py, head.run_id),
+                                int(py, head.seq),
+                                s(py, head.prev_hash),
+                                types.get(py, head.entry_type),
+                            ],
+                        )?,
+                        Err(message) => tuple(
+                            py,
+                            [
+                                int(py, J_ENTRY_UNDECODABLE.into()),
+                                s(py, stored),
+                                s(py, &recomputed),
+                                s(py, &message),
+                            ],
+                        )?,
+                    }
+                }
+                Ok(Envelope::Seal {
+                    payload,
+                    key_id,
+                    signature,
+                }) => tuple(
+                    py,
+                    [
+                        int(py, J_SEAL.into()),
+                        b(py, payload),
+                        s(py, key_id),
+                        b(py, signature),
+                    ],
+                )?,
+            };
+            out.append(fact)?;
+        }
+        Ok((out, fallback))
+    }
+
+    /// Audit record values -> (facts, fallback indices); `secret_for(key_id)`
+    /// gives the pinned secret (bytes) or None.
+    ///
+    /// `(0, message)` the record does not decode; `(1, key_id, mac,
+    /// recomputed mac or None, partition, seq, prev_mac, event, run_id,
+    /// record_hash, journal_seq)`.
+    fn audit_facts<'py>(
+        &self,
+        py: Python<'py>,
+        values: &Bound<'py, PyList>,
+        secret_for: &Bound<'py, PyAny>,
+    ) -> PyResult<(Bound<'py, PyList>, Vec<usize>)> {
+        let out = PyList::empty(py);
+        let mut fallback = Vec::new();
+        // key_id -> Some(Some(mac)) pinned, Some(None) not pinned, None not bytes.
+        let mut secrets: Vec<(String, Option<Option<AuditMac>>)> = Vec::new();
+        let mut key_ids = Reuse::new();
+        let mut events = Reuse::new();
+        let mut run_ids = Reuse::new();
+        for (index, item) in values.iter().enumerate() {
+            let Some(value) = value_bytes(&item) else {
+                fallback.push(index);
+                out.append(py.None())?;
+                continue;
+            };
+            let parsed = match split_envelope(&self.schemas, value) {
+                Err(message) => Err(message),
+                Ok(Envelope::Journal { .. }) => {
+                    // `name, (payload, key_id, mac) = ...` raises ValueError there.
+                    fallback.push(index);
+                    out.append(py.None())?;
+                    continue;
+                }
+                Ok(Envelope::Seal { .. }) => {
+                    Err("a SealRecord.v1 record on the audit topic".to_owned())
+                }
+                Ok(Envelope::Audit {
+                    payload,
+                    key_id,
+                    mac,
+                }) => audit_head(&self.schemas, payload).map(|head| (payload, key_id, mac, head)),
+            };
+            let (payload, key_id, mac, head) = match parsed {
+                Ok(parts) => parts,
+                Err(message) => {
+                    out.append(tuple(py, [int(py, A_UNDECODABLE.into()), s(py, &message)])?)?;
+                    continue;
+                }
+            };
+            let slot = match secrets.iter().position(|(k, _)| k == key_id) {
+                Some(i) => i,
+                None => {
+                    let secret = secret_for.call1((key_id,))?;
+                    let keyed = if secret.is_none() {
+                        Some(None)
+                    } else if secret.is_exact_instance_of::<PyBytes>() {
+                        let raw = secret.cast::<PyBytes>()?.as_bytes();
+                        Some(Some(AuditMac::new(raw)))
+                    } else {
+                        None
+                    };
+                    secrets.push((key_id.to_owned(), keyed));
+                    secrets.len() - 1
+                }
+            };
+            let recomputed = match &secrets[slot].1 {
+                None => {
+                    fallback.push(index);
+                    out.append(py.None())?;
+                    continue;
+                }
+                Some(None) => py.None().into_bound(py),
+                Some(Some(keyed)) => s(py, &keyed.audit_mac(payload)),
+            };
+            out.append(tuple(
+                py,
+                [
+                    int(py, A_RECORD.into()),
+                    key_ids.get(py, key_id),
+                    s(py, mac),
+                    recomputed,
+                    int(py, head.partition),
+                    int(py, head.seq),
+                    s(py, head.prev_mac),
+                    events.get(py, head.event),
+                    run_ids.get(py, head.run_id),
+                    s(py, head.record_hash),
+                    int(py, head.journal_seq),
+                ],
+            )?)?;
+        }
+        Ok((out, fallback))
+    }
+
+    /// Journal record values of one run -> (facts, fallback indices), for the stage pass.
+    ///
+    /// `(0,)` not a decodable JournalRecord; `(1, stored)` a journal record
+    /// that is not a decodable activity.result entry; `(2, stored,
+    /// recomputed entry hash, run_id, seq, stage_id, kind, terminal_state,
+    /// artifact_hash, evidence_set_hash, observations, recomputed evidence set
+    /// hash or None when a member is malformed, payload)` with observations as
+    /// ((kind, ref, content_hash), ...).
+    fn stage_facts<'py>(
+        &self,
+        py: Python<'py>,
+        values: &Bound<'py, PyList>,
+    ) -> PyResult<(Bound<'py, PyList>, Vec<usize>)> {
+        let out = PyList::empty(py);
+        let mut fallback = Vec::new();
+        let mut run_ids = Reuse::new();
+        let mut kinds = Reuse::new();
+        let mut states = Reuse::new();
+        let mut observation_kinds = Reuse::new();
+        for (index, item) in values.iter().enumerate() {
+            let Some(value) = value_bytes(&item) else {
+                fallback.push(index);
+                out.append(py.None())?;
+                continue;
+            };
+            let Ok(Envelope::Journal { payload, stored }) = split_envelope(&self.schemas, value)
+            else {
+                out.append(tuple(py, [int(py, S_SKIP.into())])?)?;
+                continue;
+            };
+            let is_result = match entry_head(&self.schemas, payload) {
+                Ok(head) => {
+                    head.entry_type == ENTRY_ACTIVITY_RESULT && head.layout == Layout::JournalEntry
+                }
+                Err(_) => false,
+            };
+            if !is_result {
+                out.append(tuple(py, [int(py, S_NOT_RESULT.into()), s(py, stored)])?)?;
+                continue;
+            }
+            let Some(entry) = decode_journal_entry(payload) else {
+                fallback.push(index);
+                out.append(py.None())?;
+                continue;
+            };
+            let mut observations = Vec::with_capacity(entry.observations.len());
+            for &(okind, reference, content_hash) in &entry.observations {
+                let t = PyTuple::new(
+                    py,
+                    [
+                        observation_kinds.get(py, okind),
+                        s(py, reference),
+                        s(py, content_hash),
+                    ],
+                )?;
+                observations.push(t.into_any());
+            }
+            let recomputed_set = if entry.observations.iter().all(|o| is_digest(o.2)) {
+                s(
+                    py,
+                    &evidence_set_hash_of_digests(entry.observations.iter().map(|o| o.2)),
+                )
+            } else {
+                py.None().into_bound(py)
+            };
+            out.append(tuple(
+                py,
+                [
+                    int(py, S_RESULT.into()),
+                    s(py, stored),
+                    s(py, &journal_entry_hash(payload)),
+                    run_ids.get(py, entry.run_id),
+                    int(py, entry.seq.into()),
+                    s(py, entry.stage_id),
+                    kinds.get(py, entry.kind),
+                    states.get(py, entry.terminal_state),
+                    s(py, entry.artifact_hash),
+                    s(py, entry.evidence_set_hash),
+                    PyTuple::new(py, observations)?.into_any(),
+                    recomputed_set,
+                    b(py, payload),
+                ],
+            )?)?;
+        }
+        Ok((out, fallback))
+    }
+}
+
+/// Dump lines (bytes, as read from the file) -> (rows, fallback indices).
+///
+/// A row is `(offset, timestamp, key, value, topic, partition, headers)` as
+/// `verifier.sources` builds it (headers `()` unless `with_headers`); a line
+/// outside the strict subset (including blank and unparseable lines) is None
+/// and listed in the fallback indices.
+#[pyfunction]
+pub fn parse_dump_lines<'py>(
+    py: Python<'py>,
+    lines: &Bound<'py, PyList>,
+    with_headers: bool,
+) -> PyResult<(Bound<'py, PyList>, Vec<usize>)> {
+    let out = PyList::empty(py);
+    let mut fallback = Vec::new();
+    let mut rows = RowBuilder::new(py, with_headers);
+    for (index, item) in lines.iter().enumerate() {
+        let row = match item.cast::<PyBytes>() {
+            Ok(line) if item.is_exact_instance_of::<PyBytes>() => rows.row(line.as_bytes())?,
+            _ => None,
+        };
+        match row {
+            Some(row) => out.append(row)?,
+            None => {
+                fallback.push(index);
+                out.append(py.None())?;
+            }
+        }
+    }
+    Ok((out, fallback))
+}
+
+/// `(rows, fallback (index, line) pairs, count, end)`
+type BlockRows<'py> = (
+    Bound<'py, PyList>,
+    Vec<(usize, Bound<'py, PyBytes>)>,
+    usize,
+    usize,
+);
+
+/// The lines of a block read from a dump file -> (rows, fallback, count, end).
+///
+/// Lines end with `\n` (the newline belongs to the line); unless `eof`, bytes
+/// after the last newline are not a line yet and are left out: `end` is where
+/// they start (`len(block)` when `eof`). `count` lines were parsed; `rows` and
+/// the fallback `(index, line)` pairs are as in `parse_dump_lines`.
+#[pyfunction]
+pub fn parse_dump_block<'py>(
+    py: Python<'py>,
+    block: &[u8],
+    with_headers: bool,
+    eof: bool,
+) -> PyResult<BlockRows<'py>> {
+    let out = PyList::empty(py);
+    let mut fallback = Vec::new();
+    let mut rows = RowBuilder::new(py, with_headers);
+    let mut start = 0;
+    let mut index = 0;
+    while start < block.len() {
+        let end = match memchr::memchr(b'\n', &block[start..]) {
+            Some(at) => start + at + 1,
+            None if eof => block.len(),
+            None => break,
+        };
+        let line = &block[start..end];
+        match rows.row(line)? {
+            Some(row) => out.append(row)?,
+            None => {
+                fallback.push((index, PyBytes::new(py, line)));
+                out.append(py.None())?;
+            }
+        }
+        start = end;
+        index += 1;
+    }
+    Ok((out, fallback, index, start))
+}
+
+/// Builds rows, sharing the objects consecutive lines have in common.
+struct RowBuilder<'py> {
+    py: Python<'py>,
+    with_headers: bool,
+    topics: Reuse<'py>,
+    keys: Reuse<'py>,
+    header_names: Reuse<'py>,
+    empty: Bound<'py, PyAny>,
+}
+
+impl<'py> RowBuilder<'py> {
+    fn new(py: Python<'py>, with_headers: bool) -> Self {
+        RowBuilder {
+            py,
+            with_headers,
+            topics: Reuse::new(),
+            keys: Reuse::new(),
+            header_names: Reuse::new(),
+            empty: PyTuple::empty(py).into_any(),
+        }
+    }
+
+    #[inline]
+    fn row(&mut self, line: &[u8]) -> PyResult<Option<Bound<'py, PyAny>>> {
+        match parse_line(line, self.with_headers) {
+            Some(parsed) => build_row(self.py, &parsed, self),
+            None => Ok(None),
+        }
+    }
+}
+
+fn build_row<'py>(
+    py: Python<'py>,
+    line: &DumpLine<'_>,
+    b: &mut RowBuilder<'py>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    // The key of a run's records repeats line after line: decode it once.
+    let key = match line.key {
+        None => py.None().into_bound(py),
+        Some(text) => match b.keys.cached(text) {
+            Some(obj) => obj,
+            None => match b64_bytes(py, Some(text))? {
+                Some(Some(obj)) => b.keys.put(text, obj),
+                _ => return Ok(None),
+            },
+        },
+    };
+    let Some(value) = b64_bytes(py, line.value)? else {
+        return Ok(None);
+    };
+    let headers = if line.headers.is_empty() {
+        b.empty.clone()
+    } else {
+        let mut pairs = Vec::with_capacity(line.headers.len());
+        for &(name, raw) in &line.headers {
+            let Some(decoded) = b64_bytes(py, raw)? else {
+                return Ok(None);
+            };
+            let decoded = decoded.unwrap_or_else(|| PyBytes::new(py, b"").into_any());
+            pairs.push(PyTuple::new(py, [b.header_names.get(py, name), decoded])?.into_any());
+        }
+        PyTuple::new(py, pairs)?.into_any()
+    };
+    Ok(Some(tuple(
+        py,
+        [
+            int(py, line.offset.into()),
+            int(py, line.timestamp.into()),
+            key,
+            value.unwrap_or_else(|| py.None().into_bound(py)),
+            b.topics.get(py, line.topic),
+            int(py, line.partition.into()),
+            headers,
+        ],
+    )?))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<FactReader>()?;
+    m.add_function(wrap_pyfunction!(parse_dump_lines, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_dump_block, m)?)?;
+    let schemas = PyList::empty(py);
+    for (name, fp) in VERIFIER_SCHEMAS {
+        schemas.append((name, PyBytes::new(py, &fp)))?;
+    }
+    m.add("VERIFIER_SCHEMAS", schemas)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_canonical_only() {
+        assert_eq!(b64_len(b""), Some(0));
+        assert_eq!(b64_len(b"QQ=="), Some(1));
+        assert_eq!(b64_len(b"QUI="), Some(2));
+        assert_eq!(b64_len(b"QUJD"), Some(3));
+        assert_eq!(b64_len(b"QUJ"), None);
+        let decodes = |s: &[u8]| {
+            let mut out = vec![0u8; b64_len(s)?];
+            b64_decode_into(s, &mut out).then_some(out)
+        };
+        assert_eq!(decodes(b"Q==="), None);
+        assert_eq!(decodes(b"=QQ="), None);
+        assert_eq!(decodes(b"QQ==QQ=="), None);
+        assert_eq!(decodes(b"QU\nJ"), None);
+        assert_eq!(decodes(b"QR==").as_deref(), Some(&b"A"[..]));
+        assert_eq!(decodes(b"QUJDRA==").as_deref(), Some(&b"ABCD"[..]));
+    }
+
+    #[test]
+    fn dump_line_subset() {
+        let line = br#"{"topic":"t","partition":0,"offset":5,"timestamp":null,"key":null,"value":"QQ==","headers":[["a","QQ=="]]}"#;
+        let parsed = parse_line(line, true).unwrap();
+        assert_eq!(parsed.offset, 5);
+        assert_eq!(parsed.timestamp, 0);
+        assert_eq!(parsed.headers, vec![("a", Some("QQ=="))]);
+        assert!(parse_line(br#"{"topic":"t","partition":0}"#, false).is_none());
+        assert!(parse_line(br#"{"topic":"t","partition":0,"offset":1.5}"#, false).is_none());
+        assert!(parse_line(
+            br#"{"topic":"t","partition":0,"offset":1,"offset":2}"#,
+            false
+        )
+        .is_none());
+        assert!(parse_line(
+            br#"{"topic":"t","partition":0,"offset":1,"headers":{"a":[1,2,"\n"]}}"#,
+            false
+        )
+        .is_some());
+        assert!(parse_line(
+            br#"{"topic":"t","partition":0,"offset":1,"headers":"\u0041"}"#,
+            false
+        )
+        .is_none());
+    }
+}

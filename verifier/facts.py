@@ -1,0 +1,389 @@
+"""Compact facts of raw records: the verifier's per-record byte work, in batches.
+
+``verifier/verify.py`` makes every decision; what it needs of each record is a
+small tuple: the envelope split, the entry or audit head, the recomputed entry
+hash, MAC or evidence-set hash, the decoded stage fields, or the text of the
+decode error. The functions here compute those tuples for a whole batch of
+records at once, and ``verifier/sources.py`` parses dump lines the same way.
+
+Two implementations return identical tuples (``tests/unit/test_verifier_facts.py``
+checks it on valid and malformed inputs):
+
+* ``PYTHON``: the reference, built on ``schemas.codec``'s readers, fastavro
+  and orjson (the code the verifier ran per record before);
+* ``NATIVE``: ``bernstein_native.FactReader`` / ``parse_dump_lines`` (Rust),
+  which hands back the items it does not reproduce (unusual dump lines,
+  bodies its strict Avro reader refuses, ...) to the Python function for that
+  item.
+
+``current()`` is the native one when the extension is installed and reads the
+same schemas as this tree, else the Python one; ``use()`` overrides it.
+
+Fact tuples (the first item is the kind):
+
+``journal_facts(values)``
+    ``(J_UNDECODABLE, message)``, ``(J_ENTRY, stored, recomputed, run_id, seq,
+    prev_hash, entry_type)``, ``(J_ENTRY_UNDECODABLE, stored, recomputed,
+    message)``, ``(J_SEAL, payload, key_id, signature)``.
+``audit_facts(values, secret_for)``
+    ``(A_UNDECODABLE, message)``, ``(A_RECORD, key_id, mac, recomputed mac or
+    None when the key is not pinned, partition, seq, prev_mac, event, run_id,
+    record_hash, journal_seq)``.
+``stage_facts(values)``
+    ``(S_SKIP,)`` not a decodable JournalRecord; ``(S_NOT_RESULT, stored)``
+    not a decodable ``activity.result`` entry; ``(S_RESULT, stored,
+    recomputed, run_id, seq, stage_id, kind, terminal_state, artifact_hash,
+    evidence_set_hash, observations, recomputed evidence-set hash or None
+    when a member is malformed, payload)``, observations as ``((kind, ref,
+    content_hash), ...)``.
+``parse_dump_lines(lines, with_headers)``
+    ``(rows, bad)``: a row ``(offset, timestamp, key, value, topic,
+    partition, headers)`` per record line up to the first line that is not
+    one (blank lines skipped), and that line's index or None.
+``parse_dump_block(block, with_headers, eof)``
+    the same for the lines of a block of a dump file (``split_lines``):
+    ``(rows, count, end, bad)`` with ``count`` lines ending before ``end``
+    and ``bad`` None or (index, line).
+
+Any kind may also be ``(RAISE, exception)``: the Python code raised an
+exception that is not a verdict for this item; the consumer raises it when it
+reaches the item, where the per-record code raised it.
+"""
+
+from __future__ import annotations
+
+import binascii
+import contextlib
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Any, Final, Protocol
+
+import orjson
+
+from schemas import codec
+from schemas.canonical import audit_mac, evidence_set_hash, journal_entry_hash
+from schemas.errors import MalformedDigest
+from schemas.records import ENTRY_ACTIVITY_RESULT
+
+RAISE: Final = -1
+J_UNDECODABLE: Final = 0
+J_ENTRY: Final = 1
+J_ENTRY_UNDECODABLE: Final = 2
+J_SEAL: Final = 3
+A_UNDECODABLE: Final = 0
+A_RECORD: Final = 1
+S_SKIP: Final = 0
+S_NOT_RESULT: Final = 1
+S_RESULT: Final = 2
+
+Row = tuple[int, int, "bytes | None", "bytes | None", Any, int, tuple[tuple[str, bytes], ...]]
+SecretFor = Callable[[str], "bytes | None"]
+
+_ENTRY: Final = frozenset({codec.JOURNAL_ENTRY})
+_S_SKIP: Final = (S_SKIP,)
+
+_native: ModuleType | None
+try:
+    import bernstein_native as _loaded
+except ImportError:  # not built: `uv sync` builds it (needs cargo)
+    _native = None
+else:
+    _native = _loaded
+
+
+class Facts(Protocol):
+    name: str
+
+    def journal_facts(self, values: list[bytes | None]) -> list[tuple[Any, ...]]: ...
+
+    def audit_facts(self, values: list[bytes | None], secret_for: SecretFor) -> list[tuple[Any, ...]]: ...
+
+    def stage_facts(self, values: list[bytes | None]) -> list[tuple[Any, ...]]: ...
+
+    def parse_dump_lines(self, lines: list[bytes], with_headers: bool) -> tuple[list[Row], int | None]: ...
+
+    def parse_dump_block(
+        self, block: bytes, with_headers: bool, eof: bool
+    ) -> tuple[list[Row], int, int, tuple[int, bytes] | None]: ...
+
+
+# ---------------------------------------------------------------------------
+# the reference: one item at a time
+# ---------------------------------------------------------------------------
+
+
+def journal_fact(value: bytes | None) -> tuple[Any, ...]:
+    """The facts of one journal record value (``_ChainWalk``'s byte work)."""
+    try:
+        try:
+            name, fields = codec.split_envelope(value or b"")
+            if name == codec.AUDIT_RECORD:
+                raise codec.UnknownFingerprint("an audit record on the journal topic", "")
+        except codec.DecodeError as exc:
+            return (J_UNDECODABLE, str(exc))
+        if name == codec.JOURNAL_RECORD:
+            payload, stored = fields
+            recomputed = journal_entry_hash(payload)
+            try:
+                _, run_id, seq, prev_hash, entry_type = codec.read_entry_head(payload)
+            except codec.DecodeError as exc:
+                return (J_ENTRY_UNDECODABLE, stored, recomputed, str(exc))
+            return (J_ENTRY, stored, recomputed, run_id, seq, prev_hash, entry_type)
+        return (J_SEAL, fields[0], fields[1], fields[2])
+    except Exception as exc:  # noqa: BLE001 (not a verdict: re-raised where the record is reached)
+        return (RAISE, exc)
+
+
+def audit_fact(value: bytes | None, secret_for: SecretFor) -> tuple[Any, ...]:
+    """The facts of one audit record value (``_AuditWalk._check``'s byte work)."""
+    try:
+        try:
+            name, fields = codec.split_envelope(value or b"")
+            if name != codec.AUDIT_RECORD:
+                raise codec.UnknownFingerprint(f"a {name} record on the audit topic", "")
+            payload, key_id, mac = fields
+            _, partition, seq, prev_mac, event, run_id, record_hash, journal_seq = codec.read_audit_head(payload)
+        except codec.DecodeError as exc:
+            return (A_UNDECODABLE, str(exc))
+        secret = secret_for(key_id)
+        recomputed = audit_mac(secret, payload) if secret is not None else None
+        return (A_RECORD, key_id, mac, recomputed, partition, seq, prev_mac, event, run_id, record_hash, journal_seq)
+    except Exception as exc:  # noqa: BLE001 (re-raised where the record is reached)
+        return (RAISE, exc)
+
+
+def stage_fact(value: bytes | None) -> tuple[Any, ...]:
+    """The facts of one journal record value for the stage pass."""
+    try:
+        try:
+            name, fields = codec.split_envelope(value or b"")
+        except codec.DecodeError:
+            return _S_SKIP
+        if name != codec.JOURNAL_RECORD:
+            return _S_SKIP
+        payload, stored = fields
+        try:
+            if codec.read_entry_head(payload)[4] != ENTRY_ACTIVITY_RESULT:
+                return (S_NOT_RESULT, stored)
+            entry = codec.decode(payload, expect=_ENTRY).record
+        except codec.DecodeError:
+            return (S_NOT_RESULT, stored)
+        if entry["entry_type"] != ENTRY_ACTIVITY_RESULT:
+            return (S_NOT_RESULT, stored)
+        return result_fact(entry, stored, payload)
+    except Exception as exc:  # noqa: BLE001 (re-raised where the record is reached)
+        return (RAISE, exc)
+
+
+def result_fact(entry: dict[str, Any], stored: str, payload: bytes) -> tuple[Any, ...]:
+    """The ``S_RESULT`` fact of a decoded activity.result entry (``payload`` its bytes)."""
+    observations = tuple((o["kind"], o["ref"], o["content_hash"]) for o in entry["observations"])
+    try:
+        recomputed_set: str | None = evidence_set_hash(o[2] for o in observations)
+    except MalformedDigest:
+        recomputed_set = None
+    return (
+        S_RESULT,
+        stored,
+        journal_entry_hash(payload),
+        entry["run_id"],
+        entry["seq"],
+        entry["stage_id"],
+        entry["kind"],
+        entry["terminal_state"],
+        entry["artifact_hash"],
+        entry["evidence_set_hash"],
+        observations,
+        recomputed_set,
+        payload,
+    )
+
+
+_BLANK: Final = object()
+_BAD: Final = object()
+
+
+def b64(value: Any) -> bytes | None:
+    """A base64 field of a dump line (strict), None for JSON null."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError("base64 field is not a string")
+    return binascii.a2b_base64(value, strict_mode=True)
+
+
+def item_row(item: dict[str, Any], with_headers: bool) -> Row:
+    """The row of one parsed dump line (raises ValueError, KeyError, TypeError, binascii.Error)."""
+    topic = item["topic"]
+    partition = int(item["partition"])
+    offset = int(item["offset"])
+    timestamp = int(item.get("timestamp") or 0)
+    key = b64(item.get("key"))
+    value = b64(item.get("value"))
+    headers: tuple[tuple[str, bytes], ...] = ()
+    if with_headers:
+        raw_headers = item.get("headers") or ()
+        if raw_headers:
+            headers = tuple((str(k), b64(v) or b"") for k, v in raw_headers)
+    return (offset, timestamp, key, value, topic, partition, headers)
+
+
+def _line_row(line: bytes, with_headers: bool) -> Any:
+    """A row, ``_BLANK`` or ``_BAD`` for one dump line."""
+    if not line.strip():
+        return _BLANK
+    try:
+        item = orjson.loads(line)
+        if not isinstance(item, dict):
+            raise ValueError("not an object")
+        return item_row(item, with_headers)
+    except (ValueError, KeyError, TypeError, binascii.Error):
+        return _BAD
+
+
+def split_lines(block: bytes, eof: bool) -> tuple[list[bytes], int]:
+    """The lines of a block as a binary file yields them (each ends with its newline), and where they end.
+
+    Unless ``eof``, bytes after the last newline are not a line yet (they
+    start the next block).
+    """
+    end = len(block) if eof else block.rfind(b"\n") + 1
+    pieces = block[:end].split(b"\n")
+    last = pieces.pop()
+    lines = [piece + b"\n" for piece in pieces]
+    if last:
+        lines.append(last)
+    return lines, end
+
+
+class PythonFacts:
+    """The reference implementation."""
+
+    name = "python"
+
+    def journal_facts(self, values: list[bytes | None]) -> list[tuple[Any, ...]]:
+        return [journal_fact(v) for v in values]
+
+    def audit_facts(self, values: list[bytes | None], secret_for: SecretFor) -> list[tuple[Any, ...]]:
+        return [audit_fact(v, secret_for) for v in values]
+
+    def stage_facts(self, values: list[bytes | None]) -> list[tuple[Any, ...]]:
+        return [stage_fact(v) for v in values]
+
+    def parse_dump_lines(self, lines: list[bytes], with_headers: bool) -> tuple[list[Row], int | None]:
+        rows: list[Row] = []
+        for index, line in enumerate(lines):
+            row = _line_row(line, with_headers)
+            if row is _BLANK:
+                continue
+            if row is _BAD:
+                return rows, index
+            rows.append(row)
+        return rows, None
+
+    def parse_dump_block(
+        self, block: bytes, with_headers: bool, eof: bool
+    ) -> tuple[list[Row], int, int, tuple[int, bytes] | None]:
+        lines, end = split_lines(block, eof)
+        rows, bad = self.parse_dump_lines(lines, with_headers)
+        return rows, len(lines), end, None if bad is None else (bad, lines[bad])
+
+
+class NativeFacts:
+    """``bernstein_native``'s batch functions; the items they hand back go to the reference."""
+
+    name = "native"
+
+    def __init__(self, native: ModuleType) -> None:
+        self._reader = native.FactReader([(s.fingerprint, s.name) for s in codec.default_codec().schemas])
+        self._parse = native.parse_dump_lines
+        self._parse_block = native.parse_dump_block
+
+    def journal_facts(self, values: list[bytes | None]) -> list[tuple[Any, ...]]:
+        facts, fallback = self._reader.journal_facts(values)
+        for i in fallback:
+            facts[i] = journal_fact(values[i])
+        return facts  # type: ignore[no-any-return]
+
+    def audit_facts(self, values: list[bytes | None], secret_for: SecretFor) -> list[tuple[Any, ...]]:
+        facts, fallback = self._reader.audit_facts(values, secret_for)
+        for i in fallback:
+            facts[i] = audit_fact(values[i], secret_for)
+        return facts  # type: ignore[no-any-return]
+
+    def stage_facts(self, values: list[bytes | None]) -> list[tuple[Any, ...]]:
+        facts, fallback = self._reader.stage_facts(values)
+        for i in fallback:
+            facts[i] = stage_fact(values[i])
+        return facts  # type: ignore[no-any-return]
+
+    def parse_dump_lines(self, lines: list[bytes], with_headers: bool) -> tuple[list[Row], int | None]:
+        rows, fallback = self._parse(lines, with_headers)
+        if not fallback:
+            return rows, None
+        rows, bad = _resolve(rows, [(i, lines[i]) for i in fallback], with_headers)
+        return rows, None if bad is None else bad[0]
+
+    def parse_dump_block(
+        self, block: bytes, with_headers: bool, eof: bool
+    ) -> tuple[list[Row], int, int, tuple[int, bytes] | None]:
+        rows, fallback, count, end = self._parse_block(block, with_headers, eof)
+        if not fallback:
+            return rows, count, end, None
+        rows, bad = _resolve(rows, fallback, with_headers)
+        return rows, count, end, bad
+
+
+def _resolve(
+    rows: list[Any], fallback: list[tuple[int, bytes]], with_headers: bool
+) -> tuple[list[Row], tuple[int, bytes] | None]:
+    """Rows with the lines the extension handed back parsed by the reference; up to the first bad line."""
+    blanks = False
+    for i, line in fallback:  # ascending: the first bad one is the first bad line
+        row = _line_row(line, with_headers)
+        if row is _BAD:
+            del rows[i:]
+            return [r for r in rows if r is not None], (i, line)
+        if row is _BLANK:
+            blanks = True
+        else:
+            rows[i] = row
+    return ([r for r in rows if r is not None] if blanks else rows), None
+
+
+def native_status() -> tuple[bool, str]:
+    """Whether the extension can compute facts for this tree, and if not why."""
+    if _native is None:
+        return False, "the bernstein_native extension is not installed"
+    pinned = getattr(_native, "VERIFIER_SCHEMAS", None)
+    if pinned is None or not hasattr(_native, "FactReader"):
+        return False, "bernstein_native predates the verifier's facts (rebuild it with `uv sync`)"
+    schemas = {s.name: s.fingerprint for s in codec.default_codec().schemas}
+    changed = [name for name, fingerprint in pinned if schemas.get(name) != fingerprint]
+    if changed:
+        return False, f"bernstein_native reads old layouts of {', '.join(changed)}"
+    return True, f"bernstein_native {_native.VERSION}"
+
+
+PYTHON: Final = PythonFacts()
+NATIVE: NativeFacts | None = NativeFacts(_native) if _native is not None and native_status()[0] else None
+_selected: Facts | None = None
+
+
+def current() -> Facts:
+    """The implementation the verifier uses: ``use()``'s choice, else native when available."""
+    if _selected is not None:
+        return _selected
+    return NATIVE if NATIVE is not None else PYTHON
+
+
+@contextlib.contextmanager
+def use(facts: Facts) -> Iterator[Facts]:
+    """Run the verifier with ``facts`` (tests compare the implementations)."""
+    global _selected
+    previous = _selected
+    _selected = facts
+    try:
+        yield facts
+    finally:
+        _selected = previous
