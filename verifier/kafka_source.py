@@ -77,7 +77,7 @@ class KafkaSource:
                 return
             consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
             while True:
-                batch = consumer.consume(5000, 1.0)
+                batch = consumer.consume(5000, 0.05)  # returns at once at the end-of-partition event
                 for message in batch:
                     error = message.error()
                     if error is not None:

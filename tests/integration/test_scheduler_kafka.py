@@ -1,0 +1,530 @@
+"""The scheduler through the real broker: refusal rules, dead letters, fuzz, replay determinism.
+
+Every test publishes to its own topics (fresh prefix), runs the transaction
+shell in-process until it has consumed what was published, and reads the
+output topics back with read_committed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from consumers.shell import ShellOptions
+from producers.activity import ActivityResult
+from producers.emitter import Emitter
+from schemas import codec
+from schemas.canonical import audit_genesis, audit_mac, evidence_set_hash, journal_entry_hash, sha256_digest
+from schemas.records import DeadLetterCode, RefusalCode
+from substrate.cas import DirBlobStore, S3BlobStore
+from substrate.config import Settings
+from substrate.keys import InstallKeys, TrustedKeys
+from tests.integration.helpers_kafka import (
+    CachedSource,
+    Rec,
+    crossings,
+    encode_close,
+    encode_submission,
+    fold,
+    fresh_topics,
+    mutate,
+    produce_all,
+    read_outputs,
+    read_partition,
+    result,
+    run_scheduler,
+    scheduler_config,
+    stored_form,
+)
+from verifier.verify import verify
+
+RUN = "run-rules"
+
+
+@pytest.fixture
+def emitter(settings: Settings, s3_store: S3BlobStore) -> Emitter:
+    return Emitter.from_settings(settings, producer_id="tests@host", store=s3_store)
+
+
+def value_of(
+    emitter: Emitter,
+    stage_id: str,
+    *,
+    role: str = "developer",
+    kind: str = "coding",
+    pages: tuple[bytes, ...] = (b"page a", b"page b"),
+    artifact: bytes = b"report",
+) -> bytes:
+    _, value = emitter.submission_value(
+        run_id=RUN, stage_id=stage_id, role=role, result=result(kind, pages, artifact), submission_id=f"{RUN}/{stage_id}"
+    )
+    return value
+
+
+def check_audit_chain(bootstrap: str, audit: list[Rec], keys: InstallKeys, partition: int = 0) -> None:
+    """The partition's audit chain: seq from 0 without gaps, each MAC recomputes, each record links to the last."""
+    prev = audit_genesis(keys.audit.secret, partition)
+    for seq, rec in enumerate(audit):
+        envelope = rec.record
+        assert rec.inner["seq"] == seq
+        assert rec.inner["prev_mac"] == prev
+        assert envelope["mac"] == audit_mac(keys.audit.secret, envelope["payload"])
+        prev = envelope["mac"]
+
+
+# ---------------------------------------------------------------------------
+# (a) each refusal rule, through the broker
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """Accepted submissions first (by stage id), then the offending value and the refusal it must get."""
+
+    prior: tuple[str, ...]
+    offending: Callable[[Emitter], tuple[bytes, dict[str, Any]]]
+    close_first: bool = False
+
+
+def _artifact_hash_mismatch(e: Emitter) -> tuple[bytes, dict[str, Any]]:
+    good = value_of(e, "stage-x")
+    declared = codec.decode(good).record["artifact_hash"]
+    return mutate(good, artifact=b"report, edited after hashing"), {
+        "code": "ARTIFACT_HASH_MISMATCH",
+        "field": "artifact_hash",
+        "declared": declared,
+        "recomputed": sha256_digest(b"report, edited after hashing"),
+    }
+
+
+def _evidence_set_hash_mismatch(e: Emitter) -> tuple[bytes, dict[str, Any]]:
+    good = value_of(e, "stage-x", pages=(b"page c", b"page d"))
+    record = codec.decode(good).record
+    kept = record["observations"][:1]
+    return mutate(good, observations=kept), {
+        "code": "EVIDENCE_SET_HASH_MISMATCH",
+        "field": "evidence_set_hash",
+        "declared": record["evidence_set_hash"],
+        "recomputed": evidence_set_hash([kept[0]["content_hash"]]),
+    }
+
+
+def _unknown_terminal_state(e: Emitter) -> tuple[bytes, dict[str, Any]]:
+    return mutate(value_of(e, "stage-x"), terminal_state="exploded"), {
+        "code": "UNKNOWN_TERMINAL_STATE",
+        "field": "terminal_state",
+        "declared": "exploded",
+        "recomputed": "",
+    }
+
+
+def _empty_reason_code(e: Emitter) -> tuple[bytes, dict[str, Any]]:
+    return mutate(value_of(e, "stage-x"), reason_code=""), {
+        "code": "EMPTY_REASON_CODE",
+        "field": "reason_code",
+        "declared": "",
+        "recomputed": "",
+    }
+
+
+def _malformed_artifact_digest(e: Emitter) -> tuple[bytes, dict[str, Any]]:
+    good = value_of(e, "stage-x")
+    upper = codec.decode(good).record["artifact_hash"].upper().replace("SHA256:", "sha256:")
+    return mutate(good, artifact_hash=upper), {
+        "code": "MALFORMED_DIGEST",
+        "field": "artifact_hash",
+        "declared": upper,
+        "recomputed": "",
+    }
+
+
+def _malformed_observation_digest(e: Emitter) -> tuple[bytes, dict[str, Any]]:
+    good = value_of(e, "stage-x")
+    observations = codec.decode(good).record["observations"]
+    observations[1] = {**observations[1], "content_hash": "sha256:not-hex"}
+    return mutate(good, observations=observations), {
+        "code": "MALFORMED_DIGEST",
+        "field": "observations[1].content_hash",
+        "declared": "sha256:not-hex",
+        "recomputed": "",
+    }
+
+
+def _kind_not_allowed(e: Emitter) -> tuple[bytes, dict[str, Any]]:
+    # role "scout" declares agent_kind "research"; a coding result is not its kind
+    return value_of(e, "stage-x", role="scout", kind="coding"), {
+        "code": "KIND_NOT_ALLOWED_FOR_ROLE",
+        "field": "kind",
+        "declared": "coding",
+        "recomputed": "research",
+    }
+
+
+def _kind_not_allowed_default(e: Emitter) -> tuple[bytes, dict[str, Any]]:
+    # role "developer" has no agent_kind in the manifest: it defaults to coding
+    return value_of(e, "stage-x", kind="research"), {
+        "code": "KIND_NOT_ALLOWED_FOR_ROLE",
+        "field": "kind",
+        "declared": "research",
+        "recomputed": "coding",
+    }
+
+
+def _unknown_role(e: Emitter) -> tuple[bytes, dict[str, Any]]:
+    return value_of(e, "stage-x", role="ghost"), {"code": "UNKNOWN_ROLE", "field": "role", "declared": "ghost", "recomputed": ""}
+
+
+def _redundant_stage(e: Emitter) -> tuple[bytes, dict[str, Any]]:
+    # the evidence of stage-1 (pages a and b) again, in another order, with another artifact
+    value = value_of(e, "stage-x", pages=(b"page b", b"page a"), artifact=b"a rephrased report")
+    esh = codec.decode(value).record["evidence_set_hash"]
+    return value, {
+        "exception": "RedundantStage",
+        "code": "REDUNDANT_STAGE",
+        "field": "evidence_set_hash",
+        "declared": esh,
+        "recomputed": esh,
+        "earlier_stage_id": "stage-1",
+    }
+
+
+def _duplicate_stage(e: Emitter) -> tuple[bytes, dict[str, Any]]:
+    value = mutate(value_of(e, "stage-2", pages=(b"fresh page",)), submission_id="resubmitted")
+    return value, {
+        "code": "DUPLICATE_STAGE",
+        "field": "stage_id",
+        "declared": "stage-2",
+        "recomputed": "",
+        "earlier_stage_id": "stage-2",
+    }
+
+
+def _run_closed(e: Emitter) -> tuple[bytes, dict[str, Any]]:
+    return value_of(e, "stage-x", pages=(b"late page",)), {
+        "code": "RUN_CLOSED",
+        "field": "run_id",
+        "declared": RUN,
+        "recomputed": "",
+    }
+
+
+CASES = {
+    "artifact-hash-mismatch": Case(("stage-1",), _artifact_hash_mismatch),
+    "evidence-set-hash-mismatch": Case(("stage-1",), _evidence_set_hash_mismatch),
+    "unknown-terminal-state": Case(("stage-1",), _unknown_terminal_state),
+    "empty-reason-code": Case(("stage-1",), _empty_reason_code),
+    "malformed-artifact-digest": Case(("stage-1",), _malformed_artifact_digest),
+    "malformed-observation-digest": Case(("stage-1",), _malformed_observation_digest),
+    "kind-not-allowed-for-role": Case(("stage-1",), _kind_not_allowed),
+    "kind-not-allowed-default-coding": Case(("stage-1",), _kind_not_allowed_default),
+    "unknown-role": Case(("stage-1",), _unknown_role),
+    "redundant-stage": Case(("stage-1", "stage-2"), _redundant_stage),
+    "duplicate-stage": Case(("stage-1", "stage-2"), _duplicate_stage),
+    "run-closed": Case(("stage-1",), _run_closed, close_first=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_refusal_rule_through_the_broker(
+    name: str, emitter: Emitter, settings: Settings, install_keys: InstallKeys, trusted: TrustedKeys, s3_store: S3BlobStore
+) -> None:
+    case = CASES[name]
+    bootstrap = settings.kafka_bootstrap
+    assert bootstrap is not None
+    topics = settings.topics
+    pages = {"stage-1": (b"page a", b"page b"), "stage-2": (b"page c",)}
+    prior = []
+    for stage in case.prior:  # through the SDK: evidence into the CAS first, then the event
+        observations = [emitter.capture("page", f"https://example.test/{i}", data) for i, data in enumerate(pages[stage])]
+        accepted = ActivityResult.build("coding", f"diff of {stage}".encode(), observations)
+        prior.append(emitter.publish(run_id=RUN, stage_id=stage, role="developer", result=accepted))
+    if case.close_first:
+        emitter.close_run(RUN)
+    bad_value, expected = case.offending(emitter)
+    bad = emitter.publish_raw(RUN, bad_value)
+    emitter.flush()
+    count = bad.offset + 1
+    run_scheduler(bootstrap, topics, scheduler_config(install_keys), expect=count)
+
+    out = read_outputs(bootstrap, topics)
+    inputs = read_partition(bootstrap, topics.submissions)
+    assert len(inputs) == count
+    bad_input = inputs[bad.offset]
+    sent = codec.decode(bad_value).record
+
+    # exactly one refusal, the exact record
+    assert len(out["refusals"]) == 1
+    refusal = out["refusals"][0]
+    record = refusal.record
+    message = record.pop("message")
+    assert record == {
+        "exception": expected.get("exception", "ActivityRejected"),
+        "code": expected["code"],
+        "run_id": RUN,
+        "stage_id": sent["stage_id"],
+        "role": sent["role"],
+        "kind": sent["kind"],
+        "submission_id": sent["submission_id"],
+        "field": expected["field"],
+        "declared": expected["declared"],
+        "recomputed": expected["recomputed"],
+        "earlier_stage_id": expected.get("earlier_stage_id"),
+        "input": {"topic": topics.submissions, "partition": 0, "offset": bad.offset},
+        "occurred_at_ms": sent["occurred_at_ms"],
+    }
+    assert RefusalCode(record["code"])  # a stable code of the contract
+    assert message
+    if expected.get("earlier_stage_id"):
+        assert expected["earlier_stage_id"] in message
+    assert refusal.key == RUN.encode()
+    assert refusal.ce_type == b"bernstein.activity.refused"
+    assert refusal.timestamp_ms == bad_input.timestamp_ms
+
+    # the refused stage never reached the journal; the prior stages did, in order
+    entries = [r.inner for r in out["journal"] if r.schema == codec.JOURNAL_RECORD]
+    assert [(e["stage_id"], e["seq"], e["input"]["offset"]) for e in entries] == [
+        (stage, i, p.offset) for i, (stage, p) in enumerate(zip(case.prior, prior, strict=True))
+    ]
+    assert sent["submission_id"] not in {e["submission_id"] for e in entries}
+
+    # the refusal is mirrored, hash-only, into the audit chain
+    check_audit_chain(bootstrap, out["audit"], install_keys)
+    mirrored = [r.inner for r in out["audit"] if r.inner["input"]["offset"] == bad.offset]
+    assert len(mirrored) == 1
+    assert mirrored[0]["event"] == "activity.refused"
+    assert mirrored[0]["reason_code"] == expected["code"]
+    assert mirrored[0]["record_hash"] == sha256_digest(refusal.value or b"")
+    assert mirrored[0]["journal_seq"] == -1
+    assert mirrored[0]["run_id"] == RUN
+    assert sent["artifact"] not in b"".join(r.value or b"" for r in out["audit"])
+    assert out["deadletter"] == []
+
+    # the accepted stages verify, evidence reattached from the CAS; an open run lacks only its final seal
+    report = verify(RUN, CachedSource(bootstrap, topics), cas=s3_store, trusted=trusted)
+    assert report.header.chain is not None and report.header.chain.ok
+    assert report.header.chain.entries == len(case.prior)
+    assert report.header.audit is not None and report.header.audit.ok, report.header.audit
+    assert report.header.audit.refusals == 1
+    assert [s.stage_id for s in report.stages] == list(case.prior)
+    assert all(s.ok and s.evidence_reattached for s in report.stages), report.stages
+    if case.close_first:
+        assert report.exit_code == 0, report.header
+    else:
+        assert report.header.seal is not None and report.header.seal.problem is not None
+        assert report.header.seal.problem.code == "RUN_NOT_SEALED"
+
+
+# ---------------------------------------------------------------------------
+# (b) undecodable input
+# ---------------------------------------------------------------------------
+
+
+def test_undecodable_inputs_become_dead_letters_and_the_partition_moves_on(settings: Settings, install_keys: InstallKeys) -> None:
+    bootstrap = settings.kafka_bootstrap
+    assert bootstrap is not None
+    topics = fresh_topics(bootstrap, settings.topics.prefix)
+    valid = encode_submission(run_id="run-dl", stage_id="after-the-junk")
+    junk: list[tuple[bytes | None, bytes | None, DeadLetterCode]] = [
+        (b"run-dl", b"definitely not avro", DeadLetterCode.NOT_AVRO_SINGLE_OBJECT),
+        (
+            b"run-dl",
+            codec.MAGIC + bytes.fromhex("00112233445566ff") + valid[codec.HEADER_SIZE :],
+            DeadLetterCode.UNKNOWN_SCHEMA_FINGERPRINT,
+        ),
+        (b"run-dl", valid[: len(valid) // 2], DeadLetterCode.TRUNCATED_OR_MALFORMED_BODY),
+        (None, valid + b"\x02", DeadLetterCode.TRUNCATED_OR_MALFORMED_BODY),
+        (b"run-dl", b"", DeadLetterCode.EMPTY_VALUE),
+        (b"run-dl", None, DeadLetterCode.EMPTY_VALUE),
+    ]
+    offsets = produce_all(bootstrap, topics.submissions, [(k, v) for k, v, _ in junk] + [(b"run-dl", valid)])
+    assert offsets == list(range(len(junk) + 1))
+    run_scheduler(bootstrap, topics, scheduler_config(install_keys), expect=len(offsets))
+
+    out = read_outputs(bootstrap, topics)
+    inputs = read_partition(bootstrap, topics.submissions)
+    assert len(out["deadletter"]) == len(junk)
+    for (key, raw, code), dead, offset in zip(junk, out["deadletter"], offsets, strict=False):
+        record = dead.record
+        assert record.pop("detail")
+        data = raw or b""
+        assert record == {
+            "code": code.value,
+            "raw_sha256": sha256_digest(data),
+            "raw_size": len(data),
+            "raw": data,
+            "key": key,
+            "input": {"topic": topics.submissions, "partition": 0, "offset": offset},
+            "record_timestamp_ms": inputs[offset].timestamp_ms,
+        }
+        assert dead.ce_type == b"bernstein.input.deadletter"
+        assert dead.timestamp_ms == inputs[offset].timestamp_ms
+    # the valid submission after the junk is journalled as the run's first entry
+    entries = [r.inner for r in out["journal"] if r.schema == codec.JOURNAL_RECORD]
+    assert [(e["stage_id"], e["seq"], e["input"]["offset"]) for e in entries] == [("after-the-junk", 0, len(junk))]
+    assert journal_entry_hash(out["journal"][0].record["payload"]) == out["journal"][0].record["entry_hash"]
+    assert out["refusals"] == []
+    # every dead letter is mirrored with its code and raw digest
+    check_audit_chain(bootstrap, out["audit"], install_keys)
+    assert [(a.inner["event"], a.inner["reason_code"], a.inner["record_hash"]) for a in out["audit"]] == [
+        ("input.deadletter", code.value, sha256_digest(raw or b"")) for _, raw, code in junk
+    ] + [("activity.result", "ok", out["journal"][0].record["entry_hash"])]
+
+
+# ---------------------------------------------------------------------------
+# (c) fuzz through the broker
+# ---------------------------------------------------------------------------
+
+
+def _fuzz_inputs(rng: random.Random, count: int) -> list[tuple[bytes | None, bytes | None]]:
+    runs = [f"fz-{i}" for i in range(6)]
+    valid: list[bytes] = []
+    items: list[tuple[bytes | None, bytes | None]] = []
+    for i in range(count):
+        run_id = rng.choice(runs)
+        key = run_id.encode()
+        roll = rng.random()
+        if roll < 0.3:
+            pages = tuple(f"page {rng.randrange(40)}".encode() for _ in range(rng.randrange(0, 4)))
+            value = encode_submission(run_id=run_id, stage_id=f"s{rng.randrange(60)}", pages=pages, submission_id=f"fz/{i}")
+            valid.append(value)
+        elif roll < 0.5 and valid:
+            data = bytearray(rng.choice(valid))
+            for _ in range(rng.randrange(1, 4)):
+                data[rng.randrange(len(data))] = rng.randrange(256)
+            value = bytes(data)
+        elif roll < 0.6 and valid:
+            source = rng.choice(valid)
+            value = source[: rng.randrange(len(source))]
+        elif roll < 0.7:
+            value = codec.MAGIC + rng.randbytes(8) + rng.randbytes(rng.randrange(0, 64))
+        elif roll < 0.8:
+            value = rng.randbytes(rng.randrange(0, 200))
+        elif roll < 0.85:
+            value = None
+        elif roll < 0.9:
+            value = encode_close(run_id, submission_id=f"fz/{i}")
+        elif valid:
+            value = rng.choice(valid)  # a replayed submission: duplicate or redundant
+        else:
+            value = b"\x00"
+        if rng.random() < 0.05:
+            key = rng.choice([None, b"", rng.randbytes(5)])
+        items.append((key, value))
+    return items
+
+
+def test_fuzz_through_the_broker_every_input_offset_is_accounted_for_once(settings: Settings, install_keys: InstallKeys) -> None:
+    bootstrap = settings.kafka_bootstrap
+    assert bootstrap is not None
+    topics = fresh_topics(bootstrap, settings.topics.prefix)
+    rng = random.Random(20260314)
+    items = _fuzz_inputs(rng, 400)
+    offsets = produce_all(bootstrap, topics.submissions, items)
+    config = scheduler_config(install_keys, seal_every=5)
+    counters, _ = run_scheduler(bootstrap, topics, config, expect=len(items), options=ShellOptions(batch_max=37))
+    assert counters.transactions >= len(items) // 37
+
+    out = read_outputs(bootstrap, topics)
+    found = crossings(out)
+    assert [offset for offset, _ in found] == offsets, (
+        "each input offset exactly once across journal, refusals, dead letters, closes"
+    )
+    kinds = {what for _, what in found}
+    assert kinds == {"journal", "refusal", "deadletter", "close"}, kinds
+    assert all(r.record["code"] != DeadLetterCode.SCHEDULER_ERROR.value for r in out["deadletter"])
+    check_audit_chain(bootstrap, out["audit"], install_keys)
+    assert (counters.journalled, counters.refused, counters.dead_letters) == (
+        sum(1 for r in out["journal"] if r.schema == codec.JOURNAL_RECORD),
+        len(out["refusals"]),
+        len(out["deadletter"]),
+    )
+    # and the shell wrote exactly what the pure core computes over the same partition
+    expected = fold(config, read_partition(bootstrap, topics.submissions))
+    for stream, records in out.items():
+        assert [r.stored() for r in records] == [stored_form(o) for o in expected[stream]], stream
+
+
+# ---------------------------------------------------------------------------
+# (d) replay determinism
+# ---------------------------------------------------------------------------
+
+
+def _mixed_inputs(store: DirBlobStore) -> list[tuple[bytes | None, bytes | None]]:
+    items: list[tuple[bytes | None, bytes | None]] = []
+    for i in range(30):
+        run_id = f"rp-{i % 3}"
+        pages = (f"p{i}".encode(), b"common")
+        items.append((run_id.encode(), encode_submission(run_id=run_id, stage_id=f"s{i}", pages=pages, store=store)))
+    items += [
+        (b"rp-0", encode_submission(run_id="rp-0", stage_id="redo", pages=(b"common", b"p0"))),  # redundant with s0
+        (b"rp-1", encode_submission(run_id="rp-1", stage_id="s1", pages=(b"other",))),  # duplicate stage
+        (b"rp-2", mutate(encode_submission(run_id="rp-2", stage_id="bad"), reason_code="")),  # empty reason code
+        (b"rp-2", mutate(encode_submission(run_id="rp-2", stage_id="bad2"), artifact=b"tampered")),  # hash mismatch
+        (b"rp-0", b"not avro at all"),
+        (b"rp-0", None),
+        (b"rp-1", encode_close("rp-1")),
+        (b"rp-1", encode_submission(run_id="rp-1", stage_id="late", pages=(b"late",))),  # run closed
+        (b"rp-0", encode_close("rp-0")),
+    ]
+    items += [
+        (b"rp-2", encode_submission(run_id="rp-2", stage_id=f"t{i}", pages=(f"q{i}".encode(),), store=store)) for i in range(12)
+    ]
+    items.append((b"rp-2", encode_close("rp-2")))
+    return items
+
+
+def test_replay_from_offset_zero_into_fresh_topics_is_byte_identical(
+    settings: Settings, install_keys: InstallKeys, trusted: TrustedKeys, tmp_path: Path
+) -> None:
+    bootstrap = settings.kafka_bootstrap
+    assert bootstrap is not None
+    first = fresh_topics(bootstrap, settings.topics.prefix)
+    store = DirBlobStore(tmp_path / "cas")
+    items = _mixed_inputs(store)
+    produce_all(bootstrap, first.submissions, items)
+    config = scheduler_config(install_keys, seal_every=4)
+    run_scheduler(bootstrap, first, config, expect=len(items))
+    original = read_outputs(bootstrap, first)
+
+    # the same input topic, read again from offset 0, into another deployment's output topics,
+    # with another batch cadence and a freshly built core
+    second = fresh_topics(bootstrap, f"{settings.topics.prefix}r")
+    counters, _ = run_scheduler(
+        bootstrap,
+        second,
+        scheduler_config(install_keys, seal_every=4),
+        expect=len(items),
+        input_topic=first.submissions,
+        options=ShellOptions(batch_max=3),
+    )
+    assert counters.transactions >= len(items) // 3
+    replayed = read_outputs(bootstrap, second)
+    assert read_partition(bootstrap, second.submissions) == []
+
+    for stream in ("journal", "refusals", "audit", "deadletter"):
+        assert len(original[stream]) == len(replayed[stream]) > 0, stream
+        assert [r.stored() for r in original[stream]] == [r.stored() for r in replayed[stream]], stream
+    # the mix covers every kind of output
+    assert {r.ce_type for r in original["journal"]} == {b"bernstein.activity.result", b"bernstein.run.sealed"}
+    assert {r.record["code"] for r in original["refusals"]} == {
+        "REDUNDANT_STAGE",
+        "DUPLICATE_STAGE",
+        "EMPTY_REASON_CODE",
+        "ARTIFACT_HASH_MISMATCH",
+        "RUN_CLOSED",
+    }
+    assert all(r.inner["input"]["topic"] == first.submissions for r in replayed["audit"])
+    # both equal the pure fold over the recorded partition
+    expected = fold(config, read_partition(bootstrap, first.submissions))
+    for stream, records in replayed.items():
+        assert [r.stored() for r in records] == [stored_form(o) for o in expected[stream]], stream
+    # and the replayed deployment verifies on its own
+    for run_id in ("rp-0", "rp-1", "rp-2"):
+        report = verify(run_id, CachedSource(bootstrap, second), cas=store, trusted=trusted)
+        assert report.exit_code == 0, (run_id, report.header, [s for s in report.stages if not s.ok])
+        assert all(s.evidence_reattached for s in report.stages)
