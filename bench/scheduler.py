@@ -28,7 +28,6 @@ import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
@@ -76,12 +75,18 @@ def submission(i: int, run: str, sent_ms: int = 0) -> bytes:
 def config() -> SchedulerConfig:
     audit = AuditKey.from_secret(b"bench-audit-key-0123456789abcdef")
     return SchedulerConfig(
-        roles=ROLES, signer=Ed25519Signer.from_seed(b"\x07" * 32), audit_key=audit.secret, audit_key_id=audit.key_id, seal_every=1000
+        roles=ROLES,
+        signer=Ed25519Signer.from_seed(b"\x07" * 32),
+        audit_key=audit.secret,
+        audit_key_id=audit.key_id,
+        seal_every=1000,
     )
 
 
 def publish(bootstrap: str, topic: str, count: int, run_prefix: str) -> None:
-    producer = Producer(client_config(bootstrap, **{"enable.idempotence": True, "acks": "all", "linger.ms": 20, "batch.num.messages": 10000}))
+    producer = Producer(
+        client_config(bootstrap, **{"enable.idempotence": True, "acks": "all", "linger.ms": 20, "batch.num.messages": 10000})
+    )
     for i in range(count):
         run = f"{run_prefix}-{i % 10}"
         while True:
@@ -133,16 +138,27 @@ class Passthrough:
         producer = Producer(
             client_config(
                 self.bootstrap,
-                **{"transactional.id": f"bench-passthrough-{uuid.uuid4().hex}", "linger.ms": 5, "batch.num.messages": 10000,
-                   "queue.buffering.max.messages": 500000, "retry.backoff.ms": 5, "retry.backoff.max.ms": 100},
+                **{
+                    "transactional.id": f"bench-passthrough-{uuid.uuid4().hex}",
+                    "linger.ms": 5,
+                    "batch.num.messages": 10000,
+                    "queue.buffering.max.messages": 500000,
+                    "retry.backoff.ms": 5,
+                    "retry.backoff.max.ms": 100,
+                },
             )
         )
         producer.init_transactions(30)
         consumer = Consumer(
             client_config(
                 self.bootstrap,
-                **{"group.id": f"bench-passthrough-{uuid.uuid4().hex}", "enable.auto.commit": False, "isolation.level": "read_committed",
-                   "fetch.wait.max.ms": 10, "queued.max.messages.kbytes": 65536},
+                **{
+                    "group.id": f"bench-passthrough-{uuid.uuid4().hex}",
+                    "enable.auto.commit": False,
+                    "isolation.level": "read_committed",
+                    "fetch.wait.max.ms": 10,
+                    "queued.max.messages.kbytes": 65536,
+                },
             )
         )
         consumer.assign([TopicPartition(self.input_topic, 0, OFFSET_BEGINNING)])
@@ -154,8 +170,14 @@ class Passthrough:
             for m in messages:
                 while True:
                     try:
-                        producer.produce(self.output_topic, value=m.value(), key=m.key(), partition=0, timestamp=m.timestamp()[1],
-                                         headers=m.headers())
+                        producer.produce(
+                            self.output_topic,
+                            value=m.value(),
+                            key=m.key(),
+                            partition=0,
+                            timestamp=m.timestamp()[1],
+                            headers=m.headers(),
+                        )
                         break
                     except BufferError:
                         producer.poll(0.05)
@@ -196,9 +218,24 @@ def child(phase: str, bootstrap: str, prefix: str, count: int, input_topic: str)
 
 def run_child(phase: str, bootstrap: str, prefix: str, count: int, input_topic: str) -> dict[str, float]:
     out = subprocess.run(
-        [sys.executable, "-m", "bench.scheduler", "--child", phase, "--bootstrap", bootstrap, "--prefix", prefix,
-         "--count", str(count), "--input-topic", input_topic],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "bench.scheduler",
+            "--child",
+            phase,
+            "--bootstrap",
+            bootstrap,
+            "--prefix",
+            prefix,
+            "--count",
+            str(count),
+            "--input-topic",
+            input_topic,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if out.returncode != 0:
         raise SystemExit(f"bench: {phase} phase failed:\n{out.stderr}")
@@ -214,9 +251,24 @@ def latency(bootstrap: str, rate: int, seconds: float) -> dict[str, float]:
     ensure_topics(bootstrap, topics)
     env = dict(os.environ)
     scheduler = subprocess.Popen(
-        [sys.executable, "-m", "bench.scheduler", "--child", "scheduler-live", "--bootstrap", bootstrap, "--prefix", prefix,
-         "--count", "0", "--input-topic", topics.submissions],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "bench.scheduler",
+            "--child",
+            "scheduler-live",
+            "--bootstrap",
+            bootstrap,
+            "--prefix",
+            prefix,
+            "--count",
+            "0",
+            "--input-topic",
+            topics.submissions,
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     sent: dict[str, float] = {}
     received: dict[str, float] = {}
@@ -224,8 +276,17 @@ def latency(bootstrap: str, rate: int, seconds: float) -> dict[str, float]:
     done = threading.Event()
 
     def consume() -> None:
-        consumer = Consumer(client_config(bootstrap, **{"group.id": f"lat-{uuid.uuid4().hex}", "isolation.level": "read_committed",
-                                                        "fetch.wait.max.ms": 5, "enable.auto.commit": False}))
+        consumer = Consumer(
+            client_config(
+                bootstrap,
+                **{
+                    "group.id": f"lat-{uuid.uuid4().hex}",
+                    "isolation.level": "read_committed",
+                    "fetch.wait.max.ms": 5,
+                    "enable.auto.commit": False,
+                },
+            )
+        )
         consumer.assign([TopicPartition(topics.journal, 0, OFFSET_BEGINNING)])
         c = codec.default_codec()
         while len(received) < total and not done.is_set():
@@ -287,8 +348,12 @@ def main() -> int:
     args = parser.parse_args()
     if args.child == "scheduler-live":
         shell = SchedulerShell(
-            bootstrap=args.bootstrap, topics=Topics(args.prefix), partition=0, core=make_core(config(), 0, os.environ.get("BENCH_CORE", "native")),
-            options=ShellOptions(batch_max=BATCH_MAX, batch_timeout=BATCH_TIMEOUT), progress=None,
+            bootstrap=args.bootstrap,
+            topics=Topics(args.prefix),
+            partition=0,
+            core=make_core(config(), 0, os.environ.get("BENCH_CORE", "native")),
+            options=ShellOptions(batch_max=BATCH_MAX, batch_timeout=BATCH_TIMEOUT),
+            progress=None,
         )
         import signal
 
@@ -312,14 +377,23 @@ def main() -> int:
     print(f"bench: published in {time.perf_counter() - t0:.1f}s", flush=True)
 
     base = run_child("passthrough", bootstrap, prefix + "p", args.count, topics.submissions)
-    print(f"passthrough: {base['records_per_second']:.0f} rec/s ({base['records']:.0f} records in {base['seconds']:.2f}s), "
-          f"peak RSS {base['peak_rss_mib']:.0f} MiB", flush=True)
+    print(
+        f"passthrough: {base['records_per_second']:.0f} rec/s ({base['records']:.0f} records in {base['seconds']:.2f}s), "
+        f"peak RSS {base['peak_rss_mib']:.0f} MiB",
+        flush=True,
+    )
     sched = run_child("scheduler", bootstrap, prefix + "s", args.count, topics.submissions)
-    print(f"scheduler:   {sched['records_per_second']:.0f} rec/s ({sched['records']:.0f} records in {sched['seconds']:.2f}s), "
-          f"peak RSS {sched['peak_rss_mib']:.0f} MiB", flush=True)
+    print(
+        f"scheduler:   {sched['records_per_second']:.0f} rec/s ({sched['records']:.0f} records in {sched['seconds']:.2f}s), "
+        f"peak RSS {sched['peak_rss_mib']:.0f} MiB",
+        flush=True,
+    )
     lat = latency(bootstrap, args.rate, args.latency_seconds)
-    print(f"latency at {lat['rate_achieved']:.0f}/s over {lat['count']:.0f} submissions: produce-to-journal "
-          f"p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, max {lat['max_ms']:.1f} ms (target p99 <= 250 ms)", flush=True)
+    print(
+        f"latency at {lat['rate_achieved']:.0f}/s over {lat['count']:.0f} submissions: produce-to-journal "
+        f"p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, max {lat['max_ms']:.1f} ms (target p99 <= 250 ms)",
+        flush=True,
+    )
     print(f"scheduler_peak_rss_mib={sched['peak_rss_mib']:.0f}")
     print(f"latency_p99_ms={lat['p99_ms']:.1f}")
     print(f"scheduler_vs_passthrough={sched['records_per_second'] / base['records_per_second']:.2f}")

@@ -42,7 +42,12 @@ REPO = Path(__file__).resolve().parent.parent
 RUN = "bench-run"
 SIGNER = Ed25519Signer.from_seed(b"\x09" * 32)
 AUDIT = AuditKey.from_secret(b"bench-verifier-audit-key-0123456")
-TOPICS = {"journal": "bench.activity.journal", "audit": "bench.audit", "refusals": "bench.activity.refusals", "deadletter": "bench.activity.deadletter"}
+TOPICS = {
+    "journal": "bench.activity.journal",
+    "audit": "bench.audit",
+    "refusals": "bench.activity.refusals",
+    "deadletter": "bench.activity.deadletter",
+}
 
 
 def trusted() -> TrustedKeys:
@@ -57,10 +62,17 @@ def build_dump(root: Path, entries: int, blob_bytes: int) -> None:
         shutil.rmtree(root)
     print(f"bench: building a dump of {entries} entries and {blob_bytes / 2**30:.2f} GiB of blobs in {root} (cached)", flush=True)
     cas = DirBlobStore(root / "cas")
-    core = SchedulerCore(SchedulerConfig(roles={"developer": "coding"}, signer=SIGNER, audit_key=AUDIT.secret, audit_key_id=AUDIT.key_id, seal_every=10**9))
+    core = SchedulerCore(
+        SchedulerConfig(
+            roles={"developer": "coding"}, signer=SIGNER, audit_key=AUDIT.secret, audit_key_id=AUDIT.key_id, seal_every=10**9
+        )
+    )
     state = initial_state(core.config, 0)
     size = max(1, blob_bytes // entries)
-    files = {stream: (root / "topics" / stream).mkdir(parents=True, exist_ok=True) or (root / "topics" / stream / "0.jsonl").open("wb") for stream in ("journal", "audit")}
+    files = {
+        stream: (root / "topics" / stream).mkdir(parents=True, exist_ok=True) or (root / "topics" / stream / "0.jsonl").open("wb")
+        for stream in ("journal", "audit")
+    }
     offsets = {"journal": 0, "audit": 0}
     seed = os.urandom(size)
 
@@ -69,12 +81,19 @@ def build_dump(root: Path, entries: int, blob_bytes: int) -> None:
             stream = out.stream.value
             if stream not in files:
                 continue
-            files[stream].write(encode_dump_line(StoredRecord(stream, TOPICS[stream], 0, offsets[stream], out.timestamp_ms, out.key, out.value, out.headers)))
+            files[stream].write(
+                encode_dump_line(
+                    StoredRecord(stream, TOPICS[stream], 0, offsets[stream], out.timestamp_ms, out.key, out.value, out.headers)
+                )
+            )
             offsets[stream] += 1
 
     for i in range(entries + 1):
         if i == entries:
-            value = codec.encode(codec.RUN_CLOSE, {"submission_id": "close", "run_id": RUN, "producer": {"id": "bench", "sdk": "bench"}, "occurred_at_ms": i})
+            value = codec.encode(
+                codec.RUN_CLOSE,
+                {"submission_id": "close", "run_id": RUN, "producer": {"id": "bench", "sdk": "bench"}, "occurred_at_ms": i},
+            )
         else:
             blob = i.to_bytes(8, "little") + seed[8:]  # unique per entry, cheap to make
             artifact = f"diff {i}\n".encode()
@@ -84,10 +103,19 @@ def build_dump(root: Path, entries: int, blob_bytes: int) -> None:
             value = codec.encode(
                 codec.ACTIVITY_SUBMISSION,
                 {
-                    "submission_id": f"s{i}", "run_id": RUN, "stage_id": f"stage-{i}", "role": "developer",
-                    "producer": {"id": "bench", "sdk": "bench"}, "kind": "coding", "artifact": artifact,
-                    "artifact_hash": sha256_digest(artifact), "evidence_set_hash": evidence_set_hash([digest]),
-                    "observations": observations, "terminal_state": "completed", "reason_code": "ok", "occurred_at_ms": i,
+                    "submission_id": f"s{i}",
+                    "run_id": RUN,
+                    "stage_id": f"stage-{i}",
+                    "role": "developer",
+                    "producer": {"id": "bench", "sdk": "bench"},
+                    "kind": "coding",
+                    "artifact": artifact,
+                    "artifact_hash": sha256_digest(artifact),
+                    "evidence_set_hash": evidence_set_hash([digest]),
+                    "observations": observations,
+                    "terminal_state": "completed",
+                    "reason_code": "ok",
+                    "occurred_at_ms": i,
                 },
             )
         state, outputs = core.step(state, InputRecord("bench.activity.submissions", 0, i, i, RUN.encode(), value))
@@ -98,7 +126,9 @@ def build_dump(root: Path, entries: int, blob_bytes: int) -> None:
             print(f"bench:   {i} entries", flush=True)
     for handle in files.values():
         handle.close()
-    (root / "manifest.json").write_text(json.dumps({"format": DUMP_FORMAT, "runs": [RUN], "entries": entries, "blob_bytes": size * entries}))
+    (root / "manifest.json").write_text(
+        json.dumps({"format": DUMP_FORMAT, "runs": [RUN], "entries": entries, "blob_bytes": size * entries})
+    )
 
 
 def run_verify(root: Path, with_cas: bool) -> dict[str, float]:
@@ -119,7 +149,12 @@ def child(root: Path, with_cas: bool) -> None:
 
 
 def run_child(root: Path, with_cas: bool) -> dict[str, float]:
-    out = subprocess.run([sys.executable, "-m", "bench.verifier", "--child", str(root), *(["--cas"] if with_cas else [])], capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.verifier", "--child", str(root), *(["--cas"] if with_cas else [])],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if out.returncode != 0:
         raise SystemExit(f"bench: verification failed:\n{out.stdout}\n{out.stderr}")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -152,7 +187,9 @@ def main() -> int:
     blob_bytes = json.loads((big / "manifest.json").read_text())["blob_bytes"]
     artifact_bytes = sum(p.stat().st_size for p in (big / "cas").rglob("*") if p.is_file()) - blob_bytes
 
-    subprocess.run(["cat", *[str(p) for p in (big / "topics").rglob("*.jsonl")]], stdout=subprocess.DEVNULL, check=True)  # warm the page cache
+    subprocess.run(
+        ["cat", *[str(p) for p in (big / "topics").rglob("*.jsonl")]], stdout=subprocess.DEVNULL, check=True
+    )  # warm the page cache
     sha_seconds = sha256sum_seconds(big)
     meta = run_child(big, with_cas=False)
     full = run_child(big, with_cas=True)
@@ -162,14 +199,20 @@ def main() -> int:
     blob_rate = total_mb / hashing_seconds
     sha_rate = total_mb / sha_seconds
 
-    print(f"metadata: {meta['entries']:.0f} entries in {meta['seconds']:.2f}s = {meta['entries'] / meta['seconds']:.0f} entries/s "
-          "(chain, seal, audit, evidence sets, stage checks; no blobs)")
-    print(f"full:     {full['entries']:.0f} entries in {full['seconds']:.2f}s = {full['entries'] / full['seconds']:.0f} entries/s "
-          f"with {total_mb:.0f} MB of blobs reattached")
+    print(
+        f"metadata: {meta['entries']:.0f} entries in {meta['seconds']:.2f}s = {meta['entries'] / meta['seconds']:.0f} entries/s "
+        "(chain, seal, audit, evidence sets, stage checks; no blobs)"
+    )
+    print(
+        f"full:     {full['entries']:.0f} entries in {full['seconds']:.2f}s = {full['entries'] / full['seconds']:.0f} entries/s "
+        f"with {total_mb:.0f} MB of blobs reattached"
+    )
     print(f"blobs:    {blob_rate:.0f} MB/s (blob bytes / extra time over the metadata pass)")
     print(f"sha256sum over the same files: {sha_rate:.0f} MB/s ({sha_seconds:.2f}s)")
-    print(f"memory:   peak RSS {small_full['peak_rss_mib']:.0f} MiB at {small_full['entries']:.0f} entries, "
-          f"{full['peak_rss_mib']:.0f} MiB at {full['entries']:.0f} entries")
+    print(
+        f"memory:   peak RSS {small_full['peak_rss_mib']:.0f} MiB at {small_full['entries']:.0f} entries, "
+        f"{full['peak_rss_mib']:.0f} MiB at {full['entries']:.0f} entries"
+    )
     print(f"verifier_entries_per_second={full['entries'] / full['seconds']:.0f}")
     print(f"blob_hash_vs_sha256sum={blob_rate / sha_rate:.2f}")
     return 0

@@ -59,7 +59,10 @@ def _keys(directory: Path, out: TextIO) -> InstallKeys:
         return load_keys(directory)
     except KeyFileMissing:
         keys = init_keys(directory)
-        print(f"    created install keys in {directory} (signing {keys.signer.key_id[:19]}..., audit {keys.audit.key_id[:19]}...)", file=out)
+        print(
+            f"    created install keys in {directory} (signing {keys.signer.key_id[:19]}..., audit {keys.audit.key_id[:19]}...)",
+            file=out,
+        )
         return keys
 
 
@@ -105,15 +108,26 @@ def research_stages(ctx: DemoContext) -> None:
         published = ctx.emitter.publish(run_id=ctx.run_id, stage_id="research-0", role="scout", result=run.result)
         ctx.published.append(published)
         claims = len(run.report.claims)
-        ctx.say(f"    research-0 [research] {len(run.fetched)} pages fetched into the CAS, {claims} cited claims -> offset {published.offset}")
+        ctx.say(
+            f"    research-0 [research] {len(run.fetched)} pages fetched into the CAS, {claims} cited claims -> offset {published.offset}"
+        )
 
         tight = ResearchWorker(store=ctx.emitter.store, budget=ResearchBudget(max_fetches=1))
         try:
-            tight.run(query="Everything about Quill", sources=[f"{url}/index.html", *sources], fetch_fn=fetch, synthesise=extractive_synthesiser)
+            tight.run(
+                query="Everything about Quill",
+                sources=[f"{url}/index.html", *sources],
+                fetch_fn=fetch,
+                synthesise=extractive_synthesiser,
+            )
         except ResearchBudgetExceeded as exceeded:
-            published = ctx.emitter.publish(run_id=ctx.run_id, stage_id="research-1", role="scout", result=tight.refused_result(exceeded))
+            published = ctx.emitter.publish(
+                run_id=ctx.run_id, stage_id="research-1", role="scout", result=tight.refused_result(exceeded)
+            )
             ctx.published.append(published)
-            ctx.say(f"    research-1 [research] budget of 1 fetch exceeded before fetch 2: recorded as refused -> offset {published.offset}")
+            ctx.say(
+                f"    research-1 [research] budget of 1 fetch exceeded before fetch 2: recorded as refused -> offset {published.offset}"
+            )
 
 
 def dataops_stages(ctx: DemoContext) -> None:
@@ -127,16 +141,24 @@ def dataops_stages(ctx: DemoContext) -> None:
     orders = InputFile("orders.csv", (data_dir / "orders.csv").read_bytes())
     data_steps = JobSpec.parse((data_dir / "orders.job.json").read_bytes()).steps
     job = run_data_job(
-        DataActivity(ctx.run_id, "data-0", store=ctx.emitter.store, signer=ctx.keys.signer), [orders], data_steps, out_dir / "regions.csv"
+        DataActivity(ctx.run_id, "data-0", store=ctx.emitter.store, signer=ctx.keys.signer),
+        [orders],
+        data_steps,
+        out_dir / "regions.csv",
     )
     published = ctx.emitter.publish(run_id=ctx.run_id, stage_id="data-0", role="analyst", result=job.result)
     ctx.published.append(published)
-    ctx.say(f"    data-0     [data]     {len(data_steps)} planned steps over orders.csv -> regions.csv, signed receipt -> offset {published.offset}")
+    ctx.say(
+        f"    data-0     [data]     {len(data_steps)} planned steps over orders.csv -> regions.csv, signed receipt -> offset {published.offset}"
+    )
 
     config = InputFile("service.conf", (data_dir / "service.conf").read_bytes())
     ops_steps = JobSpec.parse((data_dir / "service.job.json").read_bytes()).steps
     ops = run_ops_job(
-        OpsActivity(ctx.run_id, "ops-0", store=ctx.emitter.store, signer=ctx.keys.signer), [config], ops_steps, out_dir / "service.conf"
+        OpsActivity(ctx.run_id, "ops-0", store=ctx.emitter.store, signer=ctx.keys.signer),
+        [config],
+        ops_steps,
+        out_dir / "service.conf",
     )
     published = ctx.emitter.publish(run_id=ctx.run_id, stage_id="ops-0", role="operator", result=ops.result)
     ctx.published.append(published)
@@ -147,9 +169,13 @@ def dataops_stages(ctx: DemoContext) -> None:
     try:
         misordered_job(misordered, "effect-before-plan", [config], ops_steps, out_dir / "never.conf")
     except ActivityRejected as refusal:
-        published = ctx.emitter.publish(run_id=ctx.run_id, stage_id="ops-1", role="operator", result=misordered.refused_result(refusal))
+        published = ctx.emitter.publish(
+            run_id=ctx.run_id, stage_id="ops-1", role="operator", result=misordered.refused_result(refusal)
+        )
         ctx.published.append(published)
-        ctx.say(f"    ops-1      [ops]      wrote before planning: refused {refusal.code}, recorded as a refused activity -> offset {published.offset}")
+        ctx.say(
+            f"    ops-1      [ops]      wrote before planning: refused {refusal.code}, recorded as a refused activity -> offset {published.offset}"
+        )
 
 
 def browser_stage(ctx: DemoContext) -> None:
@@ -176,7 +202,10 @@ def run_demo(*, settings: Settings, keys_dir: Path, out_dir: Path, out: TextIO =
         raise SystemExit("no S3 endpoint: run `infra/up` first (make demo does)")
     run_id = f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     print(f"==> demo run {run_id}", file=out)
-    print(f"    kafka {bootstrap}, s3 {settings.s3.endpoint} (bucket {settings.s3.bucket}), topics {settings.topics.prefix}.*", file=out)
+    print(
+        f"    kafka {bootstrap}, s3 {settings.s3.endpoint} (bucket {settings.s3.bucket}), topics {settings.topics.prefix}.*",
+        file=out,
+    )
     keys = _keys(keys_dir, out)
     store = S3BlobStore(settings.s3)
     store.ensure_bucket()
@@ -197,9 +226,10 @@ def run_demo(*, settings: Settings, keys_dir: Path, out_dir: Path, out: TextIO =
     for thread in threads:
         thread.start()
 
-    with tempfile.TemporaryDirectory(prefix="bernstein-demo-") as tmp, Emitter(
-        bootstrap=bootstrap, store=store, topics=settings.topics, producer_id="demo-agents"
-    ) as emitter:
+    with (
+        tempfile.TemporaryDirectory(prefix="bernstein-demo-") as tmp,
+        Emitter(bootstrap=bootstrap, store=store, topics=settings.topics, producer_id="demo-agents") as emitter,
+    ):
         ctx = DemoContext(settings=settings, emitter=emitter, run_id=run_id, workdir=Path(tmp), keys=keys, out=out)
         print("==> agents publish activities (evidence goes to S3 first, then one Avro event each)", file=out)
         for stage in STAGES:
@@ -213,7 +243,9 @@ def run_demo(*, settings: Settings, keys_dir: Path, out_dir: Path, out: TextIO =
         shell.stop()
     for thread in threads:
         thread.join(timeout=30)
-    totals = {k: sum(getattr(s.counters, k) for s in shells) for k in ("consumed", "journalled", "refused", "dead_letters", "seals")}
+    totals = {
+        k: sum(getattr(s.counters, k) for s in shells) for k in ("consumed", "journalled", "refused", "dead_letters", "seals")
+    }
     print(
         f"    scheduler: consumed {totals['consumed']}, journalled {totals['journalled']}, refused {totals['refused']}, "
         f"dead-lettered {totals['dead_letters']}, seals {totals['seals']}",
@@ -224,7 +256,13 @@ def run_demo(*, settings: Settings, keys_dir: Path, out_dir: Path, out: TextIO =
     run_dir = out_dir / run_id
     dump = run_dir / "dump"
     print(f"==> export the run to {dump} (topics as stored + referenced blobs)", file=out)
-    summary = export_dump(KafkaSource(bootstrap, settings.topics), dump, cas=store, runs=[run_id], trusted=TrustedKeys.from_install(keys, include_audit_key=False))
+    summary = export_dump(
+        KafkaSource(bootstrap, settings.topics),
+        dump,
+        cas=store,
+        runs=[run_id],
+        trusted=TrustedKeys.from_install(keys, include_audit_key=False),
+    )
     print(f"    {sum(summary.records.values())} records, {summary.blobs} blobs", file=out)
     trust_file = run_dir / "trusted-keys.json"
     TrustedKeys.from_install(keys).write(trust_file)
@@ -251,4 +289,6 @@ def _show_refusals(settings: Settings, run_id: str, partition: int, out: TextIO)
         if record.key != run_id.encode():
             continue
         refusal = codec.decode(record.value or b"").record
-        print(f"    refusal: {refusal['exception']} {refusal['code']} stage={refusal['stage_id']} -- {refusal['message']}", file=out)
+        print(
+            f"    refusal: {refusal['exception']} {refusal['code']} stage={refusal['stage_id']} -- {refusal['message']}", file=out
+        )

@@ -387,7 +387,9 @@ class SchedulerShell:
     def _produce(self, producer: Any, topic: str, key: bytes, value: bytes, headers: Any, timestamp: int) -> None:
         while True:
             try:
-                producer.produce(topic, value=value, key=key, partition=self.partition, timestamp=timestamp, headers=list(headers))
+                producer.produce(
+                    topic, value=value, key=key, partition=self.partition, timestamp=timestamp, headers=list(headers)
+                )
                 return
             except BufferError:
                 producer.poll(0.05)

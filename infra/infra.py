@@ -57,7 +57,7 @@ MVN_DEP_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.11.0"
 S3PROXY_VERSION = "4.0.0"
 
 DEFAULT_ACCESS_KEY = "bernstein"
-DEFAULT_SECRET_KEY = "bernstein-secret-key"
+DEFAULT_SECRET_KEY = "bernstein-secret-key"  # noqa: S105 - the local test server's fixed credential
 DEFAULT_BUCKET = "bernstein-cas"
 S3_REGION = "us-east-1"
 
@@ -120,11 +120,7 @@ class Paths:
         self.s3data = self.state / "s3data"
         # jar cache (see JAR_CACHE)
         self.kafka_libs = JAR_CACHE / "kafka" / "libs"
-        self.s3_jar = (
-            JAR_CACHE
-            / "s3proxy"
-            / f"s3proxy-{S3PROXY_VERSION}-jar-with-dependencies.jar"
-        )
+        self.s3_jar = JAR_CACHE / "s3proxy" / f"s3proxy-{S3PROXY_VERSION}-jar-with-dependencies.jar"
 
 
 # ------------------------------------------------------------------------ processes
@@ -157,9 +153,7 @@ class Service:
     only considered ours if /proc/<pid>/cmdline contains the marker (kafka.Kafka or s3proxy)
     and this root's config file path."""
 
-    def __init__(
-        self, name: str, marker: str, pid_file: Path, config: Path, log: Path
-    ) -> None:
+    def __init__(self, name: str, marker: str, pid_file: Path, config: Path, log: Path) -> None:
         self.name = name
         self.marker = marker
         self.pid_file = pid_file
@@ -180,9 +174,7 @@ class Service:
         if not cmd or _is_zombie(pid):
             _reap(pid)
             return False
-        return any(self.marker in a for a in cmd) and any(
-            a == str(self.config) for a in cmd
-        )
+        return any(self.marker in a for a in cmd) and any(a == str(self.config) for a in cmd)
 
     def _pid_from_file(self) -> int | None:
         try:
@@ -192,11 +184,7 @@ class Service:
 
     def _scan_proc(self) -> int | None:
         for entry in os.listdir("/proc"):
-            if (
-                entry.isdigit()
-                and int(entry) != os.getpid()
-                and self.owns(int(entry), patient=False)
-            ):
+            if entry.isdigit() and int(entry) != os.getpid() and self.owns(int(entry), patient=False):
                 return int(entry)
         return None
 
@@ -212,9 +200,7 @@ class Service:
         if adopt:
             pid = self._scan_proc()
             if pid is not None:
-                say(
-                    f"{self.name}: found running pid {pid} without pid file; adopting it"
-                )
+                say(f"{self.name}: found running pid {pid} without pid file; adopting it")
                 self.pid_file.write_text(f"{pid}\n")
                 return pid
         return None
@@ -222,9 +208,7 @@ class Service:
     def spawn(self, argv: list[str], env: dict[str, str] | None = None) -> int:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as out:
-            out.write(
-                f"==== infra: starting {self.name} at {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode()
-            )
+            out.write(f"==== infra: starting {self.name} at {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
             out.flush()
             try:
                 proc = subprocess.Popen(
@@ -239,9 +223,7 @@ class Service:
             except OSError as e:
                 raise InfraError(f"{self.name}: cannot start {argv[0]}: {e}") from None
         self.pid_file.write_text(f"{proc.pid}\n")
-        proc.returncode = (
-            0  # silence "subprocess still running" ResourceWarning at exit
-        )
+        proc.returncode = 0  # silence "subprocess still running" ResourceWarning at exit
         return proc.pid
 
     def alive(self, pid: int) -> bool:
@@ -265,9 +247,7 @@ def stop_services(targets: list[tuple[Service, int]]) -> None:
         time.sleep(0.1)
         live = [(s, p) for s, p in live if s.owns(p)]
     for svc, pid in live:
-        warn(
-            f"{svc.name}: pid {pid} did not exit within {STOP_TIMEOUT_S:.0f}s; sending SIGKILL"
-        )
+        warn(f"{svc.name}: pid {pid} did not exit within {STOP_TIMEOUT_S:.0f}s; sending SIGKILL")
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     t1 = time.monotonic()
@@ -275,17 +255,10 @@ def stop_services(targets: list[tuple[Service, int]]) -> None:
         time.sleep(0.1)
         live = [(s, p) for s, p in live if s.owns(p)]
     if live:
-        raise InfraError(
-            "; ".join(
-                f"{s.name}: pid {p} survived SIGKILL (check `ps -p {p}`)"
-                for s, p in live
-            )
-        )
+        raise InfraError("; ".join(f"{s.name}: pid {p} survived SIGKILL (check `ps -p {p}`)" for s, p in live))
     for svc, _pid in signalled:
         svc.pid_file.unlink(missing_ok=True)
-    say(
-        f"stopped {', '.join(s.name for s, _ in signalled)} in {time.monotonic() - t0:.1f}s"
-    )
+    say(f"stopped {', '.join(s.name for s, _ in signalled)} in {time.monotonic() - t0:.1f}s")
 
 
 def tail(path: Path, n: int = LOG_TAIL_LINES) -> str:
@@ -385,30 +358,22 @@ def _need_tool(name: str, hint: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def java_exe() -> str:
-    exe = _need_tool(
-        "java", "install openjdk-17-jre-headless (Kafka 4.x needs Java 17+)"
-    )
+    exe = _need_tool("java", "install openjdk-17-jre-headless (Kafka 4.x needs Java 17+)")
     try:
-        out = subprocess.run(
-            [exe, "-version"], check=False, capture_output=True, text=True, timeout=30
-        ).stderr
+        out = subprocess.run([exe, "-version"], check=False, capture_output=True, text=True, timeout=30).stderr
     except (OSError, subprocess.SubprocessError) as e:
         raise InfraError(f"cannot run `{exe} -version`: {e}") from None
     m = re.search(r'version "(\d+)(?:\.(\d+))?', out)
     if m:
         major = int(m[1]) if m[1] != "1" else int(m[2] or 0)
         if major < 17:
-            raise InfraError(
-                f"java {major} found at {exe}; Kafka 4.x needs 17+: install openjdk-17-jre-headless"
-            )
+            raise InfraError(f"java {major} found at {exe}; Kafka 4.x needs 17+: install openjdk-17-jre-headless")
     return exe
 
 
 def _kafka_version() -> str:
     try:
-        m = re.search(
-            r"<kafka\.version>([^<]+)</kafka\.version>", KAFKA_POM.read_text()
-        )
+        m = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", KAFKA_POM.read_text())
     except OSError:
         raise InfraError(f"missing {KAFKA_POM}; restore it from git") from None
     if not m:
@@ -435,9 +400,7 @@ def ensure_kafka_jars(p: Paths) -> None:
     version = _kafka_version()
     if (p.kafka_libs / f"kafka_2.13-{version}.jar").is_file():
         return
-    say(
-        f"fetching Kafka {version} jars from Maven Central into {p.kafka_libs} (one-time, ~45 MB) ..."
-    )
+    say(f"fetching Kafka {version} jars from Maven Central into {p.kafka_libs} (one-time, ~45 MB) ...")
     t0 = time.monotonic()
     partial = p.kafka_libs.with_name("libs.partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -453,22 +416,16 @@ def ensure_kafka_jars(p: Paths) -> None:
         "Kafka jars",
     )
     if not (partial / f"kafka_2.13-{version}.jar").is_file():
-        raise InfraError(
-            f"mvn finished but {partial}/kafka_2.13-{version}.jar is missing"
-        )
+        raise InfraError(f"mvn finished but {partial}/kafka_2.13-{version}.jar is missing")
     shutil.rmtree(p.kafka_libs, ignore_errors=True)  # jars of another version, if any
     os.replace(partial, p.kafka_libs)
-    say(
-        f"fetched {len(list(p.kafka_libs.glob('*.jar')))} jars in {time.monotonic() - t0:.1f}s"
-    )
+    say(f"fetched {len(list(p.kafka_libs.glob('*.jar')))} jars in {time.monotonic() - t0:.1f}s")
 
 
 def ensure_s3proxy_jar(p: Paths) -> None:
     if p.s3_jar.is_file():
         return
-    say(
-        f"fetching S3Proxy {S3PROXY_VERSION} jar from Maven Central into {p.s3_jar.parent} (one-time, ~95 MB) ..."
-    )
+    say(f"fetching S3Proxy {S3PROXY_VERSION} jar from Maven Central into {p.s3_jar.parent} (one-time, ~95 MB) ...")
     t0 = time.monotonic()
     partial = p.s3_jar.parent / "partial"
     shutil.rmtree(partial, ignore_errors=True)
@@ -628,9 +585,7 @@ def start_kafka(p: Paths, svc: Service, ports: dict[str, int]) -> int:
         str(p.server_props),
     ]
     pid = svc.spawn(argv)
-    say(
-        f"kafka: started broker pid {pid} on 127.0.0.1:{ports['kafka']} (log {p.broker_out})"
-    )
+    say(f"kafka: started broker pid {pid} on 127.0.0.1:{ports['kafka']} (log {p.broker_out})")
     return pid
 
 
@@ -679,17 +634,13 @@ def _split_hostport(hostport: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-def wait_kafka(
-    bootstrap: str, deadline: float, svc: Service | None = None, pid: int | None = None
-) -> float:
+def wait_kafka(bootstrap: str, deadline: float, svc: Service | None = None, pid: int | None = None) -> float:
     t0 = time.monotonic()
     first = bootstrap.split(",")[0]
     try:
         host, port = _split_hostport(first)
     except ValueError:
-        raise InfraError(
-            f"kafka: cannot parse bootstrap servers {bootstrap!r} (want host:port)"
-        ) from None
+        raise InfraError(f"kafka: cannot parse bootstrap servers {bootstrap!r} (want host:port)") from None
     while True:
         if svc is not None and pid is not None and not svc.alive(pid):
             raise InfraError(
@@ -751,11 +702,7 @@ def start_s3(p: Paths, svc: Service, port: int) -> int:
 
 def _s3_probe(endpoint: str, timeout: float = 1.0) -> bool:
     u = urllib.parse.urlsplit(endpoint)
-    cls = (
-        http.client.HTTPSConnection
-        if u.scheme == "https"
-        else http.client.HTTPConnection
-    )
+    cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
     conn = cls(
         u.hostname or "127.0.0.1",
         u.port or (443 if u.scheme == "https" else 80),
@@ -771,23 +718,16 @@ def _s3_probe(endpoint: str, timeout: float = 1.0) -> bool:
         conn.close()
 
 
-def wait_s3(
-    endpoint: str, deadline: float, svc: Service | None = None, pid: int | None = None
-) -> float:
+def wait_s3(endpoint: str, deadline: float, svc: Service | None = None, pid: int | None = None) -> float:
     t0 = time.monotonic()
     while True:
         if svc is not None and pid is not None and not svc.alive(pid):
-            raise InfraError(
-                f"s3: S3Proxy pid {pid} exited during startup; last lines of {svc.log}:\n{tail(svc.log)}"
-            )
+            raise InfraError(f"s3: S3Proxy pid {pid} exited during startup; last lines of {svc.log}:\n{tail(svc.log)}")
         if _s3_probe(endpoint):
             return time.monotonic() - t0
         if time.monotonic() >= deadline:
             if svc is not None:
-                raise InfraError(
-                    f"s3: not ready after {time.monotonic() - t0:.0f}s; last lines of {svc.log}:\n"
-                    f"{tail(svc.log)}"
-                )
+                raise InfraError(f"s3: not ready after {time.monotonic() - t0:.0f}s; last lines of {svc.log}:\n{tail(svc.log)}")
             raise InfraError(
                 f"s3: external endpoint BERNSTEIN_S3_ENDPOINT={endpoint} not reachable after "
                 f"{time.monotonic() - t0:.0f}s; start it, or unset the variable to use local S3Proxy"
@@ -847,22 +787,16 @@ class Ctx:
     def kafka_external(self) -> str | None:
         bs = os.environ.get("BERNSTEIN_KAFKA_BOOTSTRAP", "").strip()
         # An env exported from our own .infra/env still means "the local broker".
-        if not bs or (
-            "kafka" in self.ports and bs == f"127.0.0.1:{self.ports['kafka']}"
-        ):
+        if not bs or ("kafka" in self.ports and bs == f"127.0.0.1:{self.ports['kafka']}"):
             return None
         return bs
 
     def s3_external(self) -> str | None:
         ep = os.environ.get("BERNSTEIN_S3_ENDPOINT", "").strip().rstrip("/")
-        if not ep or (
-            "s3" in self.ports and ep == f"http://127.0.0.1:{self.ports['s3']}"
-        ):
+        if not ep or ("s3" in self.ports and ep == f"http://127.0.0.1:{self.ports['s3']}"):
             return None
         if not ep.startswith(("http://", "https://")):
-            raise InfraError(
-                f"BERNSTEIN_S3_ENDPOINT={ep!r} must start with http:// or https://"
-            )
+            raise InfraError(f"BERNSTEIN_S3_ENDPOINT={ep!r} must start with http:// or https://")
         return ep
 
     def s3_creds(self, external: bool) -> tuple[str, str, str]:
@@ -872,18 +806,13 @@ class Ctx:
             sk = os.environ.get("BERNSTEIN_S3_SECRET_KEY", "")
             if not ak or not sk:
                 raise InfraError(
-                    "BERNSTEIN_S3_ENDPOINT is set, so BERNSTEIN_S3_ACCESS_KEY and "
-                    "BERNSTEIN_S3_SECRET_KEY must be set too"
+                    "BERNSTEIN_S3_ENDPOINT is set, so BERNSTEIN_S3_ACCESS_KEY and BERNSTEIN_S3_SECRET_KEY must be set too"
                 )
             return ak, sk, bucket
         return DEFAULT_ACCESS_KEY, DEFAULT_SECRET_KEY, bucket
 
     def deadline(self, external: bool) -> float:
-        t = (
-            self.timeout
-            if self.timeout is not None
-            else (EXTERNAL_READY_TIMEOUT_S if external else READY_TIMEOUT_S)
-        )
+        t = self.timeout if self.timeout is not None else (EXTERNAL_READY_TIMEOUT_S if external else READY_TIMEOUT_S)
         return time.monotonic() + t
 
     # ports ------------------------------------------------------------------------
@@ -906,9 +835,7 @@ class Ctx:
             save_ports(self.p, self.ports)
 
     # env file ---------------------------------------------------------------------
-    def write_env(
-        self, bootstrap: str, s3_endpoint: str, ak: str, sk: str, bucket: str
-    ) -> None:
+    def write_env(self, bootstrap: str, s3_endpoint: str, ak: str, sk: str, bucket: str) -> None:
         atomic_write(
             self.p.env,
             "".join(
@@ -947,15 +874,9 @@ def cmd_up(ctx: Ctx) -> int:
         kpid = None if k_ext else ctx.kafka.running_pid()
         spid = None if s_ext else ctx.s3.running_pid()
 
-        to_start = [
-            k
-            for k, running, ext in (("kafka", kpid, k_ext), ("s3", spid, s_ext))
-            if not running and not ext
-        ]
+        to_start = [k for k, running, ext in (("kafka", kpid, k_ext), ("s3", spid, s_ext)) if not running and not ext]
         if to_start:
-            keys = (["kafka", "controller"] if "kafka" in to_start else []) + (
-                ["s3"] if "s3" in to_start else []
-            )
+            keys = (["kafka", "controller"] if "kafka" in to_start else []) + (["s3"] if "s3" in to_start else [])
             ctx.settle_ports(keys)
         k_new = s_new = None
         if to_start:  # fail early (no half-started state) if java or a jar is missing
@@ -979,9 +900,7 @@ def cmd_up(ctx: Ctx) -> int:
         s3_endpoint = s_ext or f"http://127.0.0.1:{ctx.ports['s3']}"
 
         if k_ext:
-            say(
-                f"kafka: using external cluster {bootstrap} (BERNSTEIN_KAFKA_BOOTSTRAP); not starting one"
-            )
+            say(f"kafka: using external cluster {bootstrap} (BERNSTEIN_KAFKA_BOOTSTRAP); not starting one")
         dt = wait_kafka(
             bootstrap,
             ctx.deadline(bool(k_ext)),
@@ -991,9 +910,7 @@ def cmd_up(ctx: Ctx) -> int:
         if k_new:
             say(f"kafka: ready in {dt:.1f}s")
         if s_ext:
-            say(
-                f"s3: using external endpoint {s3_endpoint} (BERNSTEIN_S3_ENDPOINT); not starting one"
-            )
+            say(f"s3: using external endpoint {s3_endpoint} (BERNSTEIN_S3_ENDPOINT); not starting one")
         dt = wait_s3(
             s3_endpoint,
             ctx.deadline(bool(s_ext)),
@@ -1019,11 +936,7 @@ def cmd_up(ctx: Ctx) -> int:
 def cmd_down(ctx: Ctx) -> int:
     """stop the broker and S3Proxy started here (SIGTERM, SIGKILL after 30 s)"""
     with locked(ctx.p):
-        targets = [
-            (svc, pid)
-            for svc in (ctx.kafka, ctx.s3)
-            if (pid := svc.running_pid()) is not None
-        ]
+        targets = [(svc, pid) for svc in (ctx.kafka, ctx.s3) if (pid := svc.running_pid()) is not None]
         if not targets:
             say("nothing running")
             return 0
@@ -1038,23 +951,14 @@ def cmd_status(ctx: Ctx) -> int:
     ok = True
     # Kafka
     if k_ext:
-        ready = _tcp_open(*_split_hostport(k_ext.split(",")[0])) and _kafka_probe(
-            k_ext, timeout=3
-        )
+        ready = _tcp_open(*_split_hostport(k_ext.split(",")[0])) and _kafka_probe(k_ext, timeout=3)
         say(f"kafka  external  endpoint={k_ext}  ready={'yes' if ready else 'no'}")
     else:
         pid = ctx.kafka.running_pid(adopt=False)
         ep = f"127.0.0.1:{ctx.ports['kafka']}" if "kafka" in ctx.ports else "-"
-        ready = (
-            bool(pid)
-            and ep != "-"
-            and _tcp_open("127.0.0.1", ctx.ports["kafka"])
-            and _kafka_probe(ep, timeout=3)
-        )
+        ready = bool(pid) and ep != "-" and _tcp_open("127.0.0.1", ctx.ports["kafka"]) and _kafka_probe(ep, timeout=3)
         state = "running" if pid else "stopped"
-        say(
-            f"kafka  {state}  pid={pid or '-'}  endpoint={ep}  ready={'yes' if ready else 'no'}"
-        )
+        say(f"kafka  {state}  pid={pid or '-'}  endpoint={ep}  ready={'yes' if ready else 'no'}")
     ok &= ready
     # S3
     if s_ext:
@@ -1065,9 +969,7 @@ def cmd_status(ctx: Ctx) -> int:
         ep = f"http://127.0.0.1:{ctx.ports['s3']}" if "s3" in ctx.ports else "-"
         ready = bool(pid) and ep != "-" and _s3_probe(ep, timeout=3)
         state = "running" if pid else "stopped"
-        say(
-            f"s3     {state}  pid={pid or '-'}  endpoint={ep}  ready={'yes' if ready else 'no'}"
-        )
+        say(f"s3     {state}  pid={pid or '-'}  endpoint={ep}  ready={'yes' if ready else 'no'}")
     ok &= ready
     return 0 if ok else 1
 
@@ -1101,9 +1003,7 @@ def cmd_restart_kafka(ctx: Ctx) -> int:
                 flags=re.MULTILINE,
             )
             atomic_write(ctx.p.env, text)
-    say(
-        f"kafka  BERNSTEIN_KAFKA_BOOTSTRAP={bootstrap}  (pid {new}); restart took {time.monotonic() - t0:.1f}s"
-    )
+    say(f"kafka  BERNSTEIN_KAFKA_BOOTSTRAP={bootstrap}  (pid {new}); restart took {time.monotonic() - t0:.1f}s")
     return 0
 
 
@@ -1124,9 +1024,7 @@ def cmd_reset(ctx: Ctx) -> int:
             p.s3_log,
         ):
             f.unlink(missing_ok=True)
-    say(
-        f"reset: deleted Kafka data, S3 data, cluster id, ports and logs under {p.state} (jars kept)"
-    )
+    say(f"reset: deleted Kafka data, S3 data, cluster id, ports and logs under {p.state} (jars kept)")
     return 0
 
 
@@ -1159,13 +1057,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parents=[common],
         description="Local Kafka (KRaft) + S3Proxy for bernstein.",
     )
-    sub = ap.add_subparsers(
-        dest="command", required=True, metavar="{" + ",".join(COMMANDS) + "}"
-    )
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{" + ",".join(COMMANDS) + "}")
     for name, func in COMMANDS.items():
-        sub.add_parser(
-            name, parents=[common], help=(func.__doc__ or "").strip() or None
-        )
+        sub.add_parser(name, parents=[common], help=(func.__doc__ or "").strip() or None)
     return ap.parse_args(argv)
 
 
@@ -1182,15 +1076,12 @@ def _reexec_in_venv_if_needed() -> None:
     """`infra/infra.py ...` run by a system python3 switches to the project venv (which has
     confluent_kafka and minio) when the current interpreter lacks them."""
     venv = REPO / ".venv"
-    if (
-        importlib.util.find_spec("confluent_kafka") is not None
-        or not (venv / "bin" / "python").exists()
-    ):
+    if importlib.util.find_spec("confluent_kafka") is not None or not (venv / "bin" / "python").exists():
         return
     if Path(sys.prefix).resolve() == venv.resolve():
         return
     py = str(venv / "bin" / "python")
-    os.execv(py, [py, str(Path(__file__).resolve()), *sys.argv[1:]])
+    os.execv(py, [py, str(Path(__file__).resolve()), *sys.argv[1:]])  # noqa: S606 - re-run under the venv's python
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1202,9 +1093,7 @@ def main(argv: list[str] | None = None) -> int:
         warn(f"error: {e}")
         return 1
     except KeyboardInterrupt:
-        warn(
-            "interrupted; processes already started keep running (`infra/down` stops them)"
-        )
+        warn("interrupted; processes already started keep running (`infra/down` stops them)")
         return 130
 
 

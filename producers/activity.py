@@ -90,7 +90,9 @@ class ActivityResult:
         if not isinstance(reason_code, str) or reason_code.strip() == "":
             raise ActivityRejected("reason_code must not be empty", code="EMPTY_REASON_CODE")
         if not is_valid_reason_code(reason_code):
-            raise ActivityRejected("reason_code must be at most 128 characters without control characters", code="INVALID_REASON_CODE")
+            raise ActivityRejected(
+                "reason_code must be at most 128 characters without control characters", code="INVALID_REASON_CODE"
+            )
         body = artifact_bytes(artifact)
         if len(body) > MAX_INLINE_ARTIFACT_BYTES:
             raise ArtifactTooLarge(

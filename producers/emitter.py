@@ -87,7 +87,9 @@ class Emitter:
         self._producer = Producer(emitter_producer_config(self._bootstrap))
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, producer_id: str, store: BlobStore | None = None, partitions: int = 1) -> Emitter:
+    def from_settings(
+        cls, settings: Settings, *, producer_id: str, store: BlobStore | None = None, partitions: int = 1
+    ) -> Emitter:
         if store is None:
             if settings.s3 is None:
                 raise EmitError("no S3 endpoint: set BERNSTEIN_S3_ENDPOINT or run `infra/up` (it writes .infra/env)")

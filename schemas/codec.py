@@ -185,7 +185,16 @@ class Codec:
         buffer.seek(HEADER_SIZE)
         try:
             record = schemaless_reader(buffer, schema.parsed, None)
-        except (EOFError, StopIteration, ValueError, IndexError, OverflowError, UnicodeDecodeError, MemoryError, TypeError) as exc:
+        except (
+            EOFError,
+            StopIteration,
+            ValueError,
+            IndexError,
+            OverflowError,
+            UnicodeDecodeError,
+            MemoryError,
+            TypeError,
+        ) as exc:
             raise TruncatedRecord(f"{schema.name} body is truncated or malformed: {exc or type(exc).__name__}") from exc
         if buffer.tell() != len(data):
             raise TruncatedRecord(f"{schema.name} body has {len(data) - buffer.tell()} unexpected trailing bytes")
@@ -373,7 +382,9 @@ def split_envelope(value: bytes) -> tuple[str, tuple[Any, ...]]:
         mac, pos = _text(value, pos)
         fields = (payload, key_id, mac)
     else:
-        raise UnknownFingerprint(f"value is a {name} record, expected a journal, seal or audit envelope", schema.fingerprint.hex())
+        raise UnknownFingerprint(
+            f"value is a {name} record, expected a journal, seal or audit envelope", schema.fingerprint.hex()
+        )
     if pos != len(value):
         raise TruncatedRecord(f"{name} body has {len(value) - pos} unexpected trailing bytes")
     return name, fields

@@ -83,7 +83,9 @@ def export_dump(
     for stream in ("journal", "refusals"):
         for partition in source.partitions(stream):
             records = (r for r in source.records(stream, partition) if wanted is None or r.key in wanted)
-            written = _write_partition(destination, stream, partition, records, on_record=_collect(stream, digests, audit_partitions, extra_digests))
+            written = _write_partition(
+                destination, stream, partition, records, on_record=_collect(stream, digests, audit_partitions, extra_digests)
+            )
             if written["records"]:
                 partition_files.setdefault(stream, {})[str(partition)] = written
                 counts[stream] = counts.get(stream, 0) + written["records"]

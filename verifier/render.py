@@ -108,9 +108,11 @@ def render_text(header: RunHeader, stages: Iterable[StageVerdict], out: TextIO) 
     elif count == 0 and header.ok:
         out.write(f"NO ACTIVITY -- {header.reason or 'run journal holds no activity.result entries'}\n")
     else:
-        problems = failed + sum(
-            1 for v in (header.chain, header.seal, header.audit) if v is not None and not v.ok
-        ) + len(header.dump_problems)
+        problems = (
+            failed
+            + sum(1 for v in (header.chain, header.seal, header.audit) if v is not None and not v.ok)
+            + len(header.dump_problems)
+        )
         out.write(f"mismatch -- {problems} check{'s' if problems != 1 else ''} failed; the run does not reconstruct.\n")
     return code
 

@@ -133,11 +133,7 @@ class RunHeader:
 
     @property
     def ok(self) -> bool:
-        return (
-            self.found
-            and not self.dump_problems
-            and all(v is not None and v.ok for v in (self.chain, self.seal, self.audit))
-        )
+        return self.found and not self.dump_problems and all(v is not None and v.ok for v in (self.chain, self.seal, self.audit))
 
 
 @dataclass(frozen=True)

@@ -74,17 +74,20 @@ class TornLine:
 
 def encode_dump_line(record: StoredRecord) -> bytes:
     """One JSON line of a dump file; bytes are base64 so any value round-trips."""
-    return orjson.dumps(
-        {
-            "topic": record.topic,
-            "partition": record.partition,
-            "offset": record.offset,
-            "timestamp": record.timestamp_ms,
-            "key": None if record.key is None else base64.b64encode(record.key).decode(),
-            "value": None if record.value is None else base64.b64encode(record.value).decode(),
-            "headers": [[k, base64.b64encode(v).decode()] for k, v in record.headers],
-        }
-    ) + b"\n"
+    return (
+        orjson.dumps(
+            {
+                "topic": record.topic,
+                "partition": record.partition,
+                "offset": record.offset,
+                "timestamp": record.timestamp_ms,
+                "key": None if record.key is None else base64.b64encode(record.key).decode(),
+                "value": None if record.value is None else base64.b64encode(record.value).decode(),
+                "headers": [[k, base64.b64encode(v).decode()] for k, v in record.headers],
+            }
+        )
+        + b"\n"
+    )
 
 
 class DumpSource:
@@ -99,11 +102,15 @@ class DumpSource:
         self.torn_lines: list[TornLine] = []
         manifest_path = self.root / "manifest.json"
         if not self.root.is_dir():
-            raise UnreadableInput(f"{self.root} is not a directory; pass a dump made by `bernstein topic export` or a kcat -J file")
+            raise UnreadableInput(
+                f"{self.root} is not a directory; pass a dump made by `bernstein topic export` or a kcat -J file"
+            )
         try:
             self.manifest: dict[str, Any] = json.loads(manifest_path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise UnreadableInput(f"{self.root} has no manifest.json; it is not a dump made by `bernstein topic export`") from None
+            raise UnreadableInput(
+                f"{self.root} has no manifest.json; it is not a dump made by `bernstein topic export`"
+            ) from None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise UnreadableInput(f"{manifest_path} is unreadable: {exc}") from exc
         if self.manifest.get("format") != DUMP_FORMAT:

@@ -186,7 +186,9 @@ def _not_found(run_id: str, source: RecordSource) -> RunHeader:
             "(journal records deleted)",
         )
         return _with_torn(RunHeader(run_id, source.describe(), found=True, dump_problems=(problem,)), source)
-    header = RunHeader(run_id, source.describe(), found=False, reason=f"no journal records for run {run_id!r} in {source.describe()}")
+    header = RunHeader(
+        run_id, source.describe(), found=False, reason=f"no journal records for run {run_id!r} in {source.describe()}"
+    )
     return _with_torn(header, source)
 
 
@@ -892,7 +894,9 @@ def _stage_verdict(
             except BlobNotFound:
                 artifact_problem = f"artifact bytes missing from store ({artifact_hash})"
             except BlobIntegrityError as exc:
-                artifact_problem = f"artifact hash mismatch reattaching the artifact (pinned '{exc.expected}', recomputed '{exc.actual}')"
+                artifact_problem = (
+                    f"artifact hash mismatch reattaching the artifact (pinned '{exc.expected}', recomputed '{exc.actual}')"
+                )
             except CasError as exc:
                 artifact_problem = f"artifact unreadable: {exc}"
         else:

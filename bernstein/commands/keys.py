@@ -16,7 +16,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     keys_sub = keys.add_subparsers(dest="keys_command", metavar="<keys command>")
 
     init = keys_sub.add_parser("init", help="create the keys (refuses to overwrite)")
-    init.add_argument("--dir", type=Path, default=None, help="key directory (default: $BERNSTEIN_KEYS_DIR or ~/.local/state/bernstein/keys)")
+    init.add_argument(
+        "--dir", type=Path, default=None, help="key directory (default: $BERNSTEIN_KEYS_DIR or ~/.local/state/bernstein/keys)"
+    )
     init.set_defaults(func=_init)
 
     show = keys_sub.add_parser("show", help="print key ids and the public key")
@@ -47,12 +49,17 @@ def _init(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     directory = args.keys_dir or default_keys_dir()
     keys = load_keys(directory)
-    print(json.dumps({
-        "directory": str(directory),
-        "signing_key_id": keys.signer.key_id,
-        "public_key": keys.signer.public_key_raw.hex(),
-        "audit_key_id": keys.audit.key_id,
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "directory": str(directory),
+                "signing_key_id": keys.signer.key_id,
+                "public_key": keys.signer.public_key_raw.hex(),
+                "audit_key_id": keys.audit.key_id,
+            },
+            indent=2,
+        )
+    )
     return 0
 
 
@@ -60,5 +67,8 @@ def _trust(args: argparse.Namespace) -> int:
     keys = load_keys(args.keys_dir or default_keys_dir())
     trusted = TrustedKeys.from_install(keys, include_audit_key=not args.no_audit_key)
     trusted.write(args.out)
-    print(f"wrote {args.out}: pins signing key {keys.signer.key_id}" + ("" if args.no_audit_key else f" and audit key {keys.audit.key_id}"))
+    print(
+        f"wrote {args.out}: pins signing key {keys.signer.key_id}"
+        + ("" if args.no_audit_key else f" and audit key {keys.audit.key_id}")
+    )
     return 0

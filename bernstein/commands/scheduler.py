@@ -84,9 +84,7 @@ def _run(args: argparse.Namespace) -> int:
         topics=settings.topics,
         partition=partition,
         core=make_core(config, partition, args.core, environ=os.environ),
-        options=ShellOptions(
-            batch_max=args.batch_max, batch_timeout=args.batch_ms / 1000, progress_every=args.progress_every
-        ),
+        options=ShellOptions(batch_max=args.batch_max, batch_timeout=args.batch_ms / 1000, progress_every=args.progress_every),
     )
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -108,9 +106,7 @@ def _supervise(args: argparse.Namespace, partitions: int) -> int:
             passthrough += [f"--{flag.replace('_', '-')}", str(value)]
     passthrough += ["--seal-every", str(args.seal_every), "--batch-max", str(args.batch_max), "--batch-ms", str(args.batch_ms)]
     passthrough += ["--core", args.core]
-    children = [
-        subprocess.Popen([*base, "scheduler", "run", "--partition", str(p), *passthrough]) for p in range(partitions)
-    ]
+    children = [subprocess.Popen([*base, "scheduler", "run", "--partition", str(p), *passthrough]) for p in range(partitions)]
 
     def forward(signum: int, frame: FrameType | None) -> None:
         for child in children:

@@ -45,7 +45,7 @@ def canonical_vectors() -> dict[str, Any]:
         "empty_array": [],
         "sorted_keys": {"b": 1, "a": 2, "c": {"z": None, "y": True, "x": False}},
         "integers": [0, -1, 1, 9007199254740991, -9007199254740991],
-        "strings_escapes": ["\u0000\b\t\n\f\r\u001f", "quote\" backslash\\ slash/", "\u007f"],
+        "strings_escapes": ["\u0000\b\t\n\f\r\u001f", 'quote" backslash\\ slash/', "\u007f"],
         "non_ascii_values": {"k": "caf\u00e9 \u2028 \u4e2d \U0001f600"},
         "bmp_keys": {"\u00e9": 1, "e": 2, "\uffff": 3, "\u4e2d": 4},
         "supplementary_plane_keys": {"\U0001f600": 1, "\ue000": 2, "a": 3},
@@ -61,7 +61,15 @@ def canonical_vectors() -> dict[str, Any]:
     cases = []
     for name, value in ok_cases.items():
         data = canonical.canonical_json(value)
-        cases.append({"name": name, "input": value, "canonical_hex": data.hex(), "canonical_utf8": data.decode(), "sha256": canonical.sha256_digest(data)})
+        cases.append(
+            {
+                "name": name,
+                "input": value,
+                "canonical_hex": data.hex(),
+                "canonical_utf8": data.decode(),
+                "sha256": canonical.sha256_digest(data),
+            }
+        )
     refusals = []
     for name, bad in refused.items():
         try:
@@ -75,7 +83,9 @@ def canonical_vectors() -> dict[str, Any]:
 
 def digest_vectors() -> dict[str, Any]:
     return {
-        "content_hash": [{"bytes_hex": s.encode().hex(), "digest": canonical.content_hash(s.encode())} for s in ("", "alpha", "beta")],
+        "content_hash": [
+            {"bytes_hex": s.encode().hex(), "digest": canonical.content_hash(s.encode())} for s in ("", "alpha", "beta")
+        ],
         "artifact_hash": [
             {"artifact_hex": b'"report"'.hex(), "digest": canonical.artifact_hash(b'"report"')},
         ],
@@ -83,7 +93,10 @@ def digest_vectors() -> dict[str, Any]:
             {"members": [], "digest": canonical.evidence_set_hash([])},
             {"members": [H["alpha"]], "digest": canonical.evidence_set_hash([H["alpha"]])},
             {"members": [H["alpha"], H["beta"]], "digest": canonical.evidence_set_hash([H["alpha"], H["beta"]])},
-            {"members": [H["beta"], H["alpha"], H["beta"]], "digest": canonical.evidence_set_hash([H["beta"], H["alpha"], H["beta"]])},
+            {
+                "members": [H["beta"], H["alpha"], H["beta"]],
+                "digest": canonical.evidence_set_hash([H["beta"], H["alpha"], H["beta"]]),
+            },
         ],
         "malformed_digests": ["sha256:" + "A" * 64, "sha256:" + "0" * 63, "sha1:" + "0" * 40, "", "sha256:" + "g" * 64],
     }
@@ -144,7 +157,13 @@ def chain_vectors() -> dict[str, Any]:
     }
     audit_payload = codec.encode(codec.AUDIT_ENTRY, audit_entry)
     return {
-        "pae": [{"type": "bernstein/example/v1", "body_hex": b"hello".hex(), "pae_hex": canonical.pae("bernstein/example/v1", b"hello").hex()}],
+        "pae": [
+            {
+                "type": "bernstein/example/v1",
+                "body_hex": b"hello".hex(),
+                "pae_hex": canonical.pae("bernstein/example/v1", b"hello").hex(),
+            }
+        ],
         "journal": {
             "run_id": run_id,
             "genesis": genesis,
@@ -226,8 +245,12 @@ def modality_vectors() -> dict[str, Any]:
         "dataops_plan": {
             "input_hashes": [H["beta"], H["alpha"], H["beta"]],
             "steps": ["filter status == shipped", "sum amount_cents"],
-            "plan_document_canonical": canonical.canonical_json(canonical.plan_document([H["beta"], H["alpha"]], ["filter status == shipped", "sum amount_cents"])).decode(),
-            "plan_hash": canonical.plan_hash([H["beta"], H["alpha"], H["beta"]], ["filter status == shipped", "sum amount_cents"]),
+            "plan_document_canonical": canonical.canonical_json(
+                canonical.plan_document([H["beta"], H["alpha"]], ["filter status == shipped", "sum amount_cents"])
+            ).decode(),
+            "plan_hash": canonical.plan_hash(
+                [H["beta"], H["alpha"], H["beta"]], ["filter status == shipped", "sum amount_cents"]
+            ),
         },
         "computer_use": {
             "hmac_key_hex": HMAC_KEY.hex(),

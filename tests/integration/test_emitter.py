@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-import pytest
-
 from producers.activity import ActivityResult, observe
-from producers.emitter import Emitter, EmitError, EvidenceNotStored, PublishFailed
+from producers.emitter import EmitError, Emitter, EvidenceNotStored, PublishFailed
 from schemas import codec
 from schemas.canonical import evidence_set_hash
 from substrate.cas import DirBlobStore, S3BlobStore, S3Settings
@@ -17,7 +16,12 @@ from substrate.kafka import KafkaUnavailable
 
 def _read_all(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes]]:
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "test-reader", "enable.partition.eof": True, "isolation.level": "read_committed"}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "test-reader",
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+        }
     )
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     out: list[tuple[bytes | None, bytes]] = []
@@ -58,7 +62,7 @@ def test_blobs_are_in_the_store_before_the_event_exists(settings: Settings, s3_s
     with Emitter.from_settings(settings, producer_id="t", store=s3_store) as emitter:
         result = ActivityResult.build("coding", b"diff", [emitter.capture("file", "a.py", data)])
         emitter.publish(run_id="run-order", stage_id="coding-0", role="developer", result=result)
-    (_, value), = _read_all(settings.kafka_bootstrap, settings.topics.submissions)
+    ((_, value),) = _read_all(settings.kafka_bootstrap, settings.topics.submissions)
     sub = codec.decode(value).record
     assert s3_store.get(sub["observations"][0]["content_hash"]) == data
     assert s3_store.get(sub["artifact_hash"]) == b"diff"

@@ -19,7 +19,9 @@ def test_sigterm_stops_cleanly_after_committing(cli_env: dict[str, str], setting
     with Emitter.from_settings(settings, producer_id="t", store=s3_store) as emitter:  # type: ignore[arg-type]
         for i in range(3):
             page = emitter.capture("file", f"f{i}.py", f"print({i})\n".encode())
-            emitter.publish(run_id="run-term", stage_id=f"s{i}", role="developer", result=ActivityResult.build("coding", b"d%d" % i, [page]))
+            emitter.publish(
+                run_id="run-term", stage_id=f"s{i}", role="developer", result=ActivityResult.build("coding", b"d%d" % i, [page])
+            )
     process = subprocess.Popen(
         [sys.executable, "-m", "bernstein", "scheduler", "run", "--progress-every", "0.2"],
         cwd=REPO,

@@ -15,7 +15,9 @@ REPO = Path(__file__).resolve().parents[2]
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("BERNSTEIN_")}
     base.update(env or {})
-    return subprocess.run([sys.executable, "-m", "bernstein", *args], capture_output=True, text=True, cwd=REPO, env=base, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "bernstein", *args], capture_output=True, text=True, cwd=REPO, env=base, timeout=60
+    )
 
 
 @pytest.mark.parametrize(

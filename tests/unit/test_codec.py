@@ -73,14 +73,18 @@ def test_avro_vectors_reproduce() -> None:
 
 def test_decode_selects_the_schema_by_fingerprint() -> None:
     c = codec.default_codec()
-    value = c.encode(codec.RUN_CLOSE, {"submission_id": "s", "run_id": "r", "producer": {"id": "p", "sdk": "x"}, "occurred_at_ms": 5})
+    value = c.encode(
+        codec.RUN_CLOSE, {"submission_id": "s", "run_id": "r", "producer": {"id": "p", "sdk": "x"}, "occurred_at_ms": 5}
+    )
     decoded = c.decode(value)
     assert decoded.schema.name == codec.RUN_CLOSE
     assert value[:2] == b"\xc3\x01" and value[2:10] == decoded.schema.fingerprint
 
 
 def _sample() -> bytes:
-    return codec.encode(codec.RUN_CLOSE, {"submission_id": "s", "run_id": "run-1", "producer": {"id": "p", "sdk": "x"}, "occurred_at_ms": 5})
+    return codec.encode(
+        codec.RUN_CLOSE, {"submission_id": "s", "run_id": "run-1", "producer": {"id": "p", "sdk": "x"}, "occurred_at_ms": 5}
+    )
 
 
 @pytest.mark.parametrize(
@@ -185,9 +189,19 @@ def test_fast_readers_agree_with_full_decoding() -> None:
     value = c.encode(codec.JOURNAL_RECORD, {"payload": payload, "entry_hash": "sha256:" + "e" * 64})
     assert codec.split_envelope(value) == (codec.JOURNAL_RECORD, (payload, "sha256:" + "e" * 64))
     audit = {
-        "partition": 7, "seq": 123456, "prev_mac": "hmac-sha256:" + "0" * 64, "event": "activity.result", "run_id": "run-é",
-        "stage_id": "s", "kind": "coding", "terminal_state": "completed", "reason_code": "ok", "artifact_hash": "",
-        "evidence_set_hash": "", "record_hash": "sha256:" + "f" * 64, "journal_seq": -1,
+        "partition": 7,
+        "seq": 123456,
+        "prev_mac": "hmac-sha256:" + "0" * 64,
+        "event": "activity.result",
+        "run_id": "run-é",
+        "stage_id": "s",
+        "kind": "coding",
+        "terminal_state": "completed",
+        "reason_code": "ok",
+        "artifact_hash": "",
+        "evidence_set_hash": "",
+        "record_hash": "sha256:" + "f" * 64,
+        "journal_seq": -1,
         "input": {"topic": "t", "partition": 7, "offset": 5},
     }
     for name, record in ((codec.AUDIT_ENTRY, audit), (codec.AUDIT_ENTRY_V2, {**audit, "computer_use": None})):

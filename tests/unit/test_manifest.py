@@ -24,7 +24,10 @@ def test_shipped_manifest_declares_every_kind() -> None:
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
-        ('[[roles]]\nrole = "x"\nagent_kind = "poetry"\n', "agent_kind 'poetry' is not one of: browser, coding, data, ops, research"),
+        (
+            '[[roles]]\nrole = "x"\nagent_kind = "poetry"\n',
+            "agent_kind 'poetry' is not one of: browser, coding, data, ops, research",
+        ),
         ('[[roles]]\nrole = "x"\nmodel = "y"\n', "unknown keys ['model']"),
         ('[[roles]]\nrole = "x"\n[[roles]]\nrole = "x"\n', "declared twice"),
         ('[[roles]]\nagent_kind = "ops"\n', "role must be"),

@@ -102,7 +102,9 @@ class _ClaimChecker:
         summary = {"claims": len(self.report.claims), "citations": total, "citations_resolved": resolved}
         if first_reason:
             return ModalityVerdict(ok=False, reason=first_reason, details=tuple(lines), data=summary)
-        return ModalityVerdict(ok=True, notes=(f"{total} citation{'' if total == 1 else 's'} resolved",), details=tuple(lines), data=summary)
+        return ModalityVerdict(
+            ok=True, notes=(f"{total} citation{'' if total == 1 else 's'} resolved",), details=tuple(lines), data=summary
+        )
 
     def _claim(self, claim: ClaimRecord, seen: set[str]) -> tuple[int, str]:
         cid = claim.claim_id
