@@ -32,14 +32,15 @@ from typing import Any, Final, TextIO
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from consumers.core.model import InputRecord, SchedulerState
+from consumers.core.model import InputRecord, SchedulerState, Stream
 from consumers.core.native import SchedulerCoreLike
 from consumers.core.rebuild import rebuild_state
 from schemas.errors import BernsteinError
 from substrate.config import Topics
-from substrate.kafka import client_config
+from substrate.kafka import client_config, transactional_producer_config
 
 _TXN_TIMEOUT_S: Final = 30.0
+_JOURNAL, _REFUSALS, _DEADLETTER = Stream.JOURNAL, Stream.REFUSALS, Stream.DEADLETTER
 _REBUILD_POLL_S: Final = 0.05
 """consume() waits its whole timeout unless the batch fills, even after the end-of-partition event: keep it short."""
 _TXN_GRACE_S: Final = 5.0
@@ -160,12 +161,7 @@ class SchedulerShell:
         self._state: Any = None
         """The core's state: a SchedulerState (Python core) or a native handle."""
         self._last_progress = time.monotonic()
-        self._out_topic = {
-            "journal": topics.journal,
-            "refusals": topics.refusals,
-            "audit": topics.audit,
-            "deadletter": topics.deadletter,
-        }
+        self._topic_of = {stream: topics.by_stream(stream.value) for stream in Stream}
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -234,24 +230,7 @@ class SchedulerShell:
             self._producer = None
 
     def _new_producer(self) -> Any:
-        producer = Producer(
-            client_config(
-                self.bootstrap,
-                **{
-                    "transactional.id": self.transactional_id,
-                    "transaction.timeout.ms": 60000,
-                    "linger.ms": 5,
-                    "batch.num.messages": 10000,
-                    "message.max.bytes": 2097152,
-                    "queue.buffering.max.messages": 500000,
-                    # After a commit the coordinator is still writing markers and answers the next
-                    # transaction's first request with a retriable CONCURRENT_TRANSACTIONS; the default
-                    # 100 ms backoff then dominates every batch (measured: 53 ms per batch -> 4 ms).
-                    "retry.backoff.ms": 5,
-                    "retry.backoff.max.ms": 100,
-                },
-            )
-        )
+        producer = Producer(transactional_producer_config(self.bootstrap, self.transactional_id))
         if self._txn is None or self._txn.stuck:
             self._txn = _TxnCaller()
         self._retrying(lambda: producer.init_transactions(_TXN_TIMEOUT_S), "init_transactions")
@@ -326,9 +305,10 @@ class SchedulerShell:
         if not records:
             return 0
         producer = self._producer
+        produce = producer.produce
         state = self._state
         assert state is not None
-        out_topic = self._out_topic
+        topic_of = self._topic_of
         partition = self.partition
         counters = self.counters
         step = self.core.step
@@ -339,33 +319,44 @@ class SchedulerShell:
             for message in records:
                 ts_type, ts = message.timestamp()
                 record = InputRecord(
-                    topic=message.topic(),
-                    partition=partition,
-                    offset=message.offset(),
-                    timestamp_ms=ts if ts_type != 0 else 0,
-                    key=message.key(),
-                    value=message.value(),
+                    message.topic(), partition, message.offset(), ts if ts_type != 0 else 0, message.key(), message.value()
                 )
                 state, outputs = step(state, record)
                 for out in outputs:
-                    kind = out.stream.value
-                    self._produce(producer, out_topic[kind], out.key, out.value, out.headers, out.timestamp_ms)
-                    if kind == "journal":
+                    stream = out.stream
+                    try:
+                        produce(
+                            topic_of[stream],
+                            out.value,
+                            out.key,
+                            partition=partition,
+                            timestamp=out.timestamp_ms,
+                            headers=list(out.headers),
+                        )
+                    except BufferError:  # the local queue is full: wait for deliveries, then retry
+                        self._produce(producer, topic_of[stream], out.key, out.value, out.headers, out.timestamp_ms)
+                    if stream is _JOURNAL:
                         if out.headers[3][1] == b"bernstein.run.sealed":
                             seals += 1
                         else:
                             journalled += 1
-                    elif kind == "refusals":
+                    elif stream is _REFUSALS:
                         refused += 1
-                    elif kind == "deadletter":
+                    elif stream is _DEADLETTER:
                         dead_letters += 1
             last = records[-1].offset()
             offsets = [TopicPartition(self.input_topic, partition, last + 1)]
-            self._retrying(
-                lambda: producer.send_offsets_to_transaction(offsets, self._consumer.consumer_group_metadata(), _TXN_TIMEOUT_S),
-                "send_offsets_to_transaction",
-            )
-            self._retrying(lambda: producer.commit_transaction(_TXN_TIMEOUT_S), "commit_transaction")
+            metadata = self._consumer.consumer_group_metadata()
+
+            def finish() -> None:
+                # One hand-off to the watchdog thread per batch for both calls (each costs ~0.2 ms).
+                self._attempts(
+                    lambda: producer.send_offsets_to_transaction(offsets, metadata, _TXN_TIMEOUT_S), "send_offsets_to_transaction"
+                )
+                self._attempts(lambda: producer.commit_transaction(_TXN_TIMEOUT_S), "commit_transaction")
+
+            assert self._txn is not None
+            self._txn.call(finish, "send_offsets_to_transaction/commit_transaction", _TXN_TIMEOUT_S + _TXN_GRACE_S)
         except KafkaException as exc:
             error = exc.args[0] if exc.args else None
             if isinstance(error, KafkaError) and error.txn_requires_abort():
@@ -395,10 +386,16 @@ class SchedulerShell:
                 producer.poll(0.05)
 
     def _retrying(self, call: Callable[[], Any], what: str, attempts: int = 10) -> Any:
+        """``call`` with retries, each attempt on the watchdog thread under a deadline."""
         assert self._txn is not None
+        txn = self._txn
+        return self._attempts(lambda: txn.call(call, what, _TXN_TIMEOUT_S + _TXN_GRACE_S), what, attempts)
+
+    def _attempts(self, call: Callable[[], Any], what: str, attempts: int = 10) -> Any:
+        """``call``, retried while Kafka says the error is retriable."""
         for attempt in range(attempts):
             try:
-                return self._txn.call(call, what, _TXN_TIMEOUT_S + _TXN_GRACE_S)
+                return call()
             except KafkaException as exc:
                 error = exc.args[0] if exc.args else None
                 if isinstance(error, KafkaError) and error.retriable() and attempt + 1 < attempts:
