@@ -90,16 +90,47 @@ class _TxnCaller:
             done.set()
 
     def call(self, call: Callable[[], Any], what: str, deadline: float) -> Any:
-        box: list[tuple[bool, Any]] = []
-        done = threading.Event()
-        self._requests.put((call, box, done))
-        if not done.wait(deadline):
-            self.stuck = True
-            raise _TxnCallStuck(f"{what} did not return within {deadline:.0f}s (librdkafka ignored its timeout)")
-        ok, value = box[0]
+        return self.submit(call, what, deadline).result()
+
+    def submit(self, call: Callable[[], Any], what: str, deadline: float) -> _Pending:
+        """Start ``call`` on the worker thread; ``result()`` waits for it (at most ``deadline`` from now)."""
+        pending = _Pending(self, what, time.monotonic() + deadline, deadline)
+        self._requests.put((call, pending.box, pending.done))
+        return pending
+
+
+class _Pending:
+    """A transactional call running on the worker thread."""
+
+    def __init__(self, caller: _TxnCaller, what: str, due: float, deadline: float) -> None:
+        self.caller = caller
+        self.what = what
+        self.due = due
+        self.deadline = deadline
+        self.box: list[tuple[bool, Any]] = []
+        self.done = threading.Event()
+
+    def result(self) -> Any:
+        if not self.done.wait(max(self.due - time.monotonic(), 0.0)):
+            self.caller.stuck = True
+            raise _TxnCallStuck(f"{self.what} did not return within {self.deadline:.0f}s (librdkafka ignored its timeout)")
+        ok, value = self.box[0]
         if ok:
             return value
         raise value
+
+
+@dataclass
+class _Inflight:
+    """A batch whose transaction is committing while the next batch is being computed."""
+
+    pending: _Pending
+    records: int
+    last_offset: int
+    journalled: int
+    seals: int
+    refused: int
+    dead_letters: int
 
 
 @dataclass
@@ -157,6 +188,7 @@ class SchedulerShell:
         self._stop = False
         self._producer: Any = None
         self._txn: _TxnCaller | None = None
+        self._inflight: _Inflight | None = None
         self._consumer: Any = None
         self._state: Any = None
         """The core's state: a SchedulerState (Python core) or a native handle."""
@@ -193,6 +225,7 @@ class SchedulerShell:
                     break
                 if self.progress is not None and now - self._last_progress >= self.options.progress_every:
                     self._report()
+            self._settle_quietly()
         finally:
             self._close()
         if self.progress is not None:
@@ -269,6 +302,7 @@ class SchedulerShell:
         self._log(f"reading {self.input_topic}[{self.partition}] from {'the beginning' if offset < 0 else offset}")
 
     def _recover(self, *, abortable: bool) -> None:
+        self._inflight = None  # its transaction failed: the batch is redone from the committed offset
         self.counters.recoveries += 1
         if self.counters.recoveries > self.options.max_recoveries:
             raise SchedulerFailed(
@@ -290,6 +324,14 @@ class SchedulerShell:
     # -- the loop -----------------------------------------------------------------
 
     def _one_batch(self) -> int:
+        """Consume a batch and compute its outputs while the previous batch's transaction commits.
+
+        The step function is pure, so the next batch can be computed before the
+        previous commit is known; its outputs are produced only after that commit
+        succeeded, in a new transaction. If a commit fails, the recovery path
+        rebuilds the state from what Kafka committed and rewinds the input, so
+        the speculative work is simply discarded.
+        """
         messages = self._consumer.consume(self.options.batch_max, self.options.batch_timeout)
         records = []
         for message in messages:
@@ -303,25 +345,29 @@ class SchedulerShell:
                 continue
             records.append(message)
         if not records:
+            self._settle()
             return 0
-        producer = self._producer
-        produce = producer.produce
         state = self._state
         assert state is not None
-        topic_of = self._topic_of
         partition = self.partition
-        counters = self.counters
         step = self.core.step
+        planned = []
+        for message in records:
+            ts_type, ts = message.timestamp()
+            record = InputRecord(
+                message.topic(), partition, message.offset(), ts if ts_type != 0 else 0, message.key(), message.value()
+            )
+            state, outputs = step(state, record)
+            planned.append(outputs)
+        self._settle()
+        producer = self._producer
+        produce = producer.produce
+        topic_of = self._topic_of
         # tallied per batch and added to the counters only once the transaction committed
         journalled = seals = refused = dead_letters = 0
         try:
             producer.begin_transaction()
-            for message in records:
-                ts_type, ts = message.timestamp()
-                record = InputRecord(
-                    message.topic(), partition, message.offset(), ts if ts_type != 0 else 0, message.key(), message.value()
-                )
-                state, outputs = step(state, record)
+            for outputs in planned:
                 for out in outputs:
                     stream = out.stream
                     try:
@@ -344,36 +390,59 @@ class SchedulerShell:
                         refused += 1
                     elif stream is _DEADLETTER:
                         dead_letters += 1
-            last = records[-1].offset()
-            offsets = [TopicPartition(self.input_topic, partition, last + 1)]
-            metadata = self._consumer.consumer_group_metadata()
-
-            def finish() -> None:
-                # One hand-off to the watchdog thread per batch for both calls (each costs ~0.2 ms).
-                self._attempts(
-                    lambda: producer.send_offsets_to_transaction(offsets, metadata, _TXN_TIMEOUT_S), "send_offsets_to_transaction"
-                )
-                self._attempts(lambda: producer.commit_transaction(_TXN_TIMEOUT_S), "commit_transaction")
-
-            assert self._txn is not None
-            self._txn.call(finish, "send_offsets_to_transaction/commit_transaction", _TXN_TIMEOUT_S + _TXN_GRACE_S)
         except KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            if isinstance(error, KafkaError) and error.txn_requires_abort():
-                self._log(f"transaction must be aborted ({error}); replaying the batch")
-                raise _Abort() from exc
-            raise
+            self._raise_for(exc)
+        last = records[-1].offset()
+        offsets = [TopicPartition(self.input_topic, partition, last + 1)]
+        metadata = self._consumer.consumer_group_metadata()
+
+        def finish() -> None:
+            # Both calls in one hand-off to the watchdog thread; the main thread computes the next batch meanwhile.
+            self._attempts(
+                lambda: producer.send_offsets_to_transaction(offsets, metadata, _TXN_TIMEOUT_S), "send_offsets_to_transaction"
+            )
+            self._attempts(lambda: producer.commit_transaction(_TXN_TIMEOUT_S), "commit_transaction")
+
+        assert self._txn is not None
+        pending = self._txn.submit(finish, "send_offsets_to_transaction/commit_transaction", _TXN_TIMEOUT_S + _TXN_GRACE_S)
         self._state = state
-        counters.journalled += journalled
-        counters.seals += seals
-        counters.refused += refused
-        counters.dead_letters += dead_letters
-        counters.consumed += len(records)
+        self._inflight = _Inflight(pending, len(records), last, journalled, seals, refused, dead_letters)
+        return len(records)
+
+    def _settle(self) -> None:
+        """Wait for the in-flight transaction; count its work once it committed."""
+        inflight = self._inflight
+        if inflight is None:
+            return
+        self._inflight = None
+        try:
+            inflight.pending.result()
+        except KafkaException as exc:
+            self._raise_for(exc)
+        counters = self.counters
+        counters.journalled += inflight.journalled
+        counters.seals += inflight.seals
+        counters.refused += inflight.refused
+        counters.dead_letters += inflight.dead_letters
+        counters.consumed += inflight.records
         counters.transactions += 1
-        counters.last_offset = last
+        counters.last_offset = inflight.last_offset
         # The state was only committed with the transaction; keep the recovery budget for real trouble.
         counters.recoveries = 0
-        return len(records)
+
+    def _settle_quietly(self) -> None:
+        """On the way out: let the last transaction finish; if it cannot, the next instance redoes that batch."""
+        try:
+            self._settle()
+        except (_Abort, KafkaException) as exc:
+            self._log(f"the last transaction did not commit ({exc}); its input will be processed again on restart")
+
+    def _raise_for(self, exc: KafkaException) -> None:
+        error = exc.args[0] if exc.args else None
+        if isinstance(error, KafkaError) and error.txn_requires_abort():
+            self._log(f"transaction must be aborted ({error}); replaying the batch")
+            raise _Abort() from exc
+        raise exc
 
     def _produce(self, producer: Any, topic: str, key: bytes, value: bytes, headers: Any, timestamp: int) -> None:
         while True:
