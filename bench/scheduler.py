@@ -128,10 +128,10 @@ def _measure(run_loop: Any, count: int) -> dict[str, float]:
 class Passthrough:
     """The baseline: the same transactional loop, copying values without looking at them."""
 
-    def __init__(self, bootstrap: str, input_topic: str, output_topic: str) -> None:
+    def __init__(self, bootstrap: str, input_topic: str, output_topics: list[str]) -> None:
         self.bootstrap = bootstrap
         self.input_topic = input_topic
-        self.output_topic = output_topic
+        self.output_topics = output_topics
         self.counters = Counters()
 
     def run(self, until: Any) -> Counters:
@@ -156,19 +156,20 @@ class Passthrough:
                 continue
             producer.begin_transaction()
             for m in messages:
-                while True:
-                    try:
-                        producer.produce(
-                            self.output_topic,
-                            value=m.value(),
-                            key=m.key(),
-                            partition=0,
-                            timestamp=m.timestamp()[1],
-                            headers=m.headers(),
-                        )
-                        break
-                    except BufferError:
-                        producer.poll(0.05)
+                for topic in self.output_topics:
+                    while True:
+                        try:
+                            producer.produce(
+                                topic,
+                                value=m.value(),
+                                key=m.key(),
+                                partition=0,
+                                timestamp=m.timestamp()[1],
+                                headers=m.headers(),
+                            )
+                            break
+                        except BufferError:
+                            producer.poll(0.05)
             producer.send_offsets_to_transaction(
                 [TopicPartition(self.input_topic, 0, messages[-1].offset() + 1)], consumer.consumer_group_metadata(), 30
             )
@@ -180,15 +181,15 @@ class Passthrough:
 
 
 def child(phase: str, bootstrap: str, prefix: str, count: int, input_topic: str) -> None:
-    if phase == "passthrough":
-        out = f"{prefix}.passthrough"
+    if phase in ("passthrough", "passthrough2"):
+        outs = [f"{prefix}.passthrough"] + ([f"{prefix}.passthrough2"] if phase == "passthrough2" else [])
         from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
         admin = AdminClient(client_config(bootstrap))
-        futures = admin.create_topics([NewTopic(out, 1, 1)])
+        futures = admin.create_topics([NewTopic(out, 1, 1) for out in outs])
         for future in futures.values():
             future.result(30)
-        result = _measure(Passthrough(bootstrap, input_topic, out).run, count)
+        result = _measure(Passthrough(bootstrap, input_topic, outs).run, count)
     else:
         ensure_topics(bootstrap, Topics(prefix))
         shell = SchedulerShell(
@@ -334,7 +335,7 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=100_000)
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--latency-seconds", type=float, default=15.0)
-    parser.add_argument("--trials", type=int, default=3, help="alternating runs of each phase; medians are compared")
+    parser.add_argument("--trials", type=int, default=5, help="alternating runs of each phase; medians are compared")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--prefix", default=None, help=argparse.SUPPRESS)
@@ -389,7 +390,16 @@ def main() -> int:
         )
     base = _median(bases)
     sched = _median(scheds)
-    print(f"medians: passthrough {base['records_per_second']:.0f} rec/s, scheduler {sched['records_per_second']:.0f} rec/s", flush=True)
+    two = run_child("passthrough2", bootstrap, f"{prefix}q", args.count, topics.submissions)
+    print(
+        f"context: a passthrough writing two records per input (the scheduler's journal + audit shape): "
+        f"{two['records_per_second']:.0f} rec/s",
+        flush=True,
+    )
+    print(
+        f"medians: passthrough {base['records_per_second']:.0f} rec/s, scheduler {sched['records_per_second']:.0f} rec/s",
+        flush=True,
+    )
     lat = latency(bootstrap, args.rate, args.latency_seconds)
     print(
         f"latency at {lat['rate_achieved']:.0f}/s over {lat['count']:.0f} submissions: produce-to-journal "
