@@ -19,6 +19,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
+from substrate.text import plural
 from verifier.report import (
     AuditVerdict,
     ChainVerdict,
@@ -46,25 +47,21 @@ def header_lines(header: RunHeader) -> Iterator[str]:
         yield _audit_line(header.audit)
 
 
-def _plural(count: int, singular: str, plural: str | None = None) -> str:
-    return f"{count} {singular if count == 1 else (plural or singular + 's')}"
-
-
 def _more(problem: Problem, further: int) -> str:
-    return problem.message + (f" (+{further} further problem{'s' if further != 1 else ''})" if further else "")
+    return problem.message + (f" (+{plural(further, 'further problem')})" if further else "")
 
 
 def _chain_line(chain: ChainVerdict) -> str:
     if chain.problem is not None:
         return f"  MISMATCH chain -- {_more(chain.problem, chain.further_problems)}"
-    return f"  OK chain ({_plural(chain.entries, 'entry', 'entries')} on partition {chain.partition}, head {chain.head})"
+    return f"  OK chain ({plural(chain.entries, 'entry', 'entries')} on partition {chain.partition}, head {chain.head})"
 
 
 def _seal_line(seal: SealVerdict) -> str:
     if seal.problem is not None:
         return f"  MISMATCH seal -- {_more(seal.problem, seal.further_problems)}"
     keys = ", ".join(seal.key_ids)
-    return f"  OK seal (final seal covers {_plural(seal.covered, 'entry', 'entries')}, {_plural(seal.seals, 'seal')} signed by pinned key {keys})"
+    return f"  OK seal (final seal covers {plural(seal.covered, 'entry', 'entries')}, {plural(seal.seals, 'seal')} signed by pinned key {keys})"
 
 
 def _audit_line(audit: AuditVerdict) -> str:
@@ -72,9 +69,9 @@ def _audit_line(audit: AuditVerdict) -> str:
         return f"  MISMATCH audit -- {_more(audit.problem, audit.further_problems)}"
     macs = f"MACs verified with pinned key {', '.join(audit.key_ids)}" if audit.macs_verified else ""
     detail = "; ".join(part for part in (macs, audit.note) if part)
-    refusals = f", {_plural(audit.refusals, 'refusal')}" if audit.refusals else ""
+    refusals = f", {plural(audit.refusals, 'refusal')}" if audit.refusals else ""
     return (
-        f"  OK audit ({_plural(audit.records, 'record')} on the partition, {detail}; "
+        f"  OK audit ({plural(audit.records, 'record')} on the partition, {detail}; "
         f"{audit.run_records} of this run agree with the journal{refusals})"
     )
 
@@ -113,7 +110,7 @@ def render_text(header: RunHeader, stages: Iterable[StageVerdict], out: TextIO) 
             + sum(1 for v in (header.chain, header.seal, header.audit) if v is not None and not v.ok)
             + len(header.dump_problems)
         )
-        out.write(f"mismatch -- {problems} check{'s' if problems != 1 else ''} failed; the run does not reconstruct.\n")
+        out.write(f"mismatch -- {plural(problems, 'check')} failed; the run does not reconstruct.\n")
     return code
 
 

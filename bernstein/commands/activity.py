@@ -6,7 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from bernstein.commands.common import UsageError, add_keys_flag, add_prefix_flag, settings_from, store_from, trusted_from
+from bernstein.commands.common import (
+    UsageError,
+    add_keys_flag,
+    add_prefix_flag,
+    settings_from,
+    show_usage,
+    store_from,
+    trusted_from,
+)
 from substrate.cas import BlobStore, DirBlobStore
 from substrate.kafka import require_bootstrap
 from verifier.render import render_json, render_text
@@ -37,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_prefix_flag(verify)
     add_keys_flag(verify)
     verify.set_defaults(func=_verify)
-    activity.set_defaults(func=lambda args: (activity.print_help(sys.stderr), 3)[1])
+    activity.set_defaults(func=show_usage(activity))
 
 
 def _source(args: argparse.Namespace) -> tuple[RecordSource, Path | None]:

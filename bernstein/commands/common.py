@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from schemas.errors import BernsteinError
@@ -71,3 +73,35 @@ def trusted_from(path: Path | None, keys_dir: Path | None = None) -> TrustedKeys
         raise UsageError(
             f"no keys to trust: pass --trusted-keys FILE (write one with `bernstein keys trust`) ({exc.message})"
         ) from exc
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0, with a message that names the value."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type: a number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return value
+
+
+def show_usage(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
+    """Handler for a command group run without a subcommand: its help on stderr, exit 3."""
+
+    def handler(_args: argparse.Namespace) -> int:
+        parser.print_help(sys.stderr)
+        return 3
+
+    return handler

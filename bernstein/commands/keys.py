@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-from bernstein.commands.common import add_keys_flag
+from bernstein.commands.common import add_keys_flag, show_usage
 from substrate.keys import TrustedKeys, default_keys_dir, init_keys, load_keys
 
 
@@ -34,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="leave the HMAC audit key out (then verifiers cannot check audit MACs)",
     )
     trust.set_defaults(func=_trust)
-    keys.set_defaults(func=lambda args: (keys.print_help(sys.stderr), 3)[1])
+    keys.set_defaults(func=show_usage(keys))
 
 
 def _init(args: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from bernstein.commands.common import UsageError, add_keys_flag, add_prefix_flag, keys_from, settings_from
+from bernstein.commands.common import UsageError, add_keys_flag, add_prefix_flag, keys_from, settings_from, show_usage
 from consumers.core.model import SchedulerConfig
 from consumers.core.native import make_core
 from consumers.manifest import load_roles
@@ -49,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "(default auto; $BERNSTEIN_CORE overrides)",
     )
     run.set_defaults(func=_run)
-    scheduler.set_defaults(func=lambda args: (scheduler.print_help(sys.stderr), 3)[1])
+    scheduler.set_defaults(func=show_usage(scheduler))
 
 
 def scheduler_config(keys: InstallKeys, roles_path: Path, seal_every: int) -> SchedulerConfig:

@@ -31,6 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from bernstein.commands.common import non_negative_int, positive_seconds, show_usage
 from producers.activity import ActivityRejected
 from producers.computer_use.agents import ScriptedAgent, load_flow
 from producers.computer_use.boundary import DriverFactory
@@ -67,14 +68,22 @@ def register(subparsers: Any) -> None:
     run.add_argument("--adapter", default="playwright", help="computer-use adapter (default: playwright)")
     run.add_argument("--keys-dir", type=Path, default=None, help="install key directory (default: $BERNSTEIN_KEYS_DIR)")
     run.add_argument("--worktree", type=Path, default=Path.cwd(), help="worktree for profiles and the byte ledger (default: .)")
-    run.add_argument("--timeout", type=_seconds, default=None, metavar="S", help="session timeout in seconds (default: none)")
-    run.add_argument("--action-timeout", type=_seconds, default=5.0, metavar="S", help="per-action driver timeout (default: 5)")
     run.add_argument(
-        "--byte-cap", type=_count, default=DEFAULT_RUN_BYTE_CAP, metavar="N", help="screenshot bytes per run (default: 64 MiB)"
+        "--timeout", type=positive_seconds, default=None, metavar="S", help="session timeout in seconds (default: none)"
+    )
+    run.add_argument(
+        "--action-timeout", type=positive_seconds, default=5.0, metavar="S", help="per-action driver timeout (default: 5)"
+    )
+    run.add_argument(
+        "--byte-cap",
+        type=non_negative_int,
+        default=DEFAULT_RUN_BYTE_CAP,
+        metavar="N",
+        help="screenshot bytes per run (default: 64 MiB)",
     )
     run.add_argument(
         "--max-actions",
-        type=_count,
+        type=non_negative_int,
         default=DEFAULT_MAX_ACTIONS,
         metavar="N",
         help=f"action budget (default: {DEFAULT_MAX_ACTIONS})",
@@ -98,32 +107,7 @@ def register(subparsers: Any) -> None:
     replay.add_argument("--prefix", default=None, help="topic prefix (default: $BERNSTEIN_TOPIC_PREFIX or 'bernstein')")
     replay.add_argument("--json", action="store_true", help="print the result as JSON")
     replay.set_defaults(func=_replay)
-    browser.set_defaults(func=lambda _args: _usage(browser))
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help(sys.stderr)
-    return EXIT_REFUSED
+    browser.set_defaults(func=show_usage(browser))
 
 
 def default_producer_id() -> str:

@@ -37,6 +37,7 @@ from schemas.errors import BernsteinError
 from schemas.records import is_valid_id
 from substrate.cas import BlobStore, DirBlobStore
 from substrate.keys import default_keys_dir, load_keys
+from substrate.text import plural
 
 EXIT_OK: Final = 0
 EXIT_REFUSED: Final = 3
@@ -151,20 +152,16 @@ def _summary(
         inputs = sum(1 for o in result.observations if o.kind == "input")
         return [
             f"{where} refused: {code} -- {message}",
-            f"  refusal  {result.artifact_hash} ({_count(inputs, 'input')} recorded)",
+            f"  refusal  {result.artifact_hash} ({plural(inputs, 'input')} recorded)",
         ]
     receipt = outcome.receipt
-    lines = [f"{where} completed: {_count(len(receipt.inputs), 'input')}, {_count(len(receipt.outputs), 'output')} signed"]
+    lines = [f"{where} completed: {plural(len(receipt.inputs), 'input')}, {plural(len(receipt.outputs), 'output')} signed"]
     lines += [f"  input    {item.ref} {item.content_hash}" for item in receipt.inputs]
-    lines.append(f"  plan     {receipt.plan.plan_hash} ({_count(len(receipt.plan.steps), 'step')})")
+    lines.append(f"  plan     {receipt.plan.plan_hash} ({plural(len(receipt.plan.steps), 'step')})")
     lines += [f"  output   {item.ref} {item.content_hash} -> {outcome.output_path}" for item in receipt.outputs]
     lines += [f"  change   {c.key}: {c.before if c.before is not None else '(new)'} -> {c.after}" for c in outcome.changes]
     lines.append(f"  receipt  {result.artifact_hash} signed by {receipt.signer_key_id}")
     return lines
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _load_steps(args: argparse.Namespace, kind: str) -> list[str]:

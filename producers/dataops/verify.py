@@ -43,6 +43,7 @@ from schemas.canonical import is_digest, sha256_digest
 from schemas.errors import MalformedDigest
 from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError
 from substrate.keys import TrustedKeys, verify_signature
+from substrate.text import plural
 
 # Stable failure codes (appended to, never renamed).
 RECEIPT_MALFORMED: Final = "RECEIPT_MALFORMED"
@@ -454,12 +455,8 @@ def _first_difference(role: str, items: Sequence[SignedArtifact], journalled: Se
                 f"receipt {item.ref!r} {item.content_hash}, journal {ref!r} {content_hash}"
             )
     if len(items) != len(journalled):
-        return f"receipt lists {_count(len(items), role)}, the journal entry observed {len(journalled)}"
+        return f"receipt lists {plural(len(items), role)}, the journal entry observed {len(journalled)}"
     return ""
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _check_store(receipt: DataOpsReceipt, cas: BlobStore) -> list[ReceiptFailure]:

@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from bernstein.commands.common import non_negative_int, show_usage
 from producers.activity import ActivityRejected, ActivityResult
 from producers.research.budget import ResearchBudget
 from producers.research.errors import ResearchAborted, ResearchBudgetExceeded
@@ -29,6 +30,7 @@ from producers.research.fetch import DEFAULT_TIMEOUT, FetchFn, make_fetch
 from producers.research.synthesis import load_synthesiser
 from producers.research.worker import ResearchWorker
 from substrate.cas import BlobStore
+from substrate.text import plural
 
 EXIT_OK = 0
 EXIT_REFUSED = 3
@@ -51,10 +53,12 @@ def register(subparsers: Any) -> None:
     run.add_argument("--run", dest="run_id", required=True, metavar="RUN", help="run id to publish into")
     run.add_argument("--stage", dest="stage_id", required=True, metavar="STAGE", help="stage id of this activity")
     run.add_argument("--role", default="scout", help="role publishing the activity (default: scout)")
-    run.add_argument("--max-fetches", type=_count, default=8, metavar="N", help="fetch cap (default: 8)")
-    run.add_argument("--max-cost", type=_count, default=None, metavar="N", help="cost-unit cap (default: none)")
-    run.add_argument("--cost-per-fetch", type=_count, default=1, metavar="N", help="cost units per fetch (default: 1)")
-    run.add_argument("--max-bytes", type=_count, default=None, metavar="N", help="cap on total fetched bytes (default: none)")
+    run.add_argument("--max-fetches", type=non_negative_int, default=8, metavar="N", help="fetch cap (default: 8)")
+    run.add_argument("--max-cost", type=non_negative_int, default=None, metavar="N", help="cost-unit cap (default: none)")
+    run.add_argument("--cost-per-fetch", type=non_negative_int, default=1, metavar="N", help="cost units per fetch (default: 1)")
+    run.add_argument(
+        "--max-bytes", type=non_negative_int, default=None, metavar="N", help="cap on total fetched bytes (default: none)"
+    )
     run.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", help="per-operation network timeout")
     run.add_argument("--allow-private", action="store_true", help="allow sources on private / loopback addresses")
     run.add_argument(
@@ -63,22 +67,7 @@ def register(subparsers: Any) -> None:
     run.add_argument("--producer-id", default=None, help="producer identity (default: research@<hostname>)")
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
     run.set_defaults(func=_handle)
-    research.set_defaults(func=lambda _args: _usage(research))
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
-    return value
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help(sys.stderr)
-    return EXIT_REFUSED
+    research.set_defaults(func=show_usage(research))
 
 
 def _handle(args: argparse.Namespace) -> int:
@@ -161,12 +150,8 @@ def _print(summary: dict[str, Any], out: TextIO, *, json_output: bool, headline:
         return
     print(f"{headline}: run={summary['run_id']} stage={summary['stage_id']} [{summary['kind']}]", file=out)
     print(f"  artifact {summary['artifact_hash']}", file=out)
-    counts = f"  {_plural(summary['claims'], 'claim')}"
+    counts = f"  {plural(summary['claims'], 'claim')}"
     if "citations" in summary:
-        counts += f", {_plural(summary['citations'], 'citation')}"
-    print(f"{counts}, {_plural(summary['sources'], 'source')} fetched", file=out)
+        counts += f", {plural(summary['citations'], 'citation')}"
+    print(f"{counts}, {plural(summary['sources'], 'source')} fetched", file=out)
     print(f"  landed at {summary['landed']}", file=out)
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"

@@ -11,6 +11,7 @@ from typing import Any
 
 from producers.dataops.receipt import RECEIPT_FORMAT, REFUSAL_FORMAT
 from producers.dataops.verify import DataOpsVerdict, verify_artifact
+from substrate.text import plural
 from verifier.checks import register
 from verifier.checks.base import CheckContext, DetailLine, ModalityVerdict
 
@@ -45,13 +46,13 @@ def to_modality_verdict(verdict: DataOpsVerdict) -> ModalityVerdict:
         details = tuple(DetailLine(f"{label} FAIL {f.check} -- {f.reason}", False, f.to_json()) for f in verdict.failures)
         return ModalityVerdict(ok=False, reason=verdict.reason, details=details, data=data)
     if verdict.format == REFUSAL_FORMAT:
-        line = f"refusal OK {verdict.refusal_code} ({_count(verdict.inputs, 'input')} recorded)"
+        line = f"refusal OK {verdict.refusal_code} ({plural(verdict.inputs, 'input')} recorded)"
         facts = {"code": verdict.refusal_code, "inputs": verdict.inputs, "plan_hash": verdict.plan_hash}
         return ModalityVerdict(ok=True, notes=(what,), details=(DetailLine(line, True, facts),), data=data)
     if verdict.format != RECEIPT_FORMAT:
         # A failed/timed-out stage without a receipt: nothing signed to check.
         return ModalityVerdict(ok=True, notes=("no receipt (not completed)",), data=data)
-    line = f"receipt OK plan {verdict.plan_hash} ({_count(verdict.inputs, 'input')}, {_count(verdict.outputs, 'output')} signed)"
+    line = f"receipt OK plan {verdict.plan_hash} ({plural(verdict.inputs, 'input')}, {plural(verdict.outputs, 'output')} signed)"
     notes = (what,) if verdict.evidence_reattached else (what, "inputs/outputs not reattached")
     facts = {
         "plan_hash": verdict.plan_hash,
@@ -60,10 +61,6 @@ def to_modality_verdict(verdict: DataOpsVerdict) -> ModalityVerdict:
         "signer_key_id": verdict.signer_key_id,
     }
     return ModalityVerdict(ok=True, notes=notes, details=(DetailLine(line, True, facts),), data=data)
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 register("data", check_dataops)

@@ -42,6 +42,7 @@ from producers.research.report import (
 from schemas.canonical import sha256_digest
 from schemas.records import TerminalState
 from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError
+from substrate.text import plural
 from verifier.checks import register
 from verifier.checks.base import CheckContext, DetailLine, ModalityVerdict
 
@@ -102,9 +103,7 @@ class _ClaimChecker:
         summary = {"claims": len(self.report.claims), "citations": total, "citations_resolved": resolved}
         if first_reason:
             return ModalityVerdict(ok=False, reason=first_reason, details=tuple(lines), data=summary)
-        return ModalityVerdict(
-            ok=True, notes=(f"{total} citation{'' if total == 1 else 's'} resolved",), details=tuple(lines), data=summary
-        )
+        return ModalityVerdict(ok=True, notes=(f"{plural(total, 'citation')} resolved",), details=tuple(lines), data=summary)
 
     def _claim(self, claim: ClaimRecord, seen: set[str]) -> tuple[int, str]:
         cid = claim.claim_id
