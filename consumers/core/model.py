@@ -124,3 +124,10 @@ class SchedulerState:
 
     def run(self, run_id: str) -> RunState | None:
         return self.runs.get(run_id)
+
+    def run_for(self, run_id: str) -> RunState:
+        """The run's state, created (at its genesis) on first use."""
+        run = self.runs.get(run_id)
+        if run is None:
+            run = self.runs[run_id] = RunState.new(run_id)
+        return run

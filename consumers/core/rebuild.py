@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from consumers.core.model import RunState, SchedulerConfig, SchedulerState, SessionState
+from consumers.core.model import SchedulerConfig, SchedulerState, SessionState
 from consumers.core.step import initial_state
 from schemas import codec
 from schemas.canonical import audit_mac, computer_use_genesis, journal_entry_hash, macs_equal
@@ -71,10 +71,7 @@ def _apply_entry(state: SchedulerState, c: codec.Codec, envelope: dict[str, obje
     assert isinstance(payload, bytes)
     entry = c.decode(payload, expect=_ENTRY_SCHEMAS).record
     run_id = entry["run_id"]
-    run = state.runs.get(run_id)
-    if run is None:
-        run = RunState.new(run_id)
-        state.runs[run_id] = run
+    run = state.run_for(run_id)
     if entry["seq"] != run.entry_count or entry["prev_hash"] != run.head:
         raise StateCorrupted(
             f"journal of run {run_id!r} does not chain at seq {entry['seq']} (expected seq {run.entry_count} after {run.head})"
@@ -108,10 +105,7 @@ def _apply_seal(state: SchedulerState, c: codec.Codec, envelope: dict[str, objec
     assert isinstance(payload, bytes)
     seal = c.decode(payload, expect=frozenset({codec.RUN_SEAL})).record
     run_id = seal["run_id"]
-    run = state.runs.get(run_id)
-    if run is None:
-        run = RunState.new(run_id)
-        state.runs[run_id] = run
+    run = state.run_for(run_id)
     run.sealed_count = seal["entry_count"]
     if seal["final"]:
         run.closed = True

@@ -136,10 +136,7 @@ class SchedulerCore:
             self._refuse(state, record, sub, refusal, emit)
             return
         run_id: str = sub["run_id"]
-        run = state.runs.get(run_id)
-        if run is None:
-            run = RunState.new(run_id)
-            state.runs[run_id] = run
+        run = state.run_for(run_id)
         seq = run.entry_count
         entry = {
             "run_id": run_id,
@@ -197,24 +194,13 @@ class SchedulerCore:
 
     def _validate(self, state: SchedulerState, sub: dict[str, Any]) -> _Refusal | None:
         run_id, stage_id, role, kind = sub["run_id"], sub["stage_id"], sub["role"], sub["kind"]
-        if not is_valid_id(run_id):
-            return _Refusal(
-                RefusalCode.INVALID_RUN_ID,
-                "run_id must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -",
-                "run_id",
-                _clip(run_id),
-            )
-        if not is_valid_id(stage_id):
-            return _Refusal(
-                RefusalCode.INVALID_STAGE_ID,
-                "stage_id must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -",
-                "stage_id",
-                _clip(stage_id),
-            )
-        if not is_valid_id(role):
-            return _Refusal(
-                RefusalCode.INVALID_ROLE, "role must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -", "role", _clip(role)
-            )
+        for code, field, value in (
+            (RefusalCode.INVALID_RUN_ID, "run_id", run_id),
+            (RefusalCode.INVALID_STAGE_ID, "stage_id", stage_id),
+            (RefusalCode.INVALID_ROLE, "role", role),
+        ):
+            if not is_valid_id(value):
+                return _invalid_id(code, field, value)
         if kind not in KINDS:
             return _Refusal(
                 RefusalCode.UNKNOWN_KIND,
@@ -409,10 +395,7 @@ class SchedulerCore:
             return
         run_id: str = act["run_id"]
         session_id: str = act["session_id"]
-        run = state.runs.get(run_id)
-        if run is None:
-            run = RunState.new(run_id)
-            state.runs[run_id] = run
+        run = state.run_for(run_id)
         session = run.sessions.get(session_id)
         if session is None:
             session = SessionState(0, computer_use_genesis(run_id, session_id))
@@ -487,19 +470,9 @@ class SchedulerCore:
     def _validate_action(self, state: SchedulerState, act: dict[str, Any]) -> _Refusal | None:
         run_id, session_id = act["run_id"], act["session_id"]
         if not is_valid_id(run_id):
-            return _Refusal(
-                RefusalCode.INVALID_RUN_ID,
-                "run_id must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -",
-                "run_id",
-                _clip(run_id),
-            )
+            return _invalid_id(RefusalCode.INVALID_RUN_ID, "run_id", run_id)
         if not is_valid_id(session_id):
-            return _Refusal(
-                RefusalCode.INVALID_SESSION_ID,
-                "session_id must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -",
-                "session_id",
-                _clip(session_id),
-            )
+            return _invalid_id(RefusalCode.INVALID_SESSION_ID, "session_id", session_id)
         action = act["action"]
         if action["kind"] not in ACTION_KINDS:
             return _Refusal(
@@ -615,23 +588,14 @@ class SchedulerCore:
     def _run_close(self, state: SchedulerState, record: InputRecord, close: dict[str, Any], emit: _Emitter) -> None:
         run_id = close["run_id"]
         if not is_valid_id(run_id):
-            refusal = _Refusal(
-                RefusalCode.INVALID_RUN_ID,
-                "run_id must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -",
-                "run_id",
-                _clip(run_id),
-            )
-            self._refuse(state, record, close, refusal, emit)
+            self._refuse(state, record, close, _invalid_id(RefusalCode.INVALID_RUN_ID, "run_id", run_id), emit)
             return
         run = state.runs.get(run_id)
         if run is not None and run.closed:
             refusal = _Refusal(RefusalCode.RUN_CLOSED, f"run {run_id!r} is already closed and sealed", "run_id", run_id)
             self._refuse(state, record, close, refusal, emit)
             return
-        if run is None:
-            run = RunState.new(run_id)
-            state.runs[run_id] = run
-        self._seal(state, record, emit, run_id, run, final=True)
+        self._seal(state, record, emit, run_id, state.run_for(run_id), final=True)
 
     def _seal(
         self, state: SchedulerState, record: InputRecord, emit: _Emitter, run_id: str, run: RunState, *, final: bool
@@ -784,6 +748,10 @@ def _clip(value: object, limit: int = _MAX_EVIDENCE_CHARS) -> str:
 
 def _digest_or_empty(value: object) -> str:
     return value if isinstance(value, str) and is_digest(value) else ""
+
+
+def _invalid_id(code: RefusalCode, field: str, value: object) -> _Refusal:
+    return _Refusal(code, f"{field} must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -", field, _clip(value))
 
 
 def _malformed_digest(field: str, value: object) -> _Refusal:
