@@ -28,12 +28,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, TextIO
+from typing import Any, Final, NoReturn, TextIO
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from consumers.core.model import InputRecord, SchedulerState, Stream
-from consumers.core.native import SchedulerCoreLike
+from consumers.core.model import InputRecord, OutputRecord, SchedulerState, Stream
+from consumers.core.native import NativeSchedulerCore, SchedulerCoreLike
 from consumers.core.rebuild import rebuild_state
 from schemas.errors import BernsteinError
 from substrate.config import Topics
@@ -194,6 +194,9 @@ class SchedulerShell:
         """The core's state: a SchedulerState (Python core) or a native handle."""
         self._last_progress = time.monotonic()
         self._topic_of = {stream: topics.by_stream(stream.value) for stream in Stream}
+        self._topics = tuple(self._topic_of[stream] for stream in (_JOURNAL, _REFUSALS, Stream.AUDIT, _DEADLETTER))
+        self._native = core if isinstance(core, NativeSchedulerCore) else None
+        """The native core's batch path (``plan`` / ``produce_planned``): no Python object per output."""
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -333,63 +336,28 @@ class SchedulerShell:
         the speculative work is simply discarded.
         """
         messages = self._consumer.consume(self.options.batch_max, self.options.batch_timeout)
-        records = []
-        for message in messages:
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    continue
-                if error.fatal():
-                    raise KafkaException(error)
-                self._log(f"consumer error (will retry): {error}")
-                continue
-            records.append(message)
+        native = self._native
+        records = messages if native is not None and native.messages_ok(messages) else self._usable(messages)
         if not records:
             self._settle()
             return 0
         state = self._state
         assert state is not None
         partition = self.partition
-        step = self.core.step
-        planned = []
-        for message in records:
-            ts_type, ts = message.timestamp()
-            record = InputRecord(
-                message.topic(), partition, message.offset(), ts if ts_type != 0 else 0, message.key(), message.value()
-            )
-            state, outputs = step(state, record)
-            planned.append(outputs)
+        # The outputs: the native core keeps them inside the extension (no Python object per output).
+        planned: list[list[OutputRecord]] = []
+        if native is not None:
+            state = native.plan(state, records, partition)
+        else:
+            state, planned = self._step_all(state, records)
         self._settle()
         producer = self._producer
-        produce = producer.produce
-        topic_of = self._topic_of
-        # tallied per batch and added to the counters only once the transaction committed
-        journalled = seals = refused = dead_letters = 0
         try:
             producer.begin_transaction()
-            for outputs in planned:
-                for out in outputs:
-                    stream = out.stream
-                    try:
-                        produce(
-                            topic_of[stream],
-                            out.value,
-                            out.key,
-                            partition=partition,
-                            timestamp=out.timestamp_ms,
-                            headers=list(out.headers),
-                        )
-                    except BufferError:  # the local queue is full: wait for deliveries, then retry
-                        self._produce(producer, topic_of[stream], out.key, out.value, out.headers, out.timestamp_ms)
-                    if stream is _JOURNAL:
-                        if out.headers[3][1] == b"bernstein.run.sealed":
-                            seals += 1
-                        else:
-                            journalled += 1
-                    elif stream is _REFUSALS:
-                        refused += 1
-                    elif stream is _DEADLETTER:
-                        dead_letters += 1
+            if native is not None:
+                tallies = native.produce_planned(producer, self._topics, partition)
+            else:
+                tallies = self._produce_all(producer, planned)
         except KafkaException as exc:
             self._raise_for(exc)
         last = records[-1].offset()
@@ -406,8 +374,71 @@ class SchedulerShell:
         assert self._txn is not None
         pending = self._txn.submit(finish, "send_offsets_to_transaction/commit_transaction", _TXN_TIMEOUT_S + _TXN_GRACE_S)
         self._state = state
-        self._inflight = _Inflight(pending, len(records), last, journalled, seals, refused, dead_letters)
+        self._inflight = _Inflight(pending, len(records), last, *tallies)
         return len(records)
+
+    def _usable(self, messages: list[Any]) -> list[Any]:
+        """The messages without an error; raises for a fatal consumer error, logs the others."""
+        records = []
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    continue
+                if error.fatal():
+                    raise KafkaException(error)
+                self._log(f"consumer error (will retry): {error}")
+                continue
+            records.append(message)
+        return records
+
+    def _step_all(self, state: Any, records: list[Any]) -> tuple[Any, list[list[OutputRecord]]]:
+        """Any core: the outputs of every record, in order."""
+        partition = self.partition
+        step = self.core.step
+        planned = []
+        for message in records:
+            ts_type, ts = message.timestamp()
+            record = InputRecord(
+                message.topic(), partition, message.offset(), ts if ts_type != 0 else 0, message.key(), message.value()
+            )
+            state, outputs = step(state, record)
+            planned.append(outputs)
+        return state, planned
+
+    def _produce_all(self, producer: Any, planned: list[list[OutputRecord]]) -> tuple[int, int, int, int]:
+        """Produce every output (``NativeSchedulerCore.produce_planned`` does the same for its plan).
+
+        Returns (journalled, seals, refused, dead_letters), added to the counters once the transaction committed.
+        """
+        partition = self.partition
+        produce = producer.produce
+        topic_of = self._topic_of
+        journalled = seals = refused = dead_letters = 0
+        for outputs in planned:
+            for out in outputs:
+                stream = out.stream
+                try:
+                    produce(
+                        topic_of[stream],
+                        out.value,
+                        out.key,
+                        partition=partition,
+                        timestamp=out.timestamp_ms,
+                        headers=list(out.headers),
+                    )
+                except BufferError:  # the local queue is full: wait for deliveries, then retry
+                    self._produce(producer, topic_of[stream], out.key, out.value, out.headers, out.timestamp_ms)
+                if stream is _JOURNAL:
+                    if out.headers[3][1] == b"bernstein.run.sealed":
+                        seals += 1
+                    else:
+                        journalled += 1
+                elif stream is _REFUSALS:
+                    refused += 1
+                elif stream is _DEADLETTER:
+                    dead_letters += 1
+        return journalled, seals, refused, dead_letters
 
     def _settle(self) -> None:
         """Wait for the in-flight transaction; count its work once it committed."""
@@ -437,7 +468,7 @@ class SchedulerShell:
         except (_Abort, KafkaException) as exc:
             self._log(f"the last transaction did not commit ({exc}); its input will be processed again on restart")
 
-    def _raise_for(self, exc: KafkaException) -> None:
+    def _raise_for(self, exc: KafkaException) -> NoReturn:
         error = exc.args[0] if exc.args else None
         if isinstance(error, KafkaError) and error.txn_requires_abort():
             self._log(f"transaction must be aborted ({error}); replaying the batch")

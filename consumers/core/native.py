@@ -248,6 +248,63 @@ class NativeSchedulerCore:
             raise
         return self._advance(), results
 
+    # -- the shell's batch path -------------------------------------------------------
+
+    @staticmethod
+    def messages_ok(messages: list[Any]) -> bool:
+        """True when no message of a consumer batch has an error (``m.error() is None`` for each)."""
+        assert _native is not None
+        return bool(_native.messages_ok(messages))
+
+    def plan(self, state: SchedulerState | NativeState, messages: list[Any], partition: int) -> NativeState:
+        """``step`` over a consumer batch, keeping the outputs inside the core for ``produce_planned``.
+
+        ``messages``: ``confluent_kafka.Message`` objects without an error, read
+        from input partition ``partition``; each becomes the shell's
+        ``InputRecord(m.topic(), partition, m.offset(), ts if ts_type != 0 else 0, m.key(), m.value())``.
+        The records the extension hands back go through the reference, in order.
+        Returns the new state; a plan replaces the previous one.
+        """
+        current = self._current
+        if current is None or state is not current:
+            self._adopt(state)
+        native = self._native
+        try:
+            native.plan_clear()
+            count = len(messages)
+            index = native.plan_messages(messages, partition, 0)
+            while index < count:
+                message = messages[index]
+                ts_type, ts = message.timestamp()
+                record = InputRecord(
+                    message.topic(), partition, message.offset(), ts if ts_type != 0 else 0, message.key(), message.value()
+                )
+                native.plan_outputs(self._python_step(record))
+                index = native.plan_messages(messages, partition, index + 1)
+        except BaseException:
+            self._current = None  # the state may have moved on: only a reload is safe now
+            native.plan_clear()
+            raise
+        return self._advance()
+
+    def produce_planned(self, producer: Any, topics: Sequence[str], partition: int) -> tuple[int, int, int, int]:
+        """Produce the planned outputs, in order, as the shell's loop does for ``step``'s outputs.
+
+        Each output becomes ``producer.produce(topic, value, key, partition, None, None,
+        timestamp, headers)`` (``topics[i]`` for journal, refusals, audit, deadletter;
+        ``headers`` the output's five CloudEvents headers as a list). When the local queue is
+        full (BufferError) it polls the producer for 50 ms and retries the same output.
+        Returns (journalled, seals, refused, dead_letters) of the plan; other exceptions propagate
+        (the outputs produced so far stay produced: abort the transaction).
+        """
+        produce = producer.produce
+        native = self._native
+        while True:
+            tallies = native.produce_planned(produce, topics, partition)
+            if tallies is not None:
+                return tallies
+            producer.poll(0.05)
+
     # -- state ------------------------------------------------------------------------
 
     def initial_state(self) -> NativeState:

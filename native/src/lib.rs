@@ -8,6 +8,7 @@
 //! interface and runs the reference for the records `core` hands back.
 
 pub mod avro;
+mod batch;
 pub mod core;
 pub mod hashing;
 pub mod schemas;
@@ -21,11 +22,12 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
 
+use crate::batch::{HeaderPairs, Plan};
 use crate::core::{
-    AuditChain, Config, Core, Host, Input, KeyedHasher, Map, Outcome, RoleKind, RunState, Session,
-    State, CE_TYPES, KINDS, MAX_DEAD_LETTER_RAW, MAX_DETAIL_CHARS, MAX_EVIDENCE_CHARS,
-    MAX_INLINE_ARTIFACT_BYTES, MAX_KIND_LENGTH, MAX_OBSERVATIONS, MAX_REASON_CODE_LENGTH,
-    MAX_REF_LENGTH, TERMINAL_STATES,
+    AuditChain, CeType, Config, Core, Host, Input, KeyedHasher, Map, NoHost, Outcome, RoleKind,
+    RunState, Session, State, CE_TYPES, KINDS, MAX_DEAD_LETTER_RAW, MAX_DETAIL_CHARS,
+    MAX_EVIDENCE_CHARS, MAX_INLINE_ARTIFACT_BYTES, MAX_KIND_LENGTH, MAX_OBSERVATIONS,
+    MAX_REASON_CODE_LENGTH, MAX_REF_LENGTH, TERMINAL_STATES,
 };
 use crate::hashing::AuditMac;
 use crate::schemas::NATIVE_SCHEMAS;
@@ -72,6 +74,10 @@ struct NativeCore {
     factory: Factory,
     streams: Vec<Py<PyAny>>,
     headers: Headers,
+    /// The shell's batch: outputs waiting for `produce_planned` (see `batch`).
+    plan: Plan,
+    /// `ce_type` of a seal, as the reference's headers carry it.
+    sealed_type: Py<PyBytes>,
 }
 
 fn build_slots<'py>(
@@ -170,7 +176,7 @@ struct PyInput<'py> {
     value: Option<Bound<'py, PyBytes>>,
 }
 
-fn exact_int(obj: &Bound<'_, PyAny>) -> Option<i64> {
+pub(crate) fn exact_int(obj: &Bound<'_, PyAny>) -> Option<i64> {
     if obj.is_exact_instance_of::<PyInt>() {
         obj.extract::<i64>().ok()
     } else {
@@ -178,7 +184,7 @@ fn exact_int(obj: &Bound<'_, PyAny>) -> Option<i64> {
     }
 }
 
-fn opt_bytes<'py>(obj: Bound<'py, PyAny>) -> Option<Option<Bound<'py, PyBytes>>> {
+pub(crate) fn opt_bytes<'py>(obj: Bound<'py, PyAny>) -> Option<Option<Bound<'py, PyBytes>>> {
     if obj.is_none() {
         Some(None)
     } else if obj.is_exact_instance_of::<PyBytes>() {
@@ -377,6 +383,8 @@ impl NativeCore {
             factory: Factory::Tuple,
             streams,
             headers,
+            plan: Plan::default(),
+            sealed_type: PyBytes::new(py, CE_TYPES[CeType::RunSealed as usize].as_bytes()).unbind(),
         })
     }
 
@@ -642,11 +650,159 @@ impl NativeCore {
     ) -> PyResult<Option<Bound<'py, PyList>>> {
         self.step_item(py, record)
     }
+
+    // -- the shell's batch path (src/batch.rs) ------------------------------------
+
+    /// Forgets the planned outputs: the start of a batch.
+    fn plan_clear(&mut self) {
+        self.plan.clear();
+    }
+
+    /// Steps `messages[start:]` (`confluent_kafka.Message` objects without an
+    /// error, or anything with those methods) read from input partition
+    /// `partition`, appending their outputs to the plan. Returns the index of
+    /// the first message the native core hands back (the state is exactly as
+    /// after the messages before it: run it through the reference, append its
+    /// outputs with `plan_outputs`, and continue from the next index), or
+    /// `len(messages)` when every message was planned.
+    fn plan_messages(
+        &mut self,
+        py: Python<'_>,
+        messages: &Bound<'_, PyList>,
+        partition: i64,
+        start: usize,
+    ) -> PyResult<usize> {
+        let n = messages.len();
+        // 1. Read the messages (with the interpreter), up to one of an unusual shape.
+        let mut fields = Vec::with_capacity(n.saturating_sub(start));
+        let mut read_up_to = n;
+        for i in start..n {
+            match batch::read_message(&messages.get_item(i)?)? {
+                Some(m) if m.topic.to_str().is_ok() => fields.push(m),
+                _ => {
+                    read_up_to = i;
+                    break;
+                }
+            }
+        }
+        let mut inputs = Vec::with_capacity(fields.len());
+        for m in &fields {
+            inputs.push(Input {
+                topic: m.topic.to_str()?,
+                partition,
+                offset: m.offset,
+                timestamp_ms: m.timestamp_ms,
+                key: m.key.as_ref().map(|b| b.as_bytes()),
+                value: m.value.as_ref().map(|b| b.as_bytes()),
+            });
+        }
+        // 2. Step them without holding the GIL, so that the thread committing the
+        // previous batch is not held up; then turn the outputs into what produce takes.
+        let mut done = 0;
+        while done < inputs.len() {
+            let core = &mut self.core;
+            let rest = &inputs[done..];
+            let (results, stopped) = py.detach(move || {
+                let mut results = Vec::with_capacity(rest.len());
+                for input in rest {
+                    match core.step(input, &mut NoHost) {
+                        Outcome::Done(outputs) => results.push(outputs),
+                        Outcome::Fallback(_) => return (results, true),
+                    }
+                }
+                (results, false)
+            });
+            for outputs in &results {
+                let (input, m) = (&inputs[done], &fields[done]);
+                self.plan.push_native(
+                    py,
+                    outputs,
+                    (input.topic, partition, input.offset),
+                    &m.timestamp_obj,
+                    &self.headers.ce_id,
+                );
+                done += 1;
+            }
+            if stopped {
+                // A fallback leaves the state untouched: try again with the interpreter at
+                // hand (repr of non-ASCII text); what still falls back goes to the reference.
+                let mut host = PyHost { py };
+                match self.core.step(&inputs[done], &mut host) {
+                    Outcome::Done(outputs) => {
+                        self.plan.push_native(
+                            py,
+                            &outputs,
+                            (inputs[done].topic, partition, inputs[done].offset),
+                            &fields[done].timestamp_obj,
+                            &self.headers.ce_id,
+                        );
+                        done += 1;
+                    }
+                    Outcome::Fallback(_) => return Ok(start + done),
+                }
+            }
+        }
+        if read_up_to < n {
+            return Ok(read_up_to);
+        }
+        self.plan.complete = true;
+        Ok(n)
+    }
+
+    /// Appends the reference's outputs of one record (a list of `OutputRecord`) to the plan.
+    fn plan_outputs(&mut self, outputs: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = outputs.py();
+        batch::push_foreign(
+            &mut self.plan,
+            &self.streams,
+            self.sealed_type.bind(py).as_any(),
+            outputs,
+        )
+    }
+
+    /// Number of planned outputs, and how many of them were produced.
+    fn plan_progress(&self) -> (usize, usize) {
+        (self.plan.outputs.len(), self.plan.cursor)
+    }
+
+    /// Calls `produce(topic, value, key, partition, None, None, timestamp,
+    /// headers)` for every planned output not produced yet, in order, with
+    /// `topics[i]` for journal, refusals, audit, deadletter. Returns
+    /// (journalled, seals, refused, dead_letters) of the whole plan, or None
+    /// when `produce` raised BufferError (poll, then call again: it resumes at
+    /// that output). Other exceptions propagate.
+    fn produce_planned(
+        &mut self,
+        produce: &Bound<'_, PyAny>,
+        topics: &Bound<'_, PyAny>,
+        partition: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<(u64, u64, u64, u64)>> {
+        let pairs = HeaderPairs {
+            spec: &self.headers.spec,
+            source: &self.headers.source,
+            content_type: &self.headers.content_type,
+            ce_types: &self.headers.ce_types,
+        };
+        let done = batch::produce_planned(&mut self.plan, &pairs, produce, topics, partition)?;
+        Ok(done.map(|t| (t.journalled, t.seals, t.refused, t.dead_letters)))
+    }
+}
+
+/// True when no message of the list has an error (`message.error() is None` for each).
+#[pyfunction]
+fn messages_ok(messages: &Bound<'_, PyList>) -> PyResult<bool> {
+    let py = messages.py();
+    for message in messages.iter() {
+        if !message.call_method0(pyo3::intern!(py, "error"))?.is_none() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Marks a tuple of atomic objects (str, bytes, or such tuples) as not needing
 /// the cycle collector, as CPython itself does lazily.
-fn untrack(t: &Bound<'_, PyTuple>) {
+pub(crate) fn untrack(t: &Bound<'_, PyTuple>) {
     // SAFETY: the tuple is alive; untracking an object that holds only atomic
     // objects cannot hide a reference cycle.
     unsafe { pyo3::ffi::PyObject_GC_UnTrack(t.as_ptr().cast()) }
@@ -839,6 +995,7 @@ fn bernstein_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(clip_text, m)?,
         wrap_pyfunction!(is_valid_id, m)?,
         wrap_pyfunction!(is_digest, m)?,
+        wrap_pyfunction!(messages_ok, m)?,
     ] {
         m.add_function(f)?;
     }

@@ -27,6 +27,7 @@ from typing import Any
 
 import bernstein_native as bn  # built by `uv sync` (cargo): a missing build must fail these tests, not skip them
 import pytest
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -43,9 +44,12 @@ from consumers.core.native import (
 )
 from consumers.core.rebuild import rebuild_state
 from consumers.core.step import SchedulerCore, _clip, initial_state
+from consumers.shell import SchedulerShell, _TxnCaller
 from schemas import canonical, codec
 from schemas.canonical import canonical_json, computer_use_genesis, evidence_set_hash, hmac_key_id, sha256_digest
 from schemas.records import BROWSER_SESSION_FORMAT, MAX_INLINE_ARTIFACT_BYTES, MAX_OBSERVATIONS, is_valid_id
+from substrate.config import Topics
+from substrate.kafka import client_config
 from substrate.keys import Ed25519Signer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -1014,6 +1018,231 @@ def test_fuzz_native_equals_the_reference(inputs: list[tuple[bytes | None, bytes
     pair = Pair(make_config(seal_every=seal_every))
     for key, value in inputs:
         pair.feed(value, key)
+
+
+# ---------------------------------------------------------------------------
+# the shell's batch path: plan / produce_planned
+# ---------------------------------------------------------------------------
+
+SHELL_TOPICS = Topics("unit")
+
+
+class RecordingProducer:
+    """A producer that records what ``produce`` was given (the C binding's positional order).
+
+    ``buffer_errors``: the attempts (1-based) that raise BufferError instead; ``keep``:
+    hold on to every headers list it was given, as a caller that keeps it would.
+    """
+
+    def __init__(self, buffer_errors: Iterable[int] = (), *, keep: bool = False) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+        self.attempts = 0
+        self.buffer_errors = set(buffer_errors)
+        self.polls: list[float] = []
+        self.keep = keep
+        self.kept: list[tuple[list[Any], list[Any]]] = []
+        self.log: list[str] = []
+
+    def produce(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int = -1,
+        callback: Any = None,
+        on_delivery: Any = None,
+        timestamp: int = 0,
+        headers: Any = None,
+    ) -> None:
+        self.attempts += 1
+        if self.attempts in self.buffer_errors:
+            raise BufferError("Local: Queue full")
+        assert callback is None and on_delivery is None
+        assert type(headers) is list and all(type(h) is tuple for h in headers)
+        if self.keep:
+            self.kept.append((headers, list(headers)))
+        self.calls.append((topic, value, key, partition, timestamp, tuple(headers)))
+
+    def poll(self, timeout: float) -> int:
+        self.polls.append(timeout)
+        return 0
+
+    # the transactional calls the shell makes
+    def begin_transaction(self) -> None:
+        self.log.append("begin")
+
+    def send_offsets_to_transaction(self, offsets: list[Any], metadata: Any, timeout: float) -> None:
+        self.log.append(f"offsets {[(tp.topic, tp.partition, tp.offset) for tp in offsets]}")
+
+    def commit_transaction(self, timeout: float) -> None:
+        self.log.append("commit")
+
+
+def batch_messages() -> list[Message]:
+    """``mixed_inputs`` as consumer messages, plus what the native batch path treats specially."""
+    inputs: list[tuple[Any, Any]] = list(mixed_inputs())
+    inputs[3:3] = [
+        (b"run-a", enc_sub(run_id="run-a", stage_id="k-1", kind="caf\u00e9")),  # a non-ASCII repr, with the interpreter
+        ("str-key", enc_sub(run_id="run-a", stage_id="k-2")),  # a shape the extension does not read: the reference
+        (b"run-b", TRUNCATED["truncated-tail"]),  # the reference, in the middle of the batch
+    ]
+    inputs.append((b"run-a", enc_sub(run_id="run-a", stage_id="last")))
+    messages = []
+    for offset, (key, value) in enumerate(inputs):
+        timestamp = (0, -1) if offset % 5 == 2 else (1 + offset % 2, BASE_TS + 3 * offset)  # 0: not available
+        messages.append(Message(topic=TOPIC, partition=PARTITION, offset=offset, key=key, value=value, timestamp=timestamp))
+    return messages
+
+
+def reference_batches(
+    config: SchedulerConfig, batches: list[list[Message]]
+) -> tuple[list[tuple[Any, ...]], list[tuple[int, int, int, int]], SchedulerState]:
+    """What the shell's loop produces for ``batches`` with the Python reference core."""
+    shell = SchedulerShell(
+        bootstrap="unused:9", topics=SHELL_TOPICS, partition=PARTITION, core=SchedulerCore(config), progress=None
+    )
+    state: Any = initial_state(config, PARTITION)
+    producer = RecordingProducer()
+    tallies = []
+    for messages in batches:
+        state, planned = shell._step_all(state, messages)
+        tallies.append(shell._produce_all(producer, planned))
+    return producer.calls, tallies, state
+
+
+def native_batches(
+    core: NativeSchedulerCore, batches: list[list[Message]], producer: RecordingProducer
+) -> tuple[list[tuple[int, int, int, int]], NativeState]:
+    state: SchedulerState | NativeState = initial_state(core.config, PARTITION)
+    tallies = []
+    for messages in batches:
+        state = core.plan(state, messages, PARTITION)
+        tallies.append(core.produce_planned(producer, SHELL_TOPICS_BY_STREAM, PARTITION))
+        assert core._native.plan_progress()[0] == core._native.plan_progress()[1]
+    assert isinstance(state, NativeState)
+    return tallies, state
+
+
+SHELL_TOPICS_BY_STREAM = (SHELL_TOPICS.journal, SHELL_TOPICS.refusals, SHELL_TOPICS.audit, SHELL_TOPICS.deadletter)
+
+
+@pytest.mark.parametrize("batch", [1, 4, 500])
+@pytest.mark.parametrize("keep", [False, True])
+def test_planned_batches_produce_what_the_shell_loop_produces_from_the_reference(batch: int, keep: bool) -> None:
+    config = make_config(seal_every=4)
+    messages = batch_messages()
+    batches = [messages[i : i + batch] for i in range(0, len(messages), batch)]
+    expected, expected_tallies, expected_state = reference_batches(config, batches)
+    core = NativeSchedulerCore(config, PARTITION, self_check=False)
+    producer = RecordingProducer(keep=keep)
+    tallies, _ = native_batches(core, batches, producer)
+    assert producer.calls == expected
+    assert [type(v) for call in producer.calls for v in call] == [type(v) for call in expected for v in call]
+    assert tallies == expected_tallies
+    assert sum(t[1] for t in tallies) > 0 and sum(t[2] for t in tallies) > 0 and sum(t[3] for t in tallies) > 0
+    assert core.to_scheduler_state() == expected_state
+    assert core.fallbacks == 4  # str key, truncated body, browser result, truncated tail
+    for kept, seen in producer.kept:  # a caller that keeps a headers list never sees it change
+        assert kept == seen
+
+
+def test_buffer_errors_poll_and_retry_the_same_output() -> None:
+    config = make_config(seal_every=4)
+    messages = batch_messages()
+    expected, expected_tallies, _ = reference_batches(config, [messages])
+    core = NativeSchedulerCore(config, PARTITION, self_check=False)
+    producer = RecordingProducer(buffer_errors=[1, 2, 7, 20, 21, 22, len(expected) + 6])
+    tallies, _ = native_batches(core, [messages], producer)
+    assert producer.calls == expected
+    assert tallies == expected_tallies
+    assert producer.polls == [0.05] * 7
+
+
+def test_a_failing_plan_or_produce_leaves_nothing_to_produce() -> None:
+    config = make_config()
+    core = NativeSchedulerCore(config, PARTITION, self_check=False)
+    messages = batch_messages()
+    state = core.plan(initial_state(config, PARTITION), messages[:3], PARTITION)
+    with pytest.raises(Exception) as expected:
+        SchedulerCore(config).step(initial_state(config, PARTITION), InputRecord(TOPIC, 2**31, 0, 0, b"k", enc_sub()))
+    with pytest.raises(type(expected.value)):  # like the reference: the input partition does not fit an Avro int
+        core.plan(state, messages[3:], 2**31)
+    with pytest.raises(RuntimeError, match="not completely planned"):
+        core.produce_planned(RecordingProducer(), SHELL_TOPICS_BY_STREAM, PARTITION)
+    with pytest.raises(StaleState):
+        core.plan(state, messages[3:], PARTITION)
+
+    class Broken(RecordingProducer):
+        def produce(self, *args: Any, **kwargs: Any) -> None:
+            if self.attempts == 2:  # the third call
+                raise KafkaException(KafkaError(KafkaError._FATAL))
+            super().produce(*args, **kwargs)
+
+    state = core.plan(initial_state(config, PARTITION), messages, PARTITION)
+    broken = Broken()
+    with pytest.raises(KafkaException):
+        core.produce_planned(broken, SHELL_TOPICS_BY_STREAM, PARTITION)
+    assert len(broken.calls) == 2 and core._native.plan_progress()[1] == 2
+    for bad_topics in [SHELL_TOPICS_BY_STREAM[:3], (1, 2, 3, 4)]:
+        with pytest.raises(TypeError):
+            core.produce_planned(RecordingProducer(), bad_topics, PARTITION)  # type: ignore[arg-type]
+
+
+def test_messages_ok_sees_consumer_errors() -> None:
+    messages = batch_messages()[:3]
+    assert NativeSchedulerCore.messages_ok(messages) and NativeSchedulerCore.messages_ok([])
+    eof = Message(topic=TOPIC, partition=PARTITION, offset=3, error=KafkaError(KafkaError._PARTITION_EOF))
+    assert not NativeSchedulerCore.messages_ok([*messages, eof])
+
+
+def test_a_real_producer_takes_the_positional_produce_call() -> None:
+    """The C binding's argument order (topic, value, key, partition, callback, on_delivery, timestamp, headers)."""
+    config = make_config()
+    core = NativeSchedulerCore(config, PARTITION, self_check=False)
+    producer = Producer(client_config("127.0.0.1:9", **{"message.timeout.ms": 1000}))
+    core.plan(initial_state(config, PARTITION), batch_messages(), PARTITION)
+    assert core.produce_planned(producer, SHELL_TOPICS_BY_STREAM, PARTITION)[0] > 0
+    assert len(producer) >= core._native.plan_progress()[0]  # queued (with the client's own requests)
+    producer.purge()
+    producer.flush(0)
+
+
+class _FakeConsumer:
+    def __init__(self, batches: list[list[Message]]) -> None:
+        self.batches = list(batches)
+
+    def consume(self, num_messages: int, timeout: float) -> list[Message]:
+        return self.batches.pop(0) if self.batches else []
+
+    def consumer_group_metadata(self) -> str:
+        return "group-metadata"
+
+
+def _run_shell(core: Any, batches: list[list[Message]], producer: RecordingProducer) -> SchedulerShell:
+    shell = SchedulerShell(bootstrap="unused:9", topics=SHELL_TOPICS, partition=PARTITION, core=core, progress=None)
+    shell._producer = producer
+    shell._consumer = _FakeConsumer(batches)
+    shell._txn = _TxnCaller()
+    shell._state = initial_state(core.config, PARTITION)
+    while shell._consumer.batches:
+        shell._one_batch()
+    shell._settle()
+    return shell
+
+
+def test_the_shell_produces_the_same_records_with_either_core() -> None:
+    config = make_config(seal_every=4)
+    messages = batch_messages()
+    eof = Message(topic=TOPIC, partition=PARTITION, offset=len(messages), error=KafkaError(KafkaError._PARTITION_EOF))
+    batches = [messages[:9], [*messages[9:20], eof], [eof], messages[20:]]
+    reference, native = RecordingProducer(), RecordingProducer(buffer_errors=[3, 30])
+    python_shell = _run_shell(SchedulerCore(config), batches, reference)
+    native_shell = _run_shell(NativeSchedulerCore(config, PARTITION, self_check=False), batches, native)
+    assert native_shell._native is not None and python_shell._native is None
+    assert native.calls == reference.calls and len(native.calls) > 2 * len(messages)
+    assert native.log == reference.log and reference.log[-2:] == [f"offsets {[(TOPIC, PARTITION, len(messages))]}", "commit"]
+    counters = [dataclasses.replace(shell.counters, started=0.0) for shell in (python_shell, native_shell)]
+    assert counters[0] == counters[1] and counters[0].consumed == len(messages) and counters[0].transactions == 3
 
 
 # ---------------------------------------------------------------------------
