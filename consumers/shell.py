@@ -352,27 +352,36 @@ class SchedulerShell:
             state, planned = self._step_all(state, records)
         self._settle()
         producer = self._producer
+        txn = self._txn
+        assert txn is not None
+        last = records[-1].offset()
+        offsets = [TopicPartition(self.input_topic, partition, last + 1)]
+        metadata = self._consumer.consumer_group_metadata()
         try:
             producer.begin_transaction()
+            # The offsets go to the coordinator on the watchdog thread while this thread produces.
+            offsets_sent = txn.submit(
+                lambda: self._attempts(
+                    lambda: producer.send_offsets_to_transaction(offsets, metadata, _TXN_TIMEOUT_S),
+                    "send_offsets_to_transaction",
+                ),
+                "send_offsets_to_transaction",
+                _TXN_TIMEOUT_S + _TXN_GRACE_S,
+            )
             if native is not None:
                 tallies = native.produce_planned(producer, self._topics, partition)
             else:
                 tallies = self._produce_all(producer, planned)
         except KafkaException as exc:
             self._raise_for(exc)
-        last = records[-1].offset()
-        offsets = [TopicPartition(self.input_topic, partition, last + 1)]
-        metadata = self._consumer.consumer_group_metadata()
 
-        def finish() -> None:
-            # Both calls in one hand-off to the watchdog thread; the main thread computes the next batch meanwhile.
-            self._attempts(
-                lambda: producer.send_offsets_to_transaction(offsets, metadata, _TXN_TIMEOUT_S), "send_offsets_to_transaction"
-            )
+        def commit() -> None:
+            # Runs on the watchdog thread after the offsets call (one queue, in order). Its outcome is
+            # re-raised here, so a transaction whose offsets were not sent is never committed.
+            offsets_sent.result()
             self._attempts(lambda: producer.commit_transaction(_TXN_TIMEOUT_S), "commit_transaction")
 
-        assert self._txn is not None
-        pending = self._txn.submit(finish, "send_offsets_to_transaction/commit_transaction", _TXN_TIMEOUT_S + _TXN_GRACE_S)
+        pending = txn.submit(commit, "send_offsets_to_transaction/commit_transaction", _TXN_TIMEOUT_S + _TXN_GRACE_S)
         self._state = state
         self._inflight = _Inflight(pending, len(records), last, *tallies)
         return len(records)
