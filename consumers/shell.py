@@ -26,7 +26,7 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn, TextIO
 
@@ -532,9 +532,9 @@ class SchedulerShell:
             print(f"scheduler p{self.partition}: {text}", file=self.progress, flush=True)
 
 
-def _read_partition(bootstrap: str, topic: str, partition: int) -> list[bytes]:
-    """Every committed value of one partition, in offset order."""
-    consumer = Consumer(
+def _rebuild_consumer(bootstrap: str) -> Any:
+    """A read_committed consumer that reports the end of a partition (used only to rebuild state)."""
+    return Consumer(
         client_config(
             bootstrap,
             **{
@@ -546,62 +546,52 @@ def _read_partition(bootstrap: str, topic: str, partition: int) -> list[bytes]:
             },
         )
     )
-    values: list[bytes] = []
+
+
+def _values_from(consumer: Any, topic: str, partition: int, start: int) -> Iterator[bytes | None]:
+    """Every committed value of one partition from offset ``start`` to its current end."""
+    consumer.assign([TopicPartition(topic, partition, start)])
+    while True:
+        done = False
+        for message in consumer.consume(10000, _REBUILD_POLL_S):
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    done = True
+                    continue
+                raise KafkaException(error)
+            yield message.value()
+        if done:
+            return
+
+
+def _read_partition(bootstrap: str, topic: str, partition: int) -> list[bytes]:
+    """Every committed value of one partition, in offset order."""
+    consumer = _rebuild_consumer(bootstrap)
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=_TXN_TIMEOUT_S)
         if high <= low:
-            return values
-        consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
-        while True:
-            batch = consumer.consume(10000, _REBUILD_POLL_S)
-            done = False
-            for message in batch:
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        done = True
-                        continue
-                    raise KafkaException(error)
-                values.append(message.value() or b"")  # a tombstone fails the rebuild as corrupt
-            if done:
-                return values
+            return []
+        # a tombstone becomes b"" and fails the rebuild as corrupt
+        return [value or b"" for value in _values_from(consumer, topic, partition, OFFSET_BEGINNING)]
     finally:
         consumer.close()
 
 
 def _last_value(bootstrap: str, topic: str, partition: int) -> bytes | None:
     """The value of the last committed record of a partition, or None when it has none."""
-    consumer = Consumer(
-        client_config(
-            bootstrap,
-            **{
-                "group.id": "bernstein.rebuild",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "enable.partition.eof": True,
-                "fetch.wait.max.ms": 10,
-            },
-        )
-    )
+    consumer = _rebuild_consumer(bootstrap)
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=_TXN_TIMEOUT_S)
         if high <= low:
             return None
         window = 64
         while True:
+            # the tail may hold only transaction markers: widen the window until a record shows up
             start = max(low, high - window)
-            consumer.assign([TopicPartition(topic, partition, start)])
             last: bytes | None = None
-            done = False
-            while not done:
-                for message in consumer.consume(10000, _REBUILD_POLL_S):
-                    error = message.error()
-                    if error is not None:
-                        if error.code() == KafkaError._PARTITION_EOF:
-                            done = True
-                            continue
-                        raise KafkaException(error)
-                    last = message.value()
+            for value in _values_from(consumer, topic, partition, start):
+                last = value
             if last is not None or start <= low:
                 return last
             window *= 4
