@@ -611,29 +611,20 @@ impl Core {
         host: &mut dyn Host,
     ) -> Result<Option<Refusal<'a>>, Fallback> {
         let (run_id, stage_id, role, kind) = (sub.run_id, sub.stage_id, sub.role, sub.kind);
-        if !is_valid_id(run_id) {
-            return Ok(Some(Refusal::new(
-                "INVALID_RUN_ID",
-                format!("run_id {ID_RULE}"),
-                "run_id",
-                clip(run_id, MAX_EVIDENCE_CHARS),
-            )));
-        }
-        if !is_valid_id(stage_id) {
-            return Ok(Some(Refusal::new(
-                "INVALID_STAGE_ID",
-                format!("stage_id {ID_RULE}"),
-                "stage_id",
-                clip(stage_id, MAX_EVIDENCE_CHARS),
-            )));
-        }
-        if !is_valid_id(role) {
-            return Ok(Some(Refusal::new(
-                "INVALID_ROLE",
-                format!("role {ID_RULE}"),
-                "role",
-                clip(role, MAX_EVIDENCE_CHARS),
-            )));
+        let ids = [
+            ("INVALID_RUN_ID", "run_id", run_id),
+            ("INVALID_STAGE_ID", "stage_id", stage_id),
+            ("INVALID_ROLE", "role", role),
+        ];
+        for (code, field, value) in ids {
+            if !is_valid_id(value) {
+                return Ok(Some(Refusal::new(
+                    code,
+                    format!("{field} {ID_RULE}"),
+                    field,
+                    clip(value, MAX_EVIDENCE_CHARS),
+                )));
+            }
         }
         if !KINDS.contains(&kind) {
             let shown = py_repr(&clip(kind, 64), host)?;
