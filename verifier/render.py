@@ -23,12 +23,12 @@ from substrate.text import plural
 from verifier.report import (
     AuditVerdict,
     ChainVerdict,
+    HeaderCheckVerdict,
     Problem,
     RunHeader,
     SealVerdict,
     StageVerdict,
     exit_code_for,
-    problem_json,
 )
 
 
@@ -47,26 +47,27 @@ def header_lines(header: RunHeader) -> Iterator[str]:
         yield _audit_line(header.audit)
 
 
-def _more(problem: Problem, further: int) -> str:
-    return problem.message + (f" (+{plural(further, 'further problem')})" if further else "")
+def _mismatch_line(subject: str, problem: Problem, further: int) -> str:
+    """The line of a failed chain, seal or audit check: its first problem and a count of the rest."""
+    return f"  MISMATCH {subject} -- {problem.message}" + (f" (+{plural(further, 'further problem')})" if further else "")
 
 
 def _chain_line(chain: ChainVerdict) -> str:
     if chain.problem is not None:
-        return f"  MISMATCH chain -- {_more(chain.problem, chain.further_problems)}"
+        return _mismatch_line("chain", chain.problem, chain.further_problems)
     return f"  OK chain ({plural(chain.entries, 'entry', 'entries')} on partition {chain.partition}, head {chain.head})"
 
 
 def _seal_line(seal: SealVerdict) -> str:
     if seal.problem is not None:
-        return f"  MISMATCH seal -- {_more(seal.problem, seal.further_problems)}"
+        return _mismatch_line("seal", seal.problem, seal.further_problems)
     keys = ", ".join(seal.key_ids)
     return f"  OK seal (final seal covers {plural(seal.covered, 'entry', 'entries')}, {plural(seal.seals, 'seal')} signed by pinned key {keys})"
 
 
 def _audit_line(audit: AuditVerdict) -> str:
     if audit.problem is not None:
-        return f"  MISMATCH audit -- {_more(audit.problem, audit.further_problems)}"
+        return _mismatch_line("audit", audit.problem, audit.further_problems)
     macs = f"MACs verified with pinned key {', '.join(audit.key_ids)}" if audit.macs_verified else ""
     detail = "; ".join(part for part in (macs, audit.note) if part)
     refusals = f", {plural(audit.refusals, 'refusal')}" if audit.refusals else ""
@@ -130,41 +131,14 @@ def render_json(header: RunHeader, stages: Iterable[StageVerdict], out: TextIO) 
         "exit_code": code,
         "reason": header.reason,
         "dump_problems": [p.to_json() for p in header.dump_problems],
-        "chain": None
-        if header.chain is None
-        else {
-            "ok": header.chain.ok,
-            "entries": header.chain.entries,
-            "head": header.chain.head,
-            "partition": header.chain.partition,
-            "problem": problem_json(header.chain.problem),
-            "further_problems": header.chain.further_problems,
-        },
-        "seal": None
-        if header.seal is None
-        else {
-            "ok": header.seal.ok,
-            "seals": header.seal.seals,
-            "final": header.seal.final,
-            "covered": header.seal.covered,
-            "key_ids": list(header.seal.key_ids),
-            "problem": problem_json(header.seal.problem),
-            "further_problems": header.seal.further_problems,
-        },
-        "audit": None
-        if header.audit is None
-        else {
-            "ok": header.audit.ok,
-            "records": header.audit.records,
-            "run_records": header.audit.run_records,
-            "refusals": header.audit.refusals,
-            "macs_verified": header.audit.macs_verified,
-            "key_ids": list(header.audit.key_ids),
-            "note": header.audit.note,
-            "problem": problem_json(header.audit.problem),
-            "further_problems": header.audit.further_problems,
-        },
+        "chain": _section(header.chain),
+        "seal": _section(header.seal),
+        "audit": _section(header.audit),
         "stages": stage_list,
     }
     out.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
     return code
+
+
+def _section(verdict: HeaderCheckVerdict | None) -> dict[str, Any] | None:
+    return None if verdict is None else verdict.to_json()

@@ -34,13 +34,15 @@ class Problem:
         return {k: v for k, v in asdict(self).items() if v not in (None, "")}
 
 
-@dataclass(frozen=True)
-class ChainVerdict:
-    """The run's journal hash chain."""
+@dataclass(frozen=True, kw_only=True)
+class HeaderCheckVerdict:
+    """What the chain, seal and audit verdicts share: the first problem, a count of the rest.
 
-    entries: int
-    head: str
-    partition: int | None
+    Each of these checks names only its first problem and counts the others; it
+    is ok when there is none. The fields are keyword-only so that each verdict's
+    own facts stay first in its constructor.
+    """
+
     problem: Problem | None = None
     further_problems: int = 0
 
@@ -48,9 +50,28 @@ class ChainVerdict:
     def ok(self) -> bool:
         return self.problem is None
 
+    def to_json(self) -> dict[str, Any]:
+        """The verdict's section of the --json report: ``ok``, its own facts, then the problem."""
+        return {"ok": self.ok, **self._facts(), "problem": problem_json(self.problem), "further_problems": self.further_problems}
+
+    def _facts(self) -> dict[str, Any]:
+        return {}
+
 
 @dataclass(frozen=True)
-class SealVerdict:
+class ChainVerdict(HeaderCheckVerdict):
+    """The run's journal hash chain."""
+
+    entries: int
+    head: str
+    partition: int | None
+
+    def _facts(self) -> dict[str, Any]:
+        return {"entries": self.entries, "head": self.head, "partition": self.partition}
+
+
+@dataclass(frozen=True)
+class SealVerdict(HeaderCheckVerdict):
     """The run's signed seals (periodic and final)."""
 
     seals: int
@@ -58,16 +79,13 @@ class SealVerdict:
     covered: int
     """Entries covered by the last valid seal."""
     key_ids: tuple[str, ...] = ()
-    problem: Problem | None = None
-    further_problems: int = 0
 
-    @property
-    def ok(self) -> bool:
-        return self.problem is None
+    def _facts(self) -> dict[str, Any]:
+        return {"seals": self.seals, "final": self.final, "covered": self.covered, "key_ids": list(self.key_ids)}
 
 
 @dataclass(frozen=True)
-class AuditVerdict:
+class AuditVerdict(HeaderCheckVerdict):
     """The partition's HMAC audit chain and its agreement with the run's journal."""
 
     records: int
@@ -76,13 +94,17 @@ class AuditVerdict:
     macs_verified: bool
     key_ids: tuple[str, ...] = ()
     refusals: int = 0
-    problem: Problem | None = None
-    further_problems: int = 0
     note: str = ""
 
-    @property
-    def ok(self) -> bool:
-        return self.problem is None
+    def _facts(self) -> dict[str, Any]:
+        return {
+            "records": self.records,
+            "run_records": self.run_records,
+            "refusals": self.refusals,
+            "macs_verified": self.macs_verified,
+            "key_ids": list(self.key_ids),
+            "note": self.note,
+        }
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, BinaryIO, Final, Protocol
 
 import orjson
 
@@ -154,14 +154,24 @@ _CHUNK_BYTES: Final = 1 << 18
 """Bytes read and parsed per chunk (about 250 records of ours): memory stays flat."""
 
 
-def _read_dump_rows(path: Path, with_headers: bool, torn: list[TornLine]) -> Iterator[list[Row]]:
-    """Rows of a dump file in chunks; exactly ``_read_jsonl``'s records, torn lines and errors."""
+def _open_records_file(path: Path) -> BinaryIO | None:
+    """Open a JSONL file of records (a dump partition, a kcat capture) for both readers.
+
+    None when it is absent (no records there); any other failure to open it is unreadable input.
+    """
     try:
-        handle = path.open("rb")
+        return path.open("rb")
     except FileNotFoundError:
-        return
+        return None
     except OSError as exc:
         raise UnreadableInput(f"cannot read {path}: {exc.strerror}") from exc
+
+
+def _read_dump_rows(path: Path, with_headers: bool, torn: list[TornLine]) -> Iterator[list[Row]]:
+    """Rows of a dump file in chunks; exactly ``_read_jsonl``'s records, torn lines and errors."""
+    handle = _open_records_file(path)
+    if handle is None:
+        return
     parse = facts.current().parse_dump_block
     with handle:
         seekable = handle.seekable()
@@ -297,12 +307,9 @@ def _kcat_loads(line: bytes) -> Any:
 
 
 def _read_jsonl(path: Path, stream: str, parse: Any, torn: list[TornLine], loads: Any = orjson.loads) -> Iterator[StoredRecord]:
-    try:
-        handle = path.open("rb")
-    except FileNotFoundError:
+    handle = _open_records_file(path)
+    if handle is None:
         return
-    except OSError as exc:
-        raise UnreadableInput(f"cannot read {path}: {exc.strerror}") from exc
     with handle:
         pending: tuple[int, bytes] | None = None
         for number, line in enumerate(handle, start=1):

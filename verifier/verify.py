@@ -614,13 +614,7 @@ class _AuditWalk:
                 )
                 return
             if event.journal_seq < journal_seq:
-                self._disagree(
-                    "JOURNAL_MISSING_ENTRY",
-                    f"audit seq {event.seq} (offset {event.offset}) mirrors journal seq {event.journal_seq}, which the journal lacks",
-                    event.journal_seq,
-                    event.offset,  # the journal has no record to point at: name the audit record that proves the loss
-                    tainted=event.tainted,
-                )
+                self._journal_lacks(event)
                 continue
             if event.record_hash not in (entry_hash, recomputed) and not event.tainted:
                 self._disagree(
@@ -646,13 +640,7 @@ class _AuditWalk:
                 )
                 return
             if event.event == _RESULT:
-                self._disagree(
-                    "JOURNAL_MISSING_ENTRY",
-                    f"audit seq {event.seq} (offset {event.offset}) mirrors journal seq {event.journal_seq}, which the journal lacks",
-                    event.journal_seq,
-                    event.offset,  # the journal has no record to point at: name the audit record that proves the loss
-                    tainted=event.tainted,
-                )
+                self._journal_lacks(event)
                 continue
             if event.tainted:
                 return
@@ -736,6 +724,16 @@ class _AuditWalk:
                         expected=digest,
                     )
                 )
+
+    def _journal_lacks(self, event: _AuditEvent) -> None:
+        """An audit record of a result the journal skipped (met while joining a later entry or a seal)."""
+        self._disagree(
+            "JOURNAL_MISSING_ENTRY",
+            f"audit seq {event.seq} (offset {event.offset}) mirrors journal seq {event.journal_seq}, which the journal lacks",
+            event.journal_seq,
+            event.offset,  # the journal has no record to point at: name the audit record that proves the loss
+            tainted=event.tainted,
+        )
 
     def _disagree(
         self, code: str, message: str, seq: int, offset: int, *, expected: str = "", recomputed: str = "", tainted: bool = False

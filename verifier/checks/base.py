@@ -67,6 +67,22 @@ class CheckContext:
     stage, the session's journalled computer_use.action entries, in journal order."""
 
 
+def observed_hashes(entry: Mapping[str, Any]) -> frozenset[str]:
+    """The content hashes of the entry's journalled observations.
+
+    A check may only trust bytes the journal pinned for this stage; entries come
+    decoded as mappings or as record objects, so both are read.
+    """
+    hashes: set[str] = set()
+    for observation in entry.get("observations") or ():
+        value = (
+            observation.get("content_hash") if isinstance(observation, Mapping) else getattr(observation, "content_hash", None)
+        )
+        if isinstance(value, str):
+            hashes.add(value)
+    return frozenset(hashes)
+
+
 class ModalityCheck(Protocol):
     """A per-kind check; register it in ``verifier.checks.REGISTRY``."""
 

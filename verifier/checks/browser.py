@@ -46,7 +46,7 @@ from producers.computer_use.replay import (
 from producers.computer_use.terminal import activity_terminal_state
 from substrate.cas import BlobIntegrityError, BlobNotFound, CasError
 from verifier.checks import register
-from verifier.checks.base import CheckContext, DetailLine, ModalityVerdict
+from verifier.checks.base import CheckContext, DetailLine, ModalityVerdict, observed_hashes
 
 NO_STORE_NOTE: Final = "steps not replayed (no content store)"
 
@@ -78,7 +78,7 @@ def check_browser(ctx: CheckContext) -> ModalityVerdict:
     if reason_code is not None and reason_code != document.reason_code:
         return _fail(f"session document reason code {document.reason_code!r} differs from the journalled {reason_code!r}")
     # 3. the action log
-    observed = _observed(ctx.entry)
+    observed = observed_hashes(ctx.entry)
     if document.action_log not in observed:
         return _fail(f"action log '{document.action_log}' is not among the stage's observations")
     try:
@@ -156,17 +156,6 @@ def _cross_check(
             return message
     details.append(DetailLine(f"journal OK {journal.action_count} journalled actions agree with the action log", True))
     return ""
-
-
-def _observed(entry: Mapping[str, Any]) -> frozenset[str]:
-    hashes: set[str] = set()
-    for observation in entry.get("observations") or ():
-        value = (
-            observation.get("content_hash") if isinstance(observation, Mapping) else getattr(observation, "content_hash", None)
-        )
-        if isinstance(value, str):
-            hashes.add(value)
-    return frozenset(hashes)
 
 
 def _fail(reason: str) -> ModalityVerdict:

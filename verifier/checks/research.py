@@ -44,7 +44,7 @@ from schemas.records import TerminalState
 from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError
 from substrate.text import plural
 from verifier.checks import register
-from verifier.checks.base import CheckContext, DetailLine, ModalityVerdict
+from verifier.checks.base import CheckContext, DetailLine, ModalityVerdict, observed_hashes
 
 NO_STORE_NOTE: Final = "citations not resolved (no content store)"
 
@@ -70,7 +70,7 @@ def check_research(ctx: CheckContext) -> ModalityVerdict:
         return _fail(f"research report anchored with terminal state {state!r}; a report is anchored as 'completed'")
     if not report.claims:
         return _fail("research report holds no claims")
-    return _ClaimChecker(report, ctx.cas, _observed_hashes(ctx.entry)).run()
+    return _ClaimChecker(report, ctx.cas, observed_hashes(ctx.entry)).run()
 
 
 class _ClaimChecker:
@@ -171,7 +171,7 @@ def _check_abort(ctx: CheckContext, document: Mapping[str, Any]) -> ModalityVerd
     reason_code = ctx.entry.get("reason_code")
     if reason_code is not None and reason_code != record.reason_code:
         return _fail(f"research abort record anchored with reason code {reason_code!r}, expected {record.reason_code!r}")
-    observed = _observed_hashes(ctx.entry)
+    observed = observed_hashes(ctx.entry)
     for source_ref, page_hash in record.fetched:
         if page_hash not in observed:
             return _fail(f"fetched page '{page_hash}' of source {source_ref!r} is not among the stage's observations")
@@ -180,17 +180,6 @@ def _check_abort(ctx: CheckContext, document: Mapping[str, Any]) -> ModalityVerd
         notes=(record.describe(),),
         data={"format": record.format, "outcome": dict(record.outcome), "pages": len(record.fetched)},
     )
-
-
-def _observed_hashes(entry: Mapping[str, Any]) -> frozenset[str]:
-    hashes: set[str] = set()
-    for observation in entry.get("observations") or ():
-        value = (
-            observation.get("content_hash") if isinstance(observation, Mapping) else getattr(observation, "content_hash", None)
-        )
-        if isinstance(value, str):
-            hashes.add(value)
-    return frozenset(hashes)
 
 
 def _show_id(claim_id: str) -> str:
