@@ -23,7 +23,7 @@ from consumers.core.model import SchedulerConfig
 from consumers.core.native import make_core
 from consumers.manifest import load_roles
 from consumers.shell import SchedulerShell
-from producers.activity import ActivityRejected
+from producers.activity import ActivityRejected, ActivityResult
 from producers.coding import publish_spawn, run_spawn
 from producers.emitter import Emitter, Published
 from schemas import codec
@@ -52,6 +52,12 @@ class DemoContext:
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
+
+    def publish(self, stage_id: str, role: str, result: ActivityResult) -> Published:
+        """Publish one stage's result into the demo run and record where it landed in ``published``."""
+        published = self.emitter.publish(run_id=self.run_id, stage_id=stage_id, role=role, result=result)
+        self.published.append(published)
+        return published
 
 
 def _keys(directory: Path, out: TextIO) -> InstallKeys:
@@ -105,8 +111,7 @@ def research_stages(ctx: DemoContext) -> None:
         sources = [f"{url}/old-notes", f"{url}/performance.html", f"{url}/migration.html"]
         worker = ResearchWorker(store=ctx.emitter.store, budget=ResearchBudget(max_fetches=8, max_bytes=1 << 20))
         run = worker.run(query="What changed in Quill 2.0?", sources=sources, fetch_fn=fetch, synthesise=extractive_synthesiser)
-        published = ctx.emitter.publish(run_id=ctx.run_id, stage_id="research-0", role="scout", result=run.result)
-        ctx.published.append(published)
+        published = ctx.publish("research-0", "scout", run.result)
         claims = len(run.report.claims)
         ctx.say(
             f"    research-0 [research] {len(run.fetched)} pages fetched into the CAS, {claims} cited claims -> offset {published.offset}"
@@ -121,10 +126,7 @@ def research_stages(ctx: DemoContext) -> None:
                 synthesise=extractive_synthesiser,
             )
         except ResearchBudgetExceeded as exceeded:
-            published = ctx.emitter.publish(
-                run_id=ctx.run_id, stage_id="research-1", role="scout", result=tight.refused_result(exceeded)
-            )
-            ctx.published.append(published)
+            published = ctx.publish("research-1", "scout", tight.refused_result(exceeded))
             ctx.say(
                 f"    research-1 [research] budget of 1 fetch exceeded before fetch 2: recorded as refused -> offset {published.offset}"
             )
@@ -146,8 +148,7 @@ def dataops_stages(ctx: DemoContext) -> None:
         data_steps,
         out_dir / "regions.csv",
     )
-    published = ctx.emitter.publish(run_id=ctx.run_id, stage_id="data-0", role="analyst", result=job.result)
-    ctx.published.append(published)
+    published = ctx.publish("data-0", "analyst", job.result)
     ctx.say(
         f"    data-0     [data]     {len(data_steps)} planned steps over orders.csv -> regions.csv, signed receipt -> offset {published.offset}"
     )
@@ -160,8 +161,7 @@ def dataops_stages(ctx: DemoContext) -> None:
         ops_steps,
         out_dir / "service.conf",
     )
-    published = ctx.emitter.publish(run_id=ctx.run_id, stage_id="ops-0", role="operator", result=ops.result)
-    ctx.published.append(published)
+    published = ctx.publish("ops-0", "operator", ops.result)
     changes = ", ".join(f"{c.key}: {c.before} -> {c.after}" for c in ops.changes)
     ctx.say(f"    ops-0      [ops]      config change ({changes}), signed receipt -> offset {published.offset}")
 
@@ -169,10 +169,7 @@ def dataops_stages(ctx: DemoContext) -> None:
     try:
         misordered_job(misordered, "effect-before-plan", [config], ops_steps, out_dir / "never.conf")
     except ActivityRejected as refusal:
-        published = ctx.emitter.publish(
-            run_id=ctx.run_id, stage_id="ops-1", role="operator", result=misordered.refused_result(refusal)
-        )
-        ctx.published.append(published)
+        published = ctx.publish("ops-1", "operator", misordered.refused_result(refusal))
         ctx.say(
             f"    ops-1      [ops]      wrote before planning: refused {refusal.code}, recorded as a refused activity -> offset {published.offset}"
         )

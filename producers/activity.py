@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from schemas.canonical import artifact_hash, canonical_json, content_hash, evidence_set_hash
 from schemas.errors import BernsteinError
@@ -17,8 +17,12 @@ from schemas.records import (
     ActivityKind,
     Observation,
     TerminalState,
+    is_valid_id,
     is_valid_reason_code,
 )
+
+ID_RULE: Final = "must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -"
+"""How a refused run, stage, role or worker id is worded everywhere (the rule is ``is_valid_id``)."""
 
 
 class ActivityRejected(BernsteinError):
@@ -36,6 +40,22 @@ class ActivityRejected(BernsteinError):
         if code is not None:
             self.code = code  # type: ignore[misc]
         self.evidence = dict(evidence or {})
+
+
+def require_valid_ids(*named: tuple[str, object], with_evidence: bool = False) -> None:
+    """Refuse the first ``(name, value)`` that is not a valid id, as ``INVALID_<NAME>``.
+
+    Every boundary that takes ids (emitter, browser session, data/ops activity)
+    refuses them with the same code scheme and wording, so it lives here once.
+    ``with_evidence`` also records the refused value under ``name``.
+    """
+    for name, value in named:
+        if not is_valid_id(value):
+            raise ActivityRejected(
+                f"{name} {value!r} {ID_RULE}",
+                code=f"INVALID_{name.upper()}",
+                evidence={name: str(value)} if with_evidence else None,
+            )
 
 
 class ArtifactTooLarge(ActivityRejected):

@@ -22,11 +22,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from producers.activity import ActivityRejected, ActivityResult
+from producers.activity import ActivityRejected, ActivityResult, require_valid_ids
 from schemas import codec
 from schemas.canonical import content_hash
 from schemas.errors import BernsteinError
-from schemas.records import Observation, is_valid_id
+from schemas.records import Observation, Position, is_valid_id
 from substrate.cas import BlobStore, CasError, S3BlobStore
 from substrate.config import Settings, Topics
 from substrate.kafka import emitter_producer_config, ensure_topics, require_bootstrap
@@ -60,6 +60,36 @@ class Published:
     partition: int
     offset: int
     value: bytes
+
+    @property
+    def where(self) -> str:
+        """``topic[partition]@offset``: how commands and summaries name where it landed."""
+        return str(Position(self.topic, self.partition, self.offset))
+
+
+def submission_record(
+    result: ActivityResult, *, submission_id: str, run_id: str, stage_id: str, role: str, producer_id: str, sdk: str
+) -> dict[str, Any]:
+    """The ``ActivitySubmission`` record of ``result`` (ids are not checked here).
+
+    The one mapping from a result to the wire record, shared by ``Emitter`` and
+    the in-memory ``RecordingPublisher`` so a test double cannot drift from it.
+    """
+    return {
+        "submission_id": submission_id,
+        "run_id": run_id,
+        "stage_id": stage_id,
+        "role": role,
+        "producer": {"id": producer_id, "sdk": sdk},
+        "kind": result.kind.value,
+        "artifact": result.artifact,
+        "artifact_hash": result.artifact_hash,
+        "evidence_set_hash": result.evidence_set_hash,
+        "observations": [o.to_record() for o in result.observations],
+        "terminal_state": result.terminal_state.value,
+        "reason_code": result.reason_code,
+        "occurred_at_ms": int(time.time() * 1000),
+    }
 
 
 class Emitter:
@@ -127,27 +157,11 @@ class Emitter:
         self, *, run_id: str, stage_id: str, role: str, result: ActivityResult, submission_id: str | None = None
     ) -> tuple[str, bytes]:
         """The encoded submission (without publishing): its id and value bytes."""
-        for name, value in (("run_id", run_id), ("stage_id", stage_id), ("role", role)):
-            if not is_valid_id(value):
-                raise ActivityRejected(
-                    f"{name} {value!r} must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -", code=f"INVALID_{name.upper()}"
-                )
+        require_valid_ids(("run_id", run_id), ("stage_id", stage_id), ("role", role))
         sid = submission_id or uuid.uuid4().hex
-        record: dict[str, Any] = {
-            "submission_id": sid,
-            "run_id": run_id,
-            "stage_id": stage_id,
-            "role": role,
-            "producer": {"id": self.producer_id, "sdk": SDK},
-            "kind": result.kind.value,
-            "artifact": result.artifact,
-            "artifact_hash": result.artifact_hash,
-            "evidence_set_hash": result.evidence_set_hash,
-            "observations": [o.to_record() for o in result.observations],
-            "terminal_state": result.terminal_state.value,
-            "reason_code": result.reason_code,
-            "occurred_at_ms": int(time.time() * 1000),
-        }
+        record = submission_record(
+            result, submission_id=sid, run_id=run_id, stage_id=stage_id, role=role, producer_id=self.producer_id, sdk=SDK
+        )
         return sid, codec.encode(codec.ACTIVITY_SUBMISSION, record)
 
     def publish(self, *, run_id: str, stage_id: str, role: str, result: ActivityResult) -> Published:

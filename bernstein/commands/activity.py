@@ -10,8 +10,8 @@ from bernstein.commands.common import (
     UsageError,
     add_keys_flag,
     add_prefix_flag,
+    command_group,
     settings_from,
-    show_usage,
     store_from,
     trusted_from,
 )
@@ -23,8 +23,7 @@ from verifier.verify import verify_stream
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    activity = sub.add_parser("activity", help="verify activities")
-    activity_sub = activity.add_subparsers(dest="activity_command", metavar="<activity command>")
+    activity_sub = command_group(sub, "activity", help="verify activities")
     verify = activity_sub.add_parser(
         "verify",
         help="verify a run from Kafka or an exported dump (exit 0 verified, 1 not found, 2 mismatch, 3 unreadable input)",
@@ -45,7 +44,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_prefix_flag(verify)
     add_keys_flag(verify)
     verify.set_defaults(func=_verify)
-    activity.set_defaults(func=show_usage(activity))
 
 
 def _source(args: argparse.Namespace) -> tuple[RecordSource, Path | None]:

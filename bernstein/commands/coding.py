@@ -56,6 +56,6 @@ def _run(args: argparse.Namespace) -> int:
     else:
         print(
             f"published coding activity {args.stage} of run {published.run_id}: {len(spawn.written)} files written, "
-            f"{len(spawn.deleted)} deleted, exit {spawn.exit_code} -> {published.topic}[{published.partition}]@{published.offset}"
+            f"{len(spawn.deleted)} deleted, exit {spawn.exit_code} -> {published.where}"
         )
     return 0 if spawn.exit_code == 0 and not spawn.timed_out else 2

@@ -105,3 +105,16 @@ def show_usage(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace]
         return 3
 
     return handler
+
+
+def command_group(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, *, help: str, metavar: str | None = None
+) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    """Add ``bernstein NAME <command>`` and return where its subcommands go.
+
+    Every group is wired the same way: subcommand in ``args.<name>_command``,
+    and run bare it prints its own help and exits 3 (``show_usage``).
+    """
+    group = sub.add_parser(name, help=help)
+    group.set_defaults(func=show_usage(group))
+    return group.add_subparsers(dest=f"{name}_command", metavar=metavar or f"<{name} command>")

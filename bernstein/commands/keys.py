@@ -6,13 +6,12 @@ import argparse
 import json
 from pathlib import Path
 
-from bernstein.commands.common import add_keys_flag, show_usage
+from bernstein.commands.common import add_keys_flag, command_group
 from substrate.keys import TrustedKeys, default_keys_dir, init_keys, load_keys
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    keys = sub.add_parser("keys", help="install keys: an Ed25519 signing key and an HMAC audit key")
-    keys_sub = keys.add_subparsers(dest="keys_command", metavar="<keys command>")
+    keys_sub = command_group(sub, "keys", help="install keys: an Ed25519 signing key and an HMAC audit key")
 
     init = keys_sub.add_parser("init", help="create the keys (refuses to overwrite)")
     init.add_argument(
@@ -33,7 +32,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="leave the HMAC audit key out (then verifiers cannot check audit MACs)",
     )
     trust.set_defaults(func=_trust)
-    keys.set_defaults(func=show_usage(keys))
 
 
 def _init(args: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from bernstein.commands.common import UsageError, add_keys_flag, add_prefix_flag, keys_from, settings_from, show_usage
+from bernstein.commands.common import UsageError, add_keys_flag, add_prefix_flag, command_group, keys_from, settings_from
 from consumers.core.model import SchedulerConfig
 from consumers.core.native import make_core
 from consumers.manifest import load_roles
@@ -22,8 +22,7 @@ DEFAULT_ROLES = Path("config") / "roles.toml"
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    scheduler = sub.add_parser("scheduler", help="run the deterministic scheduler")
-    scheduler_sub = scheduler.add_subparsers(dest="scheduler_command", metavar="<scheduler command>")
+    scheduler_sub = command_group(sub, "scheduler", help="run the deterministic scheduler")
     run = scheduler_sub.add_parser(
         "run",
         help="validate, chain, refuse and audit one partition of submissions (exactly once)",
@@ -49,7 +48,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "(default auto; $BERNSTEIN_CORE overrides)",
     )
     run.set_defaults(func=_run)
-    scheduler.set_defaults(func=show_usage(scheduler))
 
 
 def scheduler_config(keys: InstallKeys, roles_path: Path, seal_every: int) -> SchedulerConfig:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from bernstein.commands.common import UsageError, add_keys_flag, add_prefix_flag, settings_from, show_usage, store_from
+from bernstein.commands.common import UsageError, add_keys_flag, add_prefix_flag, command_group, settings_from, store_from
 from substrate.kafka import ensure_topics, require_bootstrap
 from substrate.keys import TrustedKeys, default_keys_dir, load_keys
 from verifier.export import export_dump
@@ -14,8 +14,7 @@ from verifier.kafka_source import KafkaSource
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    topic = sub.add_parser("topic", help="create or export the journal's topics")
-    topic_sub = topic.add_subparsers(dest="topic_command", metavar="<topic command>")
+    topic_sub = command_group(sub, "topic", help="create or export the journal's topics")
 
     create = topic_sub.add_parser("create", help="create the topics with explicit settings (idempotent)")
     add_prefix_flag(create)
@@ -31,7 +30,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     export.add_argument("--out", type=Path, required=True, help="dump directory to create (must be new or empty)")
     export.add_argument("--cas", default="s3", help="where blobs come from: s3 (default), none, or a CAS directory")
     export.set_defaults(func=_export)
-    topic.set_defaults(func=show_usage(topic))
 
 
 def _create(args: argparse.Namespace) -> int:

@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from bernstein.commands.common import non_negative_int, positive_seconds, show_usage
+from bernstein.commands.common import add_prefix_flag, command_group, non_negative_int, positive_seconds
 from producers.activity import ActivityRejected
 from producers.computer_use.agents import ScriptedAgent, load_flow
 from producers.computer_use.boundary import DriverFactory
@@ -50,8 +50,12 @@ EXIT_REFUSED = 3
 
 
 def register(subparsers: Any) -> None:
-    browser = subparsers.add_parser("browser", help="browser / computer-use sessions: every action anchored, signed, replayable")
-    commands = browser.add_subparsers(dest="browser_command", metavar="<browser-command>")
+    commands = command_group(
+        subparsers,
+        "browser",
+        help="browser / computer-use sessions: every action anchored, signed, replayable",
+        metavar="<browser-command>",
+    )
 
     run = commands.add_parser(
         "run",
@@ -89,7 +93,7 @@ def register(subparsers: Any) -> None:
         help=f"action budget (default: {DEFAULT_MAX_ACTIONS})",
     )
     run.add_argument("--producer-id", default=None, help="worker identity (default: navigator@<hostname>)")
-    run.add_argument("--prefix", default=None, help="topic prefix (default: $BERNSTEIN_TOPIC_PREFIX or 'bernstein')")
+    add_prefix_flag(run)
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
     run.set_defaults(func=_run)
 
@@ -104,10 +108,9 @@ def register(subparsers: Any) -> None:
     replay.add_argument("--cas", default=None, metavar="s3|none|DIR", help="content store (default: s3, or <dump>/cas)")
     replay.add_argument("--trusted-keys", type=Path, default=None, metavar="FILE", help="pinned keys (default: the install keys)")
     replay.add_argument("--keys-dir", type=Path, default=None, help="install key directory, used when --trusted-keys is absent")
-    replay.add_argument("--prefix", default=None, help="topic prefix (default: $BERNSTEIN_TOPIC_PREFIX or 'bernstein')")
+    add_prefix_flag(replay)
     replay.add_argument("--json", action="store_true", help="print the result as JSON")
     replay.set_defaults(func=_replay)
-    browser.set_defaults(func=show_usage(browser))
 
 
 def default_producer_id() -> str:

@@ -168,13 +168,16 @@ def session_document(
 # ---------------------------------------------------------------------------
 
 
-def _load(data: bytes, what: str) -> dict[str, Any]:
+def _load(data: bytes, what: str, expected_format: str) -> dict[str, Any]:
+    """The JSON object in ``data``, refused unless its ``format`` is ``expected_format``."""
     try:
         document = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise MalformedSessionDocument(f"{what} is not JSON: {exc}") from exc
     if not isinstance(document, dict):
         raise MalformedSessionDocument(f"{what} is not a JSON object")
+    if document.get("format") != expected_format:
+        raise MalformedSessionDocument(f"{what} format is {document.get('format')!r}, expected {expected_format!r}")
     return document
 
 
@@ -203,9 +206,7 @@ def _count(document: Mapping[str, Any], name: str, what: str) -> int:
 def parse_session_document(data: bytes) -> SessionDocument:
     """Parse a browser result's artifact (raises ``MalformedSessionDocument``)."""
     what = "session document"
-    document = _load(data, what)
-    if document.get("format") != BROWSER_SESSION_FORMAT:
-        raise MalformedSessionDocument(f"{what} format is {document.get('format')!r}, expected {BROWSER_SESSION_FORMAT!r}")
+    document = _load(data, what, BROWSER_SESSION_FORMAT)
     anchors = document.get("anchors")
     if not isinstance(anchors, list) or not all(is_digest(a) for a in anchors):
         raise MalformedSessionDocument(f"{what} field 'anchors' must be a list of sha256 digests")
@@ -254,9 +255,7 @@ def parse_session_document(data: bytes) -> SessionDocument:
 def parse_action_log(data: bytes) -> ActionLog:
     """Parse an action log blob (raises ``MalformedSessionDocument``)."""
     what = "action log"
-    document = _load(data, what)
-    if document.get("format") != ACTION_LOG_FORMAT:
-        raise MalformedSessionDocument(f"{what} format is {document.get('format')!r}, expected {ACTION_LOG_FORMAT!r}")
+    document = _load(data, what, ACTION_LOG_FORMAT)
     items = document.get("actions")
     if not isinstance(items, list):
         raise MalformedSessionDocument(f"{what} field 'actions' must be a list")

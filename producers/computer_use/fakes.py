@@ -3,7 +3,7 @@
 * ``FakeDriver``: serves scripted frames, records what it was asked to do,
   raises scripted faults.
 * ``RecordingPublisher``: keeps every published action value and result, and
-  encodes results the way the emitter would (``submission_value``), so a test
+  encodes results with the emitter's own ``submission_record``, so a test
   can fold the scheduler core over them.
 * ``MemorySource``: a ``verifier.sources.RecordSource`` over records in memory.
 * ``InMemoryScheduler``: the real, pure scheduler core folded over published
@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from consumers.core.model import InputRecord, SchedulerConfig
 from consumers.core.step import SchedulerCore, initial_state
 from producers.activity import ActivityResult
 from producers.computer_use.boundary import Frame, ProposedAction
+from producers.emitter import submission_record
 from schemas import codec
 from substrate.keys import InstallKeys
 from verifier.sources import StoredRecord
@@ -113,25 +113,16 @@ class RecordingPublisher:
         return list(self._order)
 
     def submission_value(self, published: PublishedResult) -> bytes:
-        result = published.result
-        return codec.encode(
-            codec.ACTIVITY_SUBMISSION,
-            {
-                "submission_id": f"result-{published.stage_id}",
-                "run_id": published.run_id,
-                "stage_id": published.stage_id,
-                "role": published.role,
-                "producer": {"id": self.producer_id, "sdk": "fake"},
-                "kind": result.kind.value,
-                "artifact": result.artifact,
-                "artifact_hash": result.artifact_hash,
-                "evidence_set_hash": result.evidence_set_hash,
-                "observations": [o.to_record() for o in result.observations],
-                "terminal_state": result.terminal_state.value,
-                "reason_code": result.reason_code,
-                "occurred_at_ms": int(time.time() * 1000),
-            },
+        record = submission_record(
+            published.result,
+            submission_id=f"result-{published.stage_id}",
+            run_id=published.run_id,
+            stage_id=published.stage_id,
+            role=published.role,
+            producer_id=self.producer_id,
+            sdk="fake",
         )
+        return codec.encode(codec.ACTIVITY_SUBMISSION, record)
 
 
 class MemorySource:

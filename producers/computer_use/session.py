@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from producers.activity import ActivityRejected, ActivityResult
+from producers.activity import ActivityResult, require_valid_ids
 from producers.computer_use.anchors import ObservationHashes, anchor, genesis, observation_hashes
 from producers.computer_use.boundary import (
     AgentView,
@@ -64,7 +64,7 @@ from producers.computer_use.terminal import (
     classify_terminal_state,
 )
 from schemas import codec
-from schemas.records import ActivityKind, Observation, TerminalState, is_valid_id
+from schemas.records import ActivityKind, Observation, TerminalState
 from substrate.cas import BlobStore
 from substrate.keys import InstallKeys
 
@@ -96,12 +96,10 @@ class EmitterPublisher:
         self.emitter = emitter
 
     def publish_action(self, run_id: str, submission_id: str, value: bytes) -> str:
-        landed = self.emitter.publish_raw(run_id, value, submission_id=submission_id)
-        return f"{landed.topic}[{landed.partition}]@{landed.offset}"
+        return self.emitter.publish_raw(run_id, value, submission_id=submission_id).where
 
     def publish_result(self, run_id: str, stage_id: str, role: str, result: ActivityResult) -> str:
-        landed = self.emitter.publish(run_id=run_id, stage_id=stage_id, role=role, result=result)
-        return f"{landed.topic}[{landed.partition}]@{landed.offset}"
+        return self.emitter.publish(run_id=run_id, stage_id=stage_id, role=role, result=result).where
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,11 +164,7 @@ class ComputerUseSession:
         keep_profile: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        for name, value in (("run_id", run_id), ("session_id", session_id), ("role", role), ("worker_id", worker_id)):
-            if not is_valid_id(value):
-                raise ActivityRejected(
-                    f"{name} {value!r} must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -", code=f"INVALID_{name.upper()}"
-                )
+        require_valid_ids(("run_id", run_id), ("session_id", session_id), ("role", role), ("worker_id", worker_id))
         if isinstance(max_actions, bool) or not isinstance(max_actions, int) or not 0 <= max_actions <= MAX_ACTIONS_LIMIT:
             raise ValueError(f"max_actions must be an integer between 0 and {MAX_ACTIONS_LIMIT}, got {max_actions!r}")
         self.run_id = run_id

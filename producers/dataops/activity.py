@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import Final
 
-from producers.activity import ActivityRejected, ActivityResult
+from producers.activity import ActivityRejected, ActivityResult, require_valid_ids
 from producers.dataops.receipt import (
     DATAOPS_KINDS,
     REFUSAL_FORMAT,
@@ -32,7 +32,7 @@ from producers.dataops.receipt import (
     encode_signature,
 )
 from schemas.canonical import sha256_digest
-from schemas.records import MAX_REF_LENGTH, ActivityKind, Observation, TerminalState, is_valid_id
+from schemas.records import MAX_REF_LENGTH, ActivityKind, Observation, TerminalState
 from substrate.cas import BlobStore
 
 MAX_STEPS: Final = 1024
@@ -94,13 +94,7 @@ class DataOpsActivity:
                 code="UNKNOWN_KIND",
                 evidence={"kind": str(kind_value)},
             )
-        for name, value in (("run_id", run_id), ("stage_id", stage_id)):
-            if not is_valid_id(value):
-                raise ActivityRejected(
-                    f"{name} {value!r} must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -",
-                    code=f"INVALID_{name.upper()}",
-                    evidence={name: str(value)},
-                )
+        require_valid_ids(("run_id", run_id), ("stage_id", stage_id), with_evidence=True)
         self.kind: Final = ActivityKind(kind_value)
         self.run_id: Final = run_id
         self.stage_id: Final = stage_id

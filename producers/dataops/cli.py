@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from producers.activity import ActivityRejected, ActivityResult
+from producers.activity import ID_RULE, ActivityRejected, ActivityResult
 from producers.dataops.activity import DataOpsActivity
 from producers.dataops.examples import (
     VIOLATIONS,
@@ -110,7 +110,7 @@ def run_command(args: argparse.Namespace) -> int:
     kind: str = args.kind
     for flag, value in (("--run", args.run_id), ("--stage", args.stage_id), ("--role", args.role)):
         if not is_valid_id(value):
-            raise DataOpsUsageError(f"{flag} {value!r} must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -")
+            raise DataOpsUsageError(f"{flag} {value!r} {ID_RULE}")
     steps = _load_steps(args, kind)
     inputs = [InputFile(path.name, _read(path, "input")) for path in args.inputs]
     keys = load_keys(args.keys_dir or default_keys_dir())
@@ -136,7 +136,7 @@ def run_command(args: argparse.Namespace) -> int:
     for line in _summary(kind, args, result, outcome, refusal):
         print(line)
     if published is not None:
-        print(f"  published {published.topic}[{published.partition}]@{published.offset} (submission {published.submission_id})")
+        print(f"  published {published.where} (submission {published.submission_id})")
     else:
         print("  not published (--no-publish)")
     return EXIT_OK if refusal is None else EXIT_REFUSED

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from bernstein.commands.common import non_negative_int, show_usage
+from bernstein.commands.common import command_group, non_negative_int
 from producers.activity import ActivityRejected, ActivityResult
 from producers.research.budget import ResearchBudget
 from producers.research.errors import ResearchAborted, ResearchBudgetExceeded
@@ -40,8 +40,9 @@ Publish = Callable[[ActivityResult], str]
 
 
 def register(subparsers: Any) -> None:
-    research = subparsers.add_parser("research", help="research activities: cited reports over fetched pages")
-    commands = research.add_subparsers(dest="research_command", metavar="<research-command>")
+    commands = command_group(
+        subparsers, "research", help="research activities: cited reports over fetched pages", metavar="<research-command>"
+    )
     run = commands.add_parser(
         "run",
         help="fetch sources, build a cited report and publish it as one activity",
@@ -67,7 +68,6 @@ def register(subparsers: Any) -> None:
     run.add_argument("--producer-id", default=None, help="producer identity (default: research@<hostname>)")
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
     run.set_defaults(func=_handle)
-    research.set_defaults(func=show_usage(research))
 
 
 def _handle(args: argparse.Namespace) -> int:
@@ -79,8 +79,7 @@ def _handle(args: argparse.Namespace) -> int:
     with Emitter.from_settings(Settings.load(), producer_id=producer_id) as emitter:
 
         def publish(result: ActivityResult) -> str:
-            landed = emitter.publish(run_id=args.run_id, stage_id=args.stage_id, role=args.role, result=result)
-            return f"{landed.topic}[{landed.partition}]@{landed.offset}"
+            return emitter.publish(run_id=args.run_id, stage_id=args.stage_id, role=args.role, result=result).where
 
         return execute(args, store=emitter.store, publish=publish)
 
