@@ -87,20 +87,23 @@ def trusted(install_keys: InstallKeys) -> TrustedKeys:
     return TrustedKeys.from_install(install_keys)
 
 
+def bernstein_env(services: Services, prefix: str, keys: InstallKeys) -> dict[str, str]:
+    """The BERNSTEIN_* variables that point `bernstein` at these services, this topic prefix and these keys."""
+    return {
+        "BERNSTEIN_KAFKA_BOOTSTRAP": services.bootstrap,
+        "BERNSTEIN_S3_ENDPOINT": services.s3.endpoint,
+        "BERNSTEIN_S3_ACCESS_KEY": services.s3.access_key,
+        "BERNSTEIN_S3_SECRET_KEY": services.s3.secret_key,
+        "BERNSTEIN_S3_BUCKET": services.s3.bucket,
+        "BERNSTEIN_TOPIC_PREFIX": prefix,
+        "BERNSTEIN_KEYS_DIR": str(keys.directory),
+        "BERNSTEIN_ROLES": str(REPO / "config" / "roles.toml"),
+    }
+
+
 @pytest.fixture
 def cli_env(services: Services, prefix: str, install_keys: InstallKeys) -> Iterator[dict[str, str]]:
     """Environment for running `bernstein` as a subprocess against this test's topics and keys."""
     env = dict(os.environ)
-    env.update(
-        {
-            "BERNSTEIN_KAFKA_BOOTSTRAP": services.bootstrap,
-            "BERNSTEIN_S3_ENDPOINT": services.s3.endpoint,
-            "BERNSTEIN_S3_ACCESS_KEY": services.s3.access_key,
-            "BERNSTEIN_S3_SECRET_KEY": services.s3.secret_key,
-            "BERNSTEIN_S3_BUCKET": services.s3.bucket,
-            "BERNSTEIN_TOPIC_PREFIX": prefix,
-            "BERNSTEIN_KEYS_DIR": str(install_keys.directory),
-            "BERNSTEIN_ROLES": str(REPO / "config" / "roles.toml"),
-        }
-    )
+    env.update(bernstein_env(services, prefix, install_keys))
     yield env

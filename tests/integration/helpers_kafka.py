@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import io
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from consumers.core.model import InputRecord, OutputRecord, SchedulerConfig
 from consumers.core.step import SchedulerCore, initial_state
-from consumers.manifest import parse_roles
 from consumers.shell import Counters, SchedulerShell, ShellOptions
 from producers.activity import ActivityResult, observe
 from schemas import codec
@@ -26,26 +24,10 @@ from substrate.cas import BlobStore
 from substrate.config import Topics
 from substrate.kafka import client_config, ensure_topics
 from substrate.keys import InstallKeys
+from tests.roles import ROLES
 from verifier.kafka_source import KafkaSource
 from verifier.sources import StoredRecord
 
-ROLES_TOML = """
-[[roles]]
-role = "developer"
-
-[[roles]]
-role = "scout"
-agent_kind = "research"
-
-[[roles]]
-role = "navigator"
-agent_kind = "browser"
-
-[[roles]]
-role = "operator"
-agent_kind = "ops"
-"""
-ROLES = parse_roles(ROLES_TOML, source="tests")
 OUTPUT_STREAMS = ("journal", "refusals", "audit", "deadletter")
 
 _ENVELOPES = {
@@ -61,16 +43,8 @@ _ENVELOPES = {
 
 
 @dataclass(frozen=True)
-class Rec:
-    """One stored record, exactly as read back (read_committed)."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp_ms: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes], ...]
+class Rec(StoredRecord):
+    """One stored record, exactly as read back (read_committed), with its decoded forms."""
 
     @property
     def schema(self) -> str:
@@ -122,52 +96,20 @@ def wait_stable(bootstrap: str, topic: str, partition: int = 0, *, timeout: floa
         uncommitted.close()
 
 
-def read_partition(bootstrap: str, topic: str, partition: int = 0, *, timeout: float = 60.0) -> list[Rec]:
-    """Every committed record of one partition, in offset order (after any pending commit became visible)."""
-    wait_stable(bootstrap, topic, partition)
-    consumer = Consumer(
-        client_config(
-            bootstrap,
-            **{
-                "group.id": f"tests.reader.{uuid.uuid4().hex[:8]}",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "enable.partition.eof": True,
-                "fetch.wait.max.ms": 10,
-            },
-        )
-    )
-    records: list[Rec] = []
-    try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
-        if high <= low:
-            return records
-        consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
-        while True:
-            for message in consumer.consume(5000, 0.05):
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        return records
-                    raise KafkaException(error)
-                ts_type, ts = message.timestamp()
-                records.append(
-                    Rec(
-                        topic=message.topic(),
-                        partition=message.partition(),
-                        offset=message.offset(),
-                        timestamp_ms=ts if ts_type != 0 else 0,
-                        key=message.key(),
-                        value=message.value(),
-                        headers=tuple((k, v or b"") for k, v in (message.headers() or ())),
-                    )
-                )
-    finally:
-        consumer.close()
+def read_partition(bootstrap: str, topics: Topics, stream: str, partition: int = 0) -> list[Rec]:
+    """Every committed record of one stream's partition, in offset order (after any pending commit became visible).
+
+    Read with the verifier's reader (``KafkaSource.records``: read_committed, from the beginning to the end).
+    """
+    wait_stable(bootstrap, topics.by_stream(stream), partition)
+    return [
+        Rec(**{f.name: getattr(r, f.name) for f in fields(StoredRecord)})
+        for r in KafkaSource(bootstrap, topics).records(stream, partition)
+    ]
 
 
 def read_outputs(bootstrap: str, topics: Topics, partition: int = 0) -> dict[str, list[Rec]]:
-    return {stream: read_partition(bootstrap, topics.by_stream(stream), partition) for stream in OUTPUT_STREAMS}
+    return {stream: read_partition(bootstrap, topics, stream, partition) for stream in OUTPUT_STREAMS}
 
 
 # ---------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from typing import Any
 from schemas import codec
 from schemas.canonical import content_hash, journal_entry_hash, seal_signing_input, sha256_digest
 from substrate.keys import Ed25519Signer, InstallKeys, TrustedKeys, init_keys
+from tests.conftest import bernstein_env
 
 REPO = Path(__file__).resolve().parents[2]
 BERNSTEIN = REPO / ".venv" / "bin" / "bernstein"
@@ -203,20 +204,8 @@ def realistic_run(services: Any, tmp_path_factory: Any) -> RealisticRun:
 
 
 def cli_env(services: Any, prefix: str, keys: InstallKeys) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BERNSTEIN_")}
-    env.update(
-        {
-            "BERNSTEIN_KAFKA_BOOTSTRAP": services.bootstrap,
-            "BERNSTEIN_S3_ENDPOINT": services.s3.endpoint,
-            "BERNSTEIN_S3_ACCESS_KEY": services.s3.access_key,
-            "BERNSTEIN_S3_SECRET_KEY": services.s3.secret_key,
-            "BERNSTEIN_S3_BUCKET": services.s3.bucket,
-            "BERNSTEIN_TOPIC_PREFIX": prefix,
-            "BERNSTEIN_KEYS_DIR": str(keys.directory),
-            "BERNSTEIN_ROLES": str(REPO / "config" / "roles.toml"),
-        }
-    )
-    return env
+    """The offline environment plus the BERNSTEIN_* variables for these services, prefix and keys (and no others)."""
+    return {**offline_env(), **bernstein_env(services, prefix, keys)}
 
 
 def offline_env() -> dict[str, str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -17,6 +16,7 @@ from schemas.canonical import journal_entry_hash
 from substrate.cas import BlobStore
 from substrate.config import Topics
 from substrate.keys import InstallKeys
+from tests.computer_use_kit import edit_entry
 from verifier.kafka_source import KafkaSource
 from verifier.sources import StoredRecord
 
@@ -80,26 +80,12 @@ def refusals(bootstrap: str, topics: Topics) -> list[dict[str, object]]:
     return [codec.decode(r.value or b"").record for p in source.partitions("refusals") for r in source.records("refusals", p)]
 
 
-def computer_use_positions(records: list[StoredRecord]) -> list[int]:
-    out = []
-    for position, record in enumerate(records):
-        envelope = codec.decode(record.value or b"")
-        if (
-            envelope.schema.name == codec.JOURNAL_RECORD
-            and codec.decode(envelope.record["payload"]).schema.name == codec.COMPUTER_USE_ENTRY
-        ):
-            out.append(position)
-    return out
-
-
 def edit_action(record: StoredRecord, **changes: object) -> StoredRecord:
     """One ComputerUseEntry re-encoded with ``changes`` (its stored entry hash left as it was)."""
-    envelope = codec.decode(record.value or b"").record
-    entry = codec.decode(envelope["payload"]).record
-    entry.update(changes)
-    payload = codec.encode(codec.COMPUTER_USE_ENTRY, entry)
-    assert journal_entry_hash(payload) != envelope["entry_hash"]
-    return replace(record, value=codec.encode(codec.JOURNAL_RECORD, {"payload": payload, "entry_hash": envelope["entry_hash"]}))
+    edited = edit_entry(record, rehash=False, **changes)
+    envelope = codec.decode(edited.value or b"").record
+    assert journal_entry_hash(envelope["payload"]) != envelope["entry_hash"]
+    return edited
 
 
 def chromium_processes(marker: str) -> list[psutil.Process]:

@@ -29,13 +29,13 @@ from substrate.cas import DirBlobStore, S3BlobStore
 from substrate.config import Topics
 from substrate.kafka import ensure_topics
 from substrate.keys import InstallKeys, TrustedKeys, init_keys
+from tests.computer_use_kit import computer_use_positions
 from tests.conftest import Services
 from tests.integration.test_browser_kit import (
     SITE,
     RecordingStore,
     all_topic_records,
     chromium_processes,
-    computer_use_positions,
     edit_action,
     refusals,
     run_scheduler,

@@ -567,7 +567,7 @@ def test_exactly_once_under_kill9_and_a_broker_restart(
         assert float(line.rsplit(" in ", 1)[1].rstrip("s")) < 15.0, f"slow rebuild: {line}"
 
     # ---- the input partition is the plan, in order ----------------------------------------
-    inputs = read_partition(bootstrap, topics.submissions)
+    inputs = read_partition(bootstrap, topics, "submissions")
     assert [(r.key, r.value) for r in inputs] == plan.items
     assert [r.offset for r in inputs] == list(range(len(plan.items)))
     out = read_outputs(bootstrap, topics)

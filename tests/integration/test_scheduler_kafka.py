@@ -252,7 +252,7 @@ def test_refusal_rule_through_the_broker(
     run_scheduler(bootstrap, topics, scheduler_config(install_keys), expect=count)
 
     out = read_outputs(bootstrap, topics)
-    inputs = read_partition(bootstrap, topics.submissions)
+    inputs = read_partition(bootstrap, topics, "submissions")
     assert len(inputs) == count
     bad_input = inputs[bad.offset]
     sent = codec.decode(bad_value).record
@@ -346,7 +346,7 @@ def test_undecodable_inputs_become_dead_letters_and_the_partition_moves_on(setti
     run_scheduler(bootstrap, topics, scheduler_config(install_keys), expect=len(offsets))
 
     out = read_outputs(bootstrap, topics)
-    inputs = read_partition(bootstrap, topics.submissions)
+    inputs = read_partition(bootstrap, topics, "submissions")
     assert len(out["deadletter"]) == len(junk)
     for (key, raw, code), dead, offset in zip(junk, out["deadletter"], offsets, strict=False):
         record = dead.record
@@ -444,7 +444,7 @@ def test_fuzz_through_the_broker_every_input_offset_is_accounted_for_once(settin
         len(out["deadletter"]),
     )
     # and the shell wrote exactly what the pure core computes over the same partition
-    expected = fold(config, read_partition(bootstrap, topics.submissions))
+    expected = fold(config, read_partition(bootstrap, topics, "submissions"))
     for stream, records in out.items():
         assert [r.stored() for r in records] == [stored_form(o) for o in expected[stream]], stream
 
@@ -504,7 +504,7 @@ def test_replay_from_offset_zero_into_fresh_topics_is_byte_identical(
     )
     assert counters.transactions >= len(items) // 3
     replayed = read_outputs(bootstrap, second)
-    assert read_partition(bootstrap, second.submissions) == []
+    assert read_partition(bootstrap, second, "submissions") == []
 
     for stream in ("journal", "refusals", "audit", "deadletter"):
         assert len(original[stream]) == len(replayed[stream]) > 0, stream
@@ -520,7 +520,7 @@ def test_replay_from_offset_zero_into_fresh_topics_is_byte_identical(
     }
     assert all(r.inner["input"]["topic"] == first.submissions for r in replayed["audit"])
     # both equal the pure fold over the recorded partition
-    expected = fold(config, read_partition(bootstrap, first.submissions))
+    expected = fold(config, read_partition(bootstrap, first, "submissions"))
     for stream, records in replayed.items():
         assert [r.stored() for r in records] == [stored_form(o) for o in expected[stream]], stream
     # and the replayed deployment verifies on its own

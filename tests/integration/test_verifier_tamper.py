@@ -40,16 +40,6 @@ pytestmark = pytest.mark.integration
 JOURNAL_ENTRY_FAILS = "journal entry seq {seq} at offset {offset} does not recompute to its stored entry hash (see chain): its fields are not the journalled ones"
 
 
-@pytest.fixture(scope="module")
-def run(services: Any, tmp_path_factory: pytest.TempPathFactory) -> kit.RealisticRun:
-    return kit.realistic_run(services, tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def view(run: kit.RealisticRun) -> kit.DumpView:
-    return kit.DumpView(run.dump)
-
-
 # ---------------------------------------------------------------------------
 # expected verdicts
 # ---------------------------------------------------------------------------
@@ -130,6 +120,26 @@ def flip_inside(value: bytes, needle: str, at: int) -> bytes:
     return flipped
 
 
+def entry_fields_changed(v: kit.DumpView, line: kit.JournalLine, new: bytes, *, stage: str, message: str, **more: Any) -> Expect:
+    """Journal entry ``line`` now holds the value ``new`` (payload fields edited, stored entry hash kept): the chain
+    names that entry's hash mismatch once and ``stage`` (the id the entry now carries) fails for it."""
+    seq = line.record["seq"]
+    return Expect(
+        chain=Section(
+            problem(
+                "ENTRY_HASH_MISMATCH",
+                seq=seq,
+                offset=line.offset,
+                expected=v.entry_hash(seq),
+                recomputed=journal_entry_hash(payload_of(new)),
+            ),
+            message_has=(message,),
+        ),
+        stages={stage: JOURNAL_ENTRY_FAILS.format(seq=seq, offset=line.offset)},
+        **more,
+    )
+
+
 # ---------------------------------------------------------------------------
 # the cases
 # ---------------------------------------------------------------------------
@@ -144,19 +154,7 @@ def flip_journal_value_byte(dump: Path, v: kit.DumpView, run: kit.RealisticRun) 
     tampered = codec.decode(payload_of(new)).record
     assert tampered["observations"][0]["content_hash"] != observation_hash
     assert tampered["stage_id"] == "stage-1"
-    return Expect(
-        chain=Section(
-            problem(
-                "ENTRY_HASH_MISMATCH",
-                seq=1,
-                offset=line.offset,
-                expected=v.entry_hash(1),
-                recomputed=journal_entry_hash(payload_of(new)),
-            ),
-            message_has=(f"seq 1 at offset {line.offset}: entry hash mismatch",),
-        ),
-        stages={"stage-1": JOURNAL_ENTRY_FAILS.format(seq=1, offset=line.offset)},
-    )
+    return entry_fields_changed(v, line, new, stage="stage-1", message=f"seq 1 at offset {line.offset}: entry hash mismatch")
 
 
 @case
@@ -164,19 +162,13 @@ def flip_journal_stage_id(dump: Path, v: kit.DumpView, run: kit.RealisticRun) ->
     """stage-4's stage_id field (Avro string, length byte 0x0e) becomes stage-7."""
     line = v.entry(4)
     _, new = edit_journal_value(dump, line.index, lambda value: kit.replace_once(value, b"\x0estage-4", b"\x0estage-7"))
-    return Expect(
-        chain=Section(
-            problem(
-                "ENTRY_HASH_MISMATCH",
-                seq=4,
-                offset=line.offset,
-                expected=v.entry_hash(4),
-                recomputed=journal_entry_hash(payload_of(new)),
-            ),
-            message_has=(f"seq 4 at offset {line.offset}",),
-        ),
-        # The forged id is what the entry now says; the stage is reported under it, as a mismatch.
-        stages={"stage-7": JOURNAL_ENTRY_FAILS.format(seq=4, offset=line.offset)},
+    # The forged id is what the entry now says; the stage is reported under it, as a mismatch.
+    return entry_fields_changed(
+        v,
+        line,
+        new,
+        stage="stage-7",
+        message=f"seq 4 at offset {line.offset}",
         stage_order=("stage-0", "stage-1", "stage-2", "stage-3", "stage-7", "stage-5"),
     )
 
@@ -208,19 +200,7 @@ def edit_observation_ref(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -> 
     assert "https://docs.evilcorp.io/api/handlers" in [o["ref"] for o in tampered["observations"]]
     # The ref is not hashed into the evidence set: only the chain can catch this edit.
     assert evidence_set_hash(o["content_hash"] for o in tampered["observations"]) == tampered["evidence_set_hash"]
-    return Expect(
-        chain=Section(
-            problem(
-                "ENTRY_HASH_MISMATCH",
-                seq=3,
-                offset=line.offset,
-                expected=v.entry_hash(3),
-                recomputed=journal_entry_hash(payload_of(new)),
-            ),
-            message_has=(f"seq 3 at offset {line.offset}",),
-        ),
-        stages={"stage-3": JOURNAL_ENTRY_FAILS.format(seq=3, offset=line.offset)},
-    )
+    return entry_fields_changed(v, line, new, stage="stage-3", message=f"seq 3 at offset {line.offset}")
 
 
 @case

@@ -8,7 +8,7 @@ journal record, the key set -- and checks the exact divergence.
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -26,9 +26,10 @@ from producers.computer_use import (
 )
 from producers.computer_use.fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, MemorySource, RecordingPublisher
 from schemas import codec
-from schemas.canonical import action_anchor, journal_entry_hash, observation_hash, sha256_digest
+from schemas.canonical import action_anchor, observation_hash, sha256_digest
 from substrate.cas import DirBlobStore
 from substrate.keys import Ed25519Signer, InstallKeys, TrustedKeys, init_keys
+from tests.computer_use_kit import computer_use_positions, edit_entry
 from verifier.sources import StoredRecord
 
 RUN = "run-replay"
@@ -97,29 +98,6 @@ def recorded(tmp_path: Path) -> Recorded:
     return Recorded(scheduler.source, DirBlobStore(tmp_path / "cas"), TrustedKeys.from_install(keys), keys, outcome, tmp_path)
 
 
-def cu_positions(records: list[StoredRecord]) -> list[int]:
-    """Positions (in the journal list) of the ComputerUseEntry records."""
-    out = []
-    for position, record in enumerate(records):
-        envelope = codec.decode(record.value or b"")
-        if (
-            envelope.schema.name == codec.JOURNAL_RECORD
-            and codec.decode(envelope.record["payload"]).schema.name == codec.COMPUTER_USE_ENTRY
-        ):
-            out.append(position)
-    return out
-
-
-def edit_entry(record: StoredRecord, *, rehash: bool, **changes: object) -> StoredRecord:
-    """Re-encode one ComputerUseEntry with ``changes``; ``rehash`` also fixes the envelope's entry hash."""
-    envelope = codec.decode(record.value or b"").record
-    entry = codec.decode(envelope["payload"]).record
-    entry.update(changes)
-    payload = codec.encode(codec.COMPUTER_USE_ENTRY, entry)
-    stored_hash = journal_entry_hash(payload) if rehash else envelope["entry_hash"]
-    return replace(record, value=codec.encode(codec.JOURNAL_RECORD, {"payload": payload, "entry_hash": stored_hash}))
-
-
 def entry_of(record: StoredRecord) -> dict[str, object]:
     return codec.decode(codec.decode(record.value or b"").record["payload"]).record
 
@@ -179,7 +157,7 @@ def test_missing_and_changed_snapshot_bytes_are_different_reasons(recorded: Reco
 
 def test_an_action_changed_in_the_journal_is_named(recorded: Recorded) -> None:
     records = recorded.journal()
-    position = cu_positions(records)[3]
+    position = computer_use_positions(records)[3]
     records[position] = edit_entry(
         records[position], rehash=False, action={"kind": "check", "target": "#newsletter", "value_digest": ""}
     )
@@ -192,7 +170,7 @@ def test_an_action_changed_in_the_journal_is_named(recorded: Recorded) -> None:
 
 def test_a_forged_action_with_a_recomputed_anchor_breaks_the_signature_and_the_chain(recorded: Recorded) -> None:
     records = recorded.journal()
-    position = cu_positions(records)[1]
+    position = computer_use_positions(records)[1]
     original = entry_of(records[position])
     forged_action = {**original["action"], "target": "#email"}  # type: ignore[dict-item]
     anchor = action_anchor(str(original["prev_anchor"]), str(original["observation_hash"]), forged_action)
@@ -209,7 +187,7 @@ def test_a_forged_action_with_a_recomputed_anchor_breaks_the_signature_and_the_c
 
 def test_a_deleted_tail_is_caught_by_the_signed_head(recorded: Recorded) -> None:
     records = recorded.journal()
-    for position in reversed(cu_positions(records)[3:]):
+    for position in reversed(computer_use_positions(records)[3:]):
         del records[position]
     result = replay_run(RUN, source=recorded.with_journal(records), cas=recorded.store, trusted=recorded.trusted)
     assert all(s.ok for s in result.steps) and result.action_count == 3
@@ -222,18 +200,18 @@ def test_a_deleted_tail_is_caught_by_the_signed_head(recorded: Recorded) -> None
 
 def test_deleted_duplicated_and_edited_records(recorded: Recorded) -> None:
     records = recorded.journal()
-    del records[cu_positions(records)[2]]
+    del records[computer_use_positions(records)[2]]
     d = replay_run(RUN, source=recorded.with_journal(records), cas=recorded.store, trusted=recorded.trusted).divergence
     assert d is not None and (d.action_index, d.reason) == (2, DivergenceReason.ACTION_MISSING)
 
     records = recorded.journal()
-    position = cu_positions(records)[1]
+    position = computer_use_positions(records)[1]
     records.insert(position + 1, records[position])
     d = replay_run(RUN, source=recorded.with_journal(records), cas=recorded.store, trusted=recorded.trusted).divergence
     assert d is not None and (d.action_index, d.reason) == (1, DivergenceReason.ACTION_DUPLICATED)
 
     records = recorded.journal()
-    position = cu_positions(records)[4]
+    position = computer_use_positions(records)[4]
     records[position] = edit_entry(records[position], rehash=False, occurred_at_ms=1)
     d = replay_run(RUN, source=recorded.with_journal(records), cas=recorded.store, trusted=recorded.trusted).divergence
     assert d is not None and (d.action_index, d.reason) == (4, DivergenceReason.JOURNAL_RECORD_EDITED)
@@ -247,7 +225,7 @@ def test_signatures_and_hmacs_are_checked_with_pinned_keys_only(recorded: Record
     assert d is not None and (d.action_index, d.reason) == (0, DivergenceReason.UNPINNED_KEY)
 
     records = recorded.journal()
-    position = cu_positions(records)[2]
+    position = computer_use_positions(records)[2]
     signature = bytearray(entry_of(records[position])["lineage_signature"])  # type: ignore[arg-type]
     signature[0] ^= 0x80
     records[position] = edit_entry(records[position], rehash=True, lineage_signature=bytes(signature))
@@ -255,7 +233,7 @@ def test_signatures_and_hmacs_are_checked_with_pinned_keys_only(recorded: Record
     assert d is not None and (d.action_index, d.reason) == (2, DivergenceReason.SIGNATURE_INVALID)
 
     records = recorded.journal()
-    position = cu_positions(records)[0]
+    position = computer_use_positions(records)[0]
     records[position] = edit_entry(records[position], rehash=True, lineage_hmac="hmac-sha256:" + "0" * 64)
     d = replay_run(RUN, source=recorded.with_journal(records), cas=recorded.store, trusted=recorded.trusted).divergence
     assert d is not None and (d.action_index, d.reason) == (0, DivergenceReason.HMAC_INVALID)

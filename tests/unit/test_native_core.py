@@ -28,7 +28,7 @@ from typing import Any
 import bernstein_native as bn  # built by `uv sync` (cargo): a missing build must fail these tests, not skip them
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from consumers.core import native as native_mod
@@ -51,6 +51,7 @@ from schemas.records import BROWSER_SESSION_FORMAT, MAX_INLINE_ARTIFACT_BYTES, M
 from substrate.config import Topics
 from substrate.kafka import client_config
 from substrate.keys import Ed25519Signer
+from tests.unit import fuzz_kit
 
 REPO = Path(__file__).resolve().parents[2]
 TOPIC = "unit.activity.submissions"
@@ -877,109 +878,7 @@ def test_a_ten_thousand_record_stream() -> None:
 # fuzz: mutated and hostile submissions
 # ---------------------------------------------------------------------------
 
-_SEEDS = [
-    enc_sub(),
-    enc_sub(run_id="run-2", stage_id="st", role="developer", kind="coding", pages=[]),
-    enc_close(),
-    enc_sub(pages=[b"a", b"b", b"c"], reason_code="budget_exhausted", terminal_state="timed_out"),
-]
-
-
-def _mutate(data: bytes, edits: list[tuple[int, int, int]]) -> bytes:
-    buf = bytearray(data)
-    for op, position, byte in edits:
-        if not buf:
-            buf.append(byte)
-            continue
-        i = position % len(buf)
-        if op == 0:
-            buf[i] = byte
-        elif op == 1:
-            del buf[i:]
-        elif op == 2:
-            buf.insert(i, byte)
-        else:
-            del buf[i]
-    return bytes(buf)
-
-
-_ids = st.one_of(
-    st.sampled_from(["run-1", "run-2", "s1", "s2", "scout", "developer", "ghost", "", "-x", "a" * 129]), st.text(max_size=12)
-)
-_digests = st.one_of(
-    st.sampled_from([sha256_digest(b"a"), sha256_digest(b"b"), evidence_set_hash([]), "", "sha256:00"]), st.text(max_size=80)
-)
-
-
-@st.composite
-def _structured(draw: st.DrawFn) -> bytes:
-    obs = draw(
-        st.lists(
-            st.fixed_dictionaries(
-                {"kind": st.sampled_from(["page", "", "k" * 65, "\u3000"]), "ref": st.text(max_size=8), "content_hash": _digests}
-            ),
-            max_size=4,
-        )
-    )
-    artifact = draw(st.binary(max_size=16))
-    consistent = draw(st.booleans())
-    try:
-        esh = evidence_set_hash(o["content_hash"] for o in obs)
-    except Exception:
-        esh = draw(_digests)
-    return enc(
-        {
-            "submission_id": draw(st.text(max_size=10)),
-            "run_id": draw(_ids),
-            "stage_id": draw(_ids),
-            "role": draw(_ids),
-            "producer": {"id": draw(st.text(max_size=6)), "sdk": "fuzz"},
-            "kind": draw(
-                st.one_of(st.sampled_from(["coding", "research", "browser", "data", "ops", "", "poetry"]), st.text(max_size=70))
-            ),
-            "artifact": artifact,
-            "artifact_hash": sha256_digest(artifact) if consistent else draw(_digests),
-            "evidence_set_hash": esh if consistent else draw(_digests),
-            "observations": obs,
-            "terminal_state": draw(
-                st.one_of(st.sampled_from(["completed", "refused", "failed", "timed_out", "done"]), st.text(max_size=70))
-            ),
-            "reason_code": draw(st.one_of(st.sampled_from(["ok", "", " ", "\x85"]), st.text(max_size=5))),
-            "occurred_at_ms": draw(st.integers(min_value=-(2**63), max_value=2**63 - 1)),
-        }
-    )
-
-
-@st.composite
-def _structured_action(draw: st.DrawFn) -> bytes:
-    """Computer-use actions with hostile values (the reference handles them all)."""
-    return codec.encode(
-        codec.COMPUTER_USE_ACTION,
-        {
-            "submission_id": draw(st.text(max_size=10)),
-            "run_id": draw(_ids),
-            "session_id": draw(_ids),
-            "action_index": draw(st.integers(min_value=-(2**63), max_value=2**63 - 1)),
-            "producer": {"id": draw(st.text(max_size=6)), "sdk": "fuzz"},
-            "prev_anchor": draw(_digests),
-            "screenshot_hash": draw(_digests),
-            "dom_digest": draw(_digests),
-            "observation_hash": draw(_digests),
-            "action": {
-                "kind": draw(st.sampled_from(["navigate", "click", "teleport", ""])),
-                "target": draw(st.text(max_size=12)),
-                "value_digest": draw(st.sampled_from(["", "hmac-sha256:" + "0" * 64, "x"])),
-            },
-            "anchor": draw(_digests),
-            "lineage": {
-                "entry": draw(st.one_of(st.binary(max_size=40), st.just(b'{"content_hash":"sha256:00","parent_hashes":[]}'))),
-                "hmac": draw(st.sampled_from(["", "hmac-sha256:" + "1" * 64])),
-                "key_id": draw(st.sampled_from(["", SIGNER.key_id])),
-                "signature": draw(st.binary(max_size=64)),
-            },
-            "occurred_at_ms": draw(st.integers(min_value=0, max_value=2**62)),
-        },
-    )
+_SEEDS = fuzz_kit.seed_values(enc_sub, enc_close)
 
 
 def _valid_actions(run_id: str, count: int) -> list[bytes]:
@@ -991,29 +890,13 @@ def _valid_actions(run_id: str, count: int) -> list[bytes]:
     return values
 
 
-_values = st.one_of(
-    st.none(),
-    st.binary(max_size=200),
-    st.builds(
-        lambda fp, body: codec.MAGIC + fp + body,
-        st.sampled_from([VALID[2:10], enc_close()[2:10]]) | st.binary(min_size=8, max_size=8),
-        st.binary(max_size=120),
-    ),
-    st.builds(
-        _mutate,
-        st.sampled_from(_SEEDS),
-        st.lists(st.tuples(st.integers(0, 3), st.integers(0, 10_000), st.integers(0, 255)), min_size=1, max_size=6),
-    ),
-    st.sampled_from(_SEEDS),
-    _structured(),
-    _structured_action(),
-    st.sampled_from(_valid_actions("run-1", 3) + _valid_actions("run-2", 2)),
-    st.builds(lambda run_id: enc_close(run_id), _ids),
+_values = fuzz_kit.record_values(
+    _SEEDS, key_id=SIGNER.key_id, close=enc_close, extra=_valid_actions("run-1", 3) + _valid_actions("run-2", 2)
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=8)), _values), min_size=1, max_size=25), st.integers(1, 4))
+@fuzz_kit.FUZZ_SETTINGS
+@given(fuzz_kit.keyed(_values), st.integers(1, 4))
 def test_fuzz_native_equals_the_reference(inputs: list[tuple[bytes | None, bytes | None]], seal_every: int) -> None:
     pair = Pair(make_config(seal_every=seal_every))
     for key, value in inputs:

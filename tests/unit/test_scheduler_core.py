@@ -16,13 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from consumers.core.model import InputRecord, OutputRecord, SchedulerConfig, SchedulerState, Stream
 from consumers.core.rebuild import StateCorrupted, rebuild_state
 from consumers.core.step import SchedulerCore, initial_state
-from consumers.manifest import parse_roles
 from producers.activity import ActivityResult, observe
 from schemas import codec
 from schemas.canonical import (
@@ -39,6 +38,8 @@ from schemas.canonical import (
 )
 from schemas.records import MAX_INLINE_ARTIFACT_BYTES, MAX_OBSERVATIONS, DeadLetterCode, RefusalCode
 from substrate.keys import Ed25519Signer, verify_signature
+from tests.roles import ROLES
+from tests.unit import fuzz_kit
 
 REPO = Path(__file__).resolve().parents[2]
 TOPIC = "unit.activity.submissions"
@@ -46,24 +47,6 @@ PARTITION = 3
 BASE_TS = 1_760_000_000_000
 AUDIT_KEY = bytes(range(100, 132))
 SIGNER = Ed25519Signer.from_seed(bytes(range(32)))
-ROLES = parse_roles(
-    """
-[[roles]]
-role = "developer"
-
-[[roles]]
-role = "scout"
-agent_kind = "research"
-
-[[roles]]
-role = "navigator"
-agent_kind = "browser"
-
-[[roles]]
-role = "operator"
-agent_kind = "ops"
-"""
-)
 CE_TYPES = {
     "journal-entry": b"bernstein.activity.result",
     "seal": b"bernstein.run.sealed",
@@ -998,129 +981,15 @@ def test_outputs_depend_on_the_keys_and_the_partition() -> None:
 # fuzz: step never raises and always accounts for its input
 # ---------------------------------------------------------------------------
 
-_SEED_VALUES = [
-    enc_sub(),
-    enc_sub(run_id="run-2", stage_id="st", role="developer", kind="coding", pages=[]),
-    enc_close(),
-    enc_sub(pages=[b"a", b"b", b"c"], reason_code="budget_exhausted", terminal_state="timed_out"),
-]
-
-
-def _mutate(data: bytes, edits: list[tuple[int, int, int]]) -> bytes:
-    buf = bytearray(data)
-    for op, position, byte in edits:
-        if not buf:
-            buf.append(byte)
-            continue
-        i = position % len(buf)
-        if op == 0:
-            buf[i] = byte
-        elif op == 1:
-            del buf[i:]
-        elif op == 2:
-            buf.insert(i, byte)
-        else:
-            del buf[i]
-    return bytes(buf)
-
-
-_ids = st.one_of(
-    st.sampled_from(["run-1", "run-2", "s1", "s2", "scout", "developer", "ghost", "", "-x", "a" * 129]),
-    st.text(max_size=12),
-)
-_digests = st.one_of(
-    st.sampled_from([sha256_digest(b"a"), sha256_digest(b"b"), evidence_set_hash([]), "", "sha256:00"]),
-    st.text(max_size=80),
+_values = fuzz_kit.record_values(
+    fuzz_kit.seed_values(enc_sub, enc_close),
+    key_id=SIGNER.key_id,
+    close=lambda run_id: codec.encode(codec.RUN_CLOSE, run_close(run_id)),
 )
 
 
-@st.composite
-def _structured_submission(draw: st.DrawFn) -> bytes:
-    """Schema-valid records with hostile field values (some of them consistent enough to be accepted)."""
-    observations = draw(
-        st.lists(
-            st.fixed_dictionaries(
-                {"kind": st.sampled_from(["page", "", "k" * 65]), "ref": st.text(max_size=8), "content_hash": _digests}
-            ),
-            max_size=4,
-        )
-    )
-    artifact = draw(st.binary(max_size=16))
-    consistent = draw(st.booleans())
-    hashes = [o["content_hash"] for o in observations]
-    try:
-        esh = evidence_set_hash(hashes)
-    except Exception:
-        esh = draw(_digests)
-    rec = {
-        "submission_id": draw(st.text(max_size=10)),
-        "run_id": draw(_ids),
-        "stage_id": draw(_ids),
-        "role": draw(_ids),
-        "producer": {"id": draw(st.text(max_size=6)), "sdk": "fuzz"},
-        "kind": draw(st.sampled_from(["coding", "research", "browser", "data", "ops", "", "poetry"])),
-        "artifact": artifact,
-        "artifact_hash": artifact_hash(artifact) if consistent else draw(_digests),
-        "evidence_set_hash": esh if consistent else draw(_digests),
-        "observations": observations,
-        "terminal_state": draw(st.sampled_from(["completed", "refused", "failed", "timed_out", "", "done"])),
-        "reason_code": draw(st.one_of(st.sampled_from(["ok", "", " "]), st.text(max_size=5))),
-        "occurred_at_ms": draw(st.integers(min_value=-(2**63), max_value=2**63 - 1)),
-    }
-    return codec.encode(codec.ACTIVITY_SUBMISSION, rec)
-
-
-@st.composite
-def _structured_action(draw: st.DrawFn) -> bytes:
-    """Schema-valid computer-use actions with hostile values (anchors, lineage and indexes that do not line up)."""
-    rec = {
-        "submission_id": draw(st.text(max_size=10)),
-        "run_id": draw(_ids),
-        "session_id": draw(_ids),
-        "action_index": draw(st.integers(min_value=-(2**63), max_value=2**63 - 1)),
-        "producer": {"id": draw(st.text(max_size=6)), "sdk": "fuzz"},
-        "prev_anchor": draw(_digests),
-        "screenshot_hash": draw(_digests),
-        "dom_digest": draw(_digests),
-        "observation_hash": draw(_digests),
-        "action": {
-            "kind": draw(st.sampled_from(["navigate", "click", "type", "teleport", ""])),
-            "target": draw(st.text(max_size=12)),
-            "value_digest": draw(st.sampled_from(["", "hmac-sha256:" + "0" * 64, "x"])),
-        },
-        "anchor": draw(_digests),
-        "lineage": {
-            "entry": draw(st.one_of(st.binary(max_size=40), st.just(b'{"content_hash":"sha256:00","parent_hashes":[]}'))),
-            "hmac": draw(st.sampled_from(["", "hmac-sha256:" + "1" * 64])),
-            "key_id": draw(st.sampled_from(["", SIGNER.key_id, sha256_digest(b"k")])),
-            "signature": draw(st.binary(max_size=64)),
-        },
-        "occurred_at_ms": draw(st.integers(min_value=0, max_value=2**62)),
-    }
-    return codec.encode(codec.COMPUTER_USE_ACTION, rec)
-
-
-_values = st.one_of(
-    st.none(),
-    st.binary(max_size=200),
-    st.builds(lambda fp, body: codec.MAGIC + fp + body, st.binary(min_size=8, max_size=8), st.binary(max_size=120)),
-    st.builds(
-        _mutate,
-        st.sampled_from(_SEED_VALUES),
-        st.lists(st.tuples(st.integers(0, 3), st.integers(0, 10_000), st.integers(0, 255)), min_size=1, max_size=6),
-    ),
-    st.sampled_from(_SEED_VALUES),
-    _structured_submission(),
-    _structured_action(),
-    st.builds(
-        lambda run_id: codec.encode(codec.RUN_CLOSE, run_close(run_id)),
-        _ids,
-    ),
-)
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=8)), _values), min_size=1, max_size=25), st.integers(1, 4))
+@fuzz_kit.FUZZ_SETTINGS
+@given(fuzz_kit.keyed(_values), st.integers(1, 4))
 def test_fuzz_step_never_raises_and_accounts_for_every_input(
     inputs: list[tuple[bytes | None, bytes | None]], seal_every: int
 ) -> None:
