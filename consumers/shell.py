@@ -407,11 +407,7 @@ class SchedulerShell:
         step = self.core.step
         planned = []
         for message in records:
-            ts_type, ts = message.timestamp()
-            record = InputRecord(
-                message.topic(), partition, message.offset(), ts if ts_type != 0 else 0, message.key(), message.value()
-            )
-            state, outputs = step(state, record)
+            state, outputs = step(state, InputRecord.of_message(message, partition))
             planned.append(outputs)
         return state, planned
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 from schemas.canonical import journal_genesis
 
@@ -33,6 +33,12 @@ class InputRecord:
     timestamp_ms: int
     key: bytes | None
     value: bytes | None
+
+    @classmethod
+    def of_message(cls, message: Any, partition: int) -> InputRecord:
+        """A consumed ``confluent_kafka.Message`` of input partition ``partition`` (no timestamp -> 0)."""
+        ts_type, ts = message.timestamp()
+        return cls(message.topic(), partition, message.offset(), ts if ts_type != 0 else 0, message.key(), message.value())
 
 
 @dataclass(frozen=True, slots=True)

@@ -261,7 +261,7 @@ class NativeSchedulerCore:
 
         ``messages``: ``confluent_kafka.Message`` objects without an error, read
         from input partition ``partition``; each becomes the shell's
-        ``InputRecord(m.topic(), partition, m.offset(), ts if ts_type != 0 else 0, m.key(), m.value())``.
+        ``InputRecord.of_message(m, partition)``.
         The records the extension hands back go through the reference, in order.
         Returns the new state; a plan replaces the previous one.
         """
@@ -274,12 +274,7 @@ class NativeSchedulerCore:
             count = len(messages)
             index = native.plan_messages(messages, partition, 0)
             while index < count:
-                message = messages[index]
-                ts_type, ts = message.timestamp()
-                record = InputRecord(
-                    message.topic(), partition, message.offset(), ts if ts_type != 0 else 0, message.key(), message.value()
-                )
-                native.plan_outputs(self._python_step(record))
+                native.plan_outputs(self._python_step(InputRecord.of_message(messages[index], partition)))
                 index = native.plan_messages(messages, partition, index + 1)
         except BaseException:
             self._current = None  # the state may have moved on: only a reload is safe now

@@ -24,7 +24,8 @@ use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyList, PyString, PyTuple};
 
-use crate::core::{CeType, Output, Stream};
+use crate::core::{CeType, Input, Output, Stream};
+use crate::PyInput;
 
 /// What `produce` is given for one output, besides the topic and partition.
 pub(crate) struct Planned {
@@ -89,11 +90,11 @@ impl Plan {
         &mut self,
         py: Python<'_>,
         outputs: &[Output<'_>],
-        position: (&str, i64, i64),
+        input: &Input<'_>,
         timestamp: &Bound<'_, PyAny>,
         ce_id_name: &Py<PyString>,
     ) {
-        let (topic, partition, offset) = position;
+        let (topic, partition, offset) = (input.topic, input.partition, input.offset);
         let mut last_key: Option<(&[u8], Bound<'_, PyBytes>)> = None;
         for (index, o) in outputs.iter().enumerate() {
             self.scratch.clear();
@@ -140,22 +141,14 @@ pub(crate) fn ce_id_pair<'py>(
     pair
 }
 
-/// The plain fields of a `confluent_kafka.Message`, or None when it is not the
-/// shape the native core reads (exact str topic, exact int offset and
+/// The fields of a `confluent_kafka.Message` read from input partition
+/// `partition`, as the shell's `InputRecord` takes them, or None when it is not
+/// the shape the native core reads (exact str topic, exact int offset and
 /// timestamp, bytes or None key and value); such a message goes to the reference.
-pub(crate) struct MessageFields<'py> {
-    pub topic: Bound<'py, PyString>,
-    pub offset: i64,
-    pub timestamp_ms: i64,
-    /// `ts if ts_type != 0 else 0`, as the object the produce call is given.
-    pub timestamp_obj: Bound<'py, PyAny>,
-    pub key: Option<Bound<'py, PyBytes>>,
-    pub value: Option<Bound<'py, PyBytes>>,
-}
-
 pub(crate) fn read_message<'py>(
     message: &Bound<'py, PyAny>,
-) -> PyResult<Option<MessageFields<'py>>> {
+    partition: i64,
+) -> PyResult<Option<PyInput<'py>>> {
     let py = message.py();
     let topic = message.call_method0(pyo3::intern!(py, "topic"))?;
     let offset = message.call_method0(pyo3::intern!(py, "offset"))?;
@@ -191,8 +184,9 @@ pub(crate) fn read_message<'py>(
     let (Some(key), Some(value)) = (crate::opt_bytes(key), crate::opt_bytes(value)) else {
         return Ok(None);
     };
-    Ok(Some(MessageFields {
+    Ok(Some(PyInput {
         topic,
+        partition,
         offset,
         timestamp_ms,
         timestamp_obj,

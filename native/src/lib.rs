@@ -171,14 +171,30 @@ fn map_to_dict<'py>(
 /// The fields of one input record, or None when it is not the plain shape
 /// (exact str topic, exact ints, bytes or None key and value) the native core
 /// reads; such records go to the reference.
-struct PyInput<'py> {
-    topic: Bound<'py, PyString>,
-    partition: i64,
-    offset: i64,
-    timestamp_ms: i64,
-    timestamp_obj: Bound<'py, PyAny>,
-    key: Option<Bound<'py, PyBytes>>,
-    value: Option<Bound<'py, PyBytes>>,
+pub(crate) struct PyInput<'py> {
+    pub topic: Bound<'py, PyString>,
+    pub partition: i64,
+    pub offset: i64,
+    pub timestamp_ms: i64,
+    /// The timestamp as the object the outputs carry (and `produce` is given).
+    pub timestamp_obj: Bound<'py, PyAny>,
+    pub key: Option<Bound<'py, PyBytes>>,
+    pub value: Option<Bound<'py, PyBytes>>,
+}
+
+impl PyInput<'_> {
+    /// The core's view of the record; None when the topic is not valid UTF-8
+    /// (such a record goes to the reference).
+    pub fn as_input(&self) -> Option<Input<'_>> {
+        Some(Input {
+            topic: self.topic.to_str().ok()?,
+            partition: self.partition,
+            offset: self.offset,
+            timestamp_ms: self.timestamp_ms,
+            key: self.key.as_ref().map(|b| b.as_bytes()),
+            value: self.value.as_ref().map(|b| b.as_bytes()),
+        })
+    }
 }
 
 pub(crate) fn exact_int(obj: &Bound<'_, PyAny>) -> Option<i64> {
@@ -682,25 +698,15 @@ impl NativeCore {
         let mut fields = Vec::with_capacity(n.saturating_sub(start));
         let mut read_up_to = n;
         for i in start..n {
-            match batch::read_message(&messages.get_item(i)?)? {
-                Some(m) if m.topic.to_str().is_ok() => fields.push(m),
+            match batch::read_message(&messages.get_item(i)?, partition)? {
+                Some(m) if m.as_input().is_some() => fields.push(m),
                 _ => {
                     read_up_to = i;
                     break;
                 }
             }
         }
-        let mut inputs = Vec::with_capacity(fields.len());
-        for m in &fields {
-            inputs.push(Input {
-                topic: m.topic.to_str()?,
-                partition,
-                offset: m.offset,
-                timestamp_ms: m.timestamp_ms,
-                key: m.key.as_ref().map(|b| b.as_bytes()),
-                value: m.value.as_ref().map(|b| b.as_bytes()),
-            });
-        }
+        let inputs: Vec<Input<'_>> = fields.iter().filter_map(PyInput::as_input).collect();
         // 2. Step them without holding the GIL, so that the thread committing the
         // previous batch is not held up; then turn the outputs into what produce takes.
         let mut done = 0;
@@ -718,12 +724,11 @@ impl NativeCore {
                 (results, false)
             });
             for outputs in &results {
-                let (input, m) = (&inputs[done], &fields[done]);
                 self.plan.push_native(
                     py,
                     outputs,
-                    (input.topic, partition, input.offset),
-                    &m.timestamp_obj,
+                    &inputs[done],
+                    &fields[done].timestamp_obj,
                     &self.headers.ce_id,
                 );
                 done += 1;
@@ -732,19 +737,17 @@ impl NativeCore {
                 // A fallback leaves the state untouched: try again with the interpreter at
                 // hand (repr of non-ASCII text); what still falls back goes to the reference.
                 let mut host = PyHost { py };
-                match self.core.step(&inputs[done], &mut host) {
-                    Outcome::Done(outputs) => {
-                        self.plan.push_native(
-                            py,
-                            &outputs,
-                            (inputs[done].topic, partition, inputs[done].offset),
-                            &fields[done].timestamp_obj,
-                            &self.headers.ce_id,
-                        );
-                        done += 1;
-                    }
-                    Outcome::Fallback(_) => return Ok(start + done),
-                }
+                let Outcome::Done(outputs) = self.core.step(&inputs[done], &mut host) else {
+                    return Ok(start + done);
+                };
+                self.plan.push_native(
+                    py,
+                    &outputs,
+                    &inputs[done],
+                    &fields[done].timestamp_obj,
+                    &self.headers.ce_id,
+                );
+                done += 1;
             }
         }
         if read_up_to < n {
@@ -822,16 +825,8 @@ impl NativeCore {
         let Some(rec) = read_input(item)? else {
             return Ok(None);
         };
-        let Ok(topic) = rec.topic.to_str() else {
+        let Some(input) = rec.as_input() else {
             return Ok(None);
-        };
-        let input = Input {
-            topic,
-            partition: rec.partition,
-            offset: rec.offset,
-            timestamp_ms: rec.timestamp_ms,
-            key: rec.key.as_ref().map(|b| b.as_bytes()),
-            value: rec.value.as_ref().map(|b| b.as_bytes()),
         };
         let mut host = PyHost { py };
         let outputs = match self.core.step(&input, &mut host) {
@@ -842,14 +837,7 @@ impl NativeCore {
         let prefix = format!("{}:{}:{}:", input.topic, input.partition, input.offset);
         for (index, o) in outputs.iter().enumerate() {
             let ce_id = format!("{prefix}{index}");
-            let ce_id = PyTuple::new(
-                py,
-                [
-                    self.headers.ce_id.bind(py).clone().into_any(),
-                    PyBytes::new(py, ce_id.as_bytes()).into_any(),
-                ],
-            )?;
-            untrack(&ce_id);
+            let ce_id = batch::ce_id_pair(py, &self.headers.ce_id, ce_id.as_bytes());
             let headers = PyTuple::new(
                 py,
                 [
