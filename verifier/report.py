@@ -9,7 +9,7 @@ recomputed values, so a tamper is named once, where it happened.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from verifier.checks.base import DetailLine
@@ -51,11 +51,13 @@ class HeaderCheckVerdict:
         return self.problem is None
 
     def to_json(self) -> dict[str, Any]:
-        """The verdict's section of the --json report: ``ok``, its own facts, then the problem."""
-        return {"ok": self.ok, **self._facts(), "problem": problem_json(self.problem), "further_problems": self.further_problems}
-
-    def _facts(self) -> dict[str, Any]:
-        return {}
+        """The verdict's section of the --json report: ``ok`` and every field (tuples as lists)."""
+        section: dict[str, Any] = {"ok": self.ok}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            section[f.name] = list(value) if isinstance(value, tuple) else value
+        section["problem"] = problem_json(self.problem)
+        return section
 
 
 @dataclass(frozen=True)
@@ -65,9 +67,6 @@ class ChainVerdict(HeaderCheckVerdict):
     entries: int
     head: str
     partition: int | None
-
-    def _facts(self) -> dict[str, Any]:
-        return {"entries": self.entries, "head": self.head, "partition": self.partition}
 
 
 @dataclass(frozen=True)
@@ -79,9 +78,6 @@ class SealVerdict(HeaderCheckVerdict):
     covered: int
     """Entries covered by the last valid seal."""
     key_ids: tuple[str, ...] = ()
-
-    def _facts(self) -> dict[str, Any]:
-        return {"seals": self.seals, "final": self.final, "covered": self.covered, "key_ids": list(self.key_ids)}
 
 
 @dataclass(frozen=True)
@@ -95,16 +91,6 @@ class AuditVerdict(HeaderCheckVerdict):
     key_ids: tuple[str, ...] = ()
     refusals: int = 0
     note: str = ""
-
-    def _facts(self) -> dict[str, Any]:
-        return {
-            "records": self.records,
-            "run_records": self.run_records,
-            "refusals": self.refusals,
-            "macs_verified": self.macs_verified,
-            "key_ids": list(self.key_ids),
-            "note": self.note,
-        }
 
 
 @dataclass(frozen=True)

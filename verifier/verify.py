@@ -36,7 +36,7 @@ Memory stays flat: records are read, and facts computed, a chunk at a time.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from schemas import codec
@@ -199,16 +199,7 @@ def _with_torn(header: RunHeader, source: RecordSource) -> RunHeader:
     problems = tuple(
         Problem("DUMP_TRUNCATED", f"{t.path} ends in a torn line at line {t.line}: the dump file was truncated") for t in torn
     )
-    return RunHeader(
-        run_id=header.run_id,
-        source=header.source,
-        found=header.found,
-        reason=header.reason,
-        chain=header.chain,
-        seal=header.seal,
-        audit=header.audit,
-        dump_problems=header.dump_problems + problems,
-    )
+    return replace(header, dump_problems=header.dump_problems + problems)
 
 
 def _has_key(records: Iterator[StoredRecord], key: bytes) -> bool:
