@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from schemas.errors import MalformedInput
-from schemas.records import KINDS, ActivityKind, is_valid_id
+from schemas.records import ID_RULE, KINDS, ActivityKind, is_valid_id
 
 DEFAULT_KIND: Final = ActivityKind.CODING.value
 _ROLE_KEYS: Final = frozenset({"role", "agent_kind", "description"})
@@ -56,7 +56,7 @@ def roles_from_document(document: dict[str, Any], *, source: str = "<manifest>")
             raise ManifestError(f"{where} has unknown keys {sorted(unknown)}; allowed: {sorted(_ROLE_KEYS)}")
         role = entry.get("role")
         if not is_valid_id(role):
-            raise ManifestError(f"{where}: role must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = - (got {role!r})")
+            raise ManifestError(f"{where}: role {ID_RULE} (got {role!r})")
         assert isinstance(role, str)
         kind = entry.get("agent_kind", DEFAULT_KIND)
         if kind not in KINDS:

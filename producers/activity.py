@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from schemas.canonical import artifact_hash, canonical_json, content_hash, evidence_set_hash
 from schemas.errors import BernsteinError
 from schemas.records import (
+    ID_RULE,
     MAX_INLINE_ARTIFACT_BYTES,
     ActivityKind,
     Observation,
@@ -20,9 +21,6 @@ from schemas.records import (
     is_valid_id,
     is_valid_reason_code,
 )
-
-ID_RULE: Final = "must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -"
-"""How a refused run, stage, role or worker id is worded everywhere (the rule is ``is_valid_id``)."""
 
 
 class ActivityRejected(BernsteinError):

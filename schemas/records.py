@@ -48,6 +48,10 @@ _ID_RE: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@+=-]{0,127}")
 _CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f]")
 
 
+ID_RULE: Final = "must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -"
+"""How every refusal of a run, stage, role or worker id words the rule ``is_valid_id`` checks."""
+
+
 def is_valid_id(value: object) -> bool:
     """Run, stage and role ids: 1-128 of ``A-Z a-z 0-9 _ . : @ + = -``, not starting with a dot or dash."""
     return isinstance(value, str) and _ID_RE.fullmatch(value) is not None

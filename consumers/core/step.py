@@ -54,6 +54,7 @@ from schemas.records import (
     BROWSER_SESSION_FORMAT,
     ENTRY_ACTIVITY_RESULT,
     ENTRY_COMPUTER_USE_ACTION,
+    ID_RULE,
     KINDS,
     MAX_INLINE_ARTIFACT_BYTES,
     MAX_KIND_LENGTH,
@@ -751,7 +752,7 @@ def _digest_or_empty(value: object) -> str:
 
 
 def _invalid_id(code: RefusalCode, field: str, value: object) -> _Refusal:
-    return _Refusal(code, f"{field} must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -", field, _clip(value))
+    return _Refusal(code, f"{field} {ID_RULE}", field, _clip(value))
 
 
 def _malformed_digest(field: str, value: object) -> _Refusal:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from producers.activity import ID_RULE, ActivityRejected, ActivityResult
+from producers.activity import ActivityRejected, ActivityResult
 from producers.dataops.activity import DataOpsActivity
 from producers.dataops.examples import (
     VIOLATIONS,
@@ -34,7 +34,7 @@ from producers.dataops.examples import (
     run_ops_job,
 )
 from schemas.errors import BernsteinError
-from schemas.records import is_valid_id
+from schemas.records import ID_RULE, is_valid_id
 from substrate.cas import BlobStore, DirBlobStore
 from substrate.keys import default_keys_dir, load_keys
 from substrate.text import plural
