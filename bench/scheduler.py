@@ -18,6 +18,8 @@ uncounted round of each warms the broker up first, then ``--trials`` pairs run
 back to back. The last line is the headline, ``scheduler_vs_passthrough=<ratio>``
 (target >= 0.5): the median of the per-pair ratios, which cancels the slow drift
 of a shared machine (the ratio of the two medians is printed too).
+
+Every topic of the run starts with one fresh prefix and is deleted at the end.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from consumers.shell import Counters, SchedulerShell, ShellOptions
 from schemas import codec
 from schemas.canonical import evidence_set_hash, sha256_digest
 from substrate.config import Settings, Topics
-from substrate.kafka import client_config, ensure_topics, transactional_producer_config
+from substrate.kafka import client_config, delete_topics_with_prefixes, ensure_topics, transactional_producer_config
 from substrate.keys import AuditKey, Ed25519Signer
 
 ROLES = {"developer": "coding"}
@@ -237,8 +239,7 @@ def run_child(phase: str, bootstrap: str, prefix: str, count: int, input_topic: 
 # -- latency ---------------------------------------------------------------------------
 
 
-def latency(bootstrap: str, rate: int, seconds: float) -> dict[str, float]:
-    prefix = f"benchlat{uuid.uuid4().hex[:8]}"
+def latency(bootstrap: str, prefix: str, rate: int, seconds: float) -> dict[str, float]:
     topics = Topics(prefix)
     ensure_topics(bootstrap, topics)
     env = dict(os.environ)
@@ -366,7 +367,19 @@ def main() -> int:
     if not settings.kafka_bootstrap:
         raise SystemExit("bench: no Kafka; run `infra/up` first (make bench does)")
     bootstrap = settings.kafka_bootstrap
-    prefix = f"bench{uuid.uuid4().hex[:8]}"
+    prefix = f"bench{uuid.uuid4().hex[:8]}"  # every topic of the run starts with it
+    try:
+        summary = _run(args, bootstrap, prefix)
+    finally:
+        # about 1 GB of broker data per run: left behind, it piles up and slows the broker down
+        deleted = delete_topics_with_prefixes(bootstrap, [prefix])
+        print(f"bench: deleted the run's {len(deleted)} topics", flush=True)
+    print("\n".join(summary))  # the headline stays the last line
+    return 0
+
+
+def _run(args: argparse.Namespace, bootstrap: str, prefix: str) -> list[str]:
+    """The phases; returns the summary lines (the headline last)."""
     topics = Topics(prefix)
     ensure_topics(bootstrap, topics)
     print(f"bench: publishing {args.count} submissions (3 observations each) to {topics.submissions}", flush=True)
@@ -412,16 +425,17 @@ def main() -> int:
         f"per-pair ratios {', '.join(f'{r:.2f}' for r in pairs)}",
         flush=True,
     )
-    lat = latency(bootstrap, args.rate, args.latency_seconds)
+    lat = latency(bootstrap, f"{prefix}lat", args.rate, args.latency_seconds)
     print(
         f"latency at {lat['rate_achieved']:.0f}/s over {lat['count']:.0f} submissions: produce-to-journal "
         f"p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, max {lat['max_ms']:.1f} ms (target p99 <= 250 ms)",
         flush=True,
     )
-    print(f"scheduler_peak_rss_mib={sched['peak_rss_mib']:.0f}")
-    print(f"latency_p99_ms={lat['p99_ms']:.1f}")
-    print(f"scheduler_vs_passthrough={paired:.2f}")
-    return 0
+    return [
+        f"scheduler_peak_rss_mib={sched['peak_rss_mib']:.0f}",
+        f"latency_p99_ms={lat['p99_ms']:.1f}",
+        f"scheduler_vs_passthrough={paired:.2f}",
+    ]
 
 
 if __name__ == "__main__":

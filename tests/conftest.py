@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,9 @@ import pytest
 
 from substrate.cas import S3BlobStore, S3Settings
 from substrate.config import Settings, Topics
+from substrate.kafka import delete_topics_with_prefixes
 from substrate.keys import InstallKeys, TrustedKeys, init_keys
+from tests.prefixes import ISSUED, fresh_prefix
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -43,7 +44,7 @@ def _read_env(path: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def services() -> Services:
+def services() -> Iterator[Services]:
     """The real broker and S3 server (started by infra/up if needed)."""
     env_file = REPO / ".infra" / "env"
     if not (os.environ.get("BERNSTEIN_KAFKA_BOOTSTRAP") and os.environ.get("BERNSTEIN_S3_ENDPOINT")):
@@ -58,13 +59,16 @@ def services() -> Services:
         bucket=values.get("BERNSTEIN_S3_BUCKET", "bernstein-cas"),
     )
     S3BlobStore(s3).ensure_bucket()
-    return Services(bootstrap=values["BERNSTEIN_KAFKA_BOOTSTRAP"], s3=s3, env_file=env_file)
+    bootstrap = values["BERNSTEIN_KAFKA_BOOTSTRAP"]
+    yield Services(bootstrap=bootstrap, s3=s3, env_file=env_file)
+    if not os.environ.get("BERNSTEIN_KEEP_TOPICS"):
+        delete_topics_with_prefixes(bootstrap, ISSUED)
 
 
 @pytest.fixture
 def prefix() -> str:
     """A fresh topic prefix: every test gets its own topics."""
-    return f"t{uuid.uuid4().hex[:12]}"
+    return fresh_prefix()
 
 
 @pytest.fixture

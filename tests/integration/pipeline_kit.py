@@ -21,7 +21,6 @@ import os
 import subprocess
 import sys
 import threading
-import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from schemas import codec
 from schemas.canonical import journal_entry_hash
 from substrate.keys import InstallKeys, TrustedKeys, init_keys
 from tests.integration import tamper_kit as kit
+from tests.prefixes import fresh_prefix
 
 REPO = kit.REPO
 VERIFIED = "verified -- every activity reconstructs from the journal."
@@ -64,7 +64,7 @@ class Pipeline:
         from substrate.config import Topics
         from substrate.kafka import ensure_topics
 
-        prefix = f"t{uuid.uuid4().hex[:12]}"
+        prefix = fresh_prefix()
         keys = init_keys(workdir / "keys")
         trust_file = workdir / "trusted-keys.json"
         TrustedKeys.from_install(keys).write(trust_file)

@@ -21,7 +21,6 @@ import os
 import shutil
 import subprocess
 import sys
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from schemas import codec
 from schemas.canonical import content_hash, journal_entry_hash, seal_signing_input, sha256_digest
 from substrate.keys import Ed25519Signer, InstallKeys, TrustedKeys, init_keys
 from tests.conftest import bernstein_env
+from tests.prefixes import fresh_prefix
 
 REPO = Path(__file__).resolve().parents[2]
 BERNSTEIN = REPO / ".venv" / "bin" / "bernstein"
@@ -103,7 +103,7 @@ def build_realistic_run(services: Any, workdir: Path) -> RealisticRun:
     from substrate.config import Topics
     from substrate.kafka import ensure_topics
 
-    prefix = f"t{uuid.uuid4().hex[:12]}"
+    prefix = fresh_prefix()
     topics = Topics(prefix)
     keys = init_keys(workdir / "keys")
     trust_file = workdir / "trusted-keys.json"

@@ -40,6 +40,7 @@ from tests.integration.test_browser_kit import (
     refusals,
     run_scheduler,
 )
+from tests.prefixes import fresh_prefix
 from verifier.kafka_source import KafkaSource
 from verifier.verify import verify
 
@@ -79,7 +80,7 @@ class SignupRun:
 def signup_run(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SignupRun]:
     root = tmp_path_factory.mktemp("browser-signup")
     keys = init_keys(root / "keys")
-    topics = Topics(f"t{uuid.uuid4().hex[:12]}")
+    topics = Topics(fresh_prefix())
     ensure_topics(services.bootstrap, topics)
     s3 = S3BlobStore(services.s3)
     store = RecordingStore(s3)
@@ -205,7 +206,7 @@ def test_the_password_never_appears_in_any_topic_blob_or_file(signup_run: Signup
 def test_logs_of_a_session_hold_no_typed_value(services: Services, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """stdout and stderr of the whole process (Playwright's driver and Chromium included) while a session runs."""
     keys = init_keys(tmp_path / "keys")
-    topics = Topics(f"t{uuid.uuid4().hex[:12]}")
+    topics = Topics(fresh_prefix())
     ensure_topics(services.bootstrap, topics)
     password = "pw-" + secrets.token_hex(16)
     with (
