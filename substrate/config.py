@@ -67,6 +67,11 @@ class Topics:
     def deadletter(self) -> str:
         return f"{self.prefix}.activity.deadletter"
 
+    @property
+    def all(self) -> tuple[str, ...]:
+        """Every topic of the deployment (the ones ``ensure_topics`` creates)."""
+        return (self.submissions, self.journal, self.refusals, self.audit, self.deadletter)
+
     def by_stream(self, stream: str) -> str:
         return {
             "journal": self.journal,

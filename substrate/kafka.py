@@ -118,7 +118,7 @@ def ensure_topics(bootstrap: str, topics: Topics, *, partitions: int = 1, timeou
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     admin = AdminClient(client_config(bootstrap))
-    names = [topics.submissions, topics.journal, topics.refusals, topics.audit, topics.deadletter]
+    names = topics.all
     try:
         metadata = admin.list_topics(timeout=timeout)
     except KafkaException as exc:
