@@ -20,7 +20,7 @@ import pytest
 
 from substrate.cas import S3BlobStore, S3Settings
 from substrate.config import Settings, Topics
-from substrate.kafka import delete_topics_with_prefixes
+from substrate.kafka import KafkaError, delete_topics_with_prefixes
 from substrate.keys import InstallKeys, TrustedKeys, init_keys
 from tests.prefixes import ISSUED, fresh_prefix
 
@@ -62,7 +62,10 @@ def services() -> Iterator[Services]:
     bootstrap = values["BERNSTEIN_KAFKA_BOOTSTRAP"]
     yield Services(bootstrap=bootstrap, s3=s3, env_file=env_file)
     if not os.environ.get("BERNSTEIN_KEEP_TOPICS"):
-        delete_topics_with_prefixes(bootstrap, ISSUED)
+        try:
+            delete_topics_with_prefixes(bootstrap, ISSUED, timeout=10.0)
+        except KafkaError as exc:  # housekeeping: it must not turn a session's result into an error
+            print(f"\nleft the session's topics in place: {exc}", file=sys.stderr)
 
 
 @pytest.fixture
