@@ -119,10 +119,7 @@ def ensure_topics(bootstrap: str, topics: Topics, *, partitions: int = 1, timeou
 
     admin = AdminClient(client_config(bootstrap))
     names = topics.all
-    try:
-        metadata = admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise KafkaUnavailable(f"cannot reach Kafka at {bootstrap}: {exc}; is the broker running? (`infra/up`)") from exc
+    metadata = _cluster_metadata(admin, bootstrap, timeout)
     existing = {name: len(metadata.topics[name].partitions) for name in names if name in metadata.topics}
     counts = set(existing.values())
     if len(counts) > 1:
@@ -157,10 +154,7 @@ def delete_topics_with_prefixes(bootstrap: str, prefixes: Iterable[str], *, time
     if not starts:
         return []
     admin = AdminClient(client_config(bootstrap))
-    try:
-        doomed = sorted(name for name in admin.list_topics(timeout=timeout).topics if name.startswith(starts))
-    except KafkaException as exc:
-        raise KafkaUnavailable(f"cannot reach Kafka at {bootstrap}: {exc}; is the broker running? (`infra/up`)") from exc
+    doomed = sorted(name for name in _cluster_metadata(admin, bootstrap, timeout).topics if name.startswith(starts))
     if not doomed:
         return []
     for name, future in admin.delete_topics(doomed, operation_timeout=timeout).items():
@@ -170,6 +164,16 @@ def delete_topics_with_prefixes(bootstrap: str, prefixes: Iterable[str], *, time
             if "UNKNOWN_TOPIC" not in str(exc):
                 raise KafkaError(f"cannot delete topic {name}: {exc}") from exc
     return doomed
+
+
+def _cluster_metadata(admin: Any, bootstrap: str, timeout: float) -> Any:
+    """``admin.list_topics()``, an unreachable broker translated into ``KafkaUnavailable``."""
+    from confluent_kafka import KafkaException
+
+    try:
+        return admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise KafkaUnavailable(f"cannot reach Kafka at {bootstrap}: {exc}; is the broker running? (`infra/up`)") from exc
 
 
 def _wait_for_leaders(admin: Any, names: list[str], count: int, timeout: float) -> None:
