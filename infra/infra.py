@@ -449,6 +449,18 @@ def ensure_s3proxy_jar(p: Paths) -> None:
 # ---------------------------------------------------------------------------- kafka
 
 
+def new_cluster_id() -> str:
+    """A random Kafka cluster id: 22 url-safe base64 characters, never starting with "-".
+
+    kafka-storage's argument parser takes an id like "-YF-E..." for an option and
+    fails ("expected one argument"); Kafka's own Uuid.randomUuid skips such ids too.
+    """
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cid.startswith("-"):
+            return cid
+
+
 def ensure_cluster_id(p: Paths) -> str:
     meta = p.kafka_data / "meta.properties"
     with contextlib.suppress(OSError):
@@ -461,7 +473,7 @@ def ensure_cluster_id(p: Paths) -> str:
         cid = p.cluster_id.read_text().strip()
         if len(cid) == 22:
             return cid
-    cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    cid = new_cluster_id()
     atomic_write(p.cluster_id, cid + "\n")
     say(f"kafka: generated cluster id {cid}")
     return cid
@@ -552,10 +564,9 @@ def format_kafka_if_needed(p: Paths, java: str, cid: str) -> None:
         "format",
         "--standalone",
         "--ignore-formatted",
-        "-t",
-        cid,
-        "-c",
-        str(p.server_props),
+        # "--opt=value" so that even a stored id starting with "-" is read as a value
+        f"--cluster-id={cid}",
+        f"--config={p.server_props}",
     ]
     say(f"kafka: formatting {p.kafka_data} (cluster id {cid})")
     r = subprocess.run(cmd, check=False, capture_output=True, text=True)
