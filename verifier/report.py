@@ -19,16 +19,37 @@ EXIT_NOT_FOUND = 1
 EXIT_MISMATCH = 2
 
 
+STREAMS = ("journal", "audit", "refusals")
+"""The streams a Problem's ``offset`` can point into."""
+
+
 @dataclass(frozen=True)
 class Problem:
-    """One failed check, with its evidence."""
+    """One failed check, with its evidence (docs/verifier.md lists every code).
+
+    Each field has one meaning, whatever the code, so that a machine reading the
+    --json report can go to the record without parsing the message:
+
+    - ``stream`` and ``offset``: the record the problem was found at (set together);
+    - ``seq``: a journal sequence number of the run; for a seal, its entry count,
+      which is the seq of the entry that would follow it;
+    - ``audit_seq``: a sequence number of the partition's audit chain;
+    - ``expected`` / ``recomputed``: the value the data commits to, and the one
+      recomputed from the stored bytes (or found instead).
+    """
 
     code: str
     message: str
-    seq: int | None = None
+    stream: str = ""
     offset: int | None = None
+    seq: int | None = None
+    audit_seq: int | None = None
     expected: str = ""
     recomputed: str = ""
+
+    def __post_init__(self) -> None:
+        if (self.offset is None) != (self.stream == "") or self.stream not in ("", *STREAMS):
+            raise ValueError(f"Problem {self.code}: offset {self.offset} needs one of the streams {STREAMS}, got {self.stream!r}")
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v not in (None, "")}

@@ -266,6 +266,7 @@ class _ChainWalk:
                     Problem(
                         "ENTRY_UNDECODABLE",
                         f"entry at offset {offset}: payload does not decode ({message})",
+                        stream="journal",
                         offset=offset,
                         expected=stored,
                         recomputed=recomputed,
@@ -276,7 +277,12 @@ class _ChainWalk:
                 raise fact[1]
             else:
                 self.chain.add(
-                    Problem("RECORD_UNDECODABLE", f"journal record at offset {offset} does not decode: {fact[1]}", offset=offset)
+                    Problem(
+                        "RECORD_UNDECODABLE",
+                        f"journal record at offset {offset} does not decode: {fact[1]}",
+                        stream="journal",
+                        offset=offset,
+                    )
                 )
 
     def _entry(self, offset: int, fact: tuple[Any, ...]) -> None:
@@ -286,8 +292,9 @@ class _ChainWalk:
                 Problem(
                     "ENTRY_AFTER_FINAL_SEAL",
                     f"entry seq {seq} at offset {offset} follows the run's final seal (offset {self.final_seal_offset})",
-                    seq=seq,
+                    stream="journal",
                     offset=offset,
+                    seq=seq,
                 )
             )
         if run_id != self.run_id:
@@ -295,8 +302,9 @@ class _ChainWalk:
                 Problem(
                     "ENTRY_WRONG_RUN",
                     f"entry at offset {offset} is keyed {self.run_id!r} but belongs to run {run_id!r}",
-                    seq=seq,
+                    stream="journal",
                     offset=offset,
+                    seq=seq,
                 )
             )
         elif recomputed != stored:
@@ -304,8 +312,9 @@ class _ChainWalk:
                 Problem(
                     "ENTRY_HASH_MISMATCH",
                     f"seq {seq} at offset {offset}: entry hash mismatch (stored '{stored}', recomputed '{recomputed}')",
-                    seq=seq,
+                    stream="journal",
                     offset=offset,
+                    seq=seq,
                     expected=stored,
                     recomputed=recomputed,
                 )
@@ -338,7 +347,7 @@ class _ChainWalk:
         else:
             what = f"seq {seq} at offset {offset}: prev_hash does not name the previous entry (stored '{prev}', expected '{self.head}')"
             code = "CHAIN_LINK_BROKEN"
-        return Problem(code, what, seq=seq, offset=offset, expected=self.head, recomputed=prev)
+        return Problem(code, what, stream="journal", offset=offset, seq=seq, expected=self.head, recomputed=prev)
 
     def _advance(self, next_seq: int, head: str, alt: str | None = None) -> None:
         self.expected_seq = next_seq
@@ -351,7 +360,9 @@ class _ChainWalk:
         try:
             seal = self.c.decode(payload, expect=_SEAL).record
         except codec.DecodeError as exc:
-            self.seals.add(Problem("SEAL_UNDECODABLE", f"seal at offset {offset} does not decode: {exc}", offset=offset))
+            self.seals.add(
+                Problem("SEAL_UNDECODABLE", f"seal at offset {offset} does not decode: {exc}", stream="journal", offset=offset)
+            )
             return
         self.audit.expect_seal(seal, sha256_digest(value or b""), offset)
         public = self.trusted.public_key(key_id)
@@ -360,6 +371,7 @@ class _ChainWalk:
                 Problem(
                     "SEAL_KEY_NOT_PINNED",
                     f"seal at offset {offset} is signed by key {key_id}, which is not among the pinned keys (--trusted-keys)",
+                    stream="journal",
                     offset=offset,
                     expected=", ".join(sorted(self.trusted.ed25519)) or "(none pinned)",
                     recomputed=key_id,
@@ -371,6 +383,7 @@ class _ChainWalk:
                 Problem(
                     "SEAL_SIGNATURE_INVALID",
                     f"seal at offset {offset}: signature does not verify against pinned key {key_id}",
+                    stream="journal",
                     offset=offset,
                 )
             )
@@ -378,7 +391,11 @@ class _ChainWalk:
         self.seal_keys.add(key_id)
         count = seal["entry_count"]
         if seal["run_id"] != self.run_id:
-            self.seals.add(Problem("SEAL_WRONG_RUN", f"seal at offset {offset} seals run {seal['run_id']!r}", offset=offset))
+            self.seals.add(
+                Problem(
+                    "SEAL_WRONG_RUN", f"seal at offset {offset} seals run {seal['run_id']!r}", stream="journal", offset=offset
+                )
+            )
         elif count != self.expected_seq or seal["head_hash"] not in self._heads():
             if count > self.expected_seq:
                 message = (
@@ -390,13 +407,23 @@ class _ChainWalk:
             else:
                 message = f"seal at offset {offset}: head mismatch (sealed '{seal['head_hash']}', journal '{self.head}')"
             self.seals.add(
-                Problem("SEAL_MISMATCH", message, seq=count, offset=offset, expected=seal["head_hash"], recomputed=self.head)
+                Problem(
+                    "SEAL_MISMATCH",
+                    message,
+                    stream="journal",
+                    offset=offset,
+                    seq=count,
+                    expected=seal["head_hash"],
+                    recomputed=self.head,
+                )
             )
         else:
             self.covered = count
         if seal["final"]:
             if self.final_seal_offset is not None:
-                self.seals.add(Problem("SEAL_DUPLICATE_FINAL", f"second final seal at offset {offset}", offset=offset))
+                self.seals.add(
+                    Problem("SEAL_DUPLICATE_FINAL", f"second final seal at offset {offset}", stream="journal", offset=offset)
+                )
             self.final_seal_offset = offset
 
     def finish(self) -> None:
@@ -498,7 +525,12 @@ class _AuditWalk:
             if fact[0] == RAISE:
                 raise fact[1]
             self.findings.add(
-                Problem("AUDIT_UNDECODABLE", f"audit record at offset {offset} does not decode: {fact[1]}", offset=offset)
+                Problem(
+                    "AUDIT_UNDECODABLE",
+                    f"audit record at offset {offset} does not decode: {fact[1]}",
+                    stream="audit",
+                    offset=offset,
+                )
             )
             self.expected_seq += 1
             return None
@@ -520,8 +552,9 @@ class _AuditWalk:
                     Problem(
                         "AUDIT_MAC_MISMATCH",
                         f"audit seq {seq} at offset {offset}: MAC mismatch (stored '{mac}', recomputed '{recomputed}')",
-                        seq=seq,
+                        stream="audit",
                         offset=offset,
+                        audit_seq=seq,
                         expected=mac,
                         recomputed=recomputed,
                     )
@@ -534,7 +567,7 @@ class _AuditWalk:
             else:
                 message = f"audit seq {seq} at offset {offset} comes after seq {self.expected_seq - 1} (reordered or duplicated)"
                 code = "AUDIT_OUT_OF_ORDER"
-            self.findings.add(Problem(code, message, seq=seq, offset=offset))
+            self.findings.add(Problem(code, message, stream="audit", offset=offset, audit_seq=seq))
         elif prev_mac != self.last_mac and not macs_equal(prev_mac, self.last_mac):
             tainted = True
             self.findings.add(
@@ -542,8 +575,9 @@ class _AuditWalk:
                     "AUDIT_LINK_BROKEN",
                     f"audit seq {seq} at offset {offset} does not link to its predecessor "
                     f"(prev_mac '{prev_mac}', expected '{self.last_mac}')",
-                    seq=seq,
+                    stream="audit",
                     offset=offset,
+                    audit_seq=seq,
                     expected=self.last_mac,
                     recomputed=prev_mac,
                 )
@@ -551,7 +585,13 @@ class _AuditWalk:
         if partition != self.partition:
             tainted = True
             self.findings.add(
-                Problem("AUDIT_WRONG_PARTITION", f"audit record at offset {offset} names partition {partition}", offset=offset)
+                Problem(
+                    "AUDIT_WRONG_PARTITION",
+                    f"audit record at offset {offset} names partition {partition}",
+                    stream="audit",
+                    offset=offset,
+                    audit_seq=seq,
+                )
             )
         self.expected_seq = seq + 1
         self.last_mac = mac
@@ -591,8 +631,9 @@ class _AuditWalk:
                 self._disagree(
                     "AUDIT_MISSING_ENTRY",
                     f"journal entry seq {journal_seq} (offset {offset}) has no audit record: the audit chain ends first",
-                    journal_seq,
-                    offset,
+                    stream="journal",
+                    offset=offset,
+                    seq=journal_seq,
                 )
                 return
             if event.event != _RESULT or event.journal_seq > journal_seq:
@@ -600,8 +641,9 @@ class _AuditWalk:
                 self._disagree(
                     "AUDIT_MISSING_ENTRY",
                     f"journal entry seq {journal_seq} (offset {offset}) has no audit record (inserted into the journal, or its audit record deleted)",
-                    journal_seq,
-                    offset,
+                    stream="journal",
+                    offset=offset,
+                    seq=journal_seq,
                 )
                 return
             if event.journal_seq < journal_seq:
@@ -611,8 +653,10 @@ class _AuditWalk:
                 self._disagree(
                     "AUDIT_DISAGREES",
                     f"journal seq {journal_seq} (offset {offset}) hashes to '{recomputed}' but audit seq {event.seq} recorded '{event.record_hash}'",
-                    journal_seq,
-                    offset,
+                    stream="journal",
+                    offset=offset,
+                    seq=journal_seq,
+                    audit_seq=event.seq,
                     expected=event.record_hash,
                     recomputed=recomputed,
                 )
@@ -626,8 +670,10 @@ class _AuditWalk:
                     "AUDIT_TRUNCATED",
                     f"seal at offset {offset} commits audit seq {seal['audit_seq']} but the audit chain ends at seq {self.expected_seq - 1} "
                     "(audit tail truncated)",
-                    seal["entry_count"],
-                    offset,
+                    stream="journal",
+                    offset=offset,
+                    seq=seal["entry_count"],
+                    audit_seq=seal["audit_seq"],
                 )
                 return
             if event.event == _RESULT:
@@ -639,8 +685,10 @@ class _AuditWalk:
                 self._disagree(
                     "AUDIT_DISAGREES",
                     f"seal at offset {offset} hashes to '{value_hash}' but audit seq {event.seq} recorded '{event.record_hash}'",
-                    seal["entry_count"],
-                    offset,
+                    stream="journal",
+                    offset=offset,
+                    seq=seal["entry_count"],
+                    audit_seq=event.seq,
                     expected=event.record_hash,
                     recomputed=value_hash,
                 )
@@ -649,8 +697,10 @@ class _AuditWalk:
                     "SEAL_AUDIT_HEAD_MISMATCH",
                     f"seal at offset {offset} commits audit seq {seal['audit_seq']} head '{seal['audit_head']}', "
                     f"but its audit record is seq {event.seq} after '{event.prev_mac}'",
-                    seal["entry_count"],
-                    offset,
+                    stream="journal",
+                    offset=offset,
+                    seq=seal["entry_count"],
+                    audit_seq=event.seq,
                     expected=seal["audit_head"],
                     recomputed=event.prev_mac,
                 )
@@ -671,8 +721,10 @@ class _AuditWalk:
                 "JOURNAL_TRUNCATED",
                 f"the audit chain mirrors {count} crossing(s) of this run after journal seq {journal_entries - 1}, starting with "
                 f"{what} (audit seq {first.seq}): the journal lost its tail",
-                first.journal_seq,
-                first.offset,
+                stream="audit",
+                offset=first.offset,
+                seq=first.journal_seq,
+                audit_seq=first.seq,
             )
 
     def check_refusals(self, source: RecordSource, key: bytes) -> None:
@@ -700,6 +752,7 @@ class _AuditWalk:
                         "REFUSAL_NOT_AUDITED",
                         f"refusal record at offset {record.offset} (refusals partition {partition}) hashes to '{digest}', "
                         "which no audit record of this run mirrors (altered or inserted)",
+                        stream="refusals",
                         offset=record.offset,
                         recomputed=digest,
                     )
@@ -710,8 +763,9 @@ class _AuditWalk:
                     Problem(
                         "REFUSAL_MISSING",
                         f"audit seq {seq} (offset {offset}) mirrors a refusal '{digest}' that the refusals topic lacks (deleted)",
-                        seq=seq,
+                        stream="audit",
                         offset=offset,
+                        audit_seq=seq,
                         expected=digest,
                     )
                 )
@@ -721,17 +775,42 @@ class _AuditWalk:
         self._disagree(
             "JOURNAL_MISSING_ENTRY",
             f"audit seq {event.seq} (offset {event.offset}) mirrors journal seq {event.journal_seq}, which the journal lacks",
-            event.journal_seq,
-            event.offset,  # the journal has no record to point at: name the audit record that proves the loss
+            # the journal has no record to point at: name the audit record that proves the loss
+            stream="audit",
+            offset=event.offset,
+            seq=event.journal_seq,
+            audit_seq=event.seq,
             tainted=event.tainted,
         )
 
     def _disagree(
-        self, code: str, message: str, seq: int, offset: int, *, expected: str = "", recomputed: str = "", tainted: bool = False
+        self,
+        code: str,
+        message: str,
+        *,
+        stream: str,
+        offset: int,
+        seq: int,
+        audit_seq: int | None = None,
+        expected: str = "",
+        recomputed: str = "",
+        tainted: bool = False,
     ) -> None:
+        """A journal/audit disagreement, unless the audit record involved is already reported as tampered."""
         if tainted:
             return
-        self.findings.add(Problem(code, message, seq=seq, offset=offset, expected=expected, recomputed=recomputed))
+        self.findings.add(
+            Problem(
+                code,
+                message,
+                stream=stream,
+                offset=offset,
+                seq=seq,
+                audit_seq=audit_seq,
+                expected=expected,
+                recomputed=recomputed,
+            )
+        )
 
     def verdict(self) -> AuditVerdict:
         notes = list(self.notes)

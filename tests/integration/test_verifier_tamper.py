@@ -46,14 +46,29 @@ JOURNAL_ENTRY_FAILS = "journal entry seq {seq} at offset {offset} does not recom
 
 
 def problem(
-    code: str, *, seq: int | None = None, offset: int | None = None, expected: str = "", recomputed: str = ""
+    code: str,
+    *,
+    journal: int | None = None,
+    audit: int | None = None,
+    seq: int | None = None,
+    audit_seq: int | None = None,
+    expected: str = "",
+    recomputed: str = "",
 ) -> dict[str, Any]:
-    """A Problem as ``--json`` prints it, without its message (fields that are unset are absent)."""
+    """A Problem as ``--json`` prints it, without its message (fields that are unset are absent).
+
+    ``journal`` / ``audit``: the offset of the record the problem names, in that stream.
+    """
+    assert journal is None or audit is None
     out: dict[str, Any] = {"code": code}
+    if journal is not None:
+        out.update(stream="journal", offset=journal)
+    if audit is not None:
+        out.update(stream="audit", offset=audit)
     if seq is not None:
         out["seq"] = seq
-    if offset is not None:
-        out["offset"] = offset
+    if audit_seq is not None:
+        out["audit_seq"] = audit_seq
     if expected:
         out["expected"] = expected
     if recomputed:
@@ -129,7 +144,7 @@ def entry_fields_changed(v: kit.DumpView, line: kit.JournalLine, new: bytes, *, 
             problem(
                 "ENTRY_HASH_MISMATCH",
                 seq=seq,
-                offset=line.offset,
+                journal=line.offset,
                 expected=v.entry_hash(seq),
                 recomputed=journal_entry_hash(payload_of(new)),
             ),
@@ -184,7 +199,7 @@ def flip_journal_entry_hash_field(dump: Path, v: kit.DumpView, run: kit.Realisti
         # One chain problem: seq 3 and the seal still link to the hash the payload recomputes to,
         # and the audit mirrored that same hash.
         chain=Section(
-            problem("ENTRY_HASH_MISMATCH", seq=2, offset=line.offset, expected=flipped.decode(), recomputed=stored),
+            problem("ENTRY_HASH_MISMATCH", seq=2, journal=line.offset, expected=flipped.decode(), recomputed=stored),
             message_has=(f"seq 2 at offset {line.offset}",),
         ),
         stages={"stage-2": JOURNAL_ENTRY_FAILS.format(seq=2, offset=line.offset)},
@@ -261,8 +276,8 @@ def flip_audit_record_byte(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -
         audit=Section(
             problem(
                 "AUDIT_MAC_MISMATCH",
-                seq=seq,
-                offset=target.offset,
+                audit_seq=seq,
+                audit=target.offset,
                 expected=target.envelope["mac"],
                 recomputed=audit_mac(run.keys.audit.secret, new_payload),
             ),
@@ -280,7 +295,7 @@ def flip_seal_signature_byte(dump: Path, v: kit.DumpView, run: kit.RealisticRun)
     old, new = edit_journal_value(dump, seal.index, lambda value: kit.xor_byte(value, value.index(signature) + 10))
     return Expect(
         seal=Section(
-            problem("SEAL_SIGNATURE_INVALID", offset=seal.offset),
+            problem("SEAL_SIGNATURE_INVALID", journal=seal.offset),
             message_has=(f"seal at offset {seal.offset}: signature does not verify against pinned key {run.keys.signer.key_id}",),
         ),
         # The audit chain mirrored the seal record's hash: it independently disagrees with the changed record.
@@ -288,7 +303,8 @@ def flip_seal_signature_byte(dump: Path, v: kit.DumpView, run: kit.RealisticRun)
             problem(
                 "AUDIT_DISAGREES",
                 seq=kit.SEAL_EVERY,
-                offset=seal.offset,
+                audit_seq=v.audit_seal(seal).entry["seq"],
+                journal=seal.offset,
                 expected=sha256_digest(old),
                 recomputed=sha256_digest(new),
             ),
@@ -306,13 +322,14 @@ def flip_seal_payload_byte(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -
     return Expect(
         # An unverifiable final seal seals nothing: the run then also counts as not sealed (+1).
         seal=Section(
-            problem("SEAL_SIGNATURE_INVALID", offset=seal.offset), further=1, message_has=(f"seal at offset {seal.offset}",)
+            problem("SEAL_SIGNATURE_INVALID", journal=seal.offset), further=1, message_has=(f"seal at offset {seal.offset}",)
         ),
         audit=Section(
             problem(
                 "AUDIT_DISAGREES",
                 seq=len(kit.MAIN_STAGES),
-                offset=seal.offset,
+                audit_seq=v.audit_seal(seal).entry["seq"],
+                journal=seal.offset,
                 expected=sha256_digest(old),
                 recomputed=sha256_digest(new),
             ),
@@ -330,15 +347,15 @@ def delete_journal_record(dump: Path, v: kit.DumpView, run: kit.RealisticRun) ->
     mirror = v.audit_result(2)
     return Expect(
         chain=Section(
-            problem("ENTRY_MISSING", seq=3, offset=v.entry(3).offset, expected=v.entry_hash(1), recomputed=v.entry_hash(2)),
+            problem("ENTRY_MISSING", seq=3, journal=v.entry(3).offset, expected=v.entry_hash(1), recomputed=v.entry_hash(2)),
             message_has=(f"seq 3 at offset {v.entry(3).offset} follows seq 1: seq 2 missing",),
         ),
         seal=Section(
-            problem("SEAL_MISMATCH", seq=3, offset=first_seal.offset, expected=v.entry_hash(2), recomputed=v.entry_hash(1)),
+            problem("SEAL_MISMATCH", seq=3, journal=first_seal.offset, expected=v.entry_hash(2), recomputed=v.entry_hash(1)),
             message_has=(f"seal at offset {first_seal.offset} covers 3 entries but the journal holds 2 before it",),
         ),
         audit=Section(
-            problem("JOURNAL_MISSING_ENTRY", seq=2, offset=mirror.offset),
+            problem("JOURNAL_MISSING_ENTRY", seq=2, audit_seq=mirror.entry["seq"], audit=mirror.offset),
             message_has=(
                 f"audit seq {mirror.entry['seq']} (offset {mirror.offset}) mirrors journal seq 2, which the journal lacks",
             ),
@@ -363,7 +380,7 @@ def drop_journal_tail(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -> Exp
             message_has=("no final seal: the last valid seal covers 3 of 4 entries (1 unsealed",),
         ),
         audit=Section(
-            problem("JOURNAL_TRUNCATED", seq=4, offset=mirror.offset),
+            problem("JOURNAL_TRUNCATED", seq=4, audit_seq=mirror.entry["seq"], audit=mirror.offset),
             message_has=(
                 f"the audit chain mirrors 4 crossing(s) of this run after journal seq 3, starting with journal seq 4 (audit seq {mirror.entry['seq']})",
             ),
@@ -384,11 +401,11 @@ def reorder_two_journal_records(dump: Path, v: kit.DumpView, run: kit.RealisticR
     return Expect(
         # Streaming, the verifier first sees seq 4 where seq 3 belongs (a gap), then seq 3 late (out of order).
         chain=Section(
-            problem("ENTRY_MISSING", seq=4, offset=v.entry(3).offset, expected=v.entry_hash(2), recomputed=v.entry_hash(3)),
+            problem("ENTRY_MISSING", seq=4, journal=v.entry(3).offset, expected=v.entry_hash(2), recomputed=v.entry_hash(3)),
             further=1,
             message_has=(f"seq 4 at offset {v.entry(3).offset} follows seq 2: seq 3 missing (deleted or moved)",),
         ),
-        audit=Section(problem("JOURNAL_MISSING_ENTRY", seq=3, offset=mirror.offset), further=1),
+        audit=Section(problem("JOURNAL_MISSING_ENTRY", seq=3, audit_seq=mirror.entry["seq"], audit=mirror.offset), further=1),
         stage_order=("stage-0", "stage-1", "stage-2", "stage-4", "stage-3", "stage-5"),
     )
 
@@ -408,11 +425,11 @@ def duplicate_journal_record(dump: Path, v: kit.DumpView, run: kit.RealisticRun)
     at = v.entry(2).offset + 1
     return Expect(
         chain=Section(
-            problem("ENTRY_DUPLICATED", seq=2, offset=at, expected=v.entry_hash(2), recomputed=v.entry_hash(1)),
+            problem("ENTRY_DUPLICATED", seq=2, journal=at, expected=v.entry_hash(2), recomputed=v.entry_hash(1)),
             message_has=(f"seq 2 at offset {at} repeats the previous entry (duplicate record)",),
         ),
         audit=Section(
-            problem("AUDIT_MISSING_ENTRY", seq=2, offset=at),
+            problem("AUDIT_MISSING_ENTRY", seq=2, journal=at),
             message_has=(f"journal entry seq 2 (offset {at}) has no audit record",),
         ),
     )
@@ -436,7 +453,7 @@ def truncate_dump_file(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -> Ex
         ],
         seal=Section(problem("RUN_NOT_SEALED", seq=6, expected="final seal"), message_has=("no final seal",)),
         audit=Section(
-            problem("JOURNAL_TRUNCATED", seq=6, offset=v.audit_seal(final).offset),
+            problem("JOURNAL_TRUNCATED", seq=6, audit_seq=v.audit_seal(final).entry["seq"], audit=v.audit_seal(final).offset),
             message_has=("starting with a seal",),
         ),
     )
@@ -454,7 +471,7 @@ def delete_audit_record(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -> E
     return Expect(
         # +1: journal seq 2 then has no audit record to agree with.
         audit=Section(
-            problem("AUDIT_GAP", seq=seq + 1, offset=follower.offset),
+            problem("AUDIT_GAP", audit_seq=seq + 1, audit=follower.offset),
             further=1,
             message_has=(f"audit seq jumps from {seq - 1} to {seq + 1} at offset {follower.offset}: records deleted",),
         )
@@ -494,7 +511,7 @@ def replace_public_key(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -> Ex
     kit.write_public_keys(dump, attacker)
     return Expect(
         seal=Section(
-            problem("SEAL_KEY_NOT_PINNED", offset=final.offset, expected=run.keys.signer.key_id, recomputed=attacker.key_id),
+            problem("SEAL_KEY_NOT_PINNED", journal=final.offset, expected=run.keys.signer.key_id, recomputed=attacker.key_id),
             further=1,  # and therefore no valid final seal
             message_has=(
                 f"seal at offset {final.offset} is signed by key {attacker.key_id}, which is not among the pinned keys",
@@ -504,7 +521,8 @@ def replace_public_key(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -> Ex
             problem(
                 "AUDIT_DISAGREES",
                 seq=len(kit.MAIN_STAGES),
-                offset=final.offset,
+                audit_seq=v.audit_seal(final).entry["seq"],
+                journal=final.offset,
                 expected=sha256_digest(old),
                 recomputed=sha256_digest(new),
             )
@@ -679,7 +697,7 @@ def test_one_flipped_entry_is_one_chain_problem(seq: int, run: kit.RealisticRun,
     assert code == 2
     assert document["chain"]["problem"]["code"] == "ENTRY_HASH_MISMATCH"
     assert document["chain"]["problem"]["seq"] == seq
-    assert document["chain"]["problem"]["offset"] == line.offset
+    assert (document["chain"]["problem"]["stream"], document["chain"]["problem"]["offset"]) == ("journal", line.offset)
     assert document["chain"]["problem"]["recomputed"] == journal_entry_hash(payload_of(new))
     assert document["chain"]["further_problems"] == 0
     assert document["seal"]["problem"] is None
@@ -750,7 +768,7 @@ def test_flip_refusal_record_byte(run: kit.RealisticRun, tmp_path: Path) -> None
     assert code == 2
     problem = document["audit"]["problem"]
     assert problem["code"] == "REFUSAL_NOT_AUDITED"
-    assert problem["offset"] == refusal_offset
+    assert (problem["stream"], problem["offset"]) == ("refusals", refusal_offset)
     assert problem["recomputed"] == kit.digest_of(edited)
     # ... and the refusal the audit does mirror is reported missing, once.
     assert document["audit"]["further_problems"] == 1
@@ -769,6 +787,14 @@ def test_delete_refusal_record(run: kit.RealisticRun, tmp_path: Path) -> None:
     code, document, _ = kit.verify_dump(run, dump)
     assert code == 2
     problem = document["audit"]["problem"]
-    assert problem["code"] == "REFUSAL_MISSING"
-    assert problem["expected"] == digest
+    pristine_audit = kit.audit_lines(kit.load_lines(kit.topic_file(run.dump, "audit")))
+    (mirror,) = [a for a in pristine_audit if a.entry["record_hash"] == digest]
+    assert problem == {
+        "code": "REFUSAL_MISSING",
+        "message": problem["message"],
+        "stream": "audit",
+        "offset": mirror.offset,
+        "audit_seq": mirror.entry["seq"],
+        "expected": digest,
+    }
     assert document["audit"]["further_problems"] == 0

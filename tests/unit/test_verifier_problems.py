@@ -1,0 +1,56 @@
+"""Every Problem code the verifier can report is documented, and a Problem's location is unambiguous."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from verifier.report import Problem
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _codes_in_source() -> set[str]:
+    """Codes passed to ``Problem(...)`` / ``self._disagree(...)`` or assigned to ``code`` in verifier/verify.py."""
+    tree = ast.parse((REPO / "verifier" / "verify.py").read_text(encoding="utf-8"))
+    codes: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+            if name in ("Problem", "_disagree") and node.args and isinstance(node.args[0], ast.Constant):
+                codes.add(str(node.args[0].value))
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "code" for t in node.targets):
+            if isinstance(node.value, ast.Constant):
+                codes.add(str(node.value.value))
+    return codes
+
+
+def _codes_in_docs() -> set[str]:
+    text = (REPO / "docs" / "verifier.md").read_text(encoding="utf-8")
+    return set(re.findall(r"^\| `([A-Z][A-Z_]+)` \|", text, re.MULTILINE))
+
+
+def test_every_reported_code_is_documented_and_every_documented_code_exists() -> None:
+    in_source = _codes_in_source()
+    assert len(in_source) >= 30  # the scan itself still finds the codes
+    assert in_source == _codes_in_docs()
+
+
+def test_a_problem_offset_always_names_its_stream() -> None:
+    assert Problem("X", "m", stream="audit", offset=3, audit_seq=1).to_json() == {
+        "code": "X",
+        "message": "m",
+        "stream": "audit",
+        "offset": 3,
+        "audit_seq": 1,
+    }
+    assert Problem("X", "m", seq=4).to_json() == {"code": "X", "message": "m", "seq": 4}
+    with pytest.raises(ValueError, match="needs one of the streams"):
+        Problem("X", "m", offset=3)
+    with pytest.raises(ValueError, match="needs one of the streams"):
+        Problem("X", "m", stream="journal")
+    with pytest.raises(ValueError, match="needs one of the streams"):
+        Problem("X", "m", stream="seals", offset=3)
