@@ -737,7 +737,6 @@ class _Emitter:
             ("ce_id", ce_id),
             ("ce_source", _CE_SOURCE),
             ("ce_type", ce_type),
-            ("content-type", b"application/avro"),
         )
         self.outputs.append(OutputRecord(stream, key, value, headers, r.timestamp_ms))
 

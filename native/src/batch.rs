@@ -254,7 +254,6 @@ pub(crate) fn push_foreign(
 pub(crate) struct HeaderPairs<'a> {
     pub spec: &'a Py<PyTuple>,
     pub source: &'a Py<PyTuple>,
-    pub content_type: &'a Py<PyTuple>,
     pub ce_types: &'a [Py<PyTuple>],
 }
 
@@ -332,7 +331,6 @@ fn native_headers<'py>(py: Python<'py>, pairs: &HeaderPairs<'_>) -> PyResult<Bou
             py.None().into_bound(py),
             pairs.source.bind(py).clone().into_any(),
             py.None().into_bound(py),
-            pairs.content_type.bind(py).clone().into_any(),
         ],
     )
 }

@@ -55,7 +55,6 @@ type RunHeader = (String, i64, bool, i64, Vec<SessionTuple>);
 struct Headers {
     spec: Py<PyTuple>,
     source: Py<PyTuple>,
-    content_type: Py<PyTuple>,
     ce_types: Vec<Py<PyTuple>>,
     ce_id: Py<PyString>,
 }
@@ -388,7 +387,6 @@ impl NativeCore {
         let headers = Headers {
             spec: pair("ce_specversion", b"1.0")?,
             source: pair("ce_source", b"bernstein/scheduler")?,
-            content_type: pair("content-type", b"application/avro")?,
             ce_types: CE_TYPES
                 .iter()
                 .map(|t| pair("ce_type", t.as_bytes()))
@@ -788,7 +786,6 @@ impl NativeCore {
         let pairs = HeaderPairs {
             spec: &self.headers.spec,
             source: &self.headers.source,
-            content_type: &self.headers.content_type,
             ce_types: &self.headers.ce_types,
         };
         let done = batch::produce_planned(&mut self.plan, &pairs, produce, topics, partition)?;
@@ -848,7 +845,6 @@ impl NativeCore {
                         .bind(py)
                         .clone()
                         .into_any(),
-                    self.headers.content_type.bind(py).clone().into_any(),
                 ],
             )?;
             untrack(&headers);

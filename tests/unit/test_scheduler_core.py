@@ -195,7 +195,6 @@ def expected_headers(offset: int, index: int, ce_type: bytes) -> tuple[tuple[str
         ("ce_id", f"{TOPIC}:{PARTITION}:{offset}:{index}".encode()),
         ("ce_source", b"bernstein/scheduler"),
         ("ce_type", ce_type),
-        ("content-type", b"application/avro"),
     )
 
 
