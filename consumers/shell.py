@@ -359,7 +359,15 @@ class SchedulerShell:
         metadata = self._consumer.consumer_group_metadata()
         try:
             producer.begin_transaction()
-            # The offsets go to the coordinator on the watchdog thread while this thread produces.
+            if native is not None:
+                tallies = native.produce_planned(producer, self._topics, partition)
+            else:
+                tallies = self._produce_all(producer, planned)
+            # The offsets go after the outputs, on the watchdog thread (their round trips overlap the
+            # produce acknowledgements). Sent before or during the produce calls, AddOffsetsToTxn
+            # races the AddPartitionsToTxn that the first output triggers, and the coordinator
+            # answers the loser CONCURRENT_TRANSACTIONS, to be retried after a backoff: measured
+            # 8% slower (median of 8 interleaved runs each).
             offsets_sent = txn.submit(
                 lambda: self._attempts(
                     lambda: producer.send_offsets_to_transaction(offsets, metadata, _TXN_TIMEOUT_S),
@@ -368,10 +376,6 @@ class SchedulerShell:
                 "send_offsets_to_transaction",
                 _TXN_TIMEOUT_S + _TXN_GRACE_S,
             )
-            if native is not None:
-                tallies = native.produce_planned(producer, self._topics, partition)
-            else:
-                tallies = self._produce_all(producer, planned)
         except KafkaException as exc:
             self._raise_for(exc)
 
