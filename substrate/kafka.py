@@ -51,12 +51,18 @@ if not os.environ.get("BERNSTEIN_DEBUG"):
 
 
 def client_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
-    """Base librdkafka config: logs routed to a Python logger (silent unless BERNSTEIN_DEBUG)."""
+    """Base librdkafka config: logs routed to a Python logger (silent unless BERNSTEIN_DEBUG).
+
+    Nagle's algorithm is off, as in Kafka's Java client and broker: a transaction is a chain
+    of small requests (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn) that must not wait
+    behind one another. Measured +5% for the scheduler and for the passthrough alike.
+    """
     config: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
         "client.id": "bernstein",
         "log_level": 3,
         "logger": _LIBRDKAFKA_LOG,
+        "socket.nagle.disable": True,
     }
     config.update(extra)
     return config
