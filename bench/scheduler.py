@@ -167,10 +167,12 @@ class Passthrough:
             messages = [m for m in consumer.consume(BATCH_MAX, BATCH_TIMEOUT) if m.error() is None]
             if not messages:
                 continue
+            last = messages[-1].offset()
+            assert last is not None  # a consumed message has an offset
             producer.begin_transaction()
             self.produce_batch(producer, messages)
             producer.send_offsets_to_transaction(
-                [TopicPartition(self.input_topic, 0, messages[-1].offset() + 1)], consumer.consumer_group_metadata(), 30
+                [TopicPartition(self.input_topic, 0, last + 1)], consumer.consumer_group_metadata(), 30
             )
             producer.commit_transaction(30)
             self.counters.consumed += len(messages)
@@ -207,7 +209,8 @@ class SameOutputPassthrough(Passthrough):
         topics = Topics(prefix)
         super().__init__(bootstrap, input_topic, [topics.journal, topics.audit])
         self.topic_of = {stream: topics.by_stream(stream.value) for stream in Stream}
-        self.outputs: dict[int, list[OutputRecord]] = {}
+        # keyed by Message.offset() as the produce loop reads it (typed int | None; never None here)
+        self.outputs: dict[int | None, list[OutputRecord]] = {}
         core = make_core(config(), 0, "native")
         state: Any = initial_state(core.config, 0)
         consumer = Consumer(
@@ -341,12 +344,13 @@ def latency(bootstrap: str, prefix: str, rate: int, seconds: float) -> dict[str,
         c = codec.default_codec()
         while len(received) < total and not done.is_set():
             for m in consumer.consume(1000, 0.05):
-                if m.error() is not None:
-                    if m.error().code() != KafkaError._PARTITION_EOF:
-                        raise SystemExit(str(m.error()))
+                error = m.error()
+                if error is not None:
+                    if error.code() != KafkaError._PARTITION_EOF:
+                        raise SystemExit(str(error))
                     continue
                 now = time.perf_counter()
-                envelope = c.decode(m.value())
+                envelope = c.decode(m.value() or b"")
                 if envelope.schema.name != codec.JOURNAL_RECORD:
                     continue
                 entry = c.decode(envelope.record["payload"]).record
@@ -469,7 +473,9 @@ def _run(args: argparse.Namespace, bootstrap: str, prefix: str) -> list[str]:
             break
 
     # Alternate the phases: this machine is shared and noisy, and each trial runs them back to back.
-    bases, scheds, sames = [], [], []
+    bases: list[dict[str, float]] = []
+    scheds: list[dict[str, float]] = []
+    sames: list[dict[str, float]] = []
     for trial in range(args.trials):
         for label, phase, runs in (
             ("passthrough", "passthrough", bases),

@@ -71,10 +71,9 @@ def build_dump(root: Path, entries: int, blob_bytes: int) -> None:
     )
     state = initial_state(core.config, 0)
     size = max(1, blob_bytes // entries)
-    files = {
-        stream: (root / "topics" / stream).mkdir(parents=True, exist_ok=True) or (root / "topics" / stream / "0.jsonl").open("wb")
-        for stream in ("journal", "audit")
-    }
+    for stream in ("journal", "audit"):
+        (root / "topics" / stream).mkdir(parents=True, exist_ok=True)
+    files = {stream: (root / "topics" / stream / "0.jsonl").open("wb") for stream in ("journal", "audit")}
     offsets = {"journal": 0, "audit": 0}
     seed = os.urandom(size)
 

@@ -7,6 +7,6 @@ echo "check: ruff"
 $V/ruff check .
 $V/ruff format --check . >/dev/null || { $V/ruff format --check . ; exit 1; }
 echo "check: mypy"
-$V/mypy schemas substrate producers consumers verifier bernstein
+$V/mypy schemas substrate producers consumers verifier bernstein bench infra/infra.py
 echo "check: golden vectors"
 $V/python -m schemas.vectors.generate --check
