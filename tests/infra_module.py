@@ -17,5 +17,9 @@ def load_infra() -> ModuleType:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["bernstein_infra"] = module
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules["bernstein_infra"]
+        raise
     return module

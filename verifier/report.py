@@ -34,8 +34,9 @@ class Problem:
     - ``seq``: a journal sequence number of the run; for a seal, its entry count,
       which is the seq of the entry that would follow it;
     - ``audit_seq``: a sequence number of the partition's audit chain;
-    - ``expected`` / ``recomputed``: the value the data commits to, and the one
-      recomputed from the stored bytes (or found instead).
+    - ``expected`` / ``recomputed``: the value the check expected (mostly what the
+      data commits to) and the one recomputed from the stored bytes or found instead;
+      docs/verifier.md says which per code.
     """
 
     code: str

@@ -287,7 +287,7 @@ class NativeSchedulerCore:
 
         Each output becomes ``producer.produce(topic, value, key, partition, None, None,
         timestamp, headers)`` (``topics[i]`` for journal, refusals, audit, deadletter;
-        ``headers`` the output's five CloudEvents headers as a list). When the local queue is
+        ``headers`` the output's four CloudEvents headers as a list). When the local queue is
         full (BufferError) it polls the producer for 50 ms and retries the same output.
         Returns (journalled, seals, refused, dead_letters) of the plan; other exceptions propagate
         (the outputs produced so far stay produced: abort the transaction).

@@ -38,7 +38,7 @@ pub(crate) struct Planned {
 }
 
 pub(crate) enum PlannedHeaders {
-    /// The native core's five CloudEvents headers: only `ce_id` and `ce_type` vary.
+    /// The native core's four CloudEvents headers: only `ce_id` and `ce_type` vary.
     Native { ce_id: Py<PyTuple>, ce_type: CeType },
     /// The reference's `OutputRecord.headers`, given as `list(headers)`.
     Foreign(Py<PyAny>),

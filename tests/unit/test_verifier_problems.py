@@ -14,17 +14,29 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _codes_in_source() -> set[str]:
-    """Codes passed to ``Problem(...)`` / ``self._disagree(...)`` or assigned to ``code`` in verifier/verify.py."""
+    """Codes passed to ``Problem(...)`` / ``self._disagree(...)`` or assigned to ``code`` in verifier/verify.py.
+
+    Fails on a code given any other way (a keyword, an expression), which the scan could not read.
+    """
     tree = ast.parse((REPO / "verifier" / "verify.py").read_text(encoding="utf-8"))
     codes: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
-            if name in ("Problem", "_disagree") and node.args and isinstance(node.args[0], ast.Constant):
-                codes.add(str(node.args[0].value))
-        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "code" for t in node.targets):
-            if isinstance(node.value, ast.Constant):
-                codes.add(str(node.value.value))
+            if name not in ("Problem", "_disagree"):
+                continue
+            assert not any(k.arg == "code" for k in node.keywords), f"line {node.lineno}: code as a keyword"
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                codes.add(first.value)
+            else:
+                assert isinstance(first, ast.Name) and first.id == "code", f"line {node.lineno}: unreadable code"
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "code" for t in targets):
+                value = node.value
+                assert isinstance(value, ast.Constant) and isinstance(value.value, str), f"line {node.lineno}"
+                codes.add(value.value)
     return codes
 
 
