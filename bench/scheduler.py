@@ -22,9 +22,10 @@ how much of the gap to the passthrough is the scheduler's own doing.
 Phases 2 and 3 run in child processes so each gets its own peak RSS. Uncounted
 rounds of each warm the broker up first: at least ``--warmup``, and more (up to
 ``--warmup-max``) while the passthrough still gets faster by over a tenth per
-round. Then ``--trials`` trials run their phases back to back. The last line is the headline, ``scheduler_vs_passthrough=<ratio>``
-(target >= 0.5): the median of the per-pair ratios, which cancels the slow drift
-of a shared machine (the ratio of the two medians is printed too).
+round. Then ``--trials`` trials run their phases back to back. The last line is
+the headline, ``scheduler_vs_passthrough=<ratio>`` (target >= 0.5): the median of
+the per-pair ratios, which cancels the slow drift of a shared machine (the ratio
+of the two medians is printed too).
 
 Every topic of the run starts with one fresh prefix and is deleted at the end.
 """
@@ -455,11 +456,9 @@ def _run(args: argparse.Namespace, bootstrap: str, prefix: str) -> list[str]:
     publish(bootstrap, topics.submissions, args.count, prefix)
     print(f"bench: published in {time.perf_counter() - t0:.1f}s", flush=True)
 
-    # Warm-up: the broker's JIT and page cache, off the books. Right after `infra/up` the broker keeps
-    # speeding up for a minute or more (after one round the passthrough still went from 63k to 116k rec/s
-    # over the first four trials); the per-trial pair ratios cancel what drift remains.
-    # A fresh broker can take several rounds to settle, so warm-up goes on while the passthrough still
-    # speeds up by more than a tenth per round.
+    # Warm-up: the broker's JIT and page cache, off the books. A fresh broker keeps speeding up for a
+    # minute or more (six rounds after a reset), so warm-up goes on while the passthrough still gains
+    # more than a tenth per round; the per-trial pair ratios cancel what drift remains.
     previous = 0.0
     for round_ in range(max(args.warmup, args.warmup_max)):
         speeds = {}

@@ -31,8 +31,8 @@ class Problem:
     --json report can go to the record without parsing the message:
 
     - ``stream`` and ``offset``: the record the problem was found at (set together);
-    - ``seq``: a journal sequence number of the run; for a seal, its entry count,
-      which is the seq of the entry that would follow it;
+    - ``seq``: a journal sequence number, as the record states it; for a seal, its
+      entry count, which is the seq of the entry that would follow it;
     - ``audit_seq``: a sequence number of the partition's audit chain;
     - ``expected`` / ``recomputed``: the value the check expected (mostly what the
       data commits to) and the one recomputed from the stored bytes or found instead;
