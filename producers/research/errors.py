@@ -8,6 +8,7 @@ Tree (all under ``schemas.errors.BernsteinError``)::
     ├── ResearchBudgetExceeded   a cap would be crossed (code BUDGET_EXCEEDED)
     └── SourceFetchFailed        a planned source could not be fetched
     MalformedResearchArtifact    bytes that are not a research report / abort record
+                                 (defined in ``schemas.documents.research``, re-exported here)
 
 Boundary refusals of a report (uncited claim, quote not in page, ...) are
 ``producers.activity.ActivityRejected`` with a code from ``report.RejectCode``.
@@ -18,7 +19,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar, Final
 
-from schemas.errors import BernsteinError, MalformedInput
+from schemas.documents.research import MalformedResearchArtifact
+from schemas.errors import BernsteinError
+
+__all__ = [
+    "FetchCode",
+    "FetchRefused",
+    "InvalidBudget",
+    "MalformedResearchArtifact",
+    "ResearchAborted",
+    "ResearchBudgetExceeded",
+    "SourceFetchFailed",
+]
 
 if TYPE_CHECKING:
     from producers.activity import ActivityResult
@@ -146,13 +158,3 @@ class SourceFetchFailed(ResearchAborted):
         if self.cause.status is not None:
             out["status"] = self.cause.status
         return out
-
-
-class MalformedResearchArtifact(MalformedInput):
-    """Artifact bytes that do not parse as a research report or abort record."""
-
-    code = "E_MALFORMED_RESEARCH_ARTIFACT"
-
-    def __init__(self, message: str, *, field: str = "") -> None:
-        super().__init__(f"{field}: {message}" if field else message)
-        self.field = field

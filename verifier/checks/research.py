@@ -9,7 +9,7 @@ order and, within a claim, citations in order, stopping at the first failure:
 3. the page bytes are reattached from the CAS by that hash and re-hashed
    (``BlobNotFound`` -> unresolved, ``BlobIntegrityError`` -> mismatch);
 4. the quote still occurs in those bytes under the report's quote
-   normalisation (``producers.research.quotes``, the function the worker
+   normalisation (``schemas.documents.quotes``, the function the worker
    used at build time).
 
 One detail line per claim: ``cite OK claim=c1 (1 checked)`` or
@@ -27,19 +27,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from producers.research.aborted import FAILURE_FORMAT, REFUSAL_FORMAT, parse_abort_document
-from producers.research.errors import MalformedResearchArtifact
-from producers.research.quotes import page_text, quote_occurs
-from producers.research.report import (
+from schemas.canonical import sha256_digest
+from schemas.documents.quotes import page_text, quote_occurs
+from schemas.documents.research import (
+    FAILURE_FORMAT,
+    REFUSAL_FORMAT,
     CitationRecord,
     ClaimRecord,
+    MalformedResearchArtifact,
     ResearchReport,
     citation_problem,
     is_valid_claim_id,
     load_document,
+    parse_abort_document,
     parse_report_document,
 )
-from schemas.canonical import sha256_digest
 from schemas.records import TerminalState
 from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError
 from substrate.text import plural

@@ -1,0 +1,17 @@
+"""One home per modality for its artifact document format and its rules.
+
+Each module here parses and validates one modality's artifact bytes, with no
+I/O, no clock and no randomness, and each is used by three callers that must
+agree: the producer SDK that builds the document (``producers/``), the
+scheduler that refuses a submission breaking a rule decidable from its own
+bytes (``consumers/core/step.py``) and the offline verifier (``verifier/``).
+
+* ``quotes``   the quote normalisation (``bernstein.quote-normalisation/v1``);
+* ``research`` the research report (citation model) and the abort records;
+* ``dataops``  the data/ops receipt (structure, plan projection, plan-before-effect
+  order) and the data/ops refusal record;
+* ``rules``    what the scheduler asks: ``submission_violation(...)``, the first
+  broken rule of a submission as a typed ``Violation`` (a ``RefusalCode``).
+
+The scheduler's rules and codes are documented in ``docs/modality_rules.md``.
+"""
