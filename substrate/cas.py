@@ -6,6 +6,23 @@ folder is a byte-for-byte mirror of the bucket. ``put`` is idempotent (an
 existing blob is never rewritten); ``get`` always re-hashes and raises
 ``BlobIntegrityError`` when the bytes no longer match their name. S3 and
 filesystem exceptions are translated here into ``CasError`` subclasses.
+
+A store read by the verifier may be hostile (a dump's ``cas/`` folder is
+whatever the sender put there), so reading is bounded:
+
+- no blob is larger than ``MAX_BLOB_BYTES`` (64 MiB, the per-run evidence cap:
+  a run cannot reference anything larger); a bigger one is ``BlobTooLarge``,
+  noticed from its size before it is read, and never read past the bound;
+- ``DirBlobStore`` opens a blob without following a symbolic link and without
+  blocking (``O_NOFOLLOW | O_NONBLOCK``) and reads it only when it is a regular
+  file: a symlink, FIFO, socket, device or directory is ``BlobNotRegular``
+  (naming the path), so ``/dev/zero`` or a FIFO can neither hang nor exhaust
+  the reader;
+- hashing streams (``check``, ``hash_stored``): the bytes are never held
+  whole; ``get``, for a check that needs the bytes, holds at most the bound.
+
+Both refusals are ``CasError``s, which a verifier reports as an unreadable
+blob of the stage that names it (a mismatch), not as unusable input.
 """
 
 from __future__ import annotations
@@ -13,15 +30,19 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 from schemas.canonical import digest_hex, sha256_digest
 from schemas.errors import BernsteinError
 
 _CHUNK: Final = 1 << 20
+
+MAX_BLOB_BYTES: Final = 64 * 1024 * 1024
+"""The largest blob a reader accepts: the per-run evidence cap (64 MiB), so no blob of a valid run is larger."""
 
 
 class CasError(BernsteinError):
@@ -59,6 +80,97 @@ class CasUnavailable(CasError):
     code = "E_CAS_UNAVAILABLE"
 
 
+class BlobRefused(CasError):
+    """A stored blob the reader will not read (too large, or not a regular file)."""
+
+    code = "E_BLOB_REFUSED"
+
+    def __init__(self, digest: str, message: str) -> None:
+        super().__init__(message)
+        self.digest = digest
+
+
+class BlobTooLarge(BlobRefused):
+    """A blob larger than ``MAX_BLOB_BYTES``: no run can reference it, and it is not read."""
+
+    code = "E_BLOB_TOO_LARGE"
+
+    def __init__(self, digest: str, size: int | None, where: str, limit: int | None = None) -> None:
+        limit = MAX_BLOB_BYTES if limit is None else limit
+        stated = "more than" if size is None else f"{size} bytes,"
+        super().__init__(digest, f"blob {digest} in {where} is {stated} {limit} bytes (the largest blob a run can reference)")
+        self.size = size
+        self.limit = limit
+
+
+class BlobNotRegular(BlobRefused):
+    """A blob path that is a symlink, FIFO, socket, device or directory: never followed or read."""
+
+    code = "E_BLOB_NOT_REGULAR"
+
+    def __init__(self, digest: str, path: Path, kind: str) -> None:
+        super().__init__(digest, f"blob {digest} at {path} is {kind}, not a regular file; it is not read")
+        self.path = path
+        self.kind = kind
+
+
+def file_kind(mode: int) -> str:
+    """What a ``st_mode`` is, for messages: "a regular file", "a symbolic link", "a FIFO", ..."""
+    for test, name in (
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+class NotRegularFile(OSError):
+    """``open_regular`` met a symlink, FIFO, socket, device or directory (never read)."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        super().__init__(f"{path} is {kind}, not a regular file")
+        self.path = path
+        self.kind = kind
+
+
+def open_regular(path: Path) -> tuple[int, os.stat_result]:
+    """A read-only descriptor of ``path`` and its ``fstat``, only if it is a regular file.
+
+    The last path component is never followed (``O_NOFOLLOW``) and the open
+    never blocks (``O_NONBLOCK``: a FIFO opens at once instead of waiting for a
+    writer); anything but a regular file is closed again before any read.
+    Raises ``FileNotFoundError``, ``NotRegularFile`` or ``OSError``.
+    """
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            raise exc from None
+        if not stat.S_ISREG(mode):  # ELOOP: a symlink; ENXIO: a socket or FIFO without a writer
+            raise NotRegularFile(path, file_kind(mode)) from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotRegularFile(path, file_kind(info.st_mode))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info
+
+
 def blob_key(digest: str) -> str:
     """Object key of a blob: ``sha256/<aa>/<hex>`` (raises MalformedDigest)."""
     hex_digest = digest_hex(digest)
@@ -84,6 +196,18 @@ class BlobStore(Protocol):
     def describe(self) -> str:
         """Where the blobs live, for messages."""
         ...
+
+
+def check_blob(store: BlobStore, digest: str) -> None:
+    """Re-hash a stored blob without keeping its bytes: the adapter's streaming ``check`` when it has one.
+
+    Raises what ``get`` raises (BlobNotFound, BlobIntegrityError, other CasErrors).
+    """
+    check = getattr(store, "check", None)
+    if check is not None:
+        check(digest)
+    else:
+        store.get(digest)
 
 
 @dataclass(frozen=True)
@@ -130,38 +254,64 @@ class DirBlobStore:
         return PutResult(digest, stored=True)
 
     def get(self, digest: str) -> bytes:
-        path = self.path_of(digest)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise BlobNotFound(digest, self.describe()) from None
-        except OSError as exc:
-            raise CasUnavailable(f"cannot read blob {digest} from {self.root}: {exc.strerror}") from exc
-        actual = sha256_digest(data)
+        data = bytearray()
+        actual = self._stream(digest, data.extend)
         if actual != digest:
-            raise BlobIntegrityError(digest, actual, self.describe(), data)
-        return data
+            raise BlobIntegrityError(digest, actual, self.describe(), bytes(data))
+        return bytes(data)
+
+    def check(self, digest: str) -> None:
+        """Re-hash the stored blob in a stream (nothing held): BlobNotFound, BlobIntegrityError or CasError."""
+        actual = self._stream(digest, None)
+        if actual != digest:
+            raise BlobIntegrityError(digest, actual, self.describe())
 
     def has(self, digest: str) -> bool:
-        return self.path_of(digest).is_file()
+        """True when a regular file is stored under ``digest`` (a symlink is not a stored blob)."""
+        try:
+            return stat.S_ISREG(os.lstat(self.path_of(digest)).st_mode)
+        except OSError:
+            return False
 
     def hash_stored(self, digest: str) -> str:
         """Re-hash a stored blob in chunks without holding it in memory."""
+        return self._stream(digest, None)
+
+    def _stream(self, digest: str, sink: Any) -> str:
+        """``sha256:<hex>`` of the stored bytes, read in chunks (each also given to ``sink``), at most the bound."""
         path = self.path_of(digest)
+        try:
+            fd, info = open_regular(path)
+        except FileNotFoundError:
+            raise BlobNotFound(digest, self.describe()) from None
+        except NotRegularFile as exc:
+            raise BlobNotRegular(digest, path, exc.kind) from None
+        except OSError as exc:
+            raise CasUnavailable(f"cannot read blob {digest} from {self.root}: {exc.strerror}") from exc
         hasher = hashlib.sha256()
         try:
-            with path.open("rb", buffering=0) as handle:
+            if info.st_size > MAX_BLOB_BYTES:
+                raise BlobTooLarge(digest, info.st_size, self.describe())
+            with os.fdopen(fd, "rb", buffering=0) as handle:
+                fd = -1
+                total = 0
                 buffer = bytearray(_CHUNK)
                 view = memoryview(buffer)
                 while True:
                     n = handle.readinto(buffer)
                     if not n:
                         break
+                    total += n
+                    if total > MAX_BLOB_BYTES:  # grown since fstat: still never read past the bound
+                        raise BlobTooLarge(digest, None, self.describe())
                     hasher.update(view[:n])
-        except FileNotFoundError:
-            raise BlobNotFound(digest, self.describe()) from None
+                    if sink is not None:
+                        sink(view[:n])
         except OSError as exc:
             raise CasUnavailable(f"cannot read blob {digest} from {self.root}: {exc.strerror}") from exc
+        finally:
+            if fd >= 0:
+                os.close(fd)
         return "sha256:" + hasher.hexdigest()
 
 
@@ -231,11 +381,38 @@ class S3BlobStore:
         return PutResult(digest, stored=True)
 
     def get(self, digest: str) -> bytes:
+        data = bytearray()
+        actual = self._stream(digest, data.extend)
+        if actual != digest:
+            raise BlobIntegrityError(digest, actual, self.describe(), bytes(data))
+        return bytes(data)
+
+    def check(self, digest: str) -> None:
+        """Re-hash the stored blob in a stream (nothing held): BlobNotFound, BlobIntegrityError or CasError."""
+        actual = self._stream(digest, None)
+        if actual != digest:
+            raise BlobIntegrityError(digest, actual, self.describe())
+
+    def _stream(self, digest: str, sink: Any) -> str:
+        """``sha256:<hex>`` of the stored object, read in chunks (each also given to ``sink``), at most the bound."""
         key = blob_key(digest)
+        hasher = hashlib.sha256()
         response = None
         try:
             response = self._client.get_object(self.settings.bucket, key)
-            data = response.read()
+            length = response.headers.get("Content-Length")
+            if length is not None and length.isdigit() and int(length) > MAX_BLOB_BYTES:
+                raise BlobTooLarge(digest, int(length), self.describe())
+            total = 0
+            for chunk in response.stream(_CHUNK):
+                total += len(chunk)
+                if total > MAX_BLOB_BYTES:
+                    raise BlobTooLarge(digest, None, self.describe())
+                hasher.update(chunk)
+                if sink is not None:
+                    sink(chunk)
+        except CasError:
+            raise
         except Exception as exc:  # noqa: BLE001
             if _is_missing(exc):
                 raise BlobNotFound(digest, self.describe()) from None
@@ -244,10 +421,7 @@ class S3BlobStore:
             if response is not None:
                 response.close()
                 response.release_conn()
-        actual = sha256_digest(data)
-        if actual != digest:
-            raise BlobIntegrityError(digest, actual, self.describe(), data)
-        return data
+        return "sha256:" + hasher.hexdigest()
 
     def has(self, digest: str) -> bool:
         key = blob_key(digest)
