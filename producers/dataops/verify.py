@@ -22,14 +22,16 @@ I/O is reading blobs through the ``BlobStore`` port.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from producers.dataops.receipt import (
+from schemas.canonical import sha256_digest
+from schemas.documents.dataops import (
+    PLAN_HASH_MISMATCH,
+    PLAN_INPUTS_MISMATCH,
     RECEIPT_FORMAT,
     REFUSAL_FORMAT,
-    DataOpsPlan,
     DataOpsReceipt,
     MalformedReceipt,
     SignedArtifact,
@@ -37,20 +39,20 @@ from producers.dataops.receipt import (
     decode_signature,
     is_canonical,
     load_document,
+    observations_problems,
+    order_problem,
+    parse_refusal_document,
+    plan_problems,
     receipt_signing_input,
 )
-from schemas.canonical import is_digest, sha256_digest
 from schemas.errors import MalformedDigest
 from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError
 from substrate.keys import TrustedKeys, verify_signature
-from substrate.text import plural
 
 # Stable failure codes (appended to, never renamed).
 RECEIPT_MALFORMED: Final = "RECEIPT_MALFORMED"
 RECEIPT_NOT_CANONICAL: Final = "RECEIPT_NOT_CANONICAL"
 CONTEXT_MISMATCH: Final = "CONTEXT_MISMATCH"
-PLAN_INPUTS_MISMATCH: Final = "PLAN_INPUTS_MISMATCH"
-PLAN_HASH_MISMATCH: Final = "PLAN_HASH_MISMATCH"
 SIGNER_NOT_PINNED: Final = "SIGNER_NOT_PINNED"
 SIGNATURE_MISSING: Final = "SIGNATURE_MISSING"
 SIGNATURE_MALFORMED: Final = "SIGNATURE_MALFORMED"
@@ -66,6 +68,36 @@ REFUSAL_MALFORMED: Final = "REFUSAL_MALFORMED"
 REFUSAL_MISMATCH: Final = "REFUSAL_MISMATCH"
 NOT_A_DATAOPS_ARTIFACT: Final = "NOT_A_DATAOPS_ARTIFACT"
 RECEIPT_STATE_MISMATCH: Final = "RECEIPT_STATE_MISMATCH"
+EFFECT_BEFORE_PLAN: Final = "EFFECT_BEFORE_PLAN"
+"""The stage's observations record an output before an input, or an output with no plan."""
+__all__ = [
+    "ARTIFACT_HASH_MISMATCH",
+    "BLOB_CHANGED",
+    "BLOB_MISSING",
+    "CONTEXT_MISMATCH",
+    "EFFECT_BEFORE_PLAN",
+    "NOT_A_DATAOPS_ARTIFACT",
+    "OBSERVATIONS_MISMATCH",
+    "PLAN_HASH_MISMATCH",
+    "PLAN_INPUTS_MISMATCH",
+    "RECEIPT_MALFORMED",
+    "RECEIPT_NOT_CANONICAL",
+    "RECEIPT_SIGNATURE_INVALID",
+    "RECEIPT_SIGNATURE_MISSING",
+    "RECEIPT_STATE_MISMATCH",
+    "REFUSAL_MALFORMED",
+    "REFUSAL_MISMATCH",
+    "SIGNATURE_INVALID",
+    "SIGNATURE_MALFORMED",
+    "SIGNATURE_MISSING",
+    "SIGNER_NOT_PINNED",
+    "STORE_UNREADABLE",
+    "DataOpsVerdict",
+    "ReceiptFailure",
+    "verify_artifact",
+    "verify_receipt",
+    "verify_refusal",
+]
 
 
 @dataclass(frozen=True)
@@ -228,7 +260,7 @@ def verify_refusal(document_bytes: bytes, *, entry: Mapping[str, Any] | None = N
     """
     try:
         document = load_document(document_bytes, what="refusal")
-        refusal = _parse_refusal(document)
+        refusal = parse_refusal_document(document)
     except MalformedReceipt as exc:
         failure = ReceiptFailure(REFUSAL_MALFORMED, "parse", f"refusal is malformed: {exc.message}")
         return DataOpsVerdict(False, False, False, False, failure.reason, (failure,), format=REFUSAL_FORMAT)
@@ -257,6 +289,9 @@ def verify_refusal(document_bytes: bytes, *, entry: Mapping[str, Any] | None = N
                     {"code": refusal["code"], "reason_code": str(reason_code)},
                 )
             )
+        order = order_problem([o.get("kind") for o in _observations(entry)], plan_hash=refusal["plan_hash"])
+        if order is not None:
+            failures.append(ReceiptFailure(EFFECT_BEFORE_PLAN, "journal", order.message, {"where": order.where}))
         journal_inputs = [o.get("content_hash") for o in _observations(entry) if o.get("kind") == "input"]
         if journal_inputs != refusal["inputs"]:
             failures.append(
@@ -307,27 +342,10 @@ def _check_context_fields(what: str, run_id: str, stage_id: str, kind: str, entr
 
 
 def _check_plan(receipt: DataOpsReceipt) -> list[ReceiptFailure]:
-    recomputed = DataOpsPlan.derive((item.content_hash for item in receipt.inputs), receipt.plan.steps)
-    failures = []
-    if recomputed.input_hashes != receipt.plan.input_hashes:
-        failures.append(
-            ReceiptFailure(
-                PLAN_INPUTS_MISMATCH,
-                "plan",
-                f"plan input_hashes mismatch: anchored {list(receipt.plan.input_hashes)}, recomputed {list(recomputed.input_hashes)}",
-                {"anchored": ",".join(receipt.plan.input_hashes), "recomputed": ",".join(recomputed.input_hashes)},
-            )
-        )
-    if recomputed.plan_hash != receipt.plan.plan_hash:
-        failures.append(
-            ReceiptFailure(
-                PLAN_HASH_MISMATCH,
-                "plan",
-                f"plan_hash mismatch: anchored {receipt.plan.plan_hash}, recomputed {recomputed.plan_hash}",
-                {"anchored": receipt.plan.plan_hash, "recomputed": recomputed.plan_hash},
-            )
-        )
-    return failures
+    return [
+        ReceiptFailure(p.code, "plan", p.message, {"anchored": p.declared, "recomputed": p.recomputed})
+        for p in plan_problems(receipt)
+    ]
 
 
 def _check_signatures(receipt: DataOpsReceipt, document: Mapping[str, Any], trusted: TrustedKeys) -> list[ReceiptFailure]:
@@ -411,21 +429,12 @@ def _check_journal(receipt: DataOpsReceipt, document_bytes: bytes, entry: Mappin
             )
         )
     observations = _observations(entry)
-    for role, items in (("input", receipt.inputs), ("output", receipt.outputs)):
-        journalled = [(o.get("ref"), o.get("content_hash")) for o in observations if o.get("kind") == role]
-        problem = _first_difference(role, items, journalled)
-        if problem:
-            failures.append(ReceiptFailure(OBSERVATIONS_MISMATCH, "journal", problem, {"role": role}))
-    extra = sorted({str(o.get("kind")) for o in observations} - {"input", "output"})
-    if extra:
-        failures.append(
-            ReceiptFailure(
-                OBSERVATIONS_MISMATCH,
-                "journal",
-                f"journal entry has observations of kind {extra} that the receipt does not list",
-                {"kinds": ",".join(extra)},
-            )
-        )
+    order = order_problem([o.get("kind") for o in observations], plan_hash=receipt.plan.plan_hash)
+    if order is not None:
+        failures.append(ReceiptFailure(EFFECT_BEFORE_PLAN, "journal", order.message, {"where": order.where}))
+    for problem in observations_problems(receipt, observations):
+        evidence = {"kinds": problem.declared} if problem.where == "observations" else {"role": problem.where}
+        failures.append(ReceiptFailure(OBSERVATIONS_MISMATCH, "journal", problem.message, evidence))
     return failures
 
 
@@ -444,19 +453,6 @@ def _check_anchor(what: str, document_bytes: bytes, entry: Mapping[str, Any]) ->
             {"anchored": str(anchored), "recomputed": recomputed},
         )
     ]
-
-
-def _first_difference(role: str, items: Sequence[SignedArtifact], journalled: Sequence[tuple[Any, Any]]) -> str:
-    """Name the first place the receipt's list and the journal's observations diverge."""
-    for index, (item, (ref, content_hash)) in enumerate(zip(items, journalled, strict=False)):
-        if item.ref != ref or item.content_hash != content_hash:
-            return (
-                f"{role} {index} differs between receipt and journal entry: "
-                f"receipt {item.ref!r} {item.content_hash}, journal {ref!r} {content_hash}"
-            )
-    if len(items) != len(journalled):
-        return f"receipt lists {plural(len(items), role)}, the journal entry observed {len(journalled)}"
-    return ""
 
 
 def _check_store(receipt: DataOpsReceipt, cas: BlobStore) -> list[ReceiptFailure]:
@@ -496,20 +492,3 @@ def _changed(item: SignedArtifact, actual: str, evidence: Mapping[str, str]) -> 
 def _observations(entry: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     raw = entry.get("observations") or []
     return [o if isinstance(o, Mapping) else getattr(o, "to_record", dict)() for o in raw]
-
-
-def _parse_refusal(document: Mapping[str, Any]) -> dict[str, Any]:
-    expected = {"format", "run_id", "stage_id", "kind", "code", "message", "inputs", "plan_hash"}
-    if set(document) != expected:
-        raise MalformedReceipt(f"refusal fields are {sorted(document)}, expected {sorted(expected)}")
-    for name in ("run_id", "stage_id", "kind", "code"):
-        if not isinstance(document[name], str) or document[name] == "":
-            raise MalformedReceipt(f"refusal field {name!r} must be a non-empty string")
-    if not isinstance(document["message"], str):
-        raise MalformedReceipt("refusal field 'message' must be a string")
-    inputs = document["inputs"]
-    if not isinstance(inputs, list) or not all(is_digest(h) for h in inputs):
-        raise MalformedReceipt("refusal field 'inputs' must be a list of 'sha256:<hex>' digests")
-    if document["plan_hash"] is not None and not is_digest(document["plan_hash"]):
-        raise MalformedReceipt("refusal field 'plan_hash' must be a digest or null")
-    return dict(document)

@@ -16,7 +16,19 @@ Signed bytes (all produced by ``schemas.canonical.signing_input``)::
     receipt   PAE("bernstein/dataops-receipt/v1", canonical(<receipt document
               without receipt_signature>))
 
-Signatures are Ed25519, base64url without padding. Nothing here does I/O.
+Signatures are Ed25519, base64url without padding.
+
+A refused activity anchors a ``bernstein.dataops.refusal/v1`` document
+instead (unsigned: it claims no effect)::
+
+    {"format", "run_id", "stage_id", "kind", "code", "message",
+     "inputs": ["sha256:...", ...], "plan_hash": "sha256:..." | null}
+
+This module is the one home of both formats and of the rules decidable from
+a submission's own bytes (``submission_violation``: structure, context,
+plan projection, plan-before-effect order, observations), used by the SDK
+(``producers.dataops``), the scheduler and the verifier. Signatures are
+verified offline only (``producers.dataops.verify``). Nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -40,7 +52,9 @@ from schemas.canonical import (
     sha256_digest,
     signing_input,
 )
-from schemas.errors import CanonicalizationError, MalformedInput
+from schemas.documents.common import Submission, Violation, clip, show
+from schemas.errors import CanonicalizationError, MalformedDigest, MalformedInput
+from schemas.records import RefusalCode, TerminalState
 
 RECEIPT_FORMAT: Final = "bernstein.dataops.receipt/v1"
 REFUSAL_FORMAT: Final = "bernstein.dataops.refusal/v1"
@@ -326,7 +340,7 @@ def is_canonical(data: bytes, document: Any) -> bool:
     """True when ``data`` is exactly the RFC 8785 form of ``document`` (no floats, no duplicates)."""
     try:
         return canonical_json(document) == data
-    except CanonicalizationError:
+    except (CanonicalizationError, RecursionError):
         return False
 
 
@@ -394,3 +408,277 @@ def _no_unknown_fields(doc: Mapping[str, Any], allowed: frozenset[str], where: s
     unknown = sorted(set(doc) - allowed)
     if unknown:
         raise MalformedReceipt(f"{where} has unknown fields {unknown} (v1 documents are closed)")
+
+
+def parse_refusal_document(document: Mapping[str, Any]) -> dict[str, Any]:
+    """Shape-check a ``bernstein.dataops.refusal/v1`` document (raises MalformedReceipt)."""
+    expected = {"format", "run_id", "stage_id", "kind", "code", "message", "inputs", "plan_hash"}
+    if set(document) != expected:
+        raise MalformedReceipt(f"refusal fields are {clip(str(sorted(document)))}, expected {sorted(expected)}")
+    if document["format"] != REFUSAL_FORMAT:
+        raise MalformedReceipt(f"refusal format is {show(document['format'])}, expected {REFUSAL_FORMAT!r}")
+    for name in ("run_id", "stage_id", "kind", "code"):
+        if not isinstance(document[name], str) or document[name] == "":
+            raise MalformedReceipt(f"refusal field {name!r} must be a non-empty string")
+    if not isinstance(document["message"], str):
+        raise MalformedReceipt("refusal field 'message' must be a string")
+    inputs = document["inputs"]
+    if not isinstance(inputs, list) or not all(is_digest(h) for h in inputs):
+        raise MalformedReceipt("refusal field 'inputs' must be a list of 'sha256:<hex>' digests")
+    if document["plan_hash"] is not None and not is_digest(document["plan_hash"]):
+        raise MalformedReceipt("refusal field 'plan_hash' must be a digest or null")
+    return dict(document)
+
+
+# --------------------------------------------------------------------------
+# Rules decidable from the bytes (shared by the scheduler and the verifier)
+# --------------------------------------------------------------------------
+
+PLAN_INPUTS_MISMATCH: Final = "PLAN_INPUTS_MISMATCH"
+PLAN_HASH_MISMATCH: Final = "PLAN_HASH_MISMATCH"
+EFFECT_BEFORE_PLAN: Final = "EFFECT_BEFORE_PLAN"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One broken rule: a stable code, a sentence, and the anchored/recomputed values."""
+
+    code: str
+    message: str
+    where: str = ""
+    """Where in the document or the observations (``plan.plan_hash``, ``observations[2]``)."""
+    declared: str = ""
+    recomputed: str = ""
+
+
+def plan_problems(receipt: DataOpsReceipt) -> list[Problem]:
+    """Re-derive the plan projection from the receipt's inputs and steps; both parts must match."""
+    recomputed = DataOpsPlan.derive((item.content_hash for item in receipt.inputs), receipt.plan.steps)
+    problems = []
+    if recomputed.input_hashes != receipt.plan.input_hashes:
+        problems.append(
+            Problem(
+                PLAN_INPUTS_MISMATCH,
+                f"plan input_hashes mismatch: anchored {list(receipt.plan.input_hashes)}, "
+                f"recomputed {list(recomputed.input_hashes)}",
+                "plan.input_hashes",
+                ",".join(receipt.plan.input_hashes),
+                ",".join(recomputed.input_hashes),
+            )
+        )
+    if recomputed.plan_hash != receipt.plan.plan_hash:
+        problems.append(
+            Problem(
+                PLAN_HASH_MISMATCH,
+                f"plan_hash mismatch: anchored {receipt.plan.plan_hash}, recomputed {recomputed.plan_hash}",
+                "plan.plan_hash",
+                receipt.plan.plan_hash,
+                recomputed.plan_hash,
+            )
+        )
+    return problems
+
+
+def order_problem(observation_kinds: Sequence[object], *, plan_hash: str | None) -> Problem | None:
+    """The plan-before-effect order, as the stage's observations record it.
+
+    Inputs are recorded first, the plan is derived from all of them, and only
+    then are effects (outputs) recorded; the observations list them in that
+    order. So an ``input`` observed after an ``output`` is an effect before
+    the plan (the plan did not yet cover every input), and a stage that never
+    derived a plan (``plan_hash`` null) cannot have any output.
+    """
+    first_output: int | None = None
+    for index, kind in enumerate(observation_kinds):
+        if kind == ROLE_OUTPUT and first_output is None:
+            first_output = index
+            if plan_hash is None:
+                return Problem(
+                    EFFECT_BEFORE_PLAN,
+                    f"observations[{index}] is an output, but no plan was derived (plan_hash is null): an effect before the plan",
+                    f"observations[{index}]",
+                    ROLE_OUTPUT,
+                )
+        elif kind == ROLE_INPUT and first_output is not None:
+            return Problem(
+                EFFECT_BEFORE_PLAN,
+                f"observations[{index}] is an input recorded after output observations[{first_output}]: "
+                "an effect before the plan (inputs are frozen once the plan is derived)",
+                f"observations[{index}]",
+                ROLE_INPUT,
+            )
+    return None
+
+
+def observations_problems(receipt: DataOpsReceipt, observations: Sequence[Mapping[str, Any]]) -> list[Problem]:
+    """The receipt's inputs and outputs must be exactly the stage's input/output observations, in order.
+
+    One problem per role that differs (its first difference), then one for
+    observation kinds the receipt cannot list; ``where`` is the role or ``observations``.
+    """
+    problems = []
+    for role, items in ((ROLE_INPUT, receipt.inputs), (ROLE_OUTPUT, receipt.outputs)):
+        journalled = [(o.get("ref"), o.get("content_hash")) for o in observations if o.get("kind") == role]
+        problem = _first_difference(role, items, journalled)
+        if problem is not None:
+            problems.append(problem)
+    extra = sorted({str(o.get("kind")) for o in observations} - {ROLE_INPUT, ROLE_OUTPUT})
+    if extra:
+        problems.append(
+            Problem(
+                "OBSERVATIONS_MISMATCH",
+                f"journal entry has observations of kind {clip(str(extra))} that the receipt does not list",
+                "observations",
+                clip(",".join(extra)),
+            )
+        )
+    return problems
+
+
+def _first_difference(role: str, items: Sequence[SignedArtifact], journalled: Sequence[tuple[Any, Any]]) -> Problem | None:
+    """Name the first place the receipt's list and the journal's observations diverge."""
+    for index, (item, (ref, content_hash)) in enumerate(zip(items, journalled, strict=False)):
+        if item.ref != ref or item.content_hash != content_hash:
+            return Problem(
+                "OBSERVATIONS_MISMATCH",
+                f"{role} {index} differs between receipt and journal entry: "
+                f"receipt {show(item.ref)} {item.content_hash}, journal {show(ref)} {clip(str(content_hash))}",
+                role,
+                f"{clip(str(ref))} {clip(str(content_hash))}",
+                f"{clip(item.ref)} {item.content_hash}",
+            )
+    if len(items) != len(journalled):
+        noun = role if len(items) == 1 else f"{role}s"
+        return Problem(
+            "OBSERVATIONS_MISMATCH",
+            f"receipt lists {len(items)} {noun}, the journal entry observed {len(journalled)}",
+            role,
+            str(len(journalled)),
+            str(len(items)),
+        )
+    return None
+
+
+# --------------------------------------------------------------------------
+# The scheduler's rule
+# --------------------------------------------------------------------------
+
+
+def submission_violation(sub: Submission) -> Violation | None:
+    """The first data/ops rule a submission breaks, decided from its own bytes only.
+
+    * a ``bernstein.dataops.refusal/v1`` artifact: well formed and canonical,
+      of this run/stage/kind, anchored as ``refused`` with reason_code = its
+      code lower-cased, observations in plan-before-effect order (no output
+      without a plan), its inputs = the input observations;
+    * a ``failed`` / ``timed_out`` stage whose artifact is no receipt: nothing
+      signed to check, accepted;
+    * anything else must be a receipt: well formed and canonical, of this
+      run/stage/kind, anchored as ``completed``, plan projection recomputes,
+      observations in plan-before-effect order and equal to its inputs then
+      outputs. Signatures are not checked here (the verifier's, with pinned keys).
+    """
+    try:
+        fmt = load_document(sub.artifact, what="artifact").get("format")
+    except MalformedReceipt:
+        fmt = None
+    except RecursionError:  # orjson caps nesting; belt and braces
+        fmt = None
+    if fmt == REFUSAL_FORMAT:
+        return _refusal_violation(sub)
+    if fmt != RECEIPT_FORMAT and sub.terminal_state in (TerminalState.FAILED, TerminalState.TIMED_OUT):
+        return None
+    return _receipt_violation(sub)
+
+
+def _receipt_violation(sub: Submission) -> Violation | None:
+    try:
+        document = load_document(sub.artifact, what="receipt")
+        receipt = DataOpsReceipt.from_document(document)
+    except (MalformedReceipt, MalformedDigest) as exc:
+        return Violation(RefusalCode.DATAOPS_RECEIPT_MALFORMED, f"receipt is malformed: {clip(exc.message, 512)}")
+    if not is_canonical(sub.artifact, document):
+        return Violation(
+            RefusalCode.DATAOPS_RECEIPT_MALFORMED,
+            "receipt bytes are not canonical JSON (RFC 8785): they are not the bytes that were signed and anchored",
+        )
+    context = _context_violation("receipt", receipt.run_id, receipt.stage_id, receipt.kind, sub)
+    if context is not None:
+        return context
+    for problem in plan_problems(receipt):
+        code = RefusalCode.DATAOPS_PLAN_INPUTS_MISMATCH
+        if problem.code == PLAN_HASH_MISMATCH:
+            code = RefusalCode.DATAOPS_PLAN_HASH_MISMATCH
+        return Violation(code, clip(problem.message, 1024), f"artifact.{problem.where}", problem.declared, problem.recomputed)
+    if sub.terminal_state != TerminalState.COMPLETED:
+        return Violation(
+            RefusalCode.DATAOPS_OUTCOME_MISMATCH,
+            f"artifact is a receipt, which is anchored as 'completed', not {sub.terminal_state!r}",
+            "terminal_state",
+            sub.terminal_state,
+            TerminalState.COMPLETED.value,
+        )
+    order = order_problem([o.get("kind") for o in sub.observations], plan_hash=receipt.plan.plan_hash)
+    if order is not None:
+        return Violation(RefusalCode.DATAOPS_EFFECT_BEFORE_PLAN, order.message, order.where, order.declared)
+    for mismatch in observations_problems(receipt, sub.observations):
+        return Violation(
+            RefusalCode.DATAOPS_OBSERVATIONS_MISMATCH,
+            clip(mismatch.message, 1024),
+            "observations",
+            mismatch.declared,
+            mismatch.recomputed,
+        )
+    return None
+
+
+def _refusal_violation(sub: Submission) -> Violation | None:
+    try:
+        document = load_document(sub.artifact, what="refusal")
+        refusal = parse_refusal_document(document)
+    except MalformedReceipt as exc:
+        return Violation(RefusalCode.DATAOPS_REFUSAL_MALFORMED, f"refusal is malformed: {clip(exc.message, 512)}")
+    if not is_canonical(sub.artifact, document):
+        return Violation(RefusalCode.DATAOPS_REFUSAL_MALFORMED, "refusal bytes are not canonical JSON (RFC 8785)")
+    context = _context_violation("refusal", refusal["run_id"], refusal["stage_id"], refusal["kind"], sub)
+    if context is not None:
+        return context
+    code: str = refusal["code"]
+    for name, declared, expected in (
+        ("terminal_state", sub.terminal_state, TerminalState.REFUSED.value),
+        ("reason_code", sub.reason_code, code.lower()),
+    ):
+        if declared != expected:
+            return Violation(
+                RefusalCode.DATAOPS_OUTCOME_MISMATCH,
+                f"artifact is a refusal ({show(code)}), anchored with {name} {clip(expected)!r}, not {show(declared)}",
+                name,
+                declared,
+                expected,
+            )
+    order = order_problem([o.get("kind") for o in sub.observations], plan_hash=refusal["plan_hash"])
+    if order is not None:
+        return Violation(RefusalCode.DATAOPS_EFFECT_BEFORE_PLAN, order.message, order.where, order.declared)
+    observed_inputs = [o.get("content_hash") for o in sub.observations if o.get("kind") == ROLE_INPUT]
+    if observed_inputs != refusal["inputs"]:
+        return Violation(
+            RefusalCode.DATAOPS_OBSERVATIONS_MISMATCH,
+            clip(f"refusal lists inputs {refusal['inputs']}, the journal entry observed {observed_inputs}", 1024),
+            "observations",
+            ",".join(str(h) for h in observed_inputs),
+            ",".join(refusal["inputs"]),
+        )
+    return None
+
+
+def _context_violation(what: str, run_id: str, stage_id: str, kind: str, sub: Submission) -> Violation | None:
+    for name, mine, anchored in (("run_id", run_id, sub.run_id), ("stage_id", stage_id, sub.stage_id), ("kind", kind, sub.kind)):
+        if mine != anchored:
+            return Violation(
+                RefusalCode.DATAOPS_CONTEXT_MISMATCH,
+                f"{what} {name} {show(mine)} does not match the submission's {anchored!r}",
+                f"artifact.{name}",
+                mine,
+                anchored,
+            )
+    return None
