@@ -28,7 +28,7 @@ Fact tuples (the first item is the kind):
 ``audit_facts(values, secret_for)``
     ``(A_UNDECODABLE, message)``, ``(A_RECORD, key_id, mac, recomputed mac or
     None when the key is not pinned, partition, seq, prev_mac, event, run_id,
-    record_hash, journal_seq)``.
+    record_hash, journal_seq, input partition, input offset)``.
 ``stage_facts(values)``
     ``(S_SKIP,)`` not a decodable JournalRecord; ``(S_NOT_RESULT, stored)``
     not a decodable ``activity.result`` entry; ``(S_RESULT, stored,
@@ -143,13 +143,43 @@ def audit_fact(value: bytes | None, secret_for: SecretFor) -> tuple[Any, ...]:
                 raise codec.UnknownFingerprint(f"a {name} record on the audit topic", "")
             payload, key_id, mac = fields
             _, partition, seq, prev_mac, event, run_id, record_hash, journal_seq = codec.read_audit_head(payload)
+            input_partition, input_offset = _audit_input(payload)
         except codec.DecodeError as exc:
             return (A_UNDECODABLE, str(exc))
         secret = secret_for(key_id)
         recomputed = audit_mac(secret, payload) if secret is not None else None
-        return (A_RECORD, key_id, mac, recomputed, partition, seq, prev_mac, event, run_id, record_hash, journal_seq)
+        return (
+            A_RECORD,
+            key_id,
+            mac,
+            recomputed,
+            partition,
+            seq,
+            prev_mac,
+            event,
+            run_id,
+            record_hash,
+            journal_seq,
+            input_partition,
+            input_offset,
+        )
     except Exception as exc:  # noqa: BLE001 (re-raised where the record is reached)
         return (RAISE, exc)
+
+
+def _audit_input(payload: bytes) -> tuple[int, int]:
+    """(partition, offset) of an audit payload's ``input`` position (the field after ``journal_seq``)."""
+    pos = codec.HEADER_SIZE
+    for _ in range(2):  # partition, seq
+        _, pos = codec._varint(payload, pos)
+    for _ in range(9):  # prev_mac, event, run_id, stage_id, kind, terminal_state, reason_code, artifact_hash, evidence_set_hash
+        _, pos = codec._blob(payload, pos)
+    _, pos = codec._blob(payload, pos)  # record_hash
+    _, pos = codec._varint(payload, pos)  # journal_seq
+    _, pos = codec._text(payload, pos)  # input.topic
+    partition, pos = codec._varint(payload, pos)
+    offset, _ = codec._varint(payload, pos)
+    return partition, offset
 
 
 def stage_fact(value: bytes | None) -> tuple[Any, ...]:

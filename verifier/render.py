@@ -9,8 +9,16 @@ The human format keeps the seed's lines exactly::
 
 and adds, before the stages, one line each for the chain, the seals and the
 audit chain, in the same ``OK <subject> (...)`` / ``MISMATCH <subject> -- <reason>``
-grammar. Output is a pure function of the report: two runs over the same
-data print the same bytes.
+grammar. Checks that could not be run get ``NOT CHECKED <code> -- <why>``
+lines, an open run an ``OPEN seal`` line, a computer-use session without an
+accepted result an ``INCOMPLETE`` line. The last line always names the
+verdict (docs/verifier.md lists them with their exit codes).
+
+Every line is escaped before it is written (``escape``): record fields are
+attacker-controlled, and a control character, ANSI escape or newline in a
+stage id must not be able to rewrite or forge a line of the report. Output is
+a pure function of the report: two runs over the same data print the same
+bytes.
 """
 
 from __future__ import annotations
@@ -21,15 +29,32 @@ from typing import Any, TextIO
 
 from substrate.text import plural
 from verifier.report import (
+    EXIT_MISMATCH,
+    EXIT_NOT_FULLY_VERIFIED,
+    EXIT_OPEN,
+    EXIT_VERIFIED,
     AuditVerdict,
     ChainVerdict,
     HeaderCheckVerdict,
     Problem,
     RunHeader,
     SealVerdict,
+    StageTally,
     StageVerdict,
     exit_code_for,
+    verdict_name,
 )
+
+VERIFIED_LINE = "verified -- every activity reconstructs from the journal."
+RECORDS_ONLY = "RECORDS_ONLY"
+
+
+def escape(line: str) -> str:
+    """``line`` with every non-printable character (controls, ANSI escapes, line and bidi
+    separators) written as a Python escape, so data cannot add, erase or disguise a line."""
+    if line.isprintable():
+        return line
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in line)
 
 
 def header_lines(header: RunHeader) -> Iterator[str]:
@@ -42,9 +67,11 @@ def header_lines(header: RunHeader) -> Iterator[str]:
     if header.chain is not None:
         yield _chain_line(header.chain)
     if header.seal is not None:
-        yield _seal_line(header.seal)
+        yield _seal_line(header.seal, header.open)
     if header.audit is not None:
         yield _audit_line(header.audit)
+    for problem in header.unchecked:
+        yield f"  NOT CHECKED {problem.code} -- {problem.message}"
 
 
 def _mismatch_line(subject: str, problem: Problem, further: int) -> str:
@@ -58,10 +85,13 @@ def _chain_line(chain: ChainVerdict) -> str:
     return f"  OK chain ({plural(chain.entries, 'entry', 'entries')} on partition {chain.partition}, head {chain.head})"
 
 
-def _seal_line(seal: SealVerdict) -> str:
+def _seal_line(seal: SealVerdict, is_open: bool = False) -> str:
     if seal.problem is not None:
         return _mismatch_line("seal", seal.problem, seal.further_problems)
     keys = ", ".join(seal.key_ids)
+    if is_open:
+        signed = f", {plural(seal.seals, 'periodic seal')} signed by pinned key {keys}" if seal.seals else ""
+        return f"  OPEN seal (no final seal yet: the last valid seal covers {plural(seal.covered, 'entry', 'entries')}{signed})"
     return f"  OK seal (final seal covers {plural(seal.covered, 'entry', 'entries')}, {plural(seal.seals, 'seal')} signed by pinned key {keys})"
 
 
@@ -78,59 +108,80 @@ def _audit_line(audit: AuditVerdict) -> str:
 
 
 def stage_lines(stage: StageVerdict) -> Iterator[str]:
-    if stage.ok:
-        notes = f" ({', '.join(stage.notes)})" if stage.notes else ""
-        yield f"  OK {stage.stage_id} [{stage.kind}]{notes}"
-    else:
+    notes = f" ({', '.join(stage.notes)})" if stage.notes else ""
+    if stage.failed:
         yield f"  MISMATCH {stage.stage_id} [{stage.kind}] -- {stage.reason}"
+    elif stage.unchecked:
+        yield f"  NOT CHECKED {stage.stage_id} [{stage.kind}] -- {stage.unchecked}"
+    elif stage.incomplete:
+        yield f"  INCOMPLETE {stage.stage_id} [{stage.kind}]{notes} -- {stage.reason}"
+    else:
+        yield f"  OK {stage.stage_id} [{stage.kind}]{notes}"
     for detail in stage.details:
         yield f"    {detail.text}"
+
+
+def final_line(header: RunHeader, tally: StageTally, code: int) -> str:
+    """The last line of the text report: the verdict in words."""
+    if code == EXIT_VERIFIED:
+        if tally.incomplete:
+            return f"verified -- every activity reconstructs from the journal; {plural(tally.incomplete, 'incomplete session')} verified as far as it went."
+        return VERIFIED_LINE
+    if code == EXIT_MISMATCH:
+        problems = (
+            tally.failed
+            + sum(1 for v in (header.chain, header.seal, header.audit) if v is not None and not v.ok)
+            + len(header.dump_problems)
+        )
+        return f"mismatch -- {plural(problems, 'check')} failed; the run does not reconstruct."
+    if code == EXIT_NOT_FULLY_VERIFIED:
+        codes = [p.code for p in header.unchecked]
+        if codes == [RECORDS_ONLY]:
+            return "records verified -- evidence NOT checked (--records-only): no blob was reattached or re-hashed; not a pass."
+        what = ", ".join(codes) if codes else plural(tally.unchecked, "stage")
+        return f"not fully verified -- not checked: {what}; nothing that was checked failed, but this is not a pass."
+    if code == EXIT_OPEN:
+        entries = header.chain.entries if header.chain is not None else 0
+        return f"open -- run is not sealed yet; {plural(entries, 'entry', 'entries')} verified so far."
+    return f"NO ACTIVITY -- {header.reason or 'run journal holds no activity.result entries'}"
 
 
 def render_text(header: RunHeader, stages: Iterable[StageVerdict], out: TextIO) -> int:
     """Print the report as it streams; return the exit code."""
     for line in header_lines(header):
-        out.write(line + "\n")
+        out.write(escape(line) + "\n")
+    tally = StageTally()
     if not header.found:
-        return exit_code_for(header, True, 0)
-    count = 0
-    failed = 0
+        return exit_code_for(header, tally)
     for stage in stages:
-        count += 1
-        failed += 0 if stage.ok else 1
+        tally.add(stage)
         for line in stage_lines(stage):
-            out.write(line + "\n")
-    code = exit_code_for(header, failed == 0, count)
-    if code == 0:
-        out.write("verified -- every activity reconstructs from the journal.\n")
-    elif count == 0 and header.ok:
-        out.write(f"NO ACTIVITY -- {header.reason or 'run journal holds no activity.result entries'}\n")
-    else:
-        problems = (
-            failed
-            + sum(1 for v in (header.chain, header.seal, header.audit) if v is not None and not v.ok)
-            + len(header.dump_problems)
-        )
-        out.write(f"mismatch -- {plural(problems, 'check')} failed; the run does not reconstruct.\n")
+            out.write(escape(line) + "\n")
+    code = exit_code_for(header, tally)
+    out.write(escape(final_line(header, tally, code)) + "\n")
     return code
 
 
 def render_json(header: RunHeader, stages: Iterable[StageVerdict], out: TextIO) -> int:
     """Print the report as one JSON document (stages streamed into the array)."""
     stage_list: list[dict[str, Any]] = []
-    failed = 0
+    tally = StageTally()
     for stage in stages:
-        failed += 0 if stage.ok else 1
+        tally.add(stage)
         stage_list.append(stage.to_json())
-    code = exit_code_for(header, failed == 0, len(stage_list))
+    code = exit_code_for(header, tally)
     document = {
         "run": header.run_id,
         "source": header.source,
         "found": header.found,
         "ok": code == 0,
         "exit_code": code,
+        "verdict": verdict_name(header, code),
+        "open": header.open,
+        "records_only": header.records_only,
         "reason": header.reason,
         "dump_problems": [p.to_json() for p in header.dump_problems],
+        "unchecked": [p.to_json() for p in header.unchecked],
         "chain": _section(header.chain),
         "seal": _section(header.seal),
         "audit": _section(header.audit),

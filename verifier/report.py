@@ -15,11 +15,22 @@ from typing import Any
 from verifier.checks.base import DetailLine
 
 EXIT_VERIFIED = 0
+"""Every record authenticated with pinned keys and every evidence blob reattached and re-hashed."""
 EXIT_NOT_FOUND = 1
+"""The run is not in the source, or its journal holds no accepted activity."""
 EXIT_MISMATCH = 2
+"""At least one check failed: something was changed, lost or added."""
+EXIT_USAGE = 3
+"""Usage error or unreadable input (``bernstein.cli``)."""
+EXIT_INTERNAL = 4
+"""Internal error (``bernstein.cli``: an exception that is not a user mistake)."""
+EXIT_OPEN = 5
+"""The run is still open (no final seal, and nothing says one was written); everything else verified."""
+EXIT_NOT_FULLY_VERIFIED = 6
+"""A check could not be run (no content store, --records-only, no audit key, a stream not captured); nothing failed."""
 
 
-STREAMS = ("journal", "audit", "refusals")
+STREAMS = ("journal", "audit", "refusals", "deadletter")
 """The streams a Problem's ``offset`` can point into."""
 
 
@@ -130,6 +141,15 @@ class StageVerdict:
     evidence_reattached: bool = False
     terminal_state: str = ""
     data: dict[str, Any] = field(default_factory=dict)
+    unchecked: str = ""
+    """Why the stage could not be checked (no content store, ...): never ok then, but not a mismatch either."""
+    incomplete: bool = False
+    """A computer-use session whose actions were journalled but that never produced an accepted browser
+    result (a killed worker, a refused result): its actions are replayed like any others, and it is shown."""
+
+    @property
+    def failed(self) -> bool:
+        return not self.ok and not self.unchecked
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -144,6 +164,8 @@ class StageVerdict:
             "terminal_state": self.terminal_state,
             "details": [{"text": d.text, "ok": d.ok, **dict(d.data)} for d in self.details],
             **({"data": self.data} if self.data else {}),
+            **({"unchecked": self.unchecked} if self.unchecked else {}),
+            **({"incomplete": True} if self.incomplete else {}),
         }
 
 
@@ -160,9 +182,16 @@ class RunHeader:
     seal: SealVerdict | None = None
     audit: AuditVerdict | None = None
     dump_problems: tuple[Problem, ...] = ()
+    unchecked: tuple[Problem, ...] = ()
+    """Checks that could not be run (docs/verifier.md, "not checked"): not tamper, but not a pass either."""
+    open: bool = False
+    """No final seal, and no record (audit chain, seal) says one was written: the run is still open."""
+    records_only: bool = False
+    """``--records-only``: the evidence blobs were deliberately not reattached."""
 
     @property
     def ok(self) -> bool:
+        """No check failed (records, seals, audit, dump); says nothing about what was not checked."""
         return self.found and not self.dump_problems and all(v is not None and v.ok for v in (self.chain, self.seal, self.audit))
 
 
@@ -187,17 +216,68 @@ class RunReport:
 
     @property
     def exit_code(self) -> int:
-        return exit_code_for(self.header, all(s.ok for s in self.stages), len(self.stages))
+        return exit_code_for(self.header, StageTally.of(self.stages))
 
 
-def exit_code_for(header: RunHeader, stages_ok: bool, stage_count: int) -> int:
+@dataclass
+class StageTally:
+    """What the stage verdicts add up to, for the exit code and the final line."""
+
+    activities: int = 0
+    """Stages of accepted activity.result entries (incomplete sessions are not activities)."""
+    failed: int = 0
+    unchecked: int = 0
+    incomplete: int = 0
+
+    def add(self, stage: StageVerdict) -> None:
+        if stage.incomplete:
+            self.incomplete += 1
+        else:
+            self.activities += 1
+        if stage.failed:
+            self.failed += 1
+        elif stage.unchecked:
+            self.unchecked += 1
+
+    @classmethod
+    def of(cls, stages: tuple[StageVerdict, ...] | list[StageVerdict]) -> StageTally:
+        tally = cls()
+        for stage in stages:
+            tally.add(stage)
+        return tally
+
+
+def exit_code_for(header: RunHeader, tally: StageTally) -> int:
+    """The verdict, by precedence: not found (1), mismatch (2), not fully verified (6), open (5),
+    no activity (1), verified (0). A mismatch beats everything; a check that could not be run beats
+    "open", whose final line says what did verify."""
     if not header.found:
         return EXIT_NOT_FOUND
-    if not (header.ok and stages_ok):
+    if not header.ok or tally.failed:
         return EXIT_MISMATCH
-    if stage_count == 0:
+    if header.unchecked or tally.unchecked:
+        return EXIT_NOT_FULLY_VERIFIED
+    if header.open:
+        return EXIT_OPEN
+    if tally.activities == 0:
         return EXIT_NOT_FOUND
     return EXIT_VERIFIED
+
+
+VERDICTS = {
+    EXIT_VERIFIED: "verified",
+    EXIT_NOT_FOUND: "not_found",
+    EXIT_MISMATCH: "mismatch",
+    EXIT_OPEN: "open",
+    EXIT_NOT_FULLY_VERIFIED: "not_fully_verified",
+}
+"""The --json ``verdict`` for each exit code (1 is ``no_activity`` when the run was found)."""
+
+
+def verdict_name(header: RunHeader, code: int) -> str:
+    if code == EXIT_NOT_FOUND and header.found:
+        return "no_activity"
+    return VERDICTS[code]
 
 
 def problem_json(problem: Problem | None) -> dict[str, Any] | None:

@@ -53,8 +53,9 @@ from schemas.errors import MalformedDigest
 from schemas.records import ENTRY_ACTIVITY_RESULT, AuditEvent
 from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError
 from substrate.keys import TrustedKeys, verify_signature
+from substrate.text import plural
 from verifier import facts as _facts
-from verifier.checks import CheckContext, ModalityCheck, check_for
+from verifier.checks import CheckContext, DetailLine, ModalityCheck, check_for
 from verifier.facts import (
     A_RECORD,
     J_ENTRY,
@@ -75,7 +76,7 @@ from verifier.report import (
     SealVerdict,
     StageVerdict,
 )
-from verifier.sources import RecordSource, StoredRecord
+from verifier.sources import DumpSource, KcatSource, RecordSource, StoredRecord
 
 _CHUNK: Final = 256
 """Records per batch for sources that only offer ``records`` (dumps give their own chunks)."""
@@ -87,28 +88,42 @@ _ENTRY_EVENTS = frozenset({AuditEvent.ACTIVITY_RESULT.value, AuditEvent.COMPUTER
 """Audit events that mirror a journal entry (joined with the journal entry by entry)."""
 _JOIN_EVENTS = _ENTRY_EVENTS | {AuditEvent.RUN_SEALED.value}
 _REFUSED = AuditEvent.ACTIVITY_REFUSED.value
+_DEADLETTER = AuditEvent.INPUT_DEADLETTER.value
+_SEALED = AuditEvent.RUN_SEALED.value
 _SEAL = frozenset({codec.RUN_SEAL})
 _AUDIT_RECORD = frozenset({codec.AUDIT_RECORD})
 _AUDIT_ENTRY = frozenset({codec.AUDIT_ENTRY})
+_DEAD_LETTER = frozenset({codec.DEAD_LETTER, getattr(codec, "DEAD_LETTER_V2", codec.DEAD_LETTER)})
+"""Both dead-letter layouts carry what the audit mirrors: the input position and raw_sha256."""
 
 
-def verify(run_id: str, source: RecordSource, *, cas: BlobStore | None, trusted: TrustedKeys) -> RunReport:
+def verify(
+    run_id: str, source: RecordSource, *, cas: BlobStore | None, trusted: TrustedKeys, records_only: bool = False
+) -> RunReport:
     """Verify one run and return the whole report (stage verdicts held in memory)."""
-    header, stages = verify_stream(run_id, source, cas=cas, trusted=trusted)
+    header, stages = verify_stream(run_id, source, cas=cas, trusted=trusted, records_only=records_only)
     return RunReport(header=header, stages=tuple(stages))
 
 
 def verify_stream(
-    run_id: str, source: RecordSource, *, cas: BlobStore | None, trusted: TrustedKeys
+    run_id: str, source: RecordSource, *, cas: BlobStore | None, trusted: TrustedKeys, records_only: bool = False
 ) -> tuple[RunHeader, Iterator[StageVerdict]]:
-    """The run header now, and the stage verdicts as a lazy iterator (flat memory)."""
+    """The run header now, and the stage verdicts as a lazy iterator (flat memory).
+
+    ``cas`` None without ``records_only`` means no content store could be found:
+    nothing is reattached and the verdict says so (``NO_CONTENT_STORE``, or
+    ``CAS_MISSING`` for a dump whose manifest lists blobs it no longer has).
+    With ``records_only`` the store is deliberately not consulted (``RECORDS_ONLY``).
+    """
+    if records_only:
+        cas = None
     c = codec.default_codec()
     key = run_id.encode()
     every = source.partitions("journal")
     # With one partition the chain walk itself finds out whether the run is there.
     partitions = every if len(every) == 1 else [p for p in every if _has_key(source.records("journal", p, headers=False), key)]
     if not partitions:
-        return _not_found(run_id, source), iter(())
+        return _not_found(run_id, source, trusted), iter(())
     if len(partitions) > 1:
         problem = Problem(
             "RUN_ON_SEVERAL_PARTITIONS",
@@ -126,11 +141,35 @@ def verify_stream(
         if mine:
             chain.feed_many(facts, [row[0] for row in mine], [row[3] for row in mine])
     if chain.records == 0:
-        return _not_found(run_id, source), iter(())
-    chain.finish()
-    audit.finish(chain.expected_seq)
+        return _not_found(run_id, source, trusted), iter(())
+    truncated = audit.finish(chain.expected_seq)
+    is_open = chain.finish(truncated)
     audit.check_refusals(source, key)
+    audit.check_deadletters(source)
 
+    unchecked = list(audit.unchecked())
+    dump_problems: tuple[Problem, ...] = ()
+    if records_only:
+        unchecked.insert(
+            0,
+            Problem(
+                "RECORDS_ONLY",
+                "--records-only: the records were checked, the evidence was NOT (no blob reattached or re-hashed)",
+            ),
+        )
+    elif cas is None:
+        missing = _cas_missing(source)
+        if missing is not None:
+            dump_problems = (missing,)
+        else:
+            unchecked.insert(
+                0,
+                Problem(
+                    "NO_CONTENT_STORE",
+                    f"no content store for {source.describe()}: no evidence blob was reattached or re-hashed "
+                    "(pass --cas DIR or --cas s3, or --records-only to check the records alone)",
+                ),
+            )
     header = RunHeader(
         run_id=run_id,
         source=source.describe(),
@@ -138,19 +177,29 @@ def verify_stream(
         chain=chain.chain_verdict(),
         seal=chain.seal_verdict(),
         audit=audit.verdict(),
+        dump_problems=dump_problems,
+        unchecked=tuple(unchecked),
+        open=is_open,
+        records_only=records_only,
     )
     header = _with_torn(header, source)
     if chain.results == 0 and header.ok:
-        header = RunHeader(
-            run_id=run_id,
-            source=header.source,
-            found=True,
-            reason="run journal holds no activity.result entries",
-            chain=header.chain,
-            seal=header.seal,
-            audit=header.audit,
-        )
-    return header, _stages(c, facts, source, partition, key, cas, trusted)
+        header = replace(header, reason="run journal holds no activity.result entries")
+    why_unchecked = "--records-only" if records_only else "no content store"
+    return header, _stages(c, facts, source, partition, key, cas, trusted, why_unchecked)
+
+
+def _cas_missing(source: RecordSource) -> Problem | None:
+    """For our dump format: a manifest that lists copied blobs, and no ``cas/`` directory to hold them."""
+    if not isinstance(source, DumpSource):
+        return None
+    blobs = source.manifest.get("blobs")
+    if not isinstance(blobs, int) or isinstance(blobs, bool) or blobs <= 0:
+        return None
+    return Problem(
+        "CAS_MISSING",
+        f"the dump's manifest lists {blobs} evidence blobs but {source.root / 'cas'} is missing (content store deleted)",
+    )
 
 
 def _row_chunks(source: RecordSource, stream: str, partition: int) -> Iterator[list[Row]]:
@@ -177,8 +226,8 @@ def _audit_facts(
         yield from zip([row[0] for row in rows], facts.audit_facts([row[3] for row in rows], trusted.audit_secret), strict=True)
 
 
-def _not_found(run_id: str, source: RecordSource) -> RunHeader:
-    mentions = _audit_mentions(source, run_id)
+def _not_found(run_id: str, source: RecordSource, trusted: TrustedKeys) -> RunHeader:
+    mentions = _audit_mentions(source, run_id, trusted)
     if mentions:
         problem = Problem(
             "JOURNAL_MISSING",
@@ -206,9 +255,26 @@ def _has_key(records: Iterator[StoredRecord], key: bytes) -> bool:
     return any(r.key == key for r in records)
 
 
-def _audit_mentions(source: RecordSource, run_id: str) -> int:
-    key = run_id.encode()
-    return sum(1 for p in source.partitions("audit") for r in source.records("audit", p, headers=False) if r.key == key)
+def _audit_mentions(source: RecordSource, run_id: str, trusted: TrustedKeys) -> int:
+    """Audit records whose decoded payload names ``run_id`` (never the unauthenticated Kafka key).
+
+    With an audit key pinned, only records whose MAC verifies count; without
+    one, the payload is all there is (the verdict then also says MACs were not verified).
+    """
+    facts = _facts.current()
+    count = 0
+    for partition in source.partitions("audit"):
+        for rows in _row_chunks(source, "audit", partition):
+            for fact in facts.audit_facts([row[3] for row in rows], trusted.audit_secret):
+                if fact[0] != A_RECORD or fact[8] != run_id:
+                    continue
+                mac, recomputed = fact[2], fact[3]
+                if recomputed is None and trusted.hmac:
+                    continue  # a key id that is not pinned: not authenticated
+                if recomputed is not None and recomputed != mac and not macs_equal(recomputed, mac):
+                    continue
+                count += 1
+    return count
 
 
 # ---------------------------------------------------------------------------
@@ -250,6 +316,8 @@ class _ChainWalk:
         self.final_seal_offset: int | None = None
         self.covered = 0
         self.seal_keys: set[str] = set()
+        self.final_claimed = False
+        """A seal record that says it is final (or cannot say: undecodable), valid or not."""
 
     def feed_many(self, facts: Facts, offsets: list[int], values: list[bytes | None]) -> None:
         """Walk a batch of this run's journal records (offsets and values, in offset order)."""
@@ -360,10 +428,13 @@ class _ChainWalk:
         try:
             seal = self.c.decode(payload, expect=_SEAL).record
         except codec.DecodeError as exc:
+            self.final_claimed = True  # it may have been the final one
             self.seals.add(
                 Problem("SEAL_UNDECODABLE", f"seal at offset {offset} does not decode: {exc}", stream="journal", offset=offset)
             )
             return
+        if seal["final"]:
+            self.final_claimed = True
         self.audit.expect_seal(seal, sha256_digest(value or b""), offset)
         public = self.trusted.public_key(key_id)
         if public is None:
@@ -426,8 +497,18 @@ class _ChainWalk:
                 )
             self.final_seal_offset = offset
 
-    def finish(self) -> None:
+    def finish(self, truncated: bool) -> bool:
+        """Close the walk; True when the run is open.
+
+        A run without a valid final seal is open only when nothing says a final
+        seal was ever written: no seal record claiming to be final (valid or not)
+        and no crossing of the run that the audit chain mirrors after the
+        journal's end (``truncated``). Otherwise its tail was cut or its final
+        seal forged: ``RUN_NOT_SEALED``, a mismatch.
+        """
         if self.final_seal_offset is None:
+            if not (truncated or self.final_claimed):
+                return True
             tail = self.expected_seq - self.covered
             self.seals.add(
                 Problem(
@@ -438,6 +519,7 @@ class _ChainWalk:
                     expected="final seal",
                 )
             )
+        return False
 
     def chain_verdict(self) -> ChainVerdict:
         return ChainVerdict(
@@ -502,6 +584,12 @@ class _AuditWalk:
     pending: _AuditEvent | None = None
     exhausted: bool = False
     genesis_checked: bool = False
+    deadletters: list[tuple[int, int, int, str]] = field(default_factory=list)
+    """(audit seq, audit offset, input offset, raw sha256) of the partition's dead letters."""
+    last_input: int | None = None
+    """Input offset of the previous audit record (None at the start, and after a record already reported)."""
+    last_event: str = ""
+    refusals_not_captured: int = 0
 
     # -- pulling records ---------------------------------------------------------
 
@@ -534,13 +622,43 @@ class _AuditWalk:
             )
             self.expected_seq += 1
             return None
-        _, key_id, mac, recomputed, partition, seq, prev_mac, event, run_id, record_hash, journal_seq = fact
+        (
+            _,
+            key_id,
+            mac,
+            recomputed,
+            partition,
+            seq,
+            prev_mac,
+            event,
+            run_id,
+            record_hash,
+            journal_seq,
+            input_partition,
+            input_offset,
+        ) = fact
         tainted = False
         if not self.genesis_checked:
             self.genesis_checked = True
             secret = self.trusted.audit_secret(key_id)
             self.last_mac = audit_genesis(secret, self.partition) if secret is not None else prev_mac
-        if recomputed is None:  # the key is not pinned
+        if recomputed is None and self.trusted.hmac:
+            # An audit key is pinned, but not this record's: its MAC cannot be checked,
+            # and the key id is not covered by the MAC. Never a quiet pass.
+            tainted = True
+            self.findings.add(
+                Problem(
+                    "AUDIT_KEY_NOT_PINNED",
+                    f"audit seq {seq} at offset {offset} names key {key_id}, which is not among the pinned audit keys: "
+                    "its MAC cannot be checked",
+                    stream="audit",
+                    offset=offset,
+                    audit_seq=seq,
+                    expected=", ".join(sorted(self.trusted.hmac)),
+                    recomputed=key_id,
+                )
+            )
+        elif recomputed is None:  # no audit key pinned at all
             self.macs_verified = False
             self.missing_key = key_id
         else:
@@ -582,19 +700,25 @@ class _AuditWalk:
                     recomputed=prev_mac,
                 )
             )
-        if partition != self.partition:
+        if partition != self.partition or input_partition != self.partition:
             tainted = True
             self.findings.add(
                 Problem(
                     "AUDIT_WRONG_PARTITION",
-                    f"audit record at offset {offset} names partition {partition}",
+                    f"audit record at offset {offset} names partition {partition} (input partition {input_partition})",
                     stream="audit",
                     offset=offset,
                     audit_seq=seq,
                 )
             )
+        if tainted:
+            self.last_input = None  # already reported: accounting restarts after it
+        else:
+            self._account(offset, seq, event, input_offset)
         self.expected_seq = seq + 1
         self.last_mac = mac
+        if event == _DEADLETTER and not tainted:
+            self.deadletters.append((seq, offset, input_offset, record_hash))
         if run_id != self.run_id:
             return None
         self.run_count += 1
@@ -614,6 +738,58 @@ class _AuditWalk:
             prev_mac=prev_mac,
             tainted=tainted,
         )
+
+    def _account(self, offset: int, seq: int, event: str, input_offset: int) -> None:
+        """Every input offset is accounted for by exactly one crossing, in input order.
+
+        One input record gives one crossing (a journal entry, a refusal, a dead
+        letter, or the final seal of a run close), plus a periodic seal right
+        after an entry. Submissions are written without transactions, so their
+        offsets have no gaps (docs/verifier.md).
+        """
+        last = self.last_input
+        self.last_input = input_offset
+        previous, self.last_event = self.last_event, event
+        if last is None or input_offset == last + 1:
+            return
+        if input_offset == last and event == _SEALED and previous in _ENTRY_EVENTS:
+            return  # the periodic seal the entry triggered
+        if input_offset > last:
+            missing = f"offset {last + 1}" if input_offset == last + 2 else f"offsets {last + 1}..{input_offset - 1}"
+            code = "INPUT_OFFSET_GAP"
+            message = (
+                f"audit seq {seq} at offset {offset} accounts for input offset {input_offset} after {last}: "
+                f"input {missing} produced no output (submissions skipped or their outputs deleted)"
+            )
+        elif input_offset == last:
+            code = "INPUT_OFFSET_REPEATED"
+            message = (
+                f"audit seq {seq} at offset {offset} accounts for input offset {input_offset} again: "
+                "one input gave more than one crossing"
+            )
+        else:
+            code = "INPUT_OFFSET_OUT_OF_ORDER"
+            message = f"audit seq {seq} at offset {offset} accounts for input offset {input_offset} after {last}"
+        self.findings.add(
+            Problem(
+                code, message, stream="audit", offset=offset, audit_seq=seq, expected=str(last + 1), recomputed=str(input_offset)
+            )
+        )
+
+    def unchecked(self) -> Iterator[Problem]:
+        """What the walk could not check, as named verdicts (exit 6, never a quiet note)."""
+        if not self.macs_verified:
+            yield Problem(
+                "AUDIT_MACS_NOT_VERIFIED",
+                f"no audit key is pinned: the MACs of the partition's audit records (key {self.missing_key}) were not "
+                "verified, so refusals, dead letters and audit payloads are unauthenticated (add the audit key to --trusted-keys)",
+            )
+        if self.refusals_not_captured:
+            yield Problem(
+                "REFUSALS_NOT_CAPTURED",
+                f"the audit chain mirrors {plural(self.refusals_not_captured, 'refusal')} of this run, but the capture has "
+                "no refusals topic: they were not checked (add a kcat capture of the refusals topic)",
+            )
 
     # -- the join ------------------------------------------------------------------
 
@@ -706,11 +882,13 @@ class _AuditWalk:
                 )
             return
 
-    def finish(self, journal_entries: int) -> None:
-        """Drain the audit chain; crossings of this run left over mean the journal lost its tail."""
+    def finish(self, journal_entries: int) -> bool:
+        """Drain the audit chain; crossings of this run left over mean the journal lost its tail (returns whether any)."""
         first: _AuditEvent | None = None
         count = 0
+        seen = False
         while (event := self._next_run_event()) is not None:
+            seen = True
             if event.tainted:
                 continue
             count += 1
@@ -726,15 +904,29 @@ class _AuditWalk:
                 seq=first.journal_seq,
                 audit_seq=first.seq,
             )
+        return seen
 
     def check_refusals(self, source: RecordSource, key: bytes) -> None:
         """Every refusal record of the run must be one the audit chain mirrors, and vice versa."""
         partitions = source.partitions("refusals")
         if not partitions:
-            if self.refusal_hashes:
-                self.notes.append(
-                    f"{len(self.refusal_hashes)} refusal(s) the audit mirrors were not checked: the source has no refusals topic"
+            if not self.refusal_hashes:
+                return
+            if isinstance(source, KcatSource):  # a capture lists the topics it was given
+                self.refusals_not_captured = len(self.refusal_hashes)
+                return
+            seq, offset, digest = self.refusal_hashes[0]
+            self.findings.add(
+                Problem(
+                    "REFUSALS_STREAM_MISSING",
+                    f"the audit chain mirrors {plural(len(self.refusal_hashes), 'refusal')} of this run (the first at audit "
+                    f"seq {seq}, offset {offset}), but {source.describe()} has no refusals stream (deleted)",
+                    stream="audit",
+                    offset=offset,
+                    audit_seq=seq,
+                    expected=digest,
                 )
+            )
             return
         expected: dict[str, list[tuple[int, int]]] = {}
         for seq, offset, digest in self.refusal_hashes:
@@ -763,6 +955,54 @@ class _AuditWalk:
                     Problem(
                         "REFUSAL_MISSING",
                         f"audit seq {seq} (offset {offset}) mirrors a refusal '{digest}' that the refusals topic lacks (deleted)",
+                        stream="audit",
+                        offset=offset,
+                        audit_seq=seq,
+                        expected=digest,
+                    )
+                )
+
+    def check_deadletters(self, source: RecordSource) -> None:
+        """When the source holds the partition's dead letters: each is one the audit chain mirrors
+        (input offset and sha256 of the raw input), and vice versa."""
+        if self.partition not in source.partitions("deadletter"):
+            return
+        expected: dict[tuple[int, str], list[tuple[int, int]]] = {}
+        for seq, offset, input_offset, digest in self.deadletters:
+            expected.setdefault((input_offset, digest), []).append((seq, offset))
+        for record in source.records("deadletter", self.partition, headers=False):
+            problem = ""
+            try:
+                letter = self.c.decode(record.value or b"", expect=_DEAD_LETTER).record
+            except codec.DecodeError as exc:
+                problem = f"does not decode ({exc})"
+                digest = sha256_digest(record.value or b"")
+            else:
+                digest = letter["raw_sha256"]
+                raw = letter["raw"]
+                if raw and sha256_digest(raw) != digest:
+                    problem = f"holds raw bytes hashing to '{sha256_digest(raw)}', not its raw_sha256 '{digest}'"
+                elif expected.get((letter["input"]["offset"], digest)):
+                    expected[(letter["input"]["offset"], digest)].pop()
+                    continue
+                else:
+                    problem = f"(input offset {letter['input']['offset']}, raw '{digest}') is mirrored by no audit record"
+            self.findings.add(
+                Problem(
+                    "DEADLETTER_NOT_AUDITED",
+                    f"dead letter at offset {record.offset} {problem} (altered or inserted)",
+                    stream="deadletter",
+                    offset=record.offset,
+                    recomputed=digest,
+                )
+            )
+        for (input_offset, digest), places in sorted(expected.items()):
+            for seq, offset in places:
+                self.findings.add(
+                    Problem(
+                        "DEADLETTER_MISSING",
+                        f"audit seq {seq} (offset {offset}) mirrors a dead letter of input offset {input_offset} "
+                        f"('{digest}') that the dead-letter topic lacks (deleted)",
                         stream="audit",
                         offset=offset,
                         audit_seq=seq,
@@ -838,7 +1078,14 @@ _UNKNOWN: Any = object()
 
 
 def _stages(
-    c: codec.Codec, facts: Facts, source: RecordSource, partition: int, key: bytes, cas: BlobStore | None, trusted: TrustedKeys
+    c: codec.Codec,
+    facts: Facts,
+    source: RecordSource,
+    partition: int,
+    key: bytes,
+    cas: BlobStore | None,
+    trusted: TrustedKeys,
+    why_unchecked: str,
 ) -> Iterator[StageVerdict]:
     previous = None
     run_id = key.decode()
@@ -884,7 +1131,57 @@ def _stages(
                 check = checks[entry_kind] = check_for(entry_kind)
             entry = c.decode(fact[12], expect=_ENTRY).record if check is not None else None
             related = tuple(sessions.pop(fact[5], ())) if entry_kind == "browser" else ()
-            yield _stage_verdict(fact, entry, check, offset, cas, trusted, untrusted, related)
+            yield _stage_verdict(fact, entry, check, offset, cas, trusted, untrusted, related, why_unchecked)
+    # Sessions whose actions were journalled but that never produced an accepted
+    # browser result (a killed worker, a refused result): replayed like any others.
+    for session_id, actions in sessions.items():
+        yield _incomplete_session(run_id, session_id, actions, cas, trusted, why_unchecked)
+
+
+def _incomplete_session(
+    run_id: str,
+    session_id: str,
+    actions: list[tuple[int, dict[str, Any]]],
+    cas: BlobStore | None,
+    trusted: TrustedKeys,
+    why_unchecked: str,
+) -> StageVerdict:
+    """Replay a session without an accepted result: bytes re-hashed, anchors recomputed, lineage checked."""
+    from producers.computer_use.replay import DivergenceReason, replay_steps, step_input_from_entry
+
+    first_offset, first = actions[0]
+    count = plural(len(actions), "journalled action")
+
+    def verdict(ok: bool, reason: str = "", **more: Any) -> StageVerdict:
+        return StageVerdict(session_id, "browser", first["seq"], first_offset, ok, reason, incomplete=True, **more)
+
+    if cas is None:
+        return verdict(False, unchecked=f"{count} of an incomplete session not replayed ({why_unchecked})")
+    try:
+        inputs = [step_input_from_entry(entry, where=f"journal offset {offset}") for offset, entry in actions]
+    except Exception as exc:  # noqa: BLE001 (a malformed action is a verdict, not a crash)
+        return verdict(False, f"journalled action does not parse: {exc}")
+    result = replay_steps(inputs, run_id=run_id, session_id=session_id, cas=cas, trusted=trusted, head=None)
+    details = [DetailLine(step.line(), step.ok, step.to_json()) for step in result.steps]
+    divergence = result.divergence
+    data = {"session": result.to_json()}
+    if divergence is not None and divergence.reason != DivergenceReason.NO_SESSION_RESULT:
+        details.append(DetailLine(f"session FAIL -- {divergence.describe()}", False, divergence.to_json()))
+        return verdict(False, f"browser replay {divergence.describe()}", details=tuple(details), data=data)
+    details.append(
+        DetailLine(
+            f"head NONE -- no accepted browser result names this session's head: {count} verified, its end is not vouched for",
+            True,
+        )
+    )
+    return verdict(
+        True,
+        "the session never produced an accepted browser result (worker stopped, or its result was refused)",
+        notes=(f"{plural(result.action_count, 'step')} replayed", "evidence reattached", *result.notes),
+        details=tuple(details),
+        evidence_reattached=True,
+        data=data,
+    )
 
 
 def _computer_use_entry(c: codec.Codec, value: bytes | None) -> dict[str, Any] | None:
@@ -919,6 +1216,7 @@ def _stage_verdict(
     trusted: TrustedKeys,
     entry_problem: str,
     related: tuple[tuple[int, dict[str, Any]], ...] = (),
+    why_unchecked: str = "no content store",
 ) -> StageVerdict:
     """The stage verdict from an ``S_RESULT`` fact; ``entry`` is the decoded entry when ``check`` needs it."""
     (
@@ -975,6 +1273,7 @@ def _stage_verdict(
             notes.append("evidence reattached")
     details: tuple[Any, ...] = ()
     data: dict[str, Any] = {}
+    unchecked = "" if cas is not None else f"evidence not reattached ({why_unchecked})"
     if check is not None:
         assert entry is not None
         verdict = check(
@@ -993,7 +1292,9 @@ def _stage_verdict(
         notes.extend(verdict.notes)
         details = verdict.details
         data = dict(verdict.data)
-        if not verdict.ok:
+        if verdict.unchecked:
+            unchecked = f"{verdict.unchecked} ({why_unchecked})" if cas is None else verdict.unchecked
+        elif not verdict.ok:
             # The modality names the failure in its own terms (which claim, which
             # action): lead with it, as the seed's output does.
             problems.insert(0, verdict.reason or f"{kind} check failed")
@@ -1004,13 +1305,14 @@ def _stage_verdict(
         kind,
         seq,
         offset,
-        not problems,
+        not problems and not unchecked,
         problems[0] if problems else "",
         tuple(notes),
         details,
         reattached,
         terminal_state,
         data,
+        unchecked="" if problems else unchecked,
     )
 
 

@@ -314,6 +314,8 @@ struct AuditHead<'a> {
     run_id: &'a str,
     record_hash: &'a str,
     journal_seq: i128,
+    input_partition: i128,
+    input_offset: i128,
 }
 
 /// `schemas.codec.read_audit_head`
@@ -336,6 +338,9 @@ fn audit_head<'a>(schemas: &Schemas, payload: &'a [u8]) -> Result<AuditHead<'a>,
     }
     let record_hash = r.text()?;
     let journal_seq = r.varint()?;
+    r.text()?; // input.topic
+    let input_partition = r.varint()?;
+    let input_offset = r.varint()?;
     Ok(AuditHead {
         partition,
         seq,
@@ -344,6 +349,8 @@ fn audit_head<'a>(schemas: &Schemas, payload: &'a [u8]) -> Result<AuditHead<'a>,
         run_id,
         record_hash,
         journal_seq,
+        input_partition,
+        input_offset,
     })
 }
 
@@ -959,7 +966,7 @@ impl FactReader {
     ///
     /// `(0, message)` the record does not decode; `(1, key_id, mac,
     /// recomputed mac or None, partition, seq, prev_mac, event, run_id,
-    /// record_hash, journal_seq)`.
+    /// record_hash, journal_seq, input partition, input offset)`.
     fn audit_facts<'py>(
         &self,
         py: Python<'py>,
@@ -1042,6 +1049,8 @@ impl FactReader {
                     run_ids.get(py, head.run_id),
                     s(py, head.record_hash),
                     int(py, head.journal_seq),
+                    int(py, head.input_partition),
+                    int(py, head.input_offset),
                 ],
             )?)?;
         }

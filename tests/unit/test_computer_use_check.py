@@ -14,7 +14,7 @@ from schemas import codec
 from substrate.cas import DirBlobStore
 from substrate.keys import InstallKeys, TrustedKeys, init_keys
 from verifier.checks import CheckContext, check_for
-from verifier.checks.browser import NO_STORE_NOTE, check_browser
+from verifier.checks.browser import NO_STORE, check_browser
 from verifier.verify import verify, verify_stage
 
 RUN = "run-check"
@@ -120,7 +120,10 @@ def test_without_a_store_nothing_is_replayed(tmp_path: Path, keys: InstallKeys) 
     scheduler, _ = record(tmp_path, keys)
     entry, offset = browser_entry(scheduler)
     stage = verify_stage(entry, offset, cas=None, trusted=TrustedKeys.from_install(keys))
-    assert stage.ok and NO_STORE_NOTE in stage.notes
+    # Not replayed is not verified: the stage is not ok, and not a mismatch either.
+    assert not stage.ok and not stage.failed
+    assert stage.unchecked == f"{NO_STORE} (no content store)" == "steps not replayed (no content store)"
+    assert (stage.reason, stage.details, stage.evidence_reattached) == ("", (), False)
 
 
 def test_terminal_state_must_map_onto_the_journalled_one(tmp_path: Path, keys: InstallKeys) -> None:

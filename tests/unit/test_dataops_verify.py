@@ -302,10 +302,12 @@ def test_tamper_store_stripped_entirely(tmp_path: Path) -> None:
     assert not modality.ok and modality.reason == problem
 
 
-def test_without_any_content_store_the_receipt_is_not_reattached(tmp_path: Path) -> None:
+def test_without_any_content_store_the_receipt_is_not_checked(tmp_path: Path) -> None:
+    """Strip the store and the receipt stops verifying, not merely stops logging (seed 000)."""
     built = build(tmp_path)
     modality = check(built, None, cas=None)
-    assert modality.ok and modality.notes == ("receipt not reattached (no content store)",)
+    assert not modality.ok
+    assert (modality.unchecked, modality.reason, modality.notes) == ("receipt not reattached", "", ())
     verdict = verify_receipt(built.receipt_bytes, trusted=TRUSTED, cas=None, entry=built.entry)
     assert verdict.ok and not verdict.evidence_reattached
 

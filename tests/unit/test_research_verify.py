@@ -28,7 +28,7 @@ from substrate.cas import DirBlobStore
 from substrate.keys import TrustedKeys
 from verifier.checks import check_for
 from verifier.checks.base import CheckContext
-from verifier.checks.research import NO_STORE_NOTE, check_research
+from verifier.checks.research import NO_STORE, check_research
 
 A = "https://quill.test/notes"
 B = "https://quill.test/perf"
@@ -193,12 +193,13 @@ def test_cited_page_must_be_an_observation(tmp_path: Path) -> None:
     assert verdict.reason == f"claim 'c1' citation failed: cited page '{HASH_A}' is not among the stage's observations"
 
 
-def test_no_content_store_is_ok_with_a_note(tmp_path: Path) -> None:
+def test_no_content_store_is_not_checked_never_ok(tmp_path: Path) -> None:
+    """Strip the content store and the report stops meaning anything (seed 001): not a pass, not a mismatch."""
     run = research_run(DirBlobStore(tmp_path))
     verdict = check_research(context(run.result, None))
-    assert verdict.ok
-    assert verdict.notes == (NO_STORE_NOTE,)
-    assert verdict.details == ()
+    assert not verdict.ok
+    assert verdict.unchecked == NO_STORE == "citations not resolved"
+    assert (verdict.reason, verdict.notes, verdict.details) == ("", (), ())
 
 
 def test_missing_report_with_a_store_fails(tmp_path: Path) -> None:

@@ -43,6 +43,9 @@ class ModalityVerdict:
     details: tuple[DetailLine, ...] = ()
     data: Mapping[str, Any] = field(default_factory=dict)
     """Extra machine-readable facts for the --json report."""
+    unchecked: str = ""
+    """Why the check could not be run at all (e.g. no content store); ``ok`` is then False. A check
+    never returns ok when it could not reattach what it checks."""
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,9 @@ The check, in order, stopping at the first failure:
 One detail line per action (``step OK index=0 navigate`` /
 ``step FAIL index=1 click -- <reason>``) and a ``head`` line; the stage note
 is ``"<N> steps replayed"``; the reason names the first failing action index.
-Without a content store nothing can be re-hashed: the verdict is ok with the
-note "steps not replayed (no content store)".
+Without a content store nothing can be re-hashed: the verdict is not ok but
+``unchecked`` ("steps not replayed"), which the run reports as not fully
+verified, never as a pass.
 """
 
 from __future__ import annotations
@@ -48,13 +49,13 @@ from substrate.cas import BlobIntegrityError, BlobNotFound, CasError
 from verifier.checks import register
 from verifier.checks.base import CheckContext, DetailLine, ModalityVerdict, observed_hashes
 
-NO_STORE_NOTE: Final = "steps not replayed (no content store)"
+NO_STORE: Final = "steps not replayed"
 
 
 def check_browser(ctx: CheckContext) -> ModalityVerdict:
     """The ``browser`` modality check (see the module docstring)."""
     if ctx.cas is None:
-        return ModalityVerdict(ok=True, notes=(NO_STORE_NOTE,))
+        return ModalityVerdict(ok=False, unchecked=NO_STORE)
     if ctx.artifact is None:
         return _fail(ctx.artifact_problem or "session document not reattached from the content store")
     # 1. the document

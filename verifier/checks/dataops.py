@@ -16,14 +16,15 @@ from verifier.checks import register
 from verifier.checks.base import CheckContext, DetailLine, ModalityVerdict
 
 NOTE_VERIFIED = "signed receipt verified"
-NOTE_NOT_REATTACHED = "receipt not reattached (no content store)"
+NOT_REATTACHED = "receipt not reattached"
 
 
 def check_dataops(ctx: CheckContext) -> ModalityVerdict:
     """Verify a data or ops stage's artifact (its signed receipt, or its recorded refusal)."""
+    if ctx.cas is None:
+        # Without the store the receipt stops verifying, not merely stops logging (seed 000).
+        return ModalityVerdict(ok=False, unchecked=NOT_REATTACHED)
     if ctx.artifact is None:
-        if ctx.cas is None:
-            return ModalityVerdict(ok=True, notes=(NOTE_NOT_REATTACHED,))
         problem = ctx.artifact_problem or "receipt bytes are not available"
         return ModalityVerdict(
             ok=False,

@@ -15,8 +15,9 @@ order and, within a claim, citations in order, stopping at the first failure:
 One detail line per claim: ``cite OK claim=c1 (1 checked)`` or
 ``cite FAIL claim=c1 (0 checked) -- <reason>``, where ``checked`` counts the
 citations that passed. The verdict's reason is the first failing claim's.
-Without a content store nothing can be resolved: the verdict is ok with the
-note "citations not resolved (no content store)". Refused / failed research
+Without a content store nothing can be resolved: the verdict is not ok but
+``unchecked`` ("citations not resolved"), which the run reports as not fully
+verified, never as a pass. Refused / failed research
 records (budget overrun, fetch failure) are shape-checked and must match the
 entry's terminal state and reason code. Output is a pure function of the entry and the
 stored bytes: no network, no clock.
@@ -48,13 +49,13 @@ from substrate.text import plural
 from verifier.checks import register
 from verifier.checks.base import CheckContext, DetailLine, ModalityVerdict, observed_hashes
 
-NO_STORE_NOTE: Final = "citations not resolved (no content store)"
+NO_STORE: Final = "citations not resolved"
 
 
 def check_research(ctx: CheckContext) -> ModalityVerdict:
     """The ``research`` modality check (see the module docstring)."""
     if ctx.cas is None:
-        return ModalityVerdict(ok=True, notes=(NO_STORE_NOTE,))
+        return ModalityVerdict(ok=False, unchecked=NO_STORE)
     if ctx.artifact is None:
         return _fail(ctx.artifact_problem or "research report not reattached from the content store")
     try:
