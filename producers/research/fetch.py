@@ -1,53 +1,95 @@
 """Fetching pages: the one place the research modality touches the network.
 
 ``fetch_page`` (and ``make_fetch``, which binds its options) is the default
-``fetch_fn``. It uses httpx with timeouts and an overall deadline, follows
-redirects itself so that every hop is recorded (``Redirect(status, url)``)
-and re-checked, streams the body and aborts as soon as it exceeds the byte
-cap, refuses any scheme but http(s), and, unless ``allow_private=True``,
-refuses hosts that resolve to a private, loopback, link-local, multicast or
-otherwise non-global address (SSRF guard). Only 2xx responses are pages.
+``fetch_fn``. It uses httpx, follows redirects itself so that every hop is
+recorded (``Redirect(status, url)``) and re-checked, and refuses any scheme
+but http(s) and, unless ``allow_private=True``, hosts that resolve to a
+private, loopback, link-local, multicast or otherwise non-global address
+(SSRF guard; the rule is ``producers.netpolicy``, shared with the browser).
+Only 2xx responses are pages.
+
+Connections go to the address that was checked: the host is resolved once,
+checked, and the socket is opened to that address (TLS still verifies the
+host name), so a DNS answer that changes between check and connect
+(rebinding) is not followed.
+
+The deadline covers the whole fetch: every connect, TLS handshake, write and
+read (headers and redirect hops included) gets at most the time left, so a
+server that drips one header byte at a time cannot hold a fetch past it
+(``DEADLINE_EXCEEDED``).
 
 It asks for ``Accept-Encoding: identity``; the bytes kept are the response
 body after any content-encoding the server applied anyway is removed, so
-they are the bytes a reader of the page sees. Environment proxy settings are
-ignored (``trust_env=False``). Known limit: the address check resolves the
-host before httpx resolves it again to connect, so a DNS answer that changes
-in between (rebinding) is not caught.
+they are the bytes a reader of the page sees. The fetcher reads the raw
+bytes and decodes them itself, with a bound on every step: at most
+``MAX_ENCODING_LAYERS`` layers of ``gzip`` / ``x-gzip`` / ``deflate``
+(anything else is ``UNSUPPORTED_ENCODING``), each layer's output produced
+``DECODE_STEP`` bytes at a time, and the fetch stops as soon as either the
+raw bytes or the decoded bytes exceed the cap (``RESPONSE_TOO_LARGE``). A
+stacked-gzip bomb (1.8 KB on the wire, 1 GiB decoded) is cut at the cap
+having held about the cap in memory. Environment proxy settings are ignored
+(``trust_env=False``).
 
 Every failure is a ``FetchRefused`` with a stable code; httpx exceptions
-never escape this module.
+(and a ``MemoryError`` while decoding) never escape this module.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import socket
+import ssl
 import time
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import urlsplit
 
+from producers import netpolicy
+from producers.netpolicy import Resolver, TargetCode, TargetRefused, is_public_address, system_resolve
 from producers.research.errors import FetchCode, FetchRefused
 from schemas.canonical import content_hash
 
 if TYPE_CHECKING:
+    import httpcore
     import httpx
+
+__all__ = [
+    "DEADLINE_EXCEEDED",
+    "UNSUPPORTED_ENCODING",
+    "FetchedPage",
+    "Redirect",
+    "Resolver",
+    "check_target",
+    "fetch_page",
+    "is_public_address",
+    "make_fetch",
+    "system_resolve",
+]
 
 DEFAULT_TIMEOUT: Final = 10.0
 """Seconds for each connect / read / write / pool wait."""
 DEFAULT_DEADLINE: Final = 30.0
-"""Seconds for a whole fetch, redirects and body included."""
+"""Seconds for a whole fetch: connects, headers, redirects and body."""
 DEFAULT_MAX_RESPONSE_BYTES: Final = 10 * 1024 * 1024
 DEFAULT_MAX_REDIRECTS: Final = 5
 USER_AGENT: Final = "bernstein-research/0.1 (+https://github.com/bernstein)"
 REDIRECT_STATUSES: Final = frozenset({301, 302, 303, 307, 308})
-ALLOWED_SCHEMES: Final = frozenset({"http", "https"})
-_NAT64: Final = ipaddress.ip_network("64:ff9b::/96")
+ALLOWED_SCHEMES: Final = netpolicy.ALLOWED_SCHEMES
+MAX_ENCODING_LAYERS: Final = 2
+"""Content-Encoding layers decoded (``gzip, gzip`` is two); more are UNSUPPORTED_ENCODING."""
+DECODE_STEP: Final = 64 * 1024
+"""Most bytes one decoding step of one layer may produce."""
 
-Resolver = Callable[[str, int], list[str]]
-"""``(host, port) -> [ip address strings]``; injectable for tests."""
+UNSUPPORTED_ENCODING: Final = "UNSUPPORTED_ENCODING"
+"""FetchRefused code: a Content-Encoding the fetcher does not decode, or too many layers, or corrupt data."""
+DEADLINE_EXCEEDED: Final = "DEADLINE_EXCEEDED"
+"""FetchRefused code: the whole fetch outlived its deadline (before or during the body)."""
+
+_POLICY_CODES: Final = {
+    TargetCode.SCHEME_NOT_ALLOWED: FetchCode.SCHEME_NOT_ALLOWED,
+    TargetCode.INVALID_URL: FetchCode.INVALID_URL,
+    TargetCode.PRIVATE_ADDRESS: FetchCode.PRIVATE_ADDRESS,
+    TargetCode.UNRESOLVABLE_HOST: FetchCode.FETCH_FAILED,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,68 +145,195 @@ worker passes the remaining byte allowance of the budget."""
 
 
 # --------------------------------------------------------------------------
-# Target checks (pure apart from DNS resolution, which is injectable)
+# Target checks (the shared policy, with the research modality's codes)
 # --------------------------------------------------------------------------
 
 
-def system_resolve(host: str, port: int) -> list[str]:
-    """Every address ``host`` resolves to (IPv6 zone ids stripped)."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return sorted({str(info[4][0]).split("%", 1)[0] for info in infos})
+def check_target(url: str, *, allow_private: bool, resolve: Resolver | None = None) -> list[str]:
+    """Refuse a URL we must not fetch: wrong scheme, no host, or a non-public address.
 
-
-def is_public_address(address: str) -> bool:
-    """True for globally routable unicast addresses (embedded IPv4 checked too)."""
-    ip = ipaddress.ip_address(address)
-    if isinstance(ip, ipaddress.IPv6Address):
-        embedded: ipaddress.IPv4Address | None = ip.ipv4_mapped or ip.sixtofour
-        if embedded is None and ip.teredo is not None:
-            embedded = ip.teredo[1]
-        if embedded is None and ip in _NAT64:
-            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-        if embedded is not None and not is_public_address(str(embedded)):
-            return False
-    return ip.is_global and not ip.is_multicast
-
-
-def check_target(url: str, *, allow_private: bool, resolve: Resolver | None = None) -> None:
-    """Refuse a URL we must not fetch: wrong scheme, no host, or a non-public address."""
+    Returns the vetted addresses to connect to (empty with ``allow_private``,
+    where the system resolver is used as usual).
+    """
     try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise FetchRefused(f"not a valid URL: {url!r} ({exc})", code=FetchCode.INVALID_URL, url=url) from None
-    scheme = parts.scheme.lower()
-    if scheme not in ALLOWED_SCHEMES:
+        origin = netpolicy.parse_origin(url)
+        if allow_private:
+            return []
+        return netpolicy.public_addresses(origin, url=url, resolve=resolve)
+    except TargetRefused as exc:
+        message = exc.message
+        if exc.code == TargetCode.PRIVATE_ADDRESS:
+            message += "; pass allow_private=True (--allow-private) to fetch from private networks"
+        raise FetchRefused(message, code=_POLICY_CODES.get(exc.code, FetchCode.FETCH_FAILED), url=url) from None
+
+
+# --------------------------------------------------------------------------
+# The connection layer: pinned addresses and one deadline for every socket call
+# --------------------------------------------------------------------------
+
+
+class _DeadlinePassed(Exception):
+    """Raised inside the transport when the fetch's deadline has passed (never leaves this module)."""
+
+
+def _guarded_transport(stop_at: float, pins: dict[tuple[str, int], str]) -> httpx.HTTPTransport:
+    """An httpx transport whose sockets connect to the pinned address and never wait past ``stop_at``."""
+    import httpcore
+    import httpx
+
+    class DeadlineStream(httpcore.NetworkStream):
+        def __init__(self, inner: httpcore.NetworkStream) -> None:
+            self._inner = inner
+
+        def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            return self._inner.read(max_bytes, _left(timeout))
+
+        def write(self, buffer: bytes, timeout: float | None = None) -> None:
+            self._inner.write(buffer, _left(timeout))
+
+        def close(self) -> None:
+            self._inner.close()
+
+        def start_tls(
+            self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+        ) -> httpcore.NetworkStream:
+            return DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, _left(timeout)))
+
+        def get_extra_info(self, info: str) -> Any:
+            return self._inner.get_extra_info(info)
+
+    class PinnedBackend(httpcore.NetworkBackend):
+        def __init__(self) -> None:
+            self._inner = httpcore.SyncBackend()
+
+        def connect_tcp(
+            self,
+            host: str,
+            port: int,
+            timeout: float | None = None,
+            local_address: str | None = None,
+            socket_options: Iterable[Any] | None = None,
+        ) -> httpcore.NetworkStream:
+            address = pins.get((host.lower(), port), host)
+            stream = self._inner.connect_tcp(address, port, _left(timeout), local_address, socket_options)
+            return DeadlineStream(stream)
+
+        def connect_unix_socket(
+            self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+        ) -> httpcore.NetworkStream:
+            raise httpcore.ConnectError("unix sockets are not used by the research fetcher")
+
+        def sleep(self, seconds: float) -> None:
+            time.sleep(min(seconds, max(stop_at - time.monotonic(), 0.0)))
+
+    def _left(timeout: float | None) -> float:
+        left = stop_at - time.monotonic()
+        if left <= 0:
+            raise _DeadlinePassed
+        return left if timeout is None else min(timeout, left)
+
+    transport = httpx.HTTPTransport(trust_env=False)
+    transport._pool = httpcore.ConnectionPool(  # noqa: SLF001 - httpx exposes no network_backend option
+        ssl_context=httpx.create_ssl_context(trust_env=False),
+        network_backend=PinnedBackend(),
+        max_connections=4,
+    )
+    return transport
+
+
+# --------------------------------------------------------------------------
+# Decoding with a bound on every step
+# --------------------------------------------------------------------------
+
+_DECODABLE: Final = frozenset({"gzip", "x-gzip", "deflate"})
+
+
+class _Layer:
+    """One content-encoding layer, decoded at most ``DECODE_STEP`` bytes per step."""
+
+    def __init__(self, encoding: str) -> None:
+        self.encoding = encoding
+        self._raw_deflate_tried = False
+        self._produced = False
+        wbits = 16 + zlib.MAX_WBITS if encoding in ("gzip", "x-gzip") else zlib.MAX_WBITS
+        self._decoder = zlib.decompressobj(wbits)
+
+    def steps(self, data: bytes) -> Iterable[bytes]:
+        """The decoded output of ``data``, in pieces of at most ``DECODE_STEP`` bytes."""
+        while True:
+            if self._decoder.eof:
+                return  # bytes after the end of the stream are ignored (as browsers do)
+            try:
+                out = self._decoder.decompress(data, DECODE_STEP)
+            except zlib.error:
+                if self.encoding == "deflate" and not self._produced and not self._raw_deflate_tried:
+                    self._raw_deflate_tried = True  # some servers send raw deflate, without the zlib header
+                    self._decoder = zlib.decompressobj(-zlib.MAX_WBITS)
+                    continue
+                raise
+            data = self._decoder.unconsumed_tail
+            if out:
+                self._produced = True
+                yield out
+            if not data and len(out) < DECODE_STEP:
+                return
+
+
+def _encodings(header: str | None, url: str) -> list[str]:
+    """The layers to undo, outermost (applied last) first; raises UNSUPPORTED_ENCODING."""
+    if header is None:
+        return []
+    names = [name.strip().lower() for name in header.split(",")]
+    layers = [name for name in names if name and name != "identity"]
+    unknown = sorted({name for name in layers if name not in _DECODABLE})
+    if unknown:
         raise FetchRefused(
-            f"scheme {scheme or '(none)'!r} is not allowed; only http and https are fetched: {url!r}",
-            code=FetchCode.SCHEME_NOT_ALLOWED,
+            f"GET {url} answered with Content-Encoding {', '.join(unknown)}, which the fetcher does not decode",
+            code=UNSUPPORTED_ENCODING,
             url=url,
         )
-    host = parts.hostname
-    if not host:
-        raise FetchRefused(f"URL has no host: {url!r}", code=FetchCode.INVALID_URL, url=url)
-    if allow_private:
-        return
-    port = port or (443 if scheme == "https" else 80)
-    try:
-        addresses = (resolve or system_resolve)(host, port)
-    except (OSError, UnicodeError) as exc:
-        raise FetchRefused(f"cannot resolve host {host!r}: {exc}", code=FetchCode.FETCH_FAILED, url=url) from None
-    if not addresses:
-        raise FetchRefused(f"host {host!r} resolves to no address", code=FetchCode.FETCH_FAILED, url=url)
-    for address in addresses:
-        try:
-            public = is_public_address(address)
-        except ValueError:
-            public = False
-        if not public:
-            raise FetchRefused(
-                f"host {host!r} resolves to non-public address {address}; pass allow_private=True "
-                "(--allow-private) to fetch from private networks",
-                code=FetchCode.PRIVATE_ADDRESS,
-                url=url,
-            )
+    if len(layers) > MAX_ENCODING_LAYERS:
+        raise FetchRefused(
+            f"GET {url} stacks {len(layers)} content encodings; at most {MAX_ENCODING_LAYERS} are decoded",
+            code=UNSUPPORTED_ENCODING,
+            url=url,
+        )
+    return list(reversed(layers))
+
+
+class _CappedBody:
+    """The decoded body, refused the moment it (or the raw bytes read) would pass ``limit``."""
+
+    def __init__(self, *, limit: int, url: str, layers: list[str]) -> None:
+        self.limit = limit
+        self.url = url
+        self.body = bytearray()
+        self.raw = 0
+        self._layers = [_Layer(encoding) for encoding in layers]
+
+    def feed_raw(self, chunk: bytes) -> None:
+        self.raw += len(chunk)
+        if self.raw > self.limit:
+            raise self._too_large(self.raw, "on the wire")
+        self._push(0, chunk)
+
+    def _push(self, level: int, data: bytes) -> None:
+        if level == len(self._layers):
+            self.body += data
+            if len(self.body) > self.limit:
+                raise self._too_large(len(self.body), "decoded")
+            return
+        for piece in self._layers[level].steps(data):
+            self._push(level + 1, piece)
+
+    def _too_large(self, received: int, where: str) -> FetchRefused:
+        return FetchRefused(
+            f"GET {self.url} sent more than {self.limit} bytes ({where}); aborted",
+            code=FetchCode.RESPONSE_TOO_LARGE,
+            url=self.url,
+            limit=self.limit,
+            received=received,
+        )
 
 
 # --------------------------------------------------------------------------
@@ -185,17 +354,23 @@ def fetch_page(
 ) -> FetchedPage:
     """GET ``url`` and return its exact body bytes, recording every redirect.
 
+    ``transport`` replaces the connection layer (tests); the default one
+    connects to the checked address and enforces ``deadline`` on every socket
+    call.
+
     Raises:
         FetchRefused: SCHEME_NOT_ALLOWED, INVALID_URL, PRIVATE_ADDRESS,
-            RESPONSE_TOO_LARGE (body beyond ``max_bytes``, default 10 MiB),
-            TOO_MANY_REDIRECTS, HTTP_ERROR (non-2xx) or FETCH_FAILED
-            (DNS, connection, timeout, protocol errors).
+            RESPONSE_TOO_LARGE (raw or decoded body beyond ``max_bytes``,
+            default 10 MiB), UNSUPPORTED_ENCODING, TOO_MANY_REDIRECTS,
+            HTTP_ERROR (non-2xx), DEADLINE_EXCEEDED or FETCH_FAILED (DNS,
+            connection, timeout, protocol errors).
     """
     import httpx  # loaded on first fetch so offline tools (the verifier) need not import it
 
     limit = DEFAULT_MAX_RESPONSE_BYTES if max_bytes is None else max_bytes
     stop_at = time.monotonic() + deadline
     redirects: list[Redirect] = []
+    pins: dict[tuple[str, int], str] = {}
     current = url
     try:
         with httpx.Client(
@@ -203,10 +378,14 @@ def fetch_page(
             follow_redirects=False,
             trust_env=False,
             headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
-            transport=transport,
+            transport=transport if transport is not None else _guarded_transport(stop_at, pins),
         ) as client:
             for _hop in range(max_redirects + 1):
-                check_target(current, allow_private=allow_private, resolve=resolve)
+                addresses = check_target(current, allow_private=allow_private, resolve=resolve)
+                if addresses:
+                    origin = netpolicy.parse_origin(current)
+                    pins[(origin.host, origin.port)] = addresses[0]
+                _check_deadline(stop_at, current)
                 with client.stream("GET", current) as response:
                     status = response.status_code
                     location = response.headers.get("location")
@@ -227,11 +406,28 @@ def fetch_page(
                         content_type=response.headers.get("content-type"),
                         redirects=tuple(redirects),
                     )
+    except _DeadlinePassed:
+        raise _deadline_refusal(current) from None
     except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:
+        if time.monotonic() >= stop_at:
+            raise _deadline_refusal(current) from None
         raise FetchRefused(
             f"GET {current} failed: {type(exc).__name__}: {exc}", code=FetchCode.FETCH_FAILED, url=current
         ) from None
+    except MemoryError:
+        raise FetchRefused(
+            f"GET {current} could not be held in memory; aborted", code=FetchCode.RESPONSE_TOO_LARGE, url=current, limit=limit
+        ) from None
     raise FetchRefused(f"GET {url} redirected more than {max_redirects} times", code=FetchCode.TOO_MANY_REDIRECTS, url=current)
+
+
+def _deadline_refusal(url: str) -> FetchRefused:
+    return FetchRefused(f"GET {url} did not finish within the fetch deadline", code=DEADLINE_EXCEEDED, url=url)
+
+
+def _check_deadline(stop_at: float, url: str) -> None:
+    if time.monotonic() >= stop_at:
+        raise _deadline_refusal(url)
 
 
 def _read_capped(response: httpx.Response, *, limit: int, url: str, stop_at: float) -> bytes:
@@ -244,20 +440,18 @@ def _read_capped(response: httpx.Response, *, limit: int, url: str, stop_at: flo
             limit=limit,
             received=int(declared),
         )
-    body = bytearray()
-    for chunk in response.iter_bytes():
-        body += chunk
-        if len(body) > limit:
-            raise FetchRefused(
-                f"GET {url} sent more than {limit} bytes; aborted",
-                code=FetchCode.RESPONSE_TOO_LARGE,
-                url=url,
-                limit=limit,
-                received=len(body),
-            )
-        if time.monotonic() > stop_at:
-            raise FetchRefused(f"GET {url} did not finish within the fetch deadline", code=FetchCode.FETCH_FAILED, url=url)
-    return bytes(body)
+    if response.is_stream_consumed:  # an in-memory transport (tests) that read and decoded the body eagerly
+        loaded = _CappedBody(limit=limit, url=url, layers=[])
+        loaded.feed_raw(response.content)
+        return bytes(loaded.body)
+    body = _CappedBody(limit=limit, url=url, layers=_encodings(response.headers.get("content-encoding"), url))
+    try:
+        for chunk in response.iter_raw():
+            body.feed_raw(chunk)
+            _check_deadline(stop_at, url)
+    except zlib.error as exc:
+        raise FetchRefused(f"GET {url} sent a body that does not decode: {exc}", code=UNSUPPORTED_ENCODING, url=url) from None
+    return bytes(body.body)
 
 
 def make_fetch(

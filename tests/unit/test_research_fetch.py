@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import socket
+import threading
+import time
+import tracemalloc
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import httpx
 import pytest
 
 from demo.site_server import SITE_DIR, serve
 from producers.research import FetchCode, FetchedPage, FetchRefused, Redirect, fetch_page, make_fetch
-from producers.research.fetch import check_target, is_public_address
+from producers.research.fetch import (
+    DEADLINE_EXCEEDED,
+    DECODE_STEP,
+    UNSUPPORTED_ENCODING,
+    _guarded_transport,
+    check_target,
+    is_public_address,
+)
 from schemas.canonical import sha256_digest
 
 
@@ -165,3 +178,181 @@ def test_unresolvable_host_is_fetch_failed() -> None:
     with pytest.raises(FetchRefused) as info:
         check_target("https://nowhere.invalid/", allow_private=False, resolve=resolver)
     assert info.value.code == FetchCode.FETCH_FAILED
+
+
+# --------------------------------------------------------------------------
+# Stacked content encodings, the overall deadline, the pinned address.
+# Every server here listens on 127.0.0.1 (loopback only, bounded loops).
+# --------------------------------------------------------------------------
+
+
+def _gzip(chunks: Iterator[bytes]) -> bytes:
+    encoder = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    out = [encoder.compress(chunk) for chunk in chunks]
+    return b"".join([*out, encoder.flush()])
+
+
+@pytest.fixture(scope="module")
+def gzip_bomb() -> bytes:
+    """gzip(gzip(1 GiB of zeros)): about 1.8 KB on the wire (built 1 MiB at a time)."""
+    once = _gzip(bytes(1 << 20) for _ in range(1024))
+    twice = _gzip(iter([once]))
+    assert len(twice) < 4096
+    return twice
+
+
+@contextmanager
+def raw_server(answer: Callable[[socket.socket], None]) -> Iterator[str]:
+    """A one-thread loopback server: each connection's request is read, then ``answer`` writes."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    done = threading.Event()
+
+    def loop() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(5.0)
+                try:
+                    data = b""
+                    while b"\r\n\r\n" not in data and len(data) < 65536:
+                        piece = conn.recv(4096)
+                        if not piece:
+                            break
+                        data += piece
+                    answer(conn)
+                except OSError:
+                    pass
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        done.set()
+        thread.join(timeout=10)
+        listener.close()
+
+
+def _answer_with(body: bytes, encoding: str) -> Callable[[socket.socket], None]:
+    head = f"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: {encoding}\r\nContent-Length: {len(body)}\r\n"
+    payload = (head + "Connection: close\r\n\r\n").encode() + body
+
+    def answer(conn: socket.socket) -> None:
+        conn.sendall(payload)
+
+    return answer
+
+
+def test_a_stacked_gzip_bomb_is_cut_at_the_cap_with_memory_bounded(gzip_bomb: bytes) -> None:
+    cap = 4 * 1024 * 1024
+    with raw_server(_answer_with(gzip_bomb, "gzip, gzip")) as url:
+        tracemalloc.start()
+        try:
+            started = time.monotonic()
+            with pytest.raises(FetchRefused) as info:
+                fetch_page(f"{url}/bomb", allow_private=True, max_bytes=cap)
+            elapsed = time.monotonic() - started
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert info.value.code == FetchCode.RESPONSE_TOO_LARGE
+    assert info.value.limit == cap
+    assert info.value.received is not None and cap < info.value.received <= cap + DECODE_STEP
+    # about the cap was ever held (the body buffer and its last reallocation), not the 1 GiB it decodes to
+    assert peak < cap * 7 // 4, f"peak {peak} bytes"
+    assert elapsed < 10.0
+
+
+def test_stacked_gzip_within_the_cap_decodes_to_the_exact_bytes() -> None:
+    text = b"<p>page text</p>" * 1000
+    with raw_server(_answer_with(_gzip(iter([_gzip(iter([text]))])), "gzip, gzip")) as url:
+        page = fetch_page(f"{url}/twice", allow_private=True)
+    assert page.content == text
+    assert page.content_hash == sha256_digest(text)
+
+
+def test_raw_deflate_and_zlib_deflate_both_decode() -> None:
+    text = b"deflated text " * 100
+    raw = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+    for body in (zlib.compress(text), raw.compress(text) + raw.flush()):
+        with raw_server(_answer_with(body, "deflate")) as url:
+            assert fetch_page(f"{url}/", allow_private=True).content == text
+
+
+@pytest.mark.parametrize(
+    ("encoding", "body"),
+    [
+        ("gzip, gzip, gzip", b"\x1f\x8b"),  # three layers: refused before a byte is decoded
+        ("br", b"\x0b\x02\x80hello\x03"),
+        ("gzip", b"this is not gzip at all"),
+    ],
+)
+def test_unsupported_or_corrupt_encodings_are_typed(encoding: str, body: bytes) -> None:
+    with raw_server(_answer_with(body, encoding)) as url, pytest.raises(FetchRefused) as info:
+        fetch_page(f"{url}/", allow_private=True)
+    assert info.value.code == UNSUPPORTED_ENCODING
+
+
+def test_a_server_dripping_its_headers_is_stopped_at_the_deadline() -> None:
+    """One header byte every 0.2 s keeps each read under the 1 s timeout; the 1.5 s deadline still holds."""
+
+    def drip(conn: socket.socket) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\n")
+        for _ in range(100):  # bounded: 20 s at most, far beyond the deadline
+            conn.sendall(b"X")
+            time.sleep(0.2)
+
+    with raw_server(drip) as url:
+        started = time.monotonic()
+        with pytest.raises(FetchRefused) as info:
+            fetch_page(f"{url}/slow", allow_private=True, timeout=1.0, deadline=1.5)
+        elapsed = time.monotonic() - started
+    assert info.value.code == DEADLINE_EXCEEDED
+    assert 1.4 < elapsed < 2.5
+
+
+def test_a_server_that_never_answers_is_stopped_at_the_deadline() -> None:
+    with raw_server(lambda conn: time.sleep(3)) as url:
+        started = time.monotonic()
+        with pytest.raises(FetchRefused) as info:
+            fetch_page(f"{url}/silent", allow_private=True, timeout=10.0, deadline=1.0)
+        elapsed = time.monotonic() - started
+    assert info.value.code == DEADLINE_EXCEEDED
+    assert elapsed < 2.0
+
+
+def test_the_connection_goes_to_the_checked_address(site: str) -> None:
+    """A pinned host connects to the vetted address, whatever DNS would say now (no rebinding)."""
+    port = int(site.rsplit(":", 1)[1])
+    pins = {("rebind.invalid", port): "127.0.0.1"}  # .invalid never resolves
+    transport = _guarded_transport(time.monotonic() + 10, pins)
+    with httpx.Client(transport=transport, trust_env=False) as client:
+        response = client.get(f"http://rebind.invalid:{port}/notes.html")
+    assert response.status_code == 200
+    assert response.content == (SITE_DIR / "notes.html").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("url", "code"),
+    [
+        ("http://10.0.0.5/", FetchCode.PRIVATE_ADDRESS),
+        ("http://169.254.169.254/latest/meta-data/", FetchCode.PRIVATE_ADDRESS),
+        ("http://192.168.1.1:8080/", FetchCode.PRIVATE_ADDRESS),
+        ("http://[::ffff:10.0.0.1]/", FetchCode.PRIVATE_ADDRESS),
+        ("http://user:pw@public.test/", FetchCode.INVALID_URL),
+        ("http://127.0.0.1\\@public.test/", FetchCode.INVALID_URL),
+    ],
+)
+def test_literal_private_addresses_and_ambiguous_urls_are_refused_without_dns(url: str, code: str) -> None:
+    def no_dns(host: str, port: int) -> list[str]:
+        raise AssertionError(f"resolved {host}")
+
+    with pytest.raises(FetchRefused) as info:
+        fetch_page(url, resolve=no_dns, transport=httpx.MockTransport(lambda request: pytest.fail("connected")))
+    assert info.value.code == code
