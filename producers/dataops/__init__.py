@@ -24,7 +24,8 @@ from producers.dataops.activity import (
     Phase,
     PlanAlreadyDerived,
 )
-from producers.dataops.receipt import (
+from producers.dataops.verify import DataOpsVerdict, ReceiptFailure, verify_artifact, verify_receipt, verify_refusal
+from schemas.documents.dataops import (
     RECEIPT_FORMAT,
     REFUSAL_FORMAT,
     DataOpsPlan,
@@ -34,7 +35,6 @@ from producers.dataops.receipt import (
     artifact_signing_input,
     receipt_signing_input,
 )
-from producers.dataops.verify import DataOpsVerdict, ReceiptFailure, verify_artifact, verify_receipt, verify_refusal
 
 __all__ = [
     "RECEIPT_FORMAT",

@@ -19,7 +19,8 @@ from enum import StrEnum
 from typing import Final
 
 from producers.activity import ActivityRejected, ActivityResult, require_valid_ids
-from producers.dataops.receipt import (
+from schemas.canonical import sha256_digest
+from schemas.documents.dataops import (
     DATAOPS_KINDS,
     REFUSAL_FORMAT,
     ROLE_INPUT,
@@ -31,7 +32,6 @@ from producers.dataops.receipt import (
     artifact_signing_input,
     encode_signature,
 )
-from schemas.canonical import sha256_digest
 from schemas.records import MAX_REF_LENGTH, ActivityKind, Observation, TerminalState
 from substrate.cas import BlobStore
 

@@ -331,8 +331,9 @@ def load_document(data: bytes, *, what: str) -> dict[str, Any]:
     """Parse JSON bytes into an object; MalformedReceipt (never a foreign error) otherwise."""
     try:
         document = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise MalformedReceipt(f"{what} is not JSON: {exc}") from None
+    except orjson.JSONDecodeError:
+        # The decoder's own wording is not part of the contract (refusal records must replay byte-identically).
+        raise MalformedReceipt(f"{what} is not JSON (UTF-8, RFC 8259)") from None
     return _require_object(document, what)
 
 

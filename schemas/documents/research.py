@@ -453,10 +453,11 @@ def load_document(data: bytes) -> dict[str, Any]:
     """Parse artifact bytes that must be one canonical JSON object."""
     try:
         document = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise MalformedResearchArtifact(f"not JSON: {exc}") from None
+    except orjson.JSONDecodeError:
+        # The decoder's own wording is not part of the contract (refusal records must replay byte-identically).
+        raise MalformedResearchArtifact("is not JSON (UTF-8, RFC 8259)") from None
     if not isinstance(document, dict):
-        raise MalformedResearchArtifact("not a JSON object")
+        raise MalformedResearchArtifact("is not a JSON object")
     try:
         canonical = canonical_json(document)
     except CanonicalizationError as exc:

@@ -1,0 +1,213 @@
+"""Hand-built research and data/ops submissions for the modality-rule tests (unit and integration).
+
+Every builder returns a valid ActivitySubmission record (a dict, before
+encoding) whose hashes recompute; tests break one rule by editing the
+artifact document or the observations and calling ``rehash``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from producers.dataops import DataOpsActivity, EffectBeforePlan
+from schemas.canonical import canonical_json, evidence_set_hash, sha256_digest
+from substrate.keys import Ed25519Signer
+
+SOURCE_A = "https://a.test/notes"
+SOURCE_B = "https://b.test/perf"
+PAGE_A = b"<html><body><p>Quill 2.0 ships a <strong>stable</strong> module system.</p></body></html>"
+PAGE_B = b"<html><body><p>Rebuilds take 6 seconds instead of 41.</p></body></html>"
+HASH_A = sha256_digest(PAGE_A)
+HASH_B = sha256_digest(PAGE_B)
+HTML = "text/html; charset=utf-8"
+SIGNER = Ed25519Signer.from_seed(b"\x05" * 32)
+ORDERS = b"order_id,amount\n1,100\n2,250\n"
+SUMMARY = b"total\n350\n"
+STEPS = ["sum amount"]
+MODALITY_ROLES = {"developer": "coding", "scout": "research", "operator": "ops", "analyst": "data"}
+"""role -> kind for the configs of these tests."""
+
+
+def report_document() -> dict[str, Any]:
+    """A valid ``bernstein.research.report/v1`` document: two claims, each citing one fetched page."""
+
+    def source(ref: str, page_hash: str, size: int) -> dict[str, Any]:
+        return {
+            "source_ref": ref,
+            "final_url": ref,
+            "status": 200,
+            "content_type": HTML,
+            "redirects": [],
+            "page_content_hash": page_hash,
+            "size": size,
+        }
+
+    def claim(cid: str, statement: str, ref: str, page_hash: str, quote: str) -> dict[str, Any]:
+        return {
+            "claim_id": cid,
+            "statement": statement,
+            "citations": [{"claim_id": cid, "source_ref": ref, "page_content_hash": page_hash, "quote": quote}],
+        }
+
+    return {
+        "format": "bernstein.research.report/v1",
+        "query": "what changed in quill 2.0?",
+        "plan": [SOURCE_A, SOURCE_B],
+        "sources": [source(SOURCE_A, HASH_A, len(PAGE_A)), source(SOURCE_B, HASH_B, len(PAGE_B))],
+        "claims": [
+            claim("c1", "Modules are stable", SOURCE_A, HASH_A, "ships a stable module system"),
+            claim("c2", "Rebuilds are faster", SOURCE_B, HASH_B, "6 seconds instead of 41"),
+        ],
+        "quote_normalisation": "bernstein.quote-normalisation/v1",
+    }
+
+
+def page_observations() -> list[dict[str, str]]:
+    return [
+        {"kind": "page", "ref": SOURCE_A, "content_hash": HASH_A},
+        {"kind": "page", "ref": SOURCE_B, "content_hash": HASH_B},
+    ]
+
+
+def abort_document(fmt: str = "bernstein.research.refusal/v1") -> dict[str, Any]:
+    """A budget refusal (or, with the failure format, a fetch failure) after fetching page A."""
+    member = "refusal" if fmt.endswith("refusal/v1") else "failure"
+    outcome: dict[str, Any] = (
+        {"code": "BUDGET_EXCEEDED", "cap": "max_fetches", "limit": 1, "attempted": 2, "source": SOURCE_B}
+        if member == "refusal"
+        else {"code": "HTTP_ERROR", "source": SOURCE_B, "message": "HTTP 500", "status": 500}
+    )
+    return {
+        "format": fmt,
+        "query": "what changed in quill 2.0?",
+        "plan": [SOURCE_A, SOURCE_B],
+        member: outcome,
+        "fetched": [{"source_ref": SOURCE_A, "page_content_hash": HASH_A}],
+    }
+
+
+def submission(
+    artifact: bytes | dict[str, Any],
+    observations: list[dict[str, str]],
+    *,
+    kind: str,
+    role: str,
+    run_id: str = "run-1",
+    stage_id: str = "stage-0",
+    terminal_state: str = "completed",
+    reason_code: str = "ok",
+    submission_id: str | None = None,
+) -> dict[str, Any]:
+    """An ActivitySubmission record whose artifact and evidence-set hashes recompute."""
+    data = artifact if isinstance(artifact, bytes) else canonical_json(artifact)
+    return {
+        "submission_id": submission_id or f"sub-{run_id}-{stage_id}",
+        "run_id": run_id,
+        "stage_id": stage_id,
+        "role": role,
+        "producer": {"id": "unit@test", "sdk": "other-sdk/1.0"},
+        "kind": kind,
+        "artifact": data,
+        "artifact_hash": sha256_digest(data),
+        "evidence_set_hash": evidence_set_hash(o["content_hash"] for o in observations),
+        "observations": observations,
+        "terminal_state": terminal_state,
+        "reason_code": reason_code,
+        "occurred_at_ms": 1_700_000_000_123,
+    }
+
+
+def research_submission(
+    edit: Callable[[dict[str, Any]], object] | None = None,
+    *,
+    document: dict[str, Any] | None = None,
+    observations: list[dict[str, str]] | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
+    """A research result (the report by default); ``edit`` changes the document in place first."""
+    doc = copy.deepcopy(document if document is not None else report_document())
+    if edit is not None:
+        edit(doc)
+    obs = page_observations() if observations is None else observations
+    return submission(doc, obs, kind="research", role="scout", **fields)
+
+
+class MemoryStore:
+    """An in-memory BlobStore: enough for DataOpsActivity, no disk."""
+
+    def __init__(self) -> None:
+        self.blobs: dict[str, bytes] = {}
+
+    def put(self, data: bytes) -> str:
+        digest = sha256_digest(data)
+        self.blobs[digest] = bytes(data)
+        return digest
+
+    def get(self, digest: str) -> bytes:
+        return self.blobs[digest]
+
+    def has(self, digest: str) -> bool:
+        return digest in self.blobs
+
+    def describe(self) -> str:
+        return "memory"
+
+
+def receipt_parts(
+    *, kind: str = "ops", run_id: str = "run-1", stage_id: str = "stage-0"
+) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """A signed receipt document (one input, the plan, one output) and its observations, from the SDK."""
+    activity = DataOpsActivity(kind, run_id, stage_id, store=MemoryStore(), signer=SIGNER)
+    activity.add_input("orders.csv", ORDERS)
+    activity.plan(STEPS)
+    activity.add_output("summary.csv", SUMMARY)
+    result, receipt = activity.finish()
+    return receipt.document(), [o.to_record() for o in result.observations]
+
+
+def refusal_parts(
+    *, kind: str = "ops", run_id: str = "run-1", stage_id: str = "stage-0"
+) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """The SDK's refusal record of an effect attempted before the plan, and its observations."""
+    activity = DataOpsActivity(kind, run_id, stage_id, store=MemoryStore(), signer=SIGNER)
+    activity.add_input("orders.csv", ORDERS)
+    try:
+        activity.add_output("summary.csv", SUMMARY)
+    except EffectBeforePlan:
+        pass
+    result = activity.refused_result()
+    return canonical_json_document(result.artifact), [o.to_record() for o in result.observations]
+
+
+def canonical_json_document(data: bytes) -> dict[str, Any]:
+    import json
+
+    document = json.loads(data)
+    assert isinstance(document, dict) and canonical_json(document) == data
+    return document
+
+
+def dataops_submission(
+    edit: Callable[[dict[str, Any]], object] | None = None,
+    *,
+    refusal: bool = False,
+    kind: str = "ops",
+    observations: list[dict[str, str]] | None = None,
+    run_id: str = "run-1",
+    stage_id: str = "stage-0",
+    **fields: Any,
+) -> dict[str, Any]:
+    """A data/ops result (a signed receipt, or with ``refusal`` the SDK's refusal record)."""
+    build = refusal_parts if refusal else receipt_parts
+    doc, obs = build(kind=kind, run_id=run_id, stage_id=stage_id)
+    if edit is not None:
+        edit(doc)
+    if refusal:
+        fields.setdefault("terminal_state", "refused")
+        fields.setdefault("reason_code", "effect_before_plan")
+    role = "operator" if kind == "ops" else "analyst"
+    return submission(
+        doc, obs if observations is None else observations, kind=kind, role=role, run_id=run_id, stage_id=stage_id, **fields
+    )
