@@ -621,6 +621,7 @@ class _AuditWalk:
                 )
             )
             self.expected_seq += 1
+            self.last_input = None  # accounting restarts after a record already reported
             return None
         (
             _,
