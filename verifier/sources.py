@@ -1,11 +1,58 @@
 """Where the verifier reads topic records from: a live cluster, our dump, or a kcat dump.
 
 All sources yield ``StoredRecord`` in offset order per (stream, partition) and
-stream lazily, so memory stays flat however long a topic is. A dump that
-cannot be parsed raises ``UnreadableInput`` naming the file and line; a torn
-final line (an interrupted or truncated copy) is not a parse error: the
-records before it are returned and ``torn_lines`` records where it happened,
-so the chain checks can report the truncation as a verdict.
+stream lazily, so memory stays flat however long a topic is.
+
+A dump or capture is read as hostile input: it can neither hang nor exhaust
+the verifier.
+
+- Every file (``manifest.json``, each ``topics/<stream>/<partition>.jsonl``, a
+  kcat capture) is opened without following a symbolic link and without
+  blocking, and read only when it is a regular file: a symlink (to
+  ``/dev/zero``, say), FIFO, socket or device is refused before any read
+  (``UnsafeInputFile``, naming the path). ``topics/`` and its stream folders
+  must be real directories.
+- No line is read past ``MAX_LINE_BYTES``: more than any record can take
+  (see there), so a longer line is damage, and the rest of its file is not
+  read.
+- Partition files are named in canonical decimal (``0.jsonl``, ``12.jsonl``;
+  ``01``, ``-0``, ``+1``, ``1_0`` are refused), within Kafka's int32 range.
+- A kcat capture is parsed once into a per-(stream, partition) index of line
+  positions: a capture spread over N partitions costs O(N) parses, not O(N²).
+
+**Damage to a dump is a verdict; a dump that is not one is unusable input.**
+A dump file holds one line per record, as ``bernstein topic export`` wrote
+it. When a line in it is garbled, cut short, longer than any record, in the
+wrong file, or out of offset order, the records of the file are still there to
+check, and what happened to the file is evidence: a ``DumpProblem`` is
+recorded (``dump_problems``) and reading goes on past it (a garbled line is
+skipped; a misplaced or out-of-order record is still handed on, so the chain
+checks name what it breaks). The verifier reports each one as a problem of
+the run, so the run does not verify (exit 2); a kcat capture is judged the
+same way. Codes:
+
+- ``DUMP_TRUNCATED``: the last line of a file is torn (no newline, not a
+  record): the copy was cut short. Records before it are read.
+- ``DUMP_LINE_CORRUPTED``: a line that ends in a newline is not a record line
+  (not JSON, not an object, a field missing or of the wrong type, bad
+  base64). It is skipped and the lines after it are read.
+- ``DUMP_LINE_TOO_LONG``: a line longer than ``MAX_LINE_BYTES``; the rest of
+  the file is not read (finding the next line would mean reading without
+  bound).
+- ``DUMP_RECORD_MISPLACED``: a record line whose ``topic`` or ``partition`` is
+  not the file's (``topics/<stream>/<partition>.jsonl``; every topic of a dump
+  shares one prefix). The record is still read.
+- ``DUMP_OFFSET_ORDER``: a record whose offset is not above the one before it
+  in its partition (a duplicated or moved line). The record is still read.
+
+After ``MAX_FILE_PROBLEMS`` problems in one file the rest of it is not read.
+
+Everything else that stops a dump from being read at all is unusable input
+(``UnreadableInput``, exit 3), because then there is no record to judge: the
+path does not exist or is not a directory; no ``manifest.json`` or one that is
+not a ``bernstein.dump/v1`` manifest; a file that is a symlink, FIFO, device
+or socket (``UnsafeInputFile``); a ``.jsonl`` whose name is not a partition
+number; a file the operating system will not let us read.
 """
 
 from __future__ import annotations
@@ -13,7 +60,11 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterator
+import os
+import re
+import stat
+from array import array
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Final, Protocol
@@ -21,17 +72,72 @@ from typing import Any, BinaryIO, Final, Protocol
 import orjson
 
 from schemas.errors import MalformedInput
+from substrate.cas import NotRegularFile, file_kind, open_regular
+from substrate.config import Topics
+from substrate.kafka import RETAIN_FOREVER
 from verifier import facts
 from verifier.facts import Row
 
 STREAMS: Final = ("journal", "refusals", "audit", "deadletter")
 DUMP_FORMAT: Final = "bernstein.dump/v1"
 
+MAX_MESSAGE_BYTES: Final = int(RETAIN_FOREVER["max.message.bytes"])
+"""The largest record our topics hold (2 MiB): key, value and headers together."""
+
+MAX_LINE_BYTES: Final = 6 * MAX_MESSAGE_BYTES + 64 * 1024
+"""The longest line (without its newline) a dump or kcat capture of a record can have: 12 MiB + 64 KiB.
+
+A record's key, value and header bytes are at most ``MAX_MESSAGE_BYTES``
+together. A line spends at most 6 bytes on each of them: a control byte
+(kcat key or payload; a header name in our dump) is a 6-byte ``\\u00XX``
+escape, base64 spends 4 bytes on 3, and an empty header costs 8 bytes of
+``["",""],`` for its 2 bytes of lengths. The fields besides (topic name of at
+most 249 characters, numbers, field names) take far less than 64 KiB.
+"""
+
+MAX_MANIFEST_BYTES: Final = 64 * 1024 * 1024
+"""The largest ``manifest.json`` read (it names files and runs; ours are a few KiB)."""
+
+MAX_FILE_PROBLEMS: Final = 100
+"""Problems recorded per file; the rest of a file this damaged is not read."""
+
+_PARTITION_FILE: Final = re.compile(r"(0|[1-9][0-9]{0,9})\.jsonl")
+_MAX_PARTITION: Final = 2**31 - 1
+_TOPIC_SUFFIX: Final = {stream: Topics("").by_stream(stream) for stream in STREAMS}
+"""The end of each stream's topic name after the deployment prefix (".activity.journal", ...)."""
+
 
 class UnreadableInput(MalformedInput):
     """A dump or topic that cannot be read at all (exit 3, not a tamper verdict)."""
 
     code = "E_UNREADABLE_INPUT"
+
+
+class UnsafeInputFile(UnreadableInput):
+    """A dump or capture path that is a symlink, FIFO, socket, device or directory: refused before any read."""
+
+    code = "E_UNSAFE_INPUT_FILE"
+
+    def __init__(self, path: Path, kind: str, expected: str = "a regular file") -> None:
+        super().__init__(f"{path} is {kind}, not {expected}; the verifier does not follow or read it")
+        self.path = path
+        self.kind = kind
+
+
+@dataclass(frozen=True, slots=True)
+class DumpProblem:
+    """Damage found in a dump or kcat file: a verdict on the data (see the module docstring for the codes).
+
+    ``stream`` and ``offset`` name the record when the line was one (a
+    misplaced or out-of-order record); ``line`` is 1-based.
+    """
+
+    code: str
+    message: str
+    path: str
+    line: int
+    stream: str = ""
+    offset: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +173,116 @@ class TornLine:
     """1-based line number of the unparseable final line."""
 
 
+class _ProblemLog:
+    """The damage a source has found, each once however often its file is read."""
+
+    def __init__(self, torn: list[TornLine]) -> None:
+        self.torn = torn
+        self._found: dict[tuple[str, int, str], DumpProblem] = {}
+        self.prefix: str | None = None
+        """The topic prefix of the first record read: every topic of one dump shares it."""
+
+    def add(self, problem: DumpProblem) -> None:
+        self._found.setdefault((problem.path, problem.line, problem.code), problem)
+        if problem.code == "DUMP_TRUNCATED":
+            torn = TornLine(problem.path, problem.line)
+            if torn not in self.torn:
+                self.torn.append(torn)
+
+    def problems(self) -> list[DumpProblem]:
+        return sorted(self._found.values(), key=lambda p: (p.path, p.line, p.code))
+
+    def topic_problem(self, stream: str, topic: Any) -> str:
+        """Why ``topic`` is not the topic of ``stream`` in this dump ("" when it is)."""
+        suffix = _TOPIC_SUFFIX.get(stream)
+        if suffix is None:
+            return ""
+        if not isinstance(topic, str) or not topic.endswith(suffix) or not topic[: -len(suffix)]:
+            return f"topic {topic!r} is not a {stream} topic (<prefix>{suffix})"
+        prefix = topic[: -len(suffix)]
+        if self.prefix is None:
+            self.prefix = prefix
+        elif prefix != self.prefix:
+            return f"topic {topic!r} is not {self.prefix + suffix!r}, the prefix of the rest of the dump"
+        return ""
+
+
+class _FileReading:
+    """One pass over one file: its problems (at most ``MAX_FILE_PROBLEMS``) and the offset order per partition."""
+
+    def __init__(self, log: _ProblemLog, path: Path, stream: str = "", partition: int | None = None) -> None:
+        self.log = log
+        self.path = str(path)
+        self.stream = stream
+        self.partition = partition
+        self.count = 0
+        self.last: dict[tuple[str, int], int] = {}
+        self.stop = False
+        """True once the file has had its share of problems, or a line too long: read no further."""
+
+    def stopped(self) -> bool:
+        return self.stop
+
+    def add(self, code: str, line: int, message: str, *, stream: str = "", offset: int | None = None) -> None:
+        self.count += 1
+        if self.count >= MAX_FILE_PROBLEMS:
+            message += f"; {MAX_FILE_PROBLEMS} problems in this file, the rest of it is not read"
+            self.stop = True
+        location = stream if offset is not None and stream in ("journal", "audit", "refusals") else ""
+        self.log.add(DumpProblem(code, message, self.path, line, location, offset if location else None))
+
+    def torn(self, line: int) -> None:
+        self.add("DUMP_TRUNCATED", line, f"{self.path} ends in a torn line at line {line}: the dump file was truncated")
+
+    def corrupted(self, line: int) -> None:
+        self.add("DUMP_LINE_CORRUPTED", line, f"{self.path}:{line} is not a valid record line (a line of the file was altered)")
+
+    def too_long(self, line: int) -> None:
+        self.add(
+            "DUMP_LINE_TOO_LONG",
+            line,
+            f"{self.path}:{line} is longer than {MAX_LINE_BYTES} bytes, more than any record takes; "
+            "the rest of the file is not read",
+        )
+        self.stop = True
+
+    @property
+    def order_key(self) -> tuple[str, int]:
+        """Whose offsets must rise: the file's, in a dump (whatever its lines claim)."""
+        return (self.stream, -1 if self.partition is None else self.partition)
+
+    def record(self, line: int, stream: str, topic: Any, partition: int, offset: int) -> None:
+        """Check one record line: its topic and partition against the file's, its offset against the one before.
+
+        A dump file (``partition`` set) keeps one offset order; a kcat capture
+        one per (stream, partition) its lines name.
+        """
+        why = self.log.topic_problem(stream, topic)
+        if not why and self.partition is not None and partition != self.partition:
+            why = f"partition {partition} is not the file's partition {self.partition}"
+        if why:
+            self.add(
+                "DUMP_RECORD_MISPLACED",
+                line,
+                f"{self.path}:{line} holds a record of {topic}[{partition}] at offset {offset}, which does not belong in it: {why}",
+                stream=stream,
+                offset=offset,
+            )
+        order = self.order_key if self.partition is not None else (stream, partition)
+        last = self.last.get(order)
+        if last is not None and offset <= last:
+            kind = "repeats" if offset == last else "goes back from"
+            self.add(
+                "DUMP_OFFSET_ORDER",
+                line,
+                f"{self.path}:{line}: offset {offset} of {topic}[{partition}] {kind} offset {last} before it "
+                "(a record duplicated or moved)",
+                stream=stream,
+                offset=offset,
+            )
+        self.last[order] = offset
+
+
 # ---------------------------------------------------------------------------
 # Our dump format
 # ---------------------------------------------------------------------------
@@ -100,20 +316,24 @@ class DumpSource:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.torn_lines: list[TornLine] = []
+        self._log = _ProblemLog(self.torn_lines)
         manifest_path = self.root / "manifest.json"
         if not self.root.is_dir():
             raise UnreadableInput(
                 f"{self.root} is not a directory; pass a dump made by `bernstein topic export` or a kcat -J file"
             )
+        handle = _open_records_file(manifest_path)
+        if handle is None:
+            raise UnreadableInput(f"{self.root} has no manifest.json; it is not a dump made by `bernstein topic export`")
         try:
-            self.manifest: dict[str, Any] = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise UnreadableInput(
-                f"{self.root} has no manifest.json; it is not a dump made by `bernstein topic export`"
-            ) from None
+            with handle:
+                text = handle.read(MAX_MANIFEST_BYTES + 1)
+            if len(text) > MAX_MANIFEST_BYTES:
+                raise UnreadableInput(f"{manifest_path} is larger than {MAX_MANIFEST_BYTES} bytes; it is not a dump manifest")
+            self.manifest: dict[str, Any] = json.loads(text.decode("utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise UnreadableInput(f"{manifest_path} is unreadable: {exc}") from exc
-        if self.manifest.get("format") != DUMP_FORMAT:
+        if not isinstance(self.manifest, dict) or self.manifest.get("format") != DUMP_FORMAT:
             raise UnreadableInput(f"{manifest_path} is not a {DUMP_FORMAT} manifest")
 
     def describe(self) -> str:
@@ -123,16 +343,28 @@ class DumpSource:
     def cas_dir(self) -> Path:
         return self.root / "cas"
 
+    @property
+    def dump_problems(self) -> list[DumpProblem]:
+        """Damage found so far in the files read (a verdict on the data; see the module docstring)."""
+        return self._log.problems()
+
     def partitions(self, stream: str) -> list[int]:
-        directory = self.root / "topics" / stream
-        if not directory.is_dir():
+        topics = self.root / "topics"
+        directory = topics / stream
+        if not _real_directory(topics) or not _real_directory(directory):
             return []
         found = []
-        for path in directory.glob("*.jsonl"):
-            try:
-                found.append(int(path.stem))
-            except ValueError:
-                raise UnreadableInput(f"unexpected file {path} in dump (expected <partition>.jsonl)") from None
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if not entry.name.endswith(".jsonl"):
+                    continue
+                match = _PARTITION_FILE.fullmatch(entry.name)
+                if match is None or int(match.group(1)) > _MAX_PARTITION:
+                    raise UnreadableInput(
+                        f"unexpected file {directory / entry.name} in dump (expected <partition>.jsonl, "
+                        "the partition in decimal without sign or leading zeros)"
+                    )
+                found.append(int(match.group(1)))
         return sorted(found)
 
     def records(self, stream: str, partition: int, *, headers: bool = True) -> Iterator[StoredRecord]:
@@ -143,11 +375,28 @@ class DumpSource:
     def row_chunks(self, stream: str, partition: int, *, headers: bool = True) -> Iterator[list[Row]]:
         """``records`` as lists of rows ``(offset, timestamp, key, value, topic, partition, headers)``.
 
-        Same records, same torn-line and unreadable-line handling, parsed a
+        Same records, same torn-line and damaged-line handling, parsed a
         chunk of lines at a time (``verifier.facts``); a chunk is never empty.
         """
-        path = self.root / "topics" / stream / f"{partition}.jsonl"
-        return _read_dump_rows(path, headers, self.torn_lines)
+        topics = self.root / "topics"
+        directory = topics / stream
+        if not _real_directory(topics) or not _real_directory(directory):
+            return iter(())
+        path = directory / f"{partition}.jsonl"
+        return _read_dump_rows(path, headers, _FileReading(self._log, path, stream, partition))
+
+
+def _real_directory(path: Path) -> bool:
+    """True for a directory, False when absent; a symlink or anything else there is unsafe input."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise UnreadableInput(f"cannot read {path}: {exc.strerror}") from exc
+    if stat.S_ISDIR(mode):
+        return True
+    raise UnsafeInputFile(path, file_kind(mode), "a directory")
 
 
 _CHUNK_BYTES: Final = 1 << 18
@@ -155,56 +404,106 @@ _CHUNK_BYTES: Final = 1 << 18
 
 
 def _open_records_file(path: Path) -> BinaryIO | None:
-    """Open a JSONL file of records (a dump partition, a kcat capture) for both readers.
+    """Open a file of a dump (a partition, the manifest) or a kcat capture, only if it is a regular file.
 
-    None when it is absent (no records there); any other failure to open it is unreadable input.
+    None when it is absent (no records there); a symlink, FIFO, socket, device
+    or directory is ``UnsafeInputFile`` (refused before any read, and without
+    blocking); any other failure to open it is unreadable input.
     """
     try:
-        return path.open("rb")
+        fd, _ = open_regular(path)
     except FileNotFoundError:
         return None
+    except NotRegularFile as exc:
+        raise UnsafeInputFile(path, exc.kind) from None
     except OSError as exc:
         raise UnreadableInput(f"cannot read {path}: {exc.strerror}") from exc
+    return os.fdopen(fd, "rb")
 
 
-def _read_dump_rows(path: Path, with_headers: bool, torn: list[TornLine]) -> Iterator[list[Row]]:
-    """Rows of a dump file in chunks; exactly ``_read_jsonl``'s records, torn lines and errors."""
+def _read_dump_rows(path: Path, with_headers: bool, reading: _FileReading) -> Iterator[list[Row]]:
+    """Rows of a dump file in chunks; exactly ``_read_jsonl``'s records and problems.
+
+    Memory is bounded by ``MAX_LINE_BYTES``: a block grows (from
+    ``_CHUNK_BYTES``) only while it holds no whole line, and a block of
+    ``MAX_LINE_BYTES + 1`` bytes without a newline is a line too long.
+    """
     handle = _open_records_file(path)
     if handle is None:
         return
     parse = facts.current().parse_dump_block
     with handle:
-        seekable = handle.seekable()
         size = _CHUNK_BYTES
         before = 0  # lines parsed before this block
-        carry = b""  # the start of a line (when the file cannot seek back to it)
+        start = 0  # file position of this block
         while True:
-            data = handle.read(size)
-            eof = len(data) < size  # a buffered read returns less only at the end of the file
-            block = carry + data if carry else data
+            handle.seek(start)
+            block = handle.read(size)
+            eof = len(block) < size  # a buffered read returns less only at the end of the file
             if not block:
                 return
             rows, count, end, bad = parse(block, with_headers, eof)
             if rows:
+                rows = _check_rows(rows, block, eof, before, reading)
                 yield rows
+                if reading.stopped():
+                    return
             if bad is not None:
                 index, line = bad
                 # Only the last line of a file can lack its newline: a torn copy.
-                # A bad line followed by more lines (or ending in one) is corruption.
+                # A bad line followed by more lines (or ending in one) is a damaged line: skipped.
                 if not line.endswith(b"\n"):
-                    torn.append(TornLine(str(path), before + index + 1))
+                    reading.torn(before + index + 1)
                     return
-                raise UnreadableInput(f"{path}:{before + index + 1} is not a valid record line")
+                reading.corrupted(before + index + 1)
+                if reading.stopped():
+                    return
+                start += _line_end(block, index)
+                before += index + 1
+                size = _CHUNK_BYTES
+                continue
             if eof:
                 return
+            if count == 0:  # no whole line in the block
+                if len(block) > MAX_LINE_BYTES:
+                    reading.too_long(before + 1)
+                    return
+                size = min(size * 2, MAX_LINE_BYTES + 1)
+                continue
             before += count
-            if count == 0:
-                size *= 2  # a line longer than the block
-            if seekable:
-                handle.seek(end - len(block), 1)
-                carry = b""
-            else:
-                carry = block[end:]
+            start += end
+
+
+def _line_end(block: bytes, index: int) -> int:
+    """Where line ``index`` (0-based) of ``block`` ends, after its newline."""
+    position = 0
+    for _ in range(index + 1):
+        position = block.index(b"\n", position) + 1
+    return position
+
+
+def _check_rows(rows: list[Row], block: bytes, eof: bool, before: int, reading: _FileReading) -> list[Row]:
+    """Each row's topic, partition and offset order (``_FileReading.record``); line numbers only on a problem.
+
+    The rows to hand on: all of them, or those up to the one that used up the file's problems.
+    """
+    stream, partition, order = reading.stream, reading.partition, reading.order_key
+    last = reading.last.get(order, -1)
+    expected = None if reading.log.prefix is None else reading.log.prefix + _TOPIC_SUFFIX.get(stream, "")
+    for row in rows:
+        if row[0] <= last or row[4] != expected or row[5] != partition:
+            break
+        last = row[0]
+    else:  # the common case: all in order and in place
+        reading.last[order] = last
+        return rows
+    lines = facts.split_lines(block, eof)[0]
+    numbers = [before + i + 1 for i, line in enumerate(lines) if line.strip()]
+    for kept, (number, row) in enumerate(zip(numbers, rows, strict=False), start=1):
+        reading.record(number, stream, row[4], row[5], row[0])
+        if reading.stopped():
+            return rows[:kept]
+    return rows
 
 
 # ---------------------------------------------------------------------------
@@ -221,14 +520,31 @@ class KcatSource:
     are not valid UTF-8. Lines are therefore read as UTF-8 with
     ``surrogateescape`` and strings re-encoded the same way, which gives back
     the exact stored bytes (see ``decode_kcat_bytes``).
+
+    The files are parsed once, on first use, into an index of where each
+    (stream, partition)'s lines are; ``records`` then reads and parses only
+    that partition's lines. Offsets must rise within each (stream,
+    partition) across the files in the order given: export each topic with
+    one ``kcat -C -J`` invocation. Damage is recorded as for a dump
+    (``dump_problems``).
     """
 
     files: list[Path]
     prefix: str
     torn_lines: list[TornLine] = field(default_factory=list)
+    _log: _ProblemLog = field(init=False, repr=False)
+    _index: dict[tuple[str, int], _Spans] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._log = _ProblemLog(self.torn_lines)
 
     def describe(self) -> str:
         return "kcat dump " + ", ".join(str(p) for p in self.files)
+
+    @property
+    def dump_problems(self) -> list[DumpProblem]:
+        """Damage found in the capture files (after the first ``partitions`` or ``records`` call)."""
+        return self._log.problems()
 
     def _stream_of(self, topic: str) -> str | None:
         mapping = {
@@ -238,10 +554,6 @@ class KcatSource:
             f"{self.prefix}.activity.deadletter": "deadletter",
         }
         return mapping.get(topic)
-
-    def _all(self) -> Iterator[StoredRecord]:
-        for path in self.files:
-            yield from _read_jsonl(path, "", self._parse, self.torn_lines, loads=_kcat_loads)
 
     def _parse(self, _stream: str, item: dict[str, Any]) -> StoredRecord:
         stream = self._stream_of(item["topic"]) or ""
@@ -256,20 +568,67 @@ class KcatSource:
             headers=tuple(_kcat_headers(item.get("headers"))),
         )
 
+    def _indexed(self) -> dict[tuple[str, int], _Spans]:
+        """(stream, partition) -> where its lines are; built by one pass over the files."""
+        if self._index is None:
+            index: dict[tuple[str, int], _Spans] = {}
+            last: dict[tuple[str, int], int] = {}
+            for number, path in enumerate(self.files):
+                reading = _FileReading(self._log, path)
+                reading.last = last  # offsets rise per (stream, partition) across the files
+                for position, length, record in _scan_jsonl(path, "", self._parse, reading, _kcat_loads):
+                    if record.stream:
+                        spans = index.get((record.stream, record.partition))
+                        if spans is None:
+                            spans = index[(record.stream, record.partition)] = _Spans()
+                        spans.add(number, position, length)
+            self._index = index
+        return self._index
+
     def partitions(self, stream: str) -> list[int]:
-        return sorted({r.partition for r in self._all() if r.stream == stream})
+        return sorted(partition for s, partition in self._indexed() if s == stream)
 
     def records(self, stream: str, partition: int, *, headers: bool = True) -> Iterator[StoredRecord]:
-        last = -1
-        for record in self._all():
-            if record.stream == stream and record.partition == partition:
-                if record.offset <= last:
-                    raise UnreadableInput(
-                        f"kcat dump lists {record.topic}[{partition}] offsets out of order ({record.offset} after {last}); "
-                        "export each topic with one kcat -C -J invocation"
-                    )
-                last = record.offset
-                yield record
+        spans = self._indexed().get((stream, partition))
+        if spans is None:
+            return
+        handles: dict[int, BinaryIO] = {}
+        try:
+            for number, position, length in spans:
+                handle = handles.get(number)
+                if handle is None:
+                    handle = _open_records_file(self.files[number])
+                    if handle is None:
+                        raise UnreadableInput(f"{self.files[number]} disappeared while it was read")
+                    handles[number] = handle
+                handle.seek(position)
+                line = handle.read(length)
+                try:
+                    yield self._parse("", _kcat_loads(line))
+                except (ValueError, KeyError, TypeError, binascii.Error, UnreadableInput):
+                    raise UnreadableInput(f"{self.files[number]} changed while it was read") from None
+        finally:
+            for handle in handles.values():
+                handle.close()
+
+
+class _Spans:
+    """Where one partition's lines are: (file number, position, length) each, in compact arrays."""
+
+    __slots__ = ("files", "lengths", "positions")
+
+    def __init__(self) -> None:
+        self.files = array("i")
+        self.positions = array("q")
+        self.lengths = array("q")
+
+    def add(self, file: int, position: int, length: int) -> None:
+        self.files.append(file)
+        self.positions.append(position)
+        self.lengths.append(length)
+
+    def __iter__(self) -> Iterator[tuple[int, int, int]]:
+        return zip(self.files, self.positions, self.lengths, strict=True)
 
 
 def decode_kcat_bytes(value: Any) -> bytes | None:
@@ -306,16 +665,38 @@ def _kcat_loads(line: bytes) -> Any:
     return json.loads(line.decode("utf-8", "surrogateescape"))
 
 
-def _read_jsonl(path: Path, stream: str, parse: Any, torn: list[TornLine], loads: Any = orjson.loads) -> Iterator[StoredRecord]:
+def _bounded_lines(handle: BinaryIO) -> Iterator[tuple[int, int, bytes | None]]:
+    """(1-based number, position, line) of each line of a file, as iterating it gives them, but bounded.
+
+    A line (without its newline) longer than ``MAX_LINE_BYTES`` comes as None
+    and ends the iteration: it is never held whole.
+    """
+    position = 0
+    number = 0
+    while True:
+        line = handle.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+            yield number, position, None
+            return
+        yield number, position, line
+        position += len(line)
+
+
+def _scan_jsonl(
+    path: Path, stream: str, parse: Callable[[str, dict[str, Any]], StoredRecord], reading: _FileReading, loads: Any
+) -> Iterator[tuple[int, int, StoredRecord]]:
+    """(position, length, record) of each record line of a file, one line at a time; damage goes to ``reading``."""
     handle = _open_records_file(path)
     if handle is None:
         return
     with handle:
-        pending: tuple[int, bytes] | None = None
-        for number, line in enumerate(handle, start=1):
-            if pending is not None:
-                # A bad line followed by more lines is corruption, not truncation.
-                raise UnreadableInput(f"{path}:{pending[0]} is not a valid record line")
+        for number, position, line in _bounded_lines(handle):
+            if line is None:
+                reading.too_long(number)
+                return
             if not line.strip():
                 continue
             try:
@@ -323,15 +704,37 @@ def _read_jsonl(path: Path, stream: str, parse: Any, torn: list[TornLine], loads
                 if not isinstance(item, dict):
                     raise ValueError("not an object")
                 record = parse(stream, item)
-            except (ValueError, KeyError, TypeError, binascii.Error):
+            except (ValueError, KeyError, TypeError, binascii.Error, UnreadableInput):
+                # Only the last line of a file can lack its newline: a torn copy.
                 if not line.endswith(b"\n"):
-                    torn.append(TornLine(str(path), number))
+                    reading.torn(number)
                     return
-                pending = (number, line)
+                reading.corrupted(number)  # a damaged line: skipped
+                if reading.stopped():
+                    return
                 continue
-            yield record
-        if pending is not None:
-            if pending[0] >= 1 and not pending[1].endswith(b"\n"):
-                torn.append(TornLine(str(path), pending[0]))
+            if record.stream:
+                reading.record(number, record.stream, record.topic, record.partition, record.offset)
+            yield position, len(line), record
+            if reading.stopped():
                 return
-            raise UnreadableInput(f"{path}:{pending[0]} is not a valid record line")
+
+
+def _read_jsonl(
+    path: Path,
+    stream: str,
+    parse: Callable[[str, dict[str, Any]], StoredRecord],
+    torn: list[TornLine],
+    loads: Any = orjson.loads,
+    *,
+    reading: _FileReading | None = None,
+) -> Iterator[StoredRecord]:
+    """The records of a JSONL file one line at a time: the reference for ``_read_dump_rows``.
+
+    Torn last lines go to ``torn``; every problem to ``reading`` (by default
+    one of its own, for a file of ``stream``).
+    """
+    if reading is None:
+        reading = _FileReading(_ProblemLog(torn), path, stream)
+    for _, _, record in _scan_jsonl(path, stream, parse, reading, loads):
+        yield record
