@@ -14,9 +14,15 @@ transactional id and aborts its open transaction; then the state is rebuilt
 from the committed journal and audit partitions (``core.rebuild``) and the
 consumer resumes at the committed offset.
 
-Error triage follows librdkafka's transactional producer contract:
+One partition, one owner: the newest instance wins. An instance that finds
+itself fenced (PRODUCER_FENCED / INVALID_PRODUCER_EPOCH, which librdkafka
+reports as ``_FENCED``, or TRANSACTIONAL_ID_AUTHORIZATION_FAILED) commits
+nothing more and stops with ``SchedulerFenced``; it never recreates its
+producer, which would fence the newer instance in turn (ping-pong).
+
+Error triage otherwise follows librdkafka's transactional producer contract:
 retriable -> retry the same call; txn_requires_abort -> abort, rebuild state,
-rewind to the committed offset; fatal (e.g. fenced) or unknown -> recreate
+rewind to the committed offset; any other fatal or unknown error -> recreate
 the producer and start over, a bounded number of times.
 """
 
@@ -55,6 +61,33 @@ class SchedulerFailed(BernsteinError):
     """The scheduler could not make progress (Kafka fatal errors kept recurring)."""
 
     code = "E_SCHEDULER_FAILED"
+
+
+class SchedulerFenced(BernsteinError):
+    """Another scheduler instance took the partition over (or the broker refused this one its transactional id).
+
+    This instance has committed nothing since; it stops rather than fence the other one back.
+    """
+
+    code = "E_SCHEDULER_FENCED"
+
+    def __init__(self, message: str, *, partition: int, transactional_id: str, error: str) -> None:
+        super().__init__(message)
+        self.partition = partition
+        self.transactional_id = transactional_id
+        self.error = error
+
+
+_FENCING: Final = frozenset(
+    {
+        KafkaError._FENCED,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+        KafkaError.FENCED_INSTANCE_ID,
+        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    }
+)
+"""Errors that mean another instance owns the partition now, or this one may not own it (never retried)."""
 
 
 class _Abort(Exception):
@@ -193,6 +226,10 @@ class SchedulerShell:
         self._state: Any = None
         """The core's state: a SchedulerState (Python core) or a native handle."""
         self._last_progress = time.monotonic()
+        self._txn_began: float | None = None
+        """When the newest transaction began (monotonic), to tell a takeover from this instance's own timeout."""
+        self._txn_timeout_s = _TXN_TIMEOUT_S
+        """The producer's transaction.timeout.ms, in seconds (set with the producer)."""
         self._topic_of = {stream: topics.by_stream(stream.value) for stream in Stream}
         self._topics = tuple(self._topic_of[stream] for stream in (_JOURNAL, _REFUSALS, Stream.AUDIT, _DEADLETTER))
         self._native = core if isinstance(core, NativeSchedulerCore) else None
@@ -205,8 +242,17 @@ class SchedulerShell:
         self._stop = True
 
     def run(self, *, until: Callable[[Counters], bool] | None = None, idle_exit: float | None = None) -> Counters:
-        """Process until stopped, until ``until(counters)`` holds, or after ``idle_exit`` idle seconds."""
-        self._start()
+        """Process until stopped, until ``until(counters)`` holds, or after ``idle_exit`` idle seconds.
+
+        Raises ``SchedulerFenced`` when another instance took the partition over (nothing more is
+        committed by this one), ``SchedulerFailed`` when Kafka errors keep recurring.
+        """
+        try:
+            self._start()
+        except KafkaException as exc:
+            self._close()
+            self._raise_if_fenced(exc)
+            raise
         idle_since = time.monotonic()
         try:
             while not self._stop:
@@ -218,6 +264,7 @@ class SchedulerShell:
                     self._recover(abortable=True)
                     continue
                 except KafkaException as exc:
+                    self._raise_if_fenced(exc)
                     self._log(f"fatal Kafka error, recreating the producer: {exc}")
                     self._recover(abortable=False)
                     continue
@@ -229,6 +276,9 @@ class SchedulerShell:
                 if self.progress is not None and now - self._last_progress >= self.options.progress_every:
                     self._report()
             self._settle_quietly()
+        except KafkaException as exc:  # e.g. from a recovery's own calls
+            self._raise_if_fenced(exc)
+            raise
         finally:
             self._close()
         if self.progress is not None:
@@ -262,11 +312,65 @@ class SchedulerShell:
                 pass
             self._consumer = None
         if self._producer is not None:
-            self._producer.flush(5)
+            try:
+                self._producer.flush(5)
+            except KafkaException:
+                pass  # a fenced or otherwise failed producer has nothing left to deliver
             self._producer = None
 
+    # -- fencing ---------------------------------------------------------------------
+
+    def _raise_if_fenced(self, exc: BaseException) -> None:
+        """Raise ``SchedulerFenced`` when ``exc`` says another instance owns the partition now."""
+        error = exc.args[0] if exc.args else None
+        if not isinstance(error, KafkaError):
+            return
+        if error.code() == KafkaError._FATAL:
+            # produce() on a producer that already failed fatally says only "Fatal error"; the
+            # transactional API names the cause (it fails at once, without a request, once fatal)
+            error = self._fatal_cause() or error
+        if error.code() not in _FENCING:
+            return
+        self._producer = None  # never flushed, aborted or reused: it may commit nothing more
+        raise SchedulerFenced(
+            self._fenced_message(error), partition=self.partition, transactional_id=self.transactional_id, error=error.name()
+        ) from exc
+
+    def _fatal_cause(self) -> KafkaError | None:
+        producer = self._producer
+        if producer is None:
+            return None
+        try:
+            producer.abort_transaction(0.1)
+        except KafkaException as exc:
+            cause = exc.args[0] if exc.args else None
+            return cause if isinstance(cause, KafkaError) else None
+        return None
+
+    def _fenced_message(self, error: KafkaError) -> str:
+        partition, txn_id = self.partition, self.transactional_id
+        if error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+            return (
+                f"partition {partition}: the broker does not let this instance use transactional id {txn_id} "
+                f"({error.name()}); this instance stops. Grant it Write and Describe on that transactional id"
+            )
+        message = (
+            f"partition {partition} is now owned by another scheduler instance (transactional id {txn_id}); "
+            f"this instance stops ({error.name()}: nothing more was committed by it)"
+        )
+        began = self._txn_began
+        if began is not None and time.monotonic() - began >= self._txn_timeout_s:
+            message += (
+                f". Its last transaction had been open {time.monotonic() - began:.0f}s, longer than "
+                f"transaction.timeout.ms ({self._txn_timeout_s:.0f}s): if the process was paused and no other "
+                "instance runs, the broker aborted that transaction; start the scheduler again"
+            )
+        return message
+
     def _new_producer(self) -> Any:
-        producer = Producer(transactional_producer_config(self.bootstrap, self.transactional_id))
+        config = transactional_producer_config(self.bootstrap, self.transactional_id)
+        self._txn_timeout_s = int(config.get("transaction.timeout.ms", 60000)) / 1000
+        producer = Producer(config)
         if self._txn is None or self._txn.stuck:
             self._txn = _TxnCaller()
         self._retrying(lambda: producer.init_transactions(_TXN_TIMEOUT_S), "init_transactions")
@@ -317,6 +421,7 @@ class SchedulerShell:
             try:
                 self._retrying(lambda: self._producer.abort_transaction(_TXN_TIMEOUT_S), "abort_transaction")
             except KafkaException as exc:
+                self._raise_if_fenced(exc)
                 self._log(f"abort failed ({exc}); recreating the producer")
                 abortable = False
         if not abortable:
@@ -359,6 +464,7 @@ class SchedulerShell:
         metadata = self._consumer.consumer_group_metadata()
         try:
             producer.begin_transaction()
+            self._txn_began = time.monotonic()
             if native is not None:
                 tallies = native.produce_planned(producer, self._topics, partition)
             else:
@@ -475,6 +581,7 @@ class SchedulerShell:
         try:
             self._settle()
         except (_Abort, KafkaException) as exc:
+            self._raise_if_fenced(exc)
             self._log(f"the last transaction did not commit ({exc}); its input will be processed again on restart")
 
     def _raise_for(self, exc: KafkaException) -> NoReturn:

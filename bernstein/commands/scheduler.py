@@ -1,4 +1,11 @@
-"""``bernstein scheduler run``: one deterministic scheduler per input partition."""
+"""``bernstein scheduler run``: one deterministic scheduler per input partition.
+
+Exit codes: 0 after a clean stop (SIGTERM/SIGINT, ``--idle-exit``); 3 on a usage,
+configuration or service error, or when Kafka errors keep recurring
+(``E_SCHEDULER_FAILED``); ``EXIT_FENCED`` (5) when another instance took the
+partition over: this one committed nothing more and stopped, and must not be
+restarted blindly (the newer instance owns the partition now).
+"""
 
 from __future__ import annotations
 
@@ -9,16 +16,19 @@ import subprocess
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import Final
 
 from bernstein.commands.common import UsageError, add_keys_flag, add_prefix_flag, command_group, keys_from, settings_from
 from consumers.core.model import SchedulerConfig
 from consumers.core.native import make_core
 from consumers.manifest import load_roles
-from consumers.shell import SchedulerShell, ShellOptions
+from consumers.shell import SchedulerFenced, SchedulerShell, ShellOptions
 from substrate.kafka import ensure_topics, partition_count, require_bootstrap
 from substrate.keys import InstallKeys
 
 DEFAULT_ROLES = Path("config") / "roles.toml"
+EXIT_FENCED: Final = 5
+"""Another scheduler instance owns the partition now; this one stopped (see the module doc)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -27,7 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "run",
         help="validate, chain, refuse and audit one partition of submissions (exactly once)",
         description="Consume <prefix>.activity.submissions (read_committed) and write journal, refusals, "
-        "audit and dead letters in one Kafka transaction per batch. Stops cleanly on SIGTERM/SIGINT.",
+        "audit and dead letters in one Kafka transaction per batch. Stops cleanly on SIGTERM/SIGINT. "
+        f"Exits {EXIT_FENCED} when a newer instance took the partition over (one owner per partition).",
     )
     add_prefix_flag(run)
     add_keys_flag(run)
@@ -90,7 +101,11 @@ def _run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    shell.run(idle_exit=args.idle_exit)
+    try:
+        shell.run(idle_exit=args.idle_exit)
+    except SchedulerFenced as exc:
+        print(f"bernstein: error: {exc.message}", file=sys.stderr)
+        return EXIT_FENCED
     return 0
 
 
@@ -113,4 +128,6 @@ def _supervise(args: argparse.Namespace, partitions: int) -> int:
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
     codes = [child.wait() for child in children]
-    return max(codes) if any(codes) else 0
+    # a child that failed outright matters more than one that was fenced (a newer instance runs there)
+    failures = [code for code in codes if code not in (0, EXIT_FENCED)]
+    return max(failures) if failures else max(codes)
