@@ -220,8 +220,12 @@ class OriginPolicy:
         """Is ``origin`` on the list at all (the driver's per-request test; addresses are pinned at launch)."""
         return origin in self.allowed
 
-    def check(self, url: str) -> Origin:
-        """Return the URL's origin, or raise ``TargetRefused`` (see the class docstring for the order)."""
+    def check(self, url: str, *, resolve_names: bool = True) -> Origin:
+        """Return the URL's origin, or raise ``TargetRefused`` (see the class docstring for the order).
+
+        ``resolve_names=False`` skips the last step, for a browser whose
+        allowed host names are already pinned to vetted addresses (``vet``).
+        """
         origin = parse_origin(url)
         if origin in self.explicit:
             return origin
@@ -239,22 +243,37 @@ class OriginPolicy:
                 code=TargetCode.ORIGIN_NOT_ALLOWED,
                 url=url,
             )
-        public_addresses(origin, url=url, resolve=self._resolve)
+        if resolve_names:
+            public_addresses(origin, url=url, resolve=self._resolve)
         return origin
 
     def vet(self) -> dict[Origin, list[str]]:
-        """Every allowed origin with the addresses it may be reached at (explicit origins: resolved as they are).
+        """Every allowed origin with the addresses it may be reached at (resolved once, to pin them).
 
-        Raises ``TargetRefused`` when an allowed (non-explicit) origin resolves
-        to a non-public address, before any browser starts.
+        An explicit origin's host is resolved as it is; any other must resolve
+        to public addresses only. Raises ``TargetRefused`` (PRIVATE_ADDRESS,
+        UNRESOLVABLE_HOST) before any browser starts.
         """
         vetted: dict[Origin, list[str]] = {}
         for origin in sorted(self.allowed):
-            if origin in self.explicit:
-                literal = origin.literal_ip
-                vetted[origin] = [str(literal)] if literal is not None else []
-            else:
+            if origin not in self.explicit:
                 vetted[origin] = public_addresses(origin, url=str(origin), resolve=self._resolve)
+                continue
+            literal = origin.literal_ip
+            if literal is not None:
+                vetted[origin] = [str(literal)]
+                continue
+            try:
+                addresses = (self._resolve or system_resolve)(origin.host, origin.port)
+            except (OSError, UnicodeError) as exc:
+                raise TargetRefused(
+                    f"cannot resolve host {origin.host!r}: {exc}", code=TargetCode.UNRESOLVABLE_HOST, url=str(origin)
+                ) from None
+            if not addresses:
+                raise TargetRefused(
+                    f"host {origin.host!r} resolves to no address", code=TargetCode.UNRESOLVABLE_HOST, url=str(origin)
+                )
+            vetted[origin] = addresses
         return vetted
 
     def describe(self) -> str:

@@ -13,7 +13,8 @@ Public API::
     session = ComputerUseSession(run_id, "browser-0", keys=keys, store=emitter.store,
                                  publisher=EmitterPublisher(emitter), worker_id="navigator@host",
                                  worktree=Path("."))
-    outcome = session.run(ScriptedAgent(load_flow(path, base_url=url)), PlaywrightDriver.factory())
+    policy = OriginPolicy.from_urls(url, allow=["http://127.0.0.1:8000"])   # producers.netpolicy
+    outcome = session.run(ScriptedAgent(load_flow(path, base_url=url)), PlaywrightDriver.factory(policy=policy))
     result = replay_run(run_id, source=KafkaSource(...), cas=store, trusted=trusted)
 
 Modules, one job each: ``boundary`` (the driver/agent contract and the
@@ -67,6 +68,7 @@ from producers.computer_use.errors import (
     FlowError,
     InvalidAction,
     MalformedSessionDocument,
+    NavigationRefused,
     ReplayNotFound,
     SessionRefused,
 )
@@ -138,6 +140,7 @@ __all__ = [
     "FlowError",
     "Frame",
     "InvalidAction",
+    "NavigationRefused",
     "LineageEnvelope",
     "MalformedSessionDocument",
     "ObservationHashes",

@@ -1,11 +1,18 @@
 """``bernstein browser run`` and ``bernstein browser replay``.
 
     bernstein browser run --flow FLOW.json --url URL --run RUN --session SESSION
-        [--role navigator] [--adapter playwright] [--keys-dir DIR] [--worktree DIR]
+        [--allow-origin ORIGIN ...] [--role navigator] [--adapter playwright] [--keys-dir DIR] [--worktree DIR]
         [--timeout S] [--action-timeout S] [--byte-cap N] [--max-actions N]
         [--producer-id ID] [--prefix P] [--json]
     bernstein browser replay RUN [--session S] [--from kafka|DUMP] [--cas s3|none|DIR]
         [--trusted-keys FILE] [--keys-dir DIR] [--prefix P] [--json]
+
+The browser reaches only the session's origins: ``--url``'s origin (if its
+host is public) and each ``--allow-origin`` (exactly that scheme, host and
+port, which may be private: a local test server). Everything else -- other
+origins, ``file:``, private / loopback / link-local addresses -- is refused
+at the step that tries it (``NAVIGATION_REFUSED``, the session ends
+``refused``); see ``producers.netpolicy`` and docs/computer_use.md.
 
 ``run`` exit codes: 0 the session ended ok (every action and the result
 published); 3 it was refused before anything started (incapable adapter, bad
@@ -40,6 +47,7 @@ from producers.computer_use.capability import CapabilityRefusal, require_compute
 from producers.computer_use.errors import FlowError, ReplayNotFound
 from producers.computer_use.replay import ReplayResult, render_lines, replay_run, replay_sessions
 from producers.computer_use.session import DEFAULT_MAX_ACTIONS, ActionPublisher, ComputerUseSession, SessionOutcome
+from producers.netpolicy import OriginPolicy, TargetRefused
 from substrate.cas import BlobStore
 from substrate.keys import InstallKeys
 
@@ -65,7 +73,19 @@ def register(subparsers: Any) -> None:
         "ends with one browser activity result naming the head anchor.",
     )
     run.add_argument("--flow", type=Path, required=True, help="flow file (JSON list of actions)")
-    run.add_argument("--url", default="", help="base URL substituted for {url} in the flow's targets")
+    run.add_argument(
+        "--url",
+        default="",
+        help="base URL substituted for {url} in the flow's targets; its origin is the session's (public hosts only)",
+    )
+    run.add_argument(
+        "--allow-origin",
+        dest="allow_origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="also allow this exact origin (scheme://host:port), even on a private or loopback address; repeatable",
+    )
     run.add_argument("--run", dest="run_id", required=True, metavar="RUN", help="run id to publish into")
     run.add_argument("--session", dest="session_id", required=True, metavar="SESSION", help="session id (= the browser stage id)")
     run.add_argument("--role", default="navigator", help="role publishing the session (default: navigator)")
@@ -135,9 +155,13 @@ def _run(args: argparse.Namespace) -> int:
     from producers.emitter import Emitter
     from substrate.config import Settings
 
+    try:
+        policy = session_policy(args)
+    except TargetRefused as exc:
+        return _refused(exc.code, exc.message, sys.stderr)
     keys = keys_from(args)
     producer_id = args.producer_id or default_producer_id()
-    factory = PlaywrightDriver.factory(action_timeout_ms=int(args.action_timeout * 1000))
+    factory = PlaywrightDriver.factory(policy=policy, action_timeout_ms=int(args.action_timeout * 1000))
     with Emitter.from_settings(Settings.load(prefix=args.prefix), producer_id=producer_id) as emitter:
         return execute_run(
             args,
@@ -147,6 +171,11 @@ def _run(args: argparse.Namespace) -> int:
             driver_factory=factory,
             producer_id=producer_id,
         )
+
+
+def session_policy(args: argparse.Namespace) -> OriginPolicy:
+    """``--url``'s origin plus every ``--allow-origin`` (raises ``TargetRefused`` for a non-http(s) one)."""
+    return OriginPolicy.from_urls(args.url, getattr(args, "allow_origin", None) or ())
 
 
 def execute_run(
@@ -165,6 +194,7 @@ def execute_run(
     err = err or sys.stderr
     try:
         require_computer_use_capable(args.adapter)
+        policy = session_policy(args)
         actions = load_flow(args.flow, base_url=args.url)
         session = ComputerUseSession(
             args.run_id,
@@ -179,10 +209,11 @@ def execute_run(
             byte_cap=args.byte_cap,
             max_actions=args.max_actions,
             timeout=args.timeout,
+            navigation=policy,
         )
     except CapabilityRefusal as exc:
         return _refused(exc.code, exc.message, err, suggested=exc.suggested_adapters)
-    except (FlowError, ActivityRejected) as exc:
+    except (FlowError, ActivityRejected, TargetRefused) as exc:
         return _refused(exc.code, exc.message, err)
     except ValueError as exc:
         return _refused("INVALID_ARGUMENT", str(exc), err)

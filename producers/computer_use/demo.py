@@ -42,7 +42,10 @@ def browser_demo_stage(
     ``outcome.action_count``, ``outcome.head_anchor``, ``outcome.result_landed``).
     """
     from producers.computer_use.playwright_driver import PlaywrightDriver
+    from producers.netpolicy import OriginPolicy
 
+    # the demo site runs on loopback: its exact origin is allowed explicitly, nothing else is
+    policy = OriginPolicy.from_urls(site_url, allow=[site_url])
     secret = password if password is not None else secrets.token_urlsafe(18)
     actions = load_flow(flow, base_url=site_url, env={PASSWORD_ENV: secret})
     session = ComputerUseSession(
@@ -55,4 +58,4 @@ def browser_demo_stage(
         worktree=workdir,
         role=role,
     )
-    return session.run(ScriptedAgent(actions), PlaywrightDriver.factory())
+    return session.run(ScriptedAgent(actions), PlaywrightDriver.factory(policy=policy))

@@ -9,7 +9,8 @@ Tree (all under ``schemas.errors.BernsteinError``)::
     ├── SessionRefused                  a policy stopped the session; it is recorded as a refused result
     │   ├── ActionByteCapExceeded       the run's screenshot byte cap would be crossed (budget.py)
     │   ├── ActionLimitExceeded         the session's action budget is spent
-    │   └── InvalidAction               the agent proposed an action the boundary cannot anchor
+    │   ├── InvalidAction               the agent proposed an action the boundary cannot anchor
+    │   └── NavigationRefused           a navigation (or a redirect / page navigation it led to) outside the session's origins
     ├── FlowError                       a scripted agent's flow file is malformed (agents.py)
     └── ReplayNotFound                  the run holds no such browser session (replay.py)
     MalformedSessionDocument            (a MalformedInput) bytes that are not a session document / action log
@@ -75,6 +76,36 @@ class InvalidAction(SessionRefused):
 
     def evidence(self) -> dict[str, str | int]:
         facts: dict[str, str | int] = {"code": self.code, "field": self.field}
+        if self.index is not None:
+            facts["at_action"] = self.index
+        return facts
+
+
+class NavigationRefused(SessionRefused):
+    """The browser was asked to go where the session's origin policy forbids (``producers.netpolicy``).
+
+    Raised at the boundary for a ``navigate`` action (before it is anchored:
+    ``at_action`` is the refused action's index, which no record holds), or by
+    the driver when an action led the page to a forbidden origin (a redirect,
+    a script's ``window.location``): the request was aborted before any
+    connection, and ``at_action`` is the anchored action that led there.
+    ``policy`` is the ``TargetCode`` (SCHEME_NOT_ALLOWED, PRIVATE_ADDRESS,
+    ORIGIN_NOT_ALLOWED, ...); ``via`` says where it was caught: ``action``
+    (the agent's own target), ``redirect`` or ``page``.
+    """
+
+    code: ClassVar[str] = "NAVIGATION_REFUSED"
+    reason_code: ClassVar[str] = "navigation_refused"
+
+    def __init__(self, message: str, *, policy: str, url: str, via: str, index: int | None = None) -> None:
+        super().__init__(message)
+        self.policy = policy
+        self.url = url
+        self.via = via
+        self.index = index
+
+    def evidence(self) -> dict[str, str | int]:
+        facts: dict[str, str | int] = {"code": self.code, "policy": self.policy, "via": self.via, "url": self.url[:2048]}
         if self.index is not None:
             facts["at_action"] = self.index
         return facts

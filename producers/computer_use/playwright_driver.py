@@ -14,6 +14,35 @@ else -> ``ACTION_FAILED``; launch problems -> ``BROWSER_LAUNCH_FAILED``.
 Messages keep only Playwright's first line, with the action's raw value
 scrubbed, so a typed secret cannot reach a log through an error.
 
+Where the browser may go is the session's ``OriginPolicy`` (``producers.
+netpolicy``), enforced twice, below the agent:
+
+* Chromium's own resolver is given ``--host-resolver-rules`` that map each
+  allowed origin (host *and* port) to the address vetted at launch and
+  every other host, IP literals included, to "not found": no connection to
+  anything else can even start, whatever asks for it (a redirect hop, a
+  subresource, ``window.location``, a prefetch), and an allowed host name
+  cannot be rebound to another address by DNS;
+* every request and WebSocket goes through ``context.route`` /
+  ``route_web_socket``, which aborts (``blockedbyclient``) anything whose
+  scheme or origin the policy refuses before it is sent; service workers
+  are blocked so none can bypass the routes. Redirect hops are not routed
+  by Playwright, so they are seen through the ``request`` event (and were
+  already stopped by the resolver rules).
+
+Every refused request is kept in ``blocked``. When an action led the page's
+main frame to a refused URL (a redirect, a script's navigation), ``perform``
+raises ``NavigationRefused`` (the session ends ``refused``); a refused
+subresource only fails to load. A ``navigate`` to a refused URL is refused
+before ``goto`` (the session's boundary refuses it even earlier).
+
+Chromium's sandbox is on, except as root, where Chromium refuses to start
+with it ("Running as root without --no-sandbox is not supported"): CI and
+this project's containers run as root, so there ``--no-sandbox`` is passed;
+``BERNSTEIN_CHROMIUM_NO_SANDBOX=1`` forces it for a container without user
+namespaces. Run browser workers as an unprivileged user that cannot read the
+keys directory, and the sandbox is used.
+
 Screenshots are of the viewport, with animations disabled, the caret hidden,
 and every field the session has typed into masked (painted over), so a
 value typed into an unmasked text field does not reach the CAS as pixels
@@ -30,21 +59,26 @@ most 60000), ``submit`` (click, then wait for the resulting page to load).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from playwright.sync_api import BrowserContext, Page, Playwright, sync_playwright
+from playwright.sync_api import BrowserContext, Page, Playwright, Request, Route, WebSocketRoute, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from producers.computer_use.boundary import DriverFactory, Frame, ProposedAction
+from producers.computer_use.errors import NavigationRefused
 from producers.computer_use.terminal import ComputerUseDriverError, ComputerUseTerminalState, DriverFault
+from producers.netpolicy import Origin, OriginPolicy, TargetRefused
 
 DEFAULT_CHROMIUM: Final = "/usr/bin/chromium"
+NO_SANDBOX_ENV: Final = "BERNSTEIN_CHROMIUM_NO_SANDBOX"
+LOCAL_SCHEMES: Final = frozenset({"data", "blob"})
+"""Schemes a page may use for subresources without any network (never for a top-level navigation)."""
 CHROMIUM_ARGS: Final = (
-    "--no-sandbox",
     "--disable-gpu",
     "--disable-quic",
     "--no-first-run",
@@ -63,6 +97,37 @@ def chromium_path() -> str:
     return os.environ.get("BERNSTEIN_CHROMIUM") or DEFAULT_CHROMIUM
 
 
+def sandbox_args() -> list[str]:
+    """``--no-sandbox`` only where Chromium cannot start with its sandbox (as root, or when forced)."""
+    forced = os.environ.get(NO_SANDBOX_ENV, "") == "1"
+    return ["--no-sandbox"] if forced or os.geteuid() == 0 else []
+
+
+def host_resolver_rules(pins: Mapping[Origin, list[str]]) -> str:
+    """Chromium resolver rules: each allowed host:port to its vetted address, everything else not found."""
+    rules = []
+    for origin, addresses in sorted(pins.items()):
+        host = f"[{origin.host}]" if ":" in origin.host else origin.host
+        address = addresses[0]
+        target = f"[{address}]" if ":" in address else address
+        rules.append(f"MAP {host}:{origin.port} {target}:{origin.port}")
+    rules.append("MAP * ~NOTFOUND")
+    return ", ".join(rules)
+
+
+@dataclass(frozen=True, slots=True)
+class BlockedRequest:
+    """A request the origin policy refused (aborted before it was sent, or unresolvable by the rules)."""
+
+    url: str
+    policy: str
+    """The ``TargetCode`` that refused it."""
+    navigation: bool
+    """A navigation of the page's main frame (it ends the session); otherwise a subresource or subframe."""
+    redirect: bool
+    """The hop of a redirect."""
+
+
 class PlaywrightDriver:
     """A ``BrowserDriver`` over one persistent Chromium context (one profile directory)."""
 
@@ -73,11 +138,19 @@ class PlaywrightDriver:
         context: BrowserContext,
         *,
         owned: Playwright | None,
+        policy: OriginPolicy,
         action_timeout_ms: int = DEFAULT_ACTION_TIMEOUT_MS,
         navigation_timeout_ms: int = DEFAULT_NAVIGATION_TIMEOUT_MS,
     ) -> None:
         self.context = context
+        self.navigation_policy = policy
+        """The session's origin policy (the session's boundary reads it too)."""
+        self.blocked: list[BlockedRequest] = []
+        """Every request the policy refused, in order."""
         self._owned = owned
+        context.on("request", self._on_request)
+        context.route("**/*", self._route)
+        context.route_web_socket("**/*", self._route_web_socket)
         self._action_timeout = action_timeout_ms
         self._navigation_timeout = navigation_timeout_ms
         context.set_default_timeout(action_timeout_ms)
@@ -91,6 +164,7 @@ class PlaywrightDriver:
         cls,
         profile_dir: Path,
         *,
+        policy: OriginPolicy,
         playwright: Playwright | None = None,
         executable_path: str | None = None,
         headless: bool = True,
@@ -98,7 +172,17 @@ class PlaywrightDriver:
         action_timeout_ms: int = DEFAULT_ACTION_TIMEOUT_MS,
         navigation_timeout_ms: int = DEFAULT_NAVIGATION_TIMEOUT_MS,
     ) -> PlaywrightDriver:
-        """Start Chromium on ``profile_dir``; with ``playwright`` None this driver owns its own Playwright."""
+        """Start Chromium on ``profile_dir``, reaching only ``policy``'s origins.
+
+        With ``playwright`` None this driver owns its own Playwright. Raises
+        ``NavigationRefused`` (via ``launch``) when an allowed origin cannot be
+        vetted (a name resolving to a private address), before Chromium starts.
+        """
+        try:
+            pins = policy.vet()
+        except TargetRefused as exc:
+            raise NavigationRefused(exc.message, policy=exc.code, url=exc.url, via="launch") from None
+        args = [*sandbox_args(), *CHROMIUM_ARGS, f"--host-resolver-rules={host_resolver_rules(pins)}"]
         owned: Playwright | None = None
         try:
             if playwright is None:
@@ -107,9 +191,10 @@ class PlaywrightDriver:
                 str(profile_dir),
                 executable_path=executable_path or chromium_path(),
                 headless=headless,
-                args=list(CHROMIUM_ARGS),
+                args=args,
                 viewport={"width": viewport[0], "height": viewport[1]},
                 accept_downloads=False,
+                service_workers="block",
             )
         except PlaywrightError as exc:
             if owned is not None:
@@ -118,7 +203,21 @@ class PlaywrightDriver:
                 f"cannot start Chromium ({executable_path or chromium_path()}): {_first_line(exc)}",
                 fault=DriverFault.BROWSER_LAUNCH_FAILED,
             ) from exc
-        return cls(context, owned=owned, action_timeout_ms=action_timeout_ms, navigation_timeout_ms=navigation_timeout_ms)
+        try:
+            return cls(
+                context,
+                owned=owned,
+                policy=policy,
+                action_timeout_ms=action_timeout_ms,
+                navigation_timeout_ms=navigation_timeout_ms,
+            )
+        except PlaywrightError as exc:
+            _quietly(context.close)
+            if owned is not None:
+                _quietly(owned.stop)
+            raise ComputerUseDriverError(
+                f"cannot set up Chromium: {_first_line(exc)}", fault=DriverFault.BROWSER_LAUNCH_FAILED
+            ) from exc
 
     @classmethod
     def factory(cls, **options: Any) -> DriverFactory:
@@ -146,8 +245,14 @@ class PlaywrightDriver:
                 f"the playwright driver cannot perform {action.kind!r} actions", fault=DriverFault.ACTION_FAILED
             )
         fault = DriverFault.NAVIGATION_FAILED if action.kind == "navigate" else DriverFault.ACTION_FAILED
-        with _translated(fault, secret=action.value):
-            handler(action)
+        mark = len(self.blocked)
+        try:
+            with _translated(fault, secret=action.value):
+                handler(action)
+        except ComputerUseDriverError:
+            self._refuse_blocked_navigation(mark)  # a failure caused by the policy is a refusal, not a fault
+            raise
+        self._refuse_blocked_navigation(mark)
 
     def close(self) -> None:
         if self._closed:
@@ -175,7 +280,68 @@ class PlaywrightDriver:
         }
 
     def _navigate(self, action: ProposedAction) -> None:
+        try:
+            self.navigation_policy.check(action.target, resolve_names=False)
+        except TargetRefused as exc:
+            raise NavigationRefused(exc.message, policy=exc.code, url=action.target, via="action") from None
         self.page.goto(action.target, wait_until="load")
+
+    # -- the origin policy ---------------------------------------------------------------
+
+    def _verdict(self, url: str, *, navigation: bool) -> str | None:
+        """None if the policy lets ``url`` through, else the refusing ``TargetCode``."""
+        scheme = url.split(":", 1)[0].lower()
+        if scheme in LOCAL_SCHEMES and not navigation:
+            return None
+        try:
+            self.navigation_policy.check(url, resolve_names=False)
+        except TargetRefused as exc:
+            return exc.code
+        return None
+
+    def _is_main_navigation(self, request: Request) -> bool:
+        try:
+            return request.is_navigation_request() and request.frame == self.page.main_frame
+        except PlaywrightError:
+            return False
+
+    def _on_request(self, request: Request) -> None:
+        """Every request, redirect hops included (which ``route`` never sees): record the refused ones."""
+        navigation = self._is_main_navigation(request)
+        verdict = self._verdict(request.url, navigation=navigation)
+        if verdict is not None:
+            redirect = request.redirected_from is not None
+            self.blocked.append(BlockedRequest(request.url, verdict, navigation, redirect))
+
+    def _route(self, route: Route) -> None:
+        """Abort, before it is sent, any request the policy refuses; let the rest through."""
+        request = route.request
+        if self._verdict(request.url, navigation=self._is_main_navigation(request)) is None:
+            route.continue_()
+        else:
+            route.abort("blockedbyclient")
+
+    def _route_web_socket(self, socket: WebSocketRoute) -> None:
+        url = socket.url
+        scheme, sep, rest = url.partition(":")
+        http_url = {"ws": "http", "wss": "https"}.get(scheme.lower(), scheme) + sep + rest
+        verdict = self._verdict(http_url, navigation=True)
+        if verdict is None:
+            socket.connect_to_server()
+        else:
+            self.blocked.append(BlockedRequest(url, verdict, navigation=False, redirect=False))
+            socket.close(code=1008, reason="refused by the session's origin policy")
+
+    def _refuse_blocked_navigation(self, mark: int) -> None:
+        for blocked in self.blocked[mark:]:
+            if blocked.navigation:
+                via = "redirect" if blocked.redirect else "page"
+                raise NavigationRefused(
+                    f"the page was led to {blocked.url!r} ({via}), which the session's origin policy refuses ({blocked.policy})",
+                    policy=blocked.policy,
+                    url=blocked.url,
+                    via=via,
+                )
 
     def _type(self, action: ProposedAction) -> None:
         if action.target not in self._typed_targets:

@@ -10,6 +10,8 @@ Per action (``record``), in this order:
 1. the driver's pre-action frame is normalised (``snapshot.normalise_snapshot``:
    stable text, typed values redacted) and shown to the agent, which decides;
 2. the proposal becomes the canonical action (its value only as a keyed digest);
+   a ``navigate`` whose target the session's origin policy refuses is
+   ``NavigationRefused`` here, before anything is stored or anchored;
 3. the screenshot is charged to the run's persisted byte cap (overflow raises
    ``ActionByteCapExceeded`` before anything is stored or anchored);
 4. screenshot and snapshot bytes go to the CAS (dedupe by hash);
@@ -27,6 +29,12 @@ anchored as that result's terminal state (``classify_terminal_state``) with a
 stable reason code, and returned in the ``SessionOutcome``. Capability gating
 runs before the driver factory is called, so an incapable adapter starts
 nothing.
+
+The origin policy (``producers.netpolicy.OriginPolicy``) is the
+``navigation`` argument, or else the driver's own ``navigation_policy`` (the
+Playwright driver always has one and enforces it on every request too). A
+driver without one (the in-memory fakes) reaches no network; the boundary
+then checks only what ``validate_proposal`` checks.
 """
 
 from __future__ import annotations
@@ -52,7 +60,7 @@ from producers.computer_use.boundary import (
 from producers.computer_use.budget import DEFAULT_RUN_BYTE_CAP, RunByteLedger
 from producers.computer_use.capability import require_computer_use_capable
 from producers.computer_use.document import ActionRecord, action_log_bytes, session_document
-from producers.computer_use.errors import ActionLimitExceeded, ComputerUseError, SessionRefused
+from producers.computer_use.errors import ActionLimitExceeded, ComputerUseError, NavigationRefused, SessionRefused
 from producers.computer_use.lineage import LineageBinding, lineage_entry, seal_lineage
 from producers.computer_use.profiles import prepare_profile, remove_profile
 from producers.computer_use.snapshot import normalise_snapshot
@@ -63,6 +71,7 @@ from producers.computer_use.terminal import (
     activity_terminal_state,
     classify_terminal_state,
 )
+from producers.netpolicy import OriginPolicy, TargetRefused
 from schemas import codec
 from schemas.records import ActivityKind, Observation, TerminalState
 from substrate.cas import BlobStore
@@ -162,6 +171,7 @@ class ComputerUseSession:
         max_actions: int = DEFAULT_MAX_ACTIONS,
         timeout: float | None = None,
         keep_profile: bool = False,
+        navigation: OriginPolicy | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         require_valid_ids(("run_id", run_id), ("session_id", session_id), ("role", role), ("worker_id", worker_id))
@@ -179,6 +189,8 @@ class ComputerUseSession:
         self.max_actions = max_actions
         self.timeout = timeout
         self.keep_profile = keep_profile
+        self.navigation = navigation
+        """The origin policy navigate actions are checked against (None: the driver's, if it has one)."""
         self.ledger = RunByteLedger(run_id, worktree=self.worktree, cap=byte_cap)
         self.genesis = genesis(run_id, session_id)
         self._clock = clock
@@ -210,9 +222,14 @@ class ComputerUseSession:
                 driver = driver_factory(profile)
             except ComputerUseDriverError as exc:
                 error, phase = exc, "launch"
+            except SessionRefused as exc:  # e.g. an allowed origin that resolves to a private address
+                error, phase = exc, "launch"
             except Exception as exc:  # noqa: BLE001 - a driver's foreign error is translated here
                 error, phase = _translated(exc, DriverFault.BROWSER_LAUNCH_FAILED), "launch"
             if driver is not None:
+                if self.navigation is None:
+                    policy = getattr(driver, "navigation_policy", None)
+                    self.navigation = policy if isinstance(policy, OriginPolicy) else None
                 error, phase = self._loop(agent, driver)
         finally:
             if driver is not None:
@@ -263,6 +280,10 @@ class ComputerUseSession:
                 driver.perform(proposed)
             except ComputerUseDriverError as exc:
                 return exc, "perform"
+            except NavigationRefused as exc:  # the action led the page where the policy forbids (a redirect, a script)
+                if exc.index is None:
+                    exc.index = len(self._records) - 1
+                return exc, "perform"
             except Exception as exc:  # noqa: BLE001
                 return _translated(exc, DriverFault.ACTION_FAILED), "perform"
 
@@ -284,6 +305,13 @@ class ComputerUseSession:
         if pending.index != index:
             raise ComputerUseError(f"observation {pending.index} is stale: the session is at action {index}")
         action = canonical_action(proposed, key=self.keys.audit.secret, index=index)
+        if action.kind == "navigate" and self.navigation is not None:
+            try:
+                self.navigation.check(action.target)
+            except TargetRefused as exc:
+                raise NavigationRefused(
+                    f"navigate action {index}: {exc.message}", policy=exc.code, url=action.target, via="action", index=index
+                ) from None
         hashes = pending.hashes
         self.ledger.charge(hashes.screenshot_hash, len(pending.screenshot), at_action=index)
         self.store.put(pending.screenshot)

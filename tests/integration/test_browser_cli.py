@@ -39,6 +39,8 @@ def test_run_replay_and_verify_from_the_command_line(
             str(SIGNUP_FLOW),
             "--url",
             url,
+            "--allow-origin",  # the local test server is on loopback: allowed by its exact origin
+            url,
             "--run",
             run_id,
             "--session",

@@ -10,6 +10,7 @@ from playwright.sync_api import sync_playwright
 from demo.site_server import serve
 from producers.computer_use import ProposedAction
 from producers.computer_use.playwright_driver import PlaywrightDriver
+from producers.netpolicy import OriginPolicy
 from schemas.canonical import sha256_digest
 from tests.integration.test_browser_kit import SITE, chromium_processes
 
@@ -23,7 +24,8 @@ def test_typed_fields_are_masked_in_later_screenshots(tmp_path: Path) -> None:
         for attempt, (name, password) in enumerate(
             (("Alice Example", "pw-first-0001"), ("Bob Q. Different-Name", "pw-second-002"))
         ):
-            driver = PlaywrightDriver.launch(tmp_path / f"profile-{attempt}", playwright=playwright)
+            policy = OriginPolicy.from_urls(url, allow=[url])
+            driver = PlaywrightDriver.launch(tmp_path / f"profile-{attempt}", policy=policy, playwright=playwright)
             try:
                 driver.perform(ProposedAction("navigate", f"{url}/signup.html"))
                 driver.perform(ProposedAction("type", "#name", name))

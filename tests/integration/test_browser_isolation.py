@@ -23,6 +23,7 @@ from producers.computer_use.agents import load_flow
 from producers.computer_use.fakes import InMemoryScheduler, RecordingPublisher
 from producers.computer_use.playwright_driver import PlaywrightDriver
 from producers.computer_use.profiles import prepare_profile
+from producers.netpolicy import OriginPolicy
 from schemas.records import TerminalState
 from substrate.cas import DirBlobStore
 from substrate.keys import InstallKeys, TrustedKeys, init_keys
@@ -48,14 +49,19 @@ def no_chromium_left(tmp_path: Path) -> object:
     assert chromium_processes(str(tmp_path)) == []
 
 
+def local(url: str) -> OriginPolicy:
+    """The local test server's exact origin, allowed explicitly (it is on loopback)."""
+    return OriginPolicy.from_urls(url, allow=[url])
+
+
 def test_two_concurrent_sessions_share_no_cookies(site: str, tmp_path: Path) -> None:
     # ids that sanitise alike ("iso.a" and "iso_a") still get disjoint profiles
     profile_a = prepare_profile("iso.a", worktree=tmp_path)
     profile_b = prepare_profile("iso_a", worktree=tmp_path)
     assert profile_a != profile_b and profile_a.name.split("-")[0] == profile_b.name.split("-")[0] == "iso_a"
     with sync_playwright() as playwright:
-        a = PlaywrightDriver.launch(profile_a, playwright=playwright)
-        b = PlaywrightDriver.launch(profile_b, playwright=playwright)
+        a = PlaywrightDriver.launch(profile_a, policy=local(site), playwright=playwright)
+        b = PlaywrightDriver.launch(profile_b, policy=local(site), playwright=playwright)
         try:
             assert len(chromium_processes(str(profile_a))) >= 1 and len(chromium_processes(str(profile_b))) >= 1  # both running
             for action in load_flow(SIGNUP_FLOW, base_url=site, env={"BERNSTEIN_SIGNUP_PASSWORD": "pw-isolation-1"}):
@@ -98,7 +104,7 @@ def test_two_full_sessions_run_at_once_in_threads(site: str, tmp_path: Path, key
             worktree=tmp_path / "worktree",
             keep_profile=True,
         )
-        outcomes[session_id] = session.run(Synchronised(actions), PlaywrightDriver.factory())
+        outcomes[session_id] = session.run(Synchronised(actions), PlaywrightDriver.factory(policy=local(site)))
 
     threads = [threading.Thread(target=work, args=(name, f"pw-{name}-0123")) for name in publishers]
     for thread in threads:
@@ -125,7 +131,7 @@ def test_a_missing_selector_is_anchored_as_a_timed_out_result(site: str, tmp_pat
     session = ComputerUseSession(
         "run-fault", "browser-0", keys=keys, store=store, publisher=publisher, worker_id="navigator@test", worktree=tmp_path / "w"
     )
-    outcome = session.run(ScriptedAgent(actions), PlaywrightDriver.factory(action_timeout_ms=400))
+    outcome = session.run(ScriptedAgent(actions), PlaywrightDriver.factory(policy=local(site), action_timeout_ms=400))
     assert outcome.terminal_state is ComputerUseTerminalState.TIMEOUT
     assert (outcome.activity_terminal_state, outcome.reason_code, outcome.action_count) == (
         TerminalState.TIMED_OUT,
@@ -154,7 +160,10 @@ def test_an_unreachable_page_and_a_missing_browser_are_driver_failures(tmp_path:
         worker_id="navigator@test",
         worktree=tmp_path / "w",
     )
-    outcome = session.run(ScriptedAgent([ProposedAction("navigate", "http://127.0.0.1:9/")]), PlaywrightDriver.factory())
+    closed_port = local("http://127.0.0.1:9")  # allowed, but nothing listens there
+    outcome = session.run(
+        ScriptedAgent([ProposedAction("navigate", "http://127.0.0.1:9/")]), PlaywrightDriver.factory(policy=closed_port)
+    )
     assert (outcome.terminal_state, outcome.reason_code) == (ComputerUseTerminalState.DRIVER_FAILURE, "navigation_failed")
 
     session = ComputerUseSession(
@@ -168,7 +177,7 @@ def test_an_unreachable_page_and_a_missing_browser_are_driver_failures(tmp_path:
     )
     outcome = session.run(
         ScriptedAgent([ProposedAction("navigate", "http://127.0.0.1:9/")]),
-        PlaywrightDriver.factory(executable_path="/nonexistent/chromium"),
+        PlaywrightDriver.factory(policy=closed_port, executable_path="/nonexistent/chromium"),
     )
     assert (outcome.terminal_state, outcome.reason_code, outcome.action_count) == (
         ComputerUseTerminalState.DRIVER_FAILURE,

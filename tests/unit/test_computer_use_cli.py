@@ -40,6 +40,7 @@ def run_args(tmp_path: Path, **changes: object) -> argparse.Namespace:
         "adapter": "playwright",
         "flow": flow,
         "url": "http://127.0.0.1:1",
+        "allow_origin": ["http://127.0.0.1:1"],  # a loopback origin must be allowed explicitly
         "run_id": "run-cli",
         "session_id": "browser-0",
         "role": "navigator",
@@ -89,6 +90,41 @@ def test_run_publishes_and_exits_0(tmp_path: Path, keys: InstallKeys, monkeypatc
     code, out, _ = run(tmp_path, keys, FakeDriver(frames()), RecordingPublisher(), json=True, session_id="browser-1")
     summary = json.loads(out)
     assert (summary["actions"], summary["terminal_state"], summary["reason_code"]) == (3, "completed", "ok")
+
+
+def test_allow_origin_is_parsed_and_repeatable() -> None:
+    parser = build_parser()
+    argv = ["browser", "run", "--flow", "f.json", "--url", "https://example.org/", "--run", "r", "--session", "s"]
+    assert parser.parse_args(argv).allow_origin == []
+    args = parser.parse_args([*argv, "--allow-origin", "http://127.0.0.1:8000", "--allow-origin", "http://10.0.0.7:80"])
+    assert args.allow_origin == ["http://127.0.0.1:8000", "http://10.0.0.7:80"]
+
+
+def test_a_loopback_url_not_allowed_explicitly_is_refused_at_the_navigate_step(
+    tmp_path: Path, keys: InstallKeys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLI_TEST_PASSWORD", "pw")
+    publisher = RecordingPublisher()
+    driver = FakeDriver(frames())
+    code, out, err = run(tmp_path, keys, driver, publisher, allow_origin=[], json=True)
+    assert code == EXIT_REFUSED
+    assert "browser session stopped: NAVIGATION_REFUSED: navigate action 0:" in err
+    assert "non-public address 127.0.0.1" in err
+    summary = json.loads(out)
+    assert (summary["actions"], summary["terminal_state"], summary["reason_code"]) == (0, "refused", "navigation_refused")
+    assert driver.performed == [] and publisher.actions == [] and len(publisher.results) == 1
+
+
+def test_a_non_http_allowed_origin_is_refused_before_anything_starts(
+    tmp_path: Path, keys: InstallKeys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLI_TEST_PASSWORD", "pw")
+    publisher = RecordingPublisher()
+    driver = FakeDriver(frames())
+    code, _, err = run(tmp_path, keys, driver, publisher, allow_origin=["file:///etc"])
+    assert code == EXIT_REFUSED
+    assert "browser refused: SCHEME_NOT_ALLOWED:" in err and "(nothing published)" in err
+    assert publisher.results == [] and driver.performed == []
 
 
 def test_a_driver_fault_is_published_and_exits_3(tmp_path: Path, keys: InstallKeys, monkeypatch: pytest.MonkeyPatch) -> None:
