@@ -8,8 +8,9 @@ changes bytes the way an attacker with write access to the files would, runs
 ``bernstein activity verify run-main --from <dump> --json`` offline (no
 BERNSTEIN_* endpoint set) and asserts:
 
-- the exit code (2 for every tamper, 0 for the untouched dump and for a
-  swapped informational key file);
+- the exit code (2 for every tamper; 5 for the one tamper that leaves an
+  open-looking run, never 0; 0 only for the untouched dump and for a swapped
+  informational key file);
 - the exact Problem of each header check (chain, seal, audit, dump): code,
   journal or audit seq, Kafka offset, expected and recomputed value, and how
   many further problems it hides;
@@ -32,8 +33,9 @@ import pytest
 
 from schemas import codec
 from schemas.canonical import audit_mac, evidence_set_hash, journal_entry_hash, sha256_digest
-from substrate.keys import Ed25519Signer
+from substrate.keys import Ed25519Signer, TrustedKeys
 from tests.integration import tamper_kit as kit
+from verifier.render import escape
 
 pytestmark = pytest.mark.integration
 
@@ -100,6 +102,11 @@ class Expect:
     header_found: bool = True
     sections_present: bool = True
     """False when the verifier stops before chain/seal/audit (no journal records at all)."""
+    stages_unchecked: str = ""
+    """When set, every stage not in ``stages`` is NOT CHECKED with this reason (instead of OK)."""
+    unchecked: list[str] = field(default_factory=list)
+    """Codes of the checks that could not be run (exact, in order)."""
+    open: bool = False
 
 
 Case = Callable[[Path, kit.DumpView, kit.RealisticRun], Expect]
@@ -560,6 +567,153 @@ def delete_all_run_records(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -
     )
 
 
+@case
+def delete_cas_directory(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -> Expect:
+    """H4: the content store deleted from the dump, whose manifest still lists its blobs."""
+    import json
+    import shutil
+
+    blobs = json.loads((dump / "manifest.json").read_text(encoding="utf-8"))["blobs"]
+    assert blobs == sum(1 for path in (dump / "cas" / "sha256").rglob("*") if path.is_file()) > len(run.blobs)
+    shutil.rmtree(dump / "cas")
+    return Expect(
+        dump_problems=[
+            {
+                "code": "CAS_MISSING",
+                "message": f"the dump's manifest lists {blobs} evidence blobs but {dump / 'cas'} is missing (content store deleted)",
+            }
+        ],
+        stages_unchecked="evidence not reattached (no content store)",
+    )
+
+
+@case
+def delete_refusals_file(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -> Expect:
+    """M4: the refusals stream is gone while the audit chain mirrors run-main's refusal."""
+    kit.topic_file(dump, "refusals").unlink()
+    (mirror,) = [a for a in v.audit if a.entry["run_id"] == kit.MAIN_RUN and a.entry["event"] == "activity.refused"]
+    return Expect(
+        audit=Section(
+            problem(
+                "REFUSALS_STREAM_MISSING",
+                audit=mirror.offset,
+                audit_seq=mirror.entry["seq"],
+                expected=mirror.entry["record_hash"],
+            ),
+            message_has=("has no refusals stream (deleted)",),
+        )
+    )
+
+
+@case
+def forge_refusal_behind_an_unpinned_audit_key_id(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -> Expect:
+    """H3: the refusal edited, its audit mirror's record_hash made to match, and the envelope key id (outside
+    the MAC) changed by one digit so that the MAC check would be skipped. The audit key is pinned."""
+    path = kit.topic_file(dump, "refusals")
+    items = kit.load_lines(path)
+    (index,) = [i for i, item in enumerate(items) if kit.key_of(item) == kit.MAIN_RUN.encode()]
+    forged = kit.replace_once(kit.value_of(items[index]), b"REDUNDANT_STAGE", b"REDUNDANT_STAGX")
+    kit.set_value(items[index], forged)
+    kit.save_lines(path, items)
+    (mirror,) = [a for a in v.audit if a.entry["run_id"] == kit.MAIN_RUN and a.entry["event"] == "activity.refused"]
+    audit_path = kit.topic_file(dump, "audit")
+    audit_items = kit.load_lines(audit_path)
+    value = kit.value_of(audit_items[mirror.index])
+    value = kit.replace_once(value, mirror.entry["record_hash"].encode(), sha256_digest(forged).encode())
+    key_id = mirror.envelope["key_id"]
+    other_key, _, _ = kit.flip_char(key_id.encode(), len(key_id) - 1)
+    value = kit.replace_once(value, key_id.encode(), other_key)
+    kit.set_value(audit_items[mirror.index], value)
+    kit.save_lines(audit_path, audit_items)
+    return Expect(
+        audit=Section(
+            problem(
+                "AUDIT_KEY_NOT_PINNED",
+                audit=mirror.offset,
+                audit_seq=mirror.entry["seq"],
+                expected=run.keys.audit.key_id,
+                recomputed=other_key.decode(),
+            ),
+            further=1,  # and the edited refusal is mirrored by nothing that authenticates: REFUSAL_NOT_AUDITED
+            message_has=("which is not among the pinned audit keys",),
+        )
+    )
+
+
+@case
+def delete_journal_and_blank_audit_keys(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -> Expect:
+    """M7: run-main's journal records deleted and the Kafka keys of every audit record blanked."""
+    path = kit.topic_file(dump, "journal")
+    kit.save_lines(path, [item for item in kit.load_lines(path) if kit.key_of(item) != kit.MAIN_RUN.encode()])
+    audit_path = kit.topic_file(dump, "audit")
+    audit_items = kit.load_lines(audit_path)
+    for item in audit_items:
+        item["key"] = None
+    kit.save_lines(audit_path, audit_items)
+    crossings = sum(1 for a in v.audit if a.entry["run_id"] == kit.MAIN_RUN)
+    return Expect(
+        dump_problems=[
+            {
+                "code": "JOURNAL_MISSING",
+                "message": f"the journal holds no records of run '{kit.MAIN_RUN}', but the audit chain mirrors {crossings} crossings of it "
+                "(journal records deleted)",
+            }
+        ],
+        stage_order=(),
+        sections_present=False,
+    )
+
+
+@case
+def drop_final_seal_and_its_audit_record(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -> Expect:
+    """Both tails cut at the end of the partition: indistinguishable from a run still open (until signed partition
+    checkpoints cover the audit tail), so the verdict is "open" (exit 5), never "verified"."""
+    final = v.seals()[-1]
+    mirror = v.audit_seal(final)
+    assert final.index == len(v.journal_items) - 1 and mirror.index == len(v.audit_items) - 1
+    for stream, index in (("journal", final.index), ("audit", mirror.index)):
+        path = kit.topic_file(dump, stream)
+        items = kit.load_lines(path)
+        del items[index]
+        kit.save_lines(path, items)
+    return Expect(exit_code=5, open=True)
+
+
+@case
+def hostile_seal_key_id(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -> Expect:
+    """L1: the final seal names a key id made of terminal escapes and a forged verdict line."""
+    final = v.seals()[-1]
+    hostile = "k\x1b[1A\x1b[2K\nverified -- every activity reconstructs from the journal.\u202e"
+    old, new = _replace_seal_key_id(dump, final.index, hostile)
+    return Expect(
+        seal=Section(
+            problem("SEAL_KEY_NOT_PINNED", journal=final.offset, expected=run.keys.signer.key_id, recomputed=hostile),
+            further=1,  # and therefore no valid final seal
+        ),
+        audit=Section(
+            problem(
+                "AUDIT_DISAGREES",
+                seq=len(kit.MAIN_STAGES),
+                audit_seq=v.audit_seal(final).entry["seq"],
+                journal=final.offset,
+                expected=sha256_digest(old),
+                recomputed=sha256_digest(new),
+            )
+        ),
+    )
+
+
+def _replace_seal_key_id(dump: Path, index: int, key_id: str) -> tuple[bytes, bytes]:
+    """The seal at journal line ``index`` re-encoded with another key id (its length changes)."""
+    path = kit.topic_file(dump, "journal")
+    items = kit.load_lines(path)
+    old = kit.value_of(items[index])
+    new = codec.encode(codec.SEAL_RECORD, {**codec.decode(old).record, "key_id": key_id})
+    kit.set_value(items[index], new)
+    kit.save_lines(path, items)
+    return old, new
+
+
 # ---------------------------------------------------------------------------
 # running a case
 # ---------------------------------------------------------------------------
@@ -573,6 +727,9 @@ def check_json(document: dict[str, Any], expect: Expect) -> None:
     assert document["exit_code"] == expect.exit_code
     assert document["found"] is expect.header_found
     assert document["ok"] is (expect.exit_code == 0)
+    assert document["verdict"] == {0: "verified", 2: "mismatch", 5: "open", 6: "not_fully_verified"}[expect.exit_code]
+    assert document["open"] is expect.open
+    assert [p["code"] for p in document["unchecked"]] == expect.unchecked
     assert document["dump_problems"] == expect.dump_problems
     for name in ("chain", "seal", "audit"):
         section = document[name]
@@ -595,7 +752,9 @@ def check_json(document: dict[str, Any], expect: Expect) -> None:
     assert [s["stage_id"] for s in stages] == list(expect.stage_order)
     for stage in stages:
         reason = expect.stages.get(stage["stage_id"])
-        if reason is None:
+        if reason is None and expect.stages_unchecked:
+            assert (stage["ok"], stage["unchecked"], stage["evidence_reattached"]) == (False, expect.stages_unchecked, False)
+        elif reason is None:
             assert stage["ok"] is True, stage
             assert stage["evidence_reattached"] is True
             assert stage["notes"] == ["evidence reattached"]
@@ -615,20 +774,27 @@ def check_text(text: str, document: dict[str, Any], expect: Expect) -> None:
         for name in ("chain", "seal", "audit"):
             section = document[name]
             if section["problem"] is None:
-                wanted.append(f"  OK {name} (")
+                wanted.append(f"  {'OPEN' if name == 'seal' and expect.open else 'OK'} {name} (")
             else:
                 failed += 1
                 wanted.append(f"  MISMATCH {name} -- {section['problem']['message']}{_further(section['further_problems'])}")
+    wanted += [f"  NOT CHECKED {p['code']} -- {p['message']}" for p in document["unchecked"]]
     for stage_id in expect.stage_order:
         if stage_id in expect.stages:
             failed += 1
             wanted.append(f"  MISMATCH {stage_id} [coding] -- {expect.stages[stage_id]}")
+        elif expect.stages_unchecked:
+            wanted.append(f"  NOT CHECKED {stage_id} [coding] -- {expect.stages_unchecked}")
         else:
             wanted.append(f"  OK {stage_id} [coding] (evidence reattached)")
     if expect.exit_code == 0:
         wanted.append("verified -- every activity reconstructs from the journal.")
+    elif expect.exit_code == 5:
+        wanted.append(f"open -- run is not sealed yet; {document['chain']['entries']} entries verified so far.")
     else:
         wanted.append(f"mismatch -- {failed} check{'s' if failed != 1 else ''} failed; the run does not reconstruct.")
+    # the text report escapes what the data controls (JSON keeps it exact)
+    wanted = [escape(line) for line in wanted]
     assert len(lines) == len(wanted), text
     for got, want in zip(lines, wanted, strict=True):
         if want.endswith("("):
@@ -677,6 +843,12 @@ def test_suite_names_the_required_cases() -> None:
         "delete_blob",
         "edit_observation_ref",
         "delete_all_run_records",
+        "delete_cas_directory",
+        "delete_refusals_file",
+        "forge_refusal_behind_an_unpinned_audit_key_id",
+        "delete_journal_and_blank_audit_keys",
+        "drop_final_seal_and_its_audit_record",
+        "hostile_seal_key_id",
     }
     assert required <= set(CASES)
 
@@ -737,15 +909,79 @@ def test_dump_key_file_as_trusted_keys_cannot_verify_audit(run: kit.RealisticRun
     The export deliberately omits the HMAC secret, so a dump cannot vouch for its own audit chain.
     """
     dump = kit.copy_dump(run.dump, tmp_path)
-    _, document, stderr = kit.verify_dump(run, dump, trust_file=dump / "keys" / "public-keys.json")
+    code, document, stderr = kit.verify_dump(run, dump, trust_file=dump / "keys" / "public-keys.json")
     assert document["audit"]["macs_verified"] is False
     assert document["audit"]["note"] == (
         f"MACs not verified: audit key {run.keys.audit.key_id} is not pinned (add it to --trusted-keys)"
     )
     assert document["audit"]["key_ids"] == []
-    # The seals' key is the dump's (and the real) one here, so seals verify; the report does not claim verified MACs.
+    # The seals' key is the dump's (and the real) one here, so seals verify; but unverified MACs are no pass (M5).
     assert document["seal"]["ok"] is True
+    assert (code, document["exit_code"], document["verdict"]) == (6, 6, "not_fully_verified")
+    assert [p["code"] for p in document["unchecked"]] == ["AUDIT_MACS_NOT_VERIFIED"]
     assert stderr == ""
+
+
+def test_without_the_audit_key_a_forged_refusal_is_not_verified(run: kit.RealisticRun, tmp_path: Path) -> None:
+    """M5: the refusal and its audit record_hash edited (the MAC left alone). Without the audit key nothing can tell;
+    the verdict says the MACs were not verified (exit 6), never exit 0. With the key it is a mismatch."""
+    dump = kit.copy_dump(run.dump, tmp_path)
+    path = kit.topic_file(dump, "refusals")
+    items = kit.load_lines(path)
+    (index,) = [i for i, item in enumerate(items) if kit.key_of(item) == kit.MAIN_RUN.encode()]
+    forged = kit.replace_once(kit.value_of(items[index]), b"REDUNDANT_STAGE", b"REDUNDANT_STAGX")
+    kit.set_value(items[index], forged)
+    kit.save_lines(path, items)
+    view = kit.DumpView(run.dump)
+    (mirror,) = [a for a in view.audit if a.entry["run_id"] == kit.MAIN_RUN and a.entry["event"] == "activity.refused"]
+    audit_path = kit.topic_file(dump, "audit")
+    audit_items = kit.load_lines(audit_path)
+    value = kit.replace_once(
+        kit.value_of(audit_items[mirror.index]), mirror.entry["record_hash"].encode(), sha256_digest(forged).encode()
+    )
+    kit.set_value(audit_items[mirror.index], value)
+    kit.save_lines(audit_path, audit_items)
+    public_only = tmp_path / "public-only.json"
+    TrustedKeys(ed25519={run.keys.signer.key_id: run.keys.signer.public_key_raw}).write(public_only)
+    code, text, _ = kit.verify_dump(run, dump, json_output=False, trust_file=public_only)
+    assert code == 6
+    lines = text.splitlines()
+    assert lines[-1] == (
+        "not fully verified -- not checked: AUDIT_MACS_NOT_VERIFIED; nothing that was checked failed, but this is not a pass."
+    )
+    assert lines[-8].startswith("  NOT CHECKED AUDIT_MACS_NOT_VERIFIED -- no audit key is pinned:")
+    code, document, _ = kit.verify_dump(run, dump)
+    assert code == 2
+    assert document["audit"]["problem"]["code"] == "AUDIT_MAC_MISMATCH"
+    assert (document["audit"]["problem"]["offset"], document["audit"]["problem"]["audit_seq"]) == (
+        mirror.offset,
+        mirror.entry["seq"],
+    )
+
+
+@pytest.mark.parametrize("flag", [["--records-only"], ["--cas", "none"]], ids=["records-only", "cas-none"])
+def test_records_only_is_asked_for_by_name_and_never_exit_0(flag: list[str], run: kit.RealisticRun, tmp_path: Path) -> None:
+    dump = kit.copy_dump(run.dump, tmp_path)
+    args = ["activity", "verify", kit.MAIN_RUN, "--from", str(dump), "--trusted-keys", str(run.trust_file), *flag]
+    result = kit.bernstein(args, kit.offline_env(), cwd=tmp_path)
+    assert result.returncode == 6, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[4] == (
+        "  NOT CHECKED RECORDS_ONLY -- --records-only: the records were checked, the evidence was NOT "
+        "(no blob reattached or re-hashed)"
+    )
+    assert lines[5:-1] == [
+        f"  NOT CHECKED {stage} [coding] -- evidence not reattached (--records-only)" for stage in kit.MAIN_STAGES
+    ]
+    assert lines[-1] == (
+        "records verified -- evidence NOT checked (--records-only): no blob was reattached or re-hashed; not a pass."
+    )
+    # ... and a tampered blob goes unnoticed there, which is exactly why it is not a pass
+    page = kit.DumpView(run.dump).observation(kit.PAGE_STAGE, kind="page")
+    blob = kit.blob_path(dump, page["content_hash"])
+    blob.write_bytes(blob.read_bytes().replace(b"API docs", b"APT docs"))
+    assert kit.bernstein(args, kit.offline_env(), cwd=tmp_path).returncode == 6
+    assert kit.bernstein(args[: -len(flag)], kit.offline_env(), cwd=tmp_path).returncode == 2
 
 
 # ---------------------------------------------------------------------------
