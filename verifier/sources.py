@@ -98,6 +98,19 @@ most 249 characters, numbers, field names) take far less than 64 KiB.
 MAX_MANIFEST_BYTES: Final = 64 * 1024 * 1024
 """The largest ``manifest.json`` read (it names files and runs; ours are a few KiB)."""
 
+DAMAGE_IS_A_VERDICT: Final = False
+"""Whether every damage is recorded in ``dump_problems`` (True), or the kinds that used to stop the read still raise.
+
+A switch for the hand-over only: a consumer that does not report
+``dump_problems`` would skip a garbled line in silence and could pass a
+tampered dump. So while it is False, a garbled line, a line too long and a
+kcat offset out of order raise ``DumpDamaged`` (unusable input, exit 3, as a
+garbled line and kcat order did before); a torn last line, a misplaced
+record and a dump's offset order (which nothing checked before) are
+recorded. Set it to True together with the ``verifier/verify.py`` change
+that turns every ``DumpProblem`` into a problem of the run.
+"""
+
 MAX_FILE_PROBLEMS: Final = 100
 """Problems recorded per file; the rest of a file this damaged is not read."""
 
@@ -122,6 +135,16 @@ class UnsafeInputFile(UnreadableInput):
         super().__init__(f"{path} is {kind}, not {expected}; the verifier does not follow or read it")
         self.path = path
         self.kind = kind
+
+
+class DumpDamaged(UnreadableInput):
+    """Damage in a dump or capture while ``DAMAGE_IS_A_VERDICT`` is off: unusable input naming the line."""
+
+    code = "E_DUMP_DAMAGED"
+
+    def __init__(self, problem: DumpProblem) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,11 +233,15 @@ class _ProblemLog:
 class _FileReading:
     """One pass over one file: its problems (at most ``MAX_FILE_PROBLEMS``) and the offset order per partition."""
 
-    def __init__(self, log: _ProblemLog, path: Path, stream: str = "", partition: int | None = None) -> None:
+    def __init__(
+        self, log: _ProblemLog, path: Path, stream: str = "", partition: int | None = None, *, capture: bool = False
+    ) -> None:
         self.log = log
         self.path = str(path)
         self.stream = stream
         self.partition = partition
+        self.capture = capture
+        """A kcat capture: one offset order per (stream, partition) its lines name, not one per file."""
         self.count = 0
         self.last: dict[tuple[str, int], int] = {}
         self.stop = False
@@ -229,7 +256,12 @@ class _FileReading:
             message += f"; {MAX_FILE_PROBLEMS} problems in this file, the rest of it is not read"
             self.stop = True
         location = stream if offset is not None and stream in ("journal", "audit", "refusals") else ""
-        self.log.add(DumpProblem(code, message, self.path, line, location, offset if location else None))
+        problem = DumpProblem(code, message, self.path, line, location, offset if location else None)
+        if not DAMAGE_IS_A_VERDICT and (
+            code in ("DUMP_LINE_CORRUPTED", "DUMP_LINE_TOO_LONG") or (code == "DUMP_OFFSET_ORDER" and self.capture)
+        ):
+            raise DumpDamaged(problem)  # what was unusable input before dump problems existed stays so until then
+        self.log.add(problem)
 
     def torn(self, line: int) -> None:
         self.add("DUMP_TRUNCATED", line, f"{self.path} ends in a torn line at line {line}: the dump file was truncated")
@@ -254,8 +286,8 @@ class _FileReading:
     def record(self, line: int, stream: str, topic: Any, partition: int, offset: int) -> None:
         """Check one record line: its topic and partition against the file's, its offset against the one before.
 
-        A dump file (``partition`` set) keeps one offset order; a kcat capture
-        one per (stream, partition) its lines name.
+        A dump file keeps one offset order; a kcat capture one per (stream,
+        partition) its lines name.
         """
         why = self.log.topic_problem(stream, topic)
         if not why and self.partition is not None and partition != self.partition:
@@ -268,7 +300,7 @@ class _FileReading:
                 stream=stream,
                 offset=offset,
             )
-        order = self.order_key if self.partition is not None else (stream, partition)
+        order = (stream, partition) if self.capture else self.order_key
         last = self.last.get(order)
         if last is not None and offset <= last:
             kind = "repeats" if offset == last else "goes back from"
@@ -574,7 +606,7 @@ class KcatSource:
             index: dict[tuple[str, int], _Spans] = {}
             last: dict[tuple[str, int], int] = {}
             for number, path in enumerate(self.files):
-                reading = _FileReading(self._log, path)
+                reading = _FileReading(self._log, path, capture=True)
                 reading.last = last  # offsets rise per (stream, partition) across the files
                 for position, length, record in _scan_jsonl(path, "", self._parse, reading, _kcat_loads):
                     if record.stream:
@@ -604,9 +636,10 @@ class KcatSource:
                 handle.seek(position)
                 line = handle.read(length)
                 try:
-                    yield self._parse("", _kcat_loads(line))
+                    record = self._parse("", _kcat_loads(line))
                 except (ValueError, KeyError, TypeError, binascii.Error, UnreadableInput):
                     raise UnreadableInput(f"{self.files[number]} changed while it was read") from None
+                yield record
         finally:
             for handle in handles.values():
                 handle.close()

@@ -26,6 +26,7 @@ from verifier.sources import (
     MAX_FILE_PROBLEMS,
     MAX_LINE_BYTES,
     MAX_MESSAGE_BYTES,
+    DumpDamaged,
     DumpProblem,
     DumpSource,
     KcatSource,
@@ -38,6 +39,12 @@ from verifier.sources import (
 
 PREFIX = "bernstein"
 JOURNAL = f"{PREFIX}.activity.journal"
+
+
+@pytest.fixture(autouse=True)
+def damage_is_a_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The behaviour once verify.py reports ``dump_problems`` (see ``DAMAGE_IS_A_VERDICT``)."""
+    monkeypatch.setattr(sources, "DAMAGE_IS_A_VERDICT", True)
 
 
 @pytest.fixture(autouse=True)
@@ -545,3 +552,36 @@ def test_a_capture_changed_after_it_was_indexed_is_unreadable(tmp_path: Path) ->
     capture.write_bytes(b"x" * 400)
     with pytest.raises(UnreadableInput, match="changed while it was read"):
         read_all(source)
+
+
+# ---------------------------------------------------------------------------
+# until verify.py reports dump_problems: damage is unusable input, never skipped in silence
+# ---------------------------------------------------------------------------
+
+
+def test_without_the_switch_damage_raises_instead_of_being_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sources, "DAMAGE_IS_A_VERDICT", False)
+    dump = make_dump(tmp_path / "dump", {"0.jsonl": line(0) + b"junk\n" + line(1)})
+    path = dump / "topics" / "journal" / "0.jsonl"
+    with pytest.raises(DumpDamaged) as info:
+        read_all(DumpSource(dump))
+    assert str(info.value) == f"{path}:2 is not a valid record line (a line of the file was altered)"
+    assert (info.value.problem.code, info.value.problem.line, info.value.code) == ("DUMP_LINE_CORRUPTED", 2, "E_DUMP_DAMAGED")
+    assert isinstance(info.value, UnreadableInput)
+    capture = tmp_path / "journal.json"
+    capture.write_bytes(kcat_line(0, 1) + kcat_line(0, 1))
+    with pytest.raises(DumpDamaged, match="repeats offset 1"):
+        KcatSource([capture], PREFIX).partitions("journal")
+    long = tmp_path / "long.json"
+    long.write_bytes(b"x" * (MAX_LINE_BYTES + 1))
+    with pytest.raises(DumpDamaged, match="is longer than"):
+        KcatSource([long], PREFIX).partitions("journal")
+    # recorded either way: a torn last line (always a verdict), and what nothing checked before
+    (dump / "topics" / "journal" / "0.jsonl").write_bytes(line(0) + line(0) + line(1, partition=3) + line(2)[:10])
+    source = DumpSource(dump)
+    assert read_all(source) == [0, 0, 1]
+    assert [(p.code, p.line) for p in source.dump_problems] == [
+        ("DUMP_OFFSET_ORDER", 2),
+        ("DUMP_RECORD_MISPLACED", 3),
+        ("DUMP_TRUNCATED", 4),
+    ]
