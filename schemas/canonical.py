@@ -53,14 +53,25 @@ DOMAIN_LINEAGE_ENTRY: Final = "bernstein/lineage-entry/v1"
 # --------------------------------------------------------------------------
 
 
+MAX_JSON_DEPTH: Final = 64
+"""How deeply a hashed JSON document may nest arrays and objects (``{}`` and ``[]`` are depth 1).
+
+One limit for both encoder paths (and for the scheduler's parse of the documents it
+checks): deeper values are refused with ``CanonicalizationError``, never a
+``RecursionError``, and a cyclic value (infinitely deep) is refused the same way."""
+
+
 def canonical_json(value: Any) -> bytes:
     """Return the RFC 8785 canonical JSON bytes of ``value``.
 
     Floats (and so NaN and infinities) are refused rather than rounded: a
     hashed document must not depend on a float printer. Integers outside
-    +/-(2**53 - 1), non-string keys and lone surrogates are refused too.
-    A guarded orjson fast path is used when it is provably byte-identical to
-    the reference encoder (every key in the Basic Multilingual Plane).
+    +/-(2**53 - 1), keys that are not exactly ``str`` (a ``str`` subclass such
+    as a StrEnum member is refused too), lone surrogates and nesting deeper
+    than ``MAX_JSON_DEPTH`` are refused as well, by one check that runs before
+    either encoder, so both paths accept exactly the same values. A guarded
+    orjson fast path is used when it is provably byte-identical to the
+    reference encoder (every key in the Basic Multilingual Plane).
     """
     if _fast_path_safe(value):
         try:
@@ -71,20 +82,21 @@ def canonical_json(value: Any) -> bytes:
         return rfc8785.dumps(value)
     except rfc8785.CanonicalizationError as exc:
         raise CanonicalizationError(f"value has no canonical JSON form: {exc}") from exc
-    except (TypeError, UnicodeError, ValueError) as exc:
+    except (TypeError, UnicodeError, ValueError, RecursionError) as exc:
         raise CanonicalizationError(f"value has no canonical JSON form: {exc}") from exc
 
 
 def _fast_path_safe(value: Any) -> bool:
-    """Check types and ranges; True when orjson's output equals RFC 8785's.
+    """Check types, ranges, keys and depth; True when orjson's output equals RFC 8785's.
 
     Raises CanonicalizationError for values no encoder may accept (floats,
-    out-of-range integers, non-string keys, unsupported types).
+    out-of-range integers, keys that are not exactly ``str``, nesting deeper
+    than ``MAX_JSON_DEPTH`` (cycles included), unsupported types).
     """
-    stack: list[Any] = [value]
+    stack: list[tuple[Any, int]] = [(value, 0)]
     bmp_keys_only = True
     while stack:
-        item = stack.pop()
+        item, depth = stack.pop()
         if isinstance(item, str) or item is None or isinstance(item, bool):
             continue
         if isinstance(item, int):
@@ -93,19 +105,47 @@ def _fast_path_safe(value: Any) -> bool:
             continue
         if isinstance(item, float):
             raise CanonicalizationError(f"floats are not allowed in hashed documents (got {item!r}); use an integer or a string")
+        if isinstance(item, (Mapping, list, tuple)) and depth >= MAX_JSON_DEPTH:
+            raise CanonicalizationError(f"value nests arrays and objects deeper than {MAX_JSON_DEPTH} levels (or is cyclic)")
         if isinstance(item, Mapping):
             for key, child in item.items():
-                if not isinstance(key, str):
-                    raise CanonicalizationError(f"object keys must be strings (got {key!r})")
+                if type(key) is not str:
+                    raise CanonicalizationError(f"object keys must be exactly str (got {type(key).__name__} {key!r})")
                 if bmp_keys_only and not key.isascii() and any(ord(ch) > 0xFFFF for ch in key):
                     bmp_keys_only = False
-                stack.append(child)
+                stack.append((child, depth + 1))
             continue
         if isinstance(item, (list, tuple)):
-            stack.extend(item)
+            stack.extend((child, depth + 1) for child in item)
             continue
         raise CanonicalizationError(f"type {type(item).__name__} has no canonical JSON form")
     return bmp_keys_only
+
+
+_NESTING_TOKENS: Final = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+
+
+def json_nesting_exceeds(data: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+    """True when the JSON text ``data`` opens more than ``limit`` nested arrays or objects.
+
+    A check on the bytes, before any parser recurses into them: the scheduler
+    runs it before ``json.loads`` so a deeply nested document is refused with a
+    typed code instead of raising ``RecursionError``. Brackets inside strings
+    do not count; text that is not JSON at all may be over-counted, which only
+    refuses what a parser would refuse anyway.
+    """
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return False
+    depth = 0
+    for match in _NESTING_TOKENS.finditer(data):
+        token = match.group()
+        if token in (b"[", b"{"):
+            depth += 1
+            if depth > limit:
+                return True
+        elif token in (b"]", b"}"):
+            depth -= 1
+    return False
 
 
 # --------------------------------------------------------------------------

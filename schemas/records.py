@@ -43,6 +43,17 @@ MAX_ID_LENGTH: Final = 128
 MAX_REF_LENGTH: Final = 4096
 MAX_REASON_CODE_LENGTH: Final = 128
 MAX_KIND_LENGTH: Final = 64
+MAX_LABEL_LENGTH: Final = 256
+"""submission_id, producer.id and producer.sdk: 1-256 characters without control characters."""
+MAX_LINEAGE_ENTRY_BYTES: Final = 32 * 1024
+"""A computer-use action's signed lineage entry (a flat canonical JSON object; the action
+target alone may take 4096 characters, so 16 KiB of UTF-8)."""
+MAX_OCCURRED_AT_MS: Final = 253_402_300_799_999
+"""occurred_at_ms is 0 (1970-01-01) to this (9999-12-31T23:59:59.999Z): every date library can print it."""
+MAX_KEPT_KEY_BYTES: Final = 1024
+"""A dead letter keeps at most this many bytes of the input key (and always its digest and size)."""
+MAX_MESSAGE_BYTES: Final = 2 * 1024 * 1024
+"""The topics' ``max.message.bytes`` and the clients' ``message.max.bytes`` (substrate/kafka.py)."""
 
 _ID_RE: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@+=-]{0,127}")
 _CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f]")
@@ -50,6 +61,8 @@ _CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f]")
 
 ID_RULE: Final = "must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -"
 """How every refusal of a run, stage, role or worker id words the rule ``is_valid_id`` checks."""
+LABEL_RULE: Final = "must be 1-256 characters without control characters"
+"""How a refusal of submission_id, producer.id or producer.sdk words the rule ``is_valid_label`` checks."""
 
 
 def is_valid_id(value: object) -> bool:
@@ -65,6 +78,11 @@ def is_valid_reason_code(value: object) -> bool:
         and len(value) <= MAX_REASON_CODE_LENGTH
         and _CONTROL_RE.search(value) is None
     )
+
+
+def is_valid_label(value: object) -> bool:
+    """submission_id, producer.id, producer.sdk: 1-256 characters, none of them U+0000-U+001F or U+007F."""
+    return isinstance(value, str) and 0 < len(value) <= MAX_LABEL_LENGTH and _CONTROL_RE.search(value) is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,16 +180,28 @@ class RefusalCode(StrEnum):
     DATAOPS_PLAN_HASH_MISMATCH = "DATAOPS_PLAN_HASH_MISMATCH"
     DATAOPS_EFFECT_BEFORE_PLAN = "DATAOPS_EFFECT_BEFORE_PLAN"
     DATAOPS_OBSERVATIONS_MISMATCH = "DATAOPS_OBSERVATIONS_MISMATCH"
+    INVALID_SUBMISSION_ID = "INVALID_SUBMISSION_ID"
+    INVALID_PRODUCER = "INVALID_PRODUCER"
+    INVALID_OCCURRED_AT = "INVALID_OCCURRED_AT"
+    RUN_KEY_MISMATCH = "RUN_KEY_MISMATCH"
+    DUPLICATE_SUBMISSION = "DUPLICATE_SUBMISSION"
+    LINEAGE_TOO_LARGE = "LINEAGE_TOO_LARGE"
+    JSON_TOO_DEEP = "JSON_TOO_DEEP"
 
 
 class DeadLetterCode(StrEnum):
-    """Stable codes for input records that could not be decoded at all."""
+    """Stable codes for input records the scheduler dead-letters (appended to, never renamed)."""
 
     NOT_AVRO_SINGLE_OBJECT = "NOT_AVRO_SINGLE_OBJECT"
     UNKNOWN_SCHEMA_FINGERPRINT = "UNKNOWN_SCHEMA_FINGERPRINT"
     TRUNCATED_OR_MALFORMED_BODY = "TRUNCATED_OR_MALFORMED_BODY"
     EMPTY_VALUE = "EMPTY_VALUE"
     SCHEDULER_ERROR = "SCHEDULER_ERROR"
+    OUTPUT_TOO_LARGE = "OUTPUT_TOO_LARGE"
+    """An output of the record (key + value + headers) would exceed ``max_output_bytes``."""
+    PRODUCE_REJECTED = "PRODUCE_REJECTED"
+    """Kafka refused to take one of the record's outputs (a per-record produce error); the shell
+    dead-letters the input instead (``SchedulerCore.reject``)."""
 
 
 class AuditEvent(StrEnum):

@@ -9,9 +9,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from schemas.canonical import journal_genesis
+from schemas.records import MAX_MESSAGE_BYTES
+
+OUTPUT_FRAMING_ALLOWANCE: Final = 16 * 1024
+"""What ``max_output_bytes`` leaves of the topics' ``max.message.bytes`` for Kafka's own framing:
+the record batch header (61 bytes), the record's varints (at most 36) and the header
+varints (at most 10 per header) take under 200 bytes; the rest is margin."""
+DEFAULT_MAX_OUTPUT_BYTES: Final = MAX_MESSAGE_BYTES - OUTPUT_FRAMING_ALLOWANCE
+"""2,080,768: the largest output (key + value + header names and values) the core writes."""
+MIN_MAX_OUTPUT_BYTES: Final = 64 * 1024
+"""A smaller limit could not hold a refusal or a dead letter without its raw value."""
 
 
 class Stream(StrEnum):
@@ -79,6 +89,10 @@ class SchedulerConfig:
     producer_keys: Mapping[str, bytes] = field(default_factory=dict)
     """key_id -> raw Ed25519 public key of producers whose signed lineage entries are accepted
     (computer-use actions); the scheduler's own signing key is always included."""
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    """No output is larger than this: len(key) + len(value) + the byte length of every header
+    name and value. A record whose journal entry would be larger is dead-lettered
+    (OUTPUT_TOO_LARGE) by digest and size. At least ``MIN_MAX_OUTPUT_BYTES``."""
 
     def producer_key(self, key_id: str) -> bytes | None:
         if key_id == self.signer.key_id:
@@ -109,6 +123,9 @@ class RunState:
     sealed_count: int = 0
     sessions: dict[str, SessionState] = field(default_factory=dict)
     """session_id -> its action chain (computer-use actions)."""
+    submissions: dict[str, str] = field(default_factory=dict)
+    """submission_id -> the stage (or computer-use session) of every journalled entry: a
+    repeated submission_id is refused (DUPLICATE_SUBMISSION), so a retried publish is journalled once."""
 
     @classmethod
     def new(cls, run_id: str) -> RunState:

@@ -53,8 +53,11 @@ from schemas.errors import BernsteinError
 from schemas.records import (
     KINDS,
     MAX_INLINE_ARTIFACT_BYTES,
+    MAX_KEPT_KEY_BYTES,
     MAX_KIND_LENGTH,
+    MAX_LABEL_LENGTH,
     MAX_OBSERVATIONS,
+    MAX_OCCURRED_AT_MS,
     MAX_REASON_CODE_LENGTH,
     MAX_REF_LENGTH,
     TERMINAL_STATES,
@@ -78,7 +81,7 @@ ENV_VAR: Final = "BERNSTEIN_CORE"
 CHOICES: Final = ("auto", "native", "python")
 _STREAMS: Final = (Stream.JOURNAL, Stream.REFUSALS, Stream.AUDIT, Stream.DEADLETTER)
 _SCHEDULER_ERROR: Final = (
-    codec.default_codec().schema(codec.DEAD_LETTER).header + b"\x1e" + DeadLetterCode.SCHEDULER_ERROR.value.encode()
+    codec.default_codec().schema(codec.DEAD_LETTER_V2).header + b"\x1e" + DeadLetterCode.SCHEDULER_ERROR.value.encode()
 )
 """The first bytes of a SCHEDULER_ERROR dead letter (the code is its first field)."""
 
@@ -117,6 +120,9 @@ def _constant_mismatches() -> list[str]:
         "MAX_KIND_LENGTH": MAX_KIND_LENGTH,
         "MAX_EVIDENCE_CHARS": _reference._MAX_EVIDENCE_CHARS,
         "MAX_DEAD_LETTER_RAW": _reference._MAX_DEAD_LETTER_RAW,
+        "MAX_LABEL_LENGTH": MAX_LABEL_LENGTH,
+        "MAX_OCCURRED_AT_MS": MAX_OCCURRED_AT_MS,
+        "MAX_KEPT_KEY_BYTES": MAX_KEPT_KEY_BYTES,
     }
     built = _native.CONSTANTS
     problems = [
@@ -206,6 +212,7 @@ class NativeSchedulerCore:
                 config.signer.key_id,
                 [(s.fingerprint, s.name) for s in codec.default_codec().schemas],
                 sorted(_reference._INPUT_SCHEMAS),
+                config.max_output_bytes,
             )
         except (ValueError, TypeError, OverflowError) as exc:
             raise NativeUnavailable(f"the native core refused this configuration: {exc}") from exc
@@ -247,6 +254,24 @@ class NativeSchedulerCore:
             self._current = None
             raise
         return self._advance(), results
+
+    def reject(
+        self, state: SchedulerState | NativeState, record: InputRecord, code: DeadLetterCode, detail: str
+    ) -> tuple[NativeState, list[OutputRecord]]:
+        """``SchedulerCore.reject``: dead-letter ``record`` with ``code`` and ``detail`` instead of stepping it."""
+        current = self._current
+        if current is None or state is not current:
+            self._adopt(state)
+        try:
+            outputs: list[OutputRecord] | None = self._native.reject(record, code.value, detail)
+            if outputs is None:
+                full = self.to_scheduler_state()
+                after, outputs = self._reference.reject(full, record, code, detail)
+                self._load(after)
+        except BaseException:
+            self._current = None
+            raise
+        return self._advance(), outputs
 
     # -- the shell's batch path -------------------------------------------------------
 
@@ -323,8 +348,9 @@ class NativeSchedulerCore:
                     closed=closed,
                     sealed_count=sealed_count,
                     sessions={sid: SessionState(next_index, anchor, done) for sid, next_index, anchor, done in sessions},
+                    submissions=submissions,
                 )
-                for run_id, head, entry_count, stages, evidence, closed, sealed_count, sessions in runs
+                for run_id, head, entry_count, stages, evidence, closed, sealed_count, sessions, submissions in runs
             },
         )
 
@@ -348,6 +374,7 @@ class NativeSchedulerCore:
                     run.closed,
                     run.sealed_count,
                     [(sid, s.next_index, s.last_anchor, s.closed) for sid, s in run.sessions.items()],
+                    run.submissions,
                 )
                 for run_id, run in state.runs.items()
             ],
@@ -493,6 +520,7 @@ class _LazyRuns(MutableMapping[str, RunState]):
             closed=closed,
             sealed_count=sealed_count,
             sessions={sid: SessionState(next_index, anchor, done) for sid, next_index, anchor, done in sessions},
+            submissions=_NativeMap(self._native.submission_get, run_id, self),  # type: ignore[arg-type]
         )
         self._runs[run_id] = run
         return run
@@ -536,6 +564,7 @@ class _LazyRuns(MutableMapping[str, RunState]):
         for run_id, run in self._runs.items():
             stages_replace, stages = _map_items(run.stages)
             evidence_replace, evidence = _map_items(run.evidence)
+            submissions_replace, submissions = _map_items(run.submissions)
             self._native.apply_run(
                 run_id,
                 run.head,
@@ -547,6 +576,8 @@ class _LazyRuns(MutableMapping[str, RunState]):
                 stages,
                 evidence_replace,
                 evidence,
+                submissions_replace,
+                submissions,
             )
 
 
@@ -600,7 +631,9 @@ def _self_check(core: NativeSchedulerCore) -> None:
         ),
         None,
     ]
-    records = [InputRecord("self-check", 0, i, 1_000 + i, b"k", v) for i, v in enumerate(values)]
+    keys = [b"self-check-run"] * len(values)
+    keys[1] = b"k"  # the duplicate is refused for its key (RUN_KEY_MISMATCH)
+    records = [InputRecord("self-check", 0, i, 1_000 + i, key, v) for i, (key, v) in enumerate(zip(keys, values, strict=True))]
     py_state = _reference.initial_state(config, core.partition)
     state: SchedulerState | NativeState = _reference.initial_state(config, core.partition)
     fallbacks = core.fallbacks

@@ -8,9 +8,16 @@ no I/O; Ed25519 signatures are deterministic (RFC 8032). Replaying the same
 input partition therefore yields byte-identical outputs.
 
 Order of checks for an ActivitySubmission (the first failure wins and
-changes no state): ids -> kind -> role -> kind allowed for role -> terminal
-state -> reason code -> artifact size -> artifact hash -> observations ->
-evidence-set hash -> run closed -> duplicate stage -> redundant evidence.
+changes no state): ids -> submission_id -> producer id and sdk ->
+occurred_at_ms -> record key = run id -> repeated submission_id -> kind ->
+role -> kind allowed for role -> terminal state -> reason code -> artifact
+size -> artifact hash -> observations -> evidence-set hash -> run closed ->
+duplicate stage -> redundant evidence.
+
+Every output is bounded: no field reaches an output unbounded (an input key
+is kept as its digest, its size and at most 1 KiB of it), and an output whose
+key, value and headers would exceed ``config.max_output_bytes`` is never
+written: its input is dead-lettered instead (OUTPUT_TOO_LARGE).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from consumers.core.model import (
+    MIN_MAX_OUTPUT_BYTES,
     InputRecord,
     OutputRecord,
     RunState,
@@ -30,6 +38,7 @@ from consumers.core.model import (
 )
 from schemas import codec
 from schemas.canonical import (
+    MAX_JSON_DEPTH,
     action_anchor,
     action_digest,
     artifact_hash,
@@ -41,6 +50,8 @@ from schemas.canonical import (
     is_digest,
     is_mac,
     journal_entry_hash,
+    journal_genesis,
+    json_nesting_exceeds,
     lineage_hmac,
     lineage_signing_input,
     macs_equal,
@@ -56,15 +67,20 @@ from schemas.records import (
     ENTRY_COMPUTER_USE_ACTION,
     ID_RULE,
     KINDS,
+    LABEL_RULE,
     MAX_INLINE_ARTIFACT_BYTES,
+    MAX_KEPT_KEY_BYTES,
     MAX_KIND_LENGTH,
+    MAX_LINEAGE_ENTRY_BYTES,
     MAX_OBSERVATIONS,
+    MAX_OCCURRED_AT_MS,
     MAX_REF_LENGTH,
     TERMINAL_STATES,
     AuditEvent,
     DeadLetterCode,
     RefusalCode,
     is_valid_id,
+    is_valid_label,
     is_valid_reason_code,
 )
 
@@ -72,6 +88,7 @@ _INPUT_SCHEMAS = frozenset({codec.ACTIVITY_SUBMISSION, codec.RUN_CLOSE, codec.CO
 _MAX_EVIDENCE_CHARS = 256
 _MAX_DEAD_LETTER_RAW = 512 * 1024
 _CE_SOURCE = b"bernstein/scheduler"
+_CE_DEADLETTER = b"bernstein.input.deadletter"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,19 +113,41 @@ class SchedulerCore:
     def __init__(self, config: SchedulerConfig) -> None:
         if config.seal_every < 1:
             raise ValueError("seal_every must be at least 1")
+        if config.max_output_bytes < MIN_MAX_OUTPUT_BYTES:
+            raise ValueError(f"max_output_bytes must be at least {MIN_MAX_OUTPUT_BYTES}")
         self.config = config
         self._codec = codec.default_codec()
 
     def step(self, state: SchedulerState, record: InputRecord) -> tuple[SchedulerState, list[OutputRecord]]:
         """Process one input record. Never raises for bad input; see module doc."""
-        emit = _Emitter(record)
+        limit = self.config.max_output_bytes
+        emit = _Emitter(record, limit)
         try:
             self._dispatch(state, record, emit)
+        except _OutputTooLarge as exc:
+            # Only a journal record can grow with its input, and it is the first output
+            # of its step, written before any state changes: dead-letter the input instead.
+            emit = _Emitter(record, limit)
+            self._dead_letter(state, record, emit, DeadLetterCode.OUTPUT_TOO_LARGE, str(exc))
         except Exception as exc:  # noqa: BLE001 - a defect must not stop the partition
             # Mutations happen only after every check has passed, so the state
             # is untouched here; discard partial outputs and dead-letter the input.
-            emit = _Emitter(record)
+            emit = _Emitter(record, limit)
             self._dead_letter(state, record, emit, DeadLetterCode.SCHEDULER_ERROR, f"{type(exc).__name__}: {exc}")
+        return state, emit.outputs
+
+    def reject(
+        self, state: SchedulerState, record: InputRecord, code: DeadLetterCode, detail: str
+    ) -> tuple[SchedulerState, list[OutputRecord]]:
+        """Dead-letter ``record`` with ``code`` and ``detail`` instead of stepping it.
+
+        For the shell, when Kafka refuses one of a record's outputs (a per-record
+        produce error such as MSG_SIZE_TOO_LARGE): call it with the state *before*
+        that record was stepped. The dead letter and its audit record are bounded
+        like every output; only the audit chain moves on.
+        """
+        emit = _Emitter(record, self.config.max_output_bytes)
+        self._dead_letter(state, record, emit, code, detail)
         return state, emit.outputs
 
     # -- dispatch -------------------------------------------------------------
@@ -132,17 +171,18 @@ class SchedulerCore:
     # -- submissions ------------------------------------------------------------
 
     def _submission(self, state: SchedulerState, record: InputRecord, sub: dict[str, Any], emit: _Emitter) -> None:
-        refusal = self._validate(state, sub)
+        refusal = self._validate(state, record, sub)
         if refusal is not None:
             self._refuse(state, record, sub, refusal, emit)
             return
         run_id: str = sub["run_id"]
-        run = state.run_for(run_id)
-        seq = run.entry_count
+        # nothing changes before the journal record is written (it may be too large)
+        known = state.runs.get(run_id)
+        seq = known.entry_count if known is not None else 0
         entry = {
             "run_id": run_id,
             "seq": seq,
-            "prev_hash": run.head,
+            "prev_hash": known.head if known is not None else journal_genesis(run_id),
             "entry_type": ENTRY_ACTIVITY_RESULT,
             "stage_id": sub["stage_id"],
             "role": sub["role"],
@@ -162,8 +202,10 @@ class SchedulerCore:
         value = self._codec.encode(codec.JOURNAL_RECORD, {"payload": payload, "entry_hash": entry_hash})
         emit.add(Stream.JOURNAL, run_id.encode(), value, b"bernstein.activity.result")
 
+        run = state.run_for(run_id)
         run.head = entry_hash
         run.entry_count = seq + 1
+        run.submissions[sub["submission_id"]] = sub["stage_id"]
         run.stages[sub["stage_id"]] = sub["evidence_set_hash"]
         if sub["observations"]:
             run.evidence.setdefault(sub["evidence_set_hash"], sub["stage_id"])
@@ -193,7 +235,7 @@ class SchedulerCore:
         if run.entry_count - run.sealed_count >= self.config.seal_every:
             self._seal(state, record, emit, run_id, run, final=False)
 
-    def _validate(self, state: SchedulerState, sub: dict[str, Any]) -> _Refusal | None:
+    def _validate(self, state: SchedulerState, record: InputRecord, sub: dict[str, Any]) -> _Refusal | None:
         run_id, stage_id, role, kind = sub["run_id"], sub["stage_id"], sub["role"], sub["kind"]
         for code, field, value in (
             (RefusalCode.INVALID_RUN_ID, "run_id", run_id),
@@ -202,6 +244,9 @@ class SchedulerCore:
         ):
             if not is_valid_id(value):
                 return _invalid_id(code, field, value)
+        refusal = _envelope_refusal(record, sub) or _duplicate_submission(state, sub)
+        if refusal is not None:
+            return refusal
         if kind not in KINDS:
             return _Refusal(
                 RefusalCode.UNKNOWN_KIND,
@@ -322,6 +367,8 @@ class SchedulerCore:
 
     def _browser_session_refusal(self, run_id: str, stage_id: str, artifact: bytes, run: RunState | None) -> _Refusal | None:
         """A browser result must name its session (= stage) and that session's accepted head anchor."""
+        if json_nesting_exceeds(artifact):
+            return _too_deep("artifact")
         try:
             document = json.loads(artifact)
             if not isinstance(document, dict) or canonical_json(document) != artifact:
@@ -340,7 +387,8 @@ class SchedulerCore:
             return _Refusal(
                 RefusalCode.BROWSER_SESSION_MISMATCH,
                 f"browser stage {stage_id!r} must name its session's head anchor {expected_head} after {expected_count} "
-                f"accepted actions; it names {document.get('head_anchor')!r} after {document.get('action_count')!r}",
+                f"accepted actions; it names {_clip(repr(document.get('head_anchor')), 80)} "
+                f"after {_clip(repr(document.get('action_count')), 32)}",
                 "artifact",
                 _clip(f"{document.get('head_anchor')}#{document.get('action_count')}"),
                 f"{expected_head}#{expected_count}",
@@ -365,10 +413,11 @@ class SchedulerCore:
                 "recomputed": _clip(refusal.recomputed),
                 "earlier_stage_id": refusal.earlier_stage_id,
                 "input": {"topic": record.topic, "partition": record.partition, "offset": record.offset},
-                "occurred_at_ms": sub.get("occurred_at_ms", record.timestamp_ms),
+                "occurred_at_ms": _occurred_at(sub, record),
             },
         )
-        key = run_id.encode() if is_valid_id(run_id) else (record.key or b"")
+        # keyed by the run id when it is one, else by nothing: never by an unbounded input key
+        key = run_id.encode() if is_valid_id(run_id) else b""
         emit.add(Stream.REFUSALS, key, value, b"bernstein.activity.refused")
         terminal_state = sub.get("terminal_state", "")
         self._audit(
@@ -390,18 +439,15 @@ class SchedulerCore:
     # -- computer-use actions -----------------------------------------------------
 
     def _computer_use_action(self, state: SchedulerState, record: InputRecord, act: dict[str, Any], emit: _Emitter) -> None:
-        refusal = self._validate_action(state, act)
+        refusal = self._validate_action(state, record, act)
         if refusal is not None:
             self._refuse(state, record, {**act, "stage_id": act["session_id"], "kind": "browser", "role": ""}, refusal, emit)
             return
         run_id: str = act["run_id"]
         session_id: str = act["session_id"]
-        run = state.run_for(run_id)
-        session = run.sessions.get(session_id)
-        if session is None:
-            session = SessionState(0, computer_use_genesis(run_id, session_id))
-            run.sessions[session_id] = session
-        seq = run.entry_count
+        # nothing changes before the journal record is written (it may be too large)
+        known = state.runs.get(run_id)
+        seq = known.entry_count if known is not None else 0
         lineage = act["lineage"]
         lineage_hash = sha256_digest(lineage["entry"])
         payload = self._codec.encode(
@@ -409,7 +455,7 @@ class SchedulerCore:
             {
                 "run_id": run_id,
                 "seq": seq,
-                "prev_hash": run.head,
+                "prev_hash": known.head if known is not None else journal_genesis(run_id),
                 "entry_type": ENTRY_COMPUTER_USE_ACTION,
                 "session_id": session_id,
                 "action_index": act["action_index"],
@@ -433,8 +479,14 @@ class SchedulerCore:
         entry_hash = journal_entry_hash(payload)
         value = self._codec.encode(codec.JOURNAL_RECORD, {"payload": payload, "entry_hash": entry_hash})
         emit.add(Stream.JOURNAL, run_id.encode(), value, b"bernstein.computer_use.action")
+        run = state.run_for(run_id)
+        session = run.sessions.get(session_id)
+        if session is None:
+            session = SessionState(0, computer_use_genesis(run_id, session_id))
+            run.sessions[session_id] = session
         run.head = entry_hash
         run.entry_count = seq + 1
+        run.submissions[act["submission_id"]] = session_id
         session.next_index += 1
         session.last_anchor = act["anchor"]
         self._audit(
@@ -468,12 +520,15 @@ class SchedulerCore:
         if run.entry_count - run.sealed_count >= self.config.seal_every:
             self._seal(state, record, emit, run_id, run, final=False)
 
-    def _validate_action(self, state: SchedulerState, act: dict[str, Any]) -> _Refusal | None:
+    def _validate_action(self, state: SchedulerState, record: InputRecord, act: dict[str, Any]) -> _Refusal | None:
         run_id, session_id = act["run_id"], act["session_id"]
         if not is_valid_id(run_id):
             return _invalid_id(RefusalCode.INVALID_RUN_ID, "run_id", run_id)
         if not is_valid_id(session_id):
             return _invalid_id(RefusalCode.INVALID_SESSION_ID, "session_id", session_id)
+        refusal = _envelope_refusal(record, act) or _duplicate_submission(state, act)
+        if refusal is not None:
+            return refusal
         action = act["action"]
         if action["kind"] not in ACTION_KINDS:
             return _Refusal(
@@ -540,6 +595,16 @@ class SchedulerCore:
         """The signed lineage entry must bind this very action, under a pinned key."""
         lineage = act["lineage"]
         entry_bytes: bytes = lineage["entry"]
+        if len(entry_bytes) > MAX_LINEAGE_ENTRY_BYTES:
+            return _Refusal(
+                RefusalCode.LINEAGE_TOO_LARGE,
+                f"lineage entry has {len(entry_bytes)} bytes; the limit is {MAX_LINEAGE_ENTRY_BYTES}",
+                "lineage.entry",
+                str(len(entry_bytes)),
+                str(MAX_LINEAGE_ENTRY_BYTES),
+            )
+        if json_nesting_exceeds(entry_bytes):
+            return _too_deep("lineage.entry")
         try:
             entry = json.loads(entry_bytes)
             if not isinstance(entry, dict) or canonical_json(entry) != entry_bytes:
@@ -590,6 +655,10 @@ class SchedulerCore:
         run_id = close["run_id"]
         if not is_valid_id(run_id):
             self._refuse(state, record, close, _invalid_id(RefusalCode.INVALID_RUN_ID, "run_id", run_id), emit)
+            return
+        envelope = _envelope_refusal(record, close)
+        if envelope is not None:
+            self._refuse(state, record, close, envelope, emit)
             return
         run = state.runs.get(run_id)
         if run is not None and run.closed:
@@ -644,20 +713,25 @@ class SchedulerCore:
 
     def _dead_letter(self, state: SchedulerState, record: InputRecord, emit: _Emitter, code: DeadLetterCode, detail: str) -> None:
         raw = record.value or b""
-        value = self._codec.encode(
-            codec.DEAD_LETTER,
-            {
-                "code": code.value,
-                "detail": _clip(detail, 1024),
-                "raw_sha256": sha256_digest(raw),
-                "raw_size": len(raw),
-                "raw": raw if len(raw) <= _MAX_DEAD_LETTER_RAW else b"",
-                "key": record.key,
-                "input": {"topic": record.topic, "partition": record.partition, "offset": record.offset},
-                "record_timestamp_ms": record.timestamp_ms,
-            },
-        )
-        emit.add(Stream.DEADLETTER, record.key or b"", value, b"bernstein.input.deadletter")
+        key = _key_of(record)
+        fields = {
+            "code": code.value,
+            "detail": _clip(detail, 1024),
+            "raw_sha256": sha256_digest(raw),
+            "raw_size": len(raw),
+            "raw": raw if len(raw) <= _MAX_DEAD_LETTER_RAW else b"",
+            "key": None if key is None else key[:MAX_KEPT_KEY_BYTES],
+            "key_sha256": "" if key is None else sha256_digest(key),
+            "key_size": 0 if key is None else len(key),
+            "input": {"topic": record.topic, "partition": record.partition, "offset": record.offset},
+            "record_timestamp_ms": record.timestamp_ms,
+        }
+        # keyed by the input key while it is small, else by nothing
+        out_key = key if key is not None and len(key) <= MAX_KEPT_KEY_BYTES else b""
+        value = self._codec.encode(codec.DEAD_LETTER_V2, fields)
+        if fields["raw"] and emit.size(out_key, value, _CE_DEADLETTER) > emit.limit:
+            value = self._codec.encode(codec.DEAD_LETTER_V2, {**fields, "raw": b""})  # by digest and size only
+        emit.add(Stream.DEADLETTER, out_key, value, _CE_DEADLETTER)
         self._audit(
             state,
             record,
@@ -720,25 +794,42 @@ class SchedulerCore:
         state.audit_head = mac
 
 
+class _OutputTooLarge(Exception):
+    """An output would exceed ``max_output_bytes``; the step dead-letters its input instead."""
+
+
 class _Emitter:
-    """Collects one step's outputs with deterministic CloudEvents headers."""
+    """Collects one step's outputs with deterministic CloudEvents headers, none above ``limit`` bytes."""
 
-    __slots__ = ("_record", "outputs")
+    __slots__ = ("_record", "limit", "outputs")
 
-    def __init__(self, record: InputRecord) -> None:
+    def __init__(self, record: InputRecord, limit: int) -> None:
         self._record = record
+        self.limit = limit
         self.outputs: list[OutputRecord] = []
 
-    def add(self, stream: Stream, key: bytes, value: bytes, ce_type: bytes) -> None:
+    def _headers(self, ce_type: bytes) -> tuple[tuple[str, bytes], ...]:
         r = self._record
         ce_id = f"{r.topic}:{r.partition}:{r.offset}:{len(self.outputs)}".encode()
-        headers = (
+        return (
             ("ce_specversion", b"1.0"),
             ("ce_id", ce_id),
             ("ce_source", _CE_SOURCE),
             ("ce_type", ce_type),
         )
-        self.outputs.append(OutputRecord(stream, key, value, headers, r.timestamp_ms))
+
+    def size(self, key: bytes, value: bytes, ce_type: bytes) -> int:
+        """The next output's size: key + value + every header's name and value, in bytes."""
+        return len(key) + len(value) + sum(len(name.encode()) + len(data) for name, data in self._headers(ce_type))
+
+    def add(self, stream: Stream, key: bytes, value: bytes, ce_type: bytes) -> None:
+        size = self.size(key, value, ce_type)
+        if size > self.limit:
+            raise _OutputTooLarge(
+                f"the {stream.value} record would be {size} bytes with its key and headers; "
+                f"the limit (max_output_bytes) is {self.limit}"
+            )
+        self.outputs.append(OutputRecord(stream, key, value, self._headers(ce_type), self._record.timestamp_ms))
 
 
 def _clip(value: object, limit: int = _MAX_EVIDENCE_CHARS) -> str:
@@ -752,6 +843,89 @@ def _digest_or_empty(value: object) -> str:
 
 def _invalid_id(code: RefusalCode, field: str, value: object) -> _Refusal:
     return _Refusal(code, f"{field} {ID_RULE}", field, _clip(value))
+
+
+def _envelope_refusal(record: InputRecord, item: dict[str, Any]) -> _Refusal | None:
+    """The fields every input record carries besides its ids: labels, time and the record key.
+
+    ``item`` is an ActivitySubmission, ComputerUseAction or RunClose whose run_id is valid.
+    """
+    submission_id = item["submission_id"]
+    if not is_valid_label(submission_id):
+        return _Refusal(RefusalCode.INVALID_SUBMISSION_ID, f"submission_id {LABEL_RULE}", "submission_id", _clip(submission_id))
+    for name in ("id", "sdk"):
+        value = item["producer"][name]
+        if not is_valid_label(value):
+            return _Refusal(RefusalCode.INVALID_PRODUCER, f"producer.{name} {LABEL_RULE}", f"producer.{name}", _clip(value))
+    occurred_at_ms = item["occurred_at_ms"]
+    if not 0 <= occurred_at_ms <= MAX_OCCURRED_AT_MS:
+        return _Refusal(
+            RefusalCode.INVALID_OCCURRED_AT,
+            f"occurred_at_ms must be 0 to {MAX_OCCURRED_AT_MS} (1970-01-01 to 9999-12-31 UTC), got {occurred_at_ms}",
+            "occurred_at_ms",
+            str(occurred_at_ms),
+            str(MAX_OCCURRED_AT_MS),
+        )
+    run_id: str = item["run_id"]
+    expected = run_id.encode()
+    key = _key_of(record)
+    if key != expected:
+        run_digest = sha256_digest(expected)
+        if key is None:
+            message = f"the record has no key; a record of run {run_id!r} ({run_digest}) must be keyed by its run id"
+            declared = ""
+        else:
+            declared = sha256_digest(key)
+            message = (
+                f"the record key ({len(key)} bytes, {declared}) is not the run id {run_id!r} ({run_digest}): "
+                "a record must be keyed by its run id"
+            )
+        return _Refusal(RefusalCode.RUN_KEY_MISMATCH, message, "key", declared, run_digest)
+    return None
+
+
+def _key_of(record: InputRecord) -> bytes | None:
+    """The record's key as bytes (Kafka's are; a str key, as a test may pass, counts as its UTF-8)."""
+    key: object = record.key
+    if key is None or type(key) is bytes:
+        return key
+    if isinstance(key, str):
+        return key.encode("utf-8", "surrogatepass")
+    if isinstance(key, (bytes, bytearray, memoryview)):
+        return bytes(key)
+    return repr(key).encode()  # not a key Kafka could deliver; never fail on it
+
+
+def _duplicate_submission(state: SchedulerState, item: dict[str, Any]) -> _Refusal | None:
+    """A submission_id already journalled in the run: a retried publish is journalled once."""
+    run = state.runs.get(item["run_id"])
+    earlier = run.submissions.get(item["submission_id"]) if run is not None else None
+    if earlier is None:
+        return None
+    return _Refusal(
+        RefusalCode.DUPLICATE_SUBMISSION,
+        f"submission_id {item['submission_id']!r} was already journalled in run {item['run_id']!r} (stage {earlier!r}); "
+        "a repeated submission is journalled once",
+        "submission_id",
+        item["submission_id"],
+        earlier_stage_id=earlier,
+    )
+
+
+def _occurred_at(item: dict[str, Any], record: InputRecord) -> int:
+    """A refusal's occurred_at_ms: the item's when it is in range, else the input record's timestamp."""
+    value = item.get("occurred_at_ms")
+    return value if isinstance(value, int) and 0 <= value <= MAX_OCCURRED_AT_MS else record.timestamp_ms
+
+
+def _too_deep(field: str) -> _Refusal:
+    return _Refusal(
+        RefusalCode.JSON_TOO_DEEP,
+        f"{field} nests JSON arrays and objects deeper than {MAX_JSON_DEPTH} levels",
+        field,
+        "",
+        str(MAX_JSON_DEPTH),
+    )
 
 
 def _malformed_digest(field: str, value: object) -> _Refusal:

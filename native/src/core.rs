@@ -50,9 +50,52 @@ pub const MAX_KIND_LENGTH: usize = 64;
 pub const MAX_EVIDENCE_CHARS: usize = 256;
 pub const MAX_DEAD_LETTER_RAW: usize = 512 * 1024;
 pub const MAX_DETAIL_CHARS: usize = 1024;
+pub const MAX_LABEL_LENGTH: usize = 256;
+pub const MAX_OCCURRED_AT_MS: i64 = 253_402_300_799_999;
+pub const MAX_KEPT_KEY_BYTES: usize = 1024;
 pub const ENTRY_ACTIVITY_RESULT: &str = "activity.result";
 
 const ID_RULE: &str = "must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -";
+const LABEL_RULE: &str = "must be 1-256 characters without control characters";
+
+/// `schemas.records.is_valid_label`: 1-256 code points, no control characters.
+fn is_valid_label(s: &str) -> bool {
+    let n = char_len(s);
+    n > 0 && n <= MAX_LABEL_LENGTH && !has_control(s)
+}
+
+/// Decimal length of an integer as Python's `str()` prints it.
+fn dec_len(v: i64) -> usize {
+    let mut n = if v < 0 { 2 } else { 1 };
+    let mut u = v.unsigned_abs();
+    while u >= 10 {
+        u /= 10;
+        n += 1;
+    }
+    n
+}
+
+/// `_Emitter.size`: an output's key + value + its four CloudEvents headers'
+/// names and values, in bytes, when it is the `index`-th output of the step.
+fn output_size(
+    pos: &Position<'_>,
+    index: usize,
+    key_len: usize,
+    value_len: usize,
+    ce: CeType,
+) -> usize {
+    let ce_id = pos.topic.len()
+        + dec_len(i64::from(pos.partition))
+        + dec_len(pos.offset)
+        + dec_len(index as i64)
+        + 3;
+    key_len
+        + value_len
+        + ("ce_specversion".len() + 3)
+        + ("ce_id".len() + ce_id)
+        + ("ce_source".len() + "bernstein/scheduler".len())
+        + ("ce_type".len() + CE_TYPES[ce as usize].len())
+}
 
 // ---------------------------------------------------------------------------
 // hashing of the state's tables
@@ -103,6 +146,8 @@ pub struct Config {
     pub audit: AuditMac,
     pub audit_key_id: String,
     pub seal_every: i64,
+    /// `config.max_output_bytes`: no output is larger (key + value + headers).
+    pub max_output_bytes: usize,
     /// Every schema the codec knows: fingerprint -> name.
     pub known: Vec<([u8; 8], String)>,
     /// The reference's `_INPUT_SCHEMAS`.
@@ -129,6 +174,8 @@ pub struct RunState {
     pub sealed_count: i64,
     /// Computer-use sessions: kept for the reference (this port never reads them).
     pub sessions: Vec<(String, Session)>,
+    /// submission_id -> stage (or session) of every journalled entry.
+    pub submissions: Map<Box<str>, Box<str>>,
 }
 
 impl RunState {
@@ -141,6 +188,7 @@ impl RunState {
             closed: false,
             sealed_count: 0,
             sessions: Vec::new(),
+            submissions: Map::with_hasher(hasher),
         }
     }
 }
@@ -335,6 +383,71 @@ fn malformed_digest<'a>(field: impl Into<Cow<'a, str>>, value: &'a str) -> Refus
     )
 }
 
+/// `step._envelope_refusal`: submission_id, producer id and sdk, occurred_at_ms,
+/// and the record key, which must be the run id's bytes (`run_id` is valid).
+fn envelope_refusal<'a>(
+    key: Option<&[u8]>,
+    run_id: &'a str,
+    submission_id: &'a str,
+    producer: [&'a str; 2],
+    occurred_at_ms: i64,
+) -> Option<Refusal<'a>> {
+    if !is_valid_label(submission_id) {
+        return Some(Refusal::new(
+            "INVALID_SUBMISSION_ID",
+            format!("submission_id {LABEL_RULE}"),
+            "submission_id",
+            clip(submission_id, MAX_EVIDENCE_CHARS),
+        ));
+    }
+    for (name, value) in [("producer.id", producer[0]), ("producer.sdk", producer[1])] {
+        if !is_valid_label(value) {
+            return Some(Refusal::new(
+                "INVALID_PRODUCER",
+                format!("{name} {LABEL_RULE}"),
+                name,
+                clip(value, MAX_EVIDENCE_CHARS),
+            ));
+        }
+    }
+    if !(0..=MAX_OCCURRED_AT_MS).contains(&occurred_at_ms) {
+        return Some(
+            Refusal::new(
+                "INVALID_OCCURRED_AT",
+                format!(
+                    "occurred_at_ms must be 0 to {MAX_OCCURRED_AT_MS} (1970-01-01 to 9999-12-31 UTC), got {occurred_at_ms}"
+                ),
+                "occurred_at_ms",
+                occurred_at_ms.to_string(),
+            )
+            .recomputed(MAX_OCCURRED_AT_MS.to_string()),
+        );
+    }
+    if key != Some(run_id.as_bytes()) {
+        let run_digest = sha256_digest(run_id.as_bytes());
+        let (message, declared) = match key {
+            None => (
+                format!("the record has no key; a record of run '{run_id}' ({run_digest}) must be keyed by its run id"),
+                String::new(),
+            ),
+            Some(k) => {
+                let d = sha256_digest(k);
+                (
+                    format!(
+                        "the record key ({} bytes, {d}) is not the run id '{run_id}' ({run_digest}): a record must be keyed by its run id",
+                        k.len()
+                    ),
+                    d,
+                )
+            }
+        };
+        return Some(
+            Refusal::new("RUN_KEY_MISMATCH", message, "key", declared).recomputed(run_digest),
+        );
+    }
+    None
+}
+
 fn digest_or_empty(value: &str) -> &str {
     if is_digest(value) {
         value
@@ -492,7 +605,7 @@ impl Core {
         out: &mut Vec<Output<'a>>,
         host: &mut dyn Host,
     ) -> Result<(), Fallback> {
-        if let Some(refusal) = self.validate(sub, host)? {
+        if let Some(refusal) = self.validate(sub, rec.key, host)? {
             let fields = RefusedFields {
                 run_id: sub.run_id,
                 stage_id: sub.stage_id,
@@ -508,14 +621,15 @@ impl Core {
             return Ok(());
         }
         let run_id = sub.run_id;
-        if !self.state.runs.contains_key(run_id) {
-            let run = self.new_run(run_id);
-            self.state.runs.insert(run_id.into(), run);
-        }
-        let cfg = &self.cfg;
-        let state = &mut self.state;
-        let run = state.runs.get_mut(run_id).expect("inserted above");
-        let seq = run.entry_count;
+        // nothing changes before the journal record is known to fit
+        let genesis;
+        let (seq, head): (i64, &str) = match self.state.runs.get(run_id) {
+            Some(run) => (run.entry_count, run.head.as_str()),
+            None => {
+                genesis = journal_genesis(run_id);
+                (0, genesis.as_str())
+            }
+        };
 
         let obs_len: usize = sub
             .observations
@@ -528,7 +642,7 @@ impl Core {
         );
         put_str(&mut payload, run_id);
         put_long(&mut payload, seq);
-        put_str(&mut payload, &run.head);
+        put_str(&mut payload, head);
         put_str(&mut payload, ENTRY_ACTIVITY_RESULT);
         put_str(&mut payload, sub.stage_id);
         put_str(&mut payload, sub.role);
@@ -555,6 +669,21 @@ impl Core {
         let mut value = soe_buffer(&FP_JOURNAL_RECORD, payload.len() + 80);
         put_bytes(&mut value, &payload);
         put_str(&mut value, &entry_hash);
+        let size = output_size(
+            &pos,
+            out.len(),
+            run_id.len(),
+            value.len(),
+            CeType::ActivityResult,
+        );
+        if size > self.cfg.max_output_bytes {
+            let detail = format!(
+                "the journal record would be {size} bytes with its key and headers; the limit (max_output_bytes) is {}",
+                self.cfg.max_output_bytes
+            );
+            self.dead_letter(rec, pos, out, "OUTPUT_TOO_LARGE", &detail);
+            return Ok(());
+        }
         out.push(Output {
             stream: Stream::Journal,
             key: run_id.as_bytes(),
@@ -562,7 +691,16 @@ impl Core {
             ce_type: CeType::ActivityResult,
         });
 
+        if !self.state.runs.contains_key(run_id) {
+            let run = self.new_run(run_id);
+            self.state.runs.insert(run_id.into(), run);
+        }
+        let cfg = &self.cfg;
+        let state = &mut self.state;
+        let run = state.runs.get_mut(run_id).expect("inserted above");
         run.entry_count = seq + 1;
+        run.submissions
+            .insert(sub.submission_id.into(), sub.stage_id.into());
         run.stages
             .insert(sub.stage_id.into(), sub.evidence_set_hash.into());
         if !sub.observations.is_empty() && !run.evidence.contains_key(sub.evidence_set_hash) {
@@ -608,6 +746,7 @@ impl Core {
     fn validate<'a>(
         &self,
         sub: &Submission<'a>,
+        key: Option<&[u8]>,
         host: &mut dyn Host,
     ) -> Result<Option<Refusal<'a>>, Fallback> {
         let (run_id, stage_id, role, kind) = (sub.run_id, sub.stage_id, sub.role, sub.kind);
@@ -625,6 +764,31 @@ impl Core {
                     clip(value, MAX_EVIDENCE_CHARS),
                 )));
             }
+        }
+        let producer = [sub.producer_id, sub.producer_sdk];
+        if let Some(r) =
+            envelope_refusal(key, run_id, sub.submission_id, producer, sub.occurred_at_ms)
+        {
+            return Ok(Some(r));
+        }
+        if let Some(earlier) = self
+            .state
+            .runs
+            .get(run_id)
+            .and_then(|run| run.submissions.get(sub.submission_id))
+        {
+            let shown = py_repr(sub.submission_id, host)?;
+            let earlier_shown = py_repr(earlier, host)?;
+            let mut r = Refusal::new(
+                "DUPLICATE_SUBMISSION",
+                format!(
+                    "submission_id {shown} was already journalled in run '{run_id}' (stage {earlier_shown}); a repeated submission is journalled once"
+                ),
+                "submission_id",
+                sub.submission_id,
+            );
+            r.earlier_stage_id = Some(earlier.to_string());
+            return Ok(Some(r));
         }
         if !KINDS.contains(&kind) {
             let shown = py_repr(&clip(kind, 64), host)?;
@@ -848,14 +1012,16 @@ impl Core {
         put_str(&mut value, &clip(&r.recomputed, MAX_EVIDENCE_CHARS));
         put_opt_str(&mut value, r.earlier_stage_id.as_deref());
         pos.put(&mut value);
-        put_long(&mut value, f.occurred_at_ms);
-
-        let valid_run = is_valid_id(f.run_id);
-        let key: &'a [u8] = if valid_run {
-            f.run_id.as_bytes()
+        let occurred_at_ms = if (0..=MAX_OCCURRED_AT_MS).contains(&f.occurred_at_ms) {
+            f.occurred_at_ms
         } else {
-            rec.key.unwrap_or(b"")
+            rec.timestamp_ms
         };
+        put_long(&mut value, occurred_at_ms);
+
+        // keyed by the run id when it is one, else by nothing: never by an unbounded input key
+        let valid_run = is_valid_id(f.run_id);
+        let key: &'a [u8] = if valid_run { f.run_id.as_bytes() } else { b"" };
         let record_hash = sha256_digest(&value);
         out.push(Output {
             stream: Stream::Refusals,
@@ -923,6 +1089,17 @@ impl Core {
             self.refuse(rec, pos, &fields, r, out);
             return;
         }
+        let producer = [close.producer_id, close.producer_sdk];
+        if let Some(r) = envelope_refusal(
+            rec.key,
+            run_id,
+            close.submission_id,
+            producer,
+            close.occurred_at_ms,
+        ) {
+            self.refuse(rec, pos, &fields, r, out);
+            return;
+        }
         if self.state.runs.get(run_id).is_some_and(|run| run.closed) {
             let r = Refusal::new(
                 "RUN_CLOSED",
@@ -955,12 +1132,31 @@ impl Core {
 
     // -- dead letters -------------------------------------------------------------
 
+    /// `SchedulerCore.reject`: dead-letter `rec` with `code` and `detail`
+    /// instead of stepping it (the shell's per-record produce errors).
+    pub fn reject<'a>(&mut self, rec: &Input<'a>, code: &str, detail: &str) -> Outcome<'a> {
+        let Ok(partition) = i32::try_from(rec.partition) else {
+            return Outcome::Fallback(Fallback("input partition does not fit an Avro int"));
+        };
+        if self.state.audit.seq > i64::MAX - 8 {
+            return Outcome::Fallback(Fallback("audit sequence at the end of the long range"));
+        }
+        let pos = Position {
+            topic: rec.topic,
+            partition,
+            offset: rec.offset,
+        };
+        let mut out: Vec<Output<'a>> = Vec::with_capacity(2);
+        self.dead_letter(rec, pos, &mut out, code, detail);
+        Outcome::Done(out)
+    }
+
     fn dead_letter<'a>(
         &mut self,
         rec: &Input<'a>,
         pos: Position<'a>,
         out: &mut Vec<Output<'a>>,
-        code: &'static str,
+        code: &str,
         detail: &str,
     ) {
         let raw: &[u8] = rec.value.unwrap_or(b"");
@@ -971,21 +1167,46 @@ impl Core {
             b""
         };
         let detail = clip(detail, MAX_DETAIL_CHARS);
-        let mut value = soe_buffer(
-            &FP_DEAD_LETTER,
-            160 + detail.len() + kept.len() + rec.key.map_or(0, <[u8]>::len),
-        );
-        put_str(&mut value, code);
-        put_str(&mut value, &detail);
-        put_str(&mut value, &raw_sha256);
-        put_long(&mut value, raw.len() as i64);
-        put_bytes(&mut value, kept);
-        put_opt_bytes(&mut value, rec.key);
-        pos.put(&mut value);
-        put_long(&mut value, rec.timestamp_ms);
+        let key = rec.key;
+        let kept_key = key.map(|k| &k[..k.len().min(MAX_KEPT_KEY_BYTES)]);
+        let key_sha256 = key.map_or_else(String::new, sha256_digest);
+        // keyed by the input key while it is small, else by nothing
+        let out_key: &'a [u8] = match key {
+            Some(k) if k.len() <= MAX_KEPT_KEY_BYTES => k,
+            _ => b"",
+        };
+        let encode = |raw_kept: &[u8]| {
+            let mut value = soe_buffer(
+                &FP_DEAD_LETTER_V2,
+                240 + detail.len() + raw_kept.len() + kept_key.map_or(0, <[u8]>::len),
+            );
+            put_str(&mut value, code);
+            put_str(&mut value, &detail);
+            put_str(&mut value, &raw_sha256);
+            put_long(&mut value, raw.len() as i64);
+            put_bytes(&mut value, raw_kept);
+            put_opt_bytes(&mut value, kept_key);
+            put_str(&mut value, &key_sha256);
+            put_long(&mut value, key.map_or(0, |k| k.len() as i64));
+            pos.put(&mut value);
+            put_long(&mut value, rec.timestamp_ms);
+            value
+        };
+        let mut value = encode(kept);
+        if !kept.is_empty()
+            && output_size(
+                &pos,
+                out.len(),
+                out_key.len(),
+                value.len(),
+                CeType::InputDeadletter,
+            ) > self.cfg.max_output_bytes
+        {
+            value = encode(b""); // by digest and size only
+        }
         out.push(Output {
             stream: Stream::Deadletter,
-            key: rec.key.unwrap_or(b""),
+            key: out_key,
             value,
             ce_type: CeType::InputDeadletter,
         });

@@ -31,8 +31,9 @@ use crate::batch::{HeaderPairs, Plan};
 use crate::core::{
     AuditChain, CeType, Config, Core, Host, Input, KeyedHasher, Map, NoHost, Outcome, RoleKind,
     RunState, Session, State, CE_TYPES, KINDS, MAX_DEAD_LETTER_RAW, MAX_DETAIL_CHARS,
-    MAX_EVIDENCE_CHARS, MAX_INLINE_ARTIFACT_BYTES, MAX_KIND_LENGTH, MAX_OBSERVATIONS,
-    MAX_REASON_CODE_LENGTH, MAX_REF_LENGTH, TERMINAL_STATES,
+    MAX_EVIDENCE_CHARS, MAX_INLINE_ARTIFACT_BYTES, MAX_KEPT_KEY_BYTES, MAX_KIND_LENGTH,
+    MAX_LABEL_LENGTH, MAX_OBSERVATIONS, MAX_OCCURRED_AT_MS, MAX_REASON_CODE_LENGTH, MAX_REF_LENGTH,
+    TERMINAL_STATES,
 };
 use crate::hashing::AuditMac;
 use crate::schemas::NATIVE_SCHEMAS;
@@ -277,7 +278,7 @@ impl NativeCore {
     /// `_INPUT_SCHEMAS`. The state starts as `initial_state(config, partition)`.
     #[new]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (roles, signing_seed, audit_key, audit_key_id, seal_every, partition, signer_key_id, known_schemas, input_schemas))]
+    #[pyo3(signature = (roles, signing_seed, audit_key, audit_key_id, seal_every, partition, signer_key_id, known_schemas, input_schemas, max_output_bytes = 2_080_768))]
     fn new(
         py: Python<'_>,
         roles: &Bound<'_, PyDict>,
@@ -289,6 +290,7 @@ impl NativeCore {
         signer_key_id: String,
         known_schemas: Vec<(Vec<u8>, String)>,
         input_schemas: Vec<String>,
+        max_output_bytes: usize,
     ) -> PyResult<Self> {
         let seed: [u8; 32] = signing_seed.try_into().map_err(|_| {
             value_error(format!(
@@ -298,6 +300,11 @@ impl NativeCore {
         })?;
         if seal_every < 1 {
             return Err(value_error("seal_every must be at least 1".into()));
+        }
+        if max_output_bytes < 64 * 1024 {
+            return Err(value_error(
+                "max_output_bytes must be at least 65536".into(),
+            ));
         }
         let partition = i32::try_from(partition)
             .map_err(|_| value_error(format!("partition {partition} does not fit an Avro int")))?;
@@ -358,6 +365,7 @@ impl NativeCore {
             audit,
             audit_key_id,
             seal_every,
+            max_output_bytes,
             known,
             expected: input_schemas,
             expected_joined: sorted_inputs.join(", "),
@@ -458,7 +466,7 @@ impl NativeCore {
 
     /// Replaces the whole state. `runs`: iterable of (run_id, head, entry_count,
     /// stages dict, evidence dict, closed, sealed_count, sessions list of
-    /// (session_id, next_index, last_anchor, closed)).
+    /// (session_id, next_index, last_anchor, closed), submissions dict).
     fn load_state(
         &mut self,
         partition: i64,
@@ -475,8 +483,8 @@ impl NativeCore {
             let t = item
                 .cast::<PyTuple>()
                 .map_err(|_| PyTypeError::new_err("each run must be a tuple"))?;
-            if t.len() != 8 {
-                return Err(PyTypeError::new_err("each run must be an 8-tuple"));
+            if t.len() != 9 {
+                return Err(PyTypeError::new_err("each run must be a 9-tuple"));
             }
             let run_id: String = t.get_item(0)?.extract()?;
             let run = RunState {
@@ -487,6 +495,7 @@ impl NativeCore {
                 closed: t.get_item(5)?.extract()?,
                 sealed_count: t.get_item(6)?.extract()?,
                 sessions: sessions_from(t.get_item(7)?.extract()?),
+                submissions: str_map(&t.get_item(8)?, hasher, "submissions")?,
             };
             map.insert(run_id.into_boxed_str(), run);
         }
@@ -515,6 +524,7 @@ impl NativeCore {
                 run.closed,
                 run.sealed_count,
                 sessions_to(&run.sessions),
+                map_to_dict(py, &run.submissions)?,
             );
             runs.append(item)?;
         }
@@ -561,6 +571,15 @@ impl NativeCore {
             .map(|v| v.to_string())
     }
 
+    fn submission_get(&self, run_id: &str, submission_id: &str) -> Option<String> {
+        self.core
+            .state
+            .runs
+            .get(run_id)
+            .and_then(|r| r.submissions.get(submission_id))
+            .map(|v| v.to_string())
+    }
+
     fn evidence_get(&self, run_id: &str, evidence_set_hash: &str) -> Option<String> {
         self.core
             .state
@@ -586,10 +605,10 @@ impl NativeCore {
     }
 
     /// Writes back one run after the reference processed a record: scalars and
-    /// sessions are replaced; `stages` / `evidence` either replace the map
-    /// (`*_replace`) or are assignments applied in order.
+    /// sessions are replaced; `stages` / `evidence` / `submissions` either replace
+    /// the map (`*_replace`) or are assignments applied in order.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (run_id, head, entry_count, closed, sealed_count, sessions, stages_replace, stages, evidence_replace, evidence))]
+    #[pyo3(signature = (run_id, head, entry_count, closed, sealed_count, sessions, stages_replace, stages, evidence_replace, evidence, submissions_replace = false, submissions = Vec::new()))]
     fn apply_run(
         &mut self,
         run_id: &str,
@@ -602,6 +621,8 @@ impl NativeCore {
         stages: Vec<(String, String)>,
         evidence_replace: bool,
         evidence: Vec<(String, String)>,
+        submissions_replace: bool,
+        submissions: Vec<(String, String)>,
     ) {
         let hasher = self.core.cfg.hasher;
         let runs = &mut self.core.state.runs;
@@ -625,6 +646,13 @@ impl NativeCore {
         }
         for (k, v) in evidence {
             run.evidence.insert(k.into_boxed_str(), v.into_boxed_str());
+        }
+        if submissions_replace {
+            run.submissions.clear();
+        }
+        for (k, v) in submissions {
+            run.submissions
+                .insert(k.into_boxed_str(), v.into_boxed_str());
         }
     }
 
@@ -668,6 +696,28 @@ impl NativeCore {
         record: &Bound<'py, PyAny>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
         self.step_item(py, record)
+    }
+
+    /// `SchedulerCore.reject(state, record, code, detail)`: the outputs that
+    /// dead-letter `record` with `code` and `detail`, or None when the record
+    /// must go to the reference (the state is then untouched).
+    fn reject<'py>(
+        &mut self,
+        py: Python<'py>,
+        record: &Bound<'py, PyAny>,
+        code: &str,
+        detail: &str,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
+        let Some(rec) = read_input(record)? else {
+            return Ok(None);
+        };
+        let Some(input) = rec.as_input() else {
+            return Ok(None);
+        };
+        match self.core.reject(&input, code, detail) {
+            Outcome::Done(outputs) => self.convert(py, &rec, &input, &outputs).map(Some),
+            Outcome::Fallback(_) => Ok(None),
+        }
     }
 
     // -- the shell's batch path (src/batch.rs) ------------------------------------
@@ -830,6 +880,17 @@ impl NativeCore {
             Outcome::Done(outputs) => outputs,
             Outcome::Fallback(_) => return Ok(None),
         };
+        self.convert(py, &rec, &input, &outputs).map(Some)
+    }
+
+    /// The core's outputs of one record as the configured Python objects.
+    fn convert<'py>(
+        &self,
+        py: Python<'py>,
+        rec: &PyInput<'py>,
+        input: &Input<'_>,
+        outputs: &[core::Output<'_>],
+    ) -> PyResult<Bound<'py, PyList>> {
         let converted = PyList::empty(py);
         let prefix = format!("{}:{}:{}:", input.topic, input.partition, input.offset);
         for (index, o) in outputs.iter().enumerate() {
@@ -863,7 +924,7 @@ impl NativeCore {
             };
             converted.append(out)?;
         }
-        Ok(Some(converted))
+        Ok(converted)
     }
 }
 
@@ -1004,6 +1065,9 @@ fn bernstein_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     constants.set_item("MAX_EVIDENCE_CHARS", MAX_EVIDENCE_CHARS)?;
     constants.set_item("MAX_DEAD_LETTER_RAW", MAX_DEAD_LETTER_RAW)?;
     constants.set_item("MAX_DETAIL_CHARS", MAX_DETAIL_CHARS)?;
+    constants.set_item("MAX_LABEL_LENGTH", MAX_LABEL_LENGTH)?;
+    constants.set_item("MAX_OCCURRED_AT_MS", MAX_OCCURRED_AT_MS)?;
+    constants.set_item("MAX_KEPT_KEY_BYTES", MAX_KEPT_KEY_BYTES)?;
     constants.set_item("CE_TYPES", CE_TYPES.to_vec())?;
     m.add("CONSTANTS", constants)?;
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;

@@ -18,19 +18,21 @@ pub const FP_JOURNAL_ENTRY: [u8; 8] = [0x95, 0x01, 0x95, 0x83, 0x4f, 0xfc, 0xdf,
 pub const FP_JOURNAL_RECORD: [u8; 8] = [0xb6, 0xd2, 0x02, 0x83, 0x42, 0x51, 0x5c, 0x4d];
 pub const FP_REFUSAL: [u8; 8] = [0xee, 0x9b, 0xe0, 0x52, 0xed, 0x5c, 0xf7, 0x7b];
 pub const FP_DEAD_LETTER: [u8; 8] = [0x6d, 0x54, 0x57, 0x61, 0x54, 0xc4, 0xac, 0x34];
+pub const FP_DEAD_LETTER_V2: [u8; 8] = [0x06, 0xb1, 0x48, 0x42, 0x91, 0xf3, 0x6d, 0x55];
 pub const FP_RUN_SEAL: [u8; 8] = [0x3e, 0x25, 0x04, 0xa5, 0xa2, 0x85, 0x4e, 0xda];
 pub const FP_SEAL_RECORD: [u8; 8] = [0x07, 0x49, 0x08, 0x8f, 0x09, 0x83, 0x77, 0x40];
 pub const FP_AUDIT_ENTRY: [u8; 8] = [0x47, 0xa8, 0x48, 0x7d, 0x9e, 0x81, 0x6a, 0x71];
 pub const FP_AUDIT_RECORD: [u8; 8] = [0xeb, 0xd7, 0x0f, 0x04, 0x32, 0xd4, 0xf3, 0x2c];
 
 /// Every schema whose layout is hard-coded here, by its `.avsc` stem.
-pub const NATIVE_SCHEMAS: [(&str, [u8; 8]); 10] = [
+pub const NATIVE_SCHEMAS: [(&str, [u8; 8]); 11] = [
     (ACTIVITY_SUBMISSION, FP_ACTIVITY_SUBMISSION),
     (RUN_CLOSE, FP_RUN_CLOSE),
     ("JournalEntry.v1", FP_JOURNAL_ENTRY),
     ("JournalRecord.v1", FP_JOURNAL_RECORD),
     ("Refusal.v1", FP_REFUSAL),
     ("DeadLetter.v1", FP_DEAD_LETTER),
+    ("DeadLetter.v2", FP_DEAD_LETTER_V2),
     ("RunSeal.v1", FP_RUN_SEAL),
     ("SealRecord.v1", FP_SEAL_RECORD),
     ("AuditEntry.v1", FP_AUDIT_ENTRY),
@@ -59,6 +61,7 @@ pub struct Submission<'a> {
     pub stage_id: &'a str,
     pub role: &'a str,
     pub producer_id: &'a str,
+    pub producer_sdk: &'a str,
     pub kind: &'a str,
     pub artifact: &'a [u8],
     pub artifact_hash: &'a str,
@@ -73,6 +76,8 @@ pub struct Submission<'a> {
 pub struct RunClose<'a> {
     pub submission_id: &'a str,
     pub run_id: &'a str,
+    pub producer_id: &'a str,
+    pub producer_sdk: &'a str,
     pub occurred_at_ms: i64,
 }
 
@@ -84,7 +89,7 @@ pub fn decode_submission(body: &[u8]) -> ReadResult<(Submission<'_>, usize)> {
     let stage_id = r.string()?;
     let role = r.string()?;
     let producer_id = r.string()?;
-    let _producer_sdk = r.string()?;
+    let producer_sdk = r.string()?;
     let kind = r.string()?;
     let artifact = r.bytes()?;
     let artifact_hash = r.string()?;
@@ -117,6 +122,7 @@ pub fn decode_submission(body: &[u8]) -> ReadResult<(Submission<'_>, usize)> {
             stage_id,
             role,
             producer_id,
+            producer_sdk,
             kind,
             artifact,
             artifact_hash,
@@ -134,14 +140,16 @@ pub fn decode_run_close(body: &[u8]) -> ReadResult<(RunClose<'_>, usize)> {
     let mut r = Reader::new(body);
     let submission_id = r.string()?;
     let run_id = r.string()?;
-    let _producer_id = r.string()?;
-    let _producer_sdk = r.string()?;
+    let producer_id = r.string()?;
+    let producer_sdk = r.string()?;
     let occurred_at_ms = r.long()?;
     let used = r.position();
     Ok((
         RunClose {
             submission_id,
             run_id,
+            producer_id,
+            producer_sdk,
             occurred_at_ms,
         },
         used,

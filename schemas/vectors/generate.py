@@ -39,6 +39,14 @@ def _hexify(value: Any) -> Any:
     return value
 
 
+def _nested(depth: int) -> list[Any]:
+    """``depth`` arrays, each the only member of the one around it."""
+    value: list[Any] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
 def canonical_vectors() -> dict[str, Any]:
     ok_cases: dict[str, object] = {
         "empty_object": {},
@@ -50,6 +58,7 @@ def canonical_vectors() -> dict[str, Any]:
         "bmp_keys": {"\u00e9": 1, "e": 2, "\uffff": 3, "\u4e2d": 4},
         "supplementary_plane_keys": {"\U0001f600": 1, "\ue000": 2, "a": 3},
         "nested": {"observations": [{"kind": "page", "ref": "https://a", "content_hash": H["alpha"]}]},
+        "nested_64_levels": _nested(canonical.MAX_JSON_DEPTH),
     }
     refused: dict[str, object] = {
         "float": 1.5,
@@ -57,6 +66,7 @@ def canonical_vectors() -> dict[str, Any]:
         "nan": float("nan"),
         "int_above_safe_range": 9007199254740992,
         "int_below_safe_range": -9007199254740992,
+        "nested_65_levels": _nested(canonical.MAX_JSON_DEPTH + 1),
     }
     cases = []
     for name, value in ok_cases.items():
@@ -234,6 +244,18 @@ def _avro_samples() -> dict[str, dict[str, Any]]:
             "occurred_at_ms": 1767225600001,
         },
         codec.JOURNAL_RECORD: {"payload": b"\xc3\x01payload", "entry_hash": canonical.sha256_digest(b"x")},
+        codec.DEAD_LETTER_V2: {
+            "code": "NOT_AVRO_SINGLE_OBJECT",
+            "detail": "value is not an Avro single-object record",
+            "raw_sha256": canonical.sha256_digest(b"junk"),
+            "raw_size": 4,
+            "raw": b"junk",
+            "key": b"not-run-42",
+            "key_sha256": canonical.sha256_digest(b"not-run-42"),
+            "key_size": 10,
+            "input": {"topic": "bernstein.activity.submissions", "partition": 0, "offset": 9},
+            "record_timestamp_ms": 1767225600002,
+        },
     }
 
 

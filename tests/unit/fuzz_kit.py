@@ -157,5 +157,6 @@ def record_values(
 
 
 def keyed(values: st.SearchStrategy[bytes | None]) -> st.SearchStrategy[list[tuple[bytes | None, bytes | None]]]:
-    """1 to 25 (key, value) inputs."""
-    return st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=8)), values), min_size=1, max_size=25)
+    """1 to 25 (key, value) inputs; keys are mostly the seeds' run ids (a record must be keyed by its run id)."""
+    keys = st.one_of(st.sampled_from([b"run-1", b"run-2"]), st.none(), st.binary(max_size=8))
+    return st.lists(st.tuples(keys, values), min_size=1, max_size=25)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schemas import canonical
+from schemas.canonical import canonical_json, json_nesting_exceeds
 from schemas.errors import CanonicalizationError, MalformedDigest
 
 VECTORS = Path(__file__).resolve().parents[2] / "schemas" / "vectors"
@@ -112,3 +114,60 @@ def test_typed_value_digest_is_keyed_and_hides_the_value() -> None:
     assert "hunter2" not in digest
     assert digest != canonical.typed_value_digest(b"j" * 32, "hunter2")
     assert digest != canonical.sha256_digest(b"hunter2")
+
+
+# -- one depth limit and one key rule for both encoder paths (review addendum A1-A3) --
+
+
+def _nest(depth: int, leaf: object = 1) -> object:
+    value = leaf
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("key", ["ascii", "\U0001f600"], ids=["fast-path", "fallback"])
+def test_both_paths_accept_64_levels_and_refuse_65_with_a_typed_error(key: str) -> None:
+    assert canonical_json({key: _nest(63)}) == b'{"' + key.encode() + b'":' + b"[" * 63 + b"1" + b"]" * 63 + b"}"
+    with pytest.raises(CanonicalizationError, match="deeper than 64 levels"):
+        canonical_json({key: _nest(64)})
+    with pytest.raises(CanonicalizationError, match="deeper than 64 levels"):
+        canonical_json({key: _nest(5000)})  # formerly RecursionError on the fallback
+
+
+def test_a_cyclic_value_is_refused_instead_of_looping() -> None:
+    cyclic: list[object] = []
+    cyclic.append(cyclic)
+    with pytest.raises(CanonicalizationError, match="or is cyclic"):
+        canonical_json(cyclic)
+    loop: dict[str, object] = {}
+    loop["self"] = loop
+    with pytest.raises(CanonicalizationError):
+        canonical_json({"\U0001f600": loop})
+
+
+class _Key(StrEnum):
+    A = "a"
+
+
+@pytest.mark.parametrize("extra", [{}, {"\U0001f600": 1}], ids=["fast-path", "fallback"])
+def test_str_subclass_keys_are_refused_on_both_paths(extra: dict[str, int]) -> None:
+    with pytest.raises(CanonicalizationError, match="exactly str"):
+        canonical_json({_Key.A: 1, **extra})
+    assert canonical_json({"a": _Key.A, **extra}).startswith(b'{"a":"a"')  # a str subclass value is its text
+
+
+@pytest.mark.parametrize(
+    ("text", "exceeds"),
+    [
+        (b"[" * 64 + b"]" * 64, False),
+        (b"[" * 65 + b"]" * 65, True),
+        (b'{"a":' * 65 + b"1" + b"}" * 65, True),
+        (b'["' + b"[" * 1000 + b'"]', False),  # brackets inside a string do not count
+        (b'["\\"' + b"[" * 1000 + b'"]', False),  # nor after an escaped quote
+        (b'"' + b"[" * 1000, True),  # an unterminated string is not a string
+        (b"[" * 1000, True),
+    ],
+)
+def test_json_nesting_exceeds_counts_only_structure(text: bytes, exceeds: bool) -> None:
+    assert json_nesting_exceeds(text) is exceeds

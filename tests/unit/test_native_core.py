@@ -47,7 +47,14 @@ from consumers.core.step import SchedulerCore, _clip, initial_state
 from consumers.shell import SchedulerShell, _TxnCaller
 from schemas import canonical, codec
 from schemas.canonical import canonical_json, computer_use_genesis, evidence_set_hash, hmac_key_id, sha256_digest
-from schemas.records import BROWSER_SESSION_FORMAT, MAX_INLINE_ARTIFACT_BYTES, MAX_OBSERVATIONS, is_valid_id
+from schemas.records import (
+    BROWSER_SESSION_FORMAT,
+    MAX_INLINE_ARTIFACT_BYTES,
+    MAX_OBSERVATIONS,
+    MAX_OCCURRED_AT_MS,
+    DeadLetterCode,
+    is_valid_id,
+)
 from substrate.config import Topics
 from substrate.kafka import client_config
 from substrate.keys import Ed25519Signer
@@ -379,6 +386,22 @@ REFUSALS: dict[str, dict[str, Any]] = {
     "evidence-set-hash-mismatch": {"evidence_set_hash": OTHER_EVIDENCE},
     "evidence-of-dropped-observation": {"observations": observations([b"page one"])},
     "several-rules-first-wins": {"kind": "poetry", "terminal_state": "exploded", "reason_code": "", "artifact": b"changed"},
+    # bounded labels, time and the key (issue 11): each is refused before the kind
+    "submission-id-empty": {"submission_id": ""},
+    "submission-id-257": {"submission_id": "s" * 257},
+    "submission-id-control": {"submission_id": "sub\x00id"},
+    "submission-id-del": {"submission_id": "sub\x7f"},
+    "submission-id-huge-non-ascii": {"submission_id": "\u4e2d\U0001f600" * 50_000},
+    "producer-id-empty": {"producer": {"id": "", "sdk": "sdk"}},
+    "producer-id-newline": {"producer": {"id": "worker\n", "sdk": "sdk"}},
+    "producer-id-257-non-ascii": {"producer": {"id": "\u00f6" * 257, "sdk": "sdk"}},
+    "producer-sdk-empty": {"producer": {"id": "worker", "sdk": ""}},
+    "producer-sdk-huge": {"producer": {"id": "worker", "sdk": "v" * 100_000}},
+    "occurred-at-negative": {"occurred_at_ms": -1},
+    "occurred-at-min-long": {"occurred_at_ms": -(2**63)},
+    "occurred-at-max-long": {"occurred_at_ms": 2**63 - 1},
+    "occurred-at-after-9999": {"occurred_at_ms": MAX_OCCURRED_AT_MS + 1},
+    "labels-before-kind": {"submission_id": "", "kind": "poetry", "occurred_at_ms": -5},
 }
 
 
@@ -386,8 +409,10 @@ REFUSALS: dict[str, dict[str, Any]] = {
 def test_each_refusal_is_byte_identical(name: str) -> None:
     pair = Pair()
     pair.feed(enc_sub(stage_id="accepted-0", pages=[b"first"]))
-    outs = pair.feed(enc({**sub(stage_id="stage-9"), **REFUSALS[name]}), key=b"the-key")
+    record = {**sub(stage_id="stage-9"), **REFUSALS[name]}
+    outs = pair.feed(enc(record), key=record["run_id"].encode())
     assert kinds(outs) == [codec.REFUSAL, codec.AUDIT_RECORD]
+    assert codec.decode(outs[0].value).record["code"] != "RUN_KEY_MISMATCH"
 
 
 ACCEPTED: dict[str, dict[str, Any]] = {
@@ -405,8 +430,9 @@ ACCEPTED: dict[str, dict[str, Any]] = {
         "artifact": b"y" * MAX_INLINE_ARTIFACT_BYTES,
         "artifact_hash": sha256_digest(b"y" * MAX_INLINE_ARTIFACT_BYTES),
     },
-    "extreme-occurred-at": {"occurred_at_ms": -(2**63)},
-    "max-occurred-at": {"occurred_at_ms": 2**63 - 1},
+    "occurred-at-zero": {"occurred_at_ms": 0},
+    "occurred-at-9999": {"occurred_at_ms": MAX_OCCURRED_AT_MS},
+    "labels-at-256": {"submission_id": "\u00e9" * 256, "producer": {"id": "\u4e2d" * 256, "sdk": "s" * 256}},
     "every-kind-coding": {"role": "developer", "kind": "coding"},
     "every-kind-ops": {"role": "operator", "kind": "ops"},
     "every-kind-data": {"role": "analyst", "kind": "data"},
@@ -439,6 +465,105 @@ def test_run_memory_rules_duplicate_redundant_closed() -> None:
     pair.feed(enc_close("\u00e9" * 300), key=None)
     pair.feed(enc_close("never-started"), key=b"never-started")
     assert pair.native.fallbacks == 0
+
+
+KEYS: dict[str, bytes | None] = {
+    "none": None,
+    "empty": b"",
+    "other-run": b"run-2",
+    "case": b"RUN-1",
+    "trailing-space": b"run-1 ",
+    "nul": b"run-1\x00",
+    "not-utf8": b"\xff\xfe",
+    "kilobyte": b"k" * 1025,
+    "megabyte": b"k" * 1_100_000,
+}
+
+
+@pytest.mark.parametrize("name", sorted(KEYS))
+def test_a_key_that_is_not_the_run_id_is_refused_alike(name: str) -> None:
+    pair = Pair()
+    pair.feed(enc_sub(stage_id="s0", pages=[b"zero"]))
+    for value in (enc_sub(stage_id="s1", pages=[b"one"]), enc_close(), enc_close("bad id")):
+        outs = pair.feed(value, key=KEYS[name])
+        assert kinds(outs) == [codec.REFUSAL, codec.AUDIT_RECORD]
+        assert len(outs[0].key) <= 128
+    assert pair.native.fallbacks == 0
+
+
+def test_repeated_submission_ids_are_refused_alike() -> None:
+    pair = Pair()
+    pair.feed(enc_sub(stage_id="s0", pages=[b"zero"], submission_id="retry-me"))
+    pair.feed(enc_sub(stage_id="s0", pages=[b"zero"], submission_id="retry-me"))  # the retried publish itself
+    pair.feed(enc_sub(stage_id="s1", pages=[b"one"], submission_id="retry-me"))  # another stage, same id
+    pair.feed(enc_sub(stage_id="s2", pages=[b"two"], submission_id="it's \u00e9 \U0001f600"))
+    pair.feed(enc_sub(stage_id="s3", pages=[b"three"], submission_id="it's \u00e9 \U0001f600"))  # repr needs the host
+    pair.feed(enc_sub(run_id="run-2", stage_id="s0", pages=[b"zero"], submission_id="retry-me"), key=b"run-2")  # per run
+    pair.feed(enc_sub(stage_id="s4", pages=[b"four"], submission_id="close-run-1"))  # a close's id is not remembered
+    refusals = [codec.decode(o.value).record for o in pair.outputs if o.stream is Stream.REFUSALS]
+    assert [(r["code"], r["stage_id"], r["earlier_stage_id"]) for r in refusals] == [
+        ("DUPLICATE_SUBMISSION", "s0", "s0"),
+        ("DUPLICATE_SUBMISSION", "s1", "s0"),
+        ("DUPLICATE_SUBMISSION", "s3", "s2"),
+    ]
+    assert pair.py_state.runs["run-1"].submissions == {"retry-me": "s0", "it's \u00e9 \U0001f600": "s2", "close-run-1": "s4"}
+    assert pair.native.fallbacks == 0
+
+
+DL_KEYS: dict[str, bytes | None] = {
+    "none": None,
+    "kept-1024": b"k" * 1024,
+    "prefix-1025": b"k" * 1025,
+    "megabyte": bytes(range(256)) * 4400,
+}
+
+
+@pytest.mark.parametrize("name", sorted(DL_KEYS))
+def test_dead_letters_bound_the_key_alike(name: str) -> None:
+    pair = Pair()
+    for value in (b"junk", b"X" * (600 * 1024), VALID[:-3]):
+        outs = pair.feed(value, key=DL_KEYS[name])
+        dead = codec.decode(outs[0].value).record
+        key = DL_KEYS[name]
+        assert dead["key"] == (None if key is None else key[:1024])
+        assert (dead["key_sha256"], dead["key_size"]) == (("", 0) if key is None else (sha256_digest(key), len(key)))
+        assert outs[0].key == (key if key is not None and len(key) <= 1024 else b"")
+
+
+def test_outputs_over_the_limit_are_dead_lettered_alike() -> None:
+    limit = 64 * 1024
+    pair = Pair(dataclasses.replace(make_config(), max_output_bytes=limit))
+    many = [{"kind": "page", "ref": "r" * 4000, "content_hash": sha256_digest(b"%d" % i)} for i in range(20)]
+    big = sub(stage_id="big", observations=many, evidence_set_hash=evidence_set_hash(o["content_hash"] for o in many))
+    outs = pair.feed(enc(big))
+    dead = codec.decode(outs[0].value).record
+    assert (dead["code"], dead["raw"]) == ("OUTPUT_TOO_LARGE", b"")  # the input itself is over the limit too
+    assert all(len(o.key) + len(o.value) + sum(len(n) + len(v) for n, v in o.headers) <= limit for o in pair.outputs)
+    fits = many[:14]
+    pair.feed(enc(sub(stage_id="fits", observations=fits, evidence_set_hash=evidence_set_hash(o["content_hash"] for o in fits))))
+    outs = pair.feed(b"J" * (100 * 1024))  # a dead letter keeps its raw value only while it fits
+    assert codec.decode(outs[0].value).record["raw"] == b""
+    outs = pair.feed(b"J" * (40 * 1024))
+    assert codec.decode(outs[0].value).record["raw"] == b"J" * (40 * 1024)
+    pair.feed(enc_sub(stage_id="after", pages=[b"after"]))
+    assert pair.py_state.runs["run-1"].entry_count == 2
+    assert pair.native.fallbacks == 0
+
+
+def test_reject_dead_letters_one_record_alike() -> None:
+    pair = Pair()
+    pair.feed(enc_sub(stage_id="s0", pages=[b"zero"]))
+    record = pair.record(enc_sub(stage_id="s1", pages=[b"one"]), key=b"x" * 5000)
+    pair.py_state, expected = pair.py.reject(
+        pair.py_state, record, DeadLetterCode.PRODUCE_REJECTED, "Broker: Message size too large"
+    )
+    pair.state, got = pair.native.reject(pair.state, record, DeadLetterCode.PRODUCE_REJECTED, "Broker: Message size too large")
+    assert_same_outputs(got, expected)
+    pair.check_state()
+    dead = codec.decode(got[0].value).record
+    assert (dead["code"], dead["detail"], dead["key_size"]) == ("PRODUCE_REJECTED", "Broker: Message size too large", 5000)
+    pair.feed(enc_sub(stage_id="s1", pages=[b"one"]))  # the rejected record left no trace in the run
+    assert pair.py_state.runs["run-1"].entry_count == 2
 
 
 @pytest.mark.parametrize("seal_every", [1, 2, 3, 1000])
@@ -483,7 +608,7 @@ def test_dead_letters_are_byte_identical_without_the_reference(name: str) -> Non
     pair = Pair()
     pair.feed(enc_sub(stage_id="s0", pages=[b"zero"]))
     outs = pair.feed(DEAD_LETTERS[name], key=b"some-key")
-    assert kinds(outs) == [codec.DEAD_LETTER, codec.AUDIT_RECORD]
+    assert kinds(outs) == [codec.DEAD_LETTER_V2, codec.AUDIT_RECORD]
     outs = pair.feed(DEAD_LETTERS[name], key=None)
     assert pair.native.fallbacks == 0
     pair.feed(enc_sub(stage_id="s1", pages=[b"one"]))
@@ -868,7 +993,7 @@ def test_a_ten_thousand_record_stream() -> None:
             value = valid[: rng.randrange(codec.HEADER_SIZE, len(valid))]
         else:
             value = None
-        key = rng.choice([run_id.encode(), None, b""])
+        key = rng.choices([run_id.encode(), None, b"", b"run-0"], weights=[90, 3, 3, 4])[0]
         pair.feed(value, key, check_state=i % 1000 == 999)
     pair.check_state()
     assert len(closed) > 0 and pair.native.fallbacks > 0

@@ -21,13 +21,15 @@ from hypothesis import strategies as st
 
 from consumers.core.model import InputRecord, OutputRecord, SchedulerConfig, SchedulerState, Stream
 from consumers.core.rebuild import StateCorrupted, rebuild_state
-from consumers.core.step import SchedulerCore, initial_state
+from consumers.core.step import SchedulerCore, _clip, initial_state
 from producers.activity import ActivityResult, observe
 from schemas import codec
 from schemas.canonical import (
     artifact_hash,
     audit_genesis,
     audit_mac,
+    canonical_json,
+    computer_use_genesis,
     evidence_set_hash,
     hmac_key_id,
     is_digest,
@@ -36,7 +38,15 @@ from schemas.canonical import (
     seal_signing_input,
     sha256_digest,
 )
-from schemas.records import MAX_INLINE_ARTIFACT_BYTES, MAX_OBSERVATIONS, DeadLetterCode, RefusalCode
+from schemas.records import (
+    BROWSER_SESSION_FORMAT,
+    MAX_INLINE_ARTIFACT_BYTES,
+    MAX_LINEAGE_ENTRY_BYTES,
+    MAX_OBSERVATIONS,
+    MAX_OCCURRED_AT_MS,
+    DeadLetterCode,
+    RefusalCode,
+)
 from substrate.keys import Ed25519Signer, verify_signature
 from tests.roles import ROLES
 from tests.unit import fuzz_kit
@@ -151,7 +161,7 @@ def decode_out(out: OutputRecord) -> Out:
     if name == codec.REFUSAL:
         assert out.stream is Stream.REFUSALS
         return Out(out, "refusal", rec, None)
-    if name == codec.DEAD_LETTER:
+    if name == codec.DEAD_LETTER_V2:
         assert out.stream is Stream.DEADLETTER
         return Out(out, "deadletter", rec, None)
     if name == codec.AUDIT_RECORD:
@@ -343,6 +353,29 @@ RULES: dict[str, Rule] = {
     "unknown-kind": Rule(RefusalCode.UNKNOWN_KIND, {"kind": "poetry"}, "kind", "poetry"),
     "unknown-role": Rule(RefusalCode.UNKNOWN_ROLE, {"role": "ghost"}, "role", "ghost"),
     "kind-not-allowed-for-role": Rule(RefusalCode.KIND_NOT_ALLOWED_FOR_ROLE, {"kind": "coding"}, "kind", "coding", "research"),
+    "submission-id-empty": Rule(RefusalCode.INVALID_SUBMISSION_ID, {"submission_id": ""}, "submission_id", ""),
+    "submission-id-too-long": Rule(
+        RefusalCode.INVALID_SUBMISSION_ID, {"submission_id": "s" * 257}, "submission_id", "s" * 253 + "..."
+    ),
+    "submission-id-2mb": Rule(
+        RefusalCode.INVALID_SUBMISSION_ID, {"submission_id": "s" * 2_000_000}, "submission_id", "s" * 253 + "..."
+    ),
+    "submission-id-control": Rule(RefusalCode.INVALID_SUBMISSION_ID, {"submission_id": "a\nb"}, "submission_id", "a\nb"),
+    "producer-id-control": Rule(RefusalCode.INVALID_PRODUCER, {"producer": {"id": "w\x00", "sdk": "x"}}, "producer.id", "w\x00"),
+    "producer-id-empty": Rule(RefusalCode.INVALID_PRODUCER, {"producer": {"id": "", "sdk": "x"}}, "producer.id", ""),
+    "producer-sdk-too-long": Rule(
+        RefusalCode.INVALID_PRODUCER, {"producer": {"id": "w", "sdk": "v" * 300}}, "producer.sdk", "v" * 253 + "..."
+    ),
+    "occurred-at-negative": Rule(
+        RefusalCode.INVALID_OCCURRED_AT, {"occurred_at_ms": -1}, "occurred_at_ms", "-1", str(MAX_OCCURRED_AT_MS)
+    ),
+    "occurred-at-after-9999": Rule(
+        RefusalCode.INVALID_OCCURRED_AT,
+        {"occurred_at_ms": MAX_OCCURRED_AT_MS + 1},
+        "occurred_at_ms",
+        str(MAX_OCCURRED_AT_MS + 1),
+        str(MAX_OCCURRED_AT_MS),
+    ),
     "kind-not-allowed-default-coding": Rule(
         RefusalCode.KIND_NOT_ALLOWED_FOR_ROLE, {"role": "developer", "kind": "research"}, "kind", "research", "coding"
     ),
@@ -421,7 +454,7 @@ def test_each_refusal_rule_produces_the_exact_refusal_record_and_changes_no_run_
     d.feed(enc_sub(stage_id="accepted-0", pages=[b"first"]))
     before = copy.deepcopy(d.state)
     bad = {**submission(stage_id="stage-9"), **rule.changes}
-    outs = d.feed(codec.encode(codec.ACTIVITY_SUBMISSION, bad), key=b"the-key")
+    outs = d.feed(codec.encode(codec.ACTIVITY_SUBMISSION, bad), key=bad["run_id"].encode())
     assert [o.what for o in outs] == ["refusal", "audit"]
     refusal, audit = outs
 
@@ -433,20 +466,21 @@ def test_each_refusal_rule_produces_the_exact_refusal_record_and_changes_no_run_
         "stage_id": bad["stage_id"],
         "role": bad["role"],
         "kind": bad["kind"],
-        "submission_id": bad["submission_id"],
+        "submission_id": _clip(bad["submission_id"]),
         "field": rule.field,
         "declared": rule.declared,
         "recomputed": rule.recomputed,
         "earlier_stage_id": None,
         "input": {"topic": TOPIC, "partition": PARTITION, "offset": 1},
-        "occurred_at_ms": bad["occurred_at_ms"],
+        # an out-of-range time is not repeated: the refusal carries the input record's timestamp
+        "occurred_at_ms": bad["occurred_at_ms"] if 0 <= bad["occurred_at_ms"] <= MAX_OCCURRED_AT_MS else BASE_TS + 7,
     }
     assert message.strip(), "a refusal explains itself"
     for evidence in (rule.declared, rule.recomputed):
         if evidence.startswith("sha256:") and rule.code is not RefusalCode.MALFORMED_DIGEST:
             assert evidence in message
-    # keyed by run id when the run id is valid, else by the input's key
-    assert refusal.raw.key == (bad["run_id"].encode() if rule.code is not RefusalCode.INVALID_RUN_ID else b"the-key")
+    # keyed by run id when the run id is valid, else by nothing (never by an unbounded input key)
+    assert refusal.raw.key == (bad["run_id"].encode() if rule.code is not RefusalCode.INVALID_RUN_ID else b"")
     assert refusal.raw.headers == expected_headers(1, 0, CE_TYPES["refusal"])
 
     valid_run = rule.code is not RefusalCode.INVALID_RUN_ID
@@ -487,6 +521,7 @@ COMPUTER_USE_CODES = frozenset(
         "LINEAGE_KEY_NOT_PINNED",
         "LINEAGE_SIGNATURE_INVALID",
         "BROWSER_SESSION_MISMATCH",
+        "LINEAGE_TOO_LARGE",
     }
 )
 """Refusals of the computer-use boundary (actions, sessions, lineage): tested with that modality."""
@@ -494,7 +529,8 @@ COMPUTER_USE_CODES = frozenset(
 
 def test_every_activity_refusal_code_has_a_rule_here() -> None:
     """A new activity refusal code needs its exact-record test above (computer-use codes are tested with that modality)."""
-    stateful = {"RUN_CLOSED", "DUPLICATE_STAGE", "REDUNDANT_STAGE"}  # the run-memory tests below
+    # the run-memory tests below, and the key, repeated-id and nesting tests of their own
+    stateful = {"RUN_CLOSED", "DUPLICATE_STAGE", "REDUNDANT_STAGE", "RUN_KEY_MISMATCH", "DUPLICATE_SUBMISSION", "JSON_TOO_DEEP"}
     covered = {rule.code.value for rule in RULES.values()} | stateful
     # The modality document rules have their exact-record tests in test_scheduler_modality_rules.py.
     documents = {code.value for code in RefusalCode if code.value.startswith(("RESEARCH_", "DATAOPS_"))}
@@ -503,7 +539,7 @@ def test_every_activity_refusal_code_has_a_rule_here() -> None:
 
 def test_run_close_with_an_invalid_run_id_is_refused() -> None:
     d = Driver()
-    outs = d.feed(codec.encode(codec.RUN_CLOSE, run_close("bad id")), key=b"k")
+    outs = d.feed(codec.encode(codec.RUN_CLOSE, run_close("bad id")), key=b"k" * 100_000)
     assert [o.what for o in outs] == ["refusal", "audit"]
     refusal = outs[0].record
     assert (refusal["code"], refusal["field"], refusal["declared"], refusal["run_id"]) == (
@@ -513,7 +549,7 @@ def test_run_close_with_an_invalid_run_id_is_refused() -> None:
         "bad id",
     )
     assert (refusal["stage_id"], refusal["role"], refusal["kind"]) == ("", "", "")
-    assert outs[0].raw.key == b"k"
+    assert outs[0].raw.key == b""  # not the input key: it may be of any size
     assert d.state.runs == {}
 
 
@@ -699,6 +735,8 @@ def test_undecodable_input_becomes_a_dead_letter_and_the_partition_moves_on(raw:
         "raw_size": len(data),
         "raw": data,
         "key": b"some-key",
+        "key_sha256": sha256_digest(b"some-key"),
+        "key_size": 8,
         "input": {"topic": TOPIC, "partition": PARTITION, "offset": 1},
         "record_timestamp_ms": BASE_TS + 7,
     }
@@ -736,7 +774,7 @@ def test_unknown_fingerprint_dead_letter_names_the_fingerprint() -> None:
 def test_dead_letter_with_a_null_key_keeps_it_null() -> None:
     d = Driver()
     outs = d.feed(b"junk", key=None)
-    assert outs[0].record["key"] is None
+    assert (outs[0].record["key"], outs[0].record["key_sha256"], outs[0].record["key_size"]) == (None, "", 0)
     assert outs[0].raw.key == b""
 
 
@@ -976,6 +1014,349 @@ def test_outputs_depend_on_the_keys_and_the_partition() -> None:
     assert [o.value for o in base.outputs if o.stream is Stream.AUDIT] != [
         o.value for o in other.outputs if o.stream is Stream.AUDIT
     ]
+
+
+# ---------------------------------------------------------------------------
+# bounds: the record key, repeated submission ids, output size, nesting (issue 11)
+# ---------------------------------------------------------------------------
+
+
+def _refusal_fields(out: Out) -> dict[str, Any]:
+    record = dict(out.record)
+    record.pop("input")
+    return record
+
+
+@pytest.mark.parametrize(
+    "key",
+    [None, b"", b"run-2", b"RUN-1", b"run-1\x00", b"k" * 1_100_000],
+    ids=["none", "empty", "other-run", "case", "nul", "1.1MB"],
+)
+def test_a_record_not_keyed_by_its_run_id_is_refused_and_keyed_by_the_run_id(key: bytes | None) -> None:
+    d = Driver()
+    d.feed(enc_sub(stage_id="accepted-0", pages=[b"first"]))
+    before = copy.deepcopy(d.state)
+    run_digest = sha256_digest(b"run-1")
+    declared = "" if key is None else sha256_digest(key)
+    if key is None:
+        message = f"the record has no key; a record of run 'run-1' ({run_digest}) must be keyed by its run id"
+    else:
+        message = (
+            f"the record key ({len(key)} bytes, {declared}) is not the run id 'run-1' ({run_digest}): "
+            "a record must be keyed by its run id"
+        )
+    outs = d.feed(enc_sub(stage_id="s1", pages=[b"one"]), key=key)
+    assert [o.what for o in outs] == ["refusal", "audit"]
+    assert _refusal_fields(outs[0]) == {
+        "exception": "ActivityRejected",
+        "code": "RUN_KEY_MISMATCH",
+        "message": message,
+        "run_id": "run-1",
+        "stage_id": "s1",
+        "role": "scout",
+        "kind": "research",
+        "submission_id": "sub-run-1-s1",
+        "field": "key",
+        "declared": declared,
+        "recomputed": run_digest,
+        "earlier_stage_id": None,
+        "occurred_at_ms": 1_700_000_000_123,
+    }
+    assert outs[0].raw.key == b"run-1"
+    assert len(outs[0].raw.value) < 2048 and len(outs[1].raw.value) < 2048
+    assert d.state.runs == before.runs
+    # a RunClose keyed elsewhere closes nothing
+    outs = d.feed(enc_close(), key=key)
+    assert outs[0].what == "refusal" and outs[0].record["code"] == "RUN_KEY_MISMATCH"
+    assert not d.state.runs["run-1"].closed
+    # the same submission keyed by its run id is journalled
+    assert d.feed(enc_sub(stage_id="s1", pages=[b"one"]))[0].what == "journal-entry"
+
+
+def test_a_repeated_submission_id_is_refused_naming_the_earlier_stage_and_survives_a_rebuild() -> None:
+    d = Driver()
+    first = enc_sub(stage_id="s0", pages=[b"zero"], submission_id="retry-me")
+    assert d.feed(first)[0].what == "journal-entry"
+    # a retried publish (the same bytes) is journalled once
+    outs = d.feed(first)
+    assert [o.what for o in outs] == ["refusal", "audit"]
+    assert _refusal_fields(outs[0]) == {
+        "exception": "ActivityRejected",
+        "code": "DUPLICATE_SUBMISSION",
+        "message": "submission_id 'retry-me' was already journalled in run 'run-1' (stage 's0'); "
+        "a repeated submission is journalled once",
+        "run_id": "run-1",
+        "stage_id": "s0",
+        "role": "scout",
+        "kind": "research",
+        "submission_id": "retry-me",
+        "field": "submission_id",
+        "declared": "retry-me",
+        "recomputed": "",
+        "earlier_stage_id": "s0",
+        "occurred_at_ms": 1_700_000_000_123,
+    }
+    assert outs[1].inner is not None and outs[1].inner["reason_code"] == "DUPLICATE_SUBMISSION"
+    # the id, not the stage: another stage under the same id is refused too
+    assert d.feed(enc_sub(stage_id="s1", pages=[b"one"], submission_id="retry-me"))[0].record["earlier_stage_id"] == "s0"
+    # a refused submission's id is not remembered: corrected, it is accepted under the same id
+    assert d.feed(enc_sub(stage_id="s2", role="ghost", submission_id="fixed-later"))[0].record["code"] == "UNKNOWN_ROLE"
+    assert d.feed(enc_sub(stage_id="s2", pages=[b"two"], submission_id="fixed-later"))[0].what == "journal-entry"
+    # per run
+    assert d.feed(enc_sub(run_id="run-2", stage_id="s0", submission_id="retry-me"), key=b"run-2")[0].what == "journal-entry"
+    assert d.state.runs["run-1"].submissions == {"retry-me": "s0", "fixed-later": "s2"}
+    rebuilt = d.rebuilt()
+    assert rebuilt.runs["run-1"].submissions == {"retry-me": "s0", "fixed-later": "s2"}
+    assert rebuilt == d.state
+    # after a restart the retry is still refused
+    resumed = Driver()
+    resumed.state, resumed.offset = rebuilt, d.offset
+    assert resumed.feed(first)[0].record["code"] == "DUPLICATE_SUBMISSION"
+
+
+def _big_submission(count: int) -> dict[str, Any]:
+    observations = [{"kind": "page", "ref": "r" * 4000, "content_hash": sha256_digest(b"%d" % i)} for i in range(count)]
+    return {
+        **submission(stage_id="big"),
+        "observations": observations,
+        "evidence_set_hash": evidence_set_hash(o["content_hash"] for o in observations),
+    }
+
+
+def test_an_output_over_max_output_bytes_is_replaced_by_a_dead_letter_by_digest_and_size() -> None:
+    limit = 64 * 1024
+    d = Driver()
+    d.config = SchedulerConfig(
+        roles=ROLES, signer=SIGNER, audit_key=AUDIT_KEY, audit_key_id=hmac_key_id(AUDIT_KEY), max_output_bytes=limit
+    )
+    d.core = SchedulerCore(d.config)
+    value = codec.encode(codec.ACTIVITY_SUBMISSION, _big_submission(20))
+    assert len(value) > limit
+    outs = d.feed(value)
+    assert [o.what for o in outs] == ["deadletter", "audit"]
+    journal = Driver().feed(value)[0].raw  # what the journal record would have been, without the limit
+    size = len(journal.key) + len(journal.value) + sum(len(n) + len(v) for n, v in journal.headers)
+    assert outs[0].record.pop("detail") == (
+        f"the journal record would be {size} bytes with its key and headers; the limit (max_output_bytes) is 65536"
+    )
+    assert outs[0].record == {
+        "code": "OUTPUT_TOO_LARGE",
+        "raw_sha256": sha256_digest(value),
+        "raw_size": len(value),
+        "raw": b"",  # it would not fit either
+        "key": b"run-1",
+        "key_sha256": sha256_digest(b"run-1"),
+        "key_size": 5,
+        "input": {"topic": TOPIC, "partition": PARTITION, "offset": 0},
+        "record_timestamp_ms": BASE_TS,
+    }
+    assert d.state.runs == {}  # nothing of the run was remembered
+    for out in d.outputs:
+        assert (
+            len(out.raw.key if isinstance(out, Out) else out.key) + len(out.value) + sum(len(n) + len(v) for n, v in out.headers)
+            <= limit
+        )
+    # the records behind it are journalled
+    outs = d.feed(codec.encode(codec.ACTIVITY_SUBMISSION, _big_submission(14)))
+    assert [o.what for o in outs] == ["journal-entry", "audit"]
+    assert outs[0].inner is not None and outs[0].inner["seq"] == 0
+    assert d.rebuilt() == d.state
+    with pytest.raises(ValueError, match="max_output_bytes"):
+        SchedulerCore(SchedulerConfig(roles=ROLES, signer=SIGNER, audit_key=AUDIT_KEY, audit_key_id="k", max_output_bytes=1000))
+
+
+def test_the_default_output_limit_leaves_room_for_kafkas_framing() -> None:
+    assert make_config().max_output_bytes == 2 * 1024 * 1024 - 16 * 1024
+
+
+def test_a_dead_letter_keeps_the_digest_size_and_first_kilobyte_of_a_huge_key() -> None:
+    d = Driver()
+    key = bytes(range(256)) * 4400  # 1.1 MB
+    outs = d.feed(b"junk", key=key)
+    assert [o.what for o in outs] == ["deadletter", "audit"]
+    dead = outs[0].record
+    assert (dead["key"], dead["key_sha256"], dead["key_size"]) == (key[:1024], sha256_digest(key), len(key))
+    assert outs[0].raw.key == b""
+    assert len(outs[0].raw.value) < 2048
+    outs = d.feed(b"junk", key=b"k" * 1024)
+    assert (outs[0].record["key"], outs[0].raw.key) == (b"k" * 1024, b"k" * 1024)
+
+
+def test_reject_dead_letters_one_record_with_the_given_code() -> None:
+    d = Driver()
+    d.feed(enc_sub(stage_id="s0", pages=[b"zero"]))
+    before = copy.deepcopy(d.state)
+    value = enc_sub(stage_id="s1", pages=[b"one"])
+    d.state, outputs = d.core.reject(d.state, record(1, value), DeadLetterCode.PRODUCE_REJECTED, "Broker: Message size too large")
+    outs = [decode_out(o) for o in outputs]
+    assert [o.what for o in outs] == ["deadletter", "audit"]
+    assert outs[0].record == {
+        "code": "PRODUCE_REJECTED",
+        "detail": "Broker: Message size too large",
+        "raw_sha256": sha256_digest(value),
+        "raw_size": len(value),
+        "raw": value,
+        "key": b"run-1",
+        "key_sha256": sha256_digest(b"run-1"),
+        "key_size": 5,
+        "input": {"topic": TOPIC, "partition": PARTITION, "offset": 1},
+        "record_timestamp_ms": BASE_TS + 7,
+    }
+    assert outs[0].raw.headers == expected_headers(1, 0, CE_TYPES["deadletter"])
+    assert outs[1].inner is not None and outs[1].inner["reason_code"] == "PRODUCE_REJECTED"
+    assert d.state.runs == before.runs and d.state.audit_seq == before.audit_seq + 1
+
+
+def test_a_deeply_nested_browser_artifact_is_refused_with_a_typed_code() -> None:
+    d = Driver()
+    for artifact in (b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 65 + b"1" + b"}" * 65):
+        outs = d.feed(enc_sub(role="navigator", kind="browser", stage_id="b0", artifact=artifact))
+        assert [o.what for o in outs] == ["refusal", "audit"]
+        fields = _refusal_fields(outs[0])
+        assert (fields["code"], fields["field"], fields["declared"], fields["recomputed"]) == (
+            "JSON_TOO_DEEP",
+            "artifact",
+            "",
+            "64",
+        )
+        assert fields["message"] == "artifact nests JSON arrays and objects deeper than 64 levels"
+    # 64 levels parse (and are then refused for what they say, not for their depth)
+    outs = d.feed(enc_sub(role="navigator", kind="browser", stage_id="b0", artifact=b"[" * 64 + b"]" * 64))
+    assert outs[0].record["code"] == "BROWSER_SESSION_MISMATCH"
+
+
+def _cu_action(*, entry_suffix: bytes = b"", index: int = 0) -> bytes:
+    """A ComputerUseAction the core accepts (with ``entry_suffix`` spliced into its lineage entry before the last brace)."""
+    from schemas import canonical
+
+    prev = computer_use_genesis("run-1", "browser-0")
+    observation = canonical.observation_hash(b"shot", sha256_digest(b"dom"))
+    action = {"kind": "click", "target": "#go", "value_digest": ""}
+    anchor = canonical.action_anchor(prev, observation, action)
+    entry = canonical.canonical_json(
+        {
+            "run_id": "run-1",
+            "session_id": "browser-0",
+            "action_index": index,
+            "content_hash": anchor,
+            "parent_hashes": [prev],
+            "worker_id": "navigator@test",
+            "key_id": SIGNER.key_id,
+        }
+    )
+    if entry_suffix:
+        entry = entry[:-1] + entry_suffix + b"}"
+    return codec.encode(
+        codec.COMPUTER_USE_ACTION,
+        {
+            "submission_id": f"action-{index}",
+            "run_id": "run-1",
+            "session_id": "browser-0",
+            "action_index": index,
+            "producer": {"id": "navigator@test", "sdk": "unit"},
+            "prev_anchor": prev,
+            "screenshot_hash": sha256_digest(b"shot"),
+            "dom_digest": sha256_digest(b"dom"),
+            "observation_hash": observation,
+            "action": action,
+            "anchor": anchor,
+            "lineage": {
+                "entry": entry,
+                "hmac": canonical.lineage_hmac(AUDIT_KEY, entry),
+                "key_id": SIGNER.key_id,
+                "signature": SIGNER.sign(canonical.lineage_signing_input(entry)),
+            },
+            "occurred_at_ms": 1_700_000_000_500,
+        },
+    )
+
+
+def test_lineage_entries_are_bounded_in_size_and_depth() -> None:
+    d = Driver()
+    outs = d.feed(_cu_action(entry_suffix=b',"zz":"' + b"p" * MAX_LINEAGE_ENTRY_BYTES + b'"'))
+    fields = _refusal_fields(outs[0])
+    size = int(fields["declared"])
+    assert size > MAX_LINEAGE_ENTRY_BYTES
+    assert (fields["code"], fields["field"], fields["recomputed"]) == ("LINEAGE_TOO_LARGE", "lineage.entry", "32768")
+    assert fields["message"] == f"lineage entry has {size} bytes; the limit is 32768"
+    outs = d.feed(_cu_action(entry_suffix=b',"zz":' + b"[" * 5000 + b"]" * 5000))
+    fields = _refusal_fields(outs[0])
+    assert (fields["code"], fields["field"], fields["message"]) == (
+        "JSON_TOO_DEEP",
+        "lineage.entry",
+        "lineage.entry nests JSON arrays and objects deeper than 64 levels",
+    )
+    # the plain action is journalled, and its submission id remembered
+    outs = d.feed(_cu_action())
+    assert outs[0].what == "journal-entry"
+    assert d.state.runs["run-1"].submissions == {"action-0": "browser-0"}
+    assert d.feed(_cu_action())[0].record["code"] == "DUPLICATE_SUBMISSION"
+    assert d.rebuilt() == d.state
+
+
+def test_a_browser_stage_document_with_a_huge_head_anchor_is_refused_with_a_bounded_message() -> None:
+    d = Driver()
+    artifact = canonical_json(
+        {"format": BROWSER_SESSION_FORMAT, "session_id": "b0", "head_anchor": "h" * 400_000, "action_count": 0}
+    )
+    outs = d.feed(enc_sub(role="navigator", kind="browser", stage_id="b0", artifact=artifact))
+    assert outs[0].record["code"] == "BROWSER_SESSION_MISMATCH"
+    assert len(outs[0].record["message"]) < 400
+
+
+# ---------------------------------------------------------------------------
+# the rebuild names what it cannot vouch for
+# ---------------------------------------------------------------------------
+
+
+def test_rebuild_errors_name_the_topic_partition_and_offset_and_what_to_do() -> None:
+    d = run_all(mixed_inputs())
+    journal = list(enumerate(d.journal_values(), start=100))
+    forged = codec.encode(codec.JOURNAL_RECORD, {**codec.decode(journal[1][1]).record, "entry_hash": sha256_digest(b"forged")})
+    with pytest.raises(StateCorrupted) as caught:
+        rebuild_state(
+            d.config, PARTITION, [journal[0], (101, forged), *journal[2:]], d.last_audit(), journal_topic="p.activity.journal"
+        )
+    error = caught.value
+    assert (error.topic, error.partition, error.offset) == ("p.activity.journal", PARTITION, 101)
+    assert str(error).startswith(
+        f"p.activity.journal[{PARTITION}]@101: journal entry seq 0 of run 'run-b' does not recompute its entry_hash. "
+    )
+    assert f"kcat -C -t p.activity.journal -p {PARTITION} -o 101 -c 1" in str(error)
+    assert "quarantine" in str(error)
+    # without offsets the record's index is named instead
+    with pytest.raises(StateCorrupted, match=r"record #1 \(offset not given\)"):
+        rebuild_state(d.config, PARTITION, [journal[0][1], forged], None)
+    # garbage, a tombstone
+    for bad in (b"", b"garbage"):
+        with pytest.raises(StateCorrupted, match=rf"journal\[{PARTITION}\]@7: the journal record does not decode"):
+            rebuild_state(d.config, PARTITION, [(7, bad)], None)
+    # an operator who quarantined the forged record gets the state back
+    assert rebuild_state(d.config, PARTITION, [*journal[:1], (555, forged), *journal[1:]], d.last_audit(), quarantined={555}) == (
+        d.state
+    )
+
+
+def test_rebuild_checks_every_seals_signature() -> None:
+    d = run_all(mixed_inputs())
+    journal = d.journal_values()
+    seal_index = next(i for i, v in enumerate(journal) if codec.decode(v).schema.name == codec.SEAL_RECORD)
+    envelope = codec.decode(journal[seal_index]).record
+    forged = codec.encode(codec.SEAL_RECORD, {**envelope, "signature": bytes(64)})
+    with pytest.raises(StateCorrupted, match="the seal's signature is not this scheduler's"):
+        rebuild_state(d.config, PARTITION, [*journal[:seal_index], forged, *journal[seal_index + 1 :]], d.last_audit())
+    other = Ed25519Signer.from_seed(bytes(range(1, 33)))
+    payload = envelope["payload"]
+    resigned = codec.encode(
+        codec.SEAL_RECORD, {"payload": payload, "key_id": other.key_id, "signature": other.sign(seal_signing_input(payload))}
+    )
+    with pytest.raises(StateCorrupted, match="not by this scheduler's key"):
+        rebuild_state(d.config, PARTITION, [*journal[:seal_index], resigned, *journal[seal_index + 1 :]], d.last_audit())
+    with pytest.raises(StateCorrupted, match=rf"audit\[{PARTITION}\]@9: the last audit record fails its MAC"):
+        audit = codec.decode(d.last_audit() or b"").record
+        rebuild_state(
+            d.config, PARTITION, journal, (9, codec.encode(codec.AUDIT_RECORD, {**audit, "mac": "hmac-sha256:" + "0" * 64}))
+        )
 
 
 # ---------------------------------------------------------------------------
