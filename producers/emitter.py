@@ -7,6 +7,13 @@ producer (acks=all) keyed by run id and waits for the broker's
 acknowledgement; a broker or S3 failure raises a typed ``EmitError``, never
 a silent loss.
 
+Retries reuse the submission: when an acknowledgement does not come, the
+emitter produces the very same bytes again (same ``submission_id``, same
+``occurred_at_ms``), up to ``retries`` more times, and a caller may do the same
+later with ``Emitter.retry(failed)``. A publish whose first attempt did land
+after all is then journalled once: the scheduler refuses the repeated
+``submission_id`` (DUPLICATE_SUBMISSION) instead of journalling it twice.
+
     emitter = Emitter.from_settings(Settings.load(), producer_id="coder@host")
     page = emitter.capture("page", "https://example/a", body)    # stored now
     result = ActivityResult.build("research", report, [page])
@@ -47,7 +54,19 @@ class EvidenceNotStored(EmitError):
 
 
 class PublishFailed(EmitError):
+    """Not acknowledged. ``submission_id``, ``run_id`` and ``value`` say what to retry (``Emitter.retry``)."""
+
     code = "E_PUBLISH_FAILED"
+
+    def __init__(
+        self, message: str, *, run_id: str = "", submission_id: str = "", value: bytes = b"", retriable: bool = False
+    ) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.submission_id = submission_id
+        self.value = value
+        self.retriable = retriable
+        """True when trying the same bytes again may succeed (a timeout, a retriable broker error)."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +123,7 @@ class Emitter:
         producer_id: str,
         partitions: int = 1,
         delivery_timeout: float = 30.0,
+        retries: int = 2,
     ) -> None:
         from confluent_kafka import Producer
 
@@ -113,6 +133,7 @@ class Emitter:
         self._bootstrap = require_bootstrap(bootstrap)
         self._partitions = partitions
         self._timeout = delivery_timeout
+        self._retries = retries
         self._topics_ready = False
         self._producer = Producer(emitter_producer_config(self._bootstrap))
 
@@ -164,17 +185,31 @@ class Emitter:
         )
         return sid, codec.encode(codec.ACTIVITY_SUBMISSION, record)
 
-    def publish(self, *, run_id: str, stage_id: str, role: str, result: ActivityResult) -> Published:
-        """Store the artifact, check every observation is stored, publish, wait for the ack."""
+    def publish(
+        self, *, run_id: str, stage_id: str, role: str, result: ActivityResult, submission_id: str | None = None
+    ) -> Published:
+        """Store the artifact, check every observation is stored, publish, wait for the ack.
+
+        ``submission_id`` (default: a fresh one) is the submission's identity: publishing
+        again under the same id is journalled once (see the module doc).
+        """
         self._require_evidence(result)
-        sid, value = self.submission_value(run_id=run_id, stage_id=stage_id, role=role, result=result)
+        sid, value = self.submission_value(
+            run_id=run_id, stage_id=stage_id, role=role, result=result, submission_id=submission_id
+        )
         return self._produce(run_id, sid, value)
 
-    def close_run(self, run_id: str) -> Published:
+    def retry(self, failed: PublishFailed) -> Published:
+        """Publish again exactly what ``failed`` did not get acknowledged (same bytes, same submission_id)."""
+        if not failed.value or not failed.run_id:
+            raise EmitError("this PublishFailed carries nothing to retry (it was not raised by a publish)")
+        return self._produce(failed.run_id, failed.submission_id, failed.value)
+
+    def close_run(self, run_id: str, *, submission_id: str | None = None) -> Published:
         """Ask the scheduler to seal the run for good."""
         if not is_valid_id(run_id):
             raise ActivityRejected(f"run_id {run_id!r} is not a valid id", code="INVALID_RUN_ID")
-        sid = uuid.uuid4().hex
+        sid = submission_id or uuid.uuid4().hex
         value = codec.encode(
             codec.RUN_CLOSE,
             {
@@ -224,14 +259,28 @@ class Emitter:
             self._topics_ready = True
 
     def _produce(self, run_id: str, submission_id: str, value: bytes) -> Published:
+        """Produce ``value`` keyed by the run id; retry the same bytes while it is not acknowledged."""
+        self._ensure_topics()
+        attempt = 0
+        while True:
+            try:
+                return self._produce_once(run_id, submission_id, value)
+            except PublishFailed as exc:
+                attempt += 1
+                if attempt > self._retries or not exc.retriable:
+                    raise
+
+    def _produce_once(self, run_id: str, submission_id: str, value: bytes) -> Published:
         from confluent_kafka import KafkaException
 
-        self._ensure_topics()
         outcome: dict[str, Any] = {}
 
         def on_delivery(err: Any, msg: Any) -> None:
             outcome["err"] = err
             outcome["msg"] = msg
+
+        def failed(message: str, *, retriable: bool) -> PublishFailed:
+            return PublishFailed(message, run_id=run_id, submission_id=submission_id, value=value, retriable=retriable)
 
         try:
             self._producer.produce(self.topics.submissions, key=run_id.encode(), value=value, on_delivery=on_delivery)
@@ -239,15 +288,20 @@ class Emitter:
             self._producer.flush(self._timeout)
             self._producer.produce(self.topics.submissions, key=run_id.encode(), value=value, on_delivery=on_delivery)
         except KafkaException as exc:
-            raise PublishFailed(f"cannot publish submission for run {run_id!r}: {exc}") from exc
+            raise failed(f"cannot publish submission for run {run_id!r}: {exc}", retriable=False) from exc
         deadline = time.monotonic() + self._timeout
         while "err" not in outcome and time.monotonic() < deadline:
             self._producer.poll(0.05)
         if "err" not in outcome:
-            raise PublishFailed(
-                f"submission for run {run_id!r} was not acknowledged within {self._timeout:.0f}s; is Kafka reachable?"
+            raise failed(
+                f"submission {submission_id!r} for run {run_id!r} was not acknowledged within {self._timeout:.0f}s "
+                "(is Kafka reachable?); it may still be delivered: Emitter.retry(error) publishes the same "
+                "submission_id, which is journalled once",
+                retriable=True,
             )
         if outcome["err"] is not None:
-            raise PublishFailed(f"broker refused submission for run {run_id!r}: {outcome['err']}")
+            err = outcome["err"]
+            retriable = bool(getattr(err, "retriable", lambda: False)())
+            raise failed(f"broker refused submission for run {run_id!r}: {err}", retriable=retriable)
         msg = outcome["msg"]
         return Published(submission_id, run_id, msg.topic(), msg.partition(), msg.offset(), value)
