@@ -12,7 +12,10 @@ changes no state): ids -> submission_id -> producer id and sdk ->
 occurred_at_ms -> record key = run id -> repeated submission_id -> kind ->
 role -> kind allowed for role -> terminal state -> reason code -> artifact
 size -> artifact hash -> observations -> evidence-set hash -> run closed ->
-duplicate stage -> redundant evidence.
+duplicate stage -> redundant evidence -> the modality's rules (a browser
+result's session; a research report's citations or a data/ops receipt's
+structure, plan and order, decided by ``schemas/documents/`` from the
+submission's own bytes: docs/modality_rules.md).
 
 Every output is bounded: no field reaches an output unbounded (an input key
 is kept as its digest, its size and at most 1 KiB of it), and an output whose
@@ -58,6 +61,7 @@ from schemas.canonical import (
     seal_signing_input,
     sha256_digest,
 )
+from schemas.documents.rules import DOCUMENT_KINDS, submission_violation
 from schemas.ed25519 import verify_signature
 from schemas.errors import CanonicalizationError
 from schemas.records import (
@@ -363,6 +367,8 @@ class SchedulerCore:
                 )
         if kind == "browser":
             return self._browser_session_refusal(run_id, stage_id, artifact, run)
+        if kind in DOCUMENT_KINDS:
+            return _document_refusal(sub)
         return None
 
     def _browser_session_refusal(self, run_id: str, stage_id: str, artifact: bytes, run: RunState | None) -> _Refusal | None:
@@ -935,3 +941,19 @@ def _malformed_digest(field: str, value: object) -> _Refusal:
         field,
         _clip(value),
     )
+
+
+def _document_refusal(sub: dict[str, Any]) -> _Refusal | None:
+    """The first research or data/ops document rule the submission breaks (``schemas.documents.rules``)."""
+    violation = submission_violation(
+        run_id=sub["run_id"],
+        stage_id=sub["stage_id"],
+        kind=sub["kind"],
+        terminal_state=sub["terminal_state"],
+        reason_code=sub["reason_code"],
+        artifact=sub["artifact"],
+        observations=sub["observations"],
+    )
+    if violation is None:
+        return None
+    return _Refusal(violation.code, violation.message, violation.field, violation.declared, violation.recomputed)

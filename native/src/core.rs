@@ -11,6 +11,11 @@
 //! * input schemas the reference handles but this port does not
 //!   (ComputerUseAction.v1), and ActivitySubmissions of kind `browser` that
 //!   pass every other check (their session check parses JSON);
+//! * ActivitySubmissions of kind `research`, `data` or `ops` that pass every
+//!   generic check: their modality document rules (`schemas/documents/`,
+//!   docs/modality_rules.md) parse the artifact as JSON, so both cores give
+//!   byte-identical refusals by running the one reference (a native port of
+//!   these rules is left to do);
 //! * `repr()` of a non-ASCII string when the host cannot provide it;
 //! * an input partition that does not fit an Avro int.
 //!
@@ -974,6 +979,10 @@ impl Core {
         }
         if kind == "browser" {
             return Err(Fallback("browser session check"));
+        }
+        if kind == "research" || kind == "data" || kind == "ops" {
+            // The modality document rules (schemas/documents/) are the reference's: it parses JSON.
+            return Err(Fallback("modality document rules"));
         }
         if let Some(run) = self.state.runs.get(run_id) {
             // Counters at the end of the long range (only a forged state has them): the reference's integers decide.

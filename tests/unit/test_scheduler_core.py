@@ -48,6 +48,7 @@ from schemas.records import (
     RefusalCode,
 )
 from substrate.keys import Ed25519Signer, verify_signature
+from tests.modality_kit import dataops_submission, research_submission
 from tests.roles import ROLES
 from tests.unit import fuzz_kit
 
@@ -80,8 +81,8 @@ def submission(
     *,
     run_id: str = "run-1",
     stage_id: str = "stage-0",
-    role: str = "scout",
-    kind: str = "research",
+    role: str = "developer",
+    kind: str = "coding",
     pages: Iterable[bytes] = (b"page one", b"page two"),
     artifact: bytes = b'{"report":"two pages"}',
     terminal_state: str = "completed",
@@ -246,8 +247,8 @@ def test_valid_submission_becomes_one_chained_journal_entry_and_one_audit_record
         "prev_hash": journal_genesis("run-1"),
         "entry_type": "activity.result",
         "stage_id": "stage-0",
-        "role": "scout",
-        "kind": "research",
+        "role": "developer",
+        "kind": "coding",
         "producer_id": "unit@test",
         "submission_id": "sub-run-1-stage-0",
         "artifact_hash": sub["artifact_hash"],
@@ -272,7 +273,7 @@ def test_valid_submission_becomes_one_chained_journal_entry_and_one_audit_record
         event="activity.result",
         run_id="run-1",
         stage_id="stage-0",
-        kind="research",
+        kind="coding",
         terminal_state="completed",
         reason_code="ok",
         artifact_hash=sub["artifact_hash"],
@@ -299,7 +300,14 @@ def test_every_role_kind_pair_of_the_manifest_is_accepted() -> None:
     pairs = [(role, kind) for role, kind in sorted(ROLES.items()) if kind != "browser"]
     assert len(pairs) == 3
     for index, (role, kind) in enumerate(pairs):
-        outs = d.feed(enc_sub(stage_id=f"s{index}", role=role, kind=kind, pages=[f"p{index}".encode()]))
+        # research and ops results carry their modality's document (schemas/documents/, tests/modality_kit.py)
+        if kind == "research":
+            value = codec.encode(codec.ACTIVITY_SUBMISSION, research_submission(stage_id=f"s{index}"))
+        elif kind == "ops":
+            value = codec.encode(codec.ACTIVITY_SUBMISSION, dataops_submission(stage_id=f"s{index}"))
+        else:
+            value = enc_sub(stage_id=f"s{index}", role=role, kind=kind, pages=[f"p{index}".encode()])
+        outs = d.feed(value)
         assert [o.what for o in outs] == ["journal-entry", "audit"], (role, kind)
         assert outs[0].inner is not None and outs[0].inner["seq"] == index
 
@@ -352,7 +360,9 @@ RULES: dict[str, Rule] = {
     "invalid-role": Rule(RefusalCode.INVALID_ROLE, {"role": "scout/../x"}, "role", "scout/../x"),
     "unknown-kind": Rule(RefusalCode.UNKNOWN_KIND, {"kind": "poetry"}, "kind", "poetry"),
     "unknown-role": Rule(RefusalCode.UNKNOWN_ROLE, {"role": "ghost"}, "role", "ghost"),
-    "kind-not-allowed-for-role": Rule(RefusalCode.KIND_NOT_ALLOWED_FOR_ROLE, {"kind": "coding"}, "kind", "coding", "research"),
+    "kind-not-allowed-for-role": Rule(
+        RefusalCode.KIND_NOT_ALLOWED_FOR_ROLE, {"role": "scout", "kind": "coding"}, "kind", "coding", "research"
+    ),
     "submission-id-empty": Rule(RefusalCode.INVALID_SUBMISSION_ID, {"submission_id": ""}, "submission_id", ""),
     "submission-id-too-long": Rule(
         RefusalCode.INVALID_SUBMISSION_ID, {"submission_id": "s" * 257}, "submission_id", "s" * 253 + "..."
@@ -575,8 +585,8 @@ def test_redundant_stage_names_the_earlier_stage_and_changes_no_state() -> None:
         "code": "REDUNDANT_STAGE",
         "run_id": "run-1",
         "stage_id": "fetch-3",
-        "role": "scout",
-        "kind": "research",
+        "role": "developer",
+        "kind": "coding",
         "submission_id": "sub-run-1-fetch-3",
         "field": "evidence_set_hash",
         "declared": esh,
@@ -618,8 +628,8 @@ def test_duplicate_stage_is_refused_even_with_new_evidence() -> None:
         "code": "DUPLICATE_STAGE",
         "run_id": "run-1",
         "stage_id": "s1",
-        "role": "scout",
-        "kind": "research",
+        "role": "developer",
+        "kind": "coding",
         "submission_id": "again",
         "field": "stage_id",
         "declared": "s1",
@@ -645,8 +655,8 @@ def test_run_closed_refuses_later_stages_and_a_second_close() -> None:
         "code": "RUN_CLOSED",
         "run_id": "run-1",
         "stage_id": "s2",
-        "role": "scout",
-        "kind": "research",
+        "role": "developer",
+        "kind": "coding",
         "submission_id": "sub-run-1-s2",
         "field": "run_id",
         "declared": "run-1",
@@ -1053,8 +1063,8 @@ def test_a_record_not_keyed_by_its_run_id_is_refused_and_keyed_by_the_run_id(key
         "message": message,
         "run_id": "run-1",
         "stage_id": "s1",
-        "role": "scout",
-        "kind": "research",
+        "role": "developer",
+        "kind": "coding",
         "submission_id": "sub-run-1-s1",
         "field": "key",
         "declared": declared,
@@ -1087,8 +1097,8 @@ def test_a_repeated_submission_id_is_refused_naming_the_earlier_stage_and_surviv
         "a repeated submission is journalled once",
         "run_id": "run-1",
         "stage_id": "s0",
-        "role": "scout",
-        "kind": "research",
+        "role": "developer",
+        "kind": "coding",
         "submission_id": "retry-me",
         "field": "submission_id",
         "declared": "retry-me",

@@ -28,7 +28,7 @@ import pytest
 from consumers.core.model import InputRecord, SchedulerConfig
 from consumers.core.step import SchedulerCore, initial_state
 from schemas import codec
-from schemas.canonical import evidence_set_hash, hmac_key_id, journal_entry_hash, sha256_digest
+from schemas.canonical import canonical_json, evidence_set_hash, hmac_key_id, journal_entry_hash, sha256_digest
 from substrate.cas import DirBlobStore
 from substrate.keys import Ed25519Signer, TrustedKeys
 from verifier import facts
@@ -104,6 +104,19 @@ def submission(run_id: str, i: int, *, kind: str = "coding", role: str = "develo
         "reason_code": "ok",
         "occurred_at_ms": 1_700_000_000_000 + i,
     }
+    if kind == "research" and role == "scout":
+        # The scheduler refuses a research artifact that is no report or abort record (docs/modality_rules.md):
+        # a fetch failure after fetching these pages is the smallest valid one.
+        fetched = [{"source_ref": o["ref"], "page_content_hash": o["content_hash"]} for o in observations]
+        failure = {"code": "HTTP_ERROR", "source": "https://example.test/down", "message": "HTTP 500"}
+        document = {"format": "bernstein.research.failure/v1", "query": "q", "plan": [], "failure": failure, "fetched": fetched}
+        artifact = canonical_json(document)
+        record.update(
+            artifact=artifact, artifact_hash=sha256_digest(artifact), terminal_state="failed", reason_code="fetch_failed"
+        )
+    elif kind in ("data", "ops"):
+        # A failed data/ops stage may carry no receipt; a completed one must carry a valid one (docs/modality_rules.md).
+        record.update(terminal_state="failed", reason_code="job_failed")
     record.update(changes)
     return C.encode(codec.ACTIVITY_SUBMISSION, record)
 
@@ -796,9 +809,14 @@ def test_reports_are_identical_with_native_and_python_facts(tmp_path: Path, pris
 def test_missing_and_changed_blobs_give_the_same_report(tmp_path: Path, pristine: Path) -> None:
     root = tmp_path / "dump"
     shutil.copytree(pristine, root)
-    blobs = sorted(p for p in (root / "cas").rglob("*") if p.is_file())
-    blobs[0].unlink()
-    blobs[1].write_bytes(b"changed")
+
+    def blob(data: bytes) -> Path:
+        digest = sha256_digest(data).removeprefix("sha256:")
+        return root / "cas" / "sha256" / digest[:2] / digest
+
+    # blobs of accepted stages (the first blobs by hash may belong to refused submissions, which nothing reattaches)
+    blob(b"artifact run-a 0\n").unlink()  # stage-0's artifact
+    blob(b"run-a 1 0").write_bytes(b"changed")  # the page stage-1 observed
     expected = report(PYTHON, "run-a", root, cas=True)
     assert expected[0][0] == 2
     assert report(native(), "run-a", root, cas=True) == expected
