@@ -63,6 +63,8 @@ def _pages(elsewhere: str) -> dict[str, tuple[int, dict[str, str], bytes]]:
                 f'<!doctype html><title>Sub</title><h1>Sub</h1><img id="pixel" src="{elsewhere}/pixel.png">'
                 f'<script src="{elsewhere}/tracker.js"></script>'
                 '<img id="inline" src="data:image/gif;base64,R0lGODlhAQABAAAAACw=">'
+                f'<script>fetch("{elsewhere}/api").catch(() => 0);'
+                f'new WebSocket("{elsewhere.replace("http:", "ws:")}/socket");</script>'
             ).encode(),
         ),
         "/script-navigates": (
@@ -263,9 +265,12 @@ def test_subresources_from_a_disallowed_origin_are_blocked(sites: Sites, tmp_pat
     ran = run_session(sites, tmp_path, keys, [ProposedAction("navigate", page)], "b-sub")
     assert ran.outcome.ok, ran.outcome.error  # a blocked image does not end the session
     assert sites.elsewhere.hits == []
+    socket = sites.elsewhere.url.replace("http:", "ws:") + "/socket"
     assert sorted((b.url, b.policy, b.navigation) for b in ran.blocked()) == [
+        (f"{sites.elsewhere.url}/api", "PRIVATE_ADDRESS", False),
         (f"{sites.elsewhere.url}/pixel.png", "PRIVATE_ADDRESS", False),
         (f"{sites.elsewhere.url}/tracker.js", "PRIVATE_ADDRESS", False),
+        (socket, "PRIVATE_ADDRESS", False),
     ]
 
 
@@ -279,9 +284,17 @@ def test_a_page_script_navigating_elsewhere_is_refused(sites: Sites, tmp_path: P
     )
     assert ran.outcome.terminal_state is ComputerUseTerminalState.REFUSED, ran.outcome.error
     assert ran.refusal is not None
-    assert (ran.refusal["policy"], ran.refusal["via"], ran.refusal["url"]) == (
-        "PRIVATE_ADDRESS",
-        "page",
-        f"{sites.elsewhere.url}/js",
-    )
+    # the inline script navigates while the page loads, so the navigate action is (almost always) the one that
+    # led there; on a loaded machine the blocked request may only be seen after the next action (the wait)
+    at_action = ran.refusal["at_action"]
+    assert at_action in (0, 1)
+    assert ran.refusal == {
+        "code": "NAVIGATION_REFUSED",
+        "policy": "PRIVATE_ADDRESS",
+        "via": "page",
+        "url": f"{sites.elsewhere.url}/js",
+        "at_action": at_action,
+    }
+    assert ran.outcome.action_count == at_action + 1
+    assert [(b.navigation, b.redirect) for b in ran.blocked()] == [(True, False)]
     assert sites.elsewhere.hits == []
