@@ -58,12 +58,14 @@ most 60000), ``submit`` (click, then wait for the resulting page to load).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import quote, quote_plus
 
 from playwright.sync_api import BrowserContext, Page, Playwright, Request, Route, WebSocketRoute, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
@@ -157,6 +159,7 @@ class PlaywrightDriver:
         context.set_default_navigation_timeout(navigation_timeout_ms)
         self.page: Page = context.pages[0] if context.pages else context.new_page()
         self._typed_targets: list[str] = []
+        self._wait_cap_ms = MAX_WAIT_MS
         self._closed = False
 
     @classmethod
@@ -229,6 +232,13 @@ class PlaywrightDriver:
         return start
 
     # -- BrowserDriver ------------------------------------------------------------
+
+    def limit_time(self, seconds: float) -> None:
+        """Bound every later Playwright call by ``seconds`` (the session's time left), never above the configured timeouts."""
+        ms = max(int(seconds * 1000), 1)
+        self.context.set_default_timeout(min(self._action_timeout, ms))
+        self.context.set_default_navigation_timeout(min(self._navigation_timeout, ms))
+        self._wait_cap_ms = min(MAX_WAIT_MS, ms)
 
     def observe(self) -> Frame:
         with _translated(DriverFault.OBSERVE_FAILED):
@@ -349,6 +359,8 @@ class PlaywrightDriver:
         self.page.fill(action.target, action.value or "")
 
     def _select(self, action: ProposedAction) -> None:
+        if action.target not in self._typed_targets:
+            self._typed_targets.append(action.target)  # the chosen option is masked like a typed value
         self.page.select_option(action.target, action.value or "")
 
     def _press(self, action: ProposedAction) -> None:
@@ -374,7 +386,7 @@ class PlaywrightDriver:
         if action.target:
             self.page.wait_for_selector(action.target)
         else:
-            self.page.wait_for_timeout(min(max(int(action.value or "0"), 0), MAX_WAIT_MS))
+            self.page.wait_for_timeout(min(max(int(action.value or "0"), 0), self._wait_cap_ms))
 
     def _submit(self, action: ProposedAction) -> None:
         # click() waits for a navigation the click initiates to commit; then wait for its load.
@@ -405,8 +417,13 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _scrub(message: str, secret: str | None) -> str:
-    if secret:
-        message = message.replace(secret, "<redacted>")
+    """``message`` without ``secret`` in any spelling an error may quote it in (raw, JSON, repr, URL-encoded)."""
+    if not secret:
+        return message
+    forms = {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1], repr(secret)[1:-1]}
+    forms |= {quote(secret, safe=""), quote_plus(secret)}
+    for form in sorted((f for f in forms if f), key=len, reverse=True):
+        message = message.replace(form, "<redacted>")
     return message
 
 

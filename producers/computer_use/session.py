@@ -40,6 +40,7 @@ then checks only what ``validate_proposal`` checks.
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -82,6 +83,9 @@ if TYPE_CHECKING:
 
 SDK: Final = "bernstein-python/0.1.0 computer-use"
 DEFAULT_MAX_ACTIONS: Final = 500
+SCRUBBED_KINDS: Final = frozenset({"type", "select"})
+"""Kinds whose value is scrubbed from later snapshots (and whose field the driver masks). ``press`` values are
+key names or single characters (Playwright refuses anything else), so they cannot carry a multi-character secret."""
 MAX_ACTIONS_LIMIT: Final = 2000
 """Two observations per action plus the action log must stay under the scheduler's 4096."""
 
@@ -245,21 +249,21 @@ class ComputerUseSession:
         deadline = None if self.timeout is None else self._clock() + self.timeout
         while True:
             index = len(self._records)
-            if deadline is not None and self._clock() > deadline:
-                return ComputerUseDriverError(
-                    f"browser session {self.session_id!r} exceeded its {self.timeout}s timeout before action {index}",
-                    terminal_state=ComputerUseTerminalState.TIMEOUT,
-                    fault=DriverFault.SESSION_TIMEOUT,
-                ), "observe"
+            left = self._left(deadline)
+            if left is not None and left < 0:
+                return self._session_timeout(f"before action {index}"), "observe"
+            _limit_driver(driver, left)
             try:
                 frame = driver.observe()
             except ComputerUseDriverError as exc:
-                return exc, "observe"
+                return self._timed(exc, deadline, f"while observing before action {index}"), "observe"
             except Exception as exc:  # noqa: BLE001
                 return _translated(exc, DriverFault.OBSERVE_FAILED), "observe"
             pending = self.observe(frame)
             try:
-                proposed = agent.next_action(pending.view())
+                proposed = _ask(agent, pending.view(), self._left(deadline))
+            except _AgentOverran:
+                return self._session_timeout(f"while the agent decided action {index}"), "agent"
             except ComputerUseDriverError as exc:
                 return exc, "agent"
             except Exception as exc:  # noqa: BLE001 - the external agent's failure ends the session, recorded
@@ -276,16 +280,33 @@ class ComputerUseSession:
                 self.record(pending, proposed)
             except SessionRefused as exc:
                 return exc, "record"
+            _limit_driver(driver, self._left(deadline))
             try:
                 driver.perform(proposed)
             except ComputerUseDriverError as exc:
-                return exc, "perform"
+                return self._timed(exc, deadline, f"while performing action {index}"), "perform"
             except NavigationRefused as exc:  # the action led the page where the policy forbids (a redirect, a script)
                 if exc.index is None:
                     exc.index = len(self._records) - 1
                 return exc, "perform"
             except Exception as exc:  # noqa: BLE001
                 return _translated(exc, DriverFault.ACTION_FAILED), "perform"
+
+    def _left(self, deadline: float | None) -> float | None:
+        return None if deadline is None else deadline - self._clock()
+
+    def _session_timeout(self, where: str) -> ComputerUseDriverError:
+        return ComputerUseDriverError(
+            f"browser session {self.session_id!r} exceeded its {self.timeout}s timeout {where}",
+            terminal_state=ComputerUseTerminalState.TIMEOUT,
+            fault=DriverFault.SESSION_TIMEOUT,
+        )
+
+    def _timed(self, exc: ComputerUseDriverError, deadline: float | None, where: str) -> ComputerUseDriverError:
+        """A driver timeout caused by the session's own time running out is the session's timeout."""
+        if exc.terminal_state is ComputerUseTerminalState.TIMEOUT and deadline is not None and self._clock() >= deadline:
+            return self._session_timeout(where)
+        return exc
 
     # -- one action -------------------------------------------------------------------
 
@@ -364,7 +385,7 @@ class ComputerUseSession:
         landed = self.publisher.publish_action(self.run_id, submission_id, value)
         self._records.append(record)
         self._landings.append(landed)
-        if proposed.kind == "type" and proposed.value:
+        if proposed.kind in SCRUBBED_KINDS and proposed.value:
             self._typed.add(proposed.value)  # scrubbed from every later snapshot
         return record
 
@@ -456,6 +477,45 @@ class ComputerUseSession:
                     observations.append(Observation(kind=kind, ref="final", content_hash=digest))
         observations.append(Observation(kind="action_log", ref=f"session:{self.session_id}", content_hash=log_hash))
         return observations
+
+
+class _AgentOverran(Exception):
+    """The external agent did not decide within the session's time left."""
+
+
+def _ask(agent: ExternalAgent, view: AgentView, left: float | None) -> ProposedAction | None:
+    """``agent.next_action(view)``; with a session timeout, waited for at most ``left`` seconds.
+
+    The agent then runs on a daemon thread: one that overruns is abandoned
+    (Python cannot stop a thread), its answer ignored, and the session ends
+    ``timeout`` / ``session_timeout`` on time.
+    """
+    if left is None:
+        return agent.next_action(view)
+    answer: list[ProposedAction | None] = []
+    failure: list[BaseException] = []
+
+    def decide() -> None:
+        try:
+            answer.append(agent.next_action(view))
+        except BaseException as exc:  # noqa: BLE001 - handed back to the session's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=decide, name="computer-use-agent", daemon=True)
+    thread.start()
+    thread.join(max(left, 0.0))
+    if thread.is_alive():
+        raise _AgentOverran
+    if failure:
+        raise failure[0]
+    return answer[0]
+
+
+def _limit_driver(driver: BrowserDriver, left: float | None) -> None:
+    """Tell a driver that can bound its own calls (``limit_time``) how long the session has left."""
+    limit = getattr(driver, "limit_time", None)
+    if left is not None and callable(limit):
+        limit(max(left, 0.001))
 
 
 def _translated(exc: Exception, fault: str) -> ComputerUseDriverError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -183,4 +184,27 @@ def test_an_unreachable_page_and_a_missing_browser_are_driver_failures(tmp_path:
         ComputerUseTerminalState.DRIVER_FAILURE,
         "browser_launch_failed",
         0,
+    )
+
+
+def test_a_long_wait_is_cut_at_the_session_timeout(site: str, tmp_path: Path, keys: InstallKeys) -> None:
+    """The session's time left bounds the driver's own calls: a 60 s wait ends at the 3 s session timeout."""
+    session = ComputerUseSession(
+        "run-fault",
+        "browser-wait",
+        keys=keys,
+        store=DirBlobStore(tmp_path / "cas"),
+        publisher=RecordingPublisher(),
+        worker_id="navigator@test",
+        worktree=tmp_path / "w",
+        timeout=3.0,
+    )
+    actions = [ProposedAction("navigate", f"{site}/signup.html"), ProposedAction("wait", value="60000")]
+    started = time.monotonic()
+    outcome = session.run(ScriptedAgent(actions), PlaywrightDriver.factory(policy=local(site)))
+    assert time.monotonic() - started < 20  # launch included; without the bound the wait alone is 60 s
+    assert (outcome.terminal_state, outcome.reason_code, outcome.action_count) == (
+        ComputerUseTerminalState.TIMEOUT,
+        "session_timeout",
+        2,
     )

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import secrets
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,7 @@ from producers.computer_use import (
     parse_action_log,
     parse_session_document,
 )
+from producers.computer_use.boundary import AgentView
 from producers.computer_use.fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, RecordingPublisher
 from producers.computer_use.profiles import isolated_profile_dir
 from schemas import codec
@@ -282,12 +285,70 @@ def test_an_observe_fault_and_an_agent_failure_end_the_session(keys: InstallKeys
 
 
 def test_the_session_timeout_is_recorded_as_timed_out(keys: InstallKeys, store: DirBlobStore, tmp_path: Path) -> None:
+    # the clock is read for the deadline (0 -> 25), then before each observe, agent call and perform:
+    # 10, 20, 30 for action 0; 40 > 25 before action 1
     ticks = iter(range(0, 1000, 10))
     session = make_session(keys, store, tmp_path, RecordingPublisher(), timeout=25.0, clock=lambda: float(next(ticks)))
     outcome = session.run(ScriptedAgent(flow(secret())), FakeDriverFactory(FakeDriver(frames(6))))
     assert (outcome.action_count, outcome.activity_terminal_state, outcome.reason_code) == (
-        2,
+        1,
         TerminalState.TIMED_OUT,
+        "session_timeout",
+    )
+
+
+def test_an_agent_that_never_answers_is_stopped_at_the_session_timeout(
+    keys: InstallKeys, store: DirBlobStore, tmp_path: Path
+) -> None:
+    release = threading.Event()
+
+    class Stuck(ScriptedAgent):
+        def next_action(self, view: AgentView) -> ProposedAction | None:
+            if view.index == 1:
+                release.wait(30)  # bounded: released below
+            return super().next_action(view)
+
+    started = time.monotonic()
+    try:
+        outcome = make_session(keys, store, tmp_path, RecordingPublisher(), timeout=0.5).run(
+            Stuck(flow(secret())), FakeDriverFactory(FakeDriver(frames(6)))
+        )
+    finally:
+        release.set()
+    assert time.monotonic() - started < 5
+    assert (outcome.action_count, outcome.terminal_state, outcome.reason_code) == (
+        1,
+        ComputerUseTerminalState.TIMEOUT,
+        "session_timeout",
+    )
+    assert "while the agent decided action 1" in (outcome.error.message if outcome.error else "")
+
+
+def test_the_driver_is_told_the_time_left_and_its_timeout_past_the_deadline_is_the_sessions(
+    keys: InstallKeys, store: DirBlobStore, tmp_path: Path
+) -> None:
+    limits: list[float] = []
+
+    class Limited(FakeDriver):
+        def limit_time(self, seconds: float) -> None:
+            limits.append(seconds)
+
+    driver = Limited(
+        frames(6),
+        faults={
+            1: ComputerUseDriverError(
+                "Timeout 1ms exceeded.", terminal_state=ComputerUseTerminalState.TIMEOUT, fault=DriverFault.ACTION_TIMEOUT
+            )
+        },
+    )
+    ticks = iter(range(0, 1000, 10))
+    session = make_session(keys, store, tmp_path, RecordingPublisher(), timeout=55.0, clock=lambda: float(next(ticks)))
+    outcome = session.run(ScriptedAgent(flow(secret())), FakeDriverFactory(driver))
+    # deadline 55; observe 10 (45 left), perform 30 (25 left); observe 40 (15), perform 60 (0.001): times out
+    assert limits == [45.0, 25.0, 15.0, 0.001]
+    assert (outcome.action_count, outcome.terminal_state, outcome.reason_code) == (
+        2,
+        ComputerUseTerminalState.TIMEOUT,
         "session_timeout",
     )
 
@@ -321,3 +382,23 @@ def test_a_finished_session_accepts_no_more_actions(keys: InstallKeys, store: Di
     assert session.finish() is outcome
     with pytest.raises(Exception, match="has ended"):
         session.record(session.observe(frames(1)[0]), ProposedAction("click", "#x"))
+
+
+def test_a_selected_value_is_scrubbed_from_later_snapshots_like_a_typed_one(
+    keys: InstallKeys, store: DirBlobStore, tmp_path: Path
+) -> None:
+    answer = "maiden-name-" + secrets.token_hex(4)
+    pages = [
+        Frame(b"\x89PNG-select-0", '- combobox "Security question"\n'),
+        Frame(b"\x89PNG-select-1", f'- heading "You chose {answer}"\n- option "{answer}" [selected]\n'),
+    ]
+    actions = [ProposedAction("select", "#question", answer)]
+    outcome = make_session(keys, store, tmp_path, RecordingPublisher()).run(
+        ScriptedAgent(actions), FakeDriverFactory(FakeDriver(pages))
+    )
+    assert outcome.ok
+    final = parse_session_document(outcome.result.artifact).final_observation
+    assert final is not None
+    snapshot = store.get(final.dom_digest).decode()
+    marker = f"[redacted {typed_value_digest(keys.audit.secret, answer)}]"
+    assert answer not in snapshot and snapshot.count(marker) == 2
