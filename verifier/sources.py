@@ -102,7 +102,7 @@ most 249 characters, numbers, field names) take far less than 64 KiB.
 MAX_MANIFEST_BYTES: Final = 64 * 1024 * 1024
 """The largest ``manifest.json`` read (it names files and runs; ours are a few KiB)."""
 
-DAMAGE_IS_A_VERDICT: Final = False
+DAMAGE_IS_A_VERDICT: Final = True
 """Whether every damage is recorded in ``dump_problems`` (True), or the kinds that used to stop the read still raise.
 
 A switch for the hand-over only: a consumer that does not report

@@ -51,7 +51,7 @@ from schemas.canonical import (
 )
 from schemas.errors import MalformedDigest
 from schemas.records import ENTRY_ACTIVITY_RESULT, AuditEvent
-from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError
+from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError, check_blob
 from substrate.keys import TrustedKeys, verify_signature
 from substrate.text import plural
 from verifier import facts as _facts
@@ -76,7 +76,7 @@ from verifier.report import (
     SealVerdict,
     StageVerdict,
 )
-from verifier.sources import DumpSource, KcatSource, RecordSource, StoredRecord
+from verifier.sources import DumpProblem, DumpSource, KcatSource, RecordSource, StoredRecord
 
 _CHUNK: Final = 256
 """Records per batch for sources that only offer ``records`` (dumps give their own chunks)."""
@@ -242,13 +242,36 @@ def _not_found(run_id: str, source: RecordSource, trusted: TrustedKeys) -> RunHe
 
 
 def _with_torn(header: RunHeader, source: RecordSource) -> RunHeader:
-    torn = getattr(source, "torn_lines", [])
-    if not torn:
+    """The header with the damage the source found in its files (``verifier.sources.DumpProblem``)."""
+    found = getattr(source, "dump_problems", None)
+    if found is None:  # a source that lists only torn lines
+        found = [
+            DumpProblem(
+                "DUMP_TRUNCATED", f"{t.path} ends in a torn line at line {t.line}: the dump file was truncated", t.path, t.line
+            )
+            for t in getattr(source, "torn_lines", [])
+        ]
+    if not found:
         return header
-    problems = tuple(
-        Problem("DUMP_TRUNCATED", f"{t.path} ends in a torn line at line {t.line}: the dump file was truncated") for t in torn
-    )
-    return replace(header, dump_problems=header.dump_problems + problems)
+    return replace(header, dump_problems=header.dump_problems + tuple(_dump_problem(p) for p in found))
+
+
+def _dump_problem(found: DumpProblem) -> Problem:
+    """The Problem of damage in a dump or capture file (docs/verifier.md, dump_problems)."""
+    match found.code:
+        case "DUMP_TRUNCATED":
+            code = "DUMP_TRUNCATED"
+        case "DUMP_LINE_CORRUPTED":
+            code = "DUMP_LINE_CORRUPTED"
+        case "DUMP_LINE_TOO_LONG":
+            code = "DUMP_LINE_TOO_LONG"
+        case "DUMP_RECORD_MISPLACED":
+            code = "DUMP_RECORD_MISPLACED"
+        case "DUMP_OFFSET_ORDER":
+            code = "DUMP_OFFSET_ORDER"
+        case other:
+            raise AssertionError(f"unknown dump problem {other}")
+    return Problem(code, found.message, stream=found.stream, offset=found.offset)
 
 
 def _has_key(records: Iterator[StoredRecord], key: bytes) -> bool:
@@ -1321,7 +1344,7 @@ def _reattach(cas: BlobStore, digest: str, what: str) -> str:
     if not is_digest(digest):
         return f"{what}: malformed hash {digest!r}"
     try:
-        cas.get(digest)
+        check_blob(cas, digest)  # re-hashed in a stream: the bytes are not held
     except BlobNotFound:
         return f"{what} missing from store ({digest})"
     except BlobIntegrityError as exc:

@@ -270,15 +270,22 @@ def test_garbage_manifest_is_unreadable_input(run: kit.RealisticRun, tmp_path: P
     _one_line_error(result, f"bernstein: error: {dump / 'manifest.json'} is not a bernstein.dump/v1 manifest")
 
 
-def test_corrupt_line_inside_a_dump_file_is_unreadable_input(run: kit.RealisticRun, tmp_path: Path) -> None:
-    """A broken line followed by more lines is corruption of the file, not a truncated copy: exit 3."""
+def test_corrupt_line_inside_a_dump_file_is_a_verdict(run: kit.RealisticRun, tmp_path: Path) -> None:
+    """A broken line followed by more lines is an altered dump file: a named dump problem, exit 2, not 3 (review L6).
+
+    The line is skipped and the rest of the file is still checked.
+    """
     dump = kit.copy_dump(run.dump, tmp_path)
     journal = kit.topic_file(dump, "journal")
     lines = journal.read_bytes().splitlines(keepends=True)
     lines[2] = b'{"topic": not json at all\n'
     journal.write_bytes(b"".join(lines))
-    result = kit.bernstein(verify_args(run, str(dump)), kit.offline_env(), cwd=tmp_path)
-    _one_line_error(result, f"bernstein: error: {journal}:3 is not a valid record line")
+    code, document, stderr = kit.verify_dump(run, dump)
+    assert (code, stderr) == (2, "")
+    assert document["ok"] is False
+    assert document["dump_problems"] == [
+        {"code": "DUMP_LINE_CORRUPTED", "message": f"{journal}:3 is not a valid record line (a line of the file was altered)"}
+    ]
 
 
 def test_bad_flag_is_a_usage_error(run: kit.RealisticRun, tmp_path: Path) -> None:

@@ -700,6 +700,10 @@ class RecordsOnly:
     def torn_lines(self) -> Any:
         return self.inner.torn_lines
 
+    @property
+    def dump_problems(self) -> Any:
+        return self.inner.dump_problems
+
     def describe(self) -> str:
         return self.inner.describe()
 
