@@ -212,7 +212,8 @@ class RunReport:
 
     @property
     def ok(self) -> bool:
-        return self.header.ok and all(s.ok for s in self.stages)
+        """Verified (exit 0): what --json calls ``ok``; an open, not fully verified or empty run is not ok."""
+        return self.exit_code == EXIT_VERIFIED
 
     @property
     def exit_code(self) -> int:

@@ -293,7 +293,7 @@ def assert_exit(report: RunReport, code: int) -> list[str]:
 def test_untouched_run_verifies(built: Built) -> None:
     report = built.verify()
     lines = assert_exit(report, EXIT_VERIFIED)
-    assert lines[-1] == VERIFIED
+    assert report.ok and lines[-1] == VERIFIED
     assert [s.stage_id for s in report.stages] == ["stage-0", "stage-1", "stage-2", "stage-3"]
     assert all(s.ok and s.evidence_reattached for s in report.stages)
     assert report.header.audit is not None and report.header.audit.refusals == 1
@@ -606,6 +606,7 @@ def test_an_open_run_has_its_own_verdict(tmp_path: Path) -> None:
     b = build(tmp_path, script=open_script)
     report = b.verify()
     lines = assert_exit(report, EXIT_OPEN)
+    assert not report.ok  # ok means exit 0, in the report as in --json
     assert report.header.open and report.header.seal is not None and report.header.seal.ok
     assert (report.header.seal.final, report.header.seal.covered) == (False, 2)
     assert (
