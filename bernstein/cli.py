@@ -11,6 +11,7 @@ commands::
     2  mismatch (verification failed, tamper)
     3  usage error or unreadable input (bad flags, missing file, service down)
     4  internal error (a defect; rerun with --debug for the traceback)
+    7  `scheduler run`: another instance took the partition over (this one stopped)
 """
 
 from __future__ import annotations

@@ -20,6 +20,14 @@ reports as ``_FENCED``, or TRANSACTIONAL_ID_AUTHORIZATION_FAILED) commits
 nothing more and stops with ``SchedulerFenced``; it never recreates its
 producer, which would fence the newer instance in turn (ping-pong).
 
+A produce error about one record (the broker or librdkafka refuses one of its
+outputs: MSG_SIZE_TOO_LARGE, INVALID_RECORD, ...) is that record's, not the
+producer's: the transaction is aborted, the batch is redone up to that input
+and committed, then the input is dead-lettered on its own (PRODUCE_REJECTED,
+with Kafka's error text) and the partition carries on. A failure of the native
+batch path that is not Kafka's (a Rust panic, a defect) is contained the same
+way: that batch is redone with the Python reference.
+
 Error triage otherwise follows librdkafka's transactional producer contract:
 retriable -> retry the same call; txn_requires_abort -> abort, rebuild state,
 rewind to the committed offset; any other fatal or unknown error -> recreate
@@ -38,14 +46,17 @@ from typing import Any, Final, NoReturn, TextIO
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from consumers.core.model import InputRecord, OutputRecord, SchedulerState, Stream
-from consumers.core.native import NativeSchedulerCore, SchedulerCoreLike
+from consumers.core.model import OUTPUT_FRAMING_ALLOWANCE, InputRecord, OutputRecord, SchedulerState, Stream
+from consumers.core.native import NativeSchedulerCore, NativeState, SchedulerCoreLike
 from consumers.core.rebuild import rebuild_state
 from schemas.errors import BernsteinError
+from schemas.records import DeadLetterCode
 from substrate.config import Topics
 from substrate.kafka import client_config, transactional_producer_config
 
 _TXN_TIMEOUT_S: Final = 30.0
+_PRODUCER_MAX_MESSAGE_BYTES: Final = 2097152
+"""substrate.kafka's message.max.bytes for the scheduler's producer (raised when max_output_bytes needs it)."""
 _JOURNAL, _REFUSALS, _DEADLETTER = Stream.JOURNAL, Stream.REFUSALS, Stream.DEADLETTER
 _REBUILD_POLL_S: Final = 0.05
 """consume() waits its whole timeout unless the batch fills, even after the end-of-partition event: keep it short."""
@@ -90,8 +101,47 @@ _FENCING: Final = frozenset(
 """Errors that mean another instance owns the partition now, or this one may not own it (never retried)."""
 
 
+_PER_RECORD: Final = frozenset(
+    {
+        KafkaError.MSG_SIZE_TOO_LARGE,
+        KafkaError.INVALID_MSG,
+        KafkaError.INVALID_MSG_SIZE,
+        KafkaError.INVALID_RECORD,
+        KafkaError.RECORD_LIST_TOO_LARGE,
+    }
+)
+"""Produce errors about one record's bytes (librdkafka's check at produce(), or the broker's answer)."""
+
+
+class TopicLimitTooSmall(BernsteinError):
+    """An output topic's max.message.bytes is below what the scheduler may write to it."""
+
+    code = "E_TOPIC_LIMIT_TOO_SMALL"
+
+
 class _Abort(Exception):
     """Internal: the open transaction must be aborted and the batch replayed."""
+
+    txn_open = True
+    """False when the failure came before this batch's transaction began (nothing to abort)."""
+
+
+class _Rejected(_Abort):
+    """Internal: Kafka refused an output of the input at ``offset``; it is dead-lettered on the replay."""
+
+    def __init__(self, offset: int, detail: str) -> None:
+        super().__init__(f"input offset {offset}: {detail}")
+        self.offset = offset
+        self.detail = detail
+
+
+class _NativeFailed(_Abort):
+    """Internal: the native batch path failed (not Kafka's doing); the batch is redone with the reference."""
+
+    def __init__(self, last_offset: int, cause: BaseException, *, txn_open: bool) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.last_offset = last_offset
+        self.txn_open = txn_open
 
 
 class _TxnCallStuck(KafkaException):
@@ -164,6 +214,8 @@ class _Inflight:
     seals: int
     refused: int
     dead_letters: int
+    dead_lettered: int = -1
+    """The input offset this transaction dead-letters because Kafka refused an output of it, or -1."""
 
 
 @dataclass
@@ -226,6 +278,16 @@ class SchedulerShell:
         self._state: Any = None
         """The core's state: a SchedulerState (Python core) or a native handle."""
         self._last_progress = time.monotonic()
+        self._rejected: dict[int, str] = {}
+        """Input offset -> Kafka's refusal of one of its outputs: the input is dead-lettered (PRODUCE_REJECTED)."""
+        self._refused_outputs: dict[tuple[str, bytes], str] = {}
+        """(topic, value) -> the broker's refusal, from delivery reports: the replay finds whose output it was."""
+        self._undelivered: list[tuple[KafkaError, str, int, bytes]] = []
+        """Per-record delivery failures of the open transaction: (error, topic, size, value)."""
+        self._reference_until = -1
+        self._max_request = _PRODUCER_MAX_MESSAGE_BYTES
+        """The producer's message.max.bytes: at least the largest output (set by the start-up check)."""
+        """Batches starting at or before this input offset are stepped by the Python reference."""
         self._txn_began: float | None = None
         """When the newest transaction began (monotonic), to tell a takeover from this instance's own timeout."""
         self._txn_timeout_s = _TXN_TIMEOUT_S
@@ -260,8 +322,9 @@ class SchedulerShell:
                     break
                 try:
                     processed = self._one_batch()
-                except _Abort:
-                    self._recover(abortable=True)
+                except _Abort as abort:
+                    self._note(abort)
+                    self._recover(abortable=True, txn_open=abort.txn_open)
                     continue
                 except KafkaException as exc:
                     self._raise_if_fenced(exc)
@@ -286,6 +349,7 @@ class SchedulerShell:
         return self.counters
 
     def _start(self) -> None:
+        self._check_topic_limits()
         self._producer = self._new_producer()
         self._state = self._rebuild()
         self._consumer = Consumer(
@@ -367,8 +431,30 @@ class SchedulerShell:
             )
         return message
 
+    def _check_topic_limits(self) -> None:
+        """Every output topic takes the largest output the core may write (``max_output_bytes`` plus Kafka's framing).
+
+        Otherwise a large but valid output would be refused by the broker and its input
+        dead-lettered (PRODUCE_REJECTED) where a correctly sized deployment journals it.
+        """
+        needed = self.core.config.max_output_bytes + OUTPUT_FRAMING_ALLOWANCE
+        limits = _max_message_bytes(self.bootstrap, self._topics)
+        small = [f"{topic} ({limit})" for topic, limit in limits.items() if limit < needed]
+        if small:
+            raise TopicLimitTooSmall(
+                f"partition {self.partition}: max.message.bytes of {', '.join(small)} is below {needed}, the largest "
+                f"output the scheduler may write (max_output_bytes {self.core.config.max_output_bytes} + "
+                f"{OUTPUT_FRAMING_ALLOWANCE} for Kafka's framing): raise it (kafka-configs.sh --alter --entity-type topics "
+                f"--entity-name <topic> --add-config max.message.bytes={needed}) or lower --max-output-bytes"
+            )
+        self._max_request = max(needed, _PRODUCER_MAX_MESSAGE_BYTES)
+
     def _new_producer(self) -> Any:
         config = transactional_producer_config(self.bootstrap, self.transactional_id)
+        # the client's own size check must not refuse what the topics take
+        config["message.max.bytes"] = max(int(config.get("message.max.bytes", 0)), self._max_request)
+        config["on_delivery"] = self._on_delivery
+        config["delivery.report.only.error"] = True
         self._txn_timeout_s = int(config.get("transaction.timeout.ms", 60000)) / 1000
         producer = Producer(config)
         if self._txn is None or self._txn.stuck:
@@ -381,9 +467,20 @@ class SchedulerShell:
     def _rebuild(self) -> SchedulerState:
         """Fold the committed journal and the last committed audit record."""
         started = time.monotonic()
+        for topic in (self.topics.journal, self.topics.audit):
+            # a transaction this instance committed a moment ago is visible once its markers are written
+            if not _wait_stable(self.bootstrap, topic, self.partition):
+                self._log(f"{topic}[{self.partition}] keeps a transaction open; rebuilding from what is committed")
         journal = _read_partition(self.bootstrap, self.topics.journal, self.partition)
         last_audit = _last_value(self.bootstrap, self.topics.audit, self.partition)
-        state = rebuild_state(self.core.config, self.partition, journal, last_audit)
+        state = rebuild_state(
+            self.core.config,
+            self.partition,
+            journal,
+            last_audit,
+            journal_topic=self.topics.journal,
+            audit_topic=self.topics.audit,
+        )
         self._log(
             f"state rebuilt from {len(journal)} journal records in {time.monotonic() - started:.2f}s: "
             f"{len(state.runs)} runs, audit seq {state.audit_seq}"
@@ -408,15 +505,16 @@ class SchedulerShell:
         self._consumer.assign([TopicPartition(self.input_topic, self.partition, offset)])
         self._log(f"reading {self.input_topic}[{self.partition}] from {'the beginning' if offset < 0 else offset}")
 
-    def _recover(self, *, abortable: bool) -> None:
+    def _recover(self, *, abortable: bool, txn_open: bool = True) -> None:
         self._inflight = None  # its transaction failed: the batch is redone from the committed offset
+        self._undelivered.clear()
         self.counters.recoveries += 1
         if self.counters.recoveries > self.options.max_recoveries:
             raise SchedulerFailed(
                 f"partition {self.partition}: {self.counters.recoveries - 1} recoveries without lasting progress; "
                 "check the broker log (.infra/kafka/logs) and restart the scheduler"
             )
-        if abortable:
+        if abortable and txn_open:
             self.counters.aborts += 1
             try:
                 self._retrying(lambda: self._producer.abort_transaction(_TXN_TIMEOUT_S), "abort_transaction")
@@ -429,6 +527,22 @@ class SchedulerShell:
         self._state = self._rebuild()
         self._seek_to_committed()
 
+    def _note(self, abort: _Abort) -> None:
+        """Remember what an abort taught: an input to dead-letter, or a batch the native path cannot do."""
+        if isinstance(abort, _Rejected):
+            self._rejected[abort.offset] = abort.detail
+            self._reference_until = max(self._reference_until, abort.offset)
+            self._log(
+                f"input offset {abort.offset}: Kafka refused an output of it ({abort.detail}); "
+                f"redoing the batch up to it, then dead-lettering it ({DeadLetterCode.PRODUCE_REJECTED.value})"
+            )
+        elif isinstance(abort, _NativeFailed):
+            self._reference_until = max(self._reference_until, abort.last_offset)
+            self._log(
+                f"the native core failed on a batch ending at input offset {abort.last_offset} ({abort}); "
+                "redoing it with the Python reference"
+            )
+
     # -- the loop -----------------------------------------------------------------
 
     def _one_batch(self) -> int:
@@ -439,36 +553,59 @@ class SchedulerShell:
         succeeded, in a new transaction. If a commit fails, the recovery path
         rebuilds the state from what Kafka committed and rewinds the input, so
         the speculative work is simply discarded.
+
+        An input whose output Kafka refused (``_rejected``) ends the batch before
+        it, and is then dead-lettered alone in its own transaction. Batches up to
+        ``_reference_until`` are stepped by the Python reference (after a failure
+        of the native path, or to find the input a broker-side rejection was about).
         """
         messages = self._consumer.consume(self.options.batch_max, self.options.batch_timeout)
         native = self._native
-        records = messages if native is not None and native.messages_ok(messages) else self._usable(messages)
+        records = messages if native is not None and self._messages_ok(native, messages) else self._usable(messages)
         if not records:
             self._settle()
             return 0
+        rejection: str | None = None
+        if self._rejected:
+            records, rejection = self._cut_at_rejected(records)
+        first, last = records[0].offset(), records[-1].offset()
         state = self._state
         assert state is not None
         partition = self.partition
         # The outputs: the native core keeps them inside the extension (no Python object per output).
         planned: list[list[OutputRecord]] = []
-        if native is not None:
-            state = native.plan(state, records, partition)
+        if rejection is not None:
+            native = None
+            state, outputs = self._reference_core().reject(
+                self._plain(state), InputRecord.of_message(records[0], partition), DeadLetterCode.PRODUCE_REJECTED, rejection
+            )
+            planned = [outputs]
+        elif native is not None and first > self._reference_until:
+            self._refused_outputs.clear()  # past the batches that were redone to find them
+            try:
+                state = native.plan(state, records, partition)
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:  # noqa: BLE001 - a Rust panic is a BaseException (L7)
+                self._settle()  # the previous batch was planned before this failure: let it commit
+                raise _NativeFailed(last, exc, txn_open=False) from exc
         else:
-            state, planned = self._step_all(state, records)
+            native = None
+            core = self.core if self._native is None else self._reference_core()
+            state, planned = self._step_all(state if self._native is None else self._plain(state), records, core)
         self._settle()
         producer = self._producer
         txn = self._txn
         assert txn is not None
-        last = records[-1].offset()
         offsets = [TopicPartition(self.input_topic, partition, last + 1)]
         metadata = self._consumer.consumer_group_metadata()
         try:
             producer.begin_transaction()
             self._txn_began = time.monotonic()
             if native is not None:
-                tallies = native.produce_planned(producer, self._topics, partition)
+                tallies = self._produce_native(native, producer, last)
             else:
-                tallies = self._produce_all(producer, planned)
+                tallies = self._produce_all(producer, planned, records, dead_lettering=rejection is not None)
             # The offsets go after the outputs, on the watchdog thread (their round trips overlap the
             # produce acknowledgements). Sent before or during the produce calls, AddOffsetsToTxn
             # races the AddPartitionsToTxn that the first output triggers, and the coordinator
@@ -483,7 +620,7 @@ class SchedulerShell:
                 _TXN_TIMEOUT_S + _TXN_GRACE_S,
             )
         except KafkaException as exc:
-            self._raise_for(exc)
+            self._raise_for(exc, last)
 
         def commit() -> None:
             # Runs on the watchdog thread after the offsets call (one queue, in order). Its outcome is
@@ -493,8 +630,52 @@ class SchedulerShell:
 
         pending = txn.submit(commit, "send_offsets_to_transaction/commit_transaction", _TXN_TIMEOUT_S + _TXN_GRACE_S)
         self._state = state
-        self._inflight = _Inflight(pending, len(records), last, *tallies)
+        self._inflight = _Inflight(pending, len(records), last, *tallies, dead_lettered=first if rejection is not None else -1)
         return len(records)
+
+    def _messages_ok(self, native: NativeSchedulerCore, messages: list[Any]) -> bool:
+        try:
+            return native.messages_ok(messages)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException:  # noqa: BLE001 - then the Python check decides (L7)
+            return False
+
+    def _cut_at_rejected(self, records: list[Any]) -> tuple[list[Any], str | None]:
+        """The batch up to the first input Kafka refused an output of; that input alone when it comes first."""
+        for index, message in enumerate(records):
+            detail = self._rejected.get(message.offset())
+            if detail is None:
+                continue
+            cut = max(index, 1)
+            if cut < len(records):
+                self._consumer.seek(TopicPartition(self.input_topic, self.partition, records[cut].offset()))
+            return records[:cut], (detail if index == 0 else None)
+        return records, None
+
+    def _reference_core(self) -> Any:
+        """The Python reference core (it steps the batches the native path does not, and dead-letters rejected inputs)."""
+        return self._native.reference if self._native is not None else self.core
+
+    @staticmethod
+    def _plain(state: Any) -> SchedulerState:
+        """The state as a ``SchedulerState`` (what the reference steps)."""
+        return state.to_scheduler_state() if isinstance(state, NativeState) else state
+
+    def _produce_native(self, native: NativeSchedulerCore, producer: Any, last: int) -> tuple[int, int, int, int]:
+        """The native plan's outputs; a failure about one record, or not Kafka's, redoes the batch with the reference."""
+        try:
+            return native.produce_planned(producer, self._topics, self.partition)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.code() in _PER_RECORD:
+                # the plan does not say which input an output belongs to: the reference's replay finds it
+                raise _NativeFailed(last, exc, txn_open=True) from exc
+            raise
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a Rust panic is a BaseException (L7)
+            raise _NativeFailed(last, exc, txn_open=True) from exc
 
     def _usable(self, messages: list[Any]) -> list[Any]:
         """The messages without an error; raises for a fatal consumer error, logs the others."""
@@ -511,29 +692,41 @@ class SchedulerShell:
             records.append(message)
         return records
 
-    def _step_all(self, state: Any, records: list[Any]) -> tuple[Any, list[list[OutputRecord]]]:
-        """Any core: the outputs of every record, in order."""
+    def _step_all(
+        self, state: Any, records: list[Any], core: SchedulerCoreLike | None = None
+    ) -> tuple[Any, list[list[OutputRecord]]]:
+        """Any core (default: the shell's): the outputs of every record, in order."""
         partition = self.partition
-        step = self.core.step
+        step = (core or self.core).step
         planned = []
         for message in records:
             state, outputs = step(state, InputRecord.of_message(message, partition))
             planned.append(outputs)
         return state, planned
 
-    def _produce_all(self, producer: Any, planned: list[list[OutputRecord]]) -> tuple[int, int, int, int]:
+    def _produce_all(
+        self, producer: Any, planned: list[list[OutputRecord]], records: list[Any] | None = None, *, dead_lettering: bool = False
+    ) -> tuple[int, int, int, int]:
         """Produce every output (``NativeSchedulerCore.produce_planned`` does the same for its plan).
 
+        ``planned[i]`` holds the outputs of ``records[i]`` (without ``records``, produce errors propagate as they
+        are). A produce error about one output raises
+        ``_Rejected`` for its input (``dead_lettering``: the outputs are already that input's dead
+        letter, and Kafka refusing those too stops the scheduler with ``SchedulerFailed``).
         Returns (journalled, seals, refused, dead_letters), added to the counters once the transaction committed.
         """
         partition = self.partition
         produce = producer.produce
         topic_of = self._topic_of
+        refused_outputs = self._refused_outputs
         journalled = seals = refused = dead_letters = 0
-        for outputs in planned:
+        for index, outputs in enumerate(planned):
             for out in outputs:
                 stream = out.stream
                 try:
+                    if refused_outputs and records and (topic_of[stream], out.value) in refused_outputs:
+                        # the broker refused exactly these bytes in an earlier attempt (delivery report)
+                        raise _Rejected(records[index].offset(), refused_outputs[(topic_of[stream], out.value)])
                     produce(
                         topic_of[stream],
                         out.value,
@@ -544,6 +737,18 @@ class SchedulerShell:
                     )
                 except BufferError:  # the local queue is full: wait for deliveries, then retry
                     self._produce(producer, topic_of[stream], out.key, out.value, out.headers, out.timestamp_ms)
+                except KafkaException as exc:
+                    error = exc.args[0] if exc.args else None
+                    if not isinstance(error, KafkaError) or error.code() not in _PER_RECORD or not records:
+                        raise
+                    rejected = _Rejected(
+                        records[index].offset(), _rejection_detail(stream, out.key, out.value, out.headers, error)
+                    )
+                    self._refuse_dead_letter(rejected, dead_lettering)
+                    raise rejected from exc
+                except _Rejected as rejected:
+                    self._refuse_dead_letter(rejected, dead_lettering)
+                    raise
                 if stream is _JOURNAL:
                     if out.headers[3][1] == b"bernstein.run.sealed":
                         seals += 1
@@ -555,6 +760,14 @@ class SchedulerShell:
                     dead_letters += 1
         return journalled, seals, refused, dead_letters
 
+    def _refuse_dead_letter(self, rejected: _Rejected, dead_lettering: bool) -> None:
+        if dead_lettering:
+            raise SchedulerFailed(
+                f"partition {self.partition}: Kafka refused even the dead letter of input offset {rejected.offset} "
+                f"({rejected.detail}); the output topics' max.message.bytes is below what the scheduler writes: "
+                "raise it (see README, 'Output size') and restart the scheduler"
+            )
+
     def _settle(self) -> None:
         """Wait for the in-flight transaction; count its work once it committed."""
         inflight = self._inflight
@@ -564,7 +777,7 @@ class SchedulerShell:
         try:
             inflight.pending.result()
         except KafkaException as exc:
-            self._raise_for(exc)
+            self._raise_for(exc, inflight.last_offset)
         counters = self.counters
         counters.journalled += inflight.journalled
         counters.seals += inflight.seals
@@ -573,6 +786,8 @@ class SchedulerShell:
         counters.consumed += inflight.records
         counters.transactions += 1
         counters.last_offset = inflight.last_offset
+        if inflight.dead_lettered >= 0:
+            self._rejected.pop(inflight.dead_lettered, None)
         # The state was only committed with the transaction; keep the recovery budget for real trouble.
         counters.recoveries = 0
 
@@ -584,12 +799,40 @@ class SchedulerShell:
             self._raise_if_fenced(exc)
             self._log(f"the last transaction did not commit ({exc}); its input will be processed again on restart")
 
-    def _raise_for(self, exc: KafkaException) -> NoReturn:
+    def _raise_for(self, exc: KafkaException, last_offset: int) -> NoReturn:
+        """Raise ``_Abort`` for an abortable error of the transaction of a batch ending at ``last_offset``, else ``exc``."""
         error = exc.args[0] if exc.args else None
         if isinstance(error, KafkaError) and error.txn_requires_abort():
+            try:
+                self._producer.poll(0)  # serves the delivery reports (commit_transaction does not)
+            except KafkaException:
+                pass
+            if self._undelivered:
+                self._learn_refused_output(last_offset)
             self._log(f"transaction must be aborted ({error}); replaying the batch")
             raise _Abort() from exc
         raise exc
+
+    def _on_delivery(self, error: KafkaError | None, message: Any) -> None:
+        """The producer's delivery reports, failures only (``delivery.report.only.error``)."""
+        if error is not None and error.code() in _PER_RECORD:
+            value = message.value() or b""
+            self._undelivered.append((error, message.topic(), len(message.key() or b"") + len(value), value))
+
+    def _learn_refused_output(self, last_offset: int) -> None:
+        """The broker refused records of the failed transaction: remember the culprit's bytes.
+
+        A refused record batch fails every record in it, so the largest refused record is taken
+        for the one the broker meant (the others are only its batch mates). Delivery reports
+        carry no headers, so the replay, stepped by the reference, finds its input by these bytes.
+        """
+        failures, self._undelivered = self._undelivered, []
+        error, topic, size, value = max(failures, key=lambda failure: failure[2])
+        stream = next(stream for stream, name in self._topic_of.items() if name == topic)
+        self._refused_outputs[(topic, value)] = (
+            f"Kafka refused its {stream.value} output ({size} bytes of key and value): {error.name()}: {error.str()}"
+        )
+        self._reference_until = max(self._reference_until, last_offset)
 
     def _produce(self, producer: Any, topic: str, key: bytes, value: bytes, headers: Any, timestamp: int) -> None:
         while True:
@@ -639,6 +882,26 @@ class SchedulerShell:
             print(f"scheduler p{self.partition}: {text}", file=self.progress, flush=True)
 
 
+def _max_message_bytes(bootstrap: str, topics: tuple[str, ...]) -> dict[str, int]:
+    """Each topic's effective max.message.bytes (its own setting, else the broker's default)."""
+    from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
+
+    admin = AdminClient(client_config(bootstrap))
+    try:
+        futures = admin.describe_configs([ConfigResource("topic", topic) for topic in topics], request_timeout=_TXN_TIMEOUT_S)
+        return {
+            resource.name: int(future.result(_TXN_TIMEOUT_S)["max.message.bytes"].value) for resource, future in futures.items()
+        }
+    except KafkaException as exc:
+        raise SchedulerFailed(f"cannot read the output topics' max.message.bytes: {exc}") from exc
+
+
+def _rejection_detail(stream: Stream, key: bytes, value: bytes, headers: Any, error: KafkaError) -> str:
+    """What a PRODUCE_REJECTED dead letter says: the output Kafka refused and Kafka's own words (deterministic)."""
+    size = len(key or b"") + len(value or b"") + sum(len(name) + len(data) for name, data in headers)
+    return f"Kafka refused its {stream.value} output ({size} bytes of key, value and headers): {error.name()}: {error.str()}"
+
+
 def _rebuild_consumer(bootstrap: str) -> Any:
     """A read_committed consumer that reports the end of a partition (used only to rebuild state)."""
     return Consumer(
@@ -655,8 +918,29 @@ def _rebuild_consumer(bootstrap: str) -> Any:
     )
 
 
-def _values_from(consumer: Any, topic: str, partition: int, start: int) -> Iterator[bytes | None]:
-    """Every committed value of one partition from offset ``start`` to its current end."""
+def _wait_stable(bootstrap: str, topic: str, partition: int, timeout: float = _TXN_TIMEOUT_S) -> bool:
+    """Wait until no transaction is pending on a partition (last stable offset = high watermark); False on timeout."""
+    tp = TopicPartition(topic, partition)
+    committed = _rebuild_consumer(bootstrap)
+    uncommitted = Consumer(client_config(bootstrap, **{"group.id": "bernstein.rebuild", "isolation.level": "read_uncommitted"}))
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            # ListOffsets(latest) answers the last stable offset to a read_committed client
+            stable = committed.get_watermark_offsets(tp, timeout=timeout, cached=False)[1]
+            high = uncommitted.get_watermark_offsets(tp, timeout=timeout, cached=False)[1]
+            if stable >= high:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+    finally:
+        committed.close()
+        uncommitted.close()
+
+
+def _values_from(consumer: Any, topic: str, partition: int, start: int) -> Iterator[tuple[int, bytes | None]]:
+    """Every committed (offset, value) of one partition from offset ``start`` to its current end."""
     consumer.assign([TopicPartition(topic, partition, start)])
     while True:
         done = False
@@ -667,26 +951,26 @@ def _values_from(consumer: Any, topic: str, partition: int, start: int) -> Itera
                     done = True
                     continue
                 raise KafkaException(error)
-            yield message.value()
+            yield message.offset(), message.value()
         if done:
             return
 
 
-def _read_partition(bootstrap: str, topic: str, partition: int) -> list[bytes]:
-    """Every committed value of one partition, in offset order."""
+def _read_partition(bootstrap: str, topic: str, partition: int) -> list[tuple[int, bytes]]:
+    """Every committed (offset, value) of one partition, in offset order."""
     consumer = _rebuild_consumer(bootstrap)
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=_TXN_TIMEOUT_S)
         if high <= low:
             return []
         # a tombstone becomes b"" and fails the rebuild as corrupt
-        return [value or b"" for value in _values_from(consumer, topic, partition, OFFSET_BEGINNING)]
+        return [(offset, value or b"") for offset, value in _values_from(consumer, topic, partition, OFFSET_BEGINNING)]
     finally:
         consumer.close()
 
 
-def _last_value(bootstrap: str, topic: str, partition: int) -> bytes | None:
-    """The value of the last committed record of a partition, or None when it has none."""
+def _last_value(bootstrap: str, topic: str, partition: int) -> tuple[int, bytes] | None:
+    """The (offset, value) of the last committed record of a partition, or None when it has none."""
     consumer = _rebuild_consumer(bootstrap)
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=_TXN_TIMEOUT_S)
@@ -696,9 +980,9 @@ def _last_value(bootstrap: str, topic: str, partition: int) -> bytes | None:
         while True:
             # the tail may hold only transaction markers: widen the window until a record shows up
             start = max(low, high - window)
-            last: bytes | None = None
-            for value in _values_from(consumer, topic, partition, start):
-                last = value
+            last: tuple[int, bytes] | None = None
+            for offset, value in _values_from(consumer, topic, partition, start):
+                last = (offset, value or b"")  # a tombstone fails the rebuild as corrupt
             if last is not None or start <= low:
                 return last
             window *= 4

@@ -2,7 +2,7 @@
 
 Exit codes: 0 after a clean stop (SIGTERM/SIGINT, ``--idle-exit``); 3 on a usage,
 configuration or service error, or when Kafka errors keep recurring
-(``E_SCHEDULER_FAILED``); ``EXIT_FENCED`` (5) when another instance took the
+(``E_SCHEDULER_FAILED``); ``EXIT_FENCED`` (7) when another instance took the
 partition over: this one committed nothing more and stopped, and must not be
 restarted blindly (the newer instance owns the partition now).
 """
@@ -19,7 +19,7 @@ from types import FrameType
 from typing import Final
 
 from bernstein.commands.common import UsageError, add_keys_flag, add_prefix_flag, command_group, keys_from, settings_from
-from consumers.core.model import SchedulerConfig
+from consumers.core.model import DEFAULT_MAX_OUTPUT_BYTES, MIN_MAX_OUTPUT_BYTES, OUTPUT_FRAMING_ALLOWANCE, SchedulerConfig
 from consumers.core.native import make_core
 from consumers.manifest import load_roles
 from consumers.shell import SchedulerFenced, SchedulerShell, ShellOptions
@@ -27,7 +27,7 @@ from substrate.kafka import ensure_topics, partition_count, require_bootstrap
 from substrate.keys import InstallKeys
 
 DEFAULT_ROLES = Path("config") / "roles.toml"
-EXIT_FENCED: Final = 5
+EXIT_FENCED: Final = 7
 """Another scheduler instance owns the partition now; this one stopped (see the module doc)."""
 
 
@@ -47,6 +47,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     which.add_argument("--all-partitions", action="store_true", help="start one child process per partition and supervise them")
     run.add_argument("--roles", type=Path, default=None, help="roles manifest (default: $BERNSTEIN_ROLES or config/roles.toml)")
     run.add_argument("--seal-every", type=int, default=1000, help="sign a seal after every N entries of a run (default 1000)")
+    run.add_argument(
+        "--max-output-bytes",
+        type=int,
+        default=DEFAULT_MAX_OUTPUT_BYTES,
+        help=f"largest output record (key + value + headers) the scheduler writes; an input whose journal record "
+        f"would be larger is dead-lettered (OUTPUT_TOO_LARGE). Every output topic's max.message.bytes must be at least "
+        f"this + {OUTPUT_FRAMING_ALLOWANCE} (checked at start). Default {DEFAULT_MAX_OUTPUT_BYTES}",
+    )
     run.add_argument("--batch-max", type=int, default=500, help="records per transaction at most (default 500)")
     run.add_argument("--batch-ms", type=int, default=20, help="wait for the first record of a batch, ms (default 20)")
     run.add_argument("--idle-exit", type=float, default=None, help="exit after this many idle seconds (tests, demos)")
@@ -61,15 +69,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     run.set_defaults(func=_run)
 
 
-def scheduler_config(keys: InstallKeys, roles_path: Path, seal_every: int) -> SchedulerConfig:
+def scheduler_config(
+    keys: InstallKeys, roles_path: Path, seal_every: int, max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+) -> SchedulerConfig:
     if seal_every < 1:
         raise UsageError("--seal-every must be at least 1")
+    if max_output_bytes < MIN_MAX_OUTPUT_BYTES:
+        raise UsageError(f"--max-output-bytes must be at least {MIN_MAX_OUTPUT_BYTES}")
     return SchedulerConfig(
         roles=load_roles(roles_path),
         signer=keys.signer,
         audit_key=keys.audit.secret,
         audit_key_id=keys.audit.key_id,
         seal_every=seal_every,
+        max_output_bytes=max_output_bytes,
     )
 
 
@@ -80,7 +93,7 @@ def _roles_path(args: argparse.Namespace) -> Path:
 def _run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     bootstrap = require_bootstrap(settings.kafka_bootstrap)
-    config = scheduler_config(keys_from(args), _roles_path(args), args.seal_every)
+    config = scheduler_config(keys_from(args), _roles_path(args), args.seal_every, args.max_output_bytes)
     ensure_topics(bootstrap, settings.topics)
     if args.all_partitions:
         return _supervise(args, partition_count(bootstrap, settings.topics.submissions))
@@ -118,6 +131,7 @@ def _supervise(args: argparse.Namespace, partitions: int) -> int:
         if value is not None:
             passthrough += [f"--{flag.replace('_', '-')}", str(value)]
     passthrough += ["--seal-every", str(args.seal_every), "--batch-max", str(args.batch_max), "--batch-ms", str(args.batch_ms)]
+    passthrough += ["--max-output-bytes", str(args.max_output_bytes)]
     passthrough += ["--core", args.core]
     children = [subprocess.Popen([*base, "scheduler", "run", "--partition", str(p), *passthrough]) for p in range(partitions)]
 

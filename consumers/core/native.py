@@ -255,6 +255,11 @@ class NativeSchedulerCore:
             raise
         return self._advance(), results
 
+    @property
+    def reference(self) -> SchedulerCore:
+        """The Python reference this core falls back to (the shell steps a batch with it when the native path failed)."""
+        return self._reference
+
     def reject(
         self, state: SchedulerState | NativeState, record: InputRecord, code: DeadLetterCode, detail: str
     ) -> tuple[NativeState, list[OutputRecord]]:

@@ -17,6 +17,8 @@ the pure core folded over the input partition.
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import os
 import random
 import re
@@ -32,7 +34,12 @@ from typing import Any
 
 import pytest
 
+from consumers.core.model import InputRecord, OutputRecord, SchedulerConfig, SchedulerState
+from consumers.core.native import NativeSchedulerCore, NativeUnavailable, make_core
+from consumers.core.step import SchedulerCore, initial_state
 from consumers.manifest import load_roles
+from consumers.shell import Counters, SchedulerShell, ShellOptions
+from producers.activity import ActivityResult, observe
 from schemas import codec
 from schemas.records import DeadLetterCode, RefusalCode
 from substrate.cas import DirBlobStore
@@ -47,10 +54,12 @@ from tests.integration.helpers_kafka import (
     fresh_topics,
     idempotent_producer,
     mutate,
+    produce_all,
     read_outputs,
     read_partition,
     scheduler_config,
     stored_form,
+    submission_record,
 )
 from verifier.verify import verify
 
@@ -365,9 +374,10 @@ def count_records(bootstrap: str, topic: str, isolation: str) -> int:
         count = 0
         while True:
             for message in consumer.consume(5000, 0.05):
-                if message.error() is None:
+                error = message.error()
+                if error is None:
                     count += 1
-                elif message.error().code() == KafkaError._PARTITION_EOF:
+                elif error.code() == KafkaError._PARTITION_EOF:
                     return count
     finally:
         consumer.close()
@@ -628,3 +638,249 @@ def _duplicates(found: list[tuple[int, str]]) -> str:
     counts = Counter(offset for offset, _ in found)
     twice = sorted(o for o, c in counts.items() if c > 1)
     return f"offsets written more than once: {twice[:20]}; crossings {len(found)}"
+
+
+# ---------------------------------------------------------------------------
+# one record's trouble stays that record's: produce errors and native-path failures
+# ---------------------------------------------------------------------------
+
+
+def small_plan(store: DirBlobStore, runs: tuple[str, ...], per_run: int) -> list[tuple[bytes, bytes]]:
+    """``per_run`` accepted stages for each run, interleaved, then a close for each run."""
+    items = []
+    for n in range(per_run * len(runs)):
+        run_id = runs[n % len(runs)]
+        value = encode_submission(
+            run_id=run_id, stage_id=f"st-{n}", pages=(f"{run_id} page {n}".encode(),), artifact=b"d%d" % n, store=store
+        )
+        items.append((run_id.encode(), value))
+    return items + [(run_id.encode(), encode_close(run_id)) for run_id in runs]
+
+
+def fold_with_rejections(config: SchedulerConfig, inputs: list[Any], rejected: dict[int, str]) -> dict[str, list[OutputRecord]]:
+    """``fold``, except that each input in ``rejected`` is dead-lettered (PRODUCE_REJECTED) with that detail."""
+    core = SchedulerCore(config)
+    state = initial_state(config, 0)
+    outputs: dict[str, list[OutputRecord]] = {stream: [] for stream in ("journal", "refusals", "audit", "deadletter")}
+    for rec in inputs:
+        record = InputRecord(rec.topic, 0, rec.offset, rec.timestamp_ms, rec.key, rec.value)
+        if rec.offset in rejected:
+            state, outs = core.reject(state, record, DeadLetterCode.PRODUCE_REJECTED, rejected[rec.offset])
+        else:
+            state, outs = core.step(state, record)
+        for out in outs:
+            outputs[out.stream.value].append(out)
+    return outputs
+
+
+def run_shell(bootstrap: str, topics: Topics, core: Any, expect: int) -> tuple[Counters, str]:
+    log = io.StringIO()
+    shell = SchedulerShell(
+        bootstrap=bootstrap, topics=topics, partition=0, core=core, options=ShellOptions(batch_max=50), progress=log
+    )
+    counters = shell.run(until=lambda c: c.consumed >= expect, idle_exit=30)
+    assert counters.consumed == expect, log.getvalue()
+    return counters, log.getvalue()
+
+
+def assert_each_input_once(
+    bootstrap: str, topics: Topics, expected: dict[str, list[OutputRecord]], count: int
+) -> dict[str, list[Any]]:
+    """Every input offset crossed exactly once, and every output is byte-identical to ``expected``."""
+    out = read_outputs(bootstrap, topics)
+    assert [offset for offset, _ in crossings(out)] == list(range(count)), _duplicates(crossings(out))
+    for stream, records in out.items():
+        assert [r.stored() for r in records] == [stored_form(o) for o in expected[stream]], stream
+    return out
+
+
+class PanicException(BaseException):
+    """Stands in for pyo3's PanicException, which derives from BaseException (not Exception)."""
+
+
+class PanickingNativeCore(NativeSchedulerCore):
+    """The native core, failing in ``plan`` (a panic) or in ``produce_planned`` for batches holding ``poison``."""
+
+    def __init__(self, config: SchedulerConfig, poison: bytes, where: str) -> None:
+        super().__init__(config, 0)
+        self.poison, self.where, self.failures = poison, where, 0
+        self._poisoned = False
+
+    def plan(self, state: Any, messages: list[Any], partition: int) -> Any:
+        self._poisoned = any(m.key() == self.poison for m in messages)
+        if self._poisoned and self.where == "plan":
+            self.failures += 1
+            raise PanicException("called `Option::unwrap()` on a `None` value")
+        return super().plan(state, messages, partition)
+
+    def produce_planned(self, producer: Any, topics: Any, partition: int) -> tuple[int, int, int, int]:
+        tallies = super().produce_planned(producer, topics, partition)
+        if self._poisoned and self.where == "produce":
+            # after its outputs went into the transaction: only an abort keeps them out
+            self.failures += 1
+            raise RuntimeError("native produce_planned failed")
+        return tallies
+
+
+@pytest.mark.parametrize("where", ["plan", "produce"])
+def test_a_native_path_failure_is_contained_to_its_batch(
+    services: Any, settings: Settings, install_keys: InstallKeys, trusted: TrustedKeys, tmp_path: Path, where: str
+) -> None:
+    bootstrap = settings.kafka_bootstrap
+    assert bootstrap is not None
+    topics = fresh_topics(bootstrap, settings.topics.prefix)
+    store = DirBlobStore(tmp_path / "cas")
+    items = small_plan(store, ("nat-a", "nat-b", "nat-poison"), 60)
+    produce_all(bootstrap, topics.submissions, items)
+    config = scheduler_config(install_keys, seal_every=SEAL_EVERY)
+    try:
+        core = PanickingNativeCore(config, b"nat-poison", where)
+    except NativeUnavailable as exc:
+        pytest.skip(f"the native core is not usable here: {exc}")
+    counters, log = run_shell(bootstrap, topics, core, len(items))
+    # every batch holds a poisoned record; each fails once natively and is redone by the reference
+    assert core.failures >= 1 and log.count("redoing it with the Python reference") == core.failures, log
+    assert counters.recoveries == 0 and "Traceback" not in log
+    inputs = read_partition(bootstrap, topics, "submissions")
+    assert_each_input_once(bootstrap, topics, fold(config, inputs), len(items))
+    source = CachedSource(bootstrap, topics)
+    for run_id in ("nat-a", "nat-b", "nat-poison"):
+        assert verify(run_id, source, cas=store, trusted=trusted).exit_code == 0, run_id
+
+
+class OversizedAt(SchedulerCore):
+    """The reference core, except that the journal output of the inputs at ``offsets`` is too large for Kafka."""
+
+    def __init__(self, config: SchedulerConfig, offsets: set[int]) -> None:
+        super().__init__(config)
+        self.offsets = offsets
+
+    def step(self, state: SchedulerState, record: InputRecord) -> tuple[SchedulerState, list[OutputRecord]]:
+        state, outputs = super().step(state, record)
+        if record.offset in self.offsets:
+            first = outputs[0]
+            outputs = [dataclasses.replace(first, value=first.value + bytes(2_200_000)), *outputs[1:]]
+        return state, outputs
+
+
+def test_an_output_kafka_refuses_at_produce_dead_letters_only_its_input(
+    services: Any, settings: Settings, install_keys: InstallKeys, trusted: TrustedKeys, tmp_path: Path
+) -> None:
+    bootstrap = settings.kafka_bootstrap
+    assert bootstrap is not None
+    topics = fresh_topics(bootstrap, settings.topics.prefix)
+    store = DirBlobStore(tmp_path / "cas")
+    items = small_plan(store, ("big-a", "big-b"), 40)
+    produce_all(bootstrap, topics.submissions, items)
+    config = scheduler_config(install_keys, seal_every=SEAL_EVERY)
+    oversized = {7, 8, 49}  # two in a row, and the last record of the first batch of 50
+    counters, log = run_shell(bootstrap, topics, OversizedAt(config, oversized), len(items))
+    assert log.count("Kafka refused an output of it") == len(oversized), log
+    assert counters.dead_letters == len(oversized)
+    out = read_outputs(bootstrap, topics)
+    dead = {r.record["input"]["offset"]: r.record for r in out["deadletter"]}
+    assert sorted(dead) == sorted(oversized)
+    details = {offset: record["detail"] for offset, record in dead.items()}
+    for record in dead.values():
+        assert record["code"] == DeadLetterCode.PRODUCE_REJECTED.value
+        assert record["detail"].startswith("Kafka refused its journal output (")
+        assert "MSG_SIZE_TOO_LARGE" in record["detail"], record["detail"]
+    inputs = read_partition(bootstrap, topics, "submissions")
+    assert_each_input_once(bootstrap, topics, fold_with_rejections(config, inputs, details), len(items))
+    source = CachedSource(bootstrap, topics)
+    for run_id in ("big-a", "big-b"):
+        report = verify(run_id, source, cas=store, trusted=trusted)
+        assert report.exit_code == 0, (run_id, report.header)
+
+
+def test_an_output_the_broker_refuses_dead_letters_only_its_input(
+    services: Any, settings: Settings, install_keys: InstallKeys, trusted: TrustedKeys, tmp_path: Path
+) -> None:
+    """The journal topic's max.message.bytes is lowered under a running scheduler (native core when built)."""
+    bootstrap = settings.kafka_bootstrap
+    assert bootstrap is not None
+    topics = fresh_topics(bootstrap, settings.topics.prefix)
+    store = DirBlobStore(tmp_path / "cas")
+    before = small_plan(store, ("wide-a",), 10)[:-1]
+    produce_all(bootstrap, topics.submissions, before)
+    config = scheduler_config(install_keys, seal_every=SEAL_EVERY)
+    core = make_core(config, 0, "auto")
+    log = io.StringIO()
+    shell = SchedulerShell(bootstrap=bootstrap, topics=topics, partition=0, core=core, progress=log)
+    result: list[Counters] = []
+    thread = threading.Thread(target=lambda: result.append(shell.run(until=lambda c: c.consumed >= total, idle_exit=30)))
+    total = len(before) + 1 + 10 + 1
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while shell.counters.consumed < len(before):
+            assert thread.is_alive() and time.monotonic() < deadline, log.getvalue()
+            time.sleep(0.05)
+        set_max_message_bytes(bootstrap, topics.journal, 100_000)
+        # a valid submission whose journal entry (~370 KB of incompressible observation refs) the journal topic now refuses
+        wide = submission_record(run_id="wide-a", stage_id="wide", pages=(), artifact=b"wide")
+        pages = [os.urandom(8) for _ in range(1200)]
+        observations = [observe("page", os.urandom(96).hex(), p) for p in pages]
+        wide_result = ActivityResult.build("coding", b"wide", observations)
+        wide.update(
+            observations=[o.to_record() for o in wide_result.observations],
+            evidence_set_hash=wide_result.evidence_set_hash,
+            submission_id="wide-a/wide",
+        )
+        after = small_plan(store, ("wide-a",), 21)[11:21]
+        items = [*before, (b"wide-a", codec.encode(codec.ACTIVITY_SUBMISSION, wide)), *after, (b"wide-a", encode_close("wide-a"))]
+        assert len(items) == total
+        produce_all(bootstrap, topics.submissions, items[len(before) :])
+        thread.join(120)
+        assert not thread.is_alive() and result, log.getvalue()
+    finally:
+        shell.stop()
+        thread.join(30)
+    text = log.getvalue()
+    assert text.count("Kafka refused an output of it") == 1, text
+    out = read_outputs(bootstrap, topics)
+    (dead,) = [r.record for r in out["deadletter"]]
+    assert dead["input"]["offset"] == len(before)
+    assert dead["code"] == DeadLetterCode.PRODUCE_REJECTED.value
+    assert dead["detail"].startswith("Kafka refused its journal output ("), dead["detail"]
+    assert "MSG_SIZE_TOO_LARGE" in dead["detail"], dead["detail"]
+    inputs = read_partition(bootstrap, topics, "submissions")
+    assert_each_input_once(bootstrap, topics, fold_with_rejections(config, inputs, {len(before): dead["detail"]}), total)
+    report = verify("wide-a", CachedSource(bootstrap, topics), cas=store, trusted=trusted)
+    assert report.exit_code == 0, report.header
+
+
+def set_max_message_bytes(bootstrap: str, topic: str, limit: int) -> None:
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource  # type: ignore[attr-defined]
+
+    from substrate.kafka import client_config
+
+    admin = AdminClient(client_config(bootstrap))
+    resource = ConfigResource(
+        "topic",
+        topic,
+        incremental_configs=[ConfigEntry("max.message.bytes", str(limit), incremental_operation=AlterConfigOpType.SET)],
+    )
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result()
+
+
+def test_start_up_refuses_output_topics_smaller_than_the_largest_output(settings: Settings, cli_env: dict[str, str]) -> None:
+    bootstrap = settings.kafka_bootstrap
+    assert bootstrap is not None
+    topics = fresh_topics(bootstrap, settings.topics.prefix)
+    set_max_message_bytes(bootstrap, topics.refusals, 1_000_000)
+    base = [str(REPO / ".venv" / "bin" / "python"), "-m", "bernstein", "scheduler", "run", "--idle-exit", "0.5"]
+    refused = subprocess.run(base, env=cli_env, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 3, refused.stderr
+    assert (
+        f"bernstein: error: partition 0: max.message.bytes of {topics.refusals} (1000000) is below 2097152, the largest "
+        "output the scheduler may write (max_output_bytes 2080768 + 16384 for Kafka's framing)"
+    ) in refused.stderr
+    assert "Traceback" not in refused.stderr
+    # a smaller bound fits the topic: the scheduler starts (and stops when idle)
+    fits = subprocess.run(
+        [*base, "--max-output-bytes", str(1_000_000 - 16384)], env=cli_env, cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert fits.returncode == 0, fits.stderr
+    assert "stopped: offset -1 | consumed 0" in fits.stderr

@@ -3,7 +3,7 @@
 Kafka's model: a new producer with the same transactional id fences the older
 one (``init_transactions`` bumps the epoch and aborts its open transaction).
 The newer ``bernstein scheduler run`` keeps the partition; the older one stops
-at its next transactional call with exit code 5 and a message that names the
+at its next transactional call with exit code 7 (``EXIT_FENCED``) and a message that names the
 partition and the transactional id, and never recreates its producer (which
 would fence the newer one back: an endless ping-pong). A SIGSTOPped instance
 resumed after a newer one took over commits nothing and stops the same way.
