@@ -262,6 +262,12 @@ def entries(dump: Path, run_id: str) -> list[kit.JournalLine]:
     ]
 
 
+def refusals(dump: Path, run_id: str) -> list[dict[str, Any]]:
+    """The decoded Refusal records of ``run_id`` in the dump, in topic order."""
+    records = [codec.decode(kit.value_of(item)).record for item in kit.load_lines(kit.topic_file(dump, "refusals"))]
+    return [r for r in records if r["run_id"] == run_id]
+
+
 def read_blob(dump: Path, digest: str) -> bytes:
     return kit.blob_path(dump, digest).read_bytes()
 

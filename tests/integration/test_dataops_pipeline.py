@@ -162,7 +162,7 @@ def world(services: Any, tmp_path_factory: pytest.TempPathFactory) -> World:
 
 
 def publish_mislabelled(pipe: pk.Pipeline, output: Path) -> None:
-    """A genuine signed receipt (the same job, in-process, install key), journalled as 'failed'."""
+    """A genuine signed receipt (the same job, in-process, install key), published as 'failed' (the scheduler refuses it)."""
     from producers.activity import ActivityResult
     from producers.dataops import DataActivity
     from producers.dataops.examples import InputFile, run_data_job
@@ -475,17 +475,23 @@ def test_pinning_another_signing_key_fails_the_seal_and_the_receipts(world: Worl
     assert [s["stage_id"] for s in document["stages"] if s["ok"]] == ["ops-1", "data-1"]
 
 
-def test_receipt_journalled_as_failed_fails(world: World) -> None:
-    """A valid signed receipt proves the effects completed: a journal entry that says 'failed' contradicts it."""
-    journalled = pk.entry(world.dump, MISLABELLED, "data-0").record
-    assert (journalled["terminal_state"], journalled["reason_code"]) == ("failed", "job_failed")
-    code, document = pk.verify_dump_json(world.dump, MISLABELLED, world.pipe.trust_file)
-    assert code == 2
-    reason = (
-        "artifact is a signed receipt but the journal entry's terminal_state is 'failed'; a receipt is anchored as 'completed'"
-    )
-    assert_only_stage_fails(document, "data-0", reason, [f"receipt FAIL journal -- {reason}"])
-    assert document["chain"]["ok"] and document["seal"]["ok"] and document["audit"]["ok"]
+def test_receipt_published_as_failed_is_refused_by_the_scheduler(world: World) -> None:
+    """A valid signed receipt proves the effects completed: a submission that says 'failed' contradicts it.
+
+    The scheduler refuses it from its own bytes (docs/modality_rules.md), so nothing is journalled; the
+    verifier's RECEIPT_STATE_MISMATCH remains for a journal edited afterwards (tests/unit/test_dataops_verify.py).
+    """
+    (refusal,) = pk.refusals(world.dump, MISLABELLED)
+    assert {k: refusal[k] for k in ("code", "stage_id", "kind", "field", "declared", "recomputed", "message")} == {
+        "code": "DATAOPS_OUTCOME_MISMATCH",
+        "stage_id": "data-0",
+        "kind": "data",
+        "field": "terminal_state",
+        "declared": "failed",
+        "recomputed": "completed",
+        "message": "artifact is a receipt, which is anchored as 'completed', not 'failed'",
+    }
+    assert pk.entries(world.dump, MISLABELLED) == []
 
 
 def drop_signature(receipt: dict[str, Any], which: str) -> None:

@@ -229,7 +229,7 @@ def world(services: Any, tmp_path_factory: pytest.TempPathFactory) -> World:
 
 
 def publish_mislabelled(pipe: pk.Pipeline, url: str) -> None:
-    """The budget refusal's own record and page, published through the SDK as refused with reason code 'ok'."""
+    """The budget refusal's own record and page, published through the SDK as refused with reason code 'ok' (refused)."""
     from producers.activity import ActivityResult
     from schemas.records import Observation
 
@@ -495,15 +495,23 @@ def test_budget_refusal_is_journalled_and_verifies(world: World) -> None:
     ]
 
 
-def test_refusal_record_journalled_under_another_reason_code_fails(world: World) -> None:
-    """A budget refusal record whose journal entry says reason code 'ok' does not verify as a budget refusal."""
-    journalled = pk.entry(world.dump, MISLABELLED, STAGE).record
-    assert (journalled["terminal_state"], journalled["reason_code"]) == ("refused", "ok")
-    code, document = pk.verify_dump_json(world.dump, MISLABELLED, world.pipe.trust_file)
-    assert code == 2
-    stage = pk.stage_json(document, STAGE)
-    assert stage["reason"] == "research abort record anchored with reason code 'ok', expected 'budget_exhausted'"
-    assert document["chain"]["ok"] and document["seal"]["ok"] and document["audit"]["ok"]
+def test_refusal_record_published_under_another_reason_code_is_refused_by_the_scheduler(world: World) -> None:
+    """A budget refusal record whose submission says reason code 'ok' is refused by the scheduler, not journalled.
+
+    The rule is decided from the submission's own bytes (docs/modality_rules.md); the verifier's check of
+    the same rule remains for a journal edited afterwards.
+    """
+    (refusal,) = pk.refusals(world.dump, MISLABELLED)
+    assert {k: refusal[k] for k in ("code", "stage_id", "kind", "field", "declared", "recomputed", "message")} == {
+        "code": "RESEARCH_OUTCOME_MISMATCH",
+        "stage_id": STAGE,
+        "kind": "research",
+        "field": "reason_code",
+        "declared": "ok",
+        "recomputed": "budget_exhausted",
+        "message": "a bernstein.research.refusal/v1 record is anchored with reason_code 'budget_exhausted', not 'ok'",
+    }
+    assert pk.entries(world.dump, MISLABELLED) == []
 
 
 # ---------------------------------------------------------------------------
