@@ -191,7 +191,7 @@ def verify_stream(
 
 def _cas_missing(source: RecordSource) -> Problem | None:
     """For our dump format: a manifest that lists copied blobs, and no ``cas/`` directory to hold them."""
-    if not isinstance(source, DumpSource):
+    if not isinstance(source, DumpSource) or (source.root / "cas").exists():
         return None
     blobs = source.manifest.get("blobs")
     if not isinstance(blobs, int) or isinstance(blobs, bool) or blobs <= 0:
