@@ -7,6 +7,7 @@ output topics back with read_committed.
 
 from __future__ import annotations
 
+import io
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,14 +16,17 @@ from typing import Any
 
 import pytest
 
-from consumers.shell import ShellOptions
+from consumers.core.model import SchedulerConfig
+from consumers.core.native import NativeSchedulerCore, SchedulerCoreLike
+from consumers.core.step import SchedulerCore
+from consumers.shell import Counters, SchedulerShell, ShellOptions
 from producers.activity import ActivityResult
 from producers.emitter import Emitter
 from schemas import codec
 from schemas.canonical import audit_genesis, audit_mac, evidence_set_hash, journal_entry_hash, sha256_digest
 from schemas.records import DeadLetterCode, RefusalCode
 from substrate.cas import DirBlobStore, S3BlobStore
-from substrate.config import Settings
+from substrate.config import Settings, Topics
 from substrate.keys import InstallKeys, TrustedKeys
 from tests.integration.helpers_kafka import (
     CachedSource,
@@ -40,6 +44,7 @@ from tests.integration.helpers_kafka import (
     run_scheduler,
     scheduler_config,
     stored_form,
+    submission_record,
 )
 from verifier.verify import verify
 
@@ -359,6 +364,8 @@ def test_undecodable_inputs_become_dead_letters_and_the_partition_moves_on(setti
             "raw_size": len(data),
             "raw": data,
             "key": key,
+            "key_sha256": "" if key is None else sha256_digest(key),
+            "key_size": len(key or b""),
             "input": {"topic": topics.submissions, "partition": 0, "offset": offset},
             "record_timestamp_ms": inputs[offset].timestamp_ms,
         }
@@ -463,7 +470,8 @@ def _mixed_inputs(store: DirBlobStore) -> list[tuple[bytes | None, bytes | None]
         items.append((run_id.encode(), encode_submission(run_id=run_id, stage_id=f"s{i}", pages=pages, store=store)))
     items += [
         (b"rp-0", encode_submission(run_id="rp-0", stage_id="redo", pages=(b"common", b"p0"))),  # redundant with s0
-        (b"rp-1", encode_submission(run_id="rp-1", stage_id="s1", pages=(b"other",))),  # duplicate stage
+        (b"rp-1", encode_submission(run_id="rp-1", stage_id="s1", pages=(b"other",), submission_id="again")),  # duplicate stage
+        (b"rp-0", items[0][1]),  # a retried publish: a repeated submission_id
         (b"rp-2", mutate(encode_submission(run_id="rp-2", stage_id="bad"), reason_code="")),  # empty reason code
         (b"rp-2", mutate(encode_submission(run_id="rp-2", stage_id="bad2"), artifact=b"tampered")),  # hash mismatch
         (b"rp-0", b"not avro at all"),
@@ -515,6 +523,7 @@ def test_replay_from_offset_zero_into_fresh_topics_is_byte_identical(
     assert {r.record["code"] for r in original["refusals"]} == {
         "REDUNDANT_STAGE",
         "DUPLICATE_STAGE",
+        "DUPLICATE_SUBMISSION",
         "EMPTY_REASON_CODE",
         "ARTIFACT_HASH_MISMATCH",
         "RUN_CLOSED",
@@ -529,3 +538,243 @@ def test_replay_from_offset_zero_into_fresh_topics_is_byte_identical(
         report = verify(run_id, CachedSource(bootstrap, second), cas=store, trusted=trusted)
         assert report.exit_code == 0, (run_id, report.header, [s for s in report.stages if not s.ok])
         assert all(s.evidence_reattached for s in report.stages)
+
+
+# ---------------------------------------------------------------------------
+# (e) bounds: no record stops the partition; keys and submission ids (issue 11), both cores
+# ---------------------------------------------------------------------------
+
+CORES = ("python", "native")
+
+
+def _run_with(
+    core_name: str, bootstrap: str, topics: Topics, config: SchedulerConfig, *, expect: int
+) -> tuple[Counters, SchedulerCoreLike]:
+    """Run the shell in-process with the Python reference or the native core until it consumed ``expect`` records."""
+    core: SchedulerCoreLike = SchedulerCore(config) if core_name == "python" else NativeSchedulerCore(config, 0)
+    log = io.StringIO()
+    shell = SchedulerShell(bootstrap=bootstrap, topics=topics, partition=0, core=core, progress=log)
+    counters = shell.run(until=lambda c: c.consumed >= expect, idle_exit=60.0)
+    assert counters.consumed == expect, f"scheduler consumed {counters.consumed} of {expect} records:\n{log.getvalue()}"
+    return counters, core
+
+
+def _wire_size(rec: Rec) -> int:
+    return len(rec.key or b"") + len(rec.value or b"") + sum(len(n.encode()) + len(v) for n, v in rec.headers)
+
+
+def _oversized_journal_submission(run_id: str, limit: int) -> bytes:
+    """A valid submission under the topic's 2 MiB whose journal record would exceed ``limit``."""
+    count = limit // 4080 + 1
+    observations = [
+        {"kind": "page", "ref": f"https://example.test/{i}/" + "r" * 3990, "content_hash": sha256_digest(b"big %d" % i)}
+        for i in range(count)
+    ]
+    record = {
+        **submission_record(run_id=run_id, stage_id="too-big", pages=()),
+        "observations": observations,
+        "evidence_set_hash": evidence_set_hash(o["content_hash"] for o in observations),
+    }
+    value = codec.encode(codec.ACTIVITY_SUBMISSION, record)
+    assert limit < len(value) < 2_097_152 - 4096, len(value)
+    return value
+
+
+@pytest.mark.parametrize("core_name", CORES)
+def test_a_huge_key_a_huge_submission_id_and_an_oversized_output_do_not_stop_the_partition(
+    core_name: str, settings: Settings, install_keys: InstallKeys, trusted: TrustedKeys, tmp_path: Path
+) -> None:
+    """Review H2: each of these once made an output larger than the topic allows; the scheduler then never committed."""
+    bootstrap = settings.kafka_bootstrap
+    assert bootstrap is not None
+    topics = fresh_topics(bootstrap, f"{settings.topics.prefix}{core_name[0]}")
+    store = DirBlobStore(tmp_path / "cas")
+    run_id = "run-bounds"
+    key = run_id.encode()
+    huge_key = bytes(range(256)) * 4300  # 1.1 MB
+    huge_id = "s" * 2_000_000  # a 2 MB submission_id
+    config = scheduler_config(install_keys)
+    items: list[tuple[bytes | None, bytes | None]] = [
+        (huge_key, b"x"),  # a dead letter that once carried the key twice
+        (huge_key, encode_submission(run_id=run_id, stage_id="keyed-away", store=store)),  # refused: not keyed by its run
+        (key, encode_submission(run_id=run_id, stage_id="huge-id", submission_id=huge_id, store=store)),
+        (key, _oversized_journal_submission(run_id, config.max_output_bytes)),
+    ]
+    behind = [
+        (key, encode_submission(run_id=run_id, stage_id=f"behind-{i}", pages=(b"behind %d" % i,), store=store)) for i in range(3)
+    ]
+    items += [*behind, (key, encode_close(run_id))]
+    offsets = produce_all(bootstrap, topics.submissions, items)
+    assert len(items[2][1] or b"") > 2_000_000
+    counters, core = _run_with(core_name, bootstrap, topics, config, expect=len(items))
+    if core_name == "native":
+        assert isinstance(core, NativeSchedulerCore)
+
+    out = read_outputs(bootstrap, topics)
+    inputs = read_partition(bootstrap, topics, "submissions")
+    # every output fits the topic, with room for Kafka's framing
+    for stream, records in out.items():
+        assert all(_wire_size(r) <= config.max_output_bytes for r in records), stream
+    # the dead letters keep the key's digest and size and its first KiB, never the key itself
+    dead = {r.record["input"]["offset"]: r for r in out["deadletter"]}
+    assert sorted(dead) == [offsets[0], offsets[3]]
+    first = dead[offsets[0]]
+    assert first.key == b""
+    assert first.record == {
+        "code": "NOT_AVRO_SINGLE_OBJECT",
+        "detail": first.record["detail"],
+        "raw_sha256": sha256_digest(b"x"),
+        "raw_size": 1,
+        "raw": b"x",
+        "key": huge_key[:1024],
+        "key_sha256": sha256_digest(huge_key),
+        "key_size": len(huge_key),
+        "input": {"topic": topics.submissions, "partition": 0, "offset": offsets[0]},
+        "record_timestamp_ms": inputs[offsets[0]].timestamp_ms,
+    }
+    too_big = dead[offsets[3]]
+    big_value = items[3][1] or b""
+    assert too_big.key == key
+    assert too_big.record["code"] == "OUTPUT_TOO_LARGE"
+    assert too_big.record["detail"].endswith(f"the limit (max_output_bytes) is {config.max_output_bytes}")
+    assert (too_big.record["raw"], too_big.record["raw_sha256"], too_big.record["raw_size"]) == (
+        b"",
+        sha256_digest(big_value),
+        len(big_value),
+    )
+    # the refusals: keyed by the run id, with the key's and the id's evidence bounded
+    refusals = {r.record["input"]["offset"]: r for r in out["refusals"]}
+    assert sorted(refusals) == [offsets[1], offsets[2]]
+    away = refusals[offsets[1]]
+    assert (away.key, away.record["code"], away.record["field"], away.record["declared"], away.record["recomputed"]) == (
+        key,
+        "RUN_KEY_MISMATCH",
+        "key",
+        sha256_digest(huge_key),
+        sha256_digest(key),
+    )
+    huge = refusals[offsets[2]]
+    assert (huge.key, huge.record["code"], huge.record["field"]) == (key, "INVALID_SUBMISSION_ID", "submission_id")
+    assert huge.record["submission_id"] == huge.record["declared"] == "s" * 253 + "..."
+    assert len(huge.value or b"") < 4096
+    # the records behind them are journalled, and the run closes and verifies
+    entries = [r.inner for r in out["journal"] if r.schema == codec.JOURNAL_RECORD]
+    assert [(e["stage_id"], e["seq"], e["input"]["offset"]) for e in entries] == [
+        (f"behind-{i}", i, offsets[4 + i]) for i in range(3)
+    ]
+    assert [offset for offset, _ in crossings(out)] == offsets  # every input accounted for exactly once
+    assert counters.dead_letters == 2 and counters.refused == 2 and counters.journalled == 3
+    check_audit_chain(bootstrap, out["audit"], install_keys)
+    # both cores write what the pure reference computes over the same partition
+    expected = fold(config, inputs)
+    for stream, records in out.items():
+        assert [r.stored() for r in records] == [stored_form(o) for o in expected[stream]], stream
+    report = verify(run_id, CachedSource(bootstrap, topics), cas=store, trusted=trusted)
+    assert report.exit_code == 0, (report.header, [s for s in report.stages if not s.ok])
+    assert [s.stage_id for s in report.stages] == ["behind-0", "behind-1", "behind-2"]
+
+
+@pytest.mark.parametrize("core_name", CORES)
+def test_a_record_keyed_elsewhere_and_a_repeated_submission_id_get_their_exact_refusals(
+    core_name: str, settings: Settings, install_keys: InstallKeys, trusted: TrustedKeys, tmp_path: Path
+) -> None:
+    """Rules moved into the scheduler (issue 11 item 2): a hand-built record that breaks each, through the broker."""
+    bootstrap = settings.kafka_bootstrap
+    assert bootstrap is not None
+    topics = fresh_topics(bootstrap, f"{settings.topics.prefix}{core_name[0]}")
+    store = DirBlobStore(tmp_path / "cas")
+    run_id = "run-keys"
+    key = run_id.encode()
+    first = encode_submission(run_id=run_id, stage_id="s0", pages=(b"zero",), submission_id="publish-1", store=store)
+    items: list[tuple[bytes | None, bytes | None]] = [
+        (key, first),
+        (key, first),  # a retried publish: the same bytes again
+        (key, encode_submission(run_id=run_id, stage_id="s1", pages=(b"one",), submission_id="publish-1", store=store)),
+        (b"run-other", encode_submission(run_id=run_id, stage_id="s2", pages=(b"two",), store=store)),
+        (None, encode_close(run_id)),  # a close without a key closes nothing
+        (key, encode_submission(run_id=run_id, stage_id="s1", pages=(b"one",), store=store)),
+        (key, encode_close(run_id)),
+    ]
+    offsets = produce_all(bootstrap, topics.submissions, items)
+    config = scheduler_config(install_keys)
+    _run_with(core_name, bootstrap, topics, config, expect=len(items))
+
+    out = read_outputs(bootstrap, topics)
+    inputs = read_partition(bootstrap, topics, "submissions")
+    refusals = [r.record for r in out["refusals"]]
+    assert all(r.key == key for r in out["refusals"])
+    common = {"exception": "ActivityRejected", "run_id": run_id, "role": "developer", "recomputed": ""}
+    run_digest = sha256_digest(key)
+    other_digest = sha256_digest(b"run-other")
+    assert refusals == [
+        {
+            **common,
+            "code": "DUPLICATE_SUBMISSION",
+            "message": "submission_id 'publish-1' was already journalled in run 'run-keys' (stage 's0'); "
+            "a repeated submission is journalled once",
+            "stage_id": "s0",
+            "kind": "coding",
+            "submission_id": "publish-1",
+            "field": "submission_id",
+            "declared": "publish-1",
+            "earlier_stage_id": "s0",
+            "input": {"topic": topics.submissions, "partition": 0, "offset": offsets[1]},
+            "occurred_at_ms": 1_700_000_000_000,
+        },
+        {
+            **common,
+            "code": "DUPLICATE_SUBMISSION",
+            "message": "submission_id 'publish-1' was already journalled in run 'run-keys' (stage 's0'); "
+            "a repeated submission is journalled once",
+            "stage_id": "s1",
+            "kind": "coding",
+            "submission_id": "publish-1",
+            "field": "submission_id",
+            "declared": "publish-1",
+            "earlier_stage_id": "s0",
+            "input": {"topic": topics.submissions, "partition": 0, "offset": offsets[2]},
+            "occurred_at_ms": 1_700_000_000_000,
+        },
+        {
+            **common,
+            "code": "RUN_KEY_MISMATCH",
+            "message": f"the record key (9 bytes, {other_digest}) is not the run id 'run-keys' ({run_digest}): "
+            "a record must be keyed by its run id",
+            "stage_id": "s2",
+            "kind": "coding",
+            "submission_id": "run-keys/s2",
+            "field": "key",
+            "declared": other_digest,
+            "recomputed": run_digest,
+            "earlier_stage_id": None,
+            "input": {"topic": topics.submissions, "partition": 0, "offset": offsets[3]},
+            "occurred_at_ms": 1_700_000_000_000,
+        },
+        {
+            **common,
+            "code": "RUN_KEY_MISMATCH",
+            "message": f"the record has no key; a record of run 'run-keys' ({run_digest}) must be keyed by its run id",
+            "stage_id": "",
+            "role": "",
+            "kind": "",
+            "submission_id": "close/run-keys",
+            "field": "key",
+            "declared": "",
+            "recomputed": run_digest,
+            "earlier_stage_id": None,
+            "input": {"topic": topics.submissions, "partition": 0, "offset": offsets[4]},
+            "occurred_at_ms": 1_700_000_000_000,
+        },
+    ]
+    entries = [r.inner for r in out["journal"] if r.schema == codec.JOURNAL_RECORD]
+    assert [(e["stage_id"], e["submission_id"], e["input"]["offset"]) for e in entries] == [
+        ("s0", "publish-1", offsets[0]),
+        ("s1", "run-keys/s1", offsets[5]),
+    ]
+    assert [offset for offset, _ in crossings(out)] == offsets
+    expected = fold(config, inputs)
+    for stream, records in out.items():
+        assert [r.stored() for r in records] == [stored_form(o) for o in expected[stream]], stream
+    report = verify(run_id, CachedSource(bootstrap, topics), cas=store, trusted=trusted)
+    assert report.exit_code == 0, (report.header, [s for s in report.stages if not s.ok])
+    assert report.header.audit is not None and report.header.audit.refusals == 4

@@ -454,7 +454,7 @@ def test_run_memory_rules_duplicate_redundant_closed() -> None:
     assert (
         kinds(pair.feed(enc_sub(stage_id="fetch-3", pages=[b"b", b"a", b"b"], artifact=b"other")))[0] == codec.REFUSAL
     )  # redundant
-    assert kinds(pair.feed(enc_sub(stage_id="fetch-1", pages=[b"new"])))[0] == codec.REFUSAL  # duplicate
+    assert kinds(pair.feed(enc_sub(stage_id="fetch-1", pages=[b"new"], submission_id="again")))[0] == codec.REFUSAL  # duplicate
     pair.feed(enc_sub(stage_id="plan-1", pages=[]))
     pair.feed(enc_sub(stage_id="plan-2", pages=[]))  # empty evidence is never redundant
     pair.feed(enc_sub(run_id="run-2", stage_id="fetch-9", pages=[b"a", b"b"]), key=b"run-2")  # per run
@@ -840,7 +840,8 @@ def mixed_inputs() -> list[tuple[bytes | None, bytes | None]]:
         inputs.append((run_id.encode(), enc_sub(run_id=run_id, stage_id=f"s{i}", pages=[f"p{i}".encode(), b"shared"])))
     inputs += [
         (b"run-a", enc_sub(run_id="run-a", stage_id="again", pages=[b"shared", b"p0"])),
-        (b"run-b", enc_sub(run_id="run-b", stage_id="s1", pages=[b"fresh"])),
+        (b"run-b", enc_sub(run_id="run-b", stage_id="s1", pages=[b"fresh"], submission_id="again")),
+        (b"run-a", enc_sub(run_id="run-a", stage_id="s0", pages=[b"p0", b"shared"])),  # a repeated submission_id
         (b"run-a", enc_sub(run_id="run-a", stage_id="x", role="ghost")),
         (b"run-a", b"\x00garbage"),
         (None, None),
@@ -972,7 +973,10 @@ def test_a_ten_thousand_record_stream() -> None:
         if roll < 0.80:
             value = enc_sub(run_id=run_id, stage_id=f"s{i}", pages=[f"p{i}".encode(), f"p{i // 3}".encode()])
         elif roll < 0.85:
-            value = enc_sub(run_id=run_id, stage_id=f"s{rng.randrange(max(i, 1))}", pages=[f"p{i}".encode()])  # duplicate
+            stage = f"s{rng.randrange(max(i, 1))}"
+            # a duplicate stage under a new id, or (every other time) a repeated submission_id
+            renamed = {"submission_id": f"d{i}"} if i % 2 else {}
+            value = enc_sub(run_id=run_id, stage_id=stage, pages=[f"p{i}".encode()], **renamed)
         elif roll < 0.88:
             value = enc_sub(run_id=run_id, stage_id=f"r{i}", pages=[f"p{i - 1}".encode(), f"p{(i - 1) // 3}".encode()])
         elif roll < 0.90:

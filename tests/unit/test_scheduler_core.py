@@ -893,7 +893,8 @@ def mixed_inputs() -> list[tuple[bytes | None, bytes | None]]:
         inputs.append((run_id.encode(), enc_sub(run_id=run_id, stage_id=f"s{i}", pages=[f"p{i}".encode(), b"shared"])))
     inputs += [
         (b"run-a", enc_sub(run_id="run-a", stage_id="again", pages=[b"shared", b"p0"])),  # redundant with s0
-        (b"run-b", enc_sub(run_id="run-b", stage_id="s1", pages=[b"fresh"])),  # duplicate stage
+        (b"run-b", enc_sub(run_id="run-b", stage_id="s1", pages=[b"fresh"], submission_id="again")),  # duplicate stage
+        (b"run-a", enc_sub(run_id="run-a", stage_id="s0", pages=[b"p0", b"shared"])),  # a retried publish: repeated id
         (b"run-a", enc_sub(run_id="run-a", stage_id="x", role="ghost")),  # unknown role
         (b"run-a", b"\x00garbage"),
         (None, None),
@@ -941,7 +942,7 @@ def test_audit_chain_counts_from_zero_and_links_every_record() -> None:
     counts: dict[str, int] = {}
     for other in others:
         counts[other.what] = counts.get(other.what, 0) + 1
-    assert counts == {"journal-entry": 22, "seal": 7, "refusal": 5, "deadletter": 3}
+    assert counts == {"journal-entry": 22, "seal": 7, "refusal": 6, "deadletter": 3}
 
 
 def test_rebuild_from_outputs_equals_the_live_state() -> None:
