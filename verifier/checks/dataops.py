@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from producers.dataops.receipt import RECEIPT_FORMAT, REFUSAL_FORMAT
 from producers.dataops.verify import DataOpsVerdict, verify_artifact
+from schemas.documents.dataops import RECEIPT_FORMAT, REFUSAL_FORMAT
 from substrate.text import plural
 from verifier.checks import register
 from verifier.checks.base import CheckContext, DetailLine, ModalityVerdict
