@@ -382,9 +382,11 @@ def fetch_page(
         ) as client:
             for _hop in range(max_redirects + 1):
                 addresses = check_target(current, allow_private=allow_private, resolve=resolve)
-                if addresses:
-                    origin = netpolicy.parse_origin(current)
-                    pins[(origin.host, origin.port)] = addresses[0]
+                if addresses:  # connect to the vetted address, keyed by the host exactly as httpx will name it
+                    target = httpx.URL(current)
+                    pins[(target.raw_host.decode("ascii").lower(), target.port or netpolicy.DEFAULT_PORTS[target.scheme])] = (
+                        addresses[0]
+                    )
                 _check_deadline(stop_at, current)
                 with client.stream("GET", current) as response:
                     status = response.status_code

@@ -356,3 +356,30 @@ def test_literal_private_addresses_and_ambiguous_urls_are_refused_without_dns(ur
     with pytest.raises(FetchRefused) as info:
         fetch_page(url, resolve=no_dns, transport=httpx.MockTransport(lambda request: pytest.fail("connected")))
     assert info.value.code == code
+
+
+def test_each_hop_is_pinned_to_its_vetted_address_under_the_name_httpx_connects_to(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No socket: the connection layer is replaced by a mock that records which pins were set for each hop."""
+    seen: list[dict[tuple[str, int], str]] = []
+    pins_of_fetch: list[dict[tuple[str, int], str]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(dict(pins_of_fetch[0]))
+        if request.url.raw_host == b"xn--bcher-kva.example":
+            return httpx.Response(302, headers={"Location": "http://Second.Example:8080/page"})
+        return httpx.Response(200, content=b"ok")
+
+    def mock_transport(stop_at: float, pins: dict[tuple[str, int], str]) -> httpx.BaseTransport:
+        pins_of_fetch.append(pins)
+        return httpx.MockTransport(handler)
+
+    def resolver(host: str, port: int) -> list[str]:
+        return {"bücher.example": ["93.184.216.34"], "second.example": ["93.184.216.35"]}[host]
+
+    monkeypatch.setattr("producers.research.fetch._guarded_transport", mock_transport)
+    page = fetch_page("https://Bücher.example/start", resolve=resolver)
+    assert page.content == b"ok"
+    assert seen == [
+        {("xn--bcher-kva.example", 443): "93.184.216.34"},
+        {("xn--bcher-kva.example", 443): "93.184.216.34", ("second.example", 8080): "93.184.216.35"},
+    ]
