@@ -46,6 +46,9 @@ DOMAIN_DATAOPS_RECEIPT: Final = "bernstein/dataops-receipt/v1"
 DOMAIN_COMPUTER_USE_GENESIS: Final = "bernstein/computer-use-genesis/v1"
 DOMAIN_TYPED_VALUE: Final = "bernstein/typed-value/v1"
 DOMAIN_LINEAGE_ENTRY: Final = "bernstein/lineage-entry/v1"
+DOMAIN_AUDIT_RECORD_V2: Final = "bernstein/audit-record/v2"
+DOMAIN_CHECKPOINT_GENESIS: Final = "bernstein/checkpoint-genesis/v1"
+DOMAIN_PARTITION_CHECKPOINT: Final = "bernstein/partition-checkpoint/v1"
 
 
 # --------------------------------------------------------------------------
@@ -246,6 +249,18 @@ def audit_mac(key: bytes, payload: bytes) -> str:
     return _mac(key, pae(DOMAIN_AUDIT_ENTRY, payload))
 
 
+def audit_record_mac(key: bytes, key_id: str, payload: bytes) -> str:
+    """The MAC of an AuditRecord.v2: HMAC-SHA256 over ``PAE(audit-record/v2, PAE(key_id, payload))``.
+
+    Unlike v1 (``audit_mac``, payload only), the key id is covered too: editing
+    the envelope's ``key_id`` breaks the MAC instead of switching its check off
+    (review H3). The inner PAE frames the two stored byte strings unambiguously
+    (each length-prefixed), so nothing is re-encoded and any DSSE library can
+    build the same bytes.
+    """
+    return _mac(key, pae(DOMAIN_AUDIT_RECORD_V2, pae(key_id, payload)))
+
+
 def macs_equal(left: str, right: str) -> bool:
     """Constant-time comparison of two MAC strings."""
     return _hmac.compare_digest(left.encode("ascii", "replace"), right.encode("ascii", "replace"))
@@ -258,6 +273,25 @@ def _mac(key: bytes, message: bytes) -> str:
 def seal_signing_input(payload: bytes) -> bytes:
     """The exact bytes an Ed25519 run seal signs: PAE over the stored seal payload."""
     return pae(DOMAIN_RUN_SEAL, payload)
+
+
+def checkpoint_genesis(partition: int) -> str:
+    """The ``prev_hash`` of an input partition's first checkpoint."""
+    return sha256_digest(pae(DOMAIN_CHECKPOINT_GENESIS, str(partition).encode("ascii")))
+
+
+def checkpoint_signing_input(payload: bytes) -> bytes:
+    """The exact bytes a partition checkpoint's Ed25519 signature covers: PAE over the stored payload."""
+    return pae(DOMAIN_PARTITION_CHECKPOINT, payload)
+
+
+def checkpoint_hash(payload: bytes) -> str:
+    """A checkpoint's identity (the next checkpoint's ``prev_hash``): sha256 of its signing input.
+
+    It covers the payload only, never a signature, so that cosignatures added
+    later by witnesses do not change what the chain links to.
+    """
+    return sha256_digest(checkpoint_signing_input(payload))
 
 
 def signing_input(domain: str, document: Any) -> bytes:

@@ -42,6 +42,12 @@ DEAD_LETTER_V2: Final = "DeadLetter.v2"
 AUDIT_ENTRY: Final = "AuditEntry.v1"
 AUDIT_RECORD: Final = "AuditRecord.v1"
 AUDIT_ENTRY_V2: Final = "AuditEntry.v2"
+AUDIT_RECORD_V2: Final = "AuditRecord.v2"
+"""What the scheduler writes since v2: the MAC covers the key id too (``canonical.audit_record_mac``); v1 stays readable."""
+AUDIT_RECORDS: Final = frozenset({AUDIT_RECORD, AUDIT_RECORD_V2})
+"""Every audit envelope layout (``split_envelope`` returns the same fields for both)."""
+PARTITION_CHECKPOINT: Final = "PartitionCheckpoint.v1"
+CHECKPOINT_RECORD: Final = "CheckpointRecord.v1"
 COMPUTER_USE_ACTION: Final = "ComputerUseAction.v1"
 COMPUTER_USE_ENTRY: Final = "ComputerUseEntry.v1"
 
@@ -359,11 +365,12 @@ def _text(data: bytes, pos: int) -> tuple[str, int]:
 
 
 def split_envelope(value: bytes) -> tuple[str, tuple[Any, ...]]:
-    """(schema name, fields) of a JournalRecord, SealRecord or AuditRecord value.
+    """(schema name, fields) of a JournalRecord, SealRecord, AuditRecord or CheckpointRecord value.
 
-    JournalRecord -> (payload, entry_hash); SealRecord -> (payload, key_id,
-    signature); AuditRecord -> (payload, key_id, mac). Anything else raises
-    DecodeError exactly as ``decode`` would.
+    JournalRecord -> (payload, entry_hash); SealRecord and CheckpointRecord ->
+    (payload, key_id, signature); AuditRecord v1 and v2 -> (payload, key_id,
+    mac) (v2 stores key_id first; the name tells which MAC applies). Anything
+    else raises DecodeError exactly as ``decode`` would.
     """
     codec = default_codec()
     schema = codec.schema_of(value)
@@ -373,7 +380,7 @@ def split_envelope(value: bytes) -> tuple[str, tuple[Any, ...]]:
         payload, pos = _blob(value, pos)
         entry_hash, pos = _text(value, pos)
         fields: tuple[Any, ...] = (payload, entry_hash)
-    elif name == SEAL_RECORD:
+    elif name in (SEAL_RECORD, CHECKPOINT_RECORD):
         payload, pos = _blob(value, pos)
         key_id, pos = _text(value, pos)
         signature, pos = _blob(value, pos)
@@ -381,6 +388,11 @@ def split_envelope(value: bytes) -> tuple[str, tuple[Any, ...]]:
     elif name == AUDIT_RECORD:
         payload, pos = _blob(value, pos)
         key_id, pos = _text(value, pos)
+        mac, pos = _text(value, pos)
+        fields = (payload, key_id, mac)
+    elif name == AUDIT_RECORD_V2:
+        key_id, pos = _text(value, pos)
+        payload, pos = _blob(value, pos)
         mac, pos = _text(value, pos)
         fields = (payload, key_id, mac)
     else:

@@ -68,9 +68,14 @@ class Topics:
         return f"{self.prefix}.activity.deadletter"
 
     @property
+    def checkpoints(self) -> str:
+        """Signed partition checkpoints (key = partition number), one chain per input partition."""
+        return f"{self.prefix}.checkpoints"
+
+    @property
     def all(self) -> tuple[str, ...]:
         """Every topic of the deployment (the ones ``ensure_topics`` creates)."""
-        return (self.submissions, self.journal, self.refusals, self.audit, self.deadletter)
+        return (self.submissions, self.journal, self.refusals, self.audit, self.deadletter, self.checkpoints)
 
     def by_stream(self, stream: str) -> str:
         return {
@@ -78,6 +83,7 @@ class Topics:
             "refusals": self.refusals,
             "audit": self.audit,
             "deadletter": self.deadletter,
+            "checkpoints": self.checkpoints,
             "submissions": self.submissions,
         }[stream]
 

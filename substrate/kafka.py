@@ -5,7 +5,7 @@ auto-creation): nothing is ever deleted by retention and nothing is compacted,
 because a compacted or expired journal would break its own hash chain. All
 output topics have as many partitions as the submissions topic: a scheduler
 writes its outputs to the partition number it reads from, so each input
-partition owns one journal partition and one audit chain.
+partition owns one journal partition, one audit chain and one checkpoint chain.
 """
 
 from __future__ import annotations

@@ -201,6 +201,87 @@ def chain_vectors() -> dict[str, Any]:
     }
 
 
+def checkpoint_vectors() -> dict[str, Any]:
+    """Audit records whose MAC covers the key id (AuditRecord.v2), and signed partition checkpoints.
+
+    A file of its own (added with these formats) so that the earlier files stay byte-identical.
+    """
+    signer = Ed25519PrivateKey.from_private_bytes(SEED)
+    public = signer.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    key_id = canonical.hmac_key_id(HMAC_KEY)
+    audit_entry = {
+        "partition": 0,
+        "seq": 0,
+        "prev_mac": canonical.audit_genesis(HMAC_KEY, 0),
+        "event": "run.sealed",
+        "run_id": "run-42",
+        "stage_id": "",
+        "kind": "",
+        "terminal_state": "",
+        "reason_code": "final",
+        "artifact_hash": "",
+        "evidence_set_hash": "",
+        "record_hash": H["gamma"],
+        "journal_seq": 1,
+        "input": {"topic": "bernstein.activity.submissions", "partition": 0, "offset": 8},
+    }
+    audit_payload = codec.encode(codec.AUDIT_ENTRY, audit_entry)
+    audit_mac = canonical.audit_record_mac(HMAC_KEY, key_id, audit_payload)
+    audit_record = {"key_id": key_id, "payload": audit_payload, "mac": audit_mac}
+    checkpoints = []
+    prev = canonical.checkpoint_genesis(0)
+    for seq, (next_offset, audit_seq, head, reason) in enumerate(
+        ((9, 1, audit_mac, "final"), (1009, 1001, canonical.audit_mac(HMAC_KEY, b"example"), "periodic"))
+    ):
+        checkpoint = {
+            "partition": 0,
+            "seq": seq,
+            "prev_hash": prev,
+            "input_topic": "bernstein.activity.submissions",
+            "next_offset": next_offset,
+            "audit_seq": audit_seq,
+            "audit_head": head,
+            "reason": reason,
+            "checkpoint_every": 1000,
+            "checkpointed_at_ms": 1767225600001 + seq,
+        }
+        payload = codec.encode(codec.PARTITION_CHECKPOINT, checkpoint)
+        signature = signer.sign(canonical.checkpoint_signing_input(payload))
+        record = codec.encode(
+            codec.CHECKPOINT_RECORD, {"payload": payload, "key_id": canonical.public_key_id(public), "signature": signature}
+        )
+        checkpoints.append(
+            {
+                "checkpoint": checkpoint,
+                "payload_hex": payload.hex(),
+                "signing_input_hex": canonical.checkpoint_signing_input(payload).hex(),
+                "signature_hex": signature.hex(),
+                "record_hex": record.hex(),
+                "checkpoint_hash": canonical.checkpoint_hash(payload),
+            }
+        )
+        prev = canonical.checkpoint_hash(payload)
+    return {
+        "audit_record_v2": {
+            "hmac_key_hex": HMAC_KEY.hex(),
+            "key_id": key_id,
+            "entry": audit_entry,
+            "entry_payload_hex": audit_payload.hex(),
+            "mac_input_hex": canonical.pae(canonical.DOMAIN_AUDIT_RECORD_V2, canonical.pae(key_id, audit_payload)).hex(),
+            "mac": audit_mac,
+            "mac_v1_of_same_payload": canonical.audit_mac(HMAC_KEY, audit_payload),
+            "record_hex": codec.encode(codec.AUDIT_RECORD_V2, audit_record).hex(),
+        },
+        "checkpoints": {
+            "ed25519_seed_hex": SEED.hex(),
+            "public_key_hex": public.hex(),
+            "key_id": canonical.public_key_id(public),
+            "genesis_partition_0": canonical.checkpoint_genesis(0),
+            "chain": checkpoints,
+        },
+    }
+
+
 def avro_vectors() -> dict[str, Any]:
     c = codec.default_codec()
     samples = _avro_samples()
@@ -294,6 +375,7 @@ FILES = {
     "chain.json": chain_vectors,
     "avro.json": avro_vectors,
     "modalities.json": modality_vectors,
+    "checkpoints.json": checkpoint_vectors,
 }
 
 

@@ -72,3 +72,43 @@ def test_modality_vectors() -> None:
     assert canonical.typed_value_digest(key, cu["typed_value"]) == cu["typed_value_digest"]
     assert canonical.observation_hash(bytes.fromhex(cu["screenshot_hex"]), cu["dom_digest"]) == cu["observation_hash"]
     assert canonical.action_anchor(cu["session_genesis"], cu["observation_hash"], cu["action"]) == cu["action_anchor"]
+
+
+def test_checkpoint_vectors() -> None:
+    document = _load("checkpoints.json")
+    audit = document["audit_record_v2"]
+    key = bytes.fromhex(audit["hmac_key_hex"])
+    payload = bytes.fromhex(audit["entry_payload_hex"])
+    assert canonical.hmac_key_id(key) == audit["key_id"]
+    assert (
+        canonical.pae(canonical.DOMAIN_AUDIT_RECORD_V2, canonical.pae(audit["key_id"], payload)).hex() == audit["mac_input_hex"]
+    )
+    assert canonical.audit_record_mac(key, audit["key_id"], payload) == audit["mac"]
+    assert audit["mac"] != audit["mac_v1_of_same_payload"] == canonical.audit_mac(key, payload)
+    # the MAC binds the key id: the same payload under another key id has another MAC
+    assert canonical.audit_record_mac(key, "sha256:" + "0" * 64, payload) != audit["mac"]
+    name, fields = codec.split_envelope(bytes.fromhex(audit["record_hex"]))
+    assert (name, fields) == (codec.AUDIT_RECORD_V2, (payload, audit["key_id"], audit["mac"]))
+
+    checkpoints = document["checkpoints"]
+    signer = Ed25519Signer.from_seed(bytes.fromhex(checkpoints["ed25519_seed_hex"]))
+    assert signer.key_id == checkpoints["key_id"]
+    prev = canonical.checkpoint_genesis(0)
+    assert prev == checkpoints["genesis_partition_0"]
+    for seq, case in enumerate(checkpoints["chain"]):
+        cp_payload = bytes.fromhex(case["payload_hex"])
+        assert codec.encode(codec.PARTITION_CHECKPOINT, case["checkpoint"]) == cp_payload
+        assert case["checkpoint"]["seq"] == seq and case["checkpoint"]["prev_hash"] == prev
+        assert canonical.checkpoint_signing_input(cp_payload).hex() == case["signing_input_hex"]
+        signature = bytes.fromhex(case["signature_hex"])
+        assert signer.sign(canonical.checkpoint_signing_input(cp_payload)) == signature
+        assert verify_signature(signer.public_key_raw, signature, canonical.checkpoint_signing_input(cp_payload))
+        assert codec.split_envelope(bytes.fromhex(case["record_hex"])) == (
+            codec.CHECKPOINT_RECORD,
+            (cp_payload, checkpoints["key_id"], signature),
+        )
+        assert canonical.checkpoint_hash(cp_payload) == case["checkpoint_hash"]
+        prev = case["checkpoint_hash"]
+    # a checkpoint's signature is not a seal's: the domains differ
+    first = bytes.fromhex(checkpoints["chain"][0]["payload_hex"])
+    assert canonical.checkpoint_signing_input(first) != canonical.seal_signing_input(first)
