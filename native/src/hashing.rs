@@ -8,6 +8,9 @@ pub const DOMAIN_JOURNAL_ENTRY: &str = "bernstein/journal-entry/v1";
 pub const DOMAIN_AUDIT_GENESIS: &str = "bernstein/audit-genesis/v1";
 pub const DOMAIN_AUDIT_ENTRY: &str = "bernstein/audit-entry/v1";
 pub const DOMAIN_RUN_SEAL: &str = "bernstein/run-seal/v1";
+pub const DOMAIN_AUDIT_RECORD_V2: &str = "bernstein/audit-record/v2";
+pub const DOMAIN_CHECKPOINT_GENESIS: &str = "bernstein/checkpoint-genesis/v1";
+pub const DOMAIN_PARTITION_CHECKPOINT: &str = "bernstein/partition-checkpoint/v1";
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -75,6 +78,21 @@ pub fn seal_signing_input(payload: &[u8]) -> Vec<u8> {
     pae(DOMAIN_RUN_SEAL, payload)
 }
 
+/// `schemas.canonical.checkpoint_genesis`
+pub fn checkpoint_genesis(partition: i64) -> String {
+    pae_digest(DOMAIN_CHECKPOINT_GENESIS, partition.to_string().as_bytes())
+}
+
+/// `schemas.canonical.checkpoint_signing_input`
+pub fn checkpoint_signing_input(payload: &[u8]) -> Vec<u8> {
+    pae(DOMAIN_PARTITION_CHECKPOINT, payload)
+}
+
+/// `schemas.canonical.checkpoint_hash`
+pub fn checkpoint_hash(payload: &[u8]) -> String {
+    pae_digest(DOMAIN_PARTITION_CHECKPOINT, payload)
+}
+
 /// `schemas.canonical.evidence_set_hash` over members that are already known to be digests.
 pub fn evidence_set_hash_of_digests<'a>(members: impl Iterator<Item = &'a str>) -> String {
     let mut unique: Vec<&str> = members.collect();
@@ -119,6 +137,20 @@ impl AuditMac {
     /// `schemas.canonical.audit_mac`
     pub fn audit_mac(&self, payload: &[u8]) -> String {
         self.mac_pae(DOMAIN_AUDIT_ENTRY, payload)
+    }
+
+    /// `schemas.canonical.audit_record_mac`: the MAC of an AuditRecord.v2,
+    /// `PAE(audit-record/v2, PAE(key_id, payload))`, without copying the payload.
+    pub fn audit_record_mac(&self, key_id: &str, payload: &[u8]) -> String {
+        let inner = pae_prefix(key_id, payload.len());
+        let mut m = self.keyed.clone();
+        m.update(&pae_prefix(
+            DOMAIN_AUDIT_RECORD_V2,
+            inner.len() + payload.len(),
+        ));
+        m.update(&inner);
+        m.update(payload);
+        digest_string("hmac-sha256:", &m.finalize().into_bytes())
     }
 
     /// `schemas.canonical.audit_genesis`

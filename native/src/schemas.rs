@@ -23,9 +23,12 @@ pub const FP_RUN_SEAL: [u8; 8] = [0x3e, 0x25, 0x04, 0xa5, 0xa2, 0x85, 0x4e, 0xda
 pub const FP_SEAL_RECORD: [u8; 8] = [0x07, 0x49, 0x08, 0x8f, 0x09, 0x83, 0x77, 0x40];
 pub const FP_AUDIT_ENTRY: [u8; 8] = [0x47, 0xa8, 0x48, 0x7d, 0x9e, 0x81, 0x6a, 0x71];
 pub const FP_AUDIT_RECORD: [u8; 8] = [0xeb, 0xd7, 0x0f, 0x04, 0x32, 0xd4, 0xf3, 0x2c];
+pub const FP_AUDIT_RECORD_V2: [u8; 8] = [0x90, 0xff, 0x97, 0x85, 0x64, 0xf7, 0xfe, 0x6f];
+pub const FP_PARTITION_CHECKPOINT: [u8; 8] = [0x9f, 0x14, 0x74, 0x13, 0x72, 0x72, 0xa8, 0x76];
+pub const FP_CHECKPOINT_RECORD: [u8; 8] = [0x34, 0x21, 0x95, 0x2b, 0x0e, 0x26, 0x87, 0xda];
 
 /// Every schema whose layout is hard-coded here, by its `.avsc` stem.
-pub const NATIVE_SCHEMAS: [(&str, [u8; 8]); 11] = [
+pub const NATIVE_SCHEMAS: [(&str, [u8; 8]); 14] = [
     (ACTIVITY_SUBMISSION, FP_ACTIVITY_SUBMISSION),
     (RUN_CLOSE, FP_RUN_CLOSE),
     ("JournalEntry.v1", FP_JOURNAL_ENTRY),
@@ -37,6 +40,9 @@ pub const NATIVE_SCHEMAS: [(&str, [u8; 8]); 11] = [
     ("SealRecord.v1", FP_SEAL_RECORD),
     ("AuditEntry.v1", FP_AUDIT_ENTRY),
     ("AuditRecord.v1", FP_AUDIT_RECORD),
+    ("AuditRecord.v2", FP_AUDIT_RECORD_V2),
+    ("PartitionCheckpoint.v1", FP_PARTITION_CHECKPOINT),
+    ("CheckpointRecord.v1", FP_CHECKPOINT_RECORD),
 ];
 
 /// A buffer that starts with the single-object header of `fingerprint`.
