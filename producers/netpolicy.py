@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from typing import ClassVar, Final
 from urllib.parse import urlsplit
 
+import idna  # httpx's own dependency: the IDNA 2008 / UTS 46 encoding browsers use
+
 from schemas.errors import BernsteinError
 
 ALLOWED_SCHEMES: Final = frozenset({"http", "https"})
@@ -116,6 +118,11 @@ def parse_origin(url: str) -> Origin:
     host = (parts.hostname or "").lower()
     if not host:
         raise TargetRefused(f"URL has no host: {url!r}", code=TargetCode.INVALID_URL, url=url)
+    if not host.isascii():  # an internationalised name, as browsers and httpx send it (punycode)
+        try:
+            host = idna.encode(host, uts46=True).decode("ascii")
+        except idna.IDNAError as exc:
+            raise TargetRefused(f"not a valid host name: {url!r} ({exc})", code=TargetCode.INVALID_URL, url=url) from None
     try:
         host = str(ipaddress.ip_address(host))  # one spelling per IPv6 address
     except ValueError:

@@ -50,6 +50,10 @@ def test_origins_are_normalised() -> None:
     assert parse_origin("http://[0:0::1]:8080/") == Origin("http", "::1", 8080)
     assert str(parse_origin("http://[::1]:8080/")) == "http://[::1]:8080"
     assert str(parse_origin("http://127.0.0.1/")) == "http://127.0.0.1:80"
+    assert parse_origin("https://Bücher.example/") == Origin("https", "xn--bcher-kva.example", 443)  # as Chromium sends it
+    with pytest.raises(TargetRefused) as info:
+        parse_origin("https://bü..example/")
+    assert info.value.code == TargetCode.INVALID_URL
 
 
 @pytest.mark.parametrize(

@@ -374,7 +374,7 @@ def test_each_hop_is_pinned_to_its_vetted_address_under_the_name_httpx_connects_
         return httpx.MockTransport(handler)
 
     def resolver(host: str, port: int) -> list[str]:
-        return {"bücher.example": ["93.184.216.34"], "second.example": ["93.184.216.35"]}[host]
+        return {"xn--bcher-kva.example": ["93.184.216.34"], "second.example": ["93.184.216.35"]}[host]
 
     monkeypatch.setattr("producers.research.fetch._guarded_transport", mock_transport)
     page = fetch_page("https://Bücher.example/start", resolve=resolver)
