@@ -239,14 +239,15 @@ class OriginPolicy:
         literal = origin.literal_ip
         if literal is not None and not is_public_address(str(literal)):
             raise TargetRefused(
-                f"{url!r} is the non-public address {literal}; only an origin allowed explicitly may be private",
+                f"{url!r} is the non-public address {literal}; only an origin allowed explicitly may be private "
+                f"(--allow-origin {origin})",
                 code=TargetCode.PRIVATE_ADDRESS,
                 url=url,
                 address=str(literal),
             )
         if origin not in self.allowed:
             raise TargetRefused(
-                f"origin {origin} is not allowed in this session (allowed: {self.describe()})",
+                f"origin {origin} is not allowed in this session (allowed: {self.describe()}; --allow-origin {origin} adds it)",
                 code=TargetCode.ORIGIN_NOT_ALLOWED,
                 url=url,
             )

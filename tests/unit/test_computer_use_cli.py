@@ -109,7 +109,10 @@ def test_a_loopback_url_not_allowed_explicitly_is_refused_at_the_navigate_step(
     code, out, err = run(tmp_path, keys, driver, publisher, allow_origin=[], json=True)
     assert code == EXIT_REFUSED
     assert "browser session stopped: NAVIGATION_REFUSED: navigate action 0:" in err
-    assert "non-public address 127.0.0.1" in err
+    assert (
+        "non-public address 127.0.0.1; only an origin allowed explicitly may be private (--allow-origin http://127.0.0.1:1)"
+        in err
+    )
     summary = json.loads(out)
     assert (summary["actions"], summary["terminal_state"], summary["reason_code"]) == (0, "refused", "navigation_refused")
     assert driver.performed == [] and publisher.actions == [] and len(publisher.results) == 1
