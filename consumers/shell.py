@@ -786,6 +786,7 @@ class SchedulerShell:
         counters.consumed += inflight.records
         counters.transactions += 1
         counters.last_offset = inflight.last_offset
+        self._txn_began = None  # no transaction is open until the next batch begins one
         if inflight.dead_lettered >= 0:
             self._rejected.pop(inflight.dead_lettered, None)
         # The state was only committed with the transaction; keep the recovery budget for real trouble.

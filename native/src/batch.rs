@@ -13,6 +13,11 @@
 //! the call; a callee that keeps the list gets a fresh one for the next call).
 //! A `BufferError` stops it at that output, so that the caller can poll and
 //! call again; any other exception propagates, and the next batch discards the plan.
+//! The shell then aborts the transaction. A produce error about one record
+//! (`MSG_SIZE_TOO_LARGE`, ...) or any failure that is not Kafka's (a panic
+//! here is a `BaseException`) makes it redo that batch with the Python
+//! reference, which knows which input each output belongs to and dead-letters
+//! the one Kafka refused (`consumers/shell.py`).
 //!
 //! What is produced is exactly what the shell's Python loop produced from the
 //! `OutputRecord`s of `step`: the same topic, value, key, partition, timestamp
