@@ -383,3 +383,17 @@ def test_each_hop_is_pinned_to_its_vetted_address_under_the_name_httpx_connects_
         {("xn--bcher-kva.example", 443): "93.184.216.34"},
         {("xn--bcher-kva.example", 443): "93.184.216.34", ("second.example", 8080): "93.184.216.35"},
     ]
+
+
+def test_oversized_response_headers_are_refused() -> None:
+    """httpcore reads at most 100 KiB of status line and headers; a server sending more gets no further."""
+
+    def huge_headers(conn: socket.socket) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\n")
+        for i in range(400):  # 400 * ~1 KiB: bounded
+            conn.sendall(f"X-Filler-{i}: {'a' * 1000}\r\n".encode())
+
+    with raw_server(huge_headers) as url, pytest.raises(FetchRefused) as info:
+        fetch_page(f"{url}/", allow_private=True, deadline=10.0)
+    assert info.value.code == FetchCode.FETCH_FAILED
+    assert "RemoteProtocolError" in info.value.message
