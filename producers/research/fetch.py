@@ -53,12 +53,23 @@ if TYPE_CHECKING:
     import httpx
 
 __all__ = [
+    "ALLOWED_SCHEMES",
     "DEADLINE_EXCEEDED",
+    "DECODE_STEP",
+    "DEFAULT_DEADLINE",
+    "DEFAULT_MAX_REDIRECTS",
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "DEFAULT_TIMEOUT",
+    "MAX_ENCODING_LAYERS",
+    "REDIRECT_STATUSES",
     "UNSUPPORTED_ENCODING",
+    "USER_AGENT",
+    "FetchFn",
     "FetchedPage",
     "Redirect",
     "Resolver",
     "check_target",
+    "default_fetch",
     "fetch_page",
     "is_public_address",
     "make_fetch",
