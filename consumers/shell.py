@@ -290,7 +290,9 @@ class SchedulerShell:
         """Batches starting at or before this input offset are stepped by the Python reference."""
         self._txn_began: float | None = None
         """When the newest transaction began (monotonic), to tell a takeover from this instance's own timeout."""
-        self._txn_timeout_s = _TXN_TIMEOUT_S
+        self._txn_timeout_s = (
+            int(transactional_producer_config(bootstrap, self.transactional_id)["transaction.timeout.ms"]) / 1000
+        )
         """The producer's transaction.timeout.ms, in seconds (set with the producer)."""
         self._topic_of = {stream: topics.by_stream(stream.value) for stream in Stream}
         self._topics = tuple(self._topic_of[stream] for stream in (_JOURNAL, _REFUSALS, Stream.AUDIT, _DEADLETTER))
@@ -455,7 +457,7 @@ class SchedulerShell:
         config["message.max.bytes"] = max(int(config.get("message.max.bytes", 0)), self._max_request)
         config["on_delivery"] = self._on_delivery
         config["delivery.report.only.error"] = True
-        self._txn_timeout_s = int(config.get("transaction.timeout.ms", 60000)) / 1000
+        self._txn_timeout_s = int(config["transaction.timeout.ms"]) / 1000
         producer = Producer(config)
         if self._txn is None or self._txn.stuck:
             self._txn = _TxnCaller()
