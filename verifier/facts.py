@@ -61,7 +61,7 @@ from typing import Any, Final, Protocol
 import orjson
 
 from schemas import codec
-from schemas.canonical import audit_mac, evidence_set_hash, journal_entry_hash
+from schemas.canonical import audit_mac, audit_record_mac, evidence_set_hash, journal_entry_hash
 from schemas.errors import MalformedDigest
 from schemas.records import ENTRY_ACTIVITY_RESULT
 
@@ -117,8 +117,10 @@ def journal_fact(value: bytes | None) -> tuple[Any, ...]:
     try:
         try:
             name, fields = codec.split_envelope(value or b"")
-            if name == codec.AUDIT_RECORD:
+            if name in codec.AUDIT_RECORDS:
                 raise codec.UnknownFingerprint("an audit record on the journal topic", "")
+            if name == codec.CHECKPOINT_RECORD:
+                raise codec.UnknownFingerprint("a checkpoint record on the journal topic", "")
         except codec.DecodeError as exc:
             return (J_UNDECODABLE, str(exc))
         if name == codec.JOURNAL_RECORD:
@@ -139,7 +141,7 @@ def audit_fact(value: bytes | None, secret_for: SecretFor) -> tuple[Any, ...]:
     try:
         try:
             name, fields = codec.split_envelope(value or b"")
-            if name != codec.AUDIT_RECORD:
+            if name not in codec.AUDIT_RECORDS:
                 raise codec.UnknownFingerprint(f"a {name} record on the audit topic", "")
             payload, key_id, mac = fields
             _, partition, seq, prev_mac, event, run_id, record_hash, journal_seq = codec.read_audit_head(payload)
@@ -147,7 +149,12 @@ def audit_fact(value: bytes | None, secret_for: SecretFor) -> tuple[Any, ...]:
         except codec.DecodeError as exc:
             return (A_UNDECODABLE, str(exc))
         secret = secret_for(key_id)
-        recomputed = audit_mac(secret, payload) if secret is not None else None
+        if secret is None:
+            recomputed = None
+        elif name == codec.AUDIT_RECORD_V2:  # the MAC covers the key id too
+            recomputed = audit_record_mac(secret, key_id, payload)
+        else:
+            recomputed = audit_mac(secret, payload)
         return (
             A_RECORD,
             key_id,

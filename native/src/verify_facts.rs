@@ -38,7 +38,7 @@ const ENTRY_ACTIVITY_RESULT: &str = "activity.result";
 
 /// The layouts read here, by `.avsc` stem and fingerprint (the adapter checks
 /// them against the codec before using this module).
-pub const VERIFIER_SCHEMAS: [(&str, [u8; 8]); 7] = [
+pub const VERIFIER_SCHEMAS: [(&str, [u8; 8]); 9] = [
     (
         "JournalRecord.v1",
         [0xb6, 0xd2, 0x02, 0x83, 0x42, 0x51, 0x5c, 0x4d],
@@ -50,6 +50,14 @@ pub const VERIFIER_SCHEMAS: [(&str, [u8; 8]); 7] = [
     (
         "AuditRecord.v1",
         [0xeb, 0xd7, 0x0f, 0x04, 0x32, 0xd4, 0xf3, 0x2c],
+    ),
+    (
+        "AuditRecord.v2",
+        [0x90, 0xff, 0x97, 0x85, 0x64, 0xf7, 0xfe, 0x6f],
+    ),
+    (
+        "CheckpointRecord.v1",
+        [0x34, 0x21, 0x95, 0x2b, 0x0e, 0x26, 0x87, 0xda],
     ),
     (
         "JournalEntry.v1",
@@ -85,6 +93,8 @@ enum Layout {
     JournalRecord,
     SealRecord,
     AuditRecord,
+    AuditRecordV2,
+    CheckpointRecord,
     JournalEntry,
     ComputerUseEntry,
     AuditEntry,
@@ -96,6 +106,8 @@ fn layout_of(name: &str) -> Layout {
         "JournalRecord.v1" => Layout::JournalRecord,
         "SealRecord.v1" => Layout::SealRecord,
         "AuditRecord.v1" => Layout::AuditRecord,
+        "AuditRecord.v2" => Layout::AuditRecordV2,
+        "CheckpointRecord.v1" => Layout::CheckpointRecord,
         "JournalEntry.v1" => Layout::JournalEntry,
         "ComputerUseEntry.v1" => Layout::ComputerUseEntry,
         "AuditEntry.v1" | "AuditEntry.v2" => Layout::AuditEntry,
@@ -222,7 +234,11 @@ enum Envelope<'a> {
         payload: &'a [u8],
         key_id: &'a str,
         mac: &'a str,
+        /// AuditRecord.v2: the MAC covers the key id too (`audit_record_mac`).
+        v2: bool,
     },
+    /// A CheckpointRecord.v1 (read only to be named where it does not belong).
+    Checkpoint,
 }
 
 /// `schemas.codec.split_envelope`
@@ -253,7 +269,25 @@ fn split_envelope<'a>(schemas: &Schemas, value: &'a [u8]) -> Result<Envelope<'a>
                 payload,
                 key_id,
                 mac,
+                v2: false,
             }
+        }
+        Layout::AuditRecordV2 => {
+            let key_id = r.text()?;
+            let payload = r.blob()?;
+            let mac = r.text()?;
+            Envelope::Audit {
+                payload,
+                key_id,
+                mac,
+                v2: true,
+            }
+        }
+        Layout::CheckpointRecord => {
+            r.blob()?;
+            r.text()?;
+            r.blob()?;
+            Envelope::Checkpoint
         }
         _ => {
             return Err(format!(
@@ -916,6 +950,13 @@ impl FactReader {
                         s(py, "an audit record on the journal topic"),
                     ],
                 )?,
+                Ok(Envelope::Checkpoint) => tuple(
+                    py,
+                    [
+                        int(py, J_UNDECODABLE.into()),
+                        s(py, "a checkpoint record on the journal topic"),
+                    ],
+                )?,
                 Ok(Envelope::Journal { payload, stored }) => {
                     let recomputed = journal_entry_hash(payload);
                     match entry_head(&self.schemas, payload) {
@@ -997,13 +1038,19 @@ impl FactReader {
                 Ok(Envelope::Seal { .. }) => {
                     Err("a SealRecord.v1 record on the audit topic".to_owned())
                 }
+                Ok(Envelope::Checkpoint) => {
+                    Err("a CheckpointRecord.v1 record on the audit topic".to_owned())
+                }
                 Ok(Envelope::Audit {
                     payload,
                     key_id,
                     mac,
-                }) => audit_head(&self.schemas, payload).map(|head| (payload, key_id, mac, head)),
+                    v2,
+                }) => {
+                    audit_head(&self.schemas, payload).map(|head| (payload, key_id, mac, v2, head))
+                }
             };
-            let (payload, key_id, mac, head) = match parsed {
+            let (payload, key_id, mac, v2, head) = match parsed {
                 Ok(parts) => parts,
                 Err(message) => {
                     out.append(tuple(py, [int(py, A_UNDECODABLE.into()), s(py, &message)])?)?;
@@ -1033,6 +1080,7 @@ impl FactReader {
                     continue;
                 }
                 Some(None) => py.None().into_bound(py),
+                Some(Some(keyed)) if v2 => s(py, &keyed.audit_record_mac(key_id, payload)),
                 Some(Some(keyed)) => s(py, &keyed.audit_mac(payload)),
             };
             out.append(tuple(

@@ -28,7 +28,7 @@ import pytest
 from consumers.core.model import InputRecord, SchedulerConfig
 from consumers.core.step import SchedulerCore, initial_state
 from schemas import codec
-from schemas.canonical import canonical_json, evidence_set_hash, hmac_key_id, journal_entry_hash, sha256_digest
+from schemas.canonical import audit_record_mac, canonical_json, evidence_set_hash, hmac_key_id, journal_entry_hash, sha256_digest
 from substrate.cas import DirBlobStore
 from substrate.keys import Ed25519Signer, TrustedKeys
 from verifier import facts
@@ -319,6 +319,8 @@ def journal_corpus(pristine: Path) -> list[bytes | None]:
         out.extend(envelopes(payload))
     out.extend(payloads[:5])  # an entry payload where an envelope belongs
     out.append(C.encode(codec.SEAL_RECORD, {"payload": b"not a seal", "key_id": "k\u00e9y", "signature": b"\x00" * 64}))
+    out.extend(audit_v2(audit)[:2])
+    out.append(checkpoint_value())
     out.append(
         C.encode(codec.RUN_CLOSE, {"submission_id": "c", "run_id": "r", "producer": {"id": "p", "sdk": "s"}, "occurred_at_ms": 1})
     )
@@ -368,9 +370,55 @@ def audit_corpus(pristine: Path) -> list[bytes | None]:
     for payload in payloads:
         for key_id in (KEY_ID, "hmac-unknown", "k\u00e9y"):
             out.append(C.encode(codec.AUDIT_RECORD, {"payload": payload, "key_id": key_id, "mac": "hmac-sha256:" + "3" * 64}))
+    v2 = audit_v2(real)
+    out.extend(v2)
+    for value in v2[:2]:
+        out.extend(mutations(value, rng))
     out.append(C.encode(codec.SEAL_RECORD, {"payload": b"p", "key_id": "k", "signature": b"s"}))
+    out.append(checkpoint_value())
     out.extend(bytes(rng.randrange(256) for _ in range(rng.randrange(40))) for _ in range(20))
     return out
+
+
+def audit_v2(values: list[bytes | None]) -> list[bytes]:
+    """The real audit records as AuditRecord.v2 (the MAC covers the key id), and one with its key id edited."""
+    out = []
+    for value in values[:6]:
+        payload, key_id, _ = codec.split_envelope(value or b"")[1]
+        mac = audit_record_mac(SECRET, key_id, payload)
+        out.append(C.encode(codec.AUDIT_RECORD_V2, {"key_id": key_id, "payload": payload, "mac": mac}))
+    payload, key_id, _ = codec.split_envelope(values[0] or b"")[1]
+    out.append(
+        C.encode(
+            codec.AUDIT_RECORD_V2,
+            {"key_id": key_id[:-1] + "0", "payload": payload, "mac": audit_record_mac(SECRET, key_id, payload)},
+        )
+    )
+    return out
+
+
+def checkpoint_value() -> bytes:
+    return C.encode(codec.CHECKPOINT_RECORD, {"payload": b"not a checkpoint", "key_id": "k", "signature": b"s"})
+
+
+def test_audit_record_v2_macs_cover_the_key_id(pristine: Path) -> None:
+    """AuditRecord.v2 (written by the scheduler once it switches): its MAC recomputes over the key id too, so an
+    edited key id is a MAC mismatch under any pinned key, or an unpinned key (never a silent pass)."""
+    real = values_of(pristine, "audit")
+    *honest, edited = audit_v2(real)
+    for facts_ in (PYTHON, native()):
+        for fact in facts_.audit_facts(honest, TRUSTED.audit_secret):
+            assert fact[0] == facts.A_RECORD and fact[3] == fact[2]  # recomputed == stored
+        (fact,) = facts_.audit_facts([edited], lambda key_id: SECRET)
+        assert fact[0] == facts.A_RECORD and fact[3] != fact[2]
+        assert facts_.audit_facts([edited], TRUSTED.audit_secret)[0][3] is None  # its key id is not pinned
+        assert facts_.audit_facts([checkpoint_value()], TRUSTED.audit_secret) == [
+            (facts.A_UNDECODABLE, "a CheckpointRecord.v1 record on the audit topic")
+        ]
+        assert facts_.journal_facts([honest[0], checkpoint_value()]) == [
+            (facts.J_UNDECODABLE, "an audit record on the journal topic"),
+            (facts.J_UNDECODABLE, "a checkpoint record on the journal topic"),
+        ]
 
 
 def test_journal_facts_are_the_reference(pristine: Path) -> None:
