@@ -285,9 +285,9 @@ class SchedulerShell:
         self._undelivered: list[tuple[KafkaError, str, int, bytes]] = []
         """Per-record delivery failures of the open transaction: (error, topic, size, value)."""
         self._reference_until = -1
+        """Batches starting at or before this input offset are stepped by the Python reference."""
         self._max_request = _PRODUCER_MAX_MESSAGE_BYTES
         """The producer's message.max.bytes: at least the largest output (set by the start-up check)."""
-        """Batches starting at or before this input offset are stepped by the Python reference."""
         self._txn_began: float | None = None
         """When the newest transaction began (monotonic), to tell a takeover from this instance's own timeout."""
         self._txn_timeout_s = (
@@ -767,7 +767,7 @@ class SchedulerShell:
             raise SchedulerFailed(
                 f"partition {self.partition}: Kafka refused even the dead letter of input offset {rejected.offset} "
                 f"({rejected.detail}); the output topics' max.message.bytes is below what the scheduler writes: "
-                "raise it (see README, 'Output size') and restart the scheduler"
+                "raise it (README, 'Running the scheduler') and restart the scheduler"
             )
 
     def _settle(self) -> None:
