@@ -826,16 +826,25 @@ class _Emitter:
 
     def size(self, key: bytes, value: bytes, ce_type: bytes) -> int:
         """The next output's size: key + value + every header's name and value, in bytes."""
-        return len(key) + len(value) + sum(len(name.encode()) + len(data) for name, data in self._headers(ce_type))
+        return _size(key, value, self._headers(ce_type))
 
     def add(self, stream: Stream, key: bytes, value: bytes, ce_type: bytes) -> None:
-        size = self.size(key, value, ce_type)
+        headers = self._headers(ce_type)
+        size = _size(key, value, headers)
         if size > self.limit:
             raise _OutputTooLarge(
                 f"the {stream.value} record would be {size} bytes with its key and headers; "
                 f"the limit (max_output_bytes) is {self.limit}"
             )
-        self.outputs.append(OutputRecord(stream, key, value, self._headers(ce_type), self._record.timestamp_ms))
+        self.outputs.append(OutputRecord(stream, key, value, headers, self._record.timestamp_ms))
+
+
+_HEADER_NAMES_SIZE = len(b"ce_specversion1.0ce_idce_sourcece_type") + len(_CE_SOURCE)
+
+
+def _size(key: bytes, value: bytes, headers: tuple[tuple[str, bytes], ...]) -> int:
+    """key + value + the four CloudEvents headers' names and values (ASCII names), in bytes."""
+    return len(key) + len(value) + _HEADER_NAMES_SIZE + len(headers[1][1]) + len(headers[3][1])
 
 
 def _clip(value: object, limit: int = _MAX_EVIDENCE_CHARS) -> str:
