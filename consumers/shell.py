@@ -241,6 +241,9 @@ class ShellOptions:
     """Longest wait for the first record of a batch, in seconds."""
     progress_every: float = 5.0
     max_recoveries: int = 20
+    quarantine: frozenset[int] = frozenset()
+    """Journal offsets of this partition the rebuild skips: records an operator inspected and
+    found not written by this scheduler (see README, "When the scheduler will not start")."""
 
 
 class SchedulerShell:
@@ -482,6 +485,7 @@ class SchedulerShell:
             last_audit,
             journal_topic=self.topics.journal,
             audit_topic=self.topics.audit,
+            quarantined=self.options.quarantine,
         )
         self._log(
             f"state rebuilt from {len(journal)} journal records in {time.monotonic() - started:.2f}s: "
@@ -929,9 +933,13 @@ def _wait_stable(bootstrap: str, topic: str, partition: int, timeout: float = _T
     try:
         deadline = time.monotonic() + timeout
         while True:
-            # ListOffsets(latest) answers the last stable offset to a read_committed client
-            stable = committed.get_watermark_offsets(tp, timeout=timeout, cached=False)[1]
-            high = uncommitted.get_watermark_offsets(tp, timeout=timeout, cached=False)[1]
+            try:
+                # ListOffsets(latest) answers the last stable offset to a read_committed client
+                stable = committed.get_watermark_offsets(tp, timeout=timeout, cached=False)[1]
+                high = uncommitted.get_watermark_offsets(tp, timeout=timeout, cached=False)[1]
+            except KafkaException:
+                stable, high = -1, 0  # e.g. NOT_LEADER_FOR_PARTITION on a topic created a moment ago: ask again
+                time.sleep(0.1)
             if stable >= high:
                 return True
             if time.monotonic() >= deadline:
