@@ -60,6 +60,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     run.add_argument("--idle-exit", type=float, default=None, help="exit after this many idle seconds (tests, demos)")
     run.add_argument("--progress-every", type=float, default=5.0, help="seconds between progress lines (default 5)")
     run.add_argument(
+        "--quarantine",
+        type=int,
+        action="append",
+        default=[],
+        metavar="OFFSET",
+        help="skip this journal offset of the partition when rebuilding state: a record an operator inspected and found "
+        "not written by this scheduler (repeatable; needs --partition; see E_STATE_CORRUPTED in the README)",
+    )
+    run.add_argument(
         "--core",
         choices=("auto", "native", "python"),
         default="auto",
@@ -96,6 +105,8 @@ def _run(args: argparse.Namespace) -> int:
     config = scheduler_config(keys_from(args), _roles_path(args), args.seal_every, args.max_output_bytes)
     ensure_topics(bootstrap, settings.topics)
     if args.all_partitions:
+        if args.quarantine:
+            raise UsageError("--quarantine names offsets of one partition's journal: use it with --partition")
         return _supervise(args, partition_count(bootstrap, settings.topics.submissions))
     partition = args.partition or 0
     count = partition_count(bootstrap, settings.topics.submissions)
@@ -106,7 +117,12 @@ def _run(args: argparse.Namespace) -> int:
         topics=settings.topics,
         partition=partition,
         core=make_core(config, partition, args.core, environ=os.environ),
-        options=ShellOptions(batch_max=args.batch_max, batch_timeout=args.batch_ms / 1000, progress_every=args.progress_every),
+        options=ShellOptions(
+            batch_max=args.batch_max,
+            batch_timeout=args.batch_ms / 1000,
+            progress_every=args.progress_every,
+            quarantine=frozenset(args.quarantine),
+        ),
     )
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

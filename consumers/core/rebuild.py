@@ -14,9 +14,9 @@ not recompute mean someone else wrote to the scheduler's topics, and the
 scheduler refuses to extend a chain it cannot vouch for: ``StateCorrupted``
 names the exact record (topic, partition and offset when the shell passes
 offsets) and what an operator can do (README, "When the scheduler will not
-start"). An operator who has inspected such a record can quarantine it: the
-fold then skips the journal offsets in ``quarantined`` (the verifier still
-reports them).
+start"). An operator who has inspected such a record can quarantine it
+(``bernstein scheduler run --quarantine OFFSET``): the fold then skips the
+journal offsets in ``quarantined`` (the verifier still reports them).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ OPERATOR_HINT = (
     "(kcat -C -t {topic} -p {partition} -o {offset} -c 1). If the scheduler's signing or audit key "
     "changed, start it with the keys that wrote this partition. If this scheduler did not write the "
     "record, it was forged or edited: keep the topic as it is (`bernstein activity verify` reports the "
-    "runs it touches) and quarantine the record so the rebuild skips it (README, "
-    "'When the scheduler will not start')."
+    "runs it touches) and quarantine the record so the rebuild skips it: `bernstein scheduler run "
+    "--partition {partition} --quarantine {offset}` (README, 'When the scheduler will not start')."
 )
 """What StateCorrupted tells an operator; see README, "When the scheduler will not start"."""
 

@@ -18,6 +18,7 @@ import pytest
 
 from consumers.core.model import SchedulerConfig
 from consumers.core.native import NativeSchedulerCore, SchedulerCoreLike
+from consumers.core.rebuild import StateCorrupted
 from consumers.core.step import SchedulerCore
 from consumers.shell import Counters, SchedulerShell, ShellOptions
 from producers.activity import ActivityResult
@@ -778,3 +779,68 @@ def test_a_record_keyed_elsewhere_and_a_repeated_submission_id_get_their_exact_r
     report = verify(run_id, CachedSource(bootstrap, topics), cas=store, trusted=trusted)
     assert report.exit_code == 0, (report.header, [s for s in report.stages if not s.ok])
     assert report.header.audit is not None and report.header.audit.refusals == 4
+
+
+def test_a_record_the_scheduler_did_not_write_stops_the_rebuild_by_name_until_it_is_quarantined(
+    settings: Settings, install_keys: InstallKeys
+) -> None:
+    """Review M12: the rebuild names the exact record and what to do; a quarantine lets the operator go on."""
+    bootstrap = settings.kafka_bootstrap
+    assert bootstrap is not None
+    topics = fresh_topics(bootstrap, f"{settings.topics.prefix}q")
+    config = scheduler_config(install_keys)
+    run_id = "run-quarantine"
+    produce_all(bootstrap, topics.submissions, [(run_id.encode(), encode_submission(run_id=run_id, stage_id="s0"))])
+    _run_with("python", bootstrap, topics, config, expect=1)
+    # someone else appends to the scheduler's journal partition: garbage, then a chain-consistent but unsigned seal
+    entry = read_partition(bootstrap, topics, "journal")[0]
+    forged_seal = codec.encode(
+        codec.SEAL_RECORD,
+        {
+            "payload": codec.encode(
+                codec.RUN_SEAL,
+                {
+                    "run_id": run_id,
+                    "partition": 0,
+                    "entry_count": 1,
+                    "head_hash": entry.record["entry_hash"],
+                    "last_input_offset": 0,
+                    "final": True,
+                    "audit_seq": 1,
+                    "audit_head": "hmac-sha256:" + "0" * 64,
+                    "sealed_at_ms": 1,
+                },
+            ),
+            "key_id": install_keys.signer.key_id,
+            "signature": bytes(64),
+        },
+    )
+    garbage, seal = produce_all(bootstrap, topics.journal, [(run_id.encode(), b"garbage"), (run_id.encode(), forged_seal)])
+    produce_all(
+        bootstrap, topics.submissions, [(run_id.encode(), encode_submission(run_id=run_id, stage_id="s1", pages=(b"new",)))]
+    )
+
+    def shell(quarantine: frozenset[int]) -> SchedulerShell:
+        return SchedulerShell(
+            bootstrap=bootstrap,
+            topics=topics,
+            partition=0,
+            core=SchedulerCore(config),
+            options=ShellOptions(quarantine=quarantine),
+            progress=io.StringIO(),
+        )
+
+    with pytest.raises(StateCorrupted) as caught:
+        shell(frozenset()).run(idle_exit=10.0)
+    assert (caught.value.topic, caught.value.partition, caught.value.offset) == (topics.journal, 0, garbage)
+    assert str(caught.value).startswith(f"{topics.journal}[0]@{garbage}: the journal record does not decode")
+    assert f"bernstein scheduler run --partition 0 --quarantine {garbage}" in str(caught.value)
+    with pytest.raises(StateCorrupted, match=rf"@{seal}: the seal's signature is not this scheduler's"):
+        shell(frozenset({garbage})).run(idle_exit=10.0)
+    # both quarantined: the forged final seal closed nothing, and the next stage is journalled
+    counters = shell(frozenset({garbage, seal})).run(until=lambda c: c.consumed >= 1, idle_exit=30.0)
+    assert counters.journalled == 1
+    journal = read_partition(bootstrap, topics, "journal")
+    assert [r.offset for r in journal if r.offset in (garbage, seal)] == [garbage, seal]  # still there, as evidence
+    entries = [r.inner for r in journal if r.offset not in (garbage, seal) and r.schema == codec.JOURNAL_RECORD]
+    assert [(e["stage_id"], e["seq"]) for e in entries] == [("s0", 0), ("s1", 1)]
