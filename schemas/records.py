@@ -80,6 +80,11 @@ def is_valid_reason_code(value: object) -> bool:
     )
 
 
+def has_control(value: str) -> bool:
+    """True when ``value`` has a control character (U+0000-U+001F or U+007F)."""
+    return _CONTROL_RE.search(value) is not None
+
+
 def is_valid_label(value: object) -> bool:
     """submission_id, producer.id, producer.sdk: 1-256 characters, none of them U+0000-U+001F or U+007F."""
     return isinstance(value, str) and 0 < len(value) <= MAX_LABEL_LENGTH and _CONTROL_RE.search(value) is None

@@ -83,6 +83,7 @@ from schemas.records import (
     AuditEvent,
     DeadLetterCode,
     RefusalCode,
+    has_control,
     is_valid_id,
     is_valid_label,
     is_valid_reason_code,
@@ -320,11 +321,18 @@ class SchedulerCore:
         for index, observation in enumerate(observations):
             if not is_digest(observation["content_hash"]):
                 return _malformed_digest(f"observations[{index}].content_hash", observation["content_hash"])
-            obs_kind = observation["kind"]
-            if obs_kind.strip() == "" or len(obs_kind) > MAX_KIND_LENGTH or len(observation["ref"]) > MAX_REF_LENGTH:
+            obs_kind, obs_ref = observation["kind"], observation["ref"]
+            if (
+                obs_kind.strip() == ""
+                or len(obs_kind) > MAX_KIND_LENGTH
+                or len(obs_ref) > MAX_REF_LENGTH
+                or has_control(obs_kind)
+                or has_control(obs_ref)
+            ):
                 return _Refusal(
                     RefusalCode.INVALID_OBSERVATION,
-                    f"observations[{index}] needs a kind of 1-{MAX_KIND_LENGTH} characters and a ref of at most {MAX_REF_LENGTH}",
+                    f"observations[{index}] needs a kind of 1-{MAX_KIND_LENGTH} characters and a ref of at most "
+                    f"{MAX_REF_LENGTH}, without control characters",
                     f"observations[{index}]",
                     _clip(obs_kind),
                 )

@@ -12,10 +12,10 @@
 //!   (ComputerUseAction.v1), and ActivitySubmissions of kind `browser` that
 //!   pass every other check (their session check parses JSON);
 //! * ActivitySubmissions of kind `research`, `data` or `ops` that pass every
-//!   generic check: their modality document rules (`schemas/documents/`,
-//!   docs/modality_rules.md) parse the artifact as JSON, so both cores give
-//!   byte-identical refusals by running the one reference (a native port of
-//!   these rules is left to do);
+//!   generic check but whose modality document rules (`schemas/documents/`,
+//!   docs/modality_rules.md) this port cannot certify (`documents.rs` accepts
+//!   only documents that certainly pass): every refusal of these rules is
+//!   therefore written by the one reference, byte-identical in both cores;
 //! * `repr()` of a non-ASCII string when the host cannot provide it;
 //! * an input partition that does not fit an Avro int.
 //!
@@ -909,11 +909,13 @@ impl Core {
             if is_blank(o.kind)
                 || char_len(o.kind) > MAX_KIND_LENGTH
                 || char_len(o.reference) > MAX_REF_LENGTH
+                || has_control(o.kind)
+                || has_control(o.reference)
             {
                 return Ok(Some(Refusal::new(
                     "INVALID_OBSERVATION",
                     format!(
-                        "observations[{index}] needs a kind of 1-{MAX_KIND_LENGTH} characters and a ref of at most {MAX_REF_LENGTH}"
+                        "observations[{index}] needs a kind of 1-{MAX_KIND_LENGTH} characters and a ref of at most {MAX_REF_LENGTH}, without control characters"
                     ),
                     format!("observations[{index}]"),
                     clip(o.kind, MAX_EVIDENCE_CHARS),
@@ -980,8 +982,11 @@ impl Core {
         if kind == "browser" {
             return Err(Fallback("browser session check"));
         }
-        if kind == "research" || kind == "data" || kind == "ops" {
-            // The modality document rules (schemas/documents/) are the reference's: it parses JSON.
+        if (kind == "research" || kind == "data" || kind == "ops")
+            && !crate::documents::accepts(sub)
+        {
+            // The modality document rules (schemas/documents/): accepted here only when they certainly
+            // pass (native/src/documents.rs); a breach, or anything unusual, is the reference's to word.
             return Err(Fallback("modality document rules"));
         }
         if let Some(run) = self.state.runs.get(run_id) {

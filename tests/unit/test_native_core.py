@@ -381,6 +381,8 @@ REFUSALS: dict[str, dict[str, Any]] = {
     "observation-kind-empty": {"observations": [{"kind": "", "ref": "r", "content_hash": sha256_digest(b"a")}]},
     "observation-kind-blank-unicode": {"observations": [{"kind": "\u2003", "ref": "r", "content_hash": sha256_digest(b"a")}]},
     "observation-kind-65": {"observations": [{"kind": "\u00e9" * 65, "ref": "r", "content_hash": sha256_digest(b"a")}]},
+    "observation-ref-control": {"observations": [{"kind": "page", "ref": "r\x1b[2J", "content_hash": sha256_digest(b"a")}]},
+    "observation-kind-del": {"observations": [{"kind": "page\x7f", "ref": "r", "content_hash": sha256_digest(b"a")}]},
     "observation-ref-4097": {"observations": [{"kind": "page", "ref": "\u00e9" * 4097, "content_hash": sha256_digest(b"a")}]},
     "evidence-set-hash-malformed": {"evidence_set_hash": "sha256:" + "0" * 63},
     "evidence-set-hash-mismatch": {"evidence_set_hash": OTHER_EVIDENCE},

@@ -436,6 +436,18 @@ RULES: dict[str, Rule] = {
         "observations[0]",
         "",
     ),
+    "observation-ref-control": Rule(
+        RefusalCode.INVALID_OBSERVATION,
+        {"observations": [VALID["observations"][0], {**VALID["observations"][1], "ref": "https://a\x1b[2J"}]},
+        "observations[1]",
+        "page",
+    ),
+    "observation-kind-newline": Rule(
+        RefusalCode.INVALID_OBSERVATION,
+        {"observations": [{**VALID["observations"][0], "kind": "page\n"}, VALID["observations"][1]]},
+        "observations[0]",
+        "page\n",
+    ),
     "evidence-set-hash-malformed": Rule(
         RefusalCode.MALFORMED_DIGEST, {"evidence_set_hash": "sha256:" + "0" * 63}, "evidence_set_hash", "sha256:" + "0" * 63
     ),
