@@ -38,7 +38,7 @@ from consumers.core.model import InputRecord, OutputRecord, SchedulerConfig, Sch
 from consumers.core.native import NativeSchedulerCore, NativeUnavailable, make_core
 from consumers.core.step import SchedulerCore, initial_state
 from consumers.manifest import load_roles
-from consumers.shell import Counters, SchedulerShell, ShellOptions
+from consumers.shell import Counters, SchedulerFailed, SchedulerShell, ShellOptions
 from producers.activity import ActivityResult, observe
 from schemas import codec
 from schemas.records import DeadLetterCode, RefusalCode
@@ -884,3 +884,45 @@ def test_start_up_refuses_output_topics_smaller_than_the_largest_output(settings
     )
     assert fits.returncode == 0, fits.stderr
     assert "stopped: offset -1 | consumed 0" in fits.stderr
+
+
+class OversizedEvenItsDeadLetter(OversizedAt):
+    """``OversizedAt``, and the dead letter that replaces such an input is too large as well."""
+
+    def reject(
+        self, state: SchedulerState, record: InputRecord, code: DeadLetterCode, detail: str
+    ) -> tuple[SchedulerState, list[OutputRecord]]:
+        state, outputs = super().reject(state, record, code, detail)
+        return state, [dataclasses.replace(outputs[0], value=outputs[0].value + bytes(2_200_000)), *outputs[1:]]
+
+
+def test_a_refused_dead_letter_stops_the_scheduler_with_the_limit_to_raise(
+    services: Any, settings: Settings, install_keys: InstallKeys, tmp_path: Path
+) -> None:
+    """No endless loop: when Kafka refuses even the dead letter of an input it refused an output of, the shell stops."""
+    bootstrap = settings.kafka_bootstrap
+    assert bootstrap is not None
+    topics = fresh_topics(bootstrap, settings.topics.prefix)
+    items = small_plan(DirBlobStore(tmp_path / "cas"), ("dl-a",), 10)
+    produce_all(bootstrap, topics.submissions, items)
+    config = scheduler_config(install_keys, seal_every=SEAL_EVERY)
+    log = io.StringIO()
+    shell = SchedulerShell(
+        bootstrap=bootstrap, topics=topics, partition=0, core=OversizedEvenItsDeadLetter(config, {4}), progress=log
+    )
+    started = time.monotonic()
+    with pytest.raises(SchedulerFailed) as raised:
+        shell.run(idle_exit=30)
+    assert time.monotonic() - started < 30, "it stopped, it did not wait to go idle"
+    assert raised.value.message.startswith(
+        "partition 0: Kafka refused even the dead letter of input offset 4 (Kafka refused its deadletter output ("
+    ), raised.value.message
+    assert raised.value.message.endswith(
+        "the output topics' max.message.bytes is below what the scheduler writes: "
+        "raise it (README, 'Running the scheduler') and restart the scheduler"
+    )
+    assert log.getvalue().count("Kafka refused an output of it") == 1, log.getvalue()
+    # what was committed: the inputs before offset 4, each once, and nothing of offset 4 or after
+    out = read_outputs(bootstrap, topics)
+    assert [offset for offset, _ in crossings(out)] == [0, 1, 2, 3]
+    assert committed_offset(bootstrap, topics) == 4
