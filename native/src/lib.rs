@@ -10,6 +10,7 @@
 pub mod avro;
 mod batch;
 pub mod core;
+mod documents;
 pub mod hashing;
 pub mod schemas;
 pub mod text;
