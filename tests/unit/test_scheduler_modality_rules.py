@@ -27,7 +27,7 @@ from schemas.canonical import canonical_json, evidence_set_hash, hmac_key_id, sh
 from schemas.documents.common import Violation
 from schemas.errors import CanonicalizationError
 from substrate.keys import Ed25519Signer
-from tests.modality_kit import MODALITY_ROLES, dataops_submission, research_submission
+from tests.modality_kit import MODALITY_ROLES, dataops_submission, page_observations, research_submission
 from tests.unit.test_documents_rules import DATAOPS, RESEARCH, VALID
 
 SIGNER = Ed25519Signer.from_seed(b"\x07" * 32)
@@ -111,6 +111,29 @@ def test_documents_the_sdk_builds_are_journalled_by_both_cores(name: str) -> Non
     )
     assert state.runs["run-1"].entry_count == 1
     assert native.fallbacks == 0  # native/src/documents.rs certifies documents that pass every rule
+
+
+def test_a_valid_report_the_native_parser_does_not_model_is_journalled_by_the_reference() -> None:
+    """A quote with a '"' is spelled with an escape: the native accept path leaves it to the reference, which accepts it."""
+    page = {"kind": "page", "ref": "https://q.test/", "content_hash": sha256_digest(b'He said "yes".')}
+
+    def quoted(doc: dict[str, Any]) -> None:
+        doc["plan"].append("https://q.test/")
+        doc["sources"].append({**doc["sources"][0], "source_ref": "https://q.test/", "final_url": "https://q.test/"})
+        doc["sources"][-1]["page_content_hash"] = page["content_hash"]
+        citation = {
+            "claim_id": "c3",
+            "source_ref": "https://q.test/",
+            "page_content_hash": page["content_hash"],
+            "quote": '"yes"',
+        }
+        doc["claims"].append({"claim_id": "c3", "statement": "He agreed", "citations": [citation]})
+
+    sub = research_submission(quoted, observations=[*page_observations(), page])
+    assert b'\\"yes\\"' in sub["artifact"]
+    outputs, state, native = both_cores(sub)
+    assert [o.stream for o in outputs] == [Stream.JOURNAL, Stream.AUDIT]
+    assert native.fallbacks == 1
 
 
 def test_document_rules_run_after_the_generic_checks() -> None:
