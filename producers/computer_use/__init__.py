@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Any
 from producers.computer_use.agents import FLOW_FORMAT, ScriptedAgent, load_flow, parse_flow
 from producers.computer_use.anchors import ObservationHashes, observation_hashes
 from producers.computer_use.boundary import (
-    Action,
     AgentView,
     BrowserDriver,
     DriverFactory,
@@ -98,6 +97,7 @@ from producers.computer_use.terminal import (
     activity_terminal_state,
     classify_terminal_state,
 )
+from schemas.documents.browser import Action
 
 if TYPE_CHECKING:
     from producers.computer_use.playwright_driver import PlaywrightDriver

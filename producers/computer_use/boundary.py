@@ -15,18 +15,20 @@ A ``ProposedAction`` may carry a raw typed value (a password); it goes to the
 driver and nowhere else. ``canonical_action`` turns it into the ``Action``
 that is anchored, published and journalled: kind, target and only a keyed
 digest of the value (``typed_value_digest`` with the install's audit key, so
-a short secret cannot be recovered by hashing guesses).
+a short secret cannot be recovered by hashing guesses). ``Action`` is a
+recorded format, so it lives in ``schemas.documents.browser``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from producers.computer_use.errors import InvalidAction
 from schemas.canonical import typed_value_digest
+from schemas.documents.browser import Action
 from schemas.records import ACTION_KINDS, MAX_REF_LENGTH
 
 VALUE_KINDS = frozenset({"type", "select", "press", "scroll", "wait", "check"})
@@ -46,23 +48,6 @@ class ProposedAction:
     def __repr__(self) -> str:
         shown = "None" if self.value is None else "<redacted>"
         return f"ProposedAction(kind={self.kind!r}, target={self.target!r}, value={shown})"
-
-
-@dataclass(frozen=True, slots=True)
-class Action:
-    """The canonical action: what is anchored, signed, published and journalled."""
-
-    kind: str
-    target: str
-    value_digest: str
-    """``hmac-sha256:<hex>`` of the typed value, or "" when the action has none."""
-
-    def to_record(self) -> dict[str, str]:
-        return {"kind": self.kind, "target": self.target, "value_digest": self.value_digest}
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> Action:
-        return cls(kind=str(record["kind"]), target=str(record["target"]), value_digest=str(record["value_digest"]))
 
 
 @dataclass(frozen=True, slots=True)

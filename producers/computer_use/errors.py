@@ -14,6 +14,7 @@ Tree (all under ``schemas.errors.BernsteinError``)::
     ├── FlowError                       a scripted agent's flow file is malformed (agents.py)
     └── ReplayNotFound                  the run holds no such browser session (replay.py)
     MalformedSessionDocument            (a MalformedInput) bytes that are not a session document / action log
+                                        (schemas.documents.browser, re-exported here)
 
 Codes are stable: appended to, never renamed. Playwright's exceptions never
 leave ``playwright_driver.py``; they become ``ComputerUseDriverError``.
@@ -23,7 +24,19 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from schemas.errors import BernsteinError, MalformedInput
+from schemas.documents.browser import MalformedSessionDocument
+from schemas.errors import BernsteinError
+
+__all__ = [
+    "ActionLimitExceeded",
+    "ComputerUseError",
+    "FlowError",
+    "InvalidAction",
+    "MalformedSessionDocument",
+    "NavigationRefused",
+    "ReplayNotFound",
+    "SessionRefused",
+]
 
 
 class ComputerUseError(BernsteinError):
@@ -121,9 +134,3 @@ class ReplayNotFound(ComputerUseError):
     """The run holds no computer-use session to replay (exit 1, not a tamper verdict)."""
 
     code: ClassVar[str] = "NO_BROWSER_SESSION"
-
-
-class MalformedSessionDocument(MalformedInput):
-    """Bytes that are not a well-formed browser session document or action log."""
-
-    code = "E_BROWSER_DOCUMENT"

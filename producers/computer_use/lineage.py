@@ -13,115 +13,39 @@ the action it arrives with)::
 No wall clock is in the entry, so the same action always seals to the same
 bytes (and, Ed25519 being deterministic, the same signature). The HMAC and
 the signature both cover ``PAE("bernstein/lineage-entry/v1", entry)``
-(``schemas.canonical.lineage_signing_input``).
+(``schemas.canonical.lineage_signing_input``). The entry format,
+``LineageEnvelope`` and ``LineageBinding`` live in ``schemas.documents.browser``.
 
-``lineage_problem`` is the verifier side: it re-parses the stored bytes,
+``check_lineage`` is the verifier side: it re-parses the stored bytes,
 checks the binding, the pinned key, the signature and (when the audit key is
 pinned) the HMAC, and names the first failure with a stable code.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from producers.computer_use.boundary import Action
-from schemas.canonical import canonical_json, lineage_hmac, lineage_signing_input, macs_equal, sha256_digest
+from schemas.canonical import canonical_json, lineage_hmac, lineage_signing_input, macs_equal
+from schemas.documents.browser import ARTEFACT_KIND, LINEAGE_FORMAT, Action, LineageBinding, LineageEnvelope, lineage_entry
 from schemas.ed25519 import verify_signature
 from schemas.errors import CanonicalizationError
 from substrate.keys import AuditKey, Ed25519Signer, TrustedKeys
 
-LINEAGE_FORMAT: Final = "bernstein.lineage-entry/v1"
-ARTEFACT_KIND: Final = "computer_use.action"
-
-
-@dataclass(frozen=True, slots=True)
-class LineageEnvelope:
-    """The stored entry bytes with their HMAC envelope and signature."""
-
-    entry: bytes
-    hmac: str
-    key_id: str
-    signature: bytes
-
-    @property
-    def entry_hash(self) -> str:
-        return sha256_digest(self.entry)
-
-    def to_record(self) -> dict[str, Any]:
-        """The Avro ``LineageEnvelope`` of a ComputerUseAction."""
-        return {"entry": self.entry, "hmac": self.hmac, "key_id": self.key_id, "signature": self.signature}
-
-    def to_json(self) -> dict[str, str]:
-        """JSON form (action log): the entry as its exact text, the signature as base64."""
-        return {
-            "entry": self.entry.decode("utf-8"),
-            "hmac": self.hmac,
-            "key_id": self.key_id,
-            "signature": base64.b64encode(self.signature).decode("ascii"),
-        }
-
-    @classmethod
-    def from_json(cls, item: Mapping[str, Any]) -> LineageEnvelope:
-        """Parse the JSON form (raises ValueError / KeyError / TypeError on a malformed item)."""
-        try:
-            signature = base64.b64decode(str(item["signature"]), validate=True)
-        except binascii.Error as exc:
-            raise ValueError(f"lineage signature is not base64: {exc}") from exc
-        return cls(
-            entry=str(item["entry"]).encode("utf-8"), hmac=str(item["hmac"]), key_id=str(item["key_id"]), signature=signature
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class LineageBinding:
-    """What an entry must bind: the action it is the lineage of."""
-
-    run_id: str
-    session_id: str
-    action_index: int
-    anchor: str
-    prev_anchor: str
-    worker_id: str
-
-    def required(self, key_id: str) -> dict[str, Any]:
-        """The fields the scheduler checks (``consumers.core.step._lineage_refusal``)."""
-        return {
-            "run_id": self.run_id,
-            "session_id": self.session_id,
-            "action_index": self.action_index,
-            "content_hash": self.anchor,
-            "parent_hashes": [self.prev_anchor],
-            "worker_id": self.worker_id,
-            "key_id": key_id,
-        }
-
-
-def lineage_entry(
-    binding: LineageBinding,
-    *,
-    key_id: str,
-    hmac_key_id: str,
-    observation_hash: str,
-    screenshot_hash: str,
-    dom_digest: str,
-    action: Action,
-) -> dict[str, Any]:
-    """The lineage entry document of one action (see the module docstring)."""
-    return {
-        **binding.required(key_id),
-        "format": LINEAGE_FORMAT,
-        "artefact_kind": ARTEFACT_KIND,
-        "hmac_key_id": hmac_key_id,
-        "observation_hash": observation_hash,
-        "screenshot_hash": screenshot_hash,
-        "dom_digest": dom_digest,
-        "action": action.to_record(),
-    }
+__all__ = [
+    "ARTEFACT_KIND",
+    "LINEAGE_FORMAT",
+    "LineageBinding",
+    "LineageCode",
+    "LineageEnvelope",
+    "LineageProblem",
+    "LineageVerdict",
+    "check_lineage",
+    "lineage_entry",
+    "seal_lineage",
+]
 
 
 def seal_lineage(entry: Mapping[str, Any], *, signer: Ed25519Signer, audit: AuditKey) -> LineageEnvelope:

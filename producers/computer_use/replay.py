@@ -38,20 +38,23 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final
 
-from producers.computer_use.anchors import ObservationHashes
-from producers.computer_use.anchors import anchor as compute_anchor
-from producers.computer_use.anchors import genesis as session_genesis
-from producers.computer_use.boundary import Action
-from producers.computer_use.document import (
+from producers.computer_use.errors import ReplayNotFound
+from producers.computer_use.lineage import check_lineage
+from schemas import codec
+from schemas.canonical import is_digest, journal_entry_hash, observation_hash, sha256_digest
+from schemas.documents.browser import (
+    Action,
     ActionLog,
     ActionRecord,
+    LineageBinding,
+    LineageEnvelope,
+    MalformedSessionDocument,
+    ObservationHashes,
     SessionDocument,
     parse_session_document,
 )
-from producers.computer_use.errors import MalformedSessionDocument, ReplayNotFound
-from producers.computer_use.lineage import LineageBinding, LineageEnvelope, check_lineage
-from schemas import codec
-from schemas.canonical import is_digest, journal_entry_hash, observation_hash, sha256_digest
+from schemas.documents.browser import anchor as compute_anchor
+from schemas.documents.browser import genesis as session_genesis
 from schemas.records import ENTRY_COMPUTER_USE_ACTION
 from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError, DirBlobStore
 from substrate.keys import TrustedKeys

@@ -2,8 +2,9 @@
 
 ``ComputerUseTerminalState`` is what the boundary observed (``ok``,
 ``driver_failure``, ``timeout``, ``refused``); the activity result carries the
-closed ``TerminalState`` set the scheduler accepts. ``TERMINAL_STATE_MAP`` is
-the whole mapping, written once, so a fault can never surface as free text:
+closed ``TerminalState`` set the scheduler accepts. ``TERMINAL_STATE_MAP`` (in
+``schemas.documents.browser``, re-exported here) is the whole mapping, written
+once, so a fault can never surface as free text:
 
     ok              -> completed
     driver_failure  -> failed
@@ -17,33 +18,19 @@ watchdog's timeout flag). Refusals win over timeouts, timeouts over failures.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from enum import StrEnum
-from types import MappingProxyType
 from typing import ClassVar, Final
 
 from producers.computer_use.errors import ComputerUseError, SessionRefused
-from schemas.records import TerminalState
+from schemas.documents.browser import TERMINAL_STATE_MAP, ComputerUseTerminalState, activity_terminal_state
 
-
-class ComputerUseTerminalState(StrEnum):
-    """How the computer-use boundary saw a session end."""
-
-    OK = "ok"
-    DRIVER_FAILURE = "driver_failure"
-    TIMEOUT = "timeout"
-    REFUSED = "refused"
-
-
-TERMINAL_STATE_MAP: Final[Mapping[ComputerUseTerminalState, TerminalState]] = MappingProxyType(
-    {
-        ComputerUseTerminalState.OK: TerminalState.COMPLETED,
-        ComputerUseTerminalState.DRIVER_FAILURE: TerminalState.FAILED,
-        ComputerUseTerminalState.TIMEOUT: TerminalState.TIMED_OUT,
-        ComputerUseTerminalState.REFUSED: TerminalState.REFUSED,
-    }
-)
-"""The one mapping from the boundary's states onto the activity's (total and injective)."""
+__all__ = [
+    "TERMINAL_STATE_MAP",
+    "ComputerUseDriverError",
+    "ComputerUseTerminalState",
+    "DriverFault",
+    "activity_terminal_state",
+    "classify_terminal_state",
+]
 
 
 class DriverFault:
@@ -112,8 +99,3 @@ def classify_terminal_state(
     if exit_code is not None and exit_code != 0:
         return ComputerUseTerminalState.DRIVER_FAILURE
     return ComputerUseTerminalState.OK
-
-
-def activity_terminal_state(state: ComputerUseTerminalState | str) -> TerminalState:
-    """Map a computer-use state onto the activity ``TerminalState`` (raises ValueError for unknown states)."""
-    return TERMINAL_STATE_MAP[ComputerUseTerminalState(state)]
