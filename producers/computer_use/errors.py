@@ -11,8 +11,8 @@ Tree (all under ``schemas.errors.BernsteinError``)::
     │   ├── ActionLimitExceeded         the session's action budget is spent
     │   ├── InvalidAction               the agent proposed an action the boundary cannot anchor
     │   └── NavigationRefused           a navigation (or a redirect / page navigation it led to) outside the session's origins
-    ├── FlowError                       a scripted agent's flow file is malformed (agents.py)
-    └── ReplayNotFound                  the run holds no such browser session (replay.py)
+    └── FlowError                       a scripted agent's flow file is malformed (agents.py)
+    ReplayNotFound                      the run holds no such browser session (verifier.browser_replay)
     MalformedSessionDocument            (a MalformedInput) bytes that are not a session document / action log
                                         (schemas.documents.browser, re-exported here)
 
@@ -26,6 +26,7 @@ from typing import ClassVar
 
 from schemas.documents.browser import MalformedSessionDocument
 from schemas.errors import BernsteinError
+from verifier.browser_replay import ReplayNotFound
 
 __all__ = [
     "ActionLimitExceeded",
@@ -128,9 +129,3 @@ class FlowError(ComputerUseError):
     """A flow file that cannot drive a scripted agent (raised before any browser starts)."""
 
     code: ClassVar[str] = "E_FLOW"
-
-
-class ReplayNotFound(ComputerUseError):
-    """The run holds no computer-use session to replay (exit 1, not a tamper verdict)."""
-
-    code: ClassVar[str] = "NO_BROWSER_SESSION"
