@@ -1171,7 +1171,7 @@ def _incomplete_session(
     why_unchecked: str,
 ) -> StageVerdict:
     """Replay a session without an accepted result: bytes re-hashed, anchors recomputed, lineage checked."""
-    from producers.computer_use.replay import DivergenceReason, replay_steps, step_input_from_entry
+    from verifier.browser_replay import DivergenceReason, replay_steps, step_input_from_entry
 
     first_offset, first = actions[0]
     count = plural(len(actions), "journalled action")
