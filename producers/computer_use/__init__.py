@@ -17,14 +17,18 @@ Public API::
     outcome = session.run(ScriptedAgent(load_flow(path, base_url=url)), PlaywrightDriver.factory(policy=policy))
     result = replay_run(run_id, source=KafkaSource(...), cas=store, trusted=trusted)
 
-Modules, one job each: ``boundary`` (the driver/agent contract and the
-canonical action; imports no browser library), ``snapshot`` (normalising and
-redacting accessibility snapshots), ``anchors`` (observation hash and anchor),
-``lineage`` (the signed lineage entry), ``document`` (action records, action
-log, session document), ``terminal`` (terminal states and driver errors),
-``capability`` (gating), ``profiles`` (isolated profile directories),
-``budget`` (the persisted per-run byte cap), ``session`` (recording),
-``replay`` (offline replay), ``agents`` (the scripted agent),
+The recorded formats (action, observation hash and anchor, lineage entry,
+action records, action log, session document, terminal states and their
+mapping) live in ``schemas.documents.browser``, shared with the scheduler and
+the verifier; the offline replay is the verifier's (``verifier.browser_replay``).
+This package re-exports both for its public API.
+
+Modules, one job each: ``boundary`` (the driver/agent contract; imports no
+browser library), ``snapshot`` (normalising and redacting accessibility
+snapshots), ``lineage`` (sealing the signed lineage entry), ``terminal``
+(classifying how a session ended, driver errors), ``capability`` (gating),
+``profiles`` (isolated profile directories), ``budget`` (the persisted per-run
+byte cap), ``session`` (recording), ``agents`` (the scripted agent),
 ``playwright_driver`` (the concrete driver; the only module importing
 Playwright, loaded lazily from here), ``fakes`` (test doubles), ``cli``
 (``bernstein browser run|replay``), ``demo`` (the demo's signup stage). The
@@ -36,7 +40,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from producers.computer_use.agents import FLOW_FORMAT, ScriptedAgent, load_flow, parse_flow
-from producers.computer_use.anchors import ObservationHashes, observation_hashes
 from producers.computer_use.boundary import (
     AgentView,
     BrowserDriver,
@@ -54,34 +57,15 @@ from producers.computer_use.capability import (
     require_computer_use_capable,
     suggested_adapters,
 )
-from producers.computer_use.document import (
-    ACTION_LOG_FORMAT,
-    ActionRecord,
-    SessionDocument,
-    parse_action_log,
-    parse_session_document,
-)
 from producers.computer_use.errors import (
     ActionLimitExceeded,
     ComputerUseError,
     FlowError,
     InvalidAction,
-    MalformedSessionDocument,
     NavigationRefused,
-    ReplayNotFound,
     SessionRefused,
 )
-from producers.computer_use.lineage import LINEAGE_FORMAT, LineageEnvelope
 from producers.computer_use.profiles import isolated_profile_dir
-from producers.computer_use.replay import (
-    DivergenceReason,
-    ReplayDivergence,
-    ReplayResult,
-    StepVerdict,
-    replay_action_log,
-    replay_run,
-    replay_sessions,
-)
 from producers.computer_use.session import (
     ActionPublisher,
     ComputerUseSession,
@@ -89,15 +73,33 @@ from producers.computer_use.session import (
     SessionOutcome,
 )
 from producers.computer_use.snapshot import normalise_snapshot
-from producers.computer_use.terminal import (
+from producers.computer_use.terminal import ComputerUseDriverError, DriverFault, classify_terminal_state
+from schemas.documents.browser import (
+    ACTION_LOG_FORMAT,
+    LINEAGE_FORMAT,
     TERMINAL_STATE_MAP,
-    ComputerUseDriverError,
+    Action,
+    ActionRecord,
     ComputerUseTerminalState,
-    DriverFault,
+    LineageEnvelope,
+    MalformedSessionDocument,
+    ObservationHashes,
+    SessionDocument,
     activity_terminal_state,
-    classify_terminal_state,
+    observation_hashes,
+    parse_action_log,
+    parse_session_document,
 )
-from schemas.documents.browser import Action
+from verifier.browser_replay import (
+    DivergenceReason,
+    ReplayDivergence,
+    ReplayNotFound,
+    ReplayResult,
+    StepVerdict,
+    replay_action_log,
+    replay_run,
+    replay_sessions,
+)
 
 if TYPE_CHECKING:
     from producers.computer_use.playwright_driver import PlaywrightDriver

@@ -44,12 +44,12 @@ from producers.computer_use.agents import ScriptedAgent, load_flow
 from producers.computer_use.boundary import DriverFactory
 from producers.computer_use.budget import DEFAULT_RUN_BYTE_CAP
 from producers.computer_use.capability import CapabilityRefusal, require_computer_use_capable
-from producers.computer_use.errors import FlowError, ReplayNotFound
-from producers.computer_use.replay import ReplayResult, render_lines, replay_run, replay_sessions
+from producers.computer_use.errors import FlowError
 from producers.computer_use.session import DEFAULT_MAX_ACTIONS, ActionPublisher, ComputerUseSession, SessionOutcome
 from producers.netpolicy import OriginPolicy, TargetRefused
 from substrate.cas import BlobStore
 from substrate.keys import InstallKeys
+from verifier.browser_replay import ReplayNotFound, ReplayResult, render_lines, replay_run, replay_sessions
 
 EXIT_OK = 0
 EXIT_NOT_FOUND = 1

@@ -12,9 +12,11 @@ Tree (all under ``schemas.errors.BernsteinError``)::
     │   ├── InvalidAction               the agent proposed an action the boundary cannot anchor
     │   └── NavigationRefused           a navigation (or a redirect / page navigation it led to) outside the session's origins
     └── FlowError                       a scripted agent's flow file is malformed (agents.py)
-    ReplayNotFound                      the run holds no such browser session (verifier.browser_replay)
-    MalformedSessionDocument            (a MalformedInput) bytes that are not a session document / action log
-                                        (schemas.documents.browser, re-exported here)
+
+Elsewhere: ``MalformedSessionDocument`` (a MalformedInput; bytes that are not a
+session document or action log) is the format's, in
+``schemas.documents.browser``; ``ReplayNotFound`` (the run holds no such
+browser session) is the replay's, in ``verifier.browser_replay``.
 
 Codes are stable: appended to, never renamed. Playwright's exceptions never
 leave ``playwright_driver.py``; they become ``ComputerUseDriverError``.
@@ -24,20 +26,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from schemas.documents.browser import MalformedSessionDocument
 from schemas.errors import BernsteinError
-from verifier.browser_replay import ReplayNotFound
-
-__all__ = [
-    "ActionLimitExceeded",
-    "ComputerUseError",
-    "FlowError",
-    "InvalidAction",
-    "MalformedSessionDocument",
-    "NavigationRefused",
-    "ReplayNotFound",
-    "SessionRefused",
-]
 
 
 class ComputerUseError(BernsteinError):

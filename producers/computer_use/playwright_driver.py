@@ -73,8 +73,9 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from producers.computer_use.boundary import DriverFactory, Frame, ProposedAction
 from producers.computer_use.errors import NavigationRefused
-from producers.computer_use.terminal import ComputerUseDriverError, ComputerUseTerminalState, DriverFault
+from producers.computer_use.terminal import ComputerUseDriverError, DriverFault
 from producers.netpolicy import Origin, OriginPolicy, TargetRefused
+from schemas.documents.browser import ComputerUseTerminalState
 
 DEFAULT_CHROMIUM: Final = "/usr/bin/chromium"
 NO_SANDBOX_ENV: Final = "BERNSTEIN_CHROMIUM_NO_SANDBOX"

@@ -48,7 +48,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from producers.activity import ActivityResult, require_valid_ids
-from producers.computer_use.anchors import ObservationHashes, anchor, genesis, observation_hashes
 from producers.computer_use.boundary import (
     AgentView,
     BrowserDriver,
@@ -60,20 +59,24 @@ from producers.computer_use.boundary import (
 )
 from producers.computer_use.budget import DEFAULT_RUN_BYTE_CAP, RunByteLedger
 from producers.computer_use.capability import require_computer_use_capable
-from producers.computer_use.document import ActionRecord, action_log_bytes, session_document
 from producers.computer_use.errors import ActionLimitExceeded, ComputerUseError, NavigationRefused, SessionRefused
 from producers.computer_use.lineage import LineageBinding, lineage_entry, seal_lineage
 from producers.computer_use.profiles import prepare_profile, remove_profile
 from producers.computer_use.snapshot import normalise_snapshot
-from producers.computer_use.terminal import (
-    ComputerUseDriverError,
-    ComputerUseTerminalState,
-    DriverFault,
-    activity_terminal_state,
-    classify_terminal_state,
-)
+from producers.computer_use.terminal import ComputerUseDriverError, DriverFault, classify_terminal_state
 from producers.netpolicy import OriginPolicy, TargetRefused
 from schemas import codec
+from schemas.documents.browser import (
+    ActionRecord,
+    ComputerUseTerminalState,
+    ObservationHashes,
+    action_log_bytes,
+    activity_terminal_state,
+    anchor,
+    genesis,
+    observation_hashes,
+    session_document,
+)
 from schemas.records import ActivityKind, Observation, TerminalState
 from substrate.cas import BlobStore
 from substrate.keys import InstallKeys

@@ -3,7 +3,7 @@
 ``ComputerUseTerminalState`` is what the boundary observed (``ok``,
 ``driver_failure``, ``timeout``, ``refused``); the activity result carries the
 closed ``TerminalState`` set the scheduler accepts. ``TERMINAL_STATE_MAP`` (in
-``schemas.documents.browser``, re-exported here) is the whole mapping, written
+``schemas.documents.browser``, with the states) is the whole mapping, written
 once, so a fault can never surface as free text:
 
     ok              -> completed
@@ -21,16 +21,7 @@ from __future__ import annotations
 from typing import ClassVar, Final
 
 from producers.computer_use.errors import ComputerUseError, SessionRefused
-from schemas.documents.browser import TERMINAL_STATE_MAP, ComputerUseTerminalState, activity_terminal_state
-
-__all__ = [
-    "TERMINAL_STATE_MAP",
-    "ComputerUseDriverError",
-    "ComputerUseTerminalState",
-    "DriverFault",
-    "activity_terminal_state",
-    "classify_terminal_state",
-]
+from schemas.documents.browser import ComputerUseTerminalState
 
 
 class DriverFault:

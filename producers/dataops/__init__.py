@@ -6,7 +6,8 @@
     activity.add_output("summary.csv", summary_bytes)    # only after the plan
     result, receipt = activity.finish()                  # artifact = signed receipt
 
-``verify_receipt`` checks a stored receipt offline against pinned keys only.
+``verify_receipt`` checks a stored receipt offline against pinned keys only
+(``verifier.dataops_receipts``, re-exported here).
 See ``docs/dataops.md`` for the phase rules, the receipt format and the trust model.
 """
 
@@ -24,7 +25,6 @@ from producers.dataops.activity import (
     Phase,
     PlanAlreadyDerived,
 )
-from producers.dataops.verify import DataOpsVerdict, ReceiptFailure, verify_artifact, verify_receipt, verify_refusal
 from schemas.documents.dataops import (
     RECEIPT_FORMAT,
     REFUSAL_FORMAT,
@@ -35,6 +35,7 @@ from schemas.documents.dataops import (
     artifact_signing_input,
     receipt_signing_input,
 )
+from verifier.dataops_receipts import DataOpsVerdict, ReceiptFailure, verify_artifact, verify_receipt, verify_refusal
 
 __all__ = [
     "RECEIPT_FORMAT",

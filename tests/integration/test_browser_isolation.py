@@ -18,7 +18,6 @@ from producers.computer_use import (
     SessionOutcome,
     isolated_profile_dir,
     parse_session_document,
-    replay_run,
 )
 from producers.computer_use.agents import load_flow
 from producers.computer_use.fakes import InMemoryScheduler, RecordingPublisher
@@ -29,6 +28,7 @@ from schemas.records import TerminalState
 from substrate.cas import DirBlobStore
 from substrate.keys import InstallKeys, TrustedKeys, init_keys
 from tests.integration.test_browser_kit import SIGNUP_FLOW, SITE, chromium_processes
+from verifier.browser_replay import replay_run
 
 pytestmark = pytest.mark.browser
 

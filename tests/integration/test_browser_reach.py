@@ -28,7 +28,6 @@ from producers.computer_use import (
     ScriptedAgent,
     SessionOutcome,
     parse_session_document,
-    replay_run,
 )
 from producers.computer_use.fakes import InMemoryScheduler, RecordingPublisher
 from producers.computer_use.playwright_driver import BlockedRequest, PlaywrightDriver
@@ -37,6 +36,7 @@ from schemas.records import TerminalState
 from substrate.cas import DirBlobStore
 from substrate.keys import InstallKeys, TrustedKeys, init_keys
 from tests.integration.test_browser_kit import chromium_processes
+from verifier.browser_replay import replay_run
 
 pytestmark = pytest.mark.browser
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from demo.site_server import serve
-from producers.computer_use import DivergenceReason, SessionOutcome, replay_run
+from producers.computer_use import SessionOutcome
 from producers.computer_use.demo import browser_demo_stage
 from producers.computer_use.fakes import MemorySource
 from producers.emitter import Emitter
@@ -41,6 +41,7 @@ from tests.integration.test_browser_kit import (
     run_scheduler,
 )
 from tests.prefixes import fresh_prefix
+from verifier.browser_replay import DivergenceReason, replay_run
 from verifier.kafka_source import KafkaSource
 from verifier.verify import verify
 

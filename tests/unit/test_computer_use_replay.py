@@ -15,14 +15,10 @@ import pytest
 
 from producers.computer_use import (
     ComputerUseSession,
-    DivergenceReason,
     Frame,
     ProposedAction,
-    ReplayNotFound,
     ScriptedAgent,
     SessionOutcome,
-    replay_run,
-    replay_sessions,
 )
 from producers.computer_use.fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, MemorySource, RecordingPublisher
 from schemas import codec
@@ -30,6 +26,7 @@ from schemas.canonical import action_anchor, observation_hash, sha256_digest
 from substrate.cas import DirBlobStore
 from substrate.keys import Ed25519Signer, InstallKeys, TrustedKeys, init_keys
 from tests.computer_use_kit import computer_use_positions, edit_entry
+from verifier.browser_replay import DivergenceReason, ReplayNotFound, replay_run, replay_sessions
 from verifier.sources import StoredRecord
 
 RUN = "run-replay"

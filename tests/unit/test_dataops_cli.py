@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from producers.dataops import verify_artifact
 from producers.dataops.cli import register
 from schemas.canonical import sha256_digest
 from schemas.errors import BernsteinError
 from substrate.cas import DirBlobStore
 from substrate.keys import TrustedKeys, init_keys
+from verifier.dataops_receipts import verify_artifact
 
 DEMO = Path(__file__).resolve().parents[2] / "demo" / "data"
 

@@ -15,9 +15,14 @@ from typing import Any
 
 import pytest
 
-from producers.dataops import DataActivity, EffectBeforePlan, verify_artifact, verify_receipt
+from producers.dataops import DataActivity, EffectBeforePlan
 from producers.dataops.receipt import decode_signature, encode_signature
-from producers.dataops.verify import (
+from schemas.canonical import canonical_json, plan_hash, sha256_digest
+from substrate.cas import DirBlobStore
+from substrate.keys import Ed25519Signer, TrustedKeys
+from verifier.checks import check_for
+from verifier.checks.base import CheckContext, ModalityVerdict
+from verifier.dataops_receipts import (
     ARTIFACT_HASH_MISMATCH,
     BLOB_CHANGED,
     BLOB_MISSING,
@@ -35,12 +40,9 @@ from producers.dataops.verify import (
     SIGNATURE_MISSING,
     SIGNER_NOT_PINNED,
     DataOpsVerdict,
+    verify_artifact,
+    verify_receipt,
 )
-from schemas.canonical import canonical_json, plan_hash, sha256_digest
-from substrate.cas import DirBlobStore
-from substrate.keys import Ed25519Signer, TrustedKeys
-from verifier.checks import check_for
-from verifier.checks.base import CheckContext, ModalityVerdict
 
 PINNED = Ed25519Signer.from_seed(b"\x01" * 32)
 OTHER = Ed25519Signer.from_seed(b"\x02" * 32)
