@@ -61,6 +61,7 @@ from schemas.canonical import (
     seal_signing_input,
     sha256_digest,
 )
+from schemas.documents.browser import LineageBinding
 from schemas.documents.rules import DOCUMENT_KINDS, submission_violation
 from schemas.ed25519 import verify_signature
 from schemas.errors import CanonicalizationError
@@ -625,15 +626,10 @@ class SchedulerCore:
                 raise ValueError("not canonical JSON")
         except (ValueError, UnicodeDecodeError, CanonicalizationError):
             return _Refusal(RefusalCode.LINEAGE_MALFORMED, "lineage entry is not a canonical JSON object", "lineage.entry")
-        expected = {
-            "run_id": act["run_id"],
-            "session_id": act["session_id"],
-            "action_index": act["action_index"],
-            "content_hash": act["anchor"],
-            "parent_hashes": [act["prev_anchor"]],
-            "worker_id": act["producer"]["id"],
-            "key_id": lineage["key_id"],
-        }
+        binding = LineageBinding(
+            act["run_id"], act["session_id"], act["action_index"], act["anchor"], act["prev_anchor"], act["producer"]["id"]
+        )
+        expected = binding.required(lineage["key_id"])
         for name, value in expected.items():
             if entry.get(name) != value:
                 return _Refusal(
