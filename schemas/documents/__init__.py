@@ -10,8 +10,14 @@ bytes (``consumers/core/step.py``) and the offline verifier (``verifier/``).
 * ``research`` the research report (citation model) and the abort records;
 * ``dataops``  the data/ops receipt (structure, plan projection, plan-before-effect
   order) and the data/ops refusal record;
+* ``browser``  the computer-use session: canonical action, anchors, lineage entry,
+  action log, session document and terminal-state mapping;
 * ``rules``    what the scheduler asks: ``submission_violation(...)``, the first
   broken rule of a submission as a typed ``Violation`` (a ``RefusalCode``).
 
-The scheduler's rules and codes are documented in ``docs/modality_rules.md``.
+Verification that needs pinned keys or the content store lives in
+``verifier/`` (``dataops_receipts``, ``browser_replay``). Nothing here imports
+``producers``, ``substrate``, ``consumers``, ``verifier`` or ``bernstein``
+(``tests/unit/test_import_boundary.py``). The scheduler's rules and codes are
+documented in ``docs/modality_rules.md``.
 """

@@ -89,3 +89,30 @@ def test_the_scan_ignores_relative_imports_and_lookalike_names() -> None:
     names = [name for _, name in _imported_modules(source, "probe.py")]
     assert names == ["producers_extra", "schemas.documents"]
     assert all(name.split(".")[0] != "producers" for name in names)
+
+
+def test_the_sdk_names_are_the_shared_homes_objects_not_copies() -> None:
+    import producers.computer_use as sdk
+    import producers.dataops as dataops_sdk
+    from schemas.documents import browser
+    from verifier import browser_replay, dataops_receipts
+
+    for name in (
+        "Action",
+        "ActionRecord",
+        "ComputerUseTerminalState",
+        "LineageEnvelope",
+        "MalformedSessionDocument",
+        "ObservationHashes",
+        "SessionDocument",
+        "TERMINAL_STATE_MAP",
+        "activity_terminal_state",
+        "observation_hashes",
+        "parse_action_log",
+        "parse_session_document",
+    ):
+        assert getattr(sdk, name) is getattr(browser, name), name
+    for name in ("DivergenceReason", "ReplayNotFound", "ReplayResult", "replay_action_log", "replay_run", "replay_sessions"):
+        assert getattr(sdk, name) is getattr(browser_replay, name), name
+    for name in ("DataOpsVerdict", "ReceiptFailure", "verify_artifact", "verify_receipt", "verify_refusal"):
+        assert getattr(dataops_sdk, name) is getattr(dataops_receipts, name), name
