@@ -30,8 +30,15 @@ SCHEMA_DIR: Final = Path(__file__).resolve().parent / "avro"
 
 # Schema names are the .avsc file stems: "<Record>.v<N>".
 ACTIVITY_SUBMISSION: Final = "ActivitySubmission.v1"
+ACTIVITY_SUBMISSION_V2: Final = "ActivitySubmission.v2"
+"""What the SDK publishes since v2: each observation declares its blob's byte size (the per-run evidence
+cap); v1 stays accepted (its blobs count 0 toward the cap, and the verifier reports their sizes)."""
 RUN_CLOSE: Final = "RunClose.v1"
 JOURNAL_ENTRY: Final = "JournalEntry.v1"
+JOURNAL_ENTRY_V2: Final = "JournalEntry.v2"
+"""The entry the scheduler writes for an ActivitySubmission.v2 (observations with their declared sizes)."""
+JOURNAL_ENTRIES: Final = frozenset({JOURNAL_ENTRY, JOURNAL_ENTRY_V2})
+"""Both activity.result entry layouts (the same fields; v2 observations also carry ``size``)."""
 JOURNAL_RECORD: Final = "JournalRecord.v1"
 RUN_SEAL: Final = "RunSeal.v1"
 SEAL_RECORD: Final = "SealRecord.v1"
@@ -50,6 +57,11 @@ PARTITION_CHECKPOINT: Final = "PartitionCheckpoint.v1"
 CHECKPOINT_RECORD: Final = "CheckpointRecord.v1"
 COMPUTER_USE_ACTION: Final = "ComputerUseAction.v1"
 COMPUTER_USE_ENTRY: Final = "ComputerUseEntry.v1"
+COMPUTER_USE_ACTION_V2: Final = "ComputerUseAction.v2"
+"""Since v2 an action declares its screenshot's and DOM snapshot's byte sizes (``screenshot_size``, ``dom_size``)."""
+COMPUTER_USE_ENTRY_V2: Final = "ComputerUseEntry.v2"
+"""The entry the scheduler writes for a ComputerUseAction.v2 (the declared sizes pinned)."""
+COMPUTER_USE_ENTRIES: Final = frozenset({COMPUTER_USE_ENTRY, COMPUTER_USE_ENTRY_V2})
 
 
 class DecodeError(MalformedInput):
@@ -404,7 +416,7 @@ def split_envelope(value: bytes) -> tuple[str, tuple[Any, ...]]:
     return name, fields
 
 
-_ENTRY_HEADS: Final = frozenset({JOURNAL_ENTRY, COMPUTER_USE_ENTRY})
+_ENTRY_HEADS: Final = JOURNAL_ENTRIES | COMPUTER_USE_ENTRIES
 _AUDIT_HEADS: Final = frozenset({AUDIT_ENTRY, AUDIT_ENTRY_V2})
 
 

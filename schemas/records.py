@@ -54,6 +54,11 @@ MAX_KEPT_KEY_BYTES: Final = 1024
 """A dead letter keeps at most this many bytes of the input key (and always its digest and size)."""
 MAX_MESSAGE_BYTES: Final = 2 * 1024 * 1024
 """The topics' ``max.message.bytes`` and the clients' ``message.max.bytes`` (substrate/kafka.py)."""
+MAX_RUN_EVIDENCE_BYTES: Final = 64 * 1024 * 1024
+"""The per-run evidence cap (seed 002, "CAS-growth guard"): the declared sizes of a run's distinct evidence
+blobs (observations of ActivitySubmission.v2, screenshots and DOM snapshots of ComputerUseAction.v2; a
+digest counts once per run) may add up to at most this many bytes. The scheduler refuses the input that
+would cross it (EVIDENCE_CAP_EXCEEDED); the verifier checks every declared size against the stored blob."""
 
 _ID_RE: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@+=-]{0,127}")
 _CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f]")
@@ -192,6 +197,8 @@ class RefusalCode(StrEnum):
     DUPLICATE_SUBMISSION = "DUPLICATE_SUBMISSION"
     LINEAGE_TOO_LARGE = "LINEAGE_TOO_LARGE"
     JSON_TOO_DEEP = "JSON_TOO_DEEP"
+    INVALID_EVIDENCE_SIZE = "INVALID_EVIDENCE_SIZE"
+    EVIDENCE_CAP_EXCEEDED = "EVIDENCE_CAP_EXCEEDED"
 
 
 class DeadLetterCode(StrEnum):
