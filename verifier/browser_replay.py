@@ -84,7 +84,7 @@ if TYPE_CHECKING:
     from verifier.sources import RecordSource
 
 _JOURNAL: Final = frozenset({codec.JOURNAL_RECORD, codec.SEAL_RECORD})
-_ENTRIES: Final = frozenset({codec.JOURNAL_ENTRY, codec.COMPUTER_USE_ENTRY})
+_ENTRIES: Final = codec.JOURNAL_ENTRIES | codec.COMPUTER_USE_ENTRIES
 
 
 class ReplayNotFound(BernsteinError):
@@ -772,7 +772,7 @@ def _collect(run_id: str, source: RecordSource) -> tuple[dict[str, _SessionRecor
             if entry["run_id"] != run_id:
                 notes.append(f"{where} is keyed {run_id!r} but belongs to run {entry['run_id']!r}; ignored")
                 continue
-            if decoded.schema.name == codec.COMPUTER_USE_ENTRY and entry["entry_type"] == ENTRY_COMPUTER_USE_ACTION:
+            if decoded.schema.name in codec.COMPUTER_USE_ENTRIES and entry["entry_type"] == ENTRY_COMPUTER_USE_ACTION:
                 recomputed = journal_entry_hash(payload)
                 problem = ""
                 if recomputed != envelope.record["entry_hash"]:
@@ -782,7 +782,7 @@ def _collect(run_id: str, source: RecordSource) -> tuple[dict[str, _SessionRecor
                     )
                 item = step_input_from_entry(entry, where=where, journal_problem=problem)
                 sessions.setdefault(entry["session_id"], _SessionRecords()).inputs.append(item)
-            elif decoded.schema.name == codec.JOURNAL_ENTRY and entry["kind"] == "browser":
+            elif decoded.schema.name in codec.JOURNAL_ENTRIES and entry["kind"] == "browser":
                 records = sessions.setdefault(entry["stage_id"], _SessionRecords())
                 if records.result_artifact is None:
                     records.result_artifact = entry["artifact_hash"]

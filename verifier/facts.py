@@ -79,7 +79,7 @@ S_RESULT: Final = 2
 Row = tuple[int, int, "bytes | None", "bytes | None", Any, int, tuple[tuple[str, bytes], ...]]
 SecretFor = Callable[[str], "bytes | None"]
 
-_ENTRY: Final = frozenset({codec.JOURNAL_ENTRY})
+_ENTRY: Final = codec.JOURNAL_ENTRIES
 _S_SKIP: Final = (S_SKIP,)
 
 _native: ModuleType | None

@@ -82,7 +82,7 @@ _CHUNK: Final = 256
 """Records per batch for sources that only offer ``records`` (dumps give their own chunks)."""
 
 _JOURNAL = frozenset({codec.JOURNAL_RECORD, codec.SEAL_RECORD})
-_ENTRY = frozenset({codec.JOURNAL_ENTRY})
+_ENTRY = codec.JOURNAL_ENTRIES
 _RESULT = AuditEvent.ACTIVITY_RESULT.value
 _ENTRY_EVENTS = frozenset({AuditEvent.ACTIVITY_RESULT.value, AuditEvent.COMPUTER_USE_ACTION.value})
 """Audit events that mirror a journal entry (joined with the journal entry by entry)."""
@@ -1214,7 +1214,7 @@ def _computer_use_entry(c: codec.Codec, value: bytes | None) -> dict[str, Any] |
         name, fields = codec.split_envelope(value or b"")
         if name != codec.JOURNAL_RECORD:
             return None
-        return c.decode(fields[0], expect=frozenset({codec.COMPUTER_USE_ENTRY})).record
+        return c.decode(fields[0], expect=codec.COMPUTER_USE_ENTRIES).record
     except codec.DecodeError:
         return None
 

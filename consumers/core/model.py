@@ -126,6 +126,12 @@ class RunState:
     submissions: dict[str, str] = field(default_factory=dict)
     """submission_id -> the stage (or computer-use session) of every journalled entry: a
     repeated submission_id is refused (DUPLICATE_SUBMISSION), so a retried publish is journalled once."""
+    evidence_bytes: int = 0
+    """The declared sizes of the run's distinct evidence blobs so far (observations of ActivitySubmission.v2,
+    screenshots and DOM snapshots of ComputerUseAction.v2), at most ``MAX_RUN_EVIDENCE_BYTES``."""
+    blobs: set[str] = field(default_factory=set)
+    """Every blob digest counted in ``evidence_bytes`` (a blob seen again in the run counts once). Grows by one
+    digest (71 characters) per distinct blob: a run at the 64 MiB cap of 4 KiB blobs holds 16k of them."""
 
     @classmethod
     def new(cls, run_id: str) -> RunState:

@@ -29,7 +29,8 @@ passes a startup self-check against the reference, else the Python core.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, MutableSet, Sequence
+from collections.abc import Set as AbstractSet
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn, Protocol
 
@@ -60,6 +61,7 @@ from schemas.records import (
     MAX_OCCURRED_AT_MS,
     MAX_REASON_CODE_LENGTH,
     MAX_REF_LENGTH,
+    MAX_RUN_EVIDENCE_BYTES,
     TERMINAL_STATES,
     DeadLetterCode,
 )
@@ -123,6 +125,7 @@ def _constant_mismatches() -> list[str]:
         "MAX_LABEL_LENGTH": MAX_LABEL_LENGTH,
         "MAX_OCCURRED_AT_MS": MAX_OCCURRED_AT_MS,
         "MAX_KEPT_KEY_BYTES": MAX_KEPT_KEY_BYTES,
+        "MAX_RUN_EVIDENCE_BYTES": MAX_RUN_EVIDENCE_BYTES,
     }
     built = _native.CONSTANTS
     problems = [
@@ -354,8 +357,22 @@ class NativeSchedulerCore:
                     sealed_count=sealed_count,
                     sessions={sid: SessionState(next_index, anchor, done) for sid, next_index, anchor, done in sessions},
                     submissions=submissions,
+                    evidence_bytes=evidence_bytes,
+                    blobs=set(blobs),
                 )
-                for run_id, head, entry_count, stages, evidence, closed, sealed_count, sessions, submissions in runs
+                for (
+                    run_id,
+                    head,
+                    entry_count,
+                    stages,
+                    evidence,
+                    closed,
+                    sealed_count,
+                    sessions,
+                    submissions,
+                    evidence_bytes,
+                    blobs,
+                ) in runs
             },
         )
 
@@ -380,6 +397,8 @@ class NativeSchedulerCore:
                     run.sealed_count,
                     [(sid, s.next_index, s.last_anchor, s.closed) for sid, s in run.sessions.items()],
                     run.submissions,
+                    run.evidence_bytes,
+                    sorted(run.blobs),
                 )
                 for run_id, run in state.runs.items()
             ],
@@ -526,6 +545,8 @@ class _LazyRuns(MutableMapping[str, RunState]):
             sealed_count=sealed_count,
             sessions={sid: SessionState(next_index, anchor, done) for sid, next_index, anchor, done in sessions},
             submissions=_NativeMap(self._native.submission_get, run_id, self),  # type: ignore[arg-type]
+            evidence_bytes=self._native.evidence_bytes(run_id),
+            blobs=_NativeSet(self._native.blob_has, run_id, self),  # type: ignore[arg-type]
         )
         self._runs[run_id] = run
         return run
@@ -570,6 +591,7 @@ class _LazyRuns(MutableMapping[str, RunState]):
             stages_replace, stages = _map_items(run.stages)
             evidence_replace, evidence = _map_items(run.evidence)
             submissions_replace, submissions = _map_items(run.submissions)
+            blobs_replace, blobs = _set_items(run.blobs)
             self._native.apply_run(
                 run_id,
                 run.head,
@@ -583,7 +605,52 @@ class _LazyRuns(MutableMapping[str, RunState]):
                 evidence,
                 submissions_replace,
                 submissions,
+                run.evidence_bytes,
+                blobs_replace,
+                blobs,
             )
+
+
+class _NativeSet(MutableSet[str]):
+    """A run's ``blobs`` (digests counted toward the evidence cap): membership asks the extension, adds stay here."""
+
+    __slots__ = ("_has", "_run_id", "_owner", "writes")
+
+    def __init__(self, has: Any, run_id: str, owner: _LazyRuns) -> None:
+        self._has = has
+        self._run_id = run_id
+        self._owner = owner
+        self.writes: list[str] = []
+
+    def __contains__(self, digest: object) -> bool:
+        return isinstance(digest, str) and (digest in self.writes or bool(self._has(self._run_id, digest)))
+
+    def add(self, digest: str) -> None:
+        value: object = digest
+        if not isinstance(value, str):
+            self._unsupported()
+        if digest not in self:
+            self.writes.append(digest)
+
+    def discard(self, digest: str) -> None:
+        self._unsupported()
+
+    def __iter__(self) -> Iterator[str]:
+        self._unsupported()
+
+    def __len__(self) -> int:
+        self._unsupported()
+
+    def _unsupported(self) -> NoReturn:
+        self._owner.unsupported = True
+        raise _Unsupported("a blob set operation the lazy view does not model")
+
+
+def _set_items(blobs: AbstractSet[str]) -> tuple[bool, list[str]]:
+    """(replace?, digests): the adds of a lazy set, or the whole of a set the step built itself."""
+    if isinstance(blobs, _NativeSet):
+        return False, list(blobs.writes)
+    return True, sorted(blobs)
 
 
 def _map_items(mapping: Mapping[str, str]) -> tuple[bool, list[tuple[str, str]]]:

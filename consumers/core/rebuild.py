@@ -5,7 +5,9 @@ evidence set, submission id) and every seal (sealed count, closed flag); the
 last audit record holds the audit chain's sequence number and head. Folding
 them gives exactly the state the scheduler had after its last committed
 transaction, so redundancy memory, the submission ids a retry may repeat,
-chain heads and the audit head survive restarts. The fold is pure: the shell
+chain heads, each run's evidence total (the declared sizes of its distinct
+blobs, from JournalEntry.v2 and ComputerUseEntry.v2) and the audit head survive
+restarts. The fold is pure: the shell
 feeds it the records it read.
 
 The fold re-checks what it reads: entry hashes, chain links, every seal's
@@ -24,14 +26,14 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 
 from consumers.core.model import SchedulerConfig, SchedulerState, SessionState
-from consumers.core.step import initial_state
+from consumers.core.step import charge_evidence, initial_state
 from schemas import codec
 from schemas.canonical import audit_mac, computer_use_genesis, journal_entry_hash, macs_equal, seal_signing_input
 from schemas.errors import BernsteinError
 from schemas.records import ENTRY_COMPUTER_USE_ACTION
 
 _JOURNAL_SCHEMAS = frozenset({codec.JOURNAL_RECORD, codec.SEAL_RECORD})
-_ENTRY_SCHEMAS = frozenset({codec.JOURNAL_ENTRY, codec.COMPUTER_USE_ENTRY})
+_ENTRY_SCHEMAS = codec.JOURNAL_ENTRIES | codec.COMPUTER_USE_ENTRIES
 
 OPERATOR_HINT = (
     "The scheduler will not extend a chain it cannot vouch for. Inspect the record "
@@ -146,11 +148,15 @@ def _apply_entry(state: SchedulerState, c: codec.Codec, envelope: dict[str, obje
             run.sessions[entry["session_id"]] = session
         session.next_index = entry["action_index"] + 1
         session.last_anchor = entry["anchor"]
+        if "screenshot_size" in entry:  # ComputerUseEntry.v2
+            charge_evidence(run, [(entry["screenshot_hash"], entry["screenshot_size"]), (entry["dom_digest"], entry["dom_size"])])
         return None
     run.submissions[entry["submission_id"]] = entry["stage_id"]
     run.stages[entry["stage_id"]] = entry["evidence_set_hash"]
     if entry["observations"]:
         run.evidence.setdefault(entry["evidence_set_hash"], entry["stage_id"])
+        if "size" in entry["observations"][0]:  # JournalEntry.v2
+            charge_evidence(run, [(o["content_hash"], o["size"]) for o in entry["observations"]])
     if entry["kind"] == "browser":
         session = run.sessions.get(entry["stage_id"])
         if session is None:

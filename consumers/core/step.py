@@ -15,7 +15,15 @@ size -> artifact hash -> observations -> evidence-set hash -> run closed ->
 duplicate stage -> redundant evidence -> the modality's rules (a browser
 result's session; a research report's citations or a data/ops receipt's
 structure, plan and order, decided by ``schemas/documents/`` from the
-submission's own bytes: docs/modality_rules.md).
+submission's own bytes: docs/modality_rules.md) -> the per-run evidence cap.
+
+The evidence cap: ActivitySubmission.v2 observations and ComputerUseAction.v2
+screenshots and DOM snapshots declare each blob's byte size (0 to 64 MiB, else
+INVALID_EVIDENCE_SIZE, checked with the observation or digest it belongs to).
+A run's distinct blob digests may add up to ``MAX_RUN_EVIDENCE_BYTES`` of
+declared bytes; the input that would cross it is refused as the last check
+(EVIDENCE_CAP_EXCEEDED). v1 inputs declare no sizes and count nothing; the
+verifier checks every declared size against the stored blob.
 
 Every output is bounded: no field reaches an output unbounded (an input key
 is kept as its digest, its size and at most 1 KiB of it), and an output whose
@@ -80,6 +88,7 @@ from schemas.records import (
     MAX_OBSERVATIONS,
     MAX_OCCURRED_AT_MS,
     MAX_REF_LENGTH,
+    MAX_RUN_EVIDENCE_BYTES,
     TERMINAL_STATES,
     AuditEvent,
     DeadLetterCode,
@@ -90,7 +99,16 @@ from schemas.records import (
     is_valid_reason_code,
 )
 
-_INPUT_SCHEMAS = frozenset({codec.ACTIVITY_SUBMISSION, codec.RUN_CLOSE, codec.COMPUTER_USE_ACTION})
+_INPUT_SCHEMAS = frozenset(
+    {
+        codec.ACTIVITY_SUBMISSION,
+        codec.ACTIVITY_SUBMISSION_V2,
+        codec.RUN_CLOSE,
+        codec.COMPUTER_USE_ACTION,
+        codec.COMPUTER_USE_ACTION_V2,
+    }
+)
+_SIZED_INPUTS = frozenset({codec.ACTIVITY_SUBMISSION_V2, codec.COMPUTER_USE_ACTION_V2})
 _MAX_EVIDENCE_CHARS = 256
 _MAX_DEAD_LETTER_RAW = 512 * 1024
 _CE_SOURCE = b"bernstein/scheduler"
@@ -167,17 +185,20 @@ class SchedulerCore:
         except codec.DecodeError as exc:
             self._dead_letter(state, record, emit, DeadLetterCode(exc.code), exc.message)
             return
-        if decoded.schema.name == codec.RUN_CLOSE:
+        name = decoded.schema.name
+        if name == codec.RUN_CLOSE:
             self._run_close(state, record, decoded.record, emit)
-        elif decoded.schema.name == codec.COMPUTER_USE_ACTION:
-            self._computer_use_action(state, record, decoded.record, emit)
+        elif name in (codec.COMPUTER_USE_ACTION, codec.COMPUTER_USE_ACTION_V2):
+            self._computer_use_action(state, record, decoded.record, emit, sized=name in _SIZED_INPUTS)
         else:
-            self._submission(state, record, decoded.record, emit)
+            self._submission(state, record, decoded.record, emit, sized=name in _SIZED_INPUTS)
 
     # -- submissions ------------------------------------------------------------
 
-    def _submission(self, state: SchedulerState, record: InputRecord, sub: dict[str, Any], emit: _Emitter) -> None:
-        refusal = self._validate(state, record, sub)
+    def _submission(
+        self, state: SchedulerState, record: InputRecord, sub: dict[str, Any], emit: _Emitter, *, sized: bool = False
+    ) -> None:
+        refusal = self._validate(state, record, sub, sized=sized)
         if refusal is not None:
             self._refuse(state, record, sub, refusal, emit)
             return
@@ -203,7 +224,7 @@ class SchedulerCore:
             "input": {"topic": record.topic, "partition": record.partition, "offset": record.offset},
             "occurred_at_ms": sub["occurred_at_ms"],
         }
-        payload = self._codec.encode(codec.JOURNAL_ENTRY, entry)
+        payload = self._codec.encode(codec.JOURNAL_ENTRY_V2 if sized else codec.JOURNAL_ENTRY, entry)
         entry_hash = journal_entry_hash(payload)
         value = self._codec.encode(codec.JOURNAL_RECORD, {"payload": payload, "entry_hash": entry_hash})
         emit.add(Stream.JOURNAL, run_id.encode(), value, b"bernstein.activity.result")
@@ -215,6 +236,8 @@ class SchedulerCore:
         run.stages[sub["stage_id"]] = sub["evidence_set_hash"]
         if sub["observations"]:
             run.evidence.setdefault(sub["evidence_set_hash"], sub["stage_id"])
+        if sized:
+            charge_evidence(run, _observation_blobs(sub))
         if sub["kind"] == "browser":
             # A browser stage is its session: accepting its result closes the action chain.
             session = run.sessions.get(sub["stage_id"])
@@ -241,7 +264,9 @@ class SchedulerCore:
         if run.entry_count - run.sealed_count >= self.config.seal_every:
             self._seal(state, record, emit, run_id, run, final=False)
 
-    def _validate(self, state: SchedulerState, record: InputRecord, sub: dict[str, Any]) -> _Refusal | None:
+    def _validate(
+        self, state: SchedulerState, record: InputRecord, sub: dict[str, Any], *, sized: bool = False
+    ) -> _Refusal | None:
         run_id, stage_id, role, kind = sub["run_id"], sub["stage_id"], sub["role"], sub["kind"]
         for code, field, value in (
             (RefusalCode.INVALID_RUN_ID, "run_id", run_id),
@@ -337,6 +362,10 @@ class SchedulerCore:
                     f"observations[{index}]",
                     _clip(obs_kind),
                 )
+            if sized:
+                refusal = _size_refusal(f"observations[{index}].size", observation["size"])
+                if refusal is not None:
+                    return refusal
         declared_evidence = sub["evidence_set_hash"]
         if not is_digest(declared_evidence):
             return _malformed_digest("evidence_set_hash", declared_evidence)
@@ -374,11 +403,14 @@ class SchedulerCore:
                     earlier_stage_id=earlier,
                     exception="RedundantStage",
                 )
+        refusal = None
         if kind == "browser":
-            return self._browser_session_refusal(run_id, stage_id, artifact, run)
-        if kind in DOCUMENT_KINDS:
-            return _document_refusal(sub)
-        return None
+            refusal = self._browser_session_refusal(run_id, stage_id, artifact, run)
+        elif kind in DOCUMENT_KINDS:
+            refusal = _document_refusal(sub)
+        if refusal is None and sized:
+            refusal = _cap_refusal(run_id, run, _observation_blobs(sub))
+        return refusal
 
     def _browser_session_refusal(self, run_id: str, stage_id: str, artifact: bytes, run: RunState | None) -> _Refusal | None:
         """A browser result must name its session (= stage) and that session's accepted head anchor."""
@@ -453,8 +485,10 @@ class SchedulerCore:
 
     # -- computer-use actions -----------------------------------------------------
 
-    def _computer_use_action(self, state: SchedulerState, record: InputRecord, act: dict[str, Any], emit: _Emitter) -> None:
-        refusal = self._validate_action(state, record, act)
+    def _computer_use_action(
+        self, state: SchedulerState, record: InputRecord, act: dict[str, Any], emit: _Emitter, *, sized: bool = False
+    ) -> None:
+        refusal = self._validate_action(state, record, act, sized=sized)
         if refusal is not None:
             self._refuse(state, record, {**act, "stage_id": act["session_id"], "kind": "browser", "role": ""}, refusal, emit)
             return
@@ -465,9 +499,11 @@ class SchedulerCore:
         seq = known.entry_count if known is not None else 0
         lineage = act["lineage"]
         lineage_hash = sha256_digest(lineage["entry"])
+        sizes = {"screenshot_size": act["screenshot_size"], "dom_size": act["dom_size"]} if sized else {}
         payload = self._codec.encode(
-            codec.COMPUTER_USE_ENTRY,
+            codec.COMPUTER_USE_ENTRY_V2 if sized else codec.COMPUTER_USE_ENTRY,
             {
+                **sizes,
                 "run_id": run_id,
                 "seq": seq,
                 "prev_hash": known.head if known is not None else journal_genesis(run_id),
@@ -504,6 +540,8 @@ class SchedulerCore:
         run.submissions[act["submission_id"]] = session_id
         session.next_index += 1
         session.last_anchor = act["anchor"]
+        if sized:
+            charge_evidence(run, _action_blobs(act))
         self._audit(
             state,
             record,
@@ -535,7 +573,9 @@ class SchedulerCore:
         if run.entry_count - run.sealed_count >= self.config.seal_every:
             self._seal(state, record, emit, run_id, run, final=False)
 
-    def _validate_action(self, state: SchedulerState, record: InputRecord, act: dict[str, Any]) -> _Refusal | None:
+    def _validate_action(
+        self, state: SchedulerState, record: InputRecord, act: dict[str, Any], *, sized: bool = False
+    ) -> _Refusal | None:
         run_id, session_id = act["run_id"], act["session_id"]
         if not is_valid_id(run_id):
             return _invalid_id(RefusalCode.INVALID_RUN_ID, "run_id", run_id)
@@ -564,6 +604,10 @@ class SchedulerCore:
                 return _malformed_digest(name, act[name])
         if action["value_digest"] and not is_mac(action["value_digest"]):
             return _malformed_digest("action.value_digest", action["value_digest"])
+        if sized:
+            refusal = _size_refusal("screenshot_size", act["screenshot_size"]) or _size_refusal("dom_size", act["dom_size"])
+            if refusal is not None:
+                return refusal
         recomputed = action_anchor(act["prev_anchor"], act["observation_hash"], action)
         if recomputed != act["anchor"]:
             return _Refusal(
@@ -604,7 +648,10 @@ class SchedulerCore:
                 act["prev_anchor"],
                 expected_prev,
             )
-        return self._lineage_refusal(act)
+        refusal = self._lineage_refusal(act)
+        if refusal is None and sized:
+            refusal = _cap_refusal(run_id, run, _action_blobs(act))
+        return refusal
 
     def _lineage_refusal(self, act: dict[str, Any]) -> _Refusal | None:
         """The signed lineage entry must bind this very action, under a pinned key."""
@@ -953,6 +1000,66 @@ def _malformed_digest(field: str, value: object) -> _Refusal:
         f"{field} is not of the form sha256:<64 lowercase hex>",
         field,
         _clip(value),
+    )
+
+
+def _observation_blobs(sub: dict[str, Any]) -> list[tuple[str, int]]:
+    """(digest, declared size) of an ActivitySubmission.v2's observations, in order."""
+    return [(o["content_hash"], o["size"]) for o in sub["observations"]]
+
+
+def _action_blobs(act: dict[str, Any]) -> list[tuple[str, int]]:
+    """(digest, declared size) of a ComputerUseAction.v2's screenshot and DOM snapshot."""
+    return [(act["screenshot_hash"], act["screenshot_size"]), (act["dom_digest"], act["dom_size"])]
+
+
+def _new_evidence(run: RunState | None, blobs: list[tuple[str, int]]) -> tuple[int, int]:
+    """(bytes, blobs) that ``blobs`` add to the run: digests not counted yet, each once (its first size)."""
+    seen: set[str] = set()
+    added = count = 0
+    for digest, size in blobs:
+        if digest in seen or (run is not None and digest in run.blobs):
+            continue
+        seen.add(digest)
+        added += size
+        count += 1
+    return added, count
+
+
+def charge_evidence(run: RunState, blobs: list[tuple[str, int]]) -> None:
+    """Count the blobs not counted yet (the step after acceptance; the rebuild from the journal)."""
+    for digest, size in blobs:
+        if digest not in run.blobs:
+            run.blobs.add(digest)
+            run.evidence_bytes += size
+
+
+def _size_refusal(field: str, size: int) -> _Refusal | None:
+    if 0 <= size <= MAX_RUN_EVIDENCE_BYTES:
+        return None
+    return _Refusal(
+        RefusalCode.INVALID_EVIDENCE_SIZE,
+        f"{field} must be 0 to {MAX_RUN_EVIDENCE_BYTES} bytes (the per-run evidence cap), got {size}",
+        field,
+        str(size),
+        str(MAX_RUN_EVIDENCE_BYTES),
+    )
+
+
+def _cap_refusal(run_id: str, run: RunState | None, blobs: list[tuple[str, int]]) -> _Refusal | None:
+    """The per-run evidence cap: the run's distinct blobs, with these, may hold at most MAX_RUN_EVIDENCE_BYTES."""
+    before = run.evidence_bytes if run is not None else 0
+    added, count = _new_evidence(run, blobs)
+    total = before + added
+    if total <= MAX_RUN_EVIDENCE_BYTES:
+        return None
+    return _Refusal(
+        RefusalCode.EVIDENCE_CAP_EXCEEDED,
+        f"run {run_id!r} would hold {total} bytes of evidence ({before} already, {added} in {count} new blobs); "
+        f"the per-run cap is {MAX_RUN_EVIDENCE_BYTES}",
+        "evidence",
+        str(total),
+        str(MAX_RUN_EVIDENCE_BYTES),
     )
 
 

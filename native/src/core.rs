@@ -58,6 +58,8 @@ pub const MAX_DETAIL_CHARS: usize = 1024;
 pub const MAX_LABEL_LENGTH: usize = 256;
 pub const MAX_OCCURRED_AT_MS: i64 = 253_402_300_799_999;
 pub const MAX_KEPT_KEY_BYTES: usize = 1024;
+/// `schemas.records.MAX_RUN_EVIDENCE_BYTES`: the per-run evidence cap (declared bytes of distinct blobs).
+pub const MAX_RUN_EVIDENCE_BYTES: i64 = 64 * 1024 * 1024;
 pub const ENTRY_ACTIVITY_RESULT: &str = "activity.result";
 
 const ID_RULE: &str = "must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -";
@@ -129,6 +131,7 @@ impl BuildHasher for KeyedHasher {
 }
 
 pub type Map<K, V> = IndexMap<K, V, KeyedHasher>;
+pub type Set<K> = indexmap::IndexSet<K, KeyedHasher>;
 
 // ---------------------------------------------------------------------------
 // configuration and state
@@ -181,6 +184,10 @@ pub struct RunState {
     pub sessions: Vec<(String, Session)>,
     /// submission_id -> stage (or session) of every journalled entry.
     pub submissions: Map<Box<str>, Box<str>>,
+    /// Declared bytes of the run's distinct evidence blobs (ActivitySubmission.v2, ComputerUseAction.v2).
+    pub evidence_bytes: i64,
+    /// The digests counted in `evidence_bytes` (each once).
+    pub blobs: Set<Box<str>>,
 }
 
 impl RunState {
@@ -194,6 +201,8 @@ impl RunState {
             sealed_count: 0,
             sessions: Vec::new(),
             submissions: Map::with_hasher(hasher),
+            evidence_bytes: 0,
+            blobs: Set::with_hasher(hasher),
         }
     }
 }
@@ -566,8 +575,8 @@ impl Core {
             return Ok(());
         }
         let body = &value[HEADER_SIZE..];
-        if fp == FP_ACTIVITY_SUBMISSION {
-            let (sub, used) = decode_submission(body)
+        if fp == FP_ACTIVITY_SUBMISSION || fp == FP_ACTIVITY_SUBMISSION_V2 {
+            let (sub, used) = decode_submission(body, fp == FP_ACTIVITY_SUBMISSION_V2)
                 .map_err(|_| Fallback("body not decoded by the strict reader"))?;
             if used != body.len() {
                 self.trailing(rec, pos, out, &name, body.len() - used);
@@ -639,10 +648,14 @@ impl Core {
         let obs_len: usize = sub
             .observations
             .iter()
-            .map(|o| o.kind.len() + o.reference.len() + o.content_hash.len() + 6)
+            .map(|o| o.kind.len() + o.reference.len() + o.content_hash.len() + 16)
             .sum();
         let mut payload = soe_buffer(
-            &FP_JOURNAL_ENTRY,
+            if sub.sized {
+                &FP_JOURNAL_ENTRY_V2
+            } else {
+                &FP_JOURNAL_ENTRY
+            },
             400 + obs_len + run_id.len() + rec.topic.len(),
         );
         put_str(&mut payload, run_id);
@@ -662,6 +675,9 @@ impl Core {
                 put_str(&mut payload, o.kind);
                 put_str(&mut payload, o.reference);
                 put_str(&mut payload, o.content_hash);
+                if sub.sized {
+                    put_long(&mut payload, o.size);
+                }
             }
         }
         payload.push(0);
@@ -711,6 +727,14 @@ impl Core {
         if !sub.observations.is_empty() && !run.evidence.contains_key(sub.evidence_set_hash) {
             run.evidence
                 .insert(sub.evidence_set_hash.into(), sub.stage_id.into());
+        }
+        if sub.sized {
+            for o in &sub.observations {
+                if !run.blobs.contains(o.content_hash) {
+                    run.blobs.insert(o.content_hash.into());
+                    run.evidence_bytes += o.size;
+                }
+            }
         }
         audit(
             cfg,
@@ -921,6 +945,21 @@ impl Core {
                     clip(o.kind, MAX_EVIDENCE_CHARS),
                 )));
             }
+            if sub.sized && !(0..=MAX_RUN_EVIDENCE_BYTES).contains(&o.size) {
+                let field = format!("observations[{index}].size");
+                return Ok(Some(
+                    Refusal::new(
+                        "INVALID_EVIDENCE_SIZE",
+                        format!(
+                            "{field} must be 0 to {MAX_RUN_EVIDENCE_BYTES} bytes (the per-run evidence cap), got {}",
+                            o.size
+                        ),
+                        field,
+                        o.size.to_string(),
+                    )
+                    .recomputed(MAX_RUN_EVIDENCE_BYTES.to_string()),
+                ));
+            }
         }
         let declared_evidence = sub.evidence_set_hash;
         if !is_digest(declared_evidence) {
@@ -988,6 +1027,37 @@ impl Core {
             // The modality document rules (schemas/documents/): accepted here only when they certainly
             // pass (native/src/documents.rs); a breach, or anything unusual, is the reference's to word.
             return Err(Fallback("modality document rules"));
+        }
+        if sub.sized {
+            // The per-run evidence cap, the last check: distinct digests, each counted once (its first size).
+            let run = self.state.runs.get(run_id);
+            let before = run.map_or(0, |r| r.evidence_bytes);
+            let mut seen: Vec<&str> = Vec::new();
+            let (mut added, mut count) = (0i128, 0usize);
+            for o in observations {
+                if seen.contains(&o.content_hash)
+                    || run.is_some_and(|r| r.blobs.contains(o.content_hash))
+                {
+                    continue;
+                }
+                seen.push(o.content_hash);
+                added += i128::from(o.size);
+                count += 1;
+            }
+            let total = i128::from(before) + added;
+            if total > i128::from(MAX_RUN_EVIDENCE_BYTES) {
+                return Ok(Some(
+                    Refusal::new(
+                        "EVIDENCE_CAP_EXCEEDED",
+                        format!(
+                            "run '{run_id}' would hold {total} bytes of evidence ({before} already, {added} in {count} new blobs); the per-run cap is {MAX_RUN_EVIDENCE_BYTES}"
+                        ),
+                        "evidence",
+                        total.to_string(),
+                    )
+                    .recomputed(MAX_RUN_EVIDENCE_BYTES.to_string()),
+                ));
+            }
         }
         if let Some(run) = self.state.runs.get(run_id) {
             // Counters at the end of the long range (only a forged state has them): the reference's integers decide.

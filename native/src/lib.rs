@@ -31,10 +31,10 @@ use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
 use crate::batch::{HeaderPairs, Plan};
 use crate::core::{
     AuditChain, CeType, Config, Core, Host, Input, KeyedHasher, Map, NoHost, Outcome, RoleKind,
-    RunState, Session, State, CE_TYPES, KINDS, MAX_DEAD_LETTER_RAW, MAX_DETAIL_CHARS,
+    RunState, Session, Set, State, CE_TYPES, KINDS, MAX_DEAD_LETTER_RAW, MAX_DETAIL_CHARS,
     MAX_EVIDENCE_CHARS, MAX_INLINE_ARTIFACT_BYTES, MAX_KEPT_KEY_BYTES, MAX_KIND_LENGTH,
     MAX_LABEL_LENGTH, MAX_OBSERVATIONS, MAX_OCCURRED_AT_MS, MAX_REASON_CODE_LENGTH, MAX_REF_LENGTH,
-    TERMINAL_STATES,
+    MAX_RUN_EVIDENCE_BYTES, TERMINAL_STATES,
 };
 use crate::hashing::AuditMac;
 use crate::schemas::NATIVE_SCHEMAS;
@@ -467,7 +467,8 @@ impl NativeCore {
 
     /// Replaces the whole state. `runs`: iterable of (run_id, head, entry_count,
     /// stages dict, evidence dict, closed, sealed_count, sessions list of
-    /// (session_id, next_index, last_anchor, closed), submissions dict).
+    /// (session_id, next_index, last_anchor, closed), submissions dict,
+    /// evidence_bytes, blobs iterable of digests).
     fn load_state(
         &mut self,
         partition: i64,
@@ -484,8 +485,13 @@ impl NativeCore {
             let t = item
                 .cast::<PyTuple>()
                 .map_err(|_| PyTypeError::new_err("each run must be a tuple"))?;
-            if t.len() != 9 {
-                return Err(PyTypeError::new_err("each run must be a 9-tuple"));
+            if t.len() != 11 {
+                return Err(PyTypeError::new_err("each run must be an 11-tuple"));
+            }
+            let mut blobs = Set::with_hasher(hasher);
+            for digest in t.get_item(10)?.try_iter()? {
+                let digest: String = digest?.extract()?;
+                blobs.insert(digest.into_boxed_str());
             }
             let run_id: String = t.get_item(0)?.extract()?;
             let run = RunState {
@@ -497,6 +503,8 @@ impl NativeCore {
                 sealed_count: t.get_item(6)?.extract()?,
                 sessions: sessions_from(t.get_item(7)?.extract()?),
                 submissions: str_map(&t.get_item(8)?, hasher, "submissions")?,
+                evidence_bytes: t.get_item(9)?.extract()?,
+                blobs,
             };
             map.insert(run_id.into_boxed_str(), run);
         }
@@ -526,6 +534,8 @@ impl NativeCore {
                 run.sealed_count,
                 sessions_to(&run.sessions),
                 map_to_dict(py, &run.submissions)?,
+                run.evidence_bytes,
+                run.blobs.iter().map(|d| &**d).collect::<Vec<&str>>(),
             );
             runs.append(item)?;
         }
@@ -548,6 +558,24 @@ impl NativeCore {
 
     fn run_count(&self) -> usize {
         self.core.state.runs.len()
+    }
+
+    /// True when `digest` is counted in the run's evidence total (the lazy view's ``blobs``).
+    fn blob_has(&self, run_id: &str, digest: &str) -> bool {
+        self.core
+            .state
+            .runs
+            .get(run_id)
+            .is_some_and(|r| r.blobs.contains(digest))
+    }
+
+    /// The run's declared evidence bytes (0 for an unknown run).
+    fn evidence_bytes(&self, run_id: &str) -> i64 {
+        self.core
+            .state
+            .runs
+            .get(run_id)
+            .map_or(0, |r| r.evidence_bytes)
     }
 
     /// (head, entry_count, closed, sealed_count, sessions) of a run, or None.
@@ -609,7 +637,7 @@ impl NativeCore {
     /// sessions are replaced; `stages` / `evidence` / `submissions` either replace
     /// the map (`*_replace`) or are assignments applied in order.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (run_id, head, entry_count, closed, sealed_count, sessions, stages_replace, stages, evidence_replace, evidence, submissions_replace = false, submissions = Vec::new()))]
+    #[pyo3(signature = (run_id, head, entry_count, closed, sealed_count, sessions, stages_replace, stages, evidence_replace, evidence, submissions_replace = false, submissions = Vec::new(), evidence_bytes = None, blobs_replace = false, blobs = Vec::new()))]
     fn apply_run(
         &mut self,
         run_id: &str,
@@ -624,6 +652,9 @@ impl NativeCore {
         evidence: Vec<(String, String)>,
         submissions_replace: bool,
         submissions: Vec<(String, String)>,
+        evidence_bytes: Option<i64>,
+        blobs_replace: bool,
+        blobs: Vec<String>,
     ) {
         let hasher = self.core.cfg.hasher;
         let runs = &mut self.core.state.runs;
@@ -654,6 +685,15 @@ impl NativeCore {
         for (k, v) in submissions {
             run.submissions
                 .insert(k.into_boxed_str(), v.into_boxed_str());
+        }
+        if let Some(total) = evidence_bytes {
+            run.evidence_bytes = total;
+        }
+        if blobs_replace {
+            run.blobs.clear();
+        }
+        for digest in blobs {
+            run.blobs.insert(digest.into_boxed_str());
         }
     }
 
@@ -1069,6 +1109,7 @@ fn bernstein_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     constants.set_item("MAX_LABEL_LENGTH", MAX_LABEL_LENGTH)?;
     constants.set_item("MAX_OCCURRED_AT_MS", MAX_OCCURRED_AT_MS)?;
     constants.set_item("MAX_KEPT_KEY_BYTES", MAX_KEPT_KEY_BYTES)?;
+    constants.set_item("MAX_RUN_EVIDENCE_BYTES", MAX_RUN_EVIDENCE_BYTES)?;
     constants.set_item("CE_TYPES", CE_TYPES.to_vec())?;
     m.add("CONSTANTS", constants)?;
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;

@@ -10,11 +10,14 @@ pub const MAGIC: [u8; 2] = [0xC3, 0x01];
 pub const HEADER_SIZE: usize = 10;
 
 pub const ACTIVITY_SUBMISSION: &str = "ActivitySubmission.v1";
+pub const ACTIVITY_SUBMISSION_V2: &str = "ActivitySubmission.v2";
 pub const RUN_CLOSE: &str = "RunClose.v1";
 
 pub const FP_ACTIVITY_SUBMISSION: [u8; 8] = [0x7c, 0x81, 0xba, 0xfe, 0x11, 0x54, 0x6d, 0x64];
+pub const FP_ACTIVITY_SUBMISSION_V2: [u8; 8] = [0xb4, 0xd8, 0x38, 0xcb, 0xf0, 0x9c, 0x7c, 0x8f];
 pub const FP_RUN_CLOSE: [u8; 8] = [0x8a, 0x1e, 0xaa, 0x68, 0x0c, 0x6f, 0x79, 0x14];
 pub const FP_JOURNAL_ENTRY: [u8; 8] = [0x95, 0x01, 0x95, 0x83, 0x4f, 0xfc, 0xdf, 0xf2];
+pub const FP_JOURNAL_ENTRY_V2: [u8; 8] = [0xef, 0xf1, 0x8c, 0x93, 0x90, 0xbe, 0x7e, 0xca];
 pub const FP_JOURNAL_RECORD: [u8; 8] = [0xb6, 0xd2, 0x02, 0x83, 0x42, 0x51, 0x5c, 0x4d];
 pub const FP_REFUSAL: [u8; 8] = [0xee, 0x9b, 0xe0, 0x52, 0xed, 0x5c, 0xf7, 0x7b];
 pub const FP_DEAD_LETTER: [u8; 8] = [0x6d, 0x54, 0x57, 0x61, 0x54, 0xc4, 0xac, 0x34];
@@ -28,8 +31,10 @@ pub const FP_PARTITION_CHECKPOINT: [u8; 8] = [0x9f, 0x14, 0x74, 0x13, 0x72, 0x72
 pub const FP_CHECKPOINT_RECORD: [u8; 8] = [0x34, 0x21, 0x95, 0x2b, 0x0e, 0x26, 0x87, 0xda];
 
 /// Every schema whose layout is hard-coded here, by its `.avsc` stem.
-pub const NATIVE_SCHEMAS: [(&str, [u8; 8]); 14] = [
+pub const NATIVE_SCHEMAS: [(&str, [u8; 8]); 16] = [
     (ACTIVITY_SUBMISSION, FP_ACTIVITY_SUBMISSION),
+    (ACTIVITY_SUBMISSION_V2, FP_ACTIVITY_SUBMISSION_V2),
+    ("JournalEntry.v2", FP_JOURNAL_ENTRY_V2),
     (RUN_CLOSE, FP_RUN_CLOSE),
     ("JournalEntry.v1", FP_JOURNAL_ENTRY),
     ("JournalRecord.v1", FP_JOURNAL_RECORD),
@@ -58,9 +63,11 @@ pub struct Observation<'a> {
     pub kind: &'a str,
     pub reference: &'a str,
     pub content_hash: &'a str,
+    /// The declared byte size (ActivitySubmission.v2); 0 for v1, which declares none.
+    pub size: i64,
 }
 
-/// ActivitySubmission.v1, borrowed from the input bytes.
+/// ActivitySubmission.v1 or .v2, borrowed from the input bytes.
 pub struct Submission<'a> {
     pub submission_id: &'a str,
     pub run_id: &'a str,
@@ -76,6 +83,8 @@ pub struct Submission<'a> {
     pub terminal_state: &'a str,
     pub reason_code: &'a str,
     pub occurred_at_ms: i64,
+    /// ActivitySubmission.v2: every observation declares its blob's size (the evidence cap).
+    pub sized: bool,
 }
 
 /// RunClose.v1, borrowed from the input bytes.
@@ -87,8 +96,8 @@ pub struct RunClose<'a> {
     pub occurred_at_ms: i64,
 }
 
-/// Decodes a body; returns the record and the number of body bytes it used.
-pub fn decode_submission(body: &[u8]) -> ReadResult<(Submission<'_>, usize)> {
+/// Decodes a body (`sized`: ActivitySubmission.v2); returns the record and the number of body bytes it used.
+pub fn decode_submission(body: &[u8], sized: bool) -> ReadResult<(Submission<'_>, usize)> {
     let mut r = Reader::new(body);
     let submission_id = r.string()?;
     let run_id = r.string()?;
@@ -110,10 +119,12 @@ pub fn decode_submission(body: &[u8]) -> ReadResult<(Submission<'_>, usize)> {
             let kind = r.string()?;
             let reference = r.string()?;
             let content_hash = r.string()?;
+            let size = if sized { r.long()? } else { 0 };
             observations.push(Observation {
                 kind,
                 reference,
                 content_hash,
+                size,
             });
         }
     }
@@ -137,6 +148,7 @@ pub fn decode_submission(body: &[u8]) -> ReadResult<(Submission<'_>, usize)> {
             terminal_state,
             reason_code,
             occurred_at_ms,
+            sized,
         },
         used,
     ))

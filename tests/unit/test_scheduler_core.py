@@ -556,7 +556,9 @@ def test_every_activity_refusal_code_has_a_rule_here() -> None:
     covered = {rule.code.value for rule in RULES.values()} | stateful
     # The modality document rules have their exact-record tests in test_scheduler_modality_rules.py.
     documents = {code.value for code in RefusalCode if code.value.startswith(("RESEARCH_", "DATAOPS_"))}
-    assert covered == {code.value for code in RefusalCode} - COMPUTER_USE_CODES - documents
+    # The evidence cap's codes have theirs (both cores) in test_evidence_cap.py.
+    evidence = {"INVALID_EVIDENCE_SIZE", "EVIDENCE_CAP_EXCEEDED"}
+    assert covered == {code.value for code in RefusalCode} - COMPUTER_USE_CODES - documents - evidence
 
 
 def test_run_close_with_an_invalid_run_id_is_refused() -> None:

@@ -1,0 +1,279 @@
+"""The per-run 64 MiB evidence cap, enforced by the scheduler in both cores (issue 11 item 2).
+
+ActivitySubmission.v2 observations and ComputerUseAction.v2 screenshots and DOM
+snapshots declare each blob's byte size. A run's distinct blob digests may add
+up to ``MAX_RUN_EVIDENCE_BYTES`` declared bytes; the input that would cross it
+is refused with EVIDENCE_CAP_EXCEEDED, a negative or absurd size with
+INVALID_EVIDENCE_SIZE. Every exact refusal record is checked on the Python
+reference and on the native core (``Pair`` compares their bytes and states),
+and the rebuild restores each run's total from the journal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from consumers.core.model import OutputRecord, Stream
+from consumers.core.rebuild import rebuild_state
+from schemas import canonical, codec
+from schemas.canonical import canonical_json, computer_use_genesis, evidence_set_hash, sha256_digest
+from schemas.records import MAX_RUN_EVIDENCE_BYTES
+from tests.unit.test_native_core import AUDIT_KEY, SIGNER, Pair, make_config, sub
+
+MIB = 1024 * 1024
+CAP = MAX_RUN_EVIDENCE_BYTES
+
+
+def test_the_cap_is_64_mib() -> None:
+    assert CAP == 64 * MIB == 67_108_864
+
+
+def blob(name: str) -> str:
+    return sha256_digest(name.encode())
+
+
+def sized_sub(stage_id: str, blobs: list[tuple[str, int]], *, run_id: str = "run-1", **changes: Any) -> bytes:
+    """An ActivitySubmission.v2 whose observations declare ``blobs`` (digest, size)."""
+    observations: list[dict[str, Any]] = [
+        {"kind": "page", "ref": f"https://example.test/{i}", "content_hash": digest, "size": size}
+        for i, (digest, size) in enumerate(blobs)
+    ]
+    record = sub(run_id=run_id, stage_id=stage_id)
+    record.update(observations=observations, submission_id=f"sub-{run_id}-{stage_id}")
+    if "evidence_set_hash" not in changes:
+        record["evidence_set_hash"] = evidence_set_hash(digest for digest, _ in blobs)
+    record.update(changes)
+    return codec.encode(codec.ACTIVITY_SUBMISSION_V2, record)
+
+
+def refusal_of(outputs: list[OutputRecord]) -> dict[str, Any]:
+    assert [o.stream for o in outputs] == [Stream.REFUSALS, Stream.AUDIT]
+    return codec.decode(outputs[0].value).record
+
+
+def journal_payload(outputs: list[OutputRecord]) -> codec.Decoded:
+    assert outputs[0].stream is Stream.JOURNAL
+    return codec.decode(codec.decode(outputs[0].value).record["payload"])
+
+
+def test_a_sized_submission_is_journalled_with_its_sizes_and_counted() -> None:
+    pair = Pair()
+    outs = pair.feed(sized_sub("s0", [(blob("a"), 10), (blob("b"), 20), (blob("a"), 10)]))
+    entry = journal_payload(outs)
+    assert entry.schema.name == codec.JOURNAL_ENTRY_V2
+    assert [(o["content_hash"], o["size"]) for o in entry.record["observations"]] == [
+        (blob("a"), 10),
+        (blob("b"), 20),
+        (blob("a"), 10),
+    ]
+    run = pair.py_state.runs["run-1"]
+    assert (run.evidence_bytes, run.blobs) == (30, {blob("a"), blob("b")})  # a repeated digest counts once
+    assert pair.native.fallbacks == 0  # the native core handles v2 submissions itself
+
+
+def test_a_v1_submission_still_writes_a_v1_entry_and_counts_nothing() -> None:
+    pair = Pair()
+    outs = pair.feed(codec.encode(codec.ACTIVITY_SUBMISSION, sub(stage_id="old")))
+    assert journal_payload(outs).schema.name == codec.JOURNAL_ENTRY
+    run = pair.py_state.runs["run-1"]
+    assert (run.evidence_bytes, run.blobs) == (0, set())
+
+
+def test_crossing_the_cap_is_refused_with_the_totals_in_both_cores() -> None:
+    pair = Pair()
+    pair.feed(sized_sub("s0", [(blob("big"), 40 * MIB)]))
+    outs = pair.feed(sized_sub("s1", [(blob("big"), 40 * MIB), (blob("more"), 20 * MIB), (blob("last"), 4 * MIB + 1)]))
+    refusal = refusal_of(outs)
+    total = 64 * MIB + 1
+    assert {k: refusal[k] for k in ("exception", "code", "message", "field", "declared", "recomputed", "stage_id")} == {
+        "exception": "ActivityRejected",
+        "code": "EVIDENCE_CAP_EXCEEDED",
+        "message": f"run 'run-1' would hold {total} bytes of evidence ({40 * MIB} already, {24 * MIB + 1} in 2 new blobs); "
+        f"the per-run cap is {CAP}",
+        "field": "evidence",
+        "declared": str(total),
+        "recomputed": str(CAP),
+        "stage_id": "s1",
+    }
+    run = pair.py_state.runs["run-1"]
+    assert (run.evidence_bytes, run.entry_count, "s1" in run.stages) == (40 * MIB, 1, False)  # nothing changed
+    assert pair.native.fallbacks == 0
+
+
+def test_exactly_the_cap_is_accepted_and_one_byte_more_is_not() -> None:
+    pair = Pair()
+    pair.feed(sized_sub("s0", [(blob("a"), CAP - 1)]))
+    outs = pair.feed(sized_sub("s1", [(blob("a"), CAP - 1), (blob("b"), 1)]))  # reaches the cap exactly
+    assert outs[0].stream is Stream.JOURNAL
+    assert pair.py_state.runs["run-1"].evidence_bytes == CAP
+    # frames already counted cost nothing more, even at the cap (and an empty blob costs nothing)
+    outs = pair.feed(sized_sub("s2", [(blob("a"), CAP - 1), (blob("b"), 1), (blob("empty"), 0)]))
+    assert outs[0].stream is Stream.JOURNAL
+    assert pair.py_state.runs["run-1"].evidence_bytes == CAP
+    refusal = refusal_of(pair.feed(sized_sub("s4", [(blob("d"), 1)])))
+    assert (refusal["code"], refusal["declared"], refusal["recomputed"]) == ("EVIDENCE_CAP_EXCEEDED", str(CAP + 1), str(CAP))
+    # another run has a cap of its own
+    other = pair.feed(sized_sub("s4", [(blob("d"), 1)], run_id="run-2"), key=b"run-2")
+    assert other[0].stream is Stream.JOURNAL
+
+
+def test_a_negative_or_absurd_size_is_refused_in_both_cores() -> None:
+    pair = Pair()
+    refusal = refusal_of(pair.feed(sized_sub("s0", [(blob("a"), 5), (blob("b"), -1)])))
+    assert {k: refusal[k] for k in ("code", "message", "field", "declared", "recomputed")} == {
+        "code": "INVALID_EVIDENCE_SIZE",
+        "message": f"observations[1].size must be 0 to {CAP} bytes (the per-run evidence cap), got -1",
+        "field": "observations[1].size",
+        "declared": "-1",
+        "recomputed": str(CAP),
+    }
+    refusal = refusal_of(pair.feed(sized_sub("s0", [(blob("a"), 2**62)])))
+    assert (refusal["code"], refusal["field"], refusal["declared"]) == (
+        "INVALID_EVIDENCE_SIZE",
+        "observations[0].size",
+        str(2**62),
+    )
+    refusal = refusal_of(pair.feed(sized_sub("s0", [(blob("a"), CAP + 1)])))
+    assert refusal["code"] == "INVALID_EVIDENCE_SIZE"
+    # the size is checked with its observation: a malformed digest before it wins
+    refusal = refusal_of(pair.feed(sized_sub("s0", [("sha256:nope", -1)], evidence_set_hash=blob("any"))))
+    assert refusal["code"] == "MALFORMED_DIGEST"
+    assert "run-1" not in pair.py_state.runs
+
+
+def test_the_rebuild_restores_each_runs_total_from_the_journal() -> None:
+    pair = Pair(make_config(seal_every=2))
+    pair.feed(sized_sub("s0", [(blob("a"), 30 * MIB), (blob("b"), 1000)]))
+    pair.feed(codec.encode(codec.ACTIVITY_SUBMISSION, sub(stage_id="v1", pages=[b"v1 page"])))
+    pair.feed(sized_sub("s1", [(blob("a"), 30 * MIB), (blob("c"), 30 * MIB)]))
+    pair.feed(sized_sub("x0", [(blob("a"), 7)], run_id="run-2"), key=b"run-2")
+    journal = [o.value for o in pair.outputs if o.stream is Stream.JOURNAL]
+    audit = [o.value for o in pair.outputs if o.stream is Stream.AUDIT]
+    rebuilt = rebuild_state(pair.config, pair.partition, journal, audit[-1])
+    assert rebuilt == pair.py_state
+    assert (rebuilt.runs["run-1"].evidence_bytes, rebuilt.runs["run-1"].blobs) == (
+        60 * MIB + 1000,
+        {blob("a"), blob("b"), blob("c")},
+    )
+    assert (rebuilt.runs["run-2"].evidence_bytes, rebuilt.runs["run-2"].blobs) == (7, {blob("a")})
+    # the restarted scheduler refuses what the live one refuses, with the same record
+    before = pair.feed(sized_sub("s2", [(blob("d"), 4 * MIB)]), check_state=True)
+    restarted = Pair(make_config(seal_every=2))
+    restarted.py_state = rebuilt
+    restarted.state = restarted.native.load(rebuild_state(pair.config, pair.partition, journal, audit[-1]))
+    restarted.offset = pair.offset - 1
+    after = restarted.feed(sized_sub("s2", [(blob("d"), 4 * MIB)]))
+    assert refusal_of(before)["code"] == "EVIDENCE_CAP_EXCEEDED"
+    assert [o.value for o in after] == [o.value for o in before]
+
+
+# ---------------------------------------------------------------------------
+# computer-use actions (the reference handles them; the native core falls back)
+# ---------------------------------------------------------------------------
+
+
+def cu_action_v2(
+    run_id: str, session_id: str, index: int, prev_anchor: str, *, screenshot_size: int, dom_size: int, shot: bytes | None = None
+) -> tuple[bytes, str]:
+    """A ComputerUseAction.v2 the reference accepts after ``prev_anchor``, declaring the two sizes."""
+    screenshot_bytes = shot if shot is not None else b"screenshot %d" % index
+    dom = sha256_digest(b"dom %d" % index)
+    observation = canonical.observation_hash(screenshot_bytes, dom)
+    action = {"kind": "click", "target": f"#button-{index}", "value_digest": ""}
+    anchor = canonical.action_anchor(prev_anchor, observation, action)
+    entry = canonical_json(
+        {
+            "run_id": run_id,
+            "session_id": session_id,
+            "action_index": index,
+            "content_hash": anchor,
+            "parent_hashes": [prev_anchor],
+            "worker_id": "navigator@test",
+            "key_id": SIGNER.key_id,
+        }
+    )
+    value = codec.encode(
+        codec.COMPUTER_USE_ACTION_V2,
+        {
+            "submission_id": f"{session_id}-{index}",
+            "run_id": run_id,
+            "session_id": session_id,
+            "action_index": index,
+            "producer": {"id": "navigator@test", "sdk": "unit"},
+            "prev_anchor": prev_anchor,
+            "screenshot_hash": sha256_digest(screenshot_bytes),
+            "screenshot_size": screenshot_size,
+            "dom_digest": dom,
+            "dom_size": dom_size,
+            "observation_hash": observation,
+            "action": action,
+            "anchor": anchor,
+            "lineage": {
+                "entry": entry,
+                "hmac": canonical.lineage_hmac(AUDIT_KEY, entry),
+                "key_id": SIGNER.key_id,
+                "signature": SIGNER.sign(canonical.lineage_signing_input(entry)),
+            },
+            "occurred_at_ms": 1_700_000_000_500 + index,
+        },
+    )
+    return value, anchor
+
+
+def test_actions_declare_sizes_duplicate_frames_count_once_and_the_cap_refuses() -> None:
+    pair = Pair()
+    key = b"run-1"
+    head = computer_use_genesis("run-1", "browser-0")
+    first, head = cu_action_v2("run-1", "browser-0", 0, head, screenshot_size=30 * MIB, dom_size=1000, shot=b"same frame")
+    outs = pair.feed(first, key=key)
+    entry = journal_payload(outs)
+    assert entry.schema.name == codec.COMPUTER_USE_ENTRY_V2
+    assert (entry.record["screenshot_size"], entry.record["dom_size"]) == (30 * MIB, 1000)
+    # the same screenshot again (an unchanged page): only its new DOM snapshot counts
+    second, head = cu_action_v2("run-1", "browser-0", 1, head, screenshot_size=30 * MIB, dom_size=2000, shot=b"same frame")
+    assert pair.feed(second, key=key)[0].stream is Stream.JOURNAL
+    assert pair.py_state.runs["run-1"].evidence_bytes == 30 * MIB + 3000
+    # a submission's observation counts against the same total
+    pair.feed(sized_sub("s0", [(blob("a"), 30 * MIB)]))
+    third, _ = cu_action_v2("run-1", "browser-0", 2, head, screenshot_size=4 * MIB, dom_size=3000)
+    refusal = refusal_of(pair.feed(third, key=key))
+    total = 60 * MIB + 3000 + 4 * MIB + 3000
+    assert {k: refusal[k] for k in ("code", "message", "field", "declared", "recomputed", "stage_id", "kind")} == {
+        "code": "EVIDENCE_CAP_EXCEEDED",
+        "message": f"run 'run-1' would hold {total} bytes of evidence ({60 * MIB + 3000} already, {4 * MIB + 3000} in 2 new "
+        f"blobs); the per-run cap is {CAP}",
+        "field": "evidence",
+        "declared": str(total),
+        "recomputed": str(CAP),
+        "stage_id": "browser-0",
+        "kind": "browser",
+    }
+    session = pair.py_state.runs["run-1"].sessions["browser-0"]
+    assert (session.next_index, session.last_anchor) == (2, head)  # the refused action left the session as it was
+
+
+def test_an_action_with_a_negative_size_is_refused() -> None:
+    pair = Pair()
+    value, _ = cu_action_v2("run-1", "browser-0", 0, computer_use_genesis("run-1", "browser-0"), screenshot_size=10, dom_size=-5)
+    refusal = refusal_of(pair.feed(value))
+    assert {k: refusal[k] for k in ("code", "message", "field", "declared", "recomputed")} == {
+        "code": "INVALID_EVIDENCE_SIZE",
+        "message": f"dom_size must be 0 to {CAP} bytes (the per-run evidence cap), got -5",
+        "field": "dom_size",
+        "declared": "-5",
+        "recomputed": str(CAP),
+    }
+
+
+def test_the_rebuild_counts_actions_too() -> None:
+    pair = Pair()
+    head = computer_use_genesis("run-1", "browser-0")
+    for index in range(3):
+        value, head = cu_action_v2("run-1", "browser-0", index, head, screenshot_size=100 + index, dom_size=10, shot=b"frame")
+        pair.feed(value)
+    journal = [o.value for o in pair.outputs if o.stream is Stream.JOURNAL]
+    audit = [o.value for o in pair.outputs if o.stream is Stream.AUDIT]
+    rebuilt = rebuild_state(pair.config, pair.partition, journal, audit[-1])
+    assert rebuilt == pair.py_state
+    # one screenshot (first declared size wins), one DOM snapshot digest per index
+    assert rebuilt.runs["run-1"].evidence_bytes == 100 + 3 * 10  # the DOM digests of actions 0, 1, 2 differ
