@@ -63,8 +63,8 @@ class ArtifactTooLarge(ActivityRejected):
 
 
 def observe(kind: str, ref: str, data: bytes) -> Observation:
-    """An Observation of ``data``, content-addressed now; ``ref`` is provenance only."""
-    return Observation(kind=kind, ref=ref, content_hash=content_hash(data))
+    """An Observation of ``data``, content-addressed now and sized; ``ref`` is provenance only."""
+    return Observation(kind=kind, ref=ref, content_hash=content_hash(data), size=len(data))
 
 
 def artifact_bytes(artifact: bytes | Any) -> bytes:

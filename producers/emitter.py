@@ -86,6 +86,19 @@ class Published:
         return str(Position(self.topic, self.partition, self.offset))
 
 
+def submission_schema(result: ActivityResult) -> str:
+    """ActivitySubmission.v2 (sizes declared, the per-run evidence cap applies) when every observation has
+    its size, as ``capture``, ``observe`` and the modalities give it; v1 (no sizes, nothing counted) otherwise."""
+    if all(o.size is not None for o in result.observations):
+        return codec.ACTIVITY_SUBMISSION_V2
+    return codec.ACTIVITY_SUBMISSION
+
+
+def encode_submission(result: ActivityResult, record: Mapping[str, Any]) -> bytes:
+    """``record`` (``submission_record(result, ...)``) single-object encoded as ``submission_schema(result)``."""
+    return codec.encode(submission_schema(result), record)
+
+
 def submission_record(
     result: ActivityResult, *, submission_id: str, run_id: str, stage_id: str, role: str, producer_id: str, sdk: str
 ) -> dict[str, Any]:
@@ -156,12 +169,12 @@ class Emitter:
     # -- evidence -------------------------------------------------------------
 
     def capture(self, kind: str, ref: str, data: bytes) -> Observation:
-        """Store ``data`` in the CAS now and return its Observation."""
+        """Store ``data`` in the CAS now and return its Observation (with its size, declared when published)."""
         try:
             digest = self.store.put(data)
         except CasError as exc:
             raise EmitError(f"cannot store observation {ref!r}: {exc}") from exc
-        return Observation(kind=kind, ref=ref, content_hash=digest)
+        return Observation(kind=kind, ref=ref, content_hash=digest, size=len(data))
 
     def store_blobs(self, blobs: Mapping[str, bytes] | list[bytes]) -> None:
         """Store extra blobs (bytes a modality's artifact names) before publishing."""
@@ -183,7 +196,7 @@ class Emitter:
         record = submission_record(
             result, submission_id=sid, run_id=run_id, stage_id=stage_id, role=role, producer_id=self.producer_id, sdk=SDK
         )
-        return sid, codec.encode(codec.ACTIVITY_SUBMISSION, record)
+        return sid, encode_submission(result, record)
 
     def publish(
         self, *, run_id: str, stage_id: str, role: str, result: ActivityResult, submission_id: str | None = None

@@ -102,13 +102,19 @@ class Observation:
     kind: str
     ref: str
     content_hash: str
+    size: int | None = None
+    """The blob's byte length, declared on the wire (ActivitySubmission.v2) for the per-run evidence cap;
+    None when unknown (then the submission is written as v1, which declares no sizes)."""
 
     def to_record(self) -> dict[str, Any]:
-        return {"kind": self.kind, "ref": self.ref, "content_hash": self.content_hash}
+        record: dict[str, Any] = {"kind": self.kind, "ref": self.ref, "content_hash": self.content_hash}
+        if self.size is not None:
+            record["size"] = self.size
+        return record
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Observation:
-        return cls(kind=record["kind"], ref=record["ref"], content_hash=record["content_hash"])
+        return cls(kind=record["kind"], ref=record["ref"], content_hash=record["content_hash"], size=record.get("size"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ def computer_use_positions(records: list[StoredRecord]) -> list[int]:
         envelope = codec.decode(record.value or b"")
         if (
             envelope.schema.name == codec.JOURNAL_RECORD
-            and codec.decode(envelope.record["payload"]).schema.name == codec.COMPUTER_USE_ENTRY
+            and codec.decode(envelope.record["payload"]).schema.name in codec.COMPUTER_USE_ENTRIES
         ):
             out.append(position)
     return out
@@ -25,8 +25,9 @@ def computer_use_positions(records: list[StoredRecord]) -> list[int]:
 def edit_entry(record: StoredRecord, *, rehash: bool, **changes: object) -> StoredRecord:
     """Re-encode one ComputerUseEntry with ``changes``; ``rehash`` also fixes the envelope's entry hash."""
     envelope = codec.decode(record.value or b"").record
-    entry = codec.decode(envelope["payload"]).record
+    decoded = codec.decode(envelope["payload"])
+    entry = decoded.record
     entry.update(changes)
-    payload = codec.encode(codec.COMPUTER_USE_ENTRY, entry)
+    payload = codec.encode(decoded.schema.name, entry)
     stored_hash = journal_entry_hash(payload) if rehash else envelope["entry_hash"]
     return replace(record, value=codec.encode(codec.JOURNAL_RECORD, {"payload": payload, "entry_hash": stored_hash}))

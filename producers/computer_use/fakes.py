@@ -21,7 +21,7 @@ from consumers.core.model import InputRecord, SchedulerConfig
 from consumers.core.step import SchedulerCore, initial_state
 from producers.activity import ActivityResult
 from producers.computer_use.boundary import Frame, ProposedAction
-from producers.emitter import submission_record
+from producers.emitter import encode_submission, submission_record
 from schemas import codec
 from substrate.keys import InstallKeys
 from verifier.sources import StoredRecord
@@ -122,7 +122,7 @@ class RecordingPublisher:
             producer_id=self.producer_id,
             sdk="fake",
         )
-        return codec.encode(codec.ACTIVITY_SUBMISSION, record)
+        return encode_submission(published.result, record)
 
 
 class MemorySource:

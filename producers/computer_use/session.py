@@ -206,6 +206,8 @@ class ComputerUseSession:
         self._typed: set[str] = set()
         self._final: PendingObservation | None = None
         self._outcome: SessionOutcome | None = None
+        self._sizes: dict[str, int] = {}
+        """digest -> byte length of every blob the session stored (declared on the wire: the run's evidence cap)."""
 
     # -- the whole session ----------------------------------------------------------
 
@@ -340,6 +342,8 @@ class ComputerUseSession:
         self.ledger.charge(hashes.screenshot_hash, len(pending.screenshot), at_action=index)
         self.store.put(pending.screenshot)
         self.store.put(pending.snapshot)
+        self._sizes.setdefault(hashes.screenshot_hash, len(pending.screenshot))
+        self._sizes.setdefault(hashes.dom_digest, len(pending.snapshot))
         prev = self.head
         link = anchor(prev, hashes.observation_hash, action)
         binding = LineageBinding(self.run_id, self.session_id, index, link, prev, self.worker_id)
@@ -368,7 +372,7 @@ class ComputerUseSession:
         )
         submission_id = hashlib.sha256(f"{self.run_id}\x00{self.session_id}\x00{index}\x00{link}".encode()).hexdigest()[:32]
         value = codec.encode(
-            codec.COMPUTER_USE_ACTION,
+            codec.COMPUTER_USE_ACTION_V2,
             {
                 "submission_id": submission_id,
                 "run_id": self.run_id,
@@ -377,7 +381,9 @@ class ComputerUseSession:
                 "producer": {"id": self.worker_id, "sdk": SDK},
                 "prev_anchor": prev,
                 "screenshot_hash": hashes.screenshot_hash,
+                "screenshot_size": len(pending.screenshot),
                 "dom_digest": hashes.dom_digest,
+                "dom_size": len(pending.snapshot),
                 "observation_hash": hashes.observation_hash,
                 "action": action.to_record(),
                 "anchor": link,
@@ -401,6 +407,8 @@ class ComputerUseSession:
         self.ledger.charge(pending.hashes.screenshot_hash, len(pending.screenshot), at_action=pending.index)
         self.store.put(pending.screenshot)
         self.store.put(pending.snapshot)
+        self._sizes.setdefault(pending.hashes.screenshot_hash, len(pending.screenshot))
+        self._sizes.setdefault(pending.hashes.dom_digest, len(pending.snapshot))
         self._final = pending
 
     # -- the end ----------------------------------------------------------------------
@@ -425,6 +433,7 @@ class ComputerUseSession:
             reason = "ok"
         log = action_log_bytes(self.run_id, self.session_id, self._records)
         log_hash = self.store.put(log)
+        self._sizes[log_hash] = len(log)
         document = session_document(
             run_id=self.run_id,
             session_id=self.session_id,
@@ -472,13 +481,15 @@ class ComputerUseSession:
             for kind, digest in (("screenshot", record.screenshot_hash), ("snapshot", record.dom_digest)):
                 if digest not in seen:
                     seen.add(digest)
-                    observations.append(Observation(kind=kind, ref=ref, content_hash=digest))
+                    observations.append(Observation(kind=kind, ref=ref, content_hash=digest, size=self._sizes.get(digest)))
         if self._final is not None:
             for kind, digest in (("screenshot", self._final.hashes.screenshot_hash), ("snapshot", self._final.hashes.dom_digest)):
                 if digest not in seen:
                     seen.add(digest)
-                    observations.append(Observation(kind=kind, ref="final", content_hash=digest))
-        observations.append(Observation(kind="action_log", ref=f"session:{self.session_id}", content_hash=log_hash))
+                    observations.append(Observation(kind=kind, ref="final", content_hash=digest, size=self._sizes.get(digest)))
+        observations.append(
+            Observation(kind="action_log", ref=f"session:{self.session_id}", content_hash=log_hash, size=self._sizes[log_hash])
+        )
         return observations
 
 

@@ -105,6 +105,8 @@ class DataOpsActivity:
         self._plan: DataOpsPlan | None = None
         self._phase = Phase.INPUTS
         self._violation: DataOpsPhaseError | None = None
+        self._sizes: dict[str, int] = {}
+        """content hash -> byte length of every recorded input and output (declared in the submission)."""
 
     # -- state ----------------------------------------------------------------
 
@@ -124,7 +126,8 @@ class DataOpsActivity:
     def observations(self) -> tuple[Observation, ...]:
         """One observation per recorded input, then per output, in recording order."""
         return tuple(
-            Observation(kind=item.role, ref=item.ref, content_hash=item.content_hash) for item in (*self._inputs, *self._outputs)
+            Observation(kind=item.role, ref=item.ref, content_hash=item.content_hash, size=self._sizes.get(item.content_hash))
+            for item in (*self._inputs, *self._outputs)
         )
 
     # -- phases ---------------------------------------------------------------
@@ -252,6 +255,7 @@ class DataOpsActivity:
             plan_hash=self.plan_hash if role == ROLE_OUTPUT else None,
         )
         items.append(SignedArtifact(role, index, ref, digest, encode_signature(self._signer.sign(signed_bytes))))
+        self._sizes[digest] = len(data)
         return digest
 
     def _put(self, data: bytes, what: str) -> str:

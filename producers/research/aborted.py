@@ -53,7 +53,7 @@ __all__ = [
 
 
 def page_observations(fetched: Sequence[FetchedPage]) -> tuple[Observation, ...]:
-    return tuple(Observation(kind=PAGE_OBSERVATION, ref=p.source_ref, content_hash=p.content_hash) for p in fetched)
+    return tuple(Observation(kind=PAGE_OBSERVATION, ref=p.source_ref, content_hash=p.content_hash, size=p.size) for p in fetched)
 
 
 def abort_document(exc: ResearchAborted, *, query: str, plan: Sequence[str], fetched: Sequence[FetchedPage]) -> dict[str, Any]:

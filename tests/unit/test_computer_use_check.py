@@ -67,7 +67,7 @@ def action_entries(scheduler: InMemoryScheduler) -> list[tuple[int, dict[str, An
         envelope = codec.decode(stored.value or b"")
         if envelope.schema.name == codec.JOURNAL_RECORD:
             decoded = codec.decode(envelope.record["payload"])
-            if decoded.schema.name == codec.COMPUTER_USE_ENTRY:
+            if decoded.schema.name in codec.COMPUTER_USE_ENTRIES:
                 out.append((stored.offset, decoded.record))
     return out
 

@@ -117,10 +117,17 @@ def test_every_action_is_anchored_signed_published_and_accepted(keys: InstallKey
     scheduler.feed_all(publisher)
     assert scheduler.refusals() == []
     journal = [codec.decode(codec.decode(r.value or b"").record["payload"]) for r in scheduler.source.all("journal")]
-    assert [d.schema.name for d in journal] == [codec.COMPUTER_USE_ENTRY] * 5 + [codec.JOURNAL_ENTRY]
+    # the SDK declares every blob's size: v2 actions and result, journalled as v2 entries
+    assert [d.schema.name for d in journal] == [codec.COMPUTER_USE_ENTRY_V2] * 5 + [codec.JOURNAL_ENTRY_V2]
     assert [d.record["anchor"] for d in journal[:5]] == [r.anchor for r in outcome.records]
     result_entry = journal[5].record
     assert (result_entry["kind"], result_entry["stage_id"], result_entry["terminal_state"]) == ("browser", SESSION, "completed")
+    # every declared size is the stored blob's length (what the verifier checks), and the run's total counts each once
+    declared = [(e.record["screenshot_hash"], e.record["screenshot_size"]) for e in journal[:5]]
+    declared += [(e.record["dom_digest"], e.record["dom_size"]) for e in journal[:5]]
+    declared += [(o["content_hash"], o["size"]) for o in result_entry["observations"]]
+    assert all(size == len(store.get(digest)) > 0 for digest, size in declared)
+    assert scheduler.state.runs[RUN].evidence_bytes == sum(dict(declared).values())
     audit = [codec.decode(codec.decode(r.value or b"").record["payload"]) for r in scheduler.source.all("audit")]
     details = [a.record["computer_use"] for a in audit if a.schema.name == codec.AUDIT_ENTRY_V2]
     assert [d["anchor"] for d in details] == [r.anchor for r in outcome.records]

@@ -277,3 +277,31 @@ def test_the_rebuild_counts_actions_too() -> None:
     assert rebuilt == pair.py_state
     # one screenshot (first declared size wins), one DOM snapshot digest per index
     assert rebuilt.runs["run-1"].evidence_bytes == 100 + 3 * 10  # the DOM digests of actions 0, 1, 2 differ
+
+
+# ---------------------------------------------------------------------------
+# the Python SDK declares the real sizes
+# ---------------------------------------------------------------------------
+
+
+def test_the_sdk_declares_sizes_and_writes_v1_only_when_a_size_is_unknown() -> None:
+    from producers.activity import ActivityResult, observe
+    from producers.emitter import encode_submission, submission_record
+    from schemas.records import Observation
+
+    page = observe("page", "https://example.test/a", b"twelve bytes")
+    assert page.size == 12
+    result = ActivityResult.build("coding", b"{}", [page])
+    record = submission_record(
+        result, submission_id="s", run_id="run-1", stage_id="s0", role="developer", producer_id="p", sdk="t"
+    )
+    value = encode_submission(result, record)
+    decoded = codec.decode(value)
+    assert decoded.schema.name == codec.ACTIVITY_SUBMISSION_V2
+    assert decoded.record["observations"][0]["size"] == 12
+    # an Observation built by hand without a size: the submission stays v1 (nothing declared, nothing counted)
+    legacy = ActivityResult.build("coding", b"{}", [page, Observation("page", "https://example.test/b", blob("b"))])
+    record = submission_record(
+        legacy, submission_id="s", run_id="run-1", stage_id="s0", role="developer", producer_id="p", sdk="t"
+    )
+    assert codec.decode(encode_submission(legacy, record)).schema.name == codec.ACTIVITY_SUBMISSION

@@ -105,7 +105,7 @@ def submission(
         "artifact": result.artifact,
         "artifact_hash": result.artifact_hash,
         "evidence_set_hash": result.evidence_set_hash,
-        "observations": [o.to_record() for o in result.observations],
+        "observations": [{"kind": o.kind, "ref": o.ref, "content_hash": o.content_hash} for o in result.observations],
         "terminal_state": terminal_state,
         "reason_code": reason_code,
         "occurred_at_ms": occurred_at_ms,
