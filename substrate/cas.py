@@ -210,6 +210,27 @@ def check_blob(store: BlobStore, digest: str) -> None:
         store.get(digest)
 
 
+def check_blob_size(store: BlobStore, digest: str) -> int:
+    """Re-hash a stored blob in a stream (nothing held) and return its byte length.
+
+    What the verifier compares with a declared size (the per-run evidence cap). Raises what
+    ``get`` raises (BlobNotFound, BlobIntegrityError, other CasErrors).
+    """
+    stream = getattr(store, "_stream", None)
+    if stream is None:
+        return len(store.get(digest))
+    total = 0
+
+    def count(chunk: bytes | memoryview) -> None:
+        nonlocal total
+        total += len(chunk)
+
+    actual = stream(digest, count)
+    if actual != digest:
+        raise BlobIntegrityError(digest, actual, store.describe())
+    return total
+
+
 @dataclass(frozen=True)
 class PutResult:
     digest: str

@@ -146,6 +146,8 @@ class StageVerdict:
     incomplete: bool = False
     """A computer-use session whose actions were journalled but that never produced an accepted browser
     result (a killed worker, a refused result): its actions are replayed like any others, and it is shown."""
+    findings: tuple[Problem, ...] = ()
+    """Named problems of this stage (``EVIDENCE_SIZE_MISMATCH``), in the document as ``problems``; the stage fails."""
 
     @property
     def failed(self) -> bool:
@@ -166,6 +168,7 @@ class StageVerdict:
             **({"data": self.data} if self.data else {}),
             **({"unchecked": self.unchecked} if self.unchecked else {}),
             **({"incomplete": True} if self.incomplete else {}),
+            **({"problems": [p.to_json() for p in self.findings]} if self.findings else {}),
         }
 
 

@@ -51,7 +51,7 @@ from schemas.canonical import (
 )
 from schemas.errors import MalformedDigest
 from schemas.records import ENTRY_ACTIVITY_RESULT, AuditEvent
-from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError, check_blob
+from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError, check_blob_size
 from substrate.keys import TrustedKeys, verify_signature
 from substrate.text import plural
 from verifier import facts as _facts
@@ -1192,6 +1192,9 @@ def _incomplete_session(
     if divergence is not None and divergence.reason != DivergenceReason.NO_SESSION_RESULT:
         details.append(DetailLine(f"session FAIL -- {divergence.describe()}", False, divergence.to_json()))
         return verdict(False, f"browser replay {divergence.describe()}", details=tuple(details), data=data)
+    findings = tuple(_action_size_findings(cas, tuple(actions)))
+    if findings:
+        return verdict(False, findings[0].message, details=tuple(details), data=data, findings=findings)
     details.append(
         DetailLine(
             f"head NONE -- no accepted browser result names this session's head: {count} verified, its end is not vouched for",
@@ -1256,10 +1259,11 @@ def _stage_verdict(
         anchored_set,
         observations,
         recomputed_set,
-        _,
+        payload,
     ) = fact
     problems: list[str] = []
     notes: list[str] = []
+    findings: list[Problem] = []
     if recomputed_set is None:  # a member is malformed: the reference names it
         try:
             recomputed_set = evidence_set_hash(o[2] for o in observations)
@@ -1272,11 +1276,28 @@ def _stage_verdict(
     artifact_problem = ""
     if cas is not None:
         blob_problems = []
-        for _, ref, content_hash in observations:
-            problem = _reattach(cas, content_hash, f"evidence bytes for '{ref}'")
+        declared = _declared_sizes(entry, payload, len(observations))
+        undeclared_bytes = 0
+        for index, (_, ref, content_hash) in enumerate(observations):
+            what = f"evidence bytes for '{ref}'"
+            problem, size = _reattach_sized(cas, content_hash, what)
             if problem:
                 blob_problems.append(problem)
+            elif declared is None:
+                undeclared_bytes += size or 0
+            elif size != declared[index]:
+                findings.append(_size_mismatch(what, content_hash, declared[index], size, offset, seq))
+        if findings:
+            blob_problems.append(findings[0].message)
+        if declared is None and observations and not blob_problems:
+            notes.append(
+                f"sizes not declared (a v1 submission): {undeclared_bytes} bytes of evidence reattached, "
+                "not counted toward the run's evidence cap"
+            )
+        findings.extend(_action_size_findings(cas, related))
         problems.extend(blob_problems)
+        if findings and findings[0].message not in problems:
+            problems.append(findings[0].message)
         reattached = not blob_problems and bool(observations)
         if is_digest(artifact_hash):
             try:
@@ -1337,18 +1358,76 @@ def _stage_verdict(
         terminal_state,
         data,
         unchecked="" if problems else unchecked,
+        findings=tuple(findings),
     )
 
 
 def _reattach(cas: BlobStore, digest: str, what: str) -> str:
+    return _reattach_sized(cas, digest, what)[0]
+
+
+def _reattach_sized(cas: BlobStore, digest: str, what: str) -> tuple[str, int | None]:
+    """(problem or "", the blob's byte length when it reattached)."""
     if not is_digest(digest):
-        return f"{what}: malformed hash {digest!r}"
+        return f"{what}: malformed hash {digest!r}", None
     try:
-        check_blob(cas, digest)  # re-hashed in a stream: the bytes are not held
+        size = check_blob_size(cas, digest)  # re-hashed in a stream: the bytes are not held
     except BlobNotFound:
-        return f"{what} missing from store ({digest})"
+        return f"{what} missing from store ({digest})", None
     except BlobIntegrityError as exc:
-        return f"content hash mismatch reattaching {what.removeprefix('evidence bytes for ')} (pinned '{exc.expected}', recomputed '{exc.actual}')"
+        return (
+            f"content hash mismatch reattaching {what.removeprefix('evidence bytes for ')} (pinned '{exc.expected}', recomputed '{exc.actual}')",
+            None,
+        )
     except CasError as exc:
-        return f"{what} unreadable: {exc}"
-    return ""
+        return f"{what} unreadable: {exc}", None
+    return "", size
+
+
+def _declared_sizes(entry: dict[str, Any] | None, payload: bytes, count: int) -> list[int] | None:
+    """The observations' declared sizes (JournalEntry.v2), or None for a v1 entry, which declares none."""
+    if entry is None and payload:
+        try:
+            decoded = codec.decode(payload, expect=codec.JOURNAL_ENTRIES)
+        except codec.DecodeError:
+            return None
+        entry = decoded.record
+    if entry is None:
+        return None
+    sizes = [o.get("size") for o in entry["observations"]]
+    if len(sizes) != count or not all(isinstance(size, int) for size in sizes):
+        return None
+    return sizes
+
+
+def _size_mismatch(what: str, digest: str, declared: int, actual: int | None, offset: int, seq: int) -> Problem:
+    return Problem(
+        "EVIDENCE_SIZE_MISMATCH",
+        f"{what} ({digest}) are {actual} bytes, but {declared} were declared: the producer misstated the size "
+        "the run's evidence cap counts",
+        stream="journal",
+        offset=offset,
+        seq=seq,
+        expected=str(declared),
+        recomputed=str(actual),
+    )
+
+
+def _action_size_findings(cas: BlobStore, actions: tuple[tuple[int, dict[str, Any]], ...]) -> list[Problem]:
+    """EVIDENCE_SIZE_MISMATCH for every ComputerUseEntry.v2 whose screenshot or DOM snapshot is not its declared size.
+
+    Blobs that do not reattach are the replay's to name (missing, changed); only a size lie is reported here.
+    """
+    findings: list[Problem] = []
+    for offset, action in actions:
+        if "screenshot_size" not in action:
+            continue  # ComputerUseEntry.v1: no sizes declared
+        index = action["action_index"]
+        for what, digest, declared in (
+            (f"screenshot of action {index}", action["screenshot_hash"], action["screenshot_size"]),
+            (f"DOM snapshot of action {index}", action["dom_digest"], action["dom_size"]),
+        ):
+            problem, size = _reattach_sized(cas, digest, what)
+            if not problem and size != declared:
+                findings.append(_size_mismatch(what, digest, declared, size, offset, action["seq"]))
+    return findings

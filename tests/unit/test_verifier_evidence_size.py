@@ -1,0 +1,163 @@
+"""The verifier checks every declared evidence size against the stored blob (EVIDENCE_SIZE_MISMATCH, exit 2).
+
+The scheduler enforces the per-run 64 MiB evidence cap on the sizes producers
+declare (ActivitySubmission.v2, ComputerUseAction.v2); a producer that
+under-declares gets past the cap, and the verifier names the lie. Runs are
+written by the real scheduler core (``test_verifier_verdicts.Writer``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from schemas import codec
+from schemas.canonical import evidence_set_hash, sha256_digest
+from substrate.cas import DirBlobStore
+from tests.unit.test_verifier_verdicts import RUN, VERIFIED, C, Writer, build, entries
+from verifier.render import render_json, render_text
+from verifier.report import EXIT_MISMATCH, EXIT_VERIFIED, RunReport
+from verifier.verify import _action_size_findings
+
+
+def text(report: RunReport) -> str:
+    out = io.StringIO()
+    assert render_text(report.header, iter(report.stages), out) == report.exit_code
+    return out.getvalue()
+
+
+def document(report: RunReport) -> dict[str, object]:
+    out = io.StringIO()
+    render_json(report.header, iter(report.stages), out)
+    parsed: dict[str, object] = json.loads(out.getvalue())
+    return parsed
+
+
+def sized_stage(w: Writer, stage_id: str, *, under_declare: int = 0) -> None:
+    """A coding stage as ActivitySubmission.v2; its first observation declares ``under_declare`` bytes too few."""
+    blobs = [f"{RUN}/{stage_id}/{name}\n".encode() * 20 for name in ("a.py", "b.py")]
+    observations: list[dict[str, str | int]] = [
+        {
+            "kind": "file",
+            "ref": f"src/{stage_id}/{i}.py",
+            "content_hash": w.store.put(blob),
+            "size": len(blob) - (under_declare if i == 0 else 0),
+        }
+        for i, blob in enumerate(blobs)
+    ]
+    artifact = f"diff for {stage_id}\n".encode()
+    w.store.put(artifact)
+    value = C.encode(
+        codec.ACTIVITY_SUBMISSION_V2,
+        {
+            "submission_id": f"sub-{stage_id}",
+            "run_id": RUN,
+            "stage_id": stage_id,
+            "role": "developer",
+            "producer": {"id": "sizes@test", "sdk": "test"},
+            "kind": "coding",
+            "artifact": artifact,
+            "artifact_hash": sha256_digest(artifact),
+            "evidence_set_hash": evidence_set_hash(str(o["content_hash"]) for o in observations),
+            "observations": observations,
+            "terminal_state": "completed",
+            "reason_code": "ok",
+            "occurred_at_ms": 1,
+        },
+    )
+    w.feed(RUN, value)
+
+
+def test_honest_sizes_verify(tmp_path: Path) -> None:
+    def script(w: Writer) -> None:
+        sized_stage(w, "stage-0")
+        sized_stage(w, "stage-1")
+        w.close(RUN)
+
+    built = build(tmp_path, script=script)
+    assert {C.decode(C.decode(r.value or b"").record["payload"]).schema.name for _, r in entries(built)} == {
+        codec.JOURNAL_ENTRY_V2
+    }
+    report = built.verify()
+    assert report.exit_code == EXIT_VERIFIED
+    assert all(not s.findings for s in report.stages)
+    assert text(report).rstrip().endswith(VERIFIED)
+
+
+def test_an_under_declared_blob_is_evidence_size_mismatch(tmp_path: Path) -> None:
+    def script(w: Writer) -> None:
+        sized_stage(w, "stage-0")
+        sized_stage(w, "stage-1", under_declare=100)  # the lie the scheduler's cap cannot see
+        w.close(RUN)
+
+    built = build(tmp_path, script=script)
+    report = built.verify()
+    assert report.exit_code == EXIT_MISMATCH
+    ok, lying = report.stages
+    assert ok.ok and not ok.findings
+    assert not lying.ok and len(lying.findings) == 1
+    problem = lying.findings[0]
+    blob = f"{RUN}/stage-1/a.py\n".encode() * 20
+    offset = entries(built)[1][1].offset
+    assert problem.to_json() == {
+        "code": "EVIDENCE_SIZE_MISMATCH",
+        "message": f"evidence bytes for 'src/stage-1/0.py' ({sha256_digest(blob)}) are {len(blob)} bytes, but "
+        f"{len(blob) - 100} were declared: the producer misstated the size the run's evidence cap counts",
+        "stream": "journal",
+        "offset": offset,
+        "seq": 1,
+        "expected": str(len(blob) - 100),
+        "recomputed": str(len(blob)),
+    }
+    assert lying.reason == problem.message
+    stages = document(report)["stages"]
+    assert isinstance(stages, list)
+    assert [p["code"] for p in stages[1]["problems"]] == ["EVIDENCE_SIZE_MISMATCH"]
+    assert "problems" not in stages[0]
+    assert problem.message in text(report)  # the stage's line gives the reason
+
+
+def test_a_v1_stage_reports_its_undeclared_bytes(tmp_path: Path) -> None:
+    def script(w: Writer) -> None:
+        w.stage(RUN, "stage-0")  # ActivitySubmission.v1: no sizes
+        w.close(RUN)
+
+    built = build(tmp_path, script=script)
+    report = built.verify()
+    assert report.exit_code == EXIT_VERIFIED
+    size = 2 * len(f"{RUN}/stage-0/a.py\n".encode() * 20)
+    assert (
+        f"sizes not declared (a v1 submission): {size} bytes of evidence reattached, not counted toward the run's evidence cap"
+        in (report.stages[0].notes)
+    )
+
+
+def test_a_computer_use_action_that_lies_about_a_size_is_named(tmp_path: Path) -> None:
+    store = DirBlobStore(tmp_path / "cas")
+    shot, dom = store.put(b"a screenshot of 29 bytes long"), store.put(b"- heading")
+    action = {
+        "action_index": 3,
+        "seq": 7,
+        "screenshot_hash": shot,
+        "screenshot_size": 29,
+        "dom_digest": dom,
+        "dom_size": 9,
+    }
+    assert _action_size_findings(store, ((40, action),)) == []
+    assert _action_size_findings(store, ((40, {**action, "screenshot_size": 2}),))[0].to_json() == {
+        "code": "EVIDENCE_SIZE_MISMATCH",
+        "message": f"screenshot of action 3 ({shot}) are 29 bytes, but 2 were declared: the producer misstated the size "
+        "the run's evidence cap counts",
+        "stream": "journal",
+        "offset": 40,
+        "seq": 7,
+        "expected": "2",
+        "recomputed": "29",
+    }
+    [finding] = _action_size_findings(store, ((41, {**action, "dom_size": 10}),))
+    assert (finding.code, finding.expected, finding.recomputed) == ("EVIDENCE_SIZE_MISMATCH", "10", "9")
+    # a v1 entry declares nothing; a blob that does not reattach is the replay's to name, not a size lie
+    v1 = {k: v for k, v in action.items() if not k.endswith("_size")}
+    assert _action_size_findings(store, ((40, v1),)) == []
+    assert _action_size_findings(store, ((40, {**action, "screenshot_hash": sha256_digest(b"gone")}),)) == []
