@@ -31,7 +31,7 @@ from verifier.sources import StoredRecord
 OUTPUT_STREAMS = ("journal", "refusals", "audit", "deadletter")
 
 _ENVELOPES = {
-    codec.JOURNAL_RECORD: frozenset({codec.JOURNAL_ENTRY, codec.COMPUTER_USE_ENTRY}),
+    codec.JOURNAL_RECORD: codec.JOURNAL_ENTRIES | codec.COMPUTER_USE_ENTRIES,
     codec.SEAL_RECORD: frozenset({codec.RUN_SEAL}),
     codec.AUDIT_RECORD: frozenset({codec.AUDIT_ENTRY, codec.AUDIT_ENTRY_V2}),
 }

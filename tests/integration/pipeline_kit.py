@@ -317,7 +317,7 @@ def rejournal_artifact(dump: Path, run_id: str, stage_id: str, artifact: bytes) 
     c = codec.default_codec()
     record = dict(target.record)
     record["artifact_hash"] = digest
-    payload = c.encode(codec.JOURNAL_ENTRY, record)
+    payload = c.encode(c.schema_of(target.envelope["payload"]).name, record)  # v1 or v2, as journalled
     new_hash = journal_entry_hash(payload)
     kit.set_value(items[target.index], c.encode(codec.JOURNAL_RECORD, {"payload": payload, "entry_hash": new_hash}))
     kit.save_lines(journal, items)

@@ -50,6 +50,7 @@ TOPICS = {
         ("refusals", "activity.refusals"),
         ("audit", "audit"),
         ("deadletter", "activity.deadletter"),
+        ("checkpoints", "checkpoints"),
     )
 }
 C = codec.default_codec()
@@ -286,6 +287,11 @@ def crafted_payloads() -> list[bytes]:
     payloads = [C.encode(codec.JOURNAL_ENTRY, r) for r in records]
     payloads.append(C.encode(codec.COMPUTER_USE_ENTRY, computer_use_record()))
     payloads.append(C.encode(codec.COMPUTER_USE_ENTRY, computer_use_record(entry_type="activity.result")))
+    # the v2 layouts (declared sizes): their heads read natively, a v2 stage fact is the reference's
+    sized = [{**o, "size": 1} for o in entry_record()["observations"]]
+    payloads.append(C.encode(codec.JOURNAL_ENTRY_V2, entry_record(observations=sized)))
+    payloads.append(C.encode(codec.JOURNAL_ENTRY_V2, entry_record(observations=[], entry_type="computer_use.action")))
+    payloads.append(C.encode(codec.COMPUTER_USE_ENTRY_V2, computer_use_record(screenshot_size=7, dom_size=-1)))
     # Valid Avro our encoders never write: a negative block count (with its byte size).
     header = C.schema(codec.JOURNAL_ENTRY).header
     body = C.encode(codec.JOURNAL_ENTRY, entry_record())[len(header) :]
