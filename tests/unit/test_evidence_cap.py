@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from consumers.core.model import OutputRecord, Stream
 from consumers.core.rebuild import rebuild_state
 from schemas import canonical, codec
@@ -305,3 +308,30 @@ def test_the_sdk_declares_sizes_and_writes_v1_only_when_a_size_is_unknown() -> N
         legacy, submission_id="s", run_id="run-1", stage_id="s0", role="developer", producer_id="p", sdk="t"
     )
     assert codec.decode(encode_submission(legacy, record)).schema.name == codec.ACTIVITY_SUBMISSION
+
+
+# ---------------------------------------------------------------------------
+# both cores agree on any sequence of sized submissions
+# ---------------------------------------------------------------------------
+
+_SIZES = st.sampled_from([0, 1, 7, MIB, 20 * MIB, 40 * MIB, CAP - 1, CAP, CAP + 1, -1, -(2**63), 2**63 - 1])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["run-1", "run-2"]),
+            st.lists(st.tuples(st.sampled_from("abcdef"), _SIZES), max_size=5),
+        ),
+        min_size=1,
+        max_size=10,
+    )
+)
+def test_both_cores_agree_on_random_sized_submissions(steps: list[tuple[str, list[tuple[str, int]]]]) -> None:
+    pair = Pair()
+    for index, (run_id, blobs) in enumerate(steps):
+        value = sized_sub(f"s{index}", [(blob(name), size) for name, size in blobs], run_id=run_id)
+        pair.feed(value, key=run_id.encode())  # outputs and states compared byte for byte
+    for run in pair.py_state.runs.values():
+        assert 0 <= run.evidence_bytes <= CAP
