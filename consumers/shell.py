@@ -298,7 +298,9 @@ class SchedulerShell:
         )
         """The producer's transaction.timeout.ms, in seconds (set with the producer)."""
         self._topic_of = {stream: topics.by_stream(stream.value) for stream in Stream}
-        self._topics = tuple(self._topic_of[stream] for stream in (_JOURNAL, _REFUSALS, Stream.AUDIT, _DEADLETTER))
+        self._topics = tuple(
+            self._topic_of[stream] for stream in (_JOURNAL, _REFUSALS, Stream.AUDIT, _DEADLETTER, Stream.CHECKPOINTS)
+        )
         self._native = core if isinstance(core, NativeSchedulerCore) else None
         """The native core's batch path (``plan`` / ``produce_planned``): no Python object per output."""
 
@@ -470,14 +472,15 @@ class SchedulerShell:
     # -- state ---------------------------------------------------------------------
 
     def _rebuild(self) -> SchedulerState:
-        """Fold the committed journal and the last committed audit record."""
+        """Fold the committed journal, the last committed audit record and the last committed checkpoint."""
         started = time.monotonic()
-        for topic in (self.topics.journal, self.topics.audit):
+        for topic in (self.topics.journal, self.topics.audit, self.topics.checkpoints):
             # a transaction this instance committed a moment ago is visible once its markers are written
             if not _wait_stable(self.bootstrap, topic, self.partition):
                 self._log(f"{topic}[{self.partition}] keeps a transaction open; rebuilding from what is committed")
         journal = _read_partition(self.bootstrap, self.topics.journal, self.partition)
         last_audit = _last_value(self.bootstrap, self.topics.audit, self.partition)
+        last_checkpoint = _last_value(self.bootstrap, self.topics.checkpoints, self.partition)
         state = rebuild_state(
             self.core.config,
             self.partition,
@@ -486,6 +489,8 @@ class SchedulerShell:
             journal_topic=self.topics.journal,
             audit_topic=self.topics.audit,
             quarantined=self.options.quarantine,
+            last_checkpoint_value=last_checkpoint,
+            checkpoints_topic=self.topics.checkpoints,
         )
         self._log(
             f"state rebuilt from {len(journal)} journal records in {time.monotonic() - started:.2f}s: "

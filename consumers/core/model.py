@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final, Protocol
 
-from schemas.canonical import journal_genesis
+from schemas.canonical import checkpoint_genesis, journal_genesis
 from schemas.records import MAX_MESSAGE_BYTES
 
 OUTPUT_FRAMING_ALLOWANCE: Final = 16 * 1024
@@ -22,6 +22,8 @@ DEFAULT_MAX_OUTPUT_BYTES: Final = MAX_MESSAGE_BYTES - OUTPUT_FRAMING_ALLOWANCE
 """2,080,768: the largest output (key + value + header names and values) the core writes."""
 MIN_MAX_OUTPUT_BYTES: Final = 64 * 1024
 """A smaller limit could not hold a refusal or a dead letter without its raw value."""
+MAX_CHECKPOINT_EVERY: Final = 1000
+"""The largest ``checkpoint_every``: the verifier relies on it before a partition's first checkpoint."""
 
 
 class Stream(StrEnum):
@@ -31,6 +33,7 @@ class Stream(StrEnum):
     REFUSALS = "refusals"
     AUDIT = "audit"
     DEADLETTER = "deadletter"
+    CHECKPOINTS = "checkpoints"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +92,9 @@ class SchedulerConfig:
     producer_keys: Mapping[str, bytes] = field(default_factory=dict)
     """key_id -> raw Ed25519 public key of producers whose signed lineage entries are accepted
     (computer-use actions); the scheduler's own signing key is always included."""
+    checkpoint_every: int = MAX_CHECKPOINT_EVERY
+    """A signed partition checkpoint after every step that leaves this many audit records (or more)
+    uncovered since the last one (1 to ``MAX_CHECKPOINT_EVERY``); one also follows every final seal."""
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
     """No output is larger than this: len(key) + len(value) + the byte length of every header
     name and value. A record whose journal entry would be larger is dead-lettered
@@ -150,6 +156,16 @@ class SchedulerState:
     audit_seq: int
     audit_head: str
     runs: dict[str, RunState] = field(default_factory=dict)
+    checkpoint_seq: int = 0
+    """Checkpoints written on the partition (the next one's seq)."""
+    checkpoint_head: str = ""
+    """checkpoint_hash of the last checkpoint's payload (the partition's checkpoint genesis before the first)."""
+    checkpoint_audit_seq: int = 0
+    """audit_seq the last checkpoint committed to (0 before the first)."""
+
+    def __post_init__(self) -> None:
+        if not self.checkpoint_head:
+            self.checkpoint_head = checkpoint_genesis(self.partition)
 
     def run(self, run_id: str) -> RunState | None:
         return self.runs.get(run_id)

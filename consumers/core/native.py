@@ -81,7 +81,7 @@ else:
 
 ENV_VAR: Final = "BERNSTEIN_CORE"
 CHOICES: Final = ("auto", "native", "python")
-_STREAMS: Final = (Stream.JOURNAL, Stream.REFUSALS, Stream.AUDIT, Stream.DEADLETTER)
+_STREAMS: Final = (Stream.JOURNAL, Stream.REFUSALS, Stream.AUDIT, Stream.DEADLETTER, Stream.CHECKPOINTS)
 _SCHEDULER_ERROR: Final = (
     codec.default_codec().schema(codec.DEAD_LETTER_V2).header + b"\x1e" + DeadLetterCode.SCHEDULER_ERROR.value.encode()
 )
@@ -216,6 +216,7 @@ class NativeSchedulerCore:
                 [(s.fingerprint, s.name) for s in codec.default_codec().schemas],
                 sorted(_reference._INPUT_SCHEMAS),
                 config.max_output_bytes,
+                config.checkpoint_every,
             )
         except (ValueError, TypeError, OverflowError) as exc:
             raise NativeUnavailable(f"the native core refused this configuration: {exc}") from exc
@@ -319,7 +320,7 @@ class NativeSchedulerCore:
         """Produce the planned outputs, in order, as the shell's loop does for ``step``'s outputs.
 
         Each output becomes ``producer.produce(topic, value, key, partition, None, None,
-        timestamp, headers)`` (``topics[i]`` for journal, refusals, audit, deadletter;
+        timestamp, headers)`` (``topics[i]`` for journal, refusals, audit, deadletter, checkpoints;
         ``headers`` the output's four CloudEvents headers as a list). When the local queue is
         full (BufferError) it polls the producer for 50 ms and retries the same output.
         Returns (journalled, seals, refused, dead_letters) of the plan; other exceptions propagate
@@ -342,11 +343,16 @@ class NativeSchedulerCore:
 
     def to_scheduler_state(self) -> SchedulerState:
         """The current native state as a ``SchedulerState`` (a copy)."""
-        partition, audit_seq, audit_head, runs = self._native.export_state()
+        partition, audit_seq, audit_head, runs, (checkpoint_seq, checkpoint_head, checkpoint_audit_seq) = (
+            self._native.export_state()
+        )
         return SchedulerState(
             partition=partition,
             audit_seq=audit_seq,
             audit_head=audit_head,
+            checkpoint_seq=checkpoint_seq,
+            checkpoint_head=checkpoint_head,
+            checkpoint_audit_seq=checkpoint_audit_seq,
             runs={
                 run_id: RunState(
                     head=head,
@@ -402,6 +408,7 @@ class NativeSchedulerCore:
                 )
                 for run_id, run in state.runs.items()
             ],
+            (state.checkpoint_seq, state.checkpoint_head, state.checkpoint_audit_seq),
         )
 
     def _check(self, state: NativeState) -> None:
@@ -431,8 +438,17 @@ class NativeSchedulerCore:
         if isinstance(record, tuple):
             record = InputRecord(*record)
         partition, audit_seq, audit_head = self._native.audit_position()
+        checkpoint_seq, checkpoint_head, checkpoint_audit_seq = self._native.checkpoint_position()
         runs = _LazyRuns(self._native)
-        state = SchedulerState(partition=partition, audit_seq=audit_seq, audit_head=audit_head, runs=runs)  # type: ignore[arg-type]
+        state = SchedulerState(
+            partition=partition,
+            audit_seq=audit_seq,
+            audit_head=audit_head,
+            runs=runs,  # type: ignore[arg-type]
+            checkpoint_seq=checkpoint_seq,
+            checkpoint_head=checkpoint_head,
+            checkpoint_audit_seq=checkpoint_audit_seq,
+        )
         try:
             after, outputs = self._reference.step(state, record)
         except Exception:
@@ -442,6 +458,7 @@ class NativeSchedulerCore:
             lazy: object = runs
             if after is state and after.runs is lazy and not runs.unsupported and not _scheduler_error(outputs):
                 self._native.set_audit(after.audit_seq, after.audit_head)
+                self._native.set_checkpoint(after.checkpoint_seq, after.checkpoint_head, after.checkpoint_audit_seq)
                 runs.write_back()
                 return outputs
         # The reference did something the lazy view does not model (or failed

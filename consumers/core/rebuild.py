@@ -2,16 +2,18 @@
 
 The journal partition holds every accepted entry (run, seq, hash, stage,
 evidence set, submission id) and every seal (sealed count, closed flag); the
-last audit record holds the audit chain's sequence number and head. Folding
-them gives exactly the state the scheduler had after its last committed
-transaction, so redundancy memory, the submission ids a retry may repeat,
-chain heads, each run's evidence total (the declared sizes of its distinct
-blobs, from JournalEntry.v2 and ComputerUseEntry.v2) and the audit head survive
-restarts. The fold is pure: the shell
+last audit record holds the audit chain's sequence number and head; the last
+checkpoint holds the checkpoint chain's length and head and the audit length
+it covered. Folding them gives exactly the state the scheduler had after its
+last committed transaction, so redundancy memory, the submission ids a retry
+may repeat, chain heads, each run's evidence total (the declared sizes of its
+distinct blobs, from JournalEntry.v2 and ComputerUseEntry.v2), the audit head
+and the checkpoint chain survive restarts. The fold is pure: the shell
 feeds it the records it read.
 
 The fold re-checks what it reads: entry hashes, chain links, every seal's
-Ed25519 signature (by this scheduler's key) and the audit MAC. Outputs that do
+Ed25519 signature (by this scheduler's key), the audit MAC (``AuditRecord``
+v1 or v2) and the last checkpoint's signature. Outputs that do
 not recompute mean someone else wrote to the scheduler's topics, and the
 scheduler refuses to extend a chain it cannot vouch for: ``StateCorrupted``
 names the exact record (topic, partition and offset when the shell passes
@@ -28,7 +30,16 @@ from collections.abc import Collection, Iterable
 from consumers.core.model import SchedulerConfig, SchedulerState, SessionState
 from consumers.core.step import charge_evidence, initial_state
 from schemas import codec
-from schemas.canonical import audit_mac, computer_use_genesis, journal_entry_hash, macs_equal, seal_signing_input
+from schemas.canonical import (
+    audit_mac,
+    audit_record_mac,
+    checkpoint_hash,
+    checkpoint_signing_input,
+    computer_use_genesis,
+    journal_entry_hash,
+    macs_equal,
+    seal_signing_input,
+)
 from schemas.errors import BernsteinError
 from schemas.records import ENTRY_COMPUTER_USE_ACTION
 
@@ -84,8 +95,10 @@ def rebuild_state(
     journal_topic: str = "journal",
     audit_topic: str = "audit",
     quarantined: Collection[int] = (),
+    last_checkpoint_value: bytes | tuple[int, bytes] | None = None,
+    checkpoints_topic: str = "checkpoints",
 ) -> SchedulerState:
-    """Fold journal record values (in offset order) and the last audit record value.
+    """Fold journal record values (in offset order), the last audit record value and the last checkpoint value.
 
     Each value may come with its offset, as ``(offset, value)``: errors then name it
     exactly. Journal records at an offset in ``quarantined`` are skipped.
@@ -113,15 +126,58 @@ def rebuild_state(
             return StateCorrupted(problem, topic=audit_topic, partition=partition, offset=offset)
 
         try:
-            envelope = c.decode(value, expect=frozenset({codec.AUDIT_RECORD})).record
+            decoded = c.decode(value, expect=codec.AUDIT_RECORDS)
+            envelope = decoded.record
             entry = c.decode(envelope["payload"], expect=frozenset({codec.AUDIT_ENTRY, codec.AUDIT_ENTRY_V2})).record
         except codec.DecodeError as exc:
             raise corrupted(f"the last audit record does not decode ({exc})") from exc
-        if not macs_equal(audit_mac(config.audit_key, envelope["payload"]), envelope["mac"]):
+        if decoded.schema.name == codec.AUDIT_RECORD_V2:
+            if envelope["key_id"] != config.audit_key_id:
+                raise corrupted(
+                    f"the last audit record names audit key {envelope['key_id'][:80]!r}, not this scheduler's {config.audit_key_id!r}"
+                )
+            recomputed = audit_record_mac(config.audit_key, envelope["key_id"], envelope["payload"])
+        else:
+            recomputed = audit_mac(config.audit_key, envelope["payload"])
+        if not macs_equal(recomputed, envelope["mac"]):
             raise corrupted("the last audit record fails its MAC: the audit key changed or the record was edited")
         state.audit_seq = entry["seq"] + 1
         state.audit_head = envelope["mac"]
+    if last_checkpoint_value is not None:
+        _apply_checkpoint(state, config, c, last_checkpoint_value, checkpoints_topic)
     return state
+
+
+def _apply_checkpoint(
+    state: SchedulerState, config: SchedulerConfig, c: codec.Codec, item: bytes | tuple[int, bytes], topic: str
+) -> None:
+    """Restore the checkpoint chain from its last record (signed by this scheduler, within the audit chain)."""
+    offset, value = item if isinstance(item, tuple) else (None, item)
+
+    def corrupted(problem: str) -> StateCorrupted:
+        return StateCorrupted(problem, topic=topic, partition=state.partition, offset=offset)
+
+    try:
+        envelope = c.decode(value, expect=frozenset({codec.CHECKPOINT_RECORD})).record
+        checkpoint = c.decode(envelope["payload"], expect=frozenset({codec.PARTITION_CHECKPOINT})).record
+    except codec.DecodeError as exc:
+        raise corrupted(f"the last checkpoint does not decode ({exc})") from exc
+    payload = envelope["payload"]
+    if (
+        envelope["key_id"] != config.signer.key_id
+        or config.signer.sign(checkpoint_signing_input(payload)) != envelope["signature"]
+    ):
+        raise corrupted(f"the last checkpoint is not signed by this scheduler's key {config.signer.key_id!r}")
+    if checkpoint["partition"] != state.partition or checkpoint["audit_seq"] > state.audit_seq:
+        raise corrupted(
+            f"the last checkpoint (partition {checkpoint['partition']}, audit seq {checkpoint['audit_seq']}) does not belong "
+            f"to partition {state.partition}'s audit chain of {state.audit_seq} records"
+        )
+    if checkpoint["audit_seq"] == state.audit_seq and not macs_equal(checkpoint["audit_head"], state.audit_head):
+        raise corrupted(f"the last checkpoint commits audit head {checkpoint['audit_head']!r}, not the last audit record's MAC")
+    state.checkpoint_seq = checkpoint["seq"] + 1
+    state.checkpoint_head = checkpoint_hash(payload)
+    state.checkpoint_audit_seq = checkpoint["audit_seq"]
 
 
 def _apply_entry(state: SchedulerState, c: codec.Codec, envelope: dict[str, object]) -> str | None:

@@ -29,6 +29,13 @@ Every output is bounded: no field reaches an output unbounded (an input key
 is kept as its digest, its size and at most 1 KiB of it), and an output whose
 key, value and headers would exceed ``config.max_output_bytes`` is never
 written: its input is dead-lettered instead (OUTPUT_TOO_LARGE).
+
+Audit records are ``AuditRecord.v2`` (the MAC covers the key id). The last
+output of a step is a signed partition checkpoint (``PartitionCheckpoint`` in a
+``CheckpointRecord``, on the checkpoints stream) when the step wrote a final
+seal, or when ``config.checkpoint_every`` or more audit records follow the
+previous checkpoint: it commits to the audit chain's length and head and the
+input position after the step (docs/checkpoints.md).
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from consumers.core.model import (
+    MAX_CHECKPOINT_EVERY,
     MIN_MAX_OUTPUT_BYTES,
     InputRecord,
     OutputRecord,
@@ -54,8 +62,10 @@ from schemas.canonical import (
     action_digest,
     artifact_hash,
     audit_genesis,
-    audit_mac,
+    audit_record_mac,
     canonical_json,
+    checkpoint_hash,
+    checkpoint_signing_input,
     computer_use_genesis,
     evidence_set_hash,
     is_digest,
@@ -113,6 +123,7 @@ _MAX_EVIDENCE_CHARS = 256
 _MAX_DEAD_LETTER_RAW = 512 * 1024
 _CE_SOURCE = b"bernstein/scheduler"
 _CE_DEADLETTER = b"bernstein.input.deadletter"
+_CE_CHECKPOINT = b"bernstein.partition.checkpoint"
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +148,8 @@ class SchedulerCore:
     def __init__(self, config: SchedulerConfig) -> None:
         if config.seal_every < 1:
             raise ValueError("seal_every must be at least 1")
+        if not 1 <= config.checkpoint_every <= MAX_CHECKPOINT_EVERY:
+            raise ValueError(f"checkpoint_every must be 1 to {MAX_CHECKPOINT_EVERY}")
         if config.max_output_bytes < MIN_MAX_OUTPUT_BYTES:
             raise ValueError(f"max_output_bytes must be at least {MIN_MAX_OUTPUT_BYTES}")
         self.config = config
@@ -158,6 +171,7 @@ class SchedulerCore:
             # is untouched here; discard partial outputs and dead-letter the input.
             emit = _Emitter(record, limit)
             self._dead_letter(state, record, emit, DeadLetterCode.SCHEDULER_ERROR, f"{type(exc).__name__}: {exc}")
+        self._checkpoint_if_due(state, record, emit)
         return state, emit.outputs
 
     def reject(
@@ -172,6 +186,7 @@ class SchedulerCore:
         """
         emit = _Emitter(record, self.config.max_output_bytes)
         self._dead_letter(state, record, emit, code, detail)
+        self._checkpoint_if_due(state, record, emit)
         return state, emit.outputs
 
     # -- dispatch -------------------------------------------------------------
@@ -750,6 +765,7 @@ class SchedulerCore:
         run.sealed_count = run.entry_count
         if final:
             run.closed = True
+            emit.final_sealed = True
         self._audit(
             state,
             record,
@@ -844,11 +860,47 @@ class SchedulerCore:
             payload = self._codec.encode(codec.AUDIT_ENTRY, fields)
         else:
             payload = self._codec.encode(codec.AUDIT_ENTRY_V2, {**fields, "computer_use": computer_use})
-        mac = audit_mac(self.config.audit_key, payload)
-        value = self._codec.encode(codec.AUDIT_RECORD, {"payload": payload, "key_id": self.config.audit_key_id, "mac": mac})
+        key_id = self.config.audit_key_id
+        mac = audit_record_mac(self.config.audit_key, key_id, payload)
+        value = self._codec.encode(codec.AUDIT_RECORD_V2, {"key_id": key_id, "payload": payload, "mac": mac})
         emit.add(Stream.AUDIT, run_id.encode(), value, b"bernstein.audit." + event.value.encode())
         state.audit_seq += 1
         state.audit_head = mac
+
+    # -- checkpoints --------------------------------------------------------------
+
+    def _checkpoint_if_due(self, state: SchedulerState, record: InputRecord, emit: _Emitter) -> None:
+        """The step's last output: a signed partition checkpoint, after a final seal or every ``checkpoint_every`` audit records."""
+        if emit.final_sealed:
+            reason = "final"
+        elif state.audit_seq - state.checkpoint_audit_seq >= self.config.checkpoint_every:
+            reason = "periodic"
+        else:
+            return
+        payload = self._codec.encode(
+            codec.PARTITION_CHECKPOINT,
+            {
+                "partition": state.partition,
+                "seq": state.checkpoint_seq,
+                "prev_hash": state.checkpoint_head,
+                "input_topic": record.topic,
+                "next_offset": record.offset + 1,
+                "audit_seq": state.audit_seq,
+                "audit_head": state.audit_head,
+                "reason": reason,
+                "checkpoint_every": self.config.checkpoint_every,
+                "checkpointed_at_ms": record.timestamp_ms,
+            },
+        )
+        signer = self.config.signer
+        value = self._codec.encode(
+            codec.CHECKPOINT_RECORD,
+            {"payload": payload, "key_id": signer.key_id, "signature": signer.sign(checkpoint_signing_input(payload))},
+        )
+        emit.add(Stream.CHECKPOINTS, str(state.partition).encode(), value, _CE_CHECKPOINT)
+        state.checkpoint_seq += 1
+        state.checkpoint_head = checkpoint_hash(payload)
+        state.checkpoint_audit_seq = state.audit_seq
 
 
 class _OutputTooLarge(Exception):
@@ -858,12 +910,14 @@ class _OutputTooLarge(Exception):
 class _Emitter:
     """Collects one step's outputs with deterministic CloudEvents headers, none above ``limit`` bytes."""
 
-    __slots__ = ("_record", "limit", "outputs")
+    __slots__ = ("_record", "final_sealed", "limit", "outputs")
 
     def __init__(self, record: InputRecord, limit: int) -> None:
         self._record = record
         self.limit = limit
         self.outputs: list[OutputRecord] = []
+        self.final_sealed = False
+        """The step wrote a final seal (so it ends with a checkpoint)."""
 
     def _headers(self, ce_type: bytes) -> tuple[tuple[str, bytes], ...]:
         r = self._record

@@ -65,7 +65,7 @@ impl Tallies {
             Stream::Journal => self.journalled += 1,
             Stream::Refusals => self.refused += 1,
             Stream::Deadletter => self.dead_letters += 1,
-            Stream::Audit => {}
+            Stream::Audit | Stream::Checkpoints => {}
         }
     }
 }
@@ -106,10 +106,10 @@ impl Plan {
             let _ = write!(self.scratch, "{topic}:{partition}:{offset}:{index}");
             let ce_id = ce_id_pair(py, ce_id_name, self.scratch.as_bytes());
             let key = match &last_key {
-                Some((bytes, obj)) if *bytes == o.key => obj.clone(),
+                Some((bytes, obj)) if *bytes == &*o.key => obj.clone(),
                 _ => {
-                    let obj = PyBytes::new(py, o.key);
-                    last_key = Some((o.key, obj.clone()));
+                    let obj = PyBytes::new(py, &o.key);
+                    last_key = Some((&*o.key, obj.clone()));
                     obj
                 }
             };
@@ -239,6 +239,7 @@ pub(crate) fn push_foreign(
             Stream::Refusals,
             Stream::Audit,
             Stream::Deadletter,
+            Stream::Checkpoints,
         ][stream];
         // the shell's `out.headers[3][1] == b"bernstein.run.sealed"`, for journal records only
         let sealed =
@@ -279,9 +280,9 @@ pub(crate) fn produce_planned<'py>(
         ));
     }
     let topics: Vec<Bound<'py, PyAny>> = topics.try_iter()?.collect::<PyResult<_>>()?;
-    if topics.len() != 4 || !topics.iter().all(|t| t.is_exact_instance_of::<PyString>()) {
+    if topics.len() != 5 || !topics.iter().all(|t| t.is_exact_instance_of::<PyString>()) {
         return Err(PyTypeError::new_err(
-            "topics must be the four topic names (journal, refusals, audit, deadletter)",
+            "topics must be the five topic names (journal, refusals, audit, deadletter, checkpoints)",
         ));
     }
     if !partition.is_exact_instance_of::<PyInt>() {

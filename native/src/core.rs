@@ -19,6 +19,10 @@
 //! * `repr()` of a non-ASCII string when the host cannot provide it;
 //! * an input partition that does not fit an Avro int.
 //!
+//! Audit records are AuditRecord.v2 (the MAC covers the key id), and a step
+//! ends with a signed partition checkpoint when it wrote a final seal or left
+//! `checkpoint_every` audit records uncovered (`_checkpoint_if_due`).
+//!
 //! No I/O, no clock, no randomness: time comes from the input record,
 //! Ed25519 (RFC 8032) is deterministic, and the hash tables are keyed from the
 //! audit key (secret, so not floodable; fixed, so runs are reproducible).
@@ -33,8 +37,8 @@ use siphasher::sip::SipHasher13;
 
 use crate::avro::{put_bool, put_bytes, put_int, put_long, put_opt_bytes, put_opt_str, put_str};
 use crate::hashing::{
-    evidence_set_hash_of_digests, hex_string, journal_entry_hash, journal_genesis,
-    seal_signing_input, sha256_digest, AuditMac,
+    checkpoint_genesis, checkpoint_hash, checkpoint_signing_input, evidence_set_hash_of_digests,
+    hex_string, journal_entry_hash, journal_genesis, seal_signing_input, sha256_digest, AuditMac,
 };
 use crate::schemas::*;
 use crate::text::{char_len, clip, has_control, is_blank, is_digest, is_valid_id, repr_ascii};
@@ -154,6 +158,8 @@ pub struct Config {
     pub audit: AuditMac,
     pub audit_key_id: String,
     pub seal_every: i64,
+    /// `config.checkpoint_every`: a checkpoint after a step that leaves this many audit records uncovered.
+    pub checkpoint_every: i64,
     /// `config.max_output_bytes`: no output is larger (key + value + headers).
     pub max_output_bytes: usize,
     /// Every schema the codec knows: fingerprint -> name.
@@ -212,10 +218,28 @@ pub struct AuditChain {
     pub head: String,
 }
 
+/// The partition's checkpoint chain: `checkpoint_seq`, `checkpoint_head`, `checkpoint_audit_seq`.
+pub struct CheckpointChain {
+    pub seq: i64,
+    pub head: String,
+    pub audit_seq: i64,
+}
+
+impl CheckpointChain {
+    pub fn genesis(partition: i32) -> Self {
+        CheckpointChain {
+            seq: 0,
+            head: checkpoint_genesis(i64::from(partition)),
+            audit_seq: 0,
+        }
+    }
+}
+
 pub struct State {
     pub partition: i32,
     pub audit: AuditChain,
     pub runs: Map<Box<str>, RunState>,
+    pub checkpoint: CheckpointChain,
 }
 
 // ---------------------------------------------------------------------------
@@ -237,6 +261,7 @@ pub enum Stream {
     Refusals = 1,
     Audit = 2,
     Deadletter = 3,
+    Checkpoints = 4,
 }
 
 /// The CloudEvents `ce_type` of an output.
@@ -250,9 +275,10 @@ pub enum CeType {
     AuditActivityRefused = 5,
     AuditInputDeadletter = 6,
     AuditRunSealed = 7,
+    PartitionCheckpoint = 8,
 }
 
-pub const CE_TYPES: [&str; 8] = [
+pub const CE_TYPES: [&str; 9] = [
     "bernstein.activity.result",
     "bernstein.run.sealed",
     "bernstein.activity.refused",
@@ -261,11 +287,13 @@ pub const CE_TYPES: [&str; 8] = [
     "bernstein.audit.activity.refused",
     "bernstein.audit.input.deadletter",
     "bernstein.audit.run.sealed",
+    "bernstein.partition.checkpoint",
 ];
 
 pub struct Output<'a> {
     pub stream: Stream,
-    pub key: &'a [u8],
+    /// Borrowed from the input (run ids, input keys), or owned (a checkpoint's partition number).
+    pub key: Cow<'a, [u8]>,
     pub value: Vec<u8>,
     pub ce_type: CeType,
 }
@@ -477,6 +505,8 @@ fn digest_or_empty(value: &str) -> &str {
 pub struct Core {
     pub cfg: Config,
     pub state: State,
+    /// The current step wrote a final seal (`_Emitter.final_sealed`): it ends with a checkpoint.
+    pub final_sealed: bool,
 }
 
 pub enum Outcome<'a> {
@@ -498,6 +528,7 @@ impl Core {
                 head: self.cfg.audit.audit_genesis(i64::from(partition)),
             },
             runs: Map::with_hasher(self.cfg.hasher),
+            checkpoint: CheckpointChain::genesis(partition),
         };
     }
 
@@ -516,8 +547,12 @@ impl Core {
             offset: rec.offset,
         };
         let mut out: Vec<Output<'a>> = Vec::with_capacity(4);
+        self.final_sealed = false;
         match self.dispatch(rec, pos, &mut out, host) {
-            Ok(()) => Outcome::Done(out),
+            Ok(()) => {
+                self.checkpoint_if_due(rec, pos, &mut out);
+                Outcome::Done(out)
+            }
             Err(f) => Outcome::Fallback(f),
         }
     }
@@ -707,7 +742,7 @@ impl Core {
         }
         out.push(Output {
             stream: Stream::Journal,
-            key: run_id.as_bytes(),
+            key: Cow::Borrowed(run_id.as_bytes()),
             value,
             ce_type: CeType::ActivityResult,
         });
@@ -1109,7 +1144,7 @@ impl Core {
         let record_hash = sha256_digest(&value);
         out.push(Output {
             stream: Stream::Refusals,
-            key,
+            key: Cow::Borrowed(key),
             value,
             ce_type: CeType::ActivityRefused,
         });
@@ -1212,6 +1247,7 @@ impl Core {
             run,
             true,
         );
+        self.final_sealed = true;
     }
 
     // -- dead letters -------------------------------------------------------------
@@ -1231,8 +1267,57 @@ impl Core {
             offset: rec.offset,
         };
         let mut out: Vec<Output<'a>> = Vec::with_capacity(2);
+        self.final_sealed = false;
         self.dead_letter(rec, pos, &mut out, code, detail);
+        self.checkpoint_if_due(rec, pos, &mut out);
         Outcome::Done(out)
+    }
+
+    /// `SchedulerCore._checkpoint_if_due`: the step's last output, a signed
+    /// partition checkpoint, after a final seal or every `checkpoint_every` audit records.
+    fn checkpoint_if_due<'a>(
+        &mut self,
+        rec: &Input<'a>,
+        pos: Position<'a>,
+        out: &mut Vec<Output<'a>>,
+    ) {
+        let state = &mut self.state;
+        let reason = if self.final_sealed {
+            "final"
+        } else if state.audit.seq - state.checkpoint.audit_seq >= self.cfg.checkpoint_every {
+            "periodic"
+        } else {
+            return;
+        };
+        let mut payload = soe_buffer(&FP_PARTITION_CHECKPOINT, 240 + pos.topic.len());
+        put_int(&mut payload, state.partition);
+        put_long(&mut payload, state.checkpoint.seq);
+        put_str(&mut payload, &state.checkpoint.head);
+        put_str(&mut payload, pos.topic);
+        put_long(&mut payload, rec.offset + 1);
+        put_long(&mut payload, state.audit.seq);
+        put_str(&mut payload, &state.audit.head);
+        put_str(&mut payload, reason);
+        put_long(&mut payload, self.cfg.checkpoint_every);
+        put_long(&mut payload, rec.timestamp_ms);
+        let signature = self
+            .cfg
+            .signing_key
+            .sign(&checkpoint_signing_input(&payload))
+            .to_bytes();
+        let mut value = soe_buffer(&FP_CHECKPOINT_RECORD, payload.len() + 160);
+        put_bytes(&mut value, &payload);
+        put_str(&mut value, &self.cfg.signer_key_id);
+        put_bytes(&mut value, &signature);
+        out.push(Output {
+            stream: Stream::Checkpoints,
+            key: Cow::Owned(state.partition.to_string().into_bytes()),
+            value,
+            ce_type: CeType::PartitionCheckpoint,
+        });
+        state.checkpoint.seq += 1;
+        state.checkpoint.head = checkpoint_hash(&payload);
+        state.checkpoint.audit_seq = state.audit.seq;
     }
 
     fn dead_letter<'a>(
@@ -1290,7 +1375,7 @@ impl Core {
         }
         out.push(Output {
             stream: Stream::Deadletter,
-            key: out_key,
+            key: Cow::Borrowed(out_key),
             value,
             ce_type: CeType::InputDeadletter,
         });
@@ -1341,7 +1426,7 @@ fn seal<'a>(
     let record_hash = sha256_digest(&value);
     out.push(Output {
         stream: Stream::Journal,
-        key: run_id.as_bytes(),
+        key: Cow::Borrowed(run_id.as_bytes()),
         value,
         ce_type: CeType::RunSealed,
     });
@@ -1370,7 +1455,7 @@ fn seal<'a>(
     );
 }
 
-/// Appends one AuditEntry.v1 to the partition's HMAC chain. `fields` are
+/// Appends one AuditEntry.v1, in an AuditRecord.v2 envelope, to the partition's HMAC chain. `fields` are
 /// stage_id, kind, terminal_state, reason_code, artifact_hash,
 /// evidence_set_hash and record_hash.
 #[allow(clippy::too_many_arguments)]
@@ -1396,14 +1481,14 @@ fn audit<'a>(
     }
     put_long(&mut payload, journal_seq);
     pos.put(&mut payload);
-    let mac = cfg.audit.audit_mac(&payload);
-    let mut value = soe_buffer(&FP_AUDIT_RECORD, payload.len() + 160);
-    put_bytes(&mut value, &payload);
+    let mac = cfg.audit.audit_record_mac(&cfg.audit_key_id, &payload);
+    let mut value = soe_buffer(&FP_AUDIT_RECORD_V2, payload.len() + 160);
     put_str(&mut value, &cfg.audit_key_id);
+    put_bytes(&mut value, &payload);
     put_str(&mut value, &mac);
     out.push(Output {
         stream: Stream::Audit,
-        key: run_id.as_bytes(),
+        key: Cow::Borrowed(run_id.as_bytes()),
         value,
         ce_type: event.ce_type(),
     });

@@ -30,11 +30,11 @@ use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
 
 use crate::batch::{HeaderPairs, Plan};
 use crate::core::{
-    AuditChain, CeType, Config, Core, Host, Input, KeyedHasher, Map, NoHost, Outcome, RoleKind,
-    RunState, Session, Set, State, CE_TYPES, KINDS, MAX_DEAD_LETTER_RAW, MAX_DETAIL_CHARS,
-    MAX_EVIDENCE_CHARS, MAX_INLINE_ARTIFACT_BYTES, MAX_KEPT_KEY_BYTES, MAX_KIND_LENGTH,
-    MAX_LABEL_LENGTH, MAX_OBSERVATIONS, MAX_OCCURRED_AT_MS, MAX_REASON_CODE_LENGTH, MAX_REF_LENGTH,
-    MAX_RUN_EVIDENCE_BYTES, TERMINAL_STATES,
+    AuditChain, CeType, CheckpointChain, Config, Core, Host, Input, KeyedHasher, Map, NoHost,
+    Outcome, RoleKind, RunState, Session, Set, State, CE_TYPES, KINDS, MAX_DEAD_LETTER_RAW,
+    MAX_DETAIL_CHARS, MAX_EVIDENCE_CHARS, MAX_INLINE_ARTIFACT_BYTES, MAX_KEPT_KEY_BYTES,
+    MAX_KIND_LENGTH, MAX_LABEL_LENGTH, MAX_OBSERVATIONS, MAX_OCCURRED_AT_MS,
+    MAX_REASON_CODE_LENGTH, MAX_REF_LENGTH, MAX_RUN_EVIDENCE_BYTES, TERMINAL_STATES,
 };
 use crate::hashing::AuditMac;
 use crate::schemas::NATIVE_SCHEMAS;
@@ -279,7 +279,7 @@ impl NativeCore {
     /// `_INPUT_SCHEMAS`. The state starts as `initial_state(config, partition)`.
     #[new]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (roles, signing_seed, audit_key, audit_key_id, seal_every, partition, signer_key_id, known_schemas, input_schemas, max_output_bytes = 2_080_768))]
+    #[pyo3(signature = (roles, signing_seed, audit_key, audit_key_id, seal_every, partition, signer_key_id, known_schemas, input_schemas, max_output_bytes = 2_080_768, checkpoint_every = 1000))]
     fn new(
         py: Python<'_>,
         roles: &Bound<'_, PyDict>,
@@ -292,6 +292,7 @@ impl NativeCore {
         known_schemas: Vec<(Vec<u8>, String)>,
         input_schemas: Vec<String>,
         max_output_bytes: usize,
+        checkpoint_every: i64,
     ) -> PyResult<Self> {
         let seed: [u8; 32] = signing_seed.try_into().map_err(|_| {
             value_error(format!(
@@ -301,6 +302,9 @@ impl NativeCore {
         })?;
         if seal_every < 1 {
             return Err(value_error("seal_every must be at least 1".into()));
+        }
+        if !(1..=1000).contains(&checkpoint_every) {
+            return Err(value_error("checkpoint_every must be 1 to 1000".into()));
         }
         if max_output_bytes < 64 * 1024 {
             return Err(value_error(
@@ -366,6 +370,7 @@ impl NativeCore {
             audit,
             audit_key_id,
             seal_every,
+            checkpoint_every,
             max_output_bytes,
             known,
             expected: input_schemas,
@@ -379,8 +384,13 @@ impl NativeCore {
                 head: String::new(),
             },
             runs: Map::with_hasher(hasher),
+            checkpoint: CheckpointChain::genesis(partition),
         };
-        let mut core = Core { cfg, state };
+        let mut core = Core {
+            cfg,
+            state,
+            final_sealed: false,
+        };
         core.reset(partition);
 
         let pair = |name: &str, value: &[u8]| -> PyResult<Py<PyTuple>> {
@@ -402,7 +412,7 @@ impl NativeCore {
                 .collect::<PyResult<_>>()?,
             ce_id: PyString::new(py, "ce_id").unbind(),
         };
-        let streams = ["journal", "refusals", "audit", "deadletter"]
+        let streams = ["journal", "refusals", "audit", "deadletter", "checkpoints"]
             .iter()
             .map(|s| PyString::new(py, s).into_any().unbind())
             .collect();
@@ -417,7 +427,7 @@ impl NativeCore {
     }
 
     /// Outputs become `factory(stream, key, value, headers, timestamp_ms)` with
-    /// `streams[i]` for journal, refusals, audit, deadletter (default: tuples and
+    /// `streams[i]` for journal, refusals, audit, deadletter, checkpoints (default: tuples and
     /// str). With `slots` (the five attribute names, in that order) `factory`
     /// must be a class whose instances are just those slots: they are then
     /// filled directly, as a frozen slots dataclass's `__init__` would.
@@ -429,9 +439,9 @@ impl NativeCore {
         streams: Vec<Py<PyAny>>,
         slots: Option<Vec<String>>,
     ) -> PyResult<()> {
-        if streams.len() != 4 {
+        if streams.len() != 5 {
             return Err(value_error(
-                "streams must name journal, refusals, audit and deadletter".into(),
+                "streams must name journal, refusals, audit, deadletter and checkpoints".into(),
             ));
         }
         self.factory = match (factory, slots) {
@@ -469,12 +479,16 @@ impl NativeCore {
     /// stages dict, evidence dict, closed, sealed_count, sessions list of
     /// (session_id, next_index, last_anchor, closed), submissions dict,
     /// evidence_bytes, blobs iterable of digests).
+    /// `checkpoint`: (checkpoint_seq, checkpoint_head, checkpoint_audit_seq),
+    /// or None for the partition's checkpoint genesis.
+    #[pyo3(signature = (partition, audit_seq, audit_head, runs, checkpoint = None))]
     fn load_state(
         &mut self,
         partition: i64,
         audit_seq: i64,
         audit_head: String,
         runs: &Bound<'_, PyAny>,
+        checkpoint: Option<(i64, String, i64)>,
     ) -> PyResult<()> {
         let partition = i32::try_from(partition)
             .map_err(|_| value_error(format!("partition {partition} does not fit an Avro int")))?;
@@ -515,11 +529,19 @@ impl NativeCore {
                 head: audit_head,
             },
             runs: map,
+            checkpoint: match checkpoint {
+                Some((seq, head, audit_seq)) => CheckpointChain {
+                    seq,
+                    head,
+                    audit_seq,
+                },
+                None => CheckpointChain::genesis(partition),
+            },
         };
         Ok(())
     }
 
-    /// The whole state as (partition, audit_seq, audit_head, runs) in `load_state`'s shape.
+    /// The whole state as (partition, audit_seq, audit_head, runs, checkpoint) in `load_state`'s shape.
     fn export_state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         let s = &self.core.state;
         let runs = PyList::empty(py);
@@ -546,8 +568,29 @@ impl NativeCore {
                 s.audit.seq.into_pyobject(py)?.into_any(),
                 PyString::new(py, &s.audit.head).into_any(),
                 runs.into_any(),
+                (
+                    s.checkpoint.seq,
+                    s.checkpoint.head.as_str(),
+                    s.checkpoint.audit_seq,
+                )
+                    .into_pyobject(py)?
+                    .into_any(),
             ],
         )
+    }
+
+    /// (checkpoint_seq, checkpoint_head, checkpoint_audit_seq)
+    fn checkpoint_position(&self) -> (i64, String, i64) {
+        let c = &self.core.state.checkpoint;
+        (c.seq, c.head.clone(), c.audit_seq)
+    }
+
+    fn set_checkpoint(&mut self, seq: i64, head: String, audit_seq: i64) {
+        self.core.state.checkpoint = CheckpointChain {
+            seq,
+            head,
+            audit_seq,
+        };
     }
 
     /// (partition, audit_seq, audit_head)
@@ -864,7 +907,7 @@ impl NativeCore {
 
     /// Calls `produce(topic, value, key, partition, None, None, timestamp,
     /// headers)` for every planned output not produced yet, in order, with
-    /// `topics[i]` for journal, refusals, audit, deadletter. Returns
+    /// `topics[i]` for journal, refusals, audit, deadletter, checkpoints. Returns
     /// (journalled, seals, refused, dead_letters) of the whole plan, or None
     /// when `produce` raised BufferError (poll, then call again: it resumes at
     /// that output). Other exceptions propagate.
@@ -951,7 +994,7 @@ impl NativeCore {
             )?;
             untrack(&headers);
             let stream = self.streams[o.stream as usize].bind(py).clone();
-            let key = PyBytes::new(py, o.key).into_any();
+            let key = PyBytes::new(py, &o.key).into_any();
             let value = PyBytes::new(py, &o.value).into_any();
             let ts = rec.timestamp_obj.clone();
             let out = match &self.factory {
@@ -1001,6 +1044,21 @@ fn audit_genesis(key: &[u8], partition: i64) -> String {
 #[pyfunction]
 fn audit_mac(key: &[u8], payload: &[u8]) -> String {
     AuditMac::new(key).audit_mac(payload)
+}
+
+#[pyfunction]
+fn audit_record_mac(key: &[u8], key_id: &str, payload: &[u8]) -> String {
+    AuditMac::new(key).audit_record_mac(key_id, payload)
+}
+
+#[pyfunction]
+fn checkpoint_genesis(partition: i64) -> String {
+    hashing::checkpoint_genesis(partition)
+}
+
+#[pyfunction]
+fn checkpoint_hash(payload: &[u8]) -> String {
+    hashing::checkpoint_hash(payload)
 }
 
 /// Like `schemas.canonical.evidence_set_hash`, for well-formed members only.
@@ -1078,6 +1136,9 @@ fn bernstein_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(journal_entry_hash, m)?,
         wrap_pyfunction!(audit_genesis, m)?,
         wrap_pyfunction!(audit_mac, m)?,
+        wrap_pyfunction!(audit_record_mac, m)?,
+        wrap_pyfunction!(checkpoint_genesis, m)?,
+        wrap_pyfunction!(checkpoint_hash, m)?,
         wrap_pyfunction!(evidence_set_hash, m)?,
         wrap_pyfunction!(ed25519_sign, m)?,
         wrap_pyfunction!(ed25519_public_key, m)?,

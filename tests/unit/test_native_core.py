@@ -413,7 +413,7 @@ def test_each_refusal_is_byte_identical(name: str) -> None:
     pair.feed(enc_sub(stage_id="accepted-0", pages=[b"first"]))
     record = {**sub(stage_id="stage-9"), **REFUSALS[name]}
     outs = pair.feed(enc(record), key=record["run_id"].encode())
-    assert kinds(outs) == [codec.REFUSAL, codec.AUDIT_RECORD]
+    assert kinds(outs) == [codec.REFUSAL, codec.AUDIT_RECORD_V2]
     assert codec.decode(outs[0].value).record["code"] != "RUN_KEY_MISMATCH"
 
 
@@ -445,7 +445,7 @@ ACCEPTED: dict[str, dict[str, Any]] = {
 def test_accepted_submissions_are_byte_identical(name: str) -> None:
     pair = Pair()
     outs = pair.feed(enc({**sub(), **ACCEPTED[name]}) if "pages" not in ACCEPTED[name] else enc_sub(**ACCEPTED[name]))
-    assert kinds(outs) == [codec.JOURNAL_RECORD, codec.AUDIT_RECORD]
+    assert kinds(outs) == [codec.JOURNAL_RECORD, codec.AUDIT_RECORD_V2]
     assert pair.native.fallbacks == 0
 
 
@@ -488,7 +488,7 @@ def test_a_key_that_is_not_the_run_id_is_refused_alike(name: str) -> None:
     pair.feed(enc_sub(stage_id="s0", pages=[b"zero"]))
     for value in (enc_sub(stage_id="s1", pages=[b"one"]), enc_close(), enc_close("bad id")):
         outs = pair.feed(value, key=KEYS[name])
-        assert kinds(outs) == [codec.REFUSAL, codec.AUDIT_RECORD]
+        assert kinds(outs) == [codec.REFUSAL, codec.AUDIT_RECORD_V2]
         assert len(outs[0].key) <= 128
     assert pair.native.fallbacks == 0
 
@@ -610,7 +610,7 @@ def test_dead_letters_are_byte_identical_without_the_reference(name: str) -> Non
     pair = Pair()
     pair.feed(enc_sub(stage_id="s0", pages=[b"zero"]))
     outs = pair.feed(DEAD_LETTERS[name], key=b"some-key")
-    assert kinds(outs) == [codec.DEAD_LETTER_V2, codec.AUDIT_RECORD]
+    assert kinds(outs) == [codec.DEAD_LETTER_V2, codec.AUDIT_RECORD_V2]
     outs = pair.feed(DEAD_LETTERS[name], key=None)
     assert pair.native.fallbacks == 0
     pair.feed(enc_sub(stage_id="s1", pages=[b"one"]))
@@ -670,7 +670,7 @@ def test_a_negative_block_count_is_left_to_the_reference() -> None:
     assert codec.decode(value).record["observations"] == record["observations"]
     pair = Pair()
     outs = pair.feed(value)
-    assert kinds(outs) == [codec.JOURNAL_RECORD, codec.AUDIT_RECORD]
+    assert kinds(outs) == [codec.JOURNAL_RECORD, codec.AUDIT_RECORD_V2]
     assert pair.native.fallbacks == 1
     # two positive blocks are read natively
     split = codec._long(1) + items[: len(items) // 2] + codec._long(1) + items[len(items) // 2 :] + b"\x00"
@@ -926,7 +926,14 @@ def test_resuming_from_a_rebuilt_state_after_any_record() -> None:
         _, before = python_run(inputs[:cut], config)
         journal = [o.value for o in before if o.stream is Stream.JOURNAL]
         audits = [o.value for o in before if o.stream is Stream.AUDIT]
-        state = rebuild_state(config, PARTITION, journal, audits[-1] if audits else None)
+        checkpoints = [o.value for o in before if o.stream is Stream.CHECKPOINTS]
+        state = rebuild_state(
+            config,
+            PARTITION,
+            journal,
+            audits[-1] if audits else None,
+            last_checkpoint_value=checkpoints[-1] if checkpoints else None,
+        )
         core = NativeSchedulerCore(config, PARTITION, self_check=False)
         resumed: list[OutputRecord] = []
         handle: SchedulerState | NativeState = state
@@ -1137,7 +1144,13 @@ def native_batches(
     return tallies, state
 
 
-SHELL_TOPICS_BY_STREAM = (SHELL_TOPICS.journal, SHELL_TOPICS.refusals, SHELL_TOPICS.audit, SHELL_TOPICS.deadletter)
+SHELL_TOPICS_BY_STREAM = (
+    SHELL_TOPICS.journal,
+    SHELL_TOPICS.refusals,
+    SHELL_TOPICS.audit,
+    SHELL_TOPICS.deadletter,
+    SHELL_TOPICS.checkpoints,
+)
 
 
 @pytest.mark.parametrize("batch", [1, 4, 500])
@@ -1197,7 +1210,7 @@ def test_a_failing_plan_or_produce_leaves_nothing_to_produce() -> None:
     with pytest.raises(KafkaException):
         core.produce_planned(broken, SHELL_TOPICS_BY_STREAM, PARTITION)
     assert len(broken.calls) == 2 and core._native.plan_progress()[1] == 2
-    for bad_topics in [SHELL_TOPICS_BY_STREAM[:3], (1, 2, 3, 4)]:
+    for bad_topics in [SHELL_TOPICS_BY_STREAM[:4], (1, 2, 3, 4, 5)]:
         with pytest.raises(TypeError):
             core.produce_planned(RecordingProducer(), bad_topics, PARTITION)  # type: ignore[arg-type]
 

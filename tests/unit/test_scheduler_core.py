@@ -27,7 +27,7 @@ from schemas import codec
 from schemas.canonical import (
     artifact_hash,
     audit_genesis,
-    audit_mac,
+    audit_record_mac,
     canonical_json,
     computer_use_genesis,
     evidence_set_hash,
@@ -165,11 +165,14 @@ def decode_out(out: OutputRecord) -> Out:
     if name == codec.DEAD_LETTER_V2:
         assert out.stream is Stream.DEADLETTER
         return Out(out, "deadletter", rec, None)
-    if name == codec.AUDIT_RECORD:
+    if name == codec.AUDIT_RECORD_V2:
         assert out.stream is Stream.AUDIT
         return Out(
             out, "audit", rec, codec.decode(rec["payload"], expect=frozenset({codec.AUDIT_ENTRY, codec.AUDIT_ENTRY_V2})).record
         )
+    if name == codec.CHECKPOINT_RECORD:
+        assert out.stream is Stream.CHECKPOINTS
+        return Out(out, "checkpoint", rec, codec.decode(rec["payload"], expect=frozenset({codec.PARTITION_CHECKPOINT})).record)
     raise AssertionError(f"unexpected output schema {name}")
 
 
@@ -196,8 +199,14 @@ class Driver:
         audits = [o.value for o in self.outputs if o.stream is Stream.AUDIT]
         return audits[-1] if audits else None
 
+    def last_checkpoint(self) -> bytes | None:
+        checkpoints = [o.value for o in self.outputs if o.stream is Stream.CHECKPOINTS]
+        return checkpoints[-1] if checkpoints else None
+
     def rebuilt(self) -> SchedulerState:
-        return rebuild_state(self.config, PARTITION, self.journal_values(), self.last_audit())
+        return rebuild_state(
+            self.config, PARTITION, self.journal_values(), self.last_audit(), last_checkpoint_value=self.last_checkpoint()
+        )
 
 
 def expected_headers(offset: int, index: int, ce_type: bytes) -> tuple[tuple[str, bytes], ...]:
@@ -213,7 +222,7 @@ def check_audit(out: Out, *, seq: int, prev_mac: str, offset: int, **fields: Any
     """The audit record's MAC recomputes and its entry carries exactly ``fields``."""
     assert out.what == "audit"
     assert out.record["key_id"] == hmac_key_id(AUDIT_KEY)
-    assert out.record["mac"] == audit_mac(AUDIT_KEY, out.record["payload"])
+    assert out.record["mac"] == audit_record_mac(AUDIT_KEY, out.record["key_id"], out.record["payload"])
     assert out.inner is not None
     expected = {
         "partition": PARTITION,
@@ -659,7 +668,7 @@ def test_run_closed_refuses_later_stages_and_a_second_close() -> None:
     d = Driver()
     d.feed(enc_sub(stage_id="s1", pages=[b"a"]))
     outs = d.feed(enc_close())
-    assert [o.what for o in outs] == ["seal", "audit"]
+    assert [o.what for o in outs] == ["seal", "audit", "checkpoint"]
     before = copy.deepcopy(d.state)
     outs = d.feed(enc_sub(stage_id="s2", pages=[b"b"]))
     refusal = outs[0].record
@@ -868,7 +877,7 @@ def test_periodic_seal_every_n_entries_per_run_and_final_seal_on_close() -> None
     head = d.state.runs["run-a"].head
     audit_seq, audit_head = d.state.audit_seq, d.state.audit_head
     outs = d.feed(enc_close("run-a"), key=b"run-a")
-    assert [o.what for o in outs] == ["seal", "audit"]
+    assert [o.what for o in outs] == ["seal", "audit", "checkpoint"]
     _check_seal(
         outs[0], run_id="run-a", entry_count=7, head=head, offset=offset, final=True, audit_seq=audit_seq, audit_head=audit_head
     )
@@ -880,7 +889,7 @@ def test_periodic_seal_every_n_entries_per_run_and_final_seal_on_close() -> None
 def test_closing_an_unknown_run_seals_an_empty_chain() -> None:
     d = Driver()
     outs = d.feed(enc_close("never-started"), key=b"never-started")
-    assert [o.what for o in outs] == ["seal", "audit"]
+    assert [o.what for o in outs] == ["seal", "audit", "checkpoint"]
     _check_seal(
         outs[0],
         run_id="never-started",
@@ -940,11 +949,11 @@ def test_audit_chain_counts_from_zero_and_links_every_record() -> None:
         assert audit.inner is not None
         assert audit.inner["seq"] == seq
         assert audit.inner["prev_mac"] == prev
-        assert audit.record["mac"] == audit_mac(AUDIT_KEY, audit.record["payload"])
+        assert audit.record["mac"] == audit_record_mac(AUDIT_KEY, audit.record["key_id"], audit.record["payload"])
         prev = audit.record["mac"]
     assert (d.state.audit_seq, d.state.audit_head) == (len(audits), prev)
     # one audit record per crossing: every non-audit output is mirrored exactly once, in order
-    others = [decode_out(o) for o in d.outputs if o.stream is not Stream.AUDIT]
+    others = [decode_out(o) for o in d.outputs if o.stream not in (Stream.AUDIT, Stream.CHECKPOINTS)]
     assert len(others) == len(audits)
     for other, audit in zip(others, audits, strict=True):
         assert audit.inner is not None
@@ -1357,9 +1366,14 @@ def test_rebuild_errors_name_the_topic_partition_and_offset_and_what_to_do() -> 
         with pytest.raises(StateCorrupted, match=rf"journal\[{PARTITION}\]@7: the journal record does not decode"):
             rebuild_state(d.config, PARTITION, [(7, bad)], None)
     # an operator who quarantined the forged record gets the state back
-    assert rebuild_state(d.config, PARTITION, [*journal[:1], (555, forged), *journal[1:]], d.last_audit(), quarantined={555}) == (
-        d.state
-    )
+    assert rebuild_state(
+        d.config,
+        PARTITION,
+        [*journal[:1], (555, forged), *journal[1:]],
+        d.last_audit(),
+        quarantined={555},
+        last_checkpoint_value=d.last_checkpoint(),
+    ) == (d.state)
 
 
 def test_rebuild_checks_every_seals_signature() -> None:
@@ -1412,11 +1426,16 @@ def test_fuzz_step_never_raises_and_accounts_for_every_input(
         # exactly one of: a journal entry, a refusal, a dead letter, or (a run close) a final seal
         assert len(crossings) == 1, [o.what for o in outs]
         if final_seals:
-            assert [o.what for o in outs] == ["seal", "audit"]
+            assert [o.what for o in outs] == ["seal", "audit", "checkpoint"]
         elif seals:
             assert [o.what for o in outs] == ["journal-entry", "audit", "seal", "audit"]
+        # the step's last output is a checkpoint after a final seal (and when one is due), nowhere else
+        checkpoints = [o for o in outs if o.what == "checkpoint"]
+        assert len(checkpoints) <= 1 and (not checkpoints or outs[-1] is checkpoints[0])
+        if final_seals:
+            assert checkpoints
         # one audit record per non-audit output, and the audit sequence advances by exactly that many
-        assert len(audits) == len(outs) - len(audits)
+        assert len(audits) == len(outs) - len(audits) - len(checkpoints)
         assert d.state.audit_seq == seq_before + len(audits)
         prev = head_before
         for audit in audits:
