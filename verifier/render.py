@@ -101,9 +101,12 @@ def _audit_line(audit: AuditVerdict) -> str:
     macs = f"MACs verified with pinned key {', '.join(audit.key_ids)}" if audit.macs_verified else ""
     detail = "; ".join(part for part in (macs, audit.note) if part)
     refusals = f", {plural(audit.refusals, 'refusal')}" if audit.refusals else ""
+    checkpoints = (
+        f"{plural(audit.checkpoints, 'signed checkpoint')}, {plural(audit.uncovered, 'record')} not covered by a checkpoint yet"
+    )
     return (
         f"  OK audit ({plural(audit.records, 'record')} on the partition, {detail}; "
-        f"{audit.run_records} of this run agree with the journal{refusals})"
+        f"{audit.run_records} of this run agree with the journal{refusals}; {checkpoints})"
     )
 
 

@@ -30,7 +30,7 @@ EXIT_NOT_FULLY_VERIFIED = 6
 """A check could not be run (no content store, --records-only, no audit key, a stream not captured); nothing failed."""
 
 
-STREAMS = ("journal", "audit", "refusals", "deadletter")
+STREAMS = ("journal", "audit", "refusals", "deadletter", "checkpoints")
 """The streams a Problem's ``offset`` can point into."""
 
 
@@ -124,6 +124,10 @@ class AuditVerdict(HeaderCheckVerdict):
     key_ids: tuple[str, ...] = ()
     refusals: int = 0
     note: str = ""
+    checkpoints: int = 0
+    """Signed partition checkpoints that verified and agree with the audit chain."""
+    uncovered: int = 0
+    """Audit records of the partition that no verified checkpoint covers yet (after the last one)."""
 
 
 @dataclass(frozen=True)

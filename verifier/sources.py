@@ -82,7 +82,7 @@ from substrate.kafka import RETAIN_FOREVER
 from verifier import facts
 from verifier.facts import Row
 
-STREAMS: Final = ("journal", "refusals", "audit", "deadletter")
+STREAMS: Final = ("journal", "refusals", "audit", "deadletter", "checkpoints")
 DUMP_FORMAT: Final = "bernstein.dump/v1"
 
 MAX_MESSAGE_BYTES: Final = int(RETAIN_FOREVER["max.message.bytes"])
@@ -588,6 +588,7 @@ class KcatSource:
             f"{self.prefix}.activity.refusals": "refusals",
             f"{self.prefix}.audit": "audit",
             f"{self.prefix}.activity.deadletter": "deadletter",
+            f"{self.prefix}.checkpoints": "checkpoints",
         }
         return mapping.get(topic)
 

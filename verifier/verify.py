@@ -17,7 +17,10 @@ CLI can print a run of any length in flat memory. The steps, in report order:
 3. Audit. The partition's HMAC chain must recompute with the pinned audit
    key, count from 0 without gaps, link each record to its predecessor, and
    agree with the journal crossing by crossing (entry hashes, seals). Audit
-   records of this run that the journal lacks name a truncated journal.
+   records of this run that the journal lacks name a truncated journal. The
+   partition's signed checkpoints must verify and the chain must reach each
+   one's length with exactly its head (``verifier.checkpoints``); the audit
+   records after the last one are counted as not covered yet.
 4. Stages. For each ``activity.result`` entry: recompute the evidence-set
    hash from the pinned observation hashes; where a CAS is given, reattach and
    re-hash every observation and the artifact (missing and changed are
@@ -55,6 +58,7 @@ from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError,
 from substrate.keys import TrustedKeys, verify_signature
 from substrate.text import plural
 from verifier import facts as _facts
+from verifier.checkpoints import CheckpointWalk
 from verifier.checks import CheckContext, DetailLine, ModalityCheck, check_for
 from verifier.facts import (
     A_RECORD,
@@ -92,6 +96,8 @@ _DEADLETTER = AuditEvent.INPUT_DEADLETTER.value
 _SEALED = AuditEvent.RUN_SEALED.value
 _SEAL = frozenset({codec.RUN_SEAL})
 _AUDIT_RECORD = frozenset({codec.AUDIT_RECORD})
+_AUDIT_V2_HEADER = codec.default_codec().schema(codec.AUDIT_RECORD_V2).header
+
 _AUDIT_ENTRY = frozenset({codec.AUDIT_ENTRY})
 _DEAD_LETTER = frozenset({codec.DEAD_LETTER, getattr(codec, "DEAD_LETTER_V2", codec.DEAD_LETTER)})
 """Both dead-letter layouts carry what the audit mirrors: the input position and raw_sha256."""
@@ -135,6 +141,9 @@ def verify_stream(
 
     facts = _facts.current()
     audit = _AuditWalk(c, _audit_facts(source, partition, facts, trusted), run_id, partition, trusted)
+    audit.checkpoints = CheckpointWalk(c, source, partition, trusted, audit.findings.add)
+    # a capture that left the checkpoints topic out cannot say whether checkpoints are missing
+    audit.checkpoints_captured = audit.checkpoints.present or not isinstance(source, KcatSource)
     chain = _ChainWalk(c, run_id, partition, trusted, audit)
     for rows in _row_chunks(source, "journal", partition):
         mine = [row for row in rows if row[2] == key]
@@ -143,6 +152,7 @@ def verify_stream(
     if chain.records == 0:
         return _not_found(run_id, source, trusted), iter(())
     truncated = audit.finish(chain.expected_seq)
+    audit.finish_checkpoints()
     is_open = chain.finish(truncated)
     audit.check_refusals(source, key)
     audit.check_deadletters(source)
@@ -220,10 +230,16 @@ def _row_chunks(source: RecordSource, stream: str, partition: int) -> Iterator[l
 
 def _audit_facts(
     source: RecordSource, partition: int, facts: Facts, trusted: TrustedKeys
-) -> Iterator[tuple[int, tuple[Any, ...]]]:
-    """(offset, fact) of every audit record of the partition, in offset order."""
+) -> Iterator[tuple[int, tuple[Any, ...], int]]:
+    """(offset, fact, envelope version) of every audit record of the partition, in offset order.
+
+    The version is 2 for an ``AuditRecord.v2`` (what schedulers that write checkpoints write), else 1;
+    it only decides which checkpoints must exist, the fact says whether the record decodes.
+    """
     for rows in _row_chunks(source, "audit", partition):
-        yield from zip([row[0] for row in rows], facts.audit_facts([row[3] for row in rows], trusted.audit_secret), strict=True)
+        values = [row[3] for row in rows]
+        versions = [2 if value is not None and value[: codec.HEADER_SIZE] == _AUDIT_V2_HEADER else 1 for value in values]
+        yield from zip([row[0] for row in rows], facts.audit_facts(values, trusted.audit_secret), versions, strict=True)
 
 
 def _not_found(run_id: str, source: RecordSource, trusted: TrustedKeys) -> RunHeader:
@@ -570,10 +586,18 @@ class _ChainWalk:
 
 
 class _AuditEvent:
-    __slots__ = ("seq", "offset", "event", "journal_seq", "record_hash", "prev_mac", "tainted")
+    __slots__ = ("seq", "offset", "event", "journal_seq", "record_hash", "prev_mac", "tainted", "version")
 
     def __init__(
-        self, seq: int, offset: int, event: str, journal_seq: int, record_hash: str, prev_mac: str, tainted: bool
+        self,
+        seq: int,
+        offset: int,
+        event: str,
+        journal_seq: int,
+        record_hash: str,
+        prev_mac: str,
+        tainted: bool,
+        version: int = 1,
     ) -> None:
         self.seq = seq
         self.offset = offset
@@ -582,13 +606,15 @@ class _AuditEvent:
         self.record_hash = record_hash
         self.prev_mac = prev_mac
         self.tainted = tainted
+        self.version = version
+        """The AuditRecord envelope version: 2 is written by schedulers that also write checkpoints."""
 
 
 @dataclass
 class _AuditWalk:
     c: codec.Codec
-    records: Iterator[tuple[int, tuple[Any, ...]]]
-    """(offset, audit fact) of every audit record of the partition (``verifier.facts``)."""
+    records: Iterator[tuple[int, tuple[Any, ...], int]]
+    """(offset, audit fact, envelope version) of every audit record of the partition (``verifier.facts``)."""
     run_id: str
     partition: int
     trusted: TrustedKeys
@@ -613,6 +639,15 @@ class _AuditWalk:
     """Input offset of the previous audit record (None at the start, and after a record already reported)."""
     last_event: str = ""
     refusals_not_captured: int = 0
+    checkpoints: CheckpointWalk | None = None
+    """The partition's checkpoints, merged with the chain as it is read."""
+    checkpoints_captured: bool = True
+    """False for a kcat capture without the checkpoints topic: missing checkpoints are then not checked."""
+    v2_records: int = 0
+    """AuditRecord.v2 records read (their scheduler writes checkpoints)."""
+    last_version: int = 0
+    """Envelope version of the last decodable audit record."""
+    uncovered: int = 0
 
     # -- pulling records ---------------------------------------------------------
 
@@ -623,14 +658,14 @@ class _AuditWalk:
             self.pending = None
             return pending
         check = self._check
-        for offset, fact in self.records:
-            event = check(offset, fact)
+        for offset, fact, version in self.records:
+            event = check(offset, fact, version)
             if event is not None:
                 return event
         self.exhausted = True
         return None
 
-    def _check(self, offset: int, fact: tuple[Any, ...]) -> _AuditEvent | None:
+    def _check(self, offset: int, fact: tuple[Any, ...], version: int) -> _AuditEvent | None:
         self.count += 1
         if fact[0] != A_RECORD:
             if fact[0] == RAISE:
@@ -662,6 +697,11 @@ class _AuditWalk:
             input_offset,
         ) = fact
         tainted = False
+        self.last_version = version
+        if version == 2:
+            self.v2_records += 1
+        if self.checkpoints is not None:
+            self.checkpoints.on_audit(seq, mac, input_offset)
         if not self.genesis_checked:
             self.genesis_checked = True
             secret = self.trusted.audit_secret(key_id)
@@ -761,6 +801,7 @@ class _AuditWalk:
             record_hash=record_hash,
             prev_mac=prev_mac,
             tainted=tainted,
+            version=version,
         )
 
     def _account(self, offset: int, seq: int, event: str, input_offset: int) -> None:
@@ -807,6 +848,13 @@ class _AuditWalk:
                 "AUDIT_MACS_NOT_VERIFIED",
                 f"no audit key is pinned: the MACs of the partition's audit records (key {self.missing_key}) were not "
                 "verified, so refusals, dead letters and audit payloads are unauthenticated (add the audit key to --trusted-keys)",
+            )
+        if not self.checkpoints_captured and self.v2_records:
+            yield Problem(
+                "CHECKPOINTS_NOT_CAPTURED",
+                f"the partition's audit chain was written by a scheduler that signs checkpoints, but the capture has no "
+                f"checkpoints topic: the {plural(self.expected_seq, 'audit record')} were not checked against a signed "
+                "checkpoint, so a truncated tail would not show (add a kcat capture of the checkpoints topic)",
             )
         if self.refusals_not_captured:
             yield Problem(
@@ -904,7 +952,20 @@ class _AuditWalk:
                     expected=seal["audit_head"],
                     recomputed=event.prev_mac,
                 )
+            elif seal["final"] and event.version == 2 and self.checkpoints is not None and self.checkpoints_captured:
+                # the step that wrote this final seal ended with a checkpoint over it
+                self.checkpoints.require_after_final_seal(self.run_id, event.seq, event.offset)
             return
+
+    def finish_checkpoints(self) -> None:
+        """After ``finish``: checkpoints beyond the chain's end, a missing last one, and what none covers yet."""
+        walk = self.checkpoints
+        if walk is None:
+            return
+        if not self.checkpoints_captured:
+            self.uncovered = self.expected_seq
+            return
+        self.uncovered = walk.finish(self.expected_seq, self.last_version == 2)
 
     def finish(self, journal_entries: int) -> bool:
         """Drain the audit chain; crossings of this run left over mean the journal lost its tail (returns whether any)."""
@@ -1087,6 +1148,8 @@ class _AuditWalk:
             macs_verified=self.macs_verified and self.count > 0,
             key_ids=tuple(sorted(self.key_ids)),
             refusals=self.refusals,
+            checkpoints=self.checkpoints.verified if self.checkpoints is not None else 0,
+            uncovered=self.uncovered,
             problem=self.findings.first,
             further_problems=self.findings.further,
             note=note,

@@ -500,12 +500,13 @@ def synthetic_dump(root: Path, entries: int, *, run_id: str = "run-big", seal_ev
     state = initial_state(config, 0)
     c = codec.default_codec()
     prefix = "synthetic"
-    streams = ("journal", "refusals", "audit", "deadletter")
+    streams = ("journal", "refusals", "audit", "deadletter", "checkpoints")
     topic_names = {
         "journal": f"{prefix}.activity.journal",
         "refusals": f"{prefix}.activity.refusals",
         "audit": f"{prefix}.audit",
         "deadletter": f"{prefix}.activity.deadletter",
+        "checkpoints": f"{prefix}.checkpoints",
     }
     for stream in streams:
         (root / "topics" / stream).mkdir(parents=True, exist_ok=True)

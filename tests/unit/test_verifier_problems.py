@@ -14,11 +14,18 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _codes_in_source() -> set[str]:
-    """Codes passed to ``Problem(...)`` / ``self._disagree(...)`` or assigned to ``code`` in verifier/verify.py.
+    """Codes passed to ``Problem(...)`` / ``self._disagree(...)`` or assigned to ``code`` in the verifier's modules
+    that report problems (verifier/verify.py, verifier/checkpoints.py).
 
     Fails on a code given any other way (a keyword, an expression), which the scan could not read.
     """
-    tree = ast.parse((REPO / "verifier" / "verify.py").read_text(encoding="utf-8"))
+    codes: set[str] = set()
+    for module in ("verify.py", "checkpoints.py"):
+        codes |= _codes_in(ast.parse((REPO / "verifier" / module).read_text(encoding="utf-8")))
+    return codes
+
+
+def _codes_in(tree: ast.Module) -> set[str]:
     codes: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):

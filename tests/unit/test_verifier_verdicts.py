@@ -26,7 +26,14 @@ from consumers.core.step import SchedulerCore, initial_state
 from producers.computer_use import ComputerUseSession, Frame, ProposedAction, ScriptedAgent
 from producers.computer_use.fakes import FakeDriver, FakeDriverFactory, MemorySource, RecordingPublisher
 from schemas import codec
-from schemas.canonical import audit_mac, evidence_set_hash, journal_entry_hash, seal_signing_input, sha256_digest
+from schemas.canonical import (
+    audit_mac,
+    audit_record_mac,
+    evidence_set_hash,
+    journal_entry_hash,
+    seal_signing_input,
+    sha256_digest,
+)
 from substrate.cas import DirBlobStore
 from substrate.keys import InstallKeys, TrustedKeys, init_keys
 from verifier.render import escape, render_json, render_text
@@ -49,7 +56,13 @@ OTHER = "run-b"
 PREFIX = "mem"
 ROLES = {"developer": "coding", "navigator": "browser"}
 VERIFIED = "verified -- every activity reconstructs from the journal."
-TOPICS = {"journal": "activity.journal", "refusals": "activity.refusals", "audit": "audit", "deadletter": "activity.deadletter"}
+TOPICS = {
+    "journal": "activity.journal",
+    "refusals": "activity.refusals",
+    "audit": "audit",
+    "deadletter": "activity.deadletter",
+    "checkpoints": "checkpoints",
+}
 
 
 # ---------------------------------------------------------------------------
@@ -203,6 +216,11 @@ def audits(b: Built) -> list[dict[str, Any]]:
     return [inner(r.value) for r in b.records("audit")]
 
 
+def checkpoints(b: Built) -> list[dict[str, Any]]:
+    """The decoded payloads of the partition's checkpoints, in order."""
+    return [inner(r.value) for r in b.records("checkpoints")]
+
+
 def audit_index(b: Built, event: str, run_id: str = RUN, nth: int = 0) -> int:
     return [i for i, a in enumerate(audits(b)) if a["event"] == event and a["run_id"] == run_id][nth]
 
@@ -239,7 +257,8 @@ def rewrite_audit(b: Built, index: int, *, relink: bool = True, **changes: Any) 
     out = list(b.records("audit"))
     previous_mac = None
     for i in range(index, len(out) if relink else index + 1):
-        envelope = C.decode(out[i].value or b"").record
+        stored = C.decode(out[i].value or b"")
+        envelope = stored.record
         decoded = C.decode(envelope["payload"])
         record = dict(decoded.record)
         if i == index:
@@ -247,8 +266,14 @@ def rewrite_audit(b: Built, index: int, *, relink: bool = True, **changes: Any) 
         elif previous_mac is not None:
             record["prev_mac"] = previous_mac
         payload = C.encode(decoded.schema.name, record)
-        mac = audit_mac(secret, payload)
-        out[i] = with_value(out[i], C.encode(codec.AUDIT_RECORD, {"payload": payload, "key_id": envelope["key_id"], "mac": mac}))
+        key_id = envelope["key_id"]
+        if stored.schema.name == codec.AUDIT_RECORD_V2:  # the same envelope version as the scheduler wrote
+            mac = audit_record_mac(secret, key_id, payload)
+            value = C.encode(codec.AUDIT_RECORD_V2, {"key_id": key_id, "payload": payload, "mac": mac})
+        else:
+            mac = audit_mac(secret, payload)
+            value = C.encode(codec.AUDIT_RECORD, {"payload": payload, "key_id": key_id, "mac": mac})
+        out[i] = with_value(out[i], value)
         previous_mac = mac
     return out
 
@@ -346,7 +371,7 @@ def test_a_records_only_run_with_a_broken_chain_is_still_a_mismatch(built: Built
 
 
 def dump_of(b: Built, root: Path, *, blobs: int | None, with_cas: bool, drop: tuple[str, ...] = ()) -> DumpSource:
-    for stream in ("journal", "refusals", "audit", "deadletter"):
+    for stream in ("journal", "refusals", "audit", "deadletter", "checkpoints"):
         if stream in drop:
             continue
         (root / "topics" / stream).mkdir(parents=True, exist_ok=True)
@@ -471,7 +496,7 @@ def kcat_file(b: Built, path: Path, stream: str) -> Path:
 
 
 def test_a_kcat_capture_without_the_refusals_topic_is_not_fully_verified(built: Built, tmp_path: Path) -> None:
-    files = [kcat_file(built, tmp_path / f"{stream}.json", stream) for stream in ("journal", "audit")]
+    files = [kcat_file(built, tmp_path / f"{stream}.json", stream) for stream in ("journal", "audit", "checkpoints")]
     capture = KcatSource(files, PREFIX)
     report = built.verify(capture)
     lines = assert_exit(report, EXIT_NOT_FULLY_VERIFIED)
@@ -487,7 +512,7 @@ def test_a_kcat_capture_without_the_refusals_topic_is_not_fully_verified(built: 
     # with the refusals topic it verifies; without a store as well, both are named
     files.append(kcat_file(built, tmp_path / "refusals.json", "refusals"))
     assert built.verify(KcatSource(files, PREFIX)).exit_code == EXIT_VERIFIED
-    bare = built.verify(KcatSource(files[:2], PREFIX), cas=None)
+    bare = built.verify(KcatSource(files[:3], PREFIX), cas=None)
     assert [p.code for p in bare.header.unchecked] == ["NO_CONTENT_STORE", "REFUSALS_NOT_CAPTURED"]
 
 
@@ -791,11 +816,12 @@ def test_audit_wrong_partition(built: Built) -> None:
     assert_exit(report, EXIT_MISMATCH)
     problem = first_problem(report, "audit")
     assert (located(problem), problem.audit_seq) == (("AUDIT_WRONG_PARTITION", "audit", audit[2].offset), 2)
-    # relinking the chain after it changed every later MAC, and each later seal signed the original heads
-    assert (
-        report.header.audit is not None
-        and report.header.audit.further_problems == len(seals(built)) + len(seals(built, OTHER)) - 1
-    )
+    # relinking the chain after it changed every later MAC, and each later seal and checkpoint signed the original heads
+    later_checkpoints = [c for c in checkpoints(built) if c["audit_seq"] > 2]
+    assert later_checkpoints
+    assert report.header.audit is not None and report.header.audit.further_problems == len(seals(built)) + len(
+        seals(built, OTHER)
+    ) - 1 + len(later_checkpoints)
 
 
 def test_audit_undecodable(built: Built) -> None:

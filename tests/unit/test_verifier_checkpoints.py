@@ -1,0 +1,217 @@
+"""The verifier's checkpoint verdicts on in-memory runs written by the real scheduler core.
+
+Each test changes the checkpoints, the audit chain or the journal as an
+attacker could and asserts the exact verdict (code, place, exit code); exit 0
+only for untouched runs. The runs come from ``test_verifier_verdicts``'s
+writer, with ``checkpoint_every`` small enough that periodic checkpoints occur.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from consumers.core.model import SchedulerConfig
+from consumers.core.step import SchedulerCore, initial_state
+from schemas import codec
+from schemas.canonical import checkpoint_signing_input
+from substrate.cas import DirBlobStore
+from substrate.keys import Ed25519Signer, TrustedKeys, init_keys
+from tests.unit.test_verifier_verdicts import (
+    PREFIX,
+    ROLES,
+    RUN,
+    VERIFIED,
+    Built,
+    C,
+    Writer,
+    assert_exit,
+    first_problem,
+    json_of,
+    kcat_file,
+    located,
+)
+from verifier.report import EXIT_MISMATCH, EXIT_NOT_FULLY_VERIFIED, EXIT_OPEN, EXIT_VERIFIED
+from verifier.sources import KcatSource, StoredRecord
+
+
+def build(tmp_path: Path, script: Any, *, checkpoint_every: int = 1000) -> Built:
+    keys = init_keys(tmp_path / "keys")
+    store = DirBlobStore(tmp_path / "cas")
+    writer = Writer(keys, store)
+    config = SchedulerConfig(
+        roles=ROLES,
+        signer=keys.signer,
+        audit_key=keys.audit.secret,
+        audit_key_id=keys.audit.key_id,
+        seal_every=2,
+        checkpoint_every=checkpoint_every,
+    )
+    writer.core = SchedulerCore(config)
+    writer.state = initial_state(config, 0)
+    script(writer)
+    return Built(writer.source, store, keys, TrustedKeys.from_install(keys))
+
+
+def closed_with_a_late_refusal(w: Writer) -> None:
+    """stage-0, stage-1 (a periodic seal), the close (final seal + checkpoint), a late stage refused (uncovered)."""
+    w.stage(RUN, "stage-0")
+    w.stage(RUN, "stage-1")
+    w.close(RUN)
+    w.stage(RUN, "stage-late")
+
+
+def closed(w: Writer) -> None:
+    w.stage(RUN, "stage-0")
+    w.stage(RUN, "stage-1")
+    w.close(RUN)
+
+
+def still_open(w: Writer) -> None:
+    """Four stages and no close: with checkpoint_every=3, periodic checkpoints after stages 1 and 3."""
+    for i in range(4):
+        w.stage(RUN, f"stage-{i}")
+
+
+def payloads(records: list[StoredRecord]) -> list[dict[str, Any]]:
+    return [dict(C.decode(C.decode(r.value or b"").record["payload"]).record) for r in records]
+
+
+def resigned(record: StoredRecord, signer: Ed25519Signer, **changes: Any) -> StoredRecord:
+    """The checkpoint with its payload fields changed and signed again by ``signer`` (an insider's edit)."""
+    payload = C.encode(codec.PARTITION_CHECKPOINT, {**payloads([record])[0], **changes})
+    value = C.encode(
+        codec.CHECKPOINT_RECORD,
+        {"payload": payload, "key_id": signer.key_id, "signature": signer.sign(checkpoint_signing_input(payload))},
+    )
+    return replace(record, value=value)
+
+
+def test_an_untouched_run_reports_its_checkpoints_and_what_none_covers_yet(tmp_path: Path) -> None:
+    b = build(tmp_path, closed_with_a_late_refusal)
+    (checkpoint,) = payloads(b.records("checkpoints"))
+    assert (checkpoint["seq"], checkpoint["audit_seq"], checkpoint["reason"]) == (0, 4, "final")
+    report = b.verify()
+    lines = assert_exit(report, EXIT_VERIFIED)
+    assert report.header.audit is not None
+    assert (report.header.audit.checkpoints, report.header.audit.uncovered) == (1, 1)  # the late refusal
+    assert lines[3].endswith("; 1 signed checkpoint, 1 record not covered by a checkpoint yet)")
+    assert lines[-1] == VERIFIED
+    document = json_of(report)
+    assert (document["audit"]["checkpoints"], document["audit"]["uncovered"]) == (1, 1)
+
+
+def test_dropping_the_final_seal_and_its_audit_record_is_caught_by_the_checkpoint(tmp_path: Path) -> None:
+    """Without checkpoints this read as an open run (exit 5); the checkpoint written with the seal still counts it."""
+    b = build(tmp_path, closed)
+    journal, audit = b.records("journal"), b.records("audit")
+    assert C.decode(journal[-1].value or b"").schema.name == codec.SEAL_RECORD
+    cut = b.source.replaced("journal", journal[:-1]).replaced("audit", audit[:-1])
+    report = b.verify(cut)
+    lines = assert_exit(report, EXIT_MISMATCH)
+    problem = first_problem(report, "audit")
+    (checkpoint,) = b.records("checkpoints")
+    assert located(problem) == ("AUDIT_TRUNCATED_BEFORE_CHECKPOINT", "checkpoints", checkpoint.offset)
+    assert (problem.audit_seq, problem.expected, problem.recomputed) == (4, "4", "3")
+    assert lines[3] == f"  MISMATCH audit -- {problem.message}"
+    # the same cut with the checkpoint deleted too looks open: a deletion of all three tails needs an outside anchor
+    all_three = cut.replaced("checkpoints", [])
+    assert b.verify(all_three).exit_code == EXIT_OPEN
+
+
+def test_truncating_the_audit_tail_after_a_periodic_checkpoint_is_named(tmp_path: Path) -> None:
+    b = build(tmp_path, still_open, checkpoint_every=3)
+    assert assert_exit(b.verify(), EXIT_OPEN)
+    checkpoints = b.records("checkpoints")
+    assert [(c["audit_seq"], c["reason"]) for c in payloads(checkpoints)] == [(3, "periodic"), (6, "periodic")]
+    # cut the last step (stage-3 and its periodic seal) from the journal and the audit chain: a shorter open run
+    journal, audit = b.records("journal"), b.records("audit")
+    report = b.verify(b.source.replaced("journal", journal[:-2]).replaced("audit", audit[:-2]))
+    assert_exit(report, EXIT_MISMATCH)
+    problem = first_problem(report, "audit")
+    assert located(problem) == ("AUDIT_TRUNCATED_BEFORE_CHECKPOINT", "checkpoints", checkpoints[1].offset)
+
+
+def test_an_edited_checkpoint_does_not_verify(tmp_path: Path) -> None:
+    b = build(tmp_path, closed_with_a_late_refusal)
+    (record,) = b.records("checkpoints")
+    head = payloads([record])[0]["audit_head"]
+    flipped = head[:-1] + ("0" if head[-1] != "0" else "1")
+    edited = replace(record, value=(record.value or b"").replace(head.encode(), flipped.encode()))
+    report = b.verify(b.source.replaced("checkpoints", [edited]))
+    assert_exit(report, EXIT_MISMATCH)
+    problem = first_problem(report, "audit")
+    assert located(problem) == ("CHECKPOINT_SIGNATURE_INVALID", "checkpoints", record.offset)
+    assert report.header.audit is not None and report.header.audit.further_problems == 0
+    assert (report.header.audit.checkpoints, report.header.audit.uncovered) == (0, 5)
+
+
+def test_a_checkpoint_signed_by_another_key_is_not_trusted(tmp_path: Path) -> None:
+    b = build(tmp_path, closed)
+    (record,) = b.records("checkpoints")
+    stranger = Ed25519Signer.from_seed(bytes(range(1, 33)))
+    report = b.verify(b.source.replaced("checkpoints", [resigned(record, stranger)]))
+    assert_exit(report, EXIT_MISMATCH)
+    problem = first_problem(report, "audit")
+    assert located(problem) == ("CHECKPOINT_KEY_NOT_PINNED", "checkpoints", record.offset)
+    assert problem.recomputed == stranger.key_id
+
+
+def test_an_insider_checkpoint_with_another_head_or_position_disagrees_with_the_chain(tmp_path: Path) -> None:
+    b = build(tmp_path, closed)
+    (record,) = b.records("checkpoints")
+    signer = b.keys.signer
+    other_head = "hmac-sha256:" + "1" * 64
+    report = b.verify(b.source.replaced("checkpoints", [resigned(record, signer, audit_head=other_head)]))
+    assert_exit(report, EXIT_MISMATCH)
+    problem = first_problem(report, "audit")
+    assert located(problem) == ("CHECKPOINT_AUDIT_HEAD_MISMATCH", "checkpoints", record.offset)
+    assert (problem.audit_seq, problem.expected) == (4, other_head)
+    report = b.verify(b.source.replaced("checkpoints", [resigned(record, signer, next_offset=7)]))
+    assert_exit(report, EXIT_MISMATCH)
+    problem = first_problem(report, "audit")
+    assert located(problem) == ("CHECKPOINT_INPUT_MISMATCH", "checkpoints", record.offset)
+    assert (problem.expected, problem.recomputed) == ("6", "2")
+
+
+def test_a_deleted_or_undecodable_checkpoint_breaks_the_checkpoint_chain(tmp_path: Path) -> None:
+    b = build(tmp_path, still_open, checkpoint_every=3)
+    first, second = b.records("checkpoints")
+    report = b.verify(b.source.replaced("checkpoints", [second]))
+    assert_exit(report, EXIT_MISMATCH)
+    problem = first_problem(report, "audit")
+    assert located(problem) == ("CHECKPOINT_CHAIN_BROKEN", "checkpoints", second.offset)
+    assert problem.message.startswith("checkpoint seq 1 at offset 1 has seq 1 where seq 0 was due")
+    report = b.verify(b.source.replaced("checkpoints", [replace(first, value=b"\xc3\x01garbage"), second]))
+    assert_exit(report, EXIT_MISMATCH)
+    assert located(first_problem(report, "audit")) == ("CHECKPOINT_UNDECODABLE", "checkpoints", first.offset)
+
+
+def test_a_missing_checkpoint_is_named_where_the_scheduler_had_to_write_one(tmp_path: Path) -> None:
+    b = build(tmp_path, closed_with_a_late_refusal)
+    report = b.verify(b.source.replaced("checkpoints", []))
+    assert_exit(report, EXIT_MISMATCH)
+    problem = first_problem(report, "audit")
+    seal_audit = b.records("audit")[3]
+    assert located(problem) == ("CHECKPOINT_MISSING", "audit", seal_audit.offset)
+    assert (problem.audit_seq, problem.expected) == (3, "4")
+    # an open run whose last checkpoint was deleted: checkpoint_every (3) audit records after the one before it
+    o = build(tmp_path / "open", still_open, checkpoint_every=3)
+    first, _ = o.records("checkpoints")
+    report = o.verify(o.source.replaced("checkpoints", [first]))
+    assert_exit(report, EXIT_MISMATCH)
+    problem = first_problem(report, "audit")
+    assert (problem.code, problem.stream, problem.audit_seq, problem.expected) == ("CHECKPOINT_MISSING", "", 3, "6")
+    assert problem.message.startswith("the audit chain holds 3 records after the last checkpoint (audit seq 3)")
+
+
+def test_a_capture_without_the_checkpoints_topic_is_not_fully_verified(tmp_path: Path) -> None:
+    b = build(tmp_path, closed)
+    files = [kcat_file(b, tmp_path / f"{stream}.json", stream) for stream in ("journal", "audit", "refusals")]
+    report = b.verify(KcatSource(files, PREFIX))
+    lines = assert_exit(report, EXIT_NOT_FULLY_VERIFIED)
+    assert [p.code for p in report.header.unchecked] == ["CHECKPOINTS_NOT_CAPTURED"]
+    assert lines[-1].startswith("not fully verified -- not checked: CHECKPOINTS_NOT_CAPTURED;")
+    files.append(kcat_file(b, tmp_path / "checkpoints.json", "checkpoints"))
+    assert b.verify(KcatSource(files, PREFIX)).exit_code == EXIT_VERIFIED

@@ -1,0 +1,287 @@
+"""Signed partition checkpoints, checked against the partition's audit chain.
+
+The scheduler writes a ``PartitionCheckpoint`` (in a ``CheckpointRecord``
+envelope, Ed25519 by its seal key) to ``<prefix>.checkpoints`` as the last
+output of every step that wrote a final seal, and of every step that leaves
+``checkpoint_every`` (at most ``MAX_CHECKPOINT_EVERY``) audit records
+uncovered since the previous checkpoint. Each checkpoint commits to the
+audit chain's length (``audit_seq``) and head (the MAC of its last record)
+and to the input position after its step (``next_offset``); checkpoints
+chain by ``prev_hash``. So records written after a run's final seal (a late
+refusal) and the tail of the audit chain are covered by something signed:
+
+* every checkpoint must decode, name a pinned key, verify, and follow its
+  predecessor (``CHECKPOINT_UNDECODABLE``, ``CHECKPOINT_KEY_NOT_PINNED``,
+  ``CHECKPOINT_SIGNATURE_INVALID``, ``CHECKPOINT_CHAIN_BROKEN``);
+* the audit chain must reach each checkpoint's ``audit_seq`` with exactly its
+  head, and the last record it covers must account for input offset
+  ``next_offset - 1`` (``AUDIT_TRUNCATED_BEFORE_CHECKPOINT``,
+  ``CHECKPOINT_AUDIT_HEAD_MISMATCH``, ``CHECKPOINT_INPUT_MISMATCH``);
+* where the scheduler that wrote the audit records (``AuditRecord.v2``:
+  the same release writes checkpoints) had to write a checkpoint, one must be
+  there: after the run's final seal, and whenever ``checkpoint_every`` or more
+  audit records follow the last checkpoint (``CHECKPOINT_MISSING``).
+
+The walk is fed the audit records in order by ``verifier.verify``'s audit
+walk and reads the checkpoints lazily alongside, so memory stays flat. What no
+checkpoint covers yet (the audit records after the last verified one) is
+counted, not a problem: a later checkpoint will cover them. Deleting the tail
+of all three topics at once (journal, audit and checkpoints) stays invisible
+from a single copy; that needs checkpoints anchored outside Kafka (witness
+cosignatures, a later step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Final
+
+from schemas import codec
+from schemas.canonical import checkpoint_genesis, checkpoint_hash, checkpoint_signing_input, macs_equal
+from substrate.keys import TrustedKeys, verify_signature
+from substrate.text import plural
+from verifier.report import Problem
+from verifier.sources import RecordSource, StoredRecord
+
+MAX_CHECKPOINT_EVERY: Final = 1000
+"""The largest ``checkpoint_every`` a scheduler accepts, so the verifier knows the bound before the first checkpoint."""
+
+_CHECKPOINT: Final = frozenset({codec.PARTITION_CHECKPOINT})
+
+
+@dataclass(frozen=True, slots=True)
+class _Checkpoint:
+    offset: int
+    seq: int
+    audit_seq: int
+    audit_head: str
+    next_offset: int
+    every: int
+    valid: bool
+    """Decoded, signed by a pinned key and verified: only valid checkpoints are matched with the audit chain."""
+
+
+class CheckpointWalk:
+    """The checkpoints of one partition, merged with its audit chain (see the module doc)."""
+
+    def __init__(
+        self, c: codec.Codec, source: RecordSource, partition: int, trusted: TrustedKeys, add: Callable[[Problem], None]
+    ) -> None:
+        self.c = c
+        self.partition = partition
+        self.trusted = trusted
+        self.add = add
+        self.present = partition in source.partitions("checkpoints")
+        self._records: Iterator[StoredRecord] = (
+            iter(source.records("checkpoints", partition, headers=False)) if self.present else iter(())
+        )
+        self._pending: _Checkpoint | None = None
+        self._exhausted = False
+        self.records = 0
+        """Checkpoint records read."""
+        self.verified = 0
+        """Checkpoints that verified and agree with the audit chain."""
+        self.covered = 0
+        """audit_seq of the last checkpoint that verified and agrees with the audit chain."""
+        self.last_seen = 0
+        """audit_seq of the last checkpoint read up to here (valid or not): where the scheduler last wrote one."""
+        self.every = MAX_CHECKPOINT_EVERY
+        self.key_ids: set[str] = set()
+        self._expected_seq = 0
+        self._prev_hash: str | None = checkpoint_genesis(partition)
+
+    # -- reading checkpoints ---------------------------------------------------------
+
+    def _peek(self) -> _Checkpoint | None:
+        if self._pending is None and not self._exhausted:
+            record = next(self._records, None)
+            if record is None:
+                self._exhausted = True
+            else:
+                self._pending = self._read(record)
+        return self._pending
+
+    def _read(self, record: StoredRecord) -> _Checkpoint:
+        self.records += 1
+        offset = record.offset
+        try:
+            name, fields = codec.split_envelope(record.value or b"")
+            if name != codec.CHECKPOINT_RECORD:
+                raise codec.UnknownFingerprint(f"value is a {name} record, expected a checkpoint", "")
+            payload, key_id, signature = fields
+            checkpoint = self.c.decode(payload, expect=_CHECKPOINT).record
+        except codec.DecodeError as exc:
+            self.add(
+                Problem(
+                    "CHECKPOINT_UNDECODABLE",
+                    f"checkpoint record at offset {offset} does not decode: {exc}",
+                    stream="checkpoints",
+                    offset=offset,
+                )
+            )
+            self._expected_seq += 1
+            self._prev_hash = None  # the next one's link cannot be checked
+            return _Checkpoint(offset, -1, -1, "", -1, MAX_CHECKPOINT_EVERY, valid=False)
+        seq, audit_seq = checkpoint["seq"], checkpoint["audit_seq"]
+        valid = True
+        public = self.trusted.public_key(key_id)
+        if public is None:
+            valid = False
+            self.add(
+                Problem(
+                    "CHECKPOINT_KEY_NOT_PINNED",
+                    f"checkpoint seq {seq} at offset {offset} is signed by key {key_id}, which is not among the pinned keys",
+                    stream="checkpoints",
+                    offset=offset,
+                    audit_seq=audit_seq,
+                    expected=", ".join(sorted(self.trusted.ed25519)) or "(none pinned)",
+                    recomputed=key_id,
+                )
+            )
+        elif not verify_signature(public, signature, checkpoint_signing_input(payload)):
+            valid = False
+            self.add(
+                Problem(
+                    "CHECKPOINT_SIGNATURE_INVALID",
+                    f"checkpoint at offset {offset}: signature does not verify against pinned key {key_id}",
+                    stream="checkpoints",
+                    offset=offset,
+                    audit_seq=audit_seq,
+                )
+            )
+        else:
+            self.key_ids.add(key_id)
+        if valid:
+            broken = ""
+            if checkpoint["partition"] != self.partition:
+                broken = f"names partition {checkpoint['partition']}, not {self.partition}"
+            elif seq != self._expected_seq:
+                broken = f"has seq {seq} where seq {self._expected_seq} was due (checkpoints deleted, reordered or repeated)"
+            elif self._prev_hash is not None and checkpoint["prev_hash"] != self._prev_hash:
+                broken = f"does not link to its predecessor (prev_hash '{checkpoint['prev_hash']}', expected '{self._prev_hash}')"
+            if broken:
+                valid = False
+                self.add(
+                    Problem(
+                        "CHECKPOINT_CHAIN_BROKEN",
+                        f"checkpoint seq {seq} at offset {offset} {broken}",
+                        stream="checkpoints",
+                        offset=offset,
+                        audit_seq=audit_seq,
+                        expected=self._prev_hash or "",
+                        recomputed=checkpoint["prev_hash"],
+                    )
+                )
+        self._expected_seq = seq + 1
+        self._prev_hash = checkpoint_hash(payload)
+        every = checkpoint["checkpoint_every"]
+        if valid and 1 <= every <= MAX_CHECKPOINT_EVERY:
+            self.every = every
+        return _Checkpoint(offset, seq, audit_seq, checkpoint["audit_head"], checkpoint["next_offset"], every, valid)
+
+    # -- merging with the audit chain -------------------------------------------------
+
+    def on_audit(self, seq: int, mac: str, input_offset: int) -> None:
+        """The audit record ``seq`` (stored MAC ``mac``) was just read: check the checkpoints that end at it."""
+        while (checkpoint := self._peek()) is not None and checkpoint.audit_seq <= seq + 1:
+            self._pending = None
+            self.last_seen = max(self.last_seen, checkpoint.audit_seq)
+            if not checkpoint.valid:
+                continue
+            if checkpoint.audit_seq != seq + 1:
+                self._head_mismatch(checkpoint, f"the audit chain has no record seq {checkpoint.audit_seq - 1}", "")
+            elif mac != checkpoint.audit_head and not macs_equal(mac, checkpoint.audit_head):
+                self._head_mismatch(checkpoint, f"audit seq {seq} has MAC '{mac}'", mac)
+            elif input_offset != checkpoint.next_offset - 1:
+                self.add(
+                    Problem(
+                        "CHECKPOINT_INPUT_MISMATCH",
+                        f"checkpoint seq {checkpoint.seq} at offset {checkpoint.offset} commits input position "
+                        f"{checkpoint.next_offset}, but the last audit record it covers (seq {seq}) accounts for input "
+                        f"offset {input_offset}",
+                        stream="checkpoints",
+                        offset=checkpoint.offset,
+                        audit_seq=seq,
+                        expected=str(checkpoint.next_offset - 1),
+                        recomputed=str(input_offset),
+                    )
+                )
+            else:
+                self.verified += 1
+                self.covered = checkpoint.audit_seq
+
+    def _head_mismatch(self, checkpoint: _Checkpoint, found: str, recomputed: str) -> None:
+        self.add(
+            Problem(
+                "CHECKPOINT_AUDIT_HEAD_MISMATCH",
+                f"checkpoint seq {checkpoint.seq} at offset {checkpoint.offset} commits audit seq {checkpoint.audit_seq} "
+                f"head '{checkpoint.audit_head}', but {found}",
+                stream="checkpoints",
+                offset=checkpoint.offset,
+                audit_seq=checkpoint.audit_seq,
+                expected=checkpoint.audit_head,
+                recomputed=recomputed,
+            )
+        )
+
+    def require_after_final_seal(self, run_id: str, seal_audit_seq: int, audit_offset: int) -> None:
+        """The run's final seal (audit record ``seal_audit_seq``, written by a checkpointing scheduler) was just read.
+
+        The scheduler wrote a checkpoint as the last output of that step, so one
+        must commit to exactly ``seal_audit_seq + 1`` audit records.
+        """
+        if self.last_seen == seal_audit_seq + 1:
+            return
+        self.add(
+            Problem(
+                "CHECKPOINT_MISSING",
+                f"the final seal of run {run_id!r} (audit seq {seal_audit_seq}, offset {audit_offset}) is followed by no "
+                f"checkpoint at audit seq {seal_audit_seq + 1} (checkpoints deleted)",
+                stream="audit",
+                offset=audit_offset,
+                audit_seq=seal_audit_seq,
+                expected=str(seal_audit_seq + 1),
+            )
+        )
+
+    def finish(self, chain_length: int, tail_written_by_checkpointer: bool) -> int:
+        """After the last audit record: checkpoints beyond the chain, a missing last checkpoint; returns the uncovered count.
+
+        ``chain_length`` is the number of audit records the chain holds (the
+        next seq due); ``tail_written_by_checkpointer`` whether its last record
+        is an ``AuditRecord.v2`` (its scheduler wrote checkpoints).
+        """
+        first: _Checkpoint | None = None
+        while (checkpoint := self._peek()) is not None:
+            self._pending = None
+            self.last_seen = max(self.last_seen, checkpoint.audit_seq)
+            if checkpoint.valid and first is None:
+                first = checkpoint
+        if first is not None:
+            missing = first.audit_seq - chain_length
+            self.add(
+                Problem(
+                    "AUDIT_TRUNCATED_BEFORE_CHECKPOINT",
+                    f"checkpoint seq {first.seq} at offset {first.offset} commits {plural(first.audit_seq, 'audit record')} "
+                    f"(head '{first.audit_head}'), but the audit chain holds {chain_length}: "
+                    f"{plural(missing, 'record')} of its tail deleted",
+                    stream="checkpoints",
+                    offset=first.offset,
+                    audit_seq=first.audit_seq,
+                    expected=str(first.audit_seq),
+                    recomputed=str(chain_length),
+                )
+            )
+        elif tail_written_by_checkpointer and chain_length - self.last_seen >= self.every:
+            self.add(
+                Problem(
+                    "CHECKPOINT_MISSING",
+                    f"the audit chain holds {plural(chain_length - self.last_seen, 'record')} after the last checkpoint "
+                    f"(audit seq {self.last_seen}); its scheduler writes one at least every {self.every} "
+                    "(checkpoints deleted)",
+                    expected=str(self.last_seen + self.every),
+                    audit_seq=self.last_seen,
+                )
+            )
+        return max(0, chain_length - self.covered)
