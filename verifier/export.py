@@ -9,8 +9,9 @@ Layout::
                                       the verifier trusts nothing it is not handed explicitly
 
 For selected runs, the journal and refusal records of those runs are exported,
-and the audit partitions they live on are exported whole (an audit chain
-cannot be checked with holes in it; its records carry hashes only).
+and the audit and checkpoint partitions they live on are exported whole (an
+audit chain cannot be checked with holes in it, and the signed checkpoints
+commit to its length and head; both carry hashes only).
 """
 
 from __future__ import annotations
@@ -89,11 +90,11 @@ def export_dump(
             if written["records"]:
                 partition_files.setdefault(stream, {})[str(partition)] = written
                 counts[stream] = counts.get(stream, 0) + written["records"]
-    for stream in ("audit", "deadletter"):
+    for stream in ("audit", "checkpoints", "deadletter"):
         if stream == "deadletter" and wanted is not None:
             continue
         for partition in source.partitions(stream):
-            if stream == "audit" and wanted is not None and partition not in audit_partitions:
+            if stream in ("audit", "checkpoints") and wanted is not None and partition not in audit_partitions:
                 continue
             written = _write_partition(destination, stream, partition, source.records(stream, partition), on_record=None)
             if written["records"]:

@@ -8,6 +8,7 @@ writer, with ``checkpoint_every`` small enough that periodic checkpoints occur.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -32,8 +33,9 @@ from tests.unit.test_verifier_verdicts import (
     kcat_file,
     located,
 )
+from verifier.export import export_dump
 from verifier.report import EXIT_MISMATCH, EXIT_NOT_FULLY_VERIFIED, EXIT_OPEN, EXIT_VERIFIED
-from verifier.sources import KcatSource, StoredRecord
+from verifier.sources import DumpSource, KcatSource, StoredRecord
 
 
 def build(tmp_path: Path, script: Any, *, checkpoint_every: int = 1000) -> Built:
@@ -215,3 +217,14 @@ def test_a_capture_without_the_checkpoints_topic_is_not_fully_verified(tmp_path:
     assert lines[-1].startswith("not fully verified -- not checked: CHECKPOINTS_NOT_CAPTURED;")
     files.append(kcat_file(b, tmp_path / "checkpoints.json", "checkpoints"))
     assert b.verify(KcatSource(files, PREFIX)).exit_code == EXIT_VERIFIED
+
+
+def test_an_export_of_a_run_carries_its_partitions_checkpoints(tmp_path: Path) -> None:
+    b = build(tmp_path, closed_with_a_late_refusal)
+    summary = export_dump(b.source, tmp_path / "dump", cas=b.store, runs=[RUN], trusted=b.trusted)
+    assert summary.records["checkpoints"] == 1
+    manifest = json.loads((tmp_path / "dump" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["streams"]["checkpoints"]["0"]["records"] == 1
+    report = b.verify(DumpSource(tmp_path / "dump"), cas=DirBlobStore(tmp_path / "dump" / "cas"))
+    assert_exit(report, EXIT_VERIFIED)
+    assert report.header.audit is not None and report.header.audit.checkpoints == 1
