@@ -335,3 +335,27 @@ def test_both_cores_agree_on_random_sized_submissions(steps: list[tuple[str, lis
         pair.feed(value, key=run_id.encode())  # outputs and states compared byte for byte
     for run in pair.py_state.runs.values():
         assert 0 <= run.evidence_bytes <= CAP
+
+
+def test_a_browser_result_counts_only_frames_its_actions_did_not() -> None:
+    """The native core hands browser results to the reference: its lazy state view reads and extends the counted set."""
+    from tests.unit.test_native_core import browser_artifact
+
+    pair = Pair()
+    head = computer_use_genesis("run-1", "browser-0")
+    value, head = cu_action_v2("run-1", "browser-0", 0, head, screenshot_size=1000, dom_size=100, shot=b"frame")
+    pair.feed(value)
+    shot, dom = sha256_digest(b"frame"), sha256_digest(b"dom 0")
+    art = browser_artifact("run-1", "browser-0", head, 1)
+    result = sized_sub("browser-0", [(shot, 1000), (dom, 100), (blob("final"), 50), (blob("log"), 7)], artifact=art)
+    record = codec.decode(result).record
+    record.update(role="navigator", kind="browser", artifact_hash=sha256_digest(art))
+    before = pair.native.fallbacks
+    outs = pair.feed(codec.encode(codec.ACTIVITY_SUBMISSION_V2, record))
+    assert outs[0].stream is Stream.JOURNAL and pair.native.fallbacks == before + 1
+    run = pair.py_state.runs["run-1"]
+    assert (run.evidence_bytes, run.blobs) == (1157, {shot, dom, blob("final"), blob("log")})
+    # and the native core's own state says the same (Pair compared it), so a native step after it agrees
+    refusal = refusal_of(pair.feed(sized_sub("s1", [(shot, 1000), (blob("big"), CAP - 1157 + 1)])))
+    assert (refusal["code"], refusal["declared"]) == ("EVIDENCE_CAP_EXCEEDED", str(CAP + 1))
+    assert pair.native.fallbacks == before + 1
