@@ -28,12 +28,14 @@ from tests.roles import ROLES
 from verifier.kafka_source import KafkaSource
 from verifier.sources import StoredRecord
 
-OUTPUT_STREAMS = ("journal", "refusals", "audit", "deadletter")
+OUTPUT_STREAMS = ("journal", "refusals", "audit", "deadletter", "checkpoints")
 
 _ENVELOPES = {
     codec.JOURNAL_RECORD: codec.JOURNAL_ENTRIES | codec.COMPUTER_USE_ENTRIES,
     codec.SEAL_RECORD: frozenset({codec.RUN_SEAL}),
     codec.AUDIT_RECORD: frozenset({codec.AUDIT_ENTRY, codec.AUDIT_ENTRY_V2}),
+    codec.AUDIT_RECORD_V2: frozenset({codec.AUDIT_ENTRY, codec.AUDIT_ENTRY_V2}),
+    codec.CHECKPOINT_RECORD: frozenset({codec.PARTITION_CHECKPOINT}),
 }
 
 

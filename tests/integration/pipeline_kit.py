@@ -237,7 +237,7 @@ def expected_header(dump: Path, run_id: str, keys: InstallKeys) -> list[str]:
         f"  OK seal (final seal covers {_plural(len(entries), 'entry', 'entries')}, {_plural(len(seals), 'seal')} "
         f"signed by pinned key {keys.signer.key_id})",
         f"  OK audit ({_plural(len(view.audit), 'record')} on the partition, MACs verified with pinned key {keys.audit.key_id}; "
-        f"{len(run_audit)} of this run agree with the journal)",
+        f"{len(run_audit)} of this run agree with the journal; {view.checkpoint_words()})",
     ]
 
 

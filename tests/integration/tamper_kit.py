@@ -444,6 +444,21 @@ class DumpView:
     def entry(self, seq: int, run_id: str = MAIN_RUN) -> JournalLine:
         return entry_line(self.journal_items, run_id, seq)
 
+    def checkpoints(self) -> list[dict[str, Any]]:
+        """The decoded payloads of the dump's checkpoints (partition 0), in order."""
+        path = topic_file(self.dump, "checkpoints")
+        if not path.exists():
+            return []
+        c = codec.default_codec()
+        return [dict(c.decode(c.decode(value_of(item)).record["payload"]).record) for item in load_lines(path)]
+
+    def checkpoint_words(self) -> str:
+        """What the verifier's OK audit line ends with: the signed checkpoints, and the records none covers yet."""
+        checkpoints = self.checkpoints()
+        covered = checkpoints[-1]["audit_seq"] if checkpoints else 0
+        n, m = len(checkpoints), len(self.audit) - covered
+        return f"{n} signed checkpoint{'' if n == 1 else 's'}, {m} record{'' if m == 1 else 's'} not covered by a checkpoint yet"
+
     def seals(self, run_id: str = MAIN_RUN) -> list[JournalLine]:
         return seal_lines(self.journal_items, run_id)
 

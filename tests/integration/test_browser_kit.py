@@ -23,7 +23,7 @@ from verifier.sources import StoredRecord
 REPO = Path(__file__).resolve().parents[2]
 SITE = REPO / "demo" / "site"
 SIGNUP_FLOW = REPO / "demo" / "flows" / "signup.json"
-STREAMS = ("submissions", "journal", "refusals", "audit", "deadletter")
+STREAMS = ("submissions", "journal", "refusals", "audit", "deadletter", "checkpoints")
 
 
 class RecordingStore:

@@ -661,7 +661,9 @@ def fold_with_rejections(config: SchedulerConfig, inputs: list[Any], rejected: d
     """``fold``, except that each input in ``rejected`` is dead-lettered (PRODUCE_REJECTED) with that detail."""
     core = SchedulerCore(config)
     state = initial_state(config, 0)
-    outputs: dict[str, list[OutputRecord]] = {stream: [] for stream in ("journal", "refusals", "audit", "deadletter")}
+    outputs: dict[str, list[OutputRecord]] = {
+        stream: [] for stream in ("journal", "refusals", "audit", "deadletter", "checkpoints")
+    }
     for rec in inputs:
         record = InputRecord(rec.topic, 0, rec.offset, rec.timestamp_ms, rec.key, rec.value)
         if rec.offset in rejected:

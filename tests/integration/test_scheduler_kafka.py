@@ -24,7 +24,7 @@ from consumers.shell import Counters, SchedulerShell, ShellOptions
 from producers.activity import ActivityResult
 from producers.emitter import Emitter
 from schemas import codec
-from schemas.canonical import audit_genesis, audit_mac, evidence_set_hash, journal_entry_hash, sha256_digest
+from schemas.canonical import audit_genesis, audit_record_mac, evidence_set_hash, journal_entry_hash, sha256_digest
 from schemas.records import DeadLetterCode, RefusalCode
 from substrate.cas import DirBlobStore, S3BlobStore
 from substrate.config import Settings, Topics
@@ -79,7 +79,7 @@ def check_audit_chain(bootstrap: str, audit: list[Rec], keys: InstallKeys, parti
         envelope = rec.record
         assert rec.inner["seq"] == seq
         assert rec.inner["prev_mac"] == prev
-        assert envelope["mac"] == audit_mac(keys.audit.secret, envelope["payload"])
+        assert envelope["mac"] == audit_record_mac(keys.audit.secret, envelope["key_id"], envelope["payload"])
         prev = envelope["mac"]
 
 
@@ -516,7 +516,7 @@ def test_replay_from_offset_zero_into_fresh_topics_is_byte_identical(
     replayed = read_outputs(bootstrap, second)
     assert read_partition(bootstrap, second, "submissions") == []
 
-    for stream in ("journal", "refusals", "audit", "deadletter"):
+    for stream in ("journal", "refusals", "audit", "deadletter", "checkpoints"):
         assert len(original[stream]) == len(replayed[stream]) > 0, stream
         assert [r.stored() for r in original[stream]] == [r.stored() for r in replayed[stream]], stream
     # the mix covers every kind of output

@@ -36,7 +36,7 @@ def expected_report(run: kit.RealisticRun, view: kit.DumpView) -> list[str]:
         f"  OK chain (6 entries on partition 0, head {view.entry_hash(5)})",
         f"  OK seal (final seal covers 6 entries, 3 seals signed by pinned key {run.keys.signer.key_id})",
         f"  OK audit ({audit_records} records on the partition, MACs verified with pinned key {run.keys.audit.key_id}; "
-        f"{main_crossings} of this run agree with the journal, 1 refusal)",
+        f"{main_crossings} of this run agree with the journal, 1 refusal; {view.checkpoint_words()})",
         *[f"  OK {stage} [coding] (evidence reattached)" for stage in kit.MAIN_STAGES],
         VERIFIED,
     ]
@@ -76,7 +76,12 @@ def kcat_export(run: kit.RealisticRun, directory: Path) -> dict[str, Path]:
     assert kcat is not None, "kcat (Debian package kcat) is required"
     topics = Topics(run.prefix)
     files = {}
-    for stream, topic in (("journal", topics.journal), ("refusals", topics.refusals), ("audit", topics.audit)):
+    for stream, topic in (
+        ("journal", topics.journal),
+        ("refusals", topics.refusals),
+        ("audit", topics.audit),
+        ("checkpoints", topics.checkpoints),
+    ):
         path = directory / f"{stream}.json"
         with path.open("wb") as out:
             result = subprocess.run(
@@ -97,7 +102,7 @@ def test_kcat_round_trip(run: kit.RealisticRun, view: kit.DumpView, tmp_path: Pa
     assert json.loads(journal_lines[0].decode("utf-8", "surrogateescape"))["topic"] == Topics(run.prefix).journal
     cas = tmp_path / "cas"
     shutil.copytree(run.dump / "cas", cas)
-    source = f"{files['journal']},{files['audit']},{files['refusals']}"
+    source = f"{files['journal']},{files['audit']},{files['refusals']},{files['checkpoints']}"
     result = kit.bernstein(
         verify_args(run, source, kit.MAIN_RUN, "--cas", str(cas), "--prefix", run.prefix), kit.offline_env(), cwd=tmp_path
     )
@@ -108,7 +113,15 @@ def test_kcat_round_trip(run: kit.RealisticRun, view: kit.DumpView, tmp_path: Pa
     assert result.stdout == ours
     # Without the refusals topic nothing fails, but the audited refusal went unchecked: not a pass (exit 6).
     without_refusals = kit.bernstein(
-        verify_args(run, f"{files['journal']},{files['audit']}", kit.MAIN_RUN, "--cas", str(cas), "--prefix", run.prefix),
+        verify_args(
+            run,
+            f"{files['journal']},{files['audit']},{files['checkpoints']}",
+            kit.MAIN_RUN,
+            "--cas",
+            str(cas),
+            "--prefix",
+            run.prefix,
+        ),
         kit.offline_env(),
         cwd=tmp_path,
     )
@@ -358,6 +371,8 @@ def test_json_report_structure(run: kit.RealisticRun, view: kit.DumpView) -> Non
         "macs_verified": True,
         "key_ids": [run.keys.audit.key_id],
         "note": "",
+        "checkpoints": len(view.checkpoints()),
+        "uncovered": len(view.audit) - view.checkpoints()[-1]["audit_seq"],
         "problem": None,
         "further_problems": 0,
     }

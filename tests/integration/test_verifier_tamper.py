@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from schemas import codec
-from schemas.canonical import audit_mac, evidence_set_hash, journal_entry_hash, sha256_digest
+from schemas.canonical import audit_record_mac, evidence_set_hash, journal_entry_hash, sha256_digest
 from substrate.keys import Ed25519Signer, TrustedKeys
 from tests.integration import tamper_kit as kit
 from verifier.render import escape
@@ -52,6 +52,7 @@ def problem(
     *,
     journal: int | None = None,
     audit: int | None = None,
+    checkpoints: int | None = None,
     seq: int | None = None,
     audit_seq: int | None = None,
     expected: str = "",
@@ -59,14 +60,16 @@ def problem(
 ) -> dict[str, Any]:
     """A Problem as ``--json`` prints it, without its message (fields that are unset are absent).
 
-    ``journal`` / ``audit``: the offset of the record the problem names, in that stream.
+    ``journal`` / ``audit`` / ``checkpoints``: the offset of the record the problem names, in that stream.
     """
-    assert journal is None or audit is None
+    assert [journal, audit, checkpoints].count(None) >= 2
     out: dict[str, Any] = {"code": code}
     if journal is not None:
         out.update(stream="journal", offset=journal)
     if audit is not None:
         out.update(stream="audit", offset=audit)
+    if checkpoints is not None:
+        out.update(stream="checkpoints", offset=checkpoints)
     if seq is not None:
         out["seq"] = seq
     if audit_seq is not None:
@@ -286,7 +289,7 @@ def flip_audit_record_byte(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -
                 audit_seq=seq,
                 audit=target.offset,
                 expected=target.envelope["mac"],
-                recomputed=audit_mac(run.keys.audit.secret, new_payload),
+                recomputed=audit_record_mac(run.keys.audit.secret, target.envelope["key_id"], new_payload),
             ),
             message_has=(f"audit seq {seq} at offset {target.offset}: MAC mismatch",),
         )
@@ -664,10 +667,7 @@ def delete_journal_and_blank_audit_keys(dump: Path, v: kit.DumpView, run: kit.Re
     )
 
 
-@case
-def drop_final_seal_and_its_audit_record(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -> Expect:
-    """Both tails cut at the end of the partition: indistinguishable from a run still open (until signed partition
-    checkpoints cover the audit tail), so the verdict is "open" (exit 5), never "verified"."""
+def _drop_final_seal_and_its_audit_record(dump: Path, v: kit.DumpView) -> None:
     final = v.seals()[-1]
     mirror = v.audit_seal(final)
     assert final.index == len(v.journal_items) - 1 and mirror.index == len(v.audit_items) - 1
@@ -676,7 +676,56 @@ def drop_final_seal_and_its_audit_record(dump: Path, v: kit.DumpView, run: kit.R
         items = kit.load_lines(path)
         del items[index]
         kit.save_lines(path, items)
+
+
+@case
+def drop_final_seal_and_its_audit_record(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -> Expect:
+    """Both tails cut at the end of the partition. Before checkpoints this read as a run still open (exit 5); the
+    checkpoint the scheduler signed in the seal's transaction still counts the deleted audit record."""
+    _drop_final_seal_and_its_audit_record(dump, v)
+    checkpoint = v.checkpoints()[-1]  # written with the final seal, the partition's last record
+    offset = kit.load_lines(kit.topic_file(dump, "checkpoints"))[-1]["offset"]
+    length = checkpoint["audit_seq"]
+    assert length == len(v.audit)
+    return Expect(
+        audit=Section(
+            problem(
+                "AUDIT_TRUNCATED_BEFORE_CHECKPOINT",
+                checkpoints=offset,
+                audit_seq=length,
+                expected=str(length),
+                recomputed=str(length - 1),
+            ),
+            message_has=(f"but the audit chain holds {length - 1}: 1 record of its tail deleted",),
+        ),
+        open=True,
+    )
+
+
+@case
+def drop_final_seal_its_audit_record_and_the_checkpoint(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -> Expect:
+    """All three tails cut together: one copy of the data cannot tell this from a run still open (that needs
+    checkpoints anchored outside Kafka), so the verdict is "open" (exit 5), never "verified"."""
+    _drop_final_seal_and_its_audit_record(dump, v)
+    path = kit.topic_file(dump, "checkpoints")
+    kit.save_lines(path, kit.load_lines(path)[:-1])
     return Expect(exit_code=5, open=True)
+
+
+@case
+def flip_checkpoint_byte(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -> Expect:
+    """One hex digit of the audit head a signed checkpoint commits to."""
+    path = kit.topic_file(dump, "checkpoints")
+    items = kit.load_lines(path)
+    checkpoint = v.checkpoints()[-1]
+    kit.set_value(items[-1], flip_inside(kit.value_of(items[-1]), checkpoint["audit_head"], len("hmac-sha256:") + 5))
+    kit.save_lines(path, items)
+    return Expect(
+        audit=Section(
+            problem("CHECKPOINT_SIGNATURE_INVALID", checkpoints=items[-1]["offset"], audit_seq=checkpoint["audit_seq"]),
+            message_has=("signature does not verify against pinned key",),
+        )
+    )
 
 
 @case
@@ -848,6 +897,8 @@ def test_suite_names_the_required_cases() -> None:
         "forge_refusal_behind_an_unpinned_audit_key_id",
         "delete_journal_and_blank_audit_keys",
         "drop_final_seal_and_its_audit_record",
+        "drop_final_seal_its_audit_record_and_the_checkpoint",
+        "flip_checkpoint_byte",
         "hostile_seal_key_id",
     }
     assert required <= set(CASES)
