@@ -49,6 +49,7 @@ TOPICS = {
     "audit": "bench.audit",
     "refusals": "bench.activity.refusals",
     "deadletter": "bench.activity.deadletter",
+    "checkpoints": "bench.checkpoints",
 }
 
 
@@ -71,10 +72,11 @@ def build_dump(root: Path, entries: int, blob_bytes: int) -> None:
     )
     state = initial_state(core.config, 0)
     size = max(1, blob_bytes // entries)
-    for stream in ("journal", "audit"):
+    streams = ("journal", "audit", "checkpoints")
+    for stream in streams:
         (root / "topics" / stream).mkdir(parents=True, exist_ok=True)
-    files = {stream: (root / "topics" / stream / "0.jsonl").open("wb") for stream in ("journal", "audit")}
-    offsets = {"journal": 0, "audit": 0}
+    files = {stream: (root / "topics" / stream / "0.jsonl").open("wb") for stream in streams}
+    offsets = dict.fromkeys(streams, 0)
     seed = os.urandom(size)
 
     def write(outputs: list) -> None:  # type: ignore[type-arg]
