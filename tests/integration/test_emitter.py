@@ -46,14 +46,14 @@ def test_submission_round_trips_through_kafka_byte_for_byte(settings: Settings, 
     records = _read_all(settings.kafka_bootstrap, settings.topics.submissions)
     assert records == [(b"run-rt", published.value)]
     decoded = codec.decode(records[0][1])
-    assert decoded.schema.name == codec.ACTIVITY_SUBMISSION
+    assert decoded.schema.name == codec.ACTIVITY_SUBMISSION_V2  # every captured observation declares its size
     sub = decoded.record
     assert (sub["run_id"], sub["stage_id"], sub["role"], sub["kind"]) == ("run-rt", "research-0", "scout", "research")
     assert sub["producer"]["id"] == "tester@host"
     assert sub["artifact"] == result.artifact and sub["artifact_hash"] == result.artifact_hash
     assert sub["evidence_set_hash"] == evidence_set_hash([p.content_hash for p in pages])
-    assert [o["ref"] for o in sub["observations"]] == ["https://a.example/x", "https://b"]
-    assert codec.encode(codec.ACTIVITY_SUBMISSION, sub) == records[0][1]
+    assert [(o["ref"], o["size"]) for o in sub["observations"]] == [("https://a.example/x", 12), ("https://b", 4)]
+    assert codec.encode(codec.ACTIVITY_SUBMISSION_V2, sub) == records[0][1]
 
 
 def test_blobs_are_in_the_store_before_the_event_exists(settings: Settings, s3_store: S3BlobStore) -> None:

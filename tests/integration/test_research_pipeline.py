@@ -355,8 +355,9 @@ def test_report_is_bound_to_the_exact_served_bytes(world: World, services: Any) 
     assert journalled["role"] == "scout"
     assert journalled["terminal_state"] == "completed"
     assert [dict(o) for o in journalled["observations"]] == [
-        {"kind": "page", "ref": world.source(path), "content_hash": page_hash(SERVED[path])} for path in SOURCES
-    ]
+        {"kind": "page", "ref": world.source(path), "content_hash": page_hash(SERVED[path]), "size": len(PAGES[SERVED[path]])}
+        for path in SOURCES
+    ]  # the SDK declares each page's size
     store = S3BlobStore(services.s3)
     assert store.get(journalled["artifact_hash"]) == report_bytes
     for name, data in PAGES.items():
@@ -483,7 +484,7 @@ def test_budget_refusal_is_journalled_and_verifies(world: World) -> None:
     )
     assert journalled["artifact_hash"] == refusal_hash
     assert [dict(o) for o in journalled["observations"]] == [
-        {"kind": "page", "ref": first, "content_hash": page_hash("notes.html")}
+        {"kind": "page", "ref": first, "content_hash": page_hash("notes.html"), "size": len(PAGES["notes.html"])}
     ]
 
     verified = pk.verify_dump(world.dump, BUDGET, world.pipe.trust_file)
