@@ -16,7 +16,7 @@ from typing import Any
 from consumers.core.model import SchedulerConfig
 from consumers.core.step import SchedulerCore, initial_state
 from schemas import codec
-from schemas.canonical import checkpoint_signing_input
+from schemas.canonical import audit_mac, checkpoint_signing_input, seal_signing_input, sha256_digest
 from substrate.cas import DirBlobStore
 from substrate.keys import Ed25519Signer, TrustedKeys, init_keys
 from tests.unit.test_verifier_verdicts import (
@@ -31,6 +31,7 @@ from tests.unit.test_verifier_verdicts import (
     first_problem,
     json_of,
     kcat_file,
+    kind_of,
     located,
 )
 from verifier.export import export_dump
@@ -228,3 +229,51 @@ def test_an_export_of_a_run_carries_its_partitions_checkpoints(tmp_path: Path) -
     report = b.verify(DumpSource(tmp_path / "dump"), cas=DirBlobStore(tmp_path / "dump" / "cas"))
     assert_exit(report, EXIT_VERIFIED)
     assert report.header.audit is not None and report.header.audit.checkpoints == 1
+
+
+def test_a_partition_written_before_checkpoints_still_verifies(tmp_path: Path) -> None:
+    """AuditRecord.v1 (MAC over the payload only) and no checkpoints: the pre-checkpoint layout, rebuilt from a run
+    (every audit record re-MACed as v1 and relinked, every seal re-signed over the new heads). It verifies, no
+    checkpoint is expected, and every audit record is reported uncovered."""
+    b = build(tmp_path, closed_with_a_late_refusal)
+    secret, signer = b.keys.audit.secret, b.keys.signer
+    journal = list(b.records("journal"))
+    seal_at = {sha256_digest(r.value or b""): i for i, r in enumerate(journal) if kind_of(r.value) == codec.SEAL_RECORD}
+    new_mac: dict[str, str] = {}
+    audit: list[StoredRecord] = []
+    for record in b.records("audit"):
+        envelope = C.decode(record.value or b"").record
+        entry = dict(C.decode(envelope["payload"]).record)
+        entry["prev_mac"] = new_mac.get(entry["prev_mac"], entry["prev_mac"])  # the genesis does not change
+        if entry["event"] == "run.sealed":
+            index = seal_at[entry["record_hash"]]
+            seal_envelope = C.decode(journal[index].value or b"").record
+            seal = dict(C.decode(seal_envelope["payload"]).record)
+            seal["audit_head"] = new_mac.get(seal["audit_head"], seal["audit_head"])
+            payload = C.encode(codec.RUN_SEAL, seal)
+            value = C.encode(
+                codec.SEAL_RECORD,
+                {"payload": payload, "key_id": signer.key_id, "signature": signer.sign(seal_signing_input(payload))},
+            )
+            journal[index] = replace(journal[index], value=value)
+            entry["record_hash"] = sha256_digest(value)
+        payload = C.encode(codec.AUDIT_ENTRY, entry)
+        mac = audit_mac(secret, payload)
+        new_mac[envelope["mac"]] = mac
+        audit.append(
+            replace(record, value=C.encode(codec.AUDIT_RECORD, {"payload": payload, "key_id": envelope["key_id"], "mac": mac}))
+        )
+    old = b.source.replaced("journal", journal).replaced("audit", audit).replaced("checkpoints", [])
+    report = b.verify(old)
+    lines = assert_exit(report, EXIT_VERIFIED)
+    assert report.header.audit is not None and report.header.audit.macs_verified
+    assert (report.header.audit.checkpoints, report.header.audit.uncovered) == (0, 5)
+    assert lines[3].endswith("; 0 signed checkpoints, 5 records not covered by a checkpoint yet)")
+    # the same v1 chain with one payload edited is still caught by its MAC
+    edited = list(audit)
+    envelope = C.decode(edited[1].value or b"").record
+    forged = C.encode(codec.AUDIT_ENTRY, {**C.decode(envelope["payload"]).record, "stage_id": "stage-9"})
+    edited[1] = replace(edited[1], value=C.encode(codec.AUDIT_RECORD, {**envelope, "payload": forged}))
+    report = b.verify(old.replaced("audit", edited))
+    assert_exit(report, EXIT_MISMATCH)
+    assert located(first_problem(report, "audit")) == ("AUDIT_MAC_MISMATCH", "audit", edited[1].offset)
