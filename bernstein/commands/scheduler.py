@@ -19,7 +19,13 @@ from types import FrameType
 from typing import Final
 
 from bernstein.commands.common import UsageError, add_keys_flag, add_prefix_flag, command_group, keys_from, settings_from
-from consumers.core.model import DEFAULT_MAX_OUTPUT_BYTES, MIN_MAX_OUTPUT_BYTES, OUTPUT_FRAMING_ALLOWANCE, SchedulerConfig
+from consumers.core.model import (
+    DEFAULT_MAX_OUTPUT_BYTES,
+    MAX_CHECKPOINT_EVERY,
+    MIN_MAX_OUTPUT_BYTES,
+    OUTPUT_FRAMING_ALLOWANCE,
+    SchedulerConfig,
+)
 from consumers.core.native import make_core
 from consumers.manifest import load_roles
 from consumers.shell import SchedulerFenced, SchedulerShell, ShellOptions
@@ -47,6 +53,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     which.add_argument("--all-partitions", action="store_true", help="start one child process per partition and supervise them")
     run.add_argument("--roles", type=Path, default=None, help="roles manifest (default: $BERNSTEIN_ROLES or config/roles.toml)")
     run.add_argument("--seal-every", type=int, default=1000, help="sign a seal after every N entries of a run (default 1000)")
+    run.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=MAX_CHECKPOINT_EVERY,
+        help=f"sign a partition checkpoint once N audit records follow the last one (1 to {MAX_CHECKPOINT_EVERY}, "
+        f"default {MAX_CHECKPOINT_EVERY}); one also follows every final seal (docs/checkpoints.md)",
+    )
     run.add_argument(
         "--max-output-bytes",
         type=int,
@@ -79,10 +92,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def scheduler_config(
-    keys: InstallKeys, roles_path: Path, seal_every: int, max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    keys: InstallKeys,
+    roles_path: Path,
+    seal_every: int,
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    checkpoint_every: int = MAX_CHECKPOINT_EVERY,
 ) -> SchedulerConfig:
     if seal_every < 1:
         raise UsageError("--seal-every must be at least 1")
+    if not 1 <= checkpoint_every <= MAX_CHECKPOINT_EVERY:
+        raise UsageError(f"--checkpoint-every must be 1 to {MAX_CHECKPOINT_EVERY}")
     if max_output_bytes < MIN_MAX_OUTPUT_BYTES:
         raise UsageError(f"--max-output-bytes must be at least {MIN_MAX_OUTPUT_BYTES}")
     return SchedulerConfig(
@@ -92,6 +111,7 @@ def scheduler_config(
         audit_key_id=keys.audit.key_id,
         seal_every=seal_every,
         max_output_bytes=max_output_bytes,
+        checkpoint_every=checkpoint_every,
     )
 
 
@@ -102,7 +122,7 @@ def _roles_path(args: argparse.Namespace) -> Path:
 def _run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     bootstrap = require_bootstrap(settings.kafka_bootstrap)
-    config = scheduler_config(keys_from(args), _roles_path(args), args.seal_every, args.max_output_bytes)
+    config = scheduler_config(keys_from(args), _roles_path(args), args.seal_every, args.max_output_bytes, args.checkpoint_every)
     ensure_topics(bootstrap, settings.topics)
     if args.all_partitions:
         if args.quarantine:
@@ -147,6 +167,7 @@ def _supervise(args: argparse.Namespace, partitions: int) -> int:
         if value is not None:
             passthrough += [f"--{flag.replace('_', '-')}", str(value)]
     passthrough += ["--seal-every", str(args.seal_every), "--batch-max", str(args.batch_max), "--batch-ms", str(args.batch_ms)]
+    passthrough += ["--checkpoint-every", str(args.checkpoint_every)]
     passthrough += ["--max-output-bytes", str(args.max_output_bytes)]
     passthrough += ["--core", args.core]
     children = [subprocess.Popen([*base, "scheduler", "run", "--partition", str(p), *passthrough]) for p in range(partitions)]

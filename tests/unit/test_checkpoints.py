@@ -10,6 +10,7 @@ restores the checkpoint chain so a restarted scheduler continues it exactly.
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +33,7 @@ from substrate.keys import Ed25519Signer, verify_signature
 from tests.roles import ROLES
 from tests.unit.test_scheduler_core import AUDIT_KEY, PARTITION, SIGNER, TOPIC, enc_close, enc_sub, record
 
+REPO = Path(__file__).resolve().parents[2]
 needs_native = pytest.mark.skipif(not native_status()[0], reason=native_status()[1])
 CHECKPOINT_TYPE = b"bernstein.partition.checkpoint"
 
@@ -331,3 +333,17 @@ def test_the_native_core_continues_a_loaded_checkpoint_chain() -> None:
     assert batch_state.to_scheduler_state().checkpoint_seq == sum(
         1 for step in expected for o in step if o.stream is Stream.CHECKPOINTS
     )
+
+
+def test_the_scheduler_command_takes_checkpoint_every(tmp_path: Path) -> None:
+    from bernstein.commands.common import UsageError
+    from bernstein.commands.scheduler import scheduler_config
+    from substrate.keys import init_keys
+
+    keys = init_keys(tmp_path / "keys")
+    roles = REPO / "config" / "roles.toml"
+    assert scheduler_config(keys, roles, 1000).checkpoint_every == 1000
+    assert scheduler_config(keys, roles, 1000, checkpoint_every=7).checkpoint_every == 7
+    for bad in (0, 1001):
+        with pytest.raises(UsageError, match="--checkpoint-every must be 1 to 1000"):
+            scheduler_config(keys, roles, 1000, checkpoint_every=bad)
