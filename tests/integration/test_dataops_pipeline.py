@@ -278,9 +278,9 @@ def test_jobs_write_correct_outputs_and_sign_them(world: World, services: Any) -
         journalled = pk.entry(world.dump, RUN, stage).record
         assert (journalled["kind"], journalled["terminal_state"], journalled["reason_code"]) == (kind, "completed", "ok")
         assert [dict(o) for o in journalled["observations"]] == [
-            {"kind": "input", "ref": ref_in, "content_hash": h_in},
-            {"kind": "output", "ref": ref_out, "content_hash": h_out},
-        ]
+            {"kind": "input", "ref": ref_in, "content_hash": h_in, "size": len(pk.read_blob(world.dump, h_in))},
+            {"kind": "output", "ref": ref_out, "content_hash": h_out, "size": len(pk.read_blob(world.dump, h_out))},
+        ]  # the SDK declares each blob's size: the stored bytes
 
 
 # ---------------------------------------------------------------------------
@@ -324,7 +324,9 @@ def test_phase_violation_is_refused_and_journalled(
     assert (journalled["kind"], journalled["terminal_state"], journalled["reason_code"]) == (kind, "refused", code.lower())
     assert journalled["artifact_hash"] == refusal_hash
     ref = "service.conf" if kind == "ops" else "orders.csv"
-    assert [dict(o) for o in journalled["observations"]] == [{"kind": "input", "ref": ref, "content_hash": inputs[0]}]
+    assert [dict(o) for o in journalled["observations"]] == [
+        {"kind": "input", "ref": ref, "content_hash": inputs[0], "size": len(pk.read_blob(world.dump, inputs[0]))}
+    ]
     assert pk.read_blob(world.dump, refusal_hash) == pk.canonical(refusal)
 
     code_, document = pk.verify_dump_json(world.dump, RUN, world.pipe.trust_file)
