@@ -467,7 +467,12 @@ def test_pinning_another_signing_key_fails_the_seal_and_the_receipts(world: Worl
     assert document["seal"]["problem"]["message"] == (
         f"seal at offset {seal.offset} is signed by key {world.key_id}, which is not among the pinned keys (--trusted-keys)"
     )
-    assert document["chain"]["ok"] and document["audit"]["ok"]
+    assert document["chain"]["ok"]
+    # the partition checkpoints are signed by the same scheduler key: not pinned either
+    assert (document["audit"]["problem"]["code"], document["audit"]["problem"]["recomputed"]) == (
+        "CHECKPOINT_KEY_NOT_PINNED",
+        world.key_id,
+    )
     reason = f"receipt signer {world.key_id} is not a pinned key"
     for stage in ("data-0", "ops-0"):
         verdict = pk.stage_json(document, stage)
