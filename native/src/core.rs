@@ -534,20 +534,11 @@ impl Core {
 
     /// `SchedulerCore.step` for one record.
     pub fn step<'a>(&mut self, rec: &Input<'a>, host: &mut dyn Host) -> Outcome<'a> {
-        let Ok(partition) = i32::try_from(rec.partition) else {
-            return Outcome::Fallback(Fallback("input partition does not fit an Avro int"));
-        };
-        if self.state.audit.seq > i64::MAX - 8 {
-            // Python's integers would outgrow an Avro long here; let the reference fail its way.
-            return Outcome::Fallback(Fallback("audit sequence at the end of the long range"));
-        }
-        let pos = Position {
-            topic: rec.topic,
-            partition,
-            offset: rec.offset,
+        let pos = match self.begin(rec) {
+            Ok(pos) => pos,
+            Err(f) => return Outcome::Fallback(f),
         };
         let mut out: Vec<Output<'a>> = Vec::with_capacity(4);
-        self.final_sealed = false;
         match self.dispatch(rec, pos, &mut out, host) {
             Ok(()) => {
                 self.checkpoint_if_due(rec, pos, &mut out);
@@ -555,6 +546,24 @@ impl Core {
             }
             Err(f) => Outcome::Fallback(f),
         }
+    }
+
+    /// What `step` and `reject` share before their outputs: the input's position,
+    /// or the record classes the reference must handle (and `final_sealed` reset).
+    fn begin<'a>(&mut self, rec: &Input<'a>) -> Result<Position<'a>, Fallback> {
+        let Ok(partition) = i32::try_from(rec.partition) else {
+            return Err(Fallback("input partition does not fit an Avro int"));
+        };
+        if self.state.audit.seq > i64::MAX - 8 {
+            // Python's integers would outgrow an Avro long here; let the reference fail its way.
+            return Err(Fallback("audit sequence at the end of the long range"));
+        }
+        self.final_sealed = false;
+        Ok(Position {
+            topic: rec.topic,
+            partition,
+            offset: rec.offset,
+        })
     }
 
     fn dispatch<'a>(
@@ -1255,19 +1264,11 @@ impl Core {
     /// `SchedulerCore.reject`: dead-letter `rec` with `code` and `detail`
     /// instead of stepping it (the shell's per-record produce errors).
     pub fn reject<'a>(&mut self, rec: &Input<'a>, code: &str, detail: &str) -> Outcome<'a> {
-        let Ok(partition) = i32::try_from(rec.partition) else {
-            return Outcome::Fallback(Fallback("input partition does not fit an Avro int"));
-        };
-        if self.state.audit.seq > i64::MAX - 8 {
-            return Outcome::Fallback(Fallback("audit sequence at the end of the long range"));
-        }
-        let pos = Position {
-            topic: rec.topic,
-            partition,
-            offset: rec.offset,
+        let pos = match self.begin(rec) {
+            Ok(pos) => pos,
+            Err(f) => return Outcome::Fallback(f),
         };
         let mut out: Vec<Output<'a>> = Vec::with_capacity(2);
-        self.final_sealed = false;
         self.dead_letter(rec, pos, &mut out, code, detail);
         self.checkpoint_if_due(rec, pos, &mut out);
         Outcome::Done(out)
