@@ -80,7 +80,7 @@ from schemas.canonical import (
     sha256_digest,
 )
 from schemas.documents.browser import LineageBinding
-from schemas.documents.rules import DOCUMENT_KINDS, submission_violation
+from schemas.documents.rules import DOCUMENT_KINDS, record_violation
 from schemas.ed25519 import verify_signature
 from schemas.errors import CanonicalizationError
 from schemas.records import (
@@ -331,13 +331,7 @@ class SchedulerCore:
             )
         artifact: bytes = sub["artifact"]
         if len(artifact) > MAX_INLINE_ARTIFACT_BYTES:
-            return _Refusal(
-                RefusalCode.ARTIFACT_TOO_LARGE,
-                f"inline artifact has {len(artifact)} bytes; the limit is {MAX_INLINE_ARTIFACT_BYTES}",
-                "artifact",
-                str(len(artifact)),
-                str(MAX_INLINE_ARTIFACT_BYTES),
-            )
+            return _too_large(RefusalCode.ARTIFACT_TOO_LARGE, "inline artifact", "artifact", artifact, MAX_INLINE_ARTIFACT_BYTES)
         declared_artifact = sub["artifact_hash"]
         if not is_digest(declared_artifact):
             return _malformed_digest("artifact_hash", declared_artifact)
@@ -673,12 +667,8 @@ class SchedulerCore:
         lineage = act["lineage"]
         entry_bytes: bytes = lineage["entry"]
         if len(entry_bytes) > MAX_LINEAGE_ENTRY_BYTES:
-            return _Refusal(
-                RefusalCode.LINEAGE_TOO_LARGE,
-                f"lineage entry has {len(entry_bytes)} bytes; the limit is {MAX_LINEAGE_ENTRY_BYTES}",
-                "lineage.entry",
-                str(len(entry_bytes)),
-                str(MAX_LINEAGE_ENTRY_BYTES),
+            return _too_large(
+                RefusalCode.LINEAGE_TOO_LARGE, "lineage entry", "lineage.entry", entry_bytes, MAX_LINEAGE_ENTRY_BYTES
             )
         if json_nesting_exceeds(entry_bytes):
             return _too_deep("lineage.entry")
@@ -1038,6 +1028,11 @@ def _occurred_at(item: dict[str, Any], record: InputRecord) -> int:
     return value if isinstance(value, int) and 0 <= value <= MAX_OCCURRED_AT_MS else record.timestamp_ms
 
 
+def _too_large(code: RefusalCode, what: str, field: str, value: bytes, limit: int) -> _Refusal:
+    """``value`` (the submission's ``field``) has more bytes than ``limit``."""
+    return _Refusal(code, f"{what} has {len(value)} bytes; the limit is {limit}", field, str(len(value)), str(limit))
+
+
 def _too_deep(field: str) -> _Refusal:
     return _Refusal(
         RefusalCode.JSON_TOO_DEEP,
@@ -1119,15 +1114,7 @@ def _cap_refusal(run_id: str, run: RunState | None, blobs: list[tuple[str, int]]
 
 def _document_refusal(sub: dict[str, Any]) -> _Refusal | None:
     """The first research or data/ops document rule the submission breaks (``schemas.documents.rules``)."""
-    violation = submission_violation(
-        run_id=sub["run_id"],
-        stage_id=sub["stage_id"],
-        kind=sub["kind"],
-        terminal_state=sub["terminal_state"],
-        reason_code=sub["reason_code"],
-        artifact=sub["artifact"],
-        observations=sub["observations"],
-    )
+    violation = record_violation(sub)
     if violation is None:
         return None
     return _Refusal(violation.code, violation.message, violation.field, violation.declared, violation.recomputed)

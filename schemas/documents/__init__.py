@@ -12,8 +12,9 @@ bytes (``consumers/core/step.py``) and the offline verifier (``verifier/``).
   order) and the data/ops refusal record;
 * ``browser``  the computer-use session: canonical action, anchors, lineage entry,
   action log, session document and terminal-state mapping;
-* ``rules``    what the scheduler asks: ``submission_violation(...)``, the first
-  broken rule of a submission as a typed ``Violation`` (a ``RefusalCode``).
+* ``rules``    what the scheduler asks: ``submission_violation(...)`` (``record_violation``
+  for a decoded record), the first broken rule of a submission as a typed
+  ``Violation`` (a ``RefusalCode``).
 
 Verification that needs pinned keys or the content store lives in
 ``verifier/`` (``dataops_receipts``, ``browser_replay``). Nothing here imports

@@ -1,6 +1,6 @@
 """The scheduler's entry point into the modality document rules.
 
-``submission_violation`` is called by ``consumers/core/step.py`` after every
+``record_violation`` is called by ``consumers/core/step.py`` after every
 generic check of an ActivitySubmission has passed; it returns the first rule
 of the submission's modality its own bytes break (artifact + observations), or
 None. Pure: the same submission always gives the same answer, and nothing
@@ -45,3 +45,16 @@ def submission_violation(
     if rule is None:
         return None
     return rule(Submission(run_id, stage_id, kind, terminal_state, reason_code, artifact, observations))
+
+
+def record_violation(sub: Mapping[str, Any]) -> Violation | None:
+    """``submission_violation`` of a decoded ActivitySubmission record (its fields by name)."""
+    return submission_violation(
+        run_id=sub["run_id"],
+        stage_id=sub["stage_id"],
+        kind=sub["kind"],
+        terminal_state=sub["terminal_state"],
+        reason_code=sub["reason_code"],
+        artifact=sub["artifact"],
+        observations=sub["observations"],
+    )

@@ -14,7 +14,8 @@ import pytest
 
 from schemas.canonical import canonical_json, plan_hash, sha256_digest
 from schemas.documents.common import Violation
-from schemas.documents.rules import DOCUMENT_KINDS, submission_violation
+from schemas.documents.rules import DOCUMENT_KINDS
+from schemas.documents.rules import record_violation as violation_of
 from schemas.records import RefusalCode
 from tests.modality_kit import (
     HASH_A,
@@ -34,18 +35,6 @@ C = RefusalCode
 ORDERS_HASH = sha256_digest(ORDERS)
 SUMMARY_HASH = sha256_digest(SUMMARY)
 OTHER = "sha256:" + "ab" * 32
-
-
-def violation_of(sub: dict[str, Any]) -> Violation | None:
-    return submission_violation(
-        run_id=sub["run_id"],
-        stage_id=sub["stage_id"],
-        kind=sub["kind"],
-        terminal_state=sub["terminal_state"],
-        reason_code=sub["reason_code"],
-        artifact=sub["artifact"],
-        observations=sub["observations"],
-    )
 
 
 def citation(doc: dict[str, Any], claim: int = 0, index: int = 0) -> dict[str, Any]:
