@@ -32,6 +32,7 @@ import io
 import os
 import stat
 import tempfile
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol, runtime_checkable
@@ -238,7 +239,36 @@ class PutResult:
     """False when the blob was already present (dedup)."""
 
 
-class DirBlobStore:
+class _StreamedStore(ABC):
+    """What both adapters build on their own ``put_result`` and chunked ``_stream``."""
+
+    @abstractmethod
+    def describe(self) -> str: ...
+
+    @abstractmethod
+    def put_result(self, data: bytes) -> PutResult: ...
+
+    @abstractmethod
+    def _stream(self, digest: str, sink: Any) -> str: ...
+
+    def put(self, data: bytes) -> str:
+        return self.put_result(data).digest
+
+    def get(self, digest: str) -> bytes:
+        data = bytearray()
+        actual = self._stream(digest, data.extend)
+        if actual != digest:
+            raise BlobIntegrityError(digest, actual, self.describe(), bytes(data))
+        return bytes(data)
+
+    def check(self, digest: str) -> None:
+        """Re-hash the stored blob in a stream (nothing held): BlobNotFound, BlobIntegrityError or CasError."""
+        actual = self._stream(digest, None)
+        if actual != digest:
+            raise BlobIntegrityError(digest, actual, self.describe())
+
+
+class DirBlobStore(_StreamedStore):
     """A CAS in a local directory; used for offline dumps and unit tests."""
 
     def __init__(self, root: Path) -> None:
@@ -249,9 +279,6 @@ class DirBlobStore:
 
     def path_of(self, digest: str) -> Path:
         return self.root / blob_key(digest)
-
-    def put(self, data: bytes) -> str:
-        return self.put_result(data).digest
 
     def put_result(self, data: bytes) -> PutResult:
         digest = sha256_digest(data)
@@ -273,19 +300,6 @@ class DirBlobStore:
         except OSError as exc:
             raise CasUnavailable(f"cannot write blob {digest} under {self.root}: {exc.strerror}") from exc
         return PutResult(digest, stored=True)
-
-    def get(self, digest: str) -> bytes:
-        data = bytearray()
-        actual = self._stream(digest, data.extend)
-        if actual != digest:
-            raise BlobIntegrityError(digest, actual, self.describe(), bytes(data))
-        return bytes(data)
-
-    def check(self, digest: str) -> None:
-        """Re-hash the stored blob in a stream (nothing held): BlobNotFound, BlobIntegrityError or CasError."""
-        actual = self._stream(digest, None)
-        if actual != digest:
-            raise BlobIntegrityError(digest, actual, self.describe())
 
     def has(self, digest: str) -> bool:
         """True when a regular file is stored under ``digest`` (a symlink is not a stored blob)."""
@@ -348,7 +362,7 @@ class S3Settings:
     region: str = "us-east-1"
 
 
-class S3BlobStore:
+class S3BlobStore(_StreamedStore):
     """A CAS in an S3 bucket, through the ``minio`` client (works against real MinIO)."""
 
     def __init__(self, settings: S3Settings) -> None:
@@ -382,9 +396,6 @@ class S3BlobStore:
         except Exception as exc:  # noqa: BLE001 - translated at the edge
             raise self._translate(exc, "create bucket") from exc
 
-    def put(self, data: bytes) -> str:
-        return self.put_result(data).digest
-
     def put_result(self, data: bytes) -> PutResult:
         digest = sha256_digest(data)
         if self.has(digest):
@@ -400,19 +411,6 @@ class S3BlobStore:
         except Exception as exc:  # noqa: BLE001
             raise self._translate(exc, f"store blob {digest}") from exc
         return PutResult(digest, stored=True)
-
-    def get(self, digest: str) -> bytes:
-        data = bytearray()
-        actual = self._stream(digest, data.extend)
-        if actual != digest:
-            raise BlobIntegrityError(digest, actual, self.describe(), bytes(data))
-        return bytes(data)
-
-    def check(self, digest: str) -> None:
-        """Re-hash the stored blob in a stream (nothing held): BlobNotFound, BlobIntegrityError or CasError."""
-        actual = self._stream(digest, None)
-        if actual != digest:
-            raise BlobIntegrityError(digest, actual, self.describe())
 
     def _stream(self, digest: str, sink: Any) -> str:
         """``sha256:<hex>`` of the stored object, read in chunks (each also given to ``sink``), at most the bound."""
