@@ -32,7 +32,7 @@ import dataclasses
 from collections.abc import Iterator, Mapping, MutableMapping, MutableSet, Sequence
 from collections.abc import Set as AbstractSet
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, NoReturn, Protocol
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
@@ -477,10 +477,29 @@ class _Unsupported(Exception):
     """An operation the lazy state views do not model; the step is redone on a full state."""
 
 
-class _NativeMap(MutableMapping[str, str]):
+class _Unmodelled:
+    """What the lazy views leave out (iteration, length): asked for, it hands the step to the reference."""
+
+    __slots__ = ()
+    _WHAT: ClassVar[str]
+    _owner: _LazyRuns
+
+    def __iter__(self) -> Iterator[str]:
+        self._unsupported()
+
+    def __len__(self) -> int:
+        self._unsupported()
+
+    def _unsupported(self) -> NoReturn:
+        self._owner.unsupported = True
+        raise _Unsupported(f"a {self._WHAT} operation the lazy view does not model")
+
+
+class _NativeMap(_Unmodelled, MutableMapping[str, str]):
     """A run's ``stages`` or ``evidence`` map: reads go to the extension, writes stay here."""
 
     __slots__ = ("_get", "_run_id", "_owner", "writes")
+    _WHAT = "run map"
 
     def __init__(self, get: Any, run_id: str, owner: _LazyRuns) -> None:
         self._get = get
@@ -522,21 +541,14 @@ class _NativeMap(MutableMapping[str, str]):
     def __delitem__(self, key: str) -> None:
         self._unsupported()
 
-    def __iter__(self) -> Iterator[str]:
-        self._unsupported()
 
-    def __len__(self) -> int:
-        self._unsupported()
-
-    def _unsupported(self) -> NoReturn:
-        self._owner.unsupported = True
-        raise _Unsupported("a run map operation the lazy view does not model")
-
-
-class _LazyRuns(MutableMapping[str, RunState]):
+class _LazyRuns(_Unmodelled, MutableMapping[str, RunState]):
     """``SchedulerState.runs`` for one reference step: fetches a run from the extension when asked for it."""
 
+    _WHAT = "runs"
+
     def __init__(self, native: Any) -> None:
+        self._owner = self
         self._native = native
         self._runs: dict[str, RunState] = {}
         self._fetched: set[str] = set()
@@ -592,16 +604,6 @@ class _LazyRuns(MutableMapping[str, RunState]):
     def __delitem__(self, run_id: str) -> None:
         self._unsupported()
 
-    def __iter__(self) -> Iterator[str]:
-        self._unsupported()
-
-    def __len__(self) -> int:
-        self._unsupported()
-
-    def _unsupported(self) -> NoReturn:
-        self.unsupported = True
-        raise _Unsupported("a runs operation the lazy view does not model")
-
     def write_back(self) -> None:
         """Apply every run the step saw (fetched runs may have been mutated in place) to the extension."""
         for run_id, run in self._runs.items():
@@ -628,10 +630,11 @@ class _LazyRuns(MutableMapping[str, RunState]):
             )
 
 
-class _NativeSet(MutableSet[str]):
+class _NativeSet(_Unmodelled, MutableSet[str]):
     """A run's ``blobs`` (digests counted toward the evidence cap): membership asks the extension, adds stay here."""
 
     __slots__ = ("_has", "_run_id", "_owner", "writes")
+    _WHAT = "blob set"
 
     def __init__(self, has: Any, run_id: str, owner: _LazyRuns) -> None:
         self._has = has
@@ -651,16 +654,6 @@ class _NativeSet(MutableSet[str]):
 
     def discard(self, digest: str) -> None:
         self._unsupported()
-
-    def __iter__(self) -> Iterator[str]:
-        self._unsupported()
-
-    def __len__(self) -> int:
-        self._unsupported()
-
-    def _unsupported(self) -> NoReturn:
-        self._owner.unsupported = True
-        raise _Unsupported("a blob set operation the lazy view does not model")
 
 
 def _set_items(blobs: AbstractSet[str]) -> tuple[bool, list[str]]:
