@@ -47,6 +47,7 @@ from producers import netpolicy
 from producers.netpolicy import Resolver, TargetCode, TargetRefused, is_public_address, system_resolve
 from producers.research.errors import FetchCode, FetchRefused
 from schemas.canonical import content_hash
+from schemas.documents.research import Redirect
 
 if TYPE_CHECKING:
     import httpcore
@@ -101,17 +102,6 @@ _POLICY_CODES: Final = {
     TargetCode.PRIVATE_ADDRESS: FetchCode.PRIVATE_ADDRESS,
     TargetCode.UNRESOLVABLE_HOST: FetchCode.FETCH_FAILED,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Redirect:
-    """One redirect hop: ``url`` answered with ``status`` (3xx) and a Location."""
-
-    status: int
-    url: str
-
-    def to_document(self) -> dict[str, Any]:
-        return {"status": self.status, "url": self.url}
 
 
 @dataclass(frozen=True)
