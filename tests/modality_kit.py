@@ -13,6 +13,7 @@ from typing import Any
 
 from producers.dataops import DataOpsActivity, EffectBeforePlan
 from schemas.canonical import canonical_json, evidence_set_hash, sha256_digest
+from schemas.documents.common import Violation
 from substrate.keys import Ed25519Signer
 
 SOURCE_A = "https://a.test/notes"
@@ -211,3 +212,27 @@ def dataops_submission(
     return submission(
         doc, obs if observations is None else observations, kind=kind, role=role, run_id=run_id, stage_id=stage_id, **fields
     )
+
+
+def refusal_record(sub: dict[str, Any], violation: Violation, topic: str, offset: int) -> dict[str, Any]:
+    """The Refusal record both cores write for ``sub`` (read from partition 0 of ``topic``) breaking ``violation``."""
+
+    def clip(text: str) -> str:
+        return text if len(text) <= 256 else text[:253] + "..."
+
+    return {
+        "exception": "ActivityRejected",
+        "code": violation.code.value,
+        "message": violation.message,
+        "run_id": sub["run_id"],
+        "stage_id": sub["stage_id"],
+        "role": sub["role"],
+        "kind": sub["kind"],
+        "submission_id": sub["submission_id"],
+        "field": violation.field,
+        "declared": clip(violation.declared),
+        "recomputed": clip(violation.recomputed),
+        "earlier_stage_id": None,
+        "input": {"topic": topic, "partition": 0, "offset": offset},
+        "occurred_at_ms": sub["occurred_at_ms"],
+    }

@@ -31,7 +31,14 @@ from tests.integration.helpers_kafka import (
     scheduler_config,
     stored_form,
 )
-from tests.modality_kit import MODALITY_ROLES, abort_document, dataops_submission, page_observations, research_submission
+from tests.modality_kit import (
+    MODALITY_ROLES,
+    abort_document,
+    dataops_submission,
+    page_observations,
+    refusal_record,
+    research_submission,
+)
 from tests.unit.test_documents_rules import DATAOPS, RESEARCH
 
 BREACHES: list[tuple[str, dict[str, Any], Violation]] = [
@@ -65,28 +72,6 @@ def run_core(core_name: str, bootstrap: str, topics: Topics, config: SchedulerCo
     counters = shell.run(until=lambda c: c.consumed >= expect, idle_exit=60.0)
     assert counters.consumed == expect, f"scheduler consumed {counters.consumed} of {expect} records:\n{log.getvalue()}"
     return core
-
-
-def refusal_record(sub: dict[str, Any], violation: Violation, topic: str, offset: int) -> dict[str, Any]:
-    def clip(text: str) -> str:
-        return text if len(text) <= 256 else text[:253] + "..."
-
-    return {
-        "exception": "ActivityRejected",
-        "code": violation.code.value,
-        "message": violation.message,
-        "run_id": sub["run_id"],
-        "stage_id": sub["stage_id"],
-        "role": sub["role"],
-        "kind": sub["kind"],
-        "submission_id": sub["submission_id"],
-        "field": violation.field,
-        "declared": clip(violation.declared),
-        "recomputed": clip(violation.recomputed),
-        "earlier_stage_id": None,
-        "input": {"topic": topic, "partition": 0, "offset": offset},
-        "occurred_at_ms": sub["occurred_at_ms"],
-    }
 
 
 @pytest.mark.parametrize("core_name", ["python", "native"])

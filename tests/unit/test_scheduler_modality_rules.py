@@ -27,7 +27,7 @@ from schemas.canonical import canonical_json, evidence_set_hash, hmac_key_id, sh
 from schemas.documents.common import Violation
 from schemas.errors import CanonicalizationError
 from substrate.keys import Ed25519Signer
-from tests.modality_kit import MODALITY_ROLES, dataops_submission, page_observations, research_submission
+from tests.modality_kit import MODALITY_ROLES, dataops_submission, page_observations, refusal_record, research_submission
 from tests.unit.test_documents_rules import DATAOPS, RESEARCH, VALID
 
 SIGNER = Ed25519Signer.from_seed(b"\x07" * 32)
@@ -45,28 +45,6 @@ CASES: dict[str, tuple[dict[str, Any], Violation]] = {
 def record_of(sub: dict[str, Any], offset: int = 0) -> InputRecord:
     value = codec.encode(codec.ACTIVITY_SUBMISSION, sub)
     return InputRecord(TOPIC, 0, offset, 1_700_000_000_500 + offset, sub["run_id"].encode(), value)
-
-
-def expected_refusal(sub: dict[str, Any], violation: Violation, offset: int = 0) -> dict[str, Any]:
-    def clip(text: str) -> str:
-        return text if len(text) <= 256 else text[:253] + "..."
-
-    return {
-        "exception": "ActivityRejected",
-        "code": violation.code.value,
-        "message": violation.message,
-        "run_id": sub["run_id"],
-        "stage_id": sub["stage_id"],
-        "role": sub["role"],
-        "kind": sub["kind"],
-        "submission_id": sub["submission_id"],
-        "field": violation.field,
-        "declared": clip(violation.declared),
-        "recomputed": clip(violation.recomputed),
-        "earlier_stage_id": None,
-        "input": {"topic": TOPIC, "partition": 0, "offset": offset},
-        "occurred_at_ms": sub["occurred_at_ms"],
-    }
 
 
 def both_cores(sub: dict[str, Any]) -> tuple[list[OutputRecord], SchedulerState, NativeSchedulerCore]:
@@ -90,7 +68,7 @@ def test_each_broken_rule_is_refused_with_its_exact_record_by_both_cores(name: s
     assert [o.stream for o in outputs] == [Stream.REFUSALS, Stream.AUDIT]
     refusal = codec.decode(outputs[0].value or b"")
     assert refusal.schema.name == codec.REFUSAL
-    assert refusal.record == expected_refusal(sub, violation)
+    assert refusal.record == refusal_record(sub, violation, TOPIC, 0)
     assert outputs[0].key == sub["run_id"].encode()
     audit = codec.decode(codec.decode(outputs[1].value or b"").record["payload"]).record
     assert (audit["event"], audit["reason_code"], audit["journal_seq"]) == ("activity.refused", violation.code.value, -1)
