@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 
 from consumers.core.model import OutputRecord, Stream
 from consumers.core.rebuild import rebuild_state
-from schemas import canonical, codec
-from schemas.canonical import canonical_json, computer_use_genesis, evidence_set_hash, sha256_digest
+from schemas import codec
+from schemas.canonical import computer_use_genesis, evidence_set_hash, sha256_digest
 from schemas.records import MAX_RUN_EVIDENCE_BYTES
-from tests.unit.test_native_core import AUDIT_KEY, SIGNER, Pair, make_config, sub
+from tests.unit.test_native_core import Pair, cu_action, make_config, sub
 
 MIB = 1024 * 1024
 CAP = MAX_RUN_EVIDENCE_BYTES
@@ -179,48 +179,7 @@ def cu_action_v2(
     run_id: str, session_id: str, index: int, prev_anchor: str, *, screenshot_size: int, dom_size: int, shot: bytes | None = None
 ) -> tuple[bytes, str]:
     """A ComputerUseAction.v2 the reference accepts after ``prev_anchor``, declaring the two sizes."""
-    screenshot_bytes = shot if shot is not None else b"screenshot %d" % index
-    dom = sha256_digest(b"dom %d" % index)
-    observation = canonical.observation_hash(screenshot_bytes, dom)
-    action = {"kind": "click", "target": f"#button-{index}", "value_digest": ""}
-    anchor = canonical.action_anchor(prev_anchor, observation, action)
-    entry = canonical_json(
-        {
-            "run_id": run_id,
-            "session_id": session_id,
-            "action_index": index,
-            "content_hash": anchor,
-            "parent_hashes": [prev_anchor],
-            "worker_id": "navigator@test",
-            "key_id": SIGNER.key_id,
-        }
-    )
-    value = codec.encode(
-        codec.COMPUTER_USE_ACTION_V2,
-        {
-            "submission_id": f"{session_id}-{index}",
-            "run_id": run_id,
-            "session_id": session_id,
-            "action_index": index,
-            "producer": {"id": "navigator@test", "sdk": "unit"},
-            "prev_anchor": prev_anchor,
-            "screenshot_hash": sha256_digest(screenshot_bytes),
-            "screenshot_size": screenshot_size,
-            "dom_digest": dom,
-            "dom_size": dom_size,
-            "observation_hash": observation,
-            "action": action,
-            "anchor": anchor,
-            "lineage": {
-                "entry": entry,
-                "hmac": canonical.lineage_hmac(AUDIT_KEY, entry),
-                "key_id": SIGNER.key_id,
-                "signature": SIGNER.sign(canonical.lineage_signing_input(entry)),
-            },
-            "occurred_at_ms": 1_700_000_000_500 + index,
-        },
-    )
-    return value, anchor
+    return cu_action(run_id, session_id, index, prev_anchor, shot=shot, sizes=(screenshot_size, dom_size))
 
 
 def test_actions_declare_sizes_duplicate_frames_count_once_and_the_cap_refuses() -> None:

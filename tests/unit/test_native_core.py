@@ -157,7 +157,7 @@ def browser_artifact(run_id: str, stage_id: str, head: str | None = None, count:
 
 
 def _describe(outputs: list[OutputRecord]) -> list[Any]:
-    described = []
+    described: list[tuple[Any, ...]] = []
     for o in outputs:
         try:
             decoded = codec.decode(o.value)
@@ -722,11 +722,24 @@ def test_browser_results_go_to_the_reference_and_keep_sessions() -> None:
     pair.feed(enc_close())
 
 
-def cu_action(run_id: str, session_id: str, index: int, prev_anchor: str, *, kind: str = "click") -> tuple[bytes, str]:
-    """A ComputerUseAction.v1 the reference accepts after ``prev_anchor`` (signed by SIGNER, HMAC'd with AUDIT_KEY)."""
-    screenshot = sha256_digest(b"screenshot %d" % index)
+def cu_action(
+    run_id: str,
+    session_id: str,
+    index: int,
+    prev_anchor: str,
+    *,
+    kind: str = "click",
+    shot: bytes | None = None,
+    sizes: tuple[int, int] | None = None,
+) -> tuple[bytes, str]:
+    """A ComputerUseAction the reference accepts after ``prev_anchor`` (signed by SIGNER, HMAC'd with AUDIT_KEY).
+
+    A v1 action, or with ``sizes`` (screenshot_size, dom_size) a v2 action declaring them;
+    ``shot`` is the screenshot's bytes (default ``screenshot <index>``).
+    """
+    screenshot_bytes = shot if shot is not None else b"screenshot %d" % index
     dom = sha256_digest(b"dom %d" % index)
-    observation = canonical.observation_hash(b"screenshot %d" % index, dom)
+    observation = canonical.observation_hash(screenshot_bytes, dom)
     action = {"kind": kind, "target": f"#button-{index}", "value_digest": ""}
     anchor = canonical.action_anchor(prev_anchor, observation, action)
     entry = canonical_json(
@@ -740,30 +753,30 @@ def cu_action(run_id: str, session_id: str, index: int, prev_anchor: str, *, kin
             "key_id": SIGNER.key_id,
         }
     )
-    value = codec.encode(
-        codec.COMPUTER_USE_ACTION,
-        {
-            "submission_id": f"{session_id}-{index}",
-            "run_id": run_id,
-            "session_id": session_id,
-            "action_index": index,
-            "producer": {"id": "navigator@test", "sdk": "unit"},
-            "prev_anchor": prev_anchor,
-            "screenshot_hash": screenshot,
-            "dom_digest": dom,
-            "observation_hash": observation,
-            "action": action,
-            "anchor": anchor,
-            "lineage": {
-                "entry": entry,
-                "hmac": canonical.lineage_hmac(AUDIT_KEY, entry),
-                "key_id": SIGNER.key_id,
-                "signature": SIGNER.sign(canonical.lineage_signing_input(entry)),
-            },
-            "occurred_at_ms": 1_700_000_000_500 + index,
+    record: dict[str, Any] = {
+        "submission_id": f"{session_id}-{index}",
+        "run_id": run_id,
+        "session_id": session_id,
+        "action_index": index,
+        "producer": {"id": "navigator@test", "sdk": "unit"},
+        "prev_anchor": prev_anchor,
+        "screenshot_hash": sha256_digest(screenshot_bytes),
+        "dom_digest": dom,
+        "observation_hash": observation,
+        "action": action,
+        "anchor": anchor,
+        "lineage": {
+            "entry": entry,
+            "hmac": canonical.lineage_hmac(AUDIT_KEY, entry),
+            "key_id": SIGNER.key_id,
+            "signature": SIGNER.sign(canonical.lineage_signing_input(entry)),
         },
-    )
-    return value, anchor
+        "occurred_at_ms": 1_700_000_000_500 + index,
+    }
+    if sizes is None:
+        return codec.encode(codec.COMPUTER_USE_ACTION, record), anchor
+    record["screenshot_size"], record["dom_size"] = sizes
+    return codec.encode(codec.COMPUTER_USE_ACTION_V2, record), anchor
 
 
 def test_computer_use_actions_go_through_the_reference() -> None:
