@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from schemas import codec
-from schemas.canonical import evidence_set_hash, sha256_digest
+from schemas.canonical import sha256_digest
 from substrate.cas import DirBlobStore
 from tests.unit.test_verifier_verdicts import RUN, VERIFIED, C, Writer, build, entries
 from verifier.render import render_json, render_text
@@ -36,37 +36,7 @@ def document(report: RunReport) -> dict[str, object]:
 
 def sized_stage(w: Writer, stage_id: str, *, under_declare: int = 0) -> None:
     """A coding stage as ActivitySubmission.v2; its first observation declares ``under_declare`` bytes too few."""
-    blobs = [f"{RUN}/{stage_id}/{name}\n".encode() * 20 for name in ("a.py", "b.py")]
-    observations: list[dict[str, str | int]] = [
-        {
-            "kind": "file",
-            "ref": f"src/{stage_id}/{i}.py",
-            "content_hash": w.store.put(blob),
-            "size": len(blob) - (under_declare if i == 0 else 0),
-        }
-        for i, blob in enumerate(blobs)
-    ]
-    artifact = f"diff for {stage_id}\n".encode()
-    w.store.put(artifact)
-    value = C.encode(
-        codec.ACTIVITY_SUBMISSION_V2,
-        {
-            "submission_id": f"sub-{stage_id}",
-            "run_id": RUN,
-            "stage_id": stage_id,
-            "role": "developer",
-            "producer": {"id": "sizes@test", "sdk": "test"},
-            "kind": "coding",
-            "artifact": artifact,
-            "artifact_hash": sha256_digest(artifact),
-            "evidence_set_hash": evidence_set_hash(str(o["content_hash"]) for o in observations),
-            "observations": observations,
-            "terminal_state": "completed",
-            "reason_code": "ok",
-            "occurred_at_ms": 1,
-        },
-    )
-    w.feed(RUN, value)
+    w.stage(RUN, stage_id, sized=True, under_declare=under_declare)
 
 
 def test_honest_sizes_verify(tmp_path: Path) -> None:

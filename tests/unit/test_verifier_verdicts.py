@@ -115,16 +115,30 @@ class Writer:
                 StoredRecord(stream, f"{PREFIX}.{TOPICS[stream]}", 0, at_, out.timestamp_ms, out.key, out.value, out.headers)
             )
 
-    def stage(self, run_id: str, stage_id: str, *, role: str = "developer", at: int | None = None) -> None:
+    def stage(
+        self,
+        run_id: str,
+        stage_id: str,
+        *,
+        role: str = "developer",
+        at: int | None = None,
+        sized: bool = False,
+        under_declare: int = 0,
+    ) -> None:
+        """A coding stage with two file blobs; ``sized``: an ActivitySubmission.v2 declaring their sizes,
+        the first ``under_declare`` bytes too few."""
         blobs = [f"{run_id}/{stage_id}/{name}\n".encode() * 20 for name in ("a.py", "b.py")]
-        observations = [
+        observations: list[dict[str, Any]] = [
             {"kind": "file", "ref": f"src/{stage_id}/{i}.py", "content_hash": self.store.put(blob)}
             for i, blob in enumerate(blobs)
         ]
+        if sized:
+            for i, (observation, blob) in enumerate(zip(observations, blobs, strict=True)):
+                observation["size"] = len(blob) - (under_declare if i == 0 else 0)
         artifact = f"diff for {run_id} {stage_id}\n".encode()
         self.store.put(artifact)
         value = C.encode(
-            codec.ACTIVITY_SUBMISSION,
+            codec.ACTIVITY_SUBMISSION_V2 if sized else codec.ACTIVITY_SUBMISSION,
             {
                 "submission_id": f"sub-{run_id}-{stage_id}",
                 "run_id": run_id,
