@@ -18,6 +18,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -125,9 +126,19 @@ def assert_exactly_once(
 
 
 @pytest.fixture
-def processes() -> Any:
+def spawn(cli_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[[], SchedulerProcess]]:
+    """Starts one more ``bernstein scheduler run`` (log under tmp_path/logs) and waits for it; all stop at teardown."""
     started: list[SchedulerProcess] = []
-    yield started
+    logs = tmp_path / "logs"
+    logs.mkdir()
+
+    def start() -> SchedulerProcess:
+        process = SchedulerProcess(len(started) + 1, cli_env, logs)
+        started.append(process)
+        process.wait_started()
+        return process
+
+    yield start
     for process in started:
         process.stop()
 
@@ -140,21 +151,12 @@ def test_two_schedulers_on_one_partition_the_newer_keeps_it(
     trusted: TrustedKeys,
     cli_env: dict[str, str],
     tmp_path: Path,
-    processes: list[SchedulerProcess],
+    spawn: Callable[[], SchedulerProcess],
 ) -> None:
     bootstrap = settings.kafka_bootstrap
     assert bootstrap is not None
     topics = fresh_topics(bootstrap, settings.topics.prefix)
     store = DirBlobStore(tmp_path / "cas")
-    logs = tmp_path / "logs"
-    logs.mkdir()
-
-    def spawn(idle_exit: float | None = None) -> SchedulerProcess:
-        process = SchedulerProcess(len(processes) + 1, cli_env, logs, idle_exit=idle_exit)
-        processes.append(process)
-        process.wait_started()
-        return process
-
     first_wave, second_wave = submissions(store, 0, 120), submissions(store, 120, 120)
     older = spawn()
     produce_all(bootstrap, topics.submissions, first_wave)
@@ -220,21 +222,12 @@ def test_a_paused_instance_resumed_after_a_takeover_commits_nothing(
     trusted: TrustedKeys,
     cli_env: dict[str, str],
     tmp_path: Path,
-    processes: list[SchedulerProcess],
+    spawn: Callable[[], SchedulerProcess],
 ) -> None:
     bootstrap = settings.kafka_bootstrap
     assert bootstrap is not None
     topics = fresh_topics(bootstrap, settings.topics.prefix)
     store = DirBlobStore(tmp_path / "cas")
-    logs = tmp_path / "logs"
-    logs.mkdir()
-
-    def spawn() -> SchedulerProcess:
-        process = SchedulerProcess(len(processes) + 1, cli_env, logs)
-        processes.append(process)
-        process.wait_started()
-        return process
-
     zombie = spawn()
     streamed = submissions(store, 0, 1500)
     feeder = Feeder(bootstrap, topics.submissions, streamed)
