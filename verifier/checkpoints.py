@@ -19,8 +19,13 @@ refusal) and the tail of the audit chain are covered by something signed:
   ``CHECKPOINT_AUDIT_HEAD_MISMATCH``, ``CHECKPOINT_INPUT_MISMATCH``);
 * where the scheduler that wrote the audit records (``AuditRecord.v2``:
   the same release writes checkpoints) had to write a checkpoint, one must be
-  there: after the run's final seal, and whenever ``checkpoint_every`` or more
-  audit records follow the last checkpoint (``CHECKPOINT_MISSING``).
+  there: after the run's final seal, and whenever ``MAX_CHECKPOINT_EVERY`` or
+  more audit records follow the last checkpoint (``CHECKPOINT_MISSING``). The
+  tail is held to the maximum, not to the last checkpoint's signed
+  ``checkpoint_every``: a scheduler restarted with a larger setting after that
+  checkpoint writes its next one later. Nor is the gap between two
+  checkpoints held to the later one's setting: steps written before it by an
+  instance with a larger setting left more records uncovered, honestly.
 
 The walk is fed the audit records in order by ``verifier.verify``'s audit
 walk and reads the checkpoints lazily alongside, so memory stays flat. What no
@@ -86,7 +91,6 @@ class CheckpointWalk:
         """audit_seq of the last checkpoint that verified and agrees with the audit chain."""
         self.last_seen = 0
         """audit_seq of the last checkpoint read up to here (valid or not): where the scheduler last wrote one."""
-        self.every = MAX_CHECKPOINT_EVERY
         self.key_ids: set[str] = set()
         self._expected_seq = 0
         self._prev_hash: str | None = checkpoint_genesis(partition)
@@ -176,8 +180,6 @@ class CheckpointWalk:
         self._expected_seq = seq + 1
         self._prev_hash = checkpoint_hash(payload)
         every = checkpoint["checkpoint_every"]
-        if valid and 1 <= every <= MAX_CHECKPOINT_EVERY:
-            self.every = every
         return _Checkpoint(offset, seq, audit_seq, checkpoint["audit_head"], checkpoint["next_offset"], every, valid)
 
     # -- merging with the audit chain -------------------------------------------------
@@ -273,14 +275,17 @@ class CheckpointWalk:
                     recomputed=str(chain_length),
                 )
             )
-        elif tail_written_by_checkpointer and chain_length - self.last_seen >= self.every:
+        elif tail_written_by_checkpointer and chain_length - self.last_seen >= MAX_CHECKPOINT_EVERY:
+            # The last checkpoint's own ``checkpoint_every`` says nothing about the tail: a scheduler restarted
+            # after it with a larger setting legitimately writes its next checkpoint later. Only the bound every
+            # scheduler keeps is known.
             self.add(
                 Problem(
                     "CHECKPOINT_MISSING",
                     f"the audit chain holds {plural(chain_length - self.last_seen, 'record')} after the last checkpoint "
-                    f"(audit seq {self.last_seen}); its scheduler writes one at least every {self.every} "
+                    f"(audit seq {self.last_seen}); every scheduler writes one at least every {MAX_CHECKPOINT_EVERY} "
                     "(checkpoints deleted)",
-                    expected=str(self.last_seen + self.every),
+                    expected=str(self.last_seen + MAX_CHECKPOINT_EVERY),
                     audit_seq=self.last_seen,
                 )
             )

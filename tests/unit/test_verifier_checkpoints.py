@@ -199,14 +199,44 @@ def test_a_missing_checkpoint_is_named_where_the_scheduler_had_to_write_one(tmp_
     seal_audit = b.records("audit")[3]
     assert located(problem) == ("CHECKPOINT_MISSING", "audit", seal_audit.offset)
     assert (problem.audit_seq, problem.expected) == (3, "4")
-    # an open run whose last checkpoint was deleted: checkpoint_every (3) audit records after the one before it
-    o = build(tmp_path / "open", still_open, checkpoint_every=3)
-    first, _ = o.records("checkpoints")
-    report = o.verify(o.source.replaced("checkpoints", [first]))
+    # an open run whose periodic checkpoints were deleted: MAX_CHECKPOINT_EVERY audit records with none after them
+    o = build(tmp_path / "open", long_open, checkpoint_every=3)
+    kept = o.records("checkpoints")[:1]
+    assert payloads(kept)[0]["audit_seq"] == 3
+    report = o.verify(o.source.replaced("checkpoints", kept))
     assert_exit(report, EXIT_MISMATCH)
     problem = first_problem(report, "audit")
-    assert (problem.code, problem.stream, problem.audit_seq, problem.expected) == ("CHECKPOINT_MISSING", "", 3, "6")
-    assert problem.message.startswith("the audit chain holds 3 records after the last checkpoint (audit seq 3)")
+    assert (problem.code, problem.stream, problem.audit_seq, problem.expected) == ("CHECKPOINT_MISSING", "", 3, "1003")
+    assert problem.message.startswith("the audit chain holds 1002 records after the last checkpoint (audit seq 3)")
+    # the last two steps cut too (three records): 999 after the kept checkpoint, where none was due yet
+    cut = o.source.replaced("checkpoints", kept)
+    cut = cut.replaced("journal", o.records("journal")[:-3]).replaced("audit", o.records("audit")[:-3])
+    assert o.verify(cut).exit_code == EXIT_OPEN
+
+
+def long_open(w: Writer) -> None:
+    """670 stages and no close: 1005 audit records (a periodic seal after every second stage), checkpoints every 3."""
+    for i in range(670):
+        w.stage(RUN, f"stage-{i}")
+
+
+def test_raising_checkpoint_every_on_a_restart_is_not_a_missing_checkpoint(tmp_path: Path) -> None:
+    """Four stages with checkpoint_every=3, then the same state continued by a scheduler set to 1000, four more
+    stages: the tail after the last checkpoint (written under 3) is longer than 3, honestly."""
+
+    def restarted(w: Writer) -> None:
+        still_open(w)
+        config = replace(w.core.config, checkpoint_every=1000)
+        w.core = SchedulerCore(config)
+        for i in range(4, 8):
+            w.stage(RUN, f"stage-{i}")
+
+    b = build(tmp_path, restarted, checkpoint_every=3)
+    assert [(c["audit_seq"], c["checkpoint_every"]) for c in payloads(b.records("checkpoints"))] == [(3, 3), (6, 3)]
+    assert len(b.records("audit")) == 12
+    report = b.verify()
+    assert_exit(report, EXIT_OPEN)
+    assert report.header.audit is not None and report.header.audit.uncovered == 6
 
 
 def test_a_capture_without_the_checkpoints_topic_is_not_fully_verified(tmp_path: Path) -> None:
