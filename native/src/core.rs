@@ -519,6 +519,14 @@ impl Core {
         RunState::empty(journal_genesis(run_id), self.cfg.hasher)
     }
 
+    /// An empty run for `run_id` in the state unless it is there already (its first journal entry or seal).
+    fn ensure_run(&mut self, run_id: &str) {
+        if !self.state.runs.contains_key(run_id) {
+            let run = self.new_run(run_id);
+            self.state.runs.insert(run_id.into(), run);
+        }
+    }
+
     /// `initial_state(config, partition)`
     pub fn reset(&mut self, partition: i32) {
         self.state = State {
@@ -756,10 +764,7 @@ impl Core {
             ce_type: CeType::ActivityResult,
         });
 
-        if !self.state.runs.contains_key(run_id) {
-            let run = self.new_run(run_id);
-            self.state.runs.insert(run_id.into(), run);
-        }
+        self.ensure_run(run_id);
         let cfg = &self.cfg;
         let state = &mut self.state;
         let run = state.runs.get_mut(run_id).expect("inserted above");
@@ -1238,10 +1243,7 @@ impl Core {
             self.refuse(rec, pos, &fields, r, out);
             return;
         }
-        if !self.state.runs.contains_key(run_id) {
-            let run = self.new_run(run_id);
-            self.state.runs.insert(run_id.into(), run);
-        }
+        self.ensure_run(run_id);
         let cfg = &self.cfg;
         let state = &mut self.state;
         let run = state.runs.get_mut(run_id).expect("inserted above");
