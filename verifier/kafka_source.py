@@ -1,4 +1,19 @@
-"""Read our topics straight from a cluster (read_committed), partition by partition."""
+"""Read our topics straight from a cluster (read_committed), partition by partition, as one snapshot.
+
+A live scheduler keeps appending while the verifier reads, and the verifier
+reads the same partition several times and its streams one after another. So
+the source pins where each partition ends the first time it is touched, and
+every later read of it stops there: one verify reads one snapshot. The ends of
+one partition number are pinned together, in the order the streams cover each
+other: ``checkpoints`` first, then ``audit``, then ``journal``, ``refusals``
+and ``deadletter``. Every output of a scheduler step is in one transaction, and
+each pinned end is the last stable offset (read_committed), so the audit chain
+read holds every record a checkpoint read commits to, and the journal every
+entry the audit chain read mirrors. (Pins are taken one after another, not at
+one instant: a run whose own step commits in the few milliseconds between the
+audit and the journal pins can still show that step's journal entry without
+its audit record; verify again.)
+"""
 
 from __future__ import annotations
 
@@ -31,17 +46,68 @@ def _watermarks(consumer: Any, topic: str, partition: int, bootstrap: str) -> tu
             time.sleep(0.2)
 
 
+_PIN_ORDER: Final = ("checkpoints", "audit", "journal", "refusals", "deadletter", "submissions")
+"""The order the ends of one partition number are pinned in: each stream covers at most what the next one holds."""
+
+
+def _consumer(bootstrap: str) -> Any:
+    from confluent_kafka import Consumer
+
+    return Consumer(
+        client_config(
+            bootstrap,
+            **{
+                "group.id": "bernstein.verifier",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",  # the watermarks' high end is then the last stable offset
+                "enable.partition.eof": True,
+                "fetch.wait.max.ms": 10,
+            },
+        )
+    )
+
+
 class KafkaSource:
-    """A ``RecordSource`` over a live cluster; each ``records`` call is a fresh scan."""
+    """A ``RecordSource`` over a live cluster, pinned to one snapshot (see the module doc).
+
+    Each ``records`` call is a fresh scan, from the partition's start to the end
+    pinned when the partition number was first touched.
+    """
 
     def __init__(self, bootstrap: str, topics: Topics) -> None:
         self.bootstrap = bootstrap
         self.topics = topics
+        self._partitions: dict[str, list[int]] = {}
+        self._ends: dict[tuple[str, int], tuple[int, int]] = {}
+        """(stream, partition) -> (log start, pinned end): the low watermark and the last stable offset."""
+
+    def bounds(self, stream: str, partition: int) -> tuple[int, int]:
+        """(log start, pinned end) of the partition; the first touch of a partition number pins it on every stream."""
+        if (stream, partition) not in self._ends:
+            consumer = _consumer(self.bootstrap)
+            try:
+                for name in (*_PIN_ORDER, stream) if stream not in _PIN_ORDER else _PIN_ORDER:
+                    if (name, partition) not in self._ends and partition in self.partitions(name):
+                        topic = self.topics.by_stream(name)
+                        self._ends[name, partition] = _watermarks(consumer, topic, partition, self.bootstrap)
+            finally:
+                consumer.close()
+        return self._ends.get((stream, partition), (0, 0))
+
+    def log_start(self, stream: str, partition: int) -> int:
+        """The first offset the partition still holds (0 unless retention or a deletion removed its start)."""
+        return self.bounds(stream, partition)[0]
 
     def describe(self) -> str:
         return f"kafka {self.bootstrap} (prefix {self.topics.prefix})"
 
     def partitions(self, stream: str) -> list[int]:
+        """The stream's partitions, listed once per source (a topic created later is not part of the snapshot)."""
+        if stream not in self._partitions:
+            self._partitions[stream] = self._list_partitions(stream)
+        return self._partitions[stream]
+
+    def _list_partitions(self, stream: str) -> list[int]:
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient
 
@@ -56,25 +122,14 @@ class KafkaSource:
         return sorted(info.partitions)
 
     def records(self, stream: str, partition: int, *, headers: bool = True) -> Iterator[StoredRecord]:
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+        from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
         topic = self.topics.by_stream(stream)
-        consumer: Any = Consumer(
-            client_config(
-                self.bootstrap,
-                **{
-                    "group.id": "bernstein.verifier",
-                    "enable.auto.commit": False,
-                    "isolation.level": "read_committed",
-                    "enable.partition.eof": True,
-                    "fetch.wait.max.ms": 10,
-                },
-            )
-        )
+        low, end = self.bounds(stream, partition)
+        if end <= low:
+            return
+        consumer = _consumer(self.bootstrap)
         try:
-            low, high = _watermarks(consumer, topic, partition, self.bootstrap)
-            if high <= low:
-                return
             consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
             while True:
                 batch = consumer.consume(5000, 0.05)  # returns at once at the end-of-partition event
@@ -84,6 +139,8 @@ class KafkaSource:
                         if error.code() == KafkaError._PARTITION_EOF:
                             return
                         raise KafkaUnavailable(f"error reading {topic}[{partition}]: {error}")
+                    if message.offset() >= end:  # appended after the pin: not part of this snapshot
+                        return
                     ts_type, ts = message.timestamp()
                     yield StoredRecord(
                         stream=stream,
@@ -95,5 +152,7 @@ class KafkaSource:
                         value=message.value(),
                         headers=tuple((k, v or b"") for k, v in (message.headers() or ())),
                     )
+                    if message.offset() >= end - 1:
+                        return
         finally:
             consumer.close()
