@@ -472,28 +472,33 @@ class SchedulerShell:
     # -- state ---------------------------------------------------------------------
 
     def _rebuild(self) -> SchedulerState:
-        """Fold the committed journal, the last committed audit record and the last committed checkpoint."""
+        """Fold the committed journal, audit and checkpoints partitions (records no key vouches for are logged, not adopted)."""
         started = time.monotonic()
         for topic in (self.topics.journal, self.topics.audit, self.topics.checkpoints):
             # a transaction this instance committed a moment ago is visible once its markers are written
             if not _wait_stable(self.bootstrap, topic, self.partition):
                 self._log(f"{topic}[{self.partition}] keeps a transaction open; rebuilding from what is committed")
-        journal = _read_partition(self.bootstrap, self.topics.journal, self.partition)
-        last_audit = _last_value(self.bootstrap, self.topics.audit, self.partition)
-        last_checkpoint = _last_value(self.bootstrap, self.topics.checkpoints, self.partition)
+        read = [0]
+
+        def journal() -> Iterator[tuple[int, bytes]]:
+            for item in _stream_partition(self.bootstrap, self.topics.journal, self.partition):
+                read[0] += 1
+                yield item
+
         state = rebuild_state(
             self.core.config,
             self.partition,
-            journal,
-            last_audit,
+            journal(),
+            _stream_partition(self.bootstrap, self.topics.audit, self.partition),
             journal_topic=self.topics.journal,
             audit_topic=self.topics.audit,
             quarantined=self.options.quarantine,
-            last_checkpoint_value=last_checkpoint,
+            checkpoint_values=_stream_partition(self.bootstrap, self.topics.checkpoints, self.partition),
             checkpoints_topic=self.topics.checkpoints,
+            report=lambda skipped: self._log(f"warning: {skipped}"),
         )
         self._log(
-            f"state rebuilt from {len(journal)} journal records in {time.monotonic() - started:.2f}s: "
+            f"state rebuilt from {read[0]} journal records in {time.monotonic() - started:.2f}s: "
             f"{len(state.runs)} runs, audit seq {state.audit_seq}"
         )
         return state
@@ -972,35 +977,14 @@ def _values_from(consumer: Any, topic: str, partition: int, start: int) -> Itera
             return
 
 
-def _read_partition(bootstrap: str, topic: str, partition: int) -> list[tuple[int, bytes]]:
-    """Every committed (offset, value) of one partition, in offset order."""
+def _stream_partition(bootstrap: str, topic: str, partition: int) -> Iterator[tuple[int, bytes]]:
+    """Every committed (offset, value) of one partition, in offset order, read as the caller goes (flat memory)."""
     consumer = _rebuild_consumer(bootstrap)
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=_TXN_TIMEOUT_S)
         if high <= low:
-            return []
-        # a tombstone becomes b"" and fails the rebuild as corrupt
-        return [(offset, value or b"") for offset, value in _values_from(consumer, topic, partition, OFFSET_BEGINNING)]
-    finally:
-        consumer.close()
-
-
-def _last_value(bootstrap: str, topic: str, partition: int) -> tuple[int, bytes] | None:
-    """The (offset, value) of the last committed record of a partition, or None when it has none."""
-    consumer = _rebuild_consumer(bootstrap)
-    try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=_TXN_TIMEOUT_S)
-        if high <= low:
-            return None
-        window = 64
-        while True:
-            # the tail may hold only transaction markers: widen the window until a record shows up
-            start = max(low, high - window)
-            last: tuple[int, bytes] | None = None
-            for offset, value in _values_from(consumer, topic, partition, start):
-                last = (offset, value or b"")  # a tombstone fails the rebuild as corrupt
-            if last is not None or start <= low:
-                return last
-            window *= 4
+            return
+        for offset, value in _values_from(consumer, topic, partition, OFFSET_BEGINNING):
+            yield offset, value or b""  # a tombstone is not a record the scheduler wrote: the rebuild names it
     finally:
         consumer.close()

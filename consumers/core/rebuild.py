@@ -2,30 +2,44 @@
 
 The journal partition holds every accepted entry (run, seq, hash, stage,
 evidence set, submission id) and every seal (sealed count, closed flag); the
-last audit record holds the audit chain's sequence number and head; the last
-checkpoint holds the checkpoint chain's length and head and the audit length
-it covered. Folding them gives exactly the state the scheduler had after its
-last committed transaction, so redundancy memory, the submission ids a retry
-may repeat, chain heads, each run's evidence total (the declared sizes of its
-distinct blobs, from JournalEntry.v2 and ComputerUseEntry.v2), the audit head
-and the checkpoint chain survive restarts. The fold is pure: the shell
-feeds it the records it read.
+audit partition holds the HMAC chain (its length and head); the checkpoints
+partition holds the signed checkpoint chain (its length, head and the audit
+length it covered). Folding them gives exactly the state the scheduler had
+after its last committed transaction, so redundancy memory, the submission
+ids a retry may repeat, chain heads, each run's evidence total (the declared
+sizes of its distinct blobs, from JournalEntry.v2 and ComputerUseEntry.v2),
+the audit head and the checkpoint chain survive restarts. The fold is pure:
+the shell feeds it the records it read, and the native core loads the
+``SchedulerState`` it returns, so both cores start from the same state.
 
-The fold re-checks what it reads: entry hashes, chain links, every seal's
-Ed25519 signature (by this scheduler's key), the audit MAC (``AuditRecord``
-v1 or v2) and the last checkpoint's signature. Outputs that do
-not recompute mean someone else wrote to the scheduler's topics, and the
-scheduler refuses to extend a chain it cannot vouch for: ``StateCorrupted``
-names the exact record (topic, partition and offset when the shell passes
-offsets) and what an operator can do (README, "When the scheduler will not
-start"). An operator who has inspected such a record can quarantine it
-(``bernstein scheduler run --quarantine OFFSET``): the fold then skips the
-journal offsets in ``quarantined`` (the verifier still reports them).
+Only what the scheduler's keys vouch for is adopted. An audit record is
+adopted when its MAC verifies under the audit key (``AuditRecord`` v1 or v2)
+and it extends the chain (seq and prev_mac); a journal record (entry or seal)
+only when the next adopted audit record that mirrors a journal record carries
+its run, seq and hash (an entry's hash and chain link are not keyed, so anyone
+who can write to the journal topic could forge one); a checkpoint when this
+scheduler signed it and it extends the checkpoint chain. Anything else next to
+those records (garbage, a forgery, a replayed copy) is not adopted and handed
+to ``report`` as a ``Skipped`` naming topic[partition]@offset: the scheduler
+logs it and goes on, the verifier still reports it. What still stops the
+rebuild (``StateCorrupted``, naming the exact record and, by topic, what an
+operator can do; README, "When the scheduler will not start"): an adopted
+record that does not recompute (an entry's hash or chain link, a seal's
+signature, i.e. a changed key or a leaked audit key), an audit record that
+mirrors a journal record the journal does not hold, an audit or checkpoints
+partition none of whose records verifies although some decode as the
+scheduler's records (a changed key; pure garbage alone is skipped), and a checkpoint that
+commits more of the audit chain than the partition holds. An operator who has
+inspected a journal record can quarantine it (``bernstein scheduler run
+--quarantine OFFSET``): the fold then skips the journal offsets in
+``quarantined`` (the verifier still reports them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+from typing import Any
 
 from consumers.core.model import SchedulerConfig, SchedulerState, SessionState
 from consumers.core.step import charge_evidence, initial_state
@@ -39,22 +53,41 @@ from schemas.canonical import (
     journal_entry_hash,
     macs_equal,
     seal_signing_input,
+    sha256_digest,
 )
 from schemas.errors import BernsteinError
-from schemas.records import ENTRY_COMPUTER_USE_ACTION
+from schemas.records import ENTRY_COMPUTER_USE_ACTION, AuditEvent
 
 _JOURNAL_SCHEMAS = frozenset({codec.JOURNAL_RECORD, codec.SEAL_RECORD})
 _ENTRY_SCHEMAS = codec.JOURNAL_ENTRIES | codec.COMPUTER_USE_ENTRIES
-
-OPERATOR_HINT = (
-    "The scheduler will not extend a chain it cannot vouch for. Inspect the record "
-    "(kcat -C -t {topic} -p {partition} -o {offset} -c 1). If the scheduler's signing or audit key "
-    "changed, start it with the keys that wrote this partition. If this scheduler did not write the "
-    "record, it was forged or edited: keep the topic as it is (`bernstein activity verify` reports the "
-    "runs it touches) and quarantine the record so the rebuild skips it: `bernstein scheduler run "
-    "--partition {partition} --quarantine {offset}` (README, 'When the scheduler will not start')."
+_AUDIT_ENTRIES = frozenset({codec.AUDIT_ENTRY, codec.AUDIT_ENTRY_V2})
+_MIRRORS_JOURNAL = frozenset(
+    {AuditEvent.ACTIVITY_RESULT.value, AuditEvent.COMPUTER_USE_ACTION.value, AuditEvent.RUN_SEALED.value}
 )
-"""What StateCorrupted tells an operator; see README, "When the scheduler will not start"."""
+"""Audit events whose record mirrors one journal record (an entry's entry_hash, a seal's sha256)."""
+
+_KCAT = "Inspect the record (kcat -C -t {topic} -p {partition} -o {offset} -c 1). "
+OPERATOR_HINTS = {
+    "journal": _KCAT
+    + "The scheduler will not extend a chain it cannot vouch for. If the scheduler's signing or audit key changed, start "
+    "it with the keys that wrote this partition. If this scheduler did not write the record, it was forged or edited: "
+    "keep the topic as it is (`bernstein activity verify` reports the runs it touches) and quarantine the journal record "
+    "so the rebuild skips it: `bernstein scheduler run --partition {partition} --quarantine {offset}` (README, "
+    "'When the scheduler will not start').",
+    "audit": _KCAT
+    + "The scheduler will not extend an audit chain it cannot vouch for. If the scheduler's audit key changed, start it "
+    "with the audit key that wrote this partition. If the journal lost a record the audit chain mirrors, restore the "
+    "journal; keep the topics as they are (`bernstein activity verify` reports the runs they touch). --quarantine skips "
+    "journal offsets only and does not apply to this record (README, 'When the scheduler will not start').",
+    "checkpoints": _KCAT
+    + "The scheduler will not extend a checkpoint chain it cannot vouch for. If the scheduler's signing key changed, "
+    "start it with the key that wrote this partition; a checkpoint that commits more audit records than the audit "
+    "partition holds means audit records were lost. Keep the topics as they are (`bernstein activity verify` reports "
+    "them). --quarantine skips journal offsets only and does not apply to this record (README, 'When the scheduler will "
+    "not start').",
+}
+"""What StateCorrupted tells an operator, by the kind of topic; see README, "When the scheduler will not start"."""
+OPERATOR_HINT = OPERATOR_HINTS["journal"]
 
 
 class StateCorrupted(BernsteinError):
@@ -62,122 +95,322 @@ class StateCorrupted(BernsteinError):
 
     ``topic``, ``partition`` and ``offset`` name the record (``offset`` is None
     when the caller passed bare values: then ``index`` is its position among them).
+    ``kind`` (journal, audit or checkpoints) picks the operator hint.
     """
 
     code = "E_STATE_CORRUPTED"
 
-    def __init__(self, problem: str, *, topic: str, partition: int, offset: int | None, index: int | None = None) -> None:
+    def __init__(
+        self, problem: str, *, topic: str, partition: int, offset: int | None, index: int | None = None, kind: str = "journal"
+    ) -> None:
         self.problem = problem
         self.topic = topic
         self.partition = partition
         self.offset = offset
         self.index = index
         shown = str(offset) if offset is not None else "<offset>"
-        hint = OPERATOR_HINT.format(topic=topic, partition=partition, offset=shown)
+        hint = OPERATOR_HINTS[kind].format(topic=topic, partition=partition, offset=shown)
         super().__init__(f"{self.where}: {problem}. {hint}")
 
     @property
     def where(self) -> str:
         """``topic[partition]@offset``; without an offset, the record's index (or "last record")."""
-        if self.offset is not None:
-            return f"{self.topic}[{self.partition}]@{self.offset}"
-        if self.index is not None:
-            return f"{self.topic}[{self.partition}] record #{self.index} (offset not given)"
-        return f"{self.topic}[{self.partition}] last record (offset not given)"
+        return _where(self.topic, self.partition, self.offset, self.index)
+
+
+def _where(topic: str, partition: int, offset: int | None, index: int | None) -> str:
+    if offset is not None:
+        return f"{topic}[{partition}]@{offset}"
+    if index is not None:
+        return f"{topic}[{partition}] record #{index} (offset not given)"
+    return f"{topic}[{partition}] last record (offset not given)"
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A record the rebuild did not adopt: nothing the scheduler's keys vouch for, next to records they do."""
+
+    topic: str
+    partition: int
+    offset: int | None
+    index: int
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{_where(self.topic, self.partition, self.offset, self.index)}: {self.problem}; not adopted (README, 'When the scheduler will not start')"
+
+
+Value = bytes | tuple[int, bytes]
+"""A record value, or ``(offset, value)`` so that messages name the record exactly."""
+
+
+@dataclass(frozen=True)
+class _Mirror:
+    """A MAC-valid, chain-consistent audit record that mirrors one journal record."""
+
+    offset: int | None
+    index: int
+    run_id: str
+    journal_seq: int
+    record_hash: str
 
 
 def rebuild_state(
     config: SchedulerConfig,
     partition: int,
-    journal_values: Iterable[bytes | tuple[int, bytes]],
-    last_audit_value: bytes | tuple[int, bytes] | None,
+    journal_values: Iterable[Value],
+    audit_values: Iterable[Value],
     *,
     journal_topic: str = "journal",
     audit_topic: str = "audit",
     quarantined: Collection[int] = (),
-    last_checkpoint_value: bytes | tuple[int, bytes] | None = None,
+    checkpoint_values: Iterable[Value] = (),
     checkpoints_topic: str = "checkpoints",
+    report: Callable[[Skipped], None] | None = None,
 ) -> SchedulerState:
-    """Fold journal record values (in offset order), the last audit record value and the last checkpoint value.
+    """Fold the journal, audit and checkpoint records of one partition (each in offset order).
 
-    Each value may come with its offset, as ``(offset, value)``: errors then name it
-    exactly. Journal records at an offset in ``quarantined`` are skipped.
+    The three iterables are read once, the journal and the audit side by side
+    (memory does not grow with the audit partition). Journal records at an
+    offset in ``quarantined`` are skipped. Records the scheduler's keys do not
+    vouch for are handed to ``report`` and not adopted (see the module doc).
     """
     state = initial_state(config, partition)
     c = codec.default_codec()
+    skip = report if report is not None else (lambda _skipped: None)
+    audit = _AuditWalk(state, config, c, audit_values, audit_topic, skip)
+    journal_records = 0
     for index, item in enumerate(journal_values):
         offset, value = item if isinstance(item, tuple) else (None, item)
         if offset is not None and offset in quarantined:
             continue
+        journal_records += 1
+
+        def corrupted(problem: str, offset: int | None = offset, index: int = index) -> StateCorrupted:
+            return StateCorrupted(problem, topic=journal_topic, partition=partition, offset=offset, index=index)
+
         try:
             decoded = c.decode(value, expect=_JOURNAL_SCHEMAS)
-            if decoded.schema.name == codec.JOURNAL_RECORD:
-                problem = _apply_entry(state, c, decoded.record)
-            else:
-                problem = _apply_seal(state, config, c, decoded.record)
+            identity = _journal_identity(c, decoded.schema.name, decoded.record, value)
         except codec.DecodeError as exc:
-            problem = f"the journal record does not decode ({exc})"
+            skip(Skipped(journal_topic, partition, offset, index, f"the journal record does not decode ({exc})"))
+            continue
+        mirror = audit.next_mirror()
+        if mirror is None or (mirror.run_id, mirror.journal_seq, mirror.record_hash) != identity:
+            audit.put_back(mirror)
+            run_id, seq, record_hash = identity
+            skip(
+                Skipped(
+                    journal_topic,
+                    partition,
+                    offset,
+                    index,
+                    f"no audit record this scheduler wrote mirrors it (run {run_id[:80]!r}, seq {seq}, {record_hash[:80]})",
+                )
+            )
+            continue
+        if decoded.schema.name == codec.JOURNAL_RECORD:
+            problem = _apply_entry(state, c, decoded.record)
+        else:
+            problem = _apply_seal(state, config, c, decoded.record)
         if problem is not None:
-            raise StateCorrupted(problem, topic=journal_topic, partition=partition, offset=offset, index=index)
-    if last_audit_value is not None:
-        offset, value = last_audit_value if isinstance(last_audit_value, tuple) else (None, last_audit_value)
+            raise corrupted(problem)
+    dangling = audit.next_mirror()
+    if dangling is not None:
+        raise StateCorrupted(
+            f"the audit record mirrors journal record (run {dangling.run_id[:80]!r}, seq {dangling.journal_seq}, "
+            f"{dangling.record_hash}) that the journal does not hold (deleted, or quarantined although genuine)",
+            topic=audit_topic,
+            partition=partition,
+            offset=dangling.offset,
+            index=dangling.index,
+            kind="audit",
+        )
+    audit.finish()
+    _walk_checkpoints(state, config, c, checkpoint_values, checkpoints_topic, skip)
+    return state
 
-        def corrupted(problem: str) -> StateCorrupted:
-            return StateCorrupted(problem, topic=audit_topic, partition=partition, offset=offset)
 
+def _journal_identity(c: codec.Codec, schema: str, envelope: dict[str, Any], value: bytes) -> tuple[str, int, str]:
+    """(run_id, journal_seq, record_hash) the audit record of a journal record carries."""
+    if schema == codec.JOURNAL_RECORD:
+        payload = envelope["payload"]
+        entry = c.decode(payload, expect=_ENTRY_SCHEMAS).record
+        return entry["run_id"], entry["seq"], journal_entry_hash(payload)
+    seal = c.decode(envelope["payload"], expect=frozenset({codec.RUN_SEAL})).record
+    return seal["run_id"], seal["entry_count"], sha256_digest(value)
+
+
+_UNDECODABLE_AUDIT = "the audit record does not decode"
+_UNDECODABLE_CHECKPOINT = "the checkpoint does not decode"
+
+
+class _AuditWalk:
+    """The audit partition read once, in step with the journal: adopts the MAC-valid, chain-consistent records."""
+
+    def __init__(
+        self,
+        state: SchedulerState,
+        config: SchedulerConfig,
+        c: codec.Codec,
+        values: Iterable[Value],
+        topic: str,
+        skip: Callable[[Skipped], None],
+    ) -> None:
+        self._state, self._config, self._codec, self._topic, self._skip = state, config, c, topic, skip
+        self._values = enumerate(values)
+        self._pending: _Mirror | None = None
+        self._bad: Skipped | None = None
+        self._seen = 0
+
+    def put_back(self, mirror: _Mirror | None) -> None:
+        self._pending = mirror
+
+    def next_mirror(self) -> _Mirror | None:
+        """The next adopted audit record that mirrors a journal record (None at the end of the partition)."""
+        if self._pending is not None:
+            mirror, self._pending = self._pending, None
+            return mirror
+        for index, item in self._values:
+            self._seen += 1
+            offset, value = item if isinstance(item, tuple) else (None, item)
+            adopted = self._adopt(value)
+            if isinstance(adopted, str):
+                skipped = Skipped(self._topic, self._state.partition, offset, index, adopted)
+                if not adopted.startswith(_UNDECODABLE_AUDIT):
+                    self._bad = self._bad or skipped
+                self._skip(skipped)
+                continue
+            event, run_id, journal_seq, record_hash = adopted
+            if event in _MIRRORS_JOURNAL:
+                return _Mirror(offset, index, run_id, journal_seq, record_hash)
+        return None
+
+    def finish(self) -> None:
+        """Read the rest of the partition; audit records that decode but none of which verifies (a changed key) stop the rebuild."""
+        dangling = self.next_mirror()
+        assert dangling is None, "rebuild_state checks dangling mirrors first"
+        if self._bad is not None and self._state.audit_seq == 0:
+            bad = self._bad
+            raise StateCorrupted(
+                f"none of the {self._seen} audit records verifies under audit key {self._config.audit_key_id!r} "
+                f"(the first: {bad.problem})",
+                topic=bad.topic,
+                partition=bad.partition,
+                offset=bad.offset,
+                index=bad.index,
+                kind="audit",
+            )
+
+    def _adopt(self, value: bytes) -> tuple[str, str, int, str] | str:
+        """(event, run_id, journal_seq, record_hash) of a record that extends the chain, else what is wrong with it."""
+        state, config = self._state, self._config
         try:
-            decoded = c.decode(value, expect=codec.AUDIT_RECORDS)
+            decoded = self._codec.decode(value, expect=codec.AUDIT_RECORDS)
             envelope = decoded.record
-            entry = c.decode(envelope["payload"], expect=frozenset({codec.AUDIT_ENTRY, codec.AUDIT_ENTRY_V2})).record
+            entry = self._codec.decode(envelope["payload"], expect=_AUDIT_ENTRIES).record
         except codec.DecodeError as exc:
-            raise corrupted(f"the last audit record does not decode ({exc})") from exc
+            return f"{_UNDECODABLE_AUDIT} ({exc})"
         if decoded.schema.name == codec.AUDIT_RECORD_V2:
             if envelope["key_id"] != config.audit_key_id:
-                raise corrupted(
-                    f"the last audit record names audit key {envelope['key_id'][:80]!r}, not this scheduler's {config.audit_key_id!r}"
+                return (
+                    f"the audit record names audit key {envelope['key_id'][:80]!r}, not this scheduler's {config.audit_key_id!r}"
                 )
             recomputed = audit_record_mac(config.audit_key, envelope["key_id"], envelope["payload"])
         else:
             recomputed = audit_mac(config.audit_key, envelope["payload"])
         if not macs_equal(recomputed, envelope["mac"]):
-            raise corrupted("the last audit record fails its MAC: the audit key changed or the record was edited")
-        state.audit_seq = entry["seq"] + 1
+            return "the audit record fails its MAC: the audit key changed or the record was edited or forged"
+        if (
+            entry["partition"] != state.partition
+            or entry["seq"] != state.audit_seq
+            or not macs_equal(entry["prev_mac"], state.audit_head)
+        ):
+            return (
+                f"the audit record (partition {entry['partition']}, seq {entry['seq']}) does not extend partition "
+                f"{state.partition}'s audit chain of {state.audit_seq} records (a replayed or misplaced record)"
+            )
+        state.audit_seq += 1
         state.audit_head = envelope["mac"]
-    if last_checkpoint_value is not None:
-        _apply_checkpoint(state, config, c, last_checkpoint_value, checkpoints_topic)
-    return state
+        return entry["event"], entry["run_id"], entry["journal_seq"], entry["record_hash"]
 
 
-def _apply_checkpoint(
-    state: SchedulerState, config: SchedulerConfig, c: codec.Codec, item: bytes | tuple[int, bytes], topic: str
+def _walk_checkpoints(
+    state: SchedulerState,
+    config: SchedulerConfig,
+    c: codec.Codec,
+    values: Iterable[Value],
+    topic: str,
+    skip: Callable[[Skipped], None],
 ) -> None:
-    """Restore the checkpoint chain from its last record (signed by this scheduler, within the audit chain)."""
-    offset, value = item if isinstance(item, tuple) else (None, item)
+    """Restore the checkpoint chain from its records: each signed by this scheduler, chained, within the audit chain."""
+    first_bad: Skipped | None = None
+    last_head: tuple[int | None, int, str] | None = None  # offset, index and audit_head of the last adopted checkpoint
+    seen = 0
+    for index, item in enumerate(values):
+        seen += 1
+        offset, value = item if isinstance(item, tuple) else (None, item)
+        problem = _adopt_checkpoint(state, config, c, value)
+        if isinstance(problem, str):
+            skipped = Skipped(topic, state.partition, offset, index, problem)
+            if not problem.startswith(_UNDECODABLE_CHECKPOINT):
+                first_bad = first_bad or skipped
+            skip(skipped)
+        else:
+            last_head = (offset, index, problem[0])
+    if first_bad is not None and state.checkpoint_seq == 0:
+        raise StateCorrupted(
+            f"none of the {seen} checkpoints verifies under this scheduler's key {config.signer.key_id!r} "
+            f"(the first: {first_bad.problem})",
+            topic=topic,
+            partition=state.partition,
+            offset=first_bad.offset,
+            index=first_bad.index,
+            kind="checkpoints",
+        )
+    if last_head is not None:
+        offset, index, audit_head = last_head
+        if state.checkpoint_audit_seq > state.audit_seq or (
+            state.checkpoint_audit_seq == state.audit_seq and not macs_equal(audit_head, state.audit_head)
+        ):
+            raise StateCorrupted(
+                f"the last checkpoint commits audit head {audit_head[:80]!r} at audit seq {state.checkpoint_audit_seq}, "
+                f"which partition {state.partition}'s audit chain of {state.audit_seq} records does not hold",
+                topic=topic,
+                partition=state.partition,
+                offset=offset,
+                index=index,
+                kind="checkpoints",
+            )
 
-    def corrupted(problem: str) -> StateCorrupted:
-        return StateCorrupted(problem, topic=topic, partition=state.partition, offset=offset)
 
+def _adopt_checkpoint(state: SchedulerState, config: SchedulerConfig, c: codec.Codec, value: bytes) -> str | tuple[str]:
+    """The adopted checkpoint's audit head (as a 1-tuple), else what is wrong with it."""
     try:
         envelope = c.decode(value, expect=frozenset({codec.CHECKPOINT_RECORD})).record
         checkpoint = c.decode(envelope["payload"], expect=frozenset({codec.PARTITION_CHECKPOINT})).record
     except codec.DecodeError as exc:
-        raise corrupted(f"the last checkpoint does not decode ({exc})") from exc
+        return f"the checkpoint does not decode ({exc})"
     payload = envelope["payload"]
     if (
         envelope["key_id"] != config.signer.key_id
         or config.signer.sign(checkpoint_signing_input(payload)) != envelope["signature"]
     ):
-        raise corrupted(f"the last checkpoint is not signed by this scheduler's key {config.signer.key_id!r}")
-    if checkpoint["partition"] != state.partition or checkpoint["audit_seq"] > state.audit_seq:
-        raise corrupted(
-            f"the last checkpoint (partition {checkpoint['partition']}, audit seq {checkpoint['audit_seq']}) does not belong "
-            f"to partition {state.partition}'s audit chain of {state.audit_seq} records"
+        return f"the checkpoint is not signed by this scheduler's key {config.signer.key_id!r}"
+    if (
+        checkpoint["partition"] != state.partition
+        or checkpoint["seq"] != state.checkpoint_seq
+        or checkpoint["prev_hash"] != state.checkpoint_head
+        or checkpoint["audit_seq"] < state.checkpoint_audit_seq
+    ):
+        return (
+            f"the checkpoint (partition {checkpoint['partition']}, seq {checkpoint['seq']}) does not extend partition "
+            f"{state.partition}'s checkpoint chain of {state.checkpoint_seq} (a replayed or misplaced record)"
         )
-    if checkpoint["audit_seq"] == state.audit_seq and not macs_equal(checkpoint["audit_head"], state.audit_head):
-        raise corrupted(f"the last checkpoint commits audit head {checkpoint['audit_head']!r}, not the last audit record's MAC")
     state.checkpoint_seq = checkpoint["seq"] + 1
     state.checkpoint_head = checkpoint_hash(payload)
     state.checkpoint_audit_seq = checkpoint["audit_seq"]
+    return (checkpoint["audit_head"],)
 
 
 def _apply_entry(state: SchedulerState, c: codec.Codec, envelope: dict[str, object]) -> str | None:

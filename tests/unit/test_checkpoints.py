@@ -17,7 +17,7 @@ import pytest
 
 from consumers.core.model import OutputRecord, SchedulerConfig, SchedulerState, Stream
 from consumers.core.native import NativeSchedulerCore, native_status
-from consumers.core.rebuild import StateCorrupted, rebuild_state
+from consumers.core.rebuild import Skipped, StateCorrupted, rebuild_state
 from consumers.core.step import SchedulerCore, initial_state
 from schemas import codec
 from schemas.canonical import (
@@ -186,8 +186,8 @@ def _rebuilt(cfg: SchedulerConfig, steps: list[list[OutputRecord]]) -> Scheduler
         cfg,
         PARTITION,
         _streams(steps, Stream.JOURNAL),
-        audits[-1] if audits else None,
-        last_checkpoint_value=checkpoints[-1] if checkpoints else None,
+        audits,
+        checkpoint_values=checkpoints,
     )
 
 
@@ -211,7 +211,7 @@ def test_the_rebuild_restores_the_checkpoint_chain_and_the_restarted_core_contin
 
 
 def test_the_rebuild_reads_v1_audit_records_too() -> None:
-    """A partition written before AuditRecord.v2: its last v1 record still restores the audit chain."""
+    """A partition written before AuditRecord.v2: its v1 records still restore the audit chain."""
     cfg = config()
     core = SchedulerCore(cfg)
     state, steps = feed(core, initial_state(cfg, PARTITION), [(b"run-1", enc_sub())])
@@ -220,7 +220,7 @@ def test_the_rebuild_reads_v1_audit_records_too() -> None:
         codec.AUDIT_RECORD,
         {"payload": envelope["payload"], "key_id": envelope["key_id"], "mac": audit_mac(AUDIT_KEY, envelope["payload"])},
     )
-    rebuilt = rebuild_state(cfg, PARTITION, _streams(steps, Stream.JOURNAL), v1)
+    rebuilt = rebuild_state(cfg, PARTITION, _streams(steps, Stream.JOURNAL), [v1])
     assert (rebuilt.audit_seq, rebuilt.audit_head) == (1, audit_mac(AUDIT_KEY, envelope["payload"]))
 
 
@@ -241,22 +241,36 @@ def test_the_rebuild_refuses_a_checkpoint_it_cannot_vouch_for() -> None:
         },
     )
     with pytest.raises(StateCorrupted, match="not signed by this scheduler's key") as caught:
-        rebuild_state(cfg, PARTITION, journal, audits[-1], last_checkpoint_value=(5, forged), checkpoints_topic="t.checkpoints")
+        rebuild_state(cfg, PARTITION, journal, audits, checkpoint_values=[(5, forged)], checkpoints_topic="t.checkpoints")
     assert caught.value.where == f"t.checkpoints[{PARTITION}]@5"
+    assert "bernstein scheduler run" not in str(caught.value)  # --quarantine is for journal offsets only
+    # after the genuine checkpoint, the foreign one is named and the chain continues from the genuine one
+    skipped: list[Skipped] = []
+    rebuilt = rebuild_state(
+        cfg,
+        PARTITION,
+        journal,
+        audits,
+        checkpoint_values=[(4, checkpoint), (5, forged)],
+        checkpoints_topic="t.checkpoints",
+        report=skipped.append,
+    )
+    assert (rebuilt.checkpoint_seq, rebuilt.checkpoint_audit_seq) == (1, 2)
+    assert [str(s).split(": ")[0] for s in skipped] == [f"t.checkpoints[{PARTITION}]@5"]
     wrong_head = codec.encode(codec.PARTITION_CHECKPOINT, {**payload, "audit_head": "hmac-sha256:" + "1" * 64})
     resigned = codec.encode(
         codec.CHECKPOINT_RECORD,
         {"payload": wrong_head, "key_id": SIGNER.key_id, "signature": SIGNER.sign(checkpoint_signing_input(wrong_head))},
     )
     with pytest.raises(StateCorrupted, match="audit head"):
-        rebuild_state(cfg, PARTITION, journal, audits[-1], last_checkpoint_value=resigned)
+        rebuild_state(cfg, PARTITION, journal, audits, checkpoint_values=[resigned])
     ahead = codec.encode(codec.PARTITION_CHECKPOINT, {**payload, "audit_seq": 3})
     resigned = codec.encode(
         codec.CHECKPOINT_RECORD,
         {"payload": ahead, "key_id": SIGNER.key_id, "signature": SIGNER.sign(checkpoint_signing_input(ahead))},
     )
     with pytest.raises(StateCorrupted, match="audit chain of 2 records"):
-        rebuild_state(cfg, PARTITION, journal, audits[-1], last_checkpoint_value=resigned)
+        rebuild_state(cfg, PARTITION, journal, audits, checkpoint_values=[resigned])
 
 
 # ---------------------------------------------------------------------------

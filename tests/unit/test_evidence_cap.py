@@ -152,7 +152,7 @@ def test_the_rebuild_restores_each_runs_total_from_the_journal() -> None:
     pair.feed(sized_sub("x0", [(blob("a"), 7)], run_id="run-2"), key=b"run-2")
     journal = [o.value for o in pair.outputs if o.stream is Stream.JOURNAL]
     audit = [o.value for o in pair.outputs if o.stream is Stream.AUDIT]
-    rebuilt = rebuild_state(pair.config, pair.partition, journal, audit[-1])
+    rebuilt = rebuild_state(pair.config, pair.partition, journal, audit)
     assert rebuilt == pair.py_state
     assert (rebuilt.runs["run-1"].evidence_bytes, rebuilt.runs["run-1"].blobs) == (
         60 * MIB + 1000,
@@ -163,7 +163,7 @@ def test_the_rebuild_restores_each_runs_total_from_the_journal() -> None:
     before = pair.feed(sized_sub("s2", [(blob("d"), 4 * MIB)]), check_state=True)
     restarted = Pair(make_config(seal_every=2))
     restarted.py_state = rebuilt
-    restarted.state = restarted.native.load(rebuild_state(pair.config, pair.partition, journal, audit[-1]))
+    restarted.state = restarted.native.load(rebuild_state(pair.config, pair.partition, journal, audit))
     restarted.offset = pair.offset - 1
     after = restarted.feed(sized_sub("s2", [(blob("d"), 4 * MIB)]))
     assert refusal_of(before)["code"] == "EVIDENCE_CAP_EXCEEDED"
@@ -235,7 +235,7 @@ def test_the_rebuild_counts_actions_too() -> None:
         pair.feed(value)
     journal = [o.value for o in pair.outputs if o.stream is Stream.JOURNAL]
     audit = [o.value for o in pair.outputs if o.stream is Stream.AUDIT]
-    rebuilt = rebuild_state(pair.config, pair.partition, journal, audit[-1])
+    rebuilt = rebuild_state(pair.config, pair.partition, journal, audit)
     assert rebuilt == pair.py_state
     # one screenshot (first declared size wins), one DOM snapshot digest per index
     assert rebuilt.runs["run-1"].evidence_bytes == 100 + 3 * 10  # the DOM digests of actions 0, 1, 2 differ

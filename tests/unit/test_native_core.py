@@ -944,8 +944,8 @@ def test_resuming_from_a_rebuilt_state_after_any_record() -> None:
             config,
             PARTITION,
             journal,
-            audits[-1] if audits else None,
-            last_checkpoint_value=checkpoints[-1] if checkpoints else None,
+            audits,
+            checkpoint_values=checkpoints,
         )
         core = NativeSchedulerCore(config, PARTITION, self_check=False)
         resumed: list[OutputRecord] = []

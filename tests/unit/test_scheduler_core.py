@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from consumers.core.model import InputRecord, OutputRecord, SchedulerConfig, SchedulerState, Stream
-from consumers.core.rebuild import StateCorrupted, rebuild_state
+from consumers.core.rebuild import Skipped, StateCorrupted, rebuild_state
 from consumers.core.step import SchedulerCore, _clip, initial_state
 from producers.activity import ActivityResult, observe
 from schemas import codec
@@ -29,6 +30,7 @@ from schemas.canonical import (
     audit_genesis,
     audit_record_mac,
     canonical_json,
+    checkpoint_signing_input,
     computer_use_genesis,
     evidence_set_hash,
     hmac_key_id,
@@ -199,13 +201,15 @@ class Driver:
         audits = [o.value for o in self.outputs if o.stream is Stream.AUDIT]
         return audits[-1] if audits else None
 
-    def last_checkpoint(self) -> bytes | None:
-        checkpoints = [o.value for o in self.outputs if o.stream is Stream.CHECKPOINTS]
-        return checkpoints[-1] if checkpoints else None
+    def audit_values(self) -> list[bytes]:
+        return [o.value for o in self.outputs if o.stream is Stream.AUDIT]
+
+    def checkpoint_values(self) -> list[bytes]:
+        return [o.value for o in self.outputs if o.stream is Stream.CHECKPOINTS]
 
     def rebuilt(self) -> SchedulerState:
         return rebuild_state(
-            self.config, PARTITION, self.journal_values(), self.last_audit(), last_checkpoint_value=self.last_checkpoint()
+            self.config, PARTITION, self.journal_values(), self.audit_values(), checkpoint_values=self.checkpoint_values()
         )
 
 
@@ -975,7 +979,7 @@ def test_rebuild_from_outputs_equals_the_live_state() -> None:
     assert rebuilt.runs["run-b"].closed and rebuilt.runs["run-a"].closed and not rebuilt.runs["run-c"].closed
     assert rebuilt.runs["run-a"].evidence == d.state.runs["run-a"].evidence
     # nothing written yet: the initial state
-    assert rebuild_state(d.config, PARTITION, [], None) == initial_state(d.config, PARTITION)
+    assert rebuild_state(d.config, PARTITION, [], []) == initial_state(d.config, PARTITION)
 
 
 def test_a_crash_after_any_record_resumes_to_byte_identical_outputs() -> None:
@@ -995,16 +999,20 @@ def test_a_crash_after_any_record_resumes_to_byte_identical_outputs() -> None:
 
 def test_rebuild_refuses_outputs_that_do_not_recompute() -> None:
     d = run_all(mixed_inputs())
-    journal = d.journal_values()
+    journal, audits = d.journal_values(), d.audit_values()
     envelope = codec.decode(journal[1]).record
     forged = codec.encode(codec.JOURNAL_RECORD, {**envelope, "entry_hash": sha256_digest(b"forged")})
-    with pytest.raises(StateCorrupted):
-        rebuild_state(d.config, PARTITION, [journal[0], forged, *journal[2:]], d.last_audit())
-    with pytest.raises(StateCorrupted):
-        rebuild_state(d.config, PARTITION, [journal[0], *journal[2:]], d.last_audit())  # a deleted entry
-    audit = codec.decode(d.last_audit() or b"").record
-    with pytest.raises(StateCorrupted):
-        rebuild_state(d.config, PARTITION, journal, codec.encode(codec.AUDIT_RECORD, {**audit, "mac": "hmac-sha256:" + "0" * 64}))
+    with pytest.raises(StateCorrupted, match="does not recompute its entry_hash"):  # an edited record the audit mirrors
+        rebuild_state(d.config, PARTITION, [journal[0], forged, *journal[2:]], audits)
+    with pytest.raises(StateCorrupted, match="that the journal does not hold") as caught:  # a deleted entry
+        rebuild_state(d.config, PARTITION, [journal[0], *journal[2:]], audits)
+    assert caught.value.topic == "audit" and "bernstein scheduler run" not in str(caught.value)
+    # a changed audit key: no audit record verifies, the rebuild stops instead of starting a second chain
+    rekeyed = dataclasses.replace(d.config, audit_key=b"k" * 32)
+    with pytest.raises(
+        StateCorrupted, match=rf"audit\[{PARTITION}\] record #0 \(offset not given\): none of the {len(audits)} audit"
+    ):
+        rebuild_state(rekeyed, PARTITION, journal, audits)
 
 
 def test_same_inputs_give_byte_identical_outputs() -> None:
@@ -1346,56 +1354,172 @@ def test_a_browser_stage_document_with_a_huge_head_anchor_is_refused_with_a_boun
 def test_rebuild_errors_name_the_topic_partition_and_offset_and_what_to_do() -> None:
     d = run_all(mixed_inputs())
     journal = list(enumerate(d.journal_values(), start=100))
+    audits = d.audit_values()
     forged = codec.encode(codec.JOURNAL_RECORD, {**codec.decode(journal[1][1]).record, "entry_hash": sha256_digest(b"forged")})
     with pytest.raises(StateCorrupted) as caught:
-        rebuild_state(
-            d.config, PARTITION, [journal[0], (101, forged), *journal[2:]], d.last_audit(), journal_topic="p.activity.journal"
-        )
+        rebuild_state(d.config, PARTITION, [journal[0], (101, forged), *journal[2:]], audits, journal_topic="p.activity.journal")
     error = caught.value
     assert (error.topic, error.partition, error.offset) == ("p.activity.journal", PARTITION, 101)
     assert str(error).startswith(
         f"p.activity.journal[{PARTITION}]@101: journal entry seq 0 of run 'run-b' does not recompute its entry_hash. "
     )
     assert f"kcat -C -t p.activity.journal -p {PARTITION} -o 101 -c 1" in str(error)
-    assert "quarantine" in str(error)
+    assert f"--partition {PARTITION} --quarantine 101" in str(error)
     # without offsets the record's index is named instead
     with pytest.raises(StateCorrupted, match=r"record #1 \(offset not given\)"):
-        rebuild_state(d.config, PARTITION, [journal[0][1], forged], None)
-    # garbage, a tombstone
+        rebuild_state(d.config, PARTITION, [journal[0][1], forged], audits)
+    # garbage, a tombstone: no audit record mirrors them; named, not adopted, no stop
     for bad in (b"", b"garbage"):
-        with pytest.raises(StateCorrupted, match=rf"journal\[{PARTITION}\]@7: the journal record does not decode"):
-            rebuild_state(d.config, PARTITION, [(7, bad)], None)
-    # an operator who quarantined the forged record gets the state back
+        skipped: list[Skipped] = []
+        assert rebuild_state(d.config, PARTITION, [(7, bad)], [], report=skipped.append) == initial_state(d.config, PARTITION)
+        assert [(s.topic, s.offset) for s in skipped] == [("journal", 7)]
+        assert str(skipped[0]).startswith(f"journal[{PARTITION}]@7: the journal record does not decode")
+    # an operator who quarantined the edited record gets the state back
     assert rebuild_state(
         d.config,
         PARTITION,
         [*journal[:1], (555, forged), *journal[1:]],
-        d.last_audit(),
+        audits,
         quarantined={555},
-        last_checkpoint_value=d.last_checkpoint(),
+        checkpoint_values=d.checkpoint_values(),
     ) == (d.state)
 
 
 def test_rebuild_checks_every_seals_signature() -> None:
     d = run_all(mixed_inputs())
-    journal = d.journal_values()
+    journal, audits = d.journal_values(), d.audit_values()
     seal_index = next(i for i, v in enumerate(journal) if codec.decode(v).schema.name == codec.SEAL_RECORD)
     envelope = codec.decode(journal[seal_index]).record
     forged = codec.encode(codec.SEAL_RECORD, {**envelope, "signature": bytes(64)})
-    with pytest.raises(StateCorrupted, match="the seal's signature is not this scheduler's"):
-        rebuild_state(d.config, PARTITION, [*journal[:seal_index], forged, *journal[seal_index + 1 :]], d.last_audit())
     other = Ed25519Signer.from_seed(bytes(range(1, 33)))
     payload = envelope["payload"]
     resigned = codec.encode(
         codec.SEAL_RECORD, {"payload": payload, "key_id": other.key_id, "signature": other.sign(seal_signing_input(payload))}
     )
-    with pytest.raises(StateCorrupted, match="not by this scheduler's key"):
-        rebuild_state(d.config, PARTITION, [*journal[:seal_index], resigned, *journal[seal_index + 1 :]], d.last_audit())
-    with pytest.raises(StateCorrupted, match=rf"audit\[{PARTITION}\]@9: the last audit record fails its MAC"):
-        audit = codec.decode(d.last_audit() or b"").record
-        rebuild_state(
-            d.config, PARTITION, journal, (9, codec.encode(codec.AUDIT_RECORD, {**audit, "mac": "hmac-sha256:" + "0" * 64}))
+    for bad in (forged, resigned):
+        # appended next to the genuine seal: not mirrored, named, not adopted
+        skipped: list[Skipped] = []
+        rebuilt = rebuild_state(
+            d.config,
+            PARTITION,
+            [*journal[: seal_index + 1], bad, *journal[seal_index + 1 :]],
+            audits,
+            checkpoint_values=d.checkpoint_values(),
+            report=skipped.append,
         )
+        assert rebuilt == d.state
+        assert [(s.topic, s.index) for s in skipped] == [("journal", seal_index + 1)]
+        assert "no audit record this scheduler wrote mirrors it" in skipped[0].problem
+        # in place of the genuine seal: the audit record that mirrors the seal names the loss
+        with pytest.raises(StateCorrupted, match="that the journal does not hold"):
+            rebuild_state(d.config, PARTITION, [*journal[:seal_index], bad, *journal[seal_index + 1 :]], audits)
+    # a changed signing key: the genuine seal the audit mirrors is not this scheduler's
+    with pytest.raises(StateCorrupted, match="not by this scheduler's key") as caught:
+        rebuild_state(dataclasses.replace(d.config, signer=other), PARTITION, journal, audits)
+    assert caught.value.index == seal_index
+
+
+def _forged_entry(run_id: str, stage_id: str, submission_id: str, pages: list[bytes]) -> bytes:
+    """A journal entry anyone can compute: the right hash and chain link after stage s0, but this scheduler never wrote it."""
+    attacker = Driver()
+    attacker.feed(enc_sub(run_id=run_id, stage_id="s0", pages=[b"p0"]), key=run_id.encode())
+    attacker.feed(enc_sub(run_id=run_id, stage_id=stage_id, pages=pages, submission_id=submission_id), key=run_id.encode())
+    return attacker.journal_values()[-1]
+
+
+def test_a_forged_journal_entry_is_not_adopted_and_the_genuine_submission_is_journalled() -> None:
+    """Review H (issue 11): an entry's hash and chain link are not keyed; only an audit record's MAC vouches for it."""
+    forged = _forged_entry("run-1", "s1", "sub-s1", [b"forged", b"x" * 100])
+    genuine_s1 = enc_sub(run_id="run-1", stage_id="s1", pages=[b"genuine"], submission_id="sub-s1")
+    # appended after the scheduler's records: named, not adopted; the genuine submission then is journalled
+    d = Driver()
+    d.feed(enc_sub(run_id="run-1", stage_id="s0", pages=[b"p0"]))
+    skipped: list[Skipped] = []
+    journal = [*enumerate(d.journal_values()), (1, forged)]
+    rebuilt = rebuild_state(d.config, PARTITION, journal, list(enumerate(d.audit_values())), report=skipped.append)
+    assert rebuilt == d.state
+    assert [str(s).split(":")[0] for s in skipped] == [f"journal[{PARTITION}]@1"]
+    assert "no audit record this scheduler wrote mirrors it (run 'run-1', seq 1, sha256:" in skipped[0].problem
+    d.state = rebuilt
+    outs = d.feed(genuine_s1)
+    assert [o.what for o in outs] == ["journal-entry", "audit"]
+    assert outs[0].inner is not None and (outs[0].inner["seq"], outs[0].inner["submission_id"]) == (1, "sub-s1")
+    # the concurrent variant: forged at seq 1 first, the scheduler's genuine seq 1 written after it
+    live = Driver()
+    live.feed(enc_sub(run_id="run-1", stage_id="s0", pages=[b"p0"]))
+    live.feed(genuine_s1)
+    j0, j1 = live.journal_values()
+    skipped = []
+    rebuilt = rebuild_state(
+        live.config, PARTITION, [(0, j0), (1, forged), (2, j1)], list(enumerate(live.audit_values())), report=skipped.append
+    )
+    assert rebuilt == live.state
+    assert [(s.topic, s.offset) for s in skipped] == [("journal", 1)]
+
+
+def test_garbage_and_forgeries_after_the_audit_and_checkpoint_chains_are_named_and_the_rebuild_goes_on() -> None:
+    """Review M12: the last record of a topic is not what the rebuild trusts; the last one that verifies is."""
+    d = run_all(mixed_inputs())
+    audits = list(enumerate(d.audit_values()))
+    checkpoints = list(enumerate(d.checkpoint_values()))
+    assert len(checkpoints) >= 2
+    n, m = len(audits), len(checkpoints)
+    last_audit = codec.decode(audits[-1][1]).record
+    bad_mac = codec.encode(codec.AUDIT_RECORD_V2, {**last_audit, "mac": "hmac-sha256:" + "0" * 64})
+    other = Ed25519Signer.from_seed(bytes(range(1, 33)))
+    payload = codec.decode(checkpoints[-1][1]).record["payload"]
+    foreign = codec.encode(
+        codec.CHECKPOINT_RECORD,
+        {"payload": payload, "key_id": other.key_id, "signature": other.sign(checkpoint_signing_input(payload))},
+    )
+    skipped: list[Skipped] = []
+    rebuilt = rebuild_state(
+        d.config,
+        PARTITION,
+        d.journal_values(),
+        [*audits, (n, b"garbage"), (n + 1, bad_mac), (n + 2, audits[0][1]), (n + 3, b"")],
+        checkpoint_values=[*checkpoints, (m, foreign), (m + 1, checkpoints[0][1]), (m + 2, b"junk")],
+        audit_topic="p.audit",
+        checkpoints_topic="p.checkpoints",
+        report=skipped.append,
+    )
+    assert rebuilt == d.state
+    assert [(s.topic, s.offset) for s in skipped] == [
+        ("p.audit", n),
+        ("p.audit", n + 1),
+        ("p.audit", n + 2),
+        ("p.audit", n + 3),
+        ("p.checkpoints", m),
+        ("p.checkpoints", m + 1),
+        ("p.checkpoints", m + 2),
+    ]
+    assert "does not decode" in skipped[0].problem and "fails its MAC" in skipped[1].problem
+    assert "does not extend partition" in skipped[2].problem and "not signed by this scheduler's key" in skipped[4].problem
+    assert "does not extend partition" in skipped[5].problem
+    assert str(skipped[0]).startswith(f"p.audit[{PARTITION}]@{n}: the audit record does not decode")
+    # the scheduler goes on from the last good records: the next outputs equal never having seen the garbage
+    clean = run_all(mixed_inputs())
+    d.state = rebuilt
+    for driver in (d, clean):
+        driver.offset = 100
+        driver.outputs = []
+        driver.feed(enc_sub(run_id="run-z", stage_id="s0", pages=[b"z"]), key=b"run-z")
+    assert d.outputs == clean.outputs
+    # garbage alone, before the scheduler wrote anything: named, and the chains start from genesis
+    skipped = []
+    fresh = initial_state(d.config, PARTITION)
+    assert (
+        rebuild_state(d.config, PARTITION, [], [(0, b"garbage")], checkpoint_values=[(0, b"junk")], report=skipped.append)
+        == fresh
+    )
+    assert [(s.topic, s.offset) for s in skipped] == [("audit", 0), ("checkpoints", 0)]
+    # records of the scheduler's formats none of which verifies look like a changed key: the rebuild stops
+    with pytest.raises(StateCorrupted, match=r"none of the 1 audit records verifies") as caught:
+        rebuild_state(d.config, PARTITION, [], [(0, bad_mac)], audit_topic="p.audit")
+    assert "bernstein scheduler run" not in str(caught.value) and "kcat -C -t p.audit" in str(caught.value)
+    with pytest.raises(StateCorrupted, match=r"none of the 1 checkpoints verifies") as caught:
+        rebuild_state(d.config, PARTITION, [], [], checkpoint_values=[(0, foreign)], checkpoints_topic="p.checkpoints")
+    assert "bernstein scheduler run" not in str(caught.value)
 
 
 # ---------------------------------------------------------------------------
