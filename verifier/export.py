@@ -9,9 +9,10 @@ Layout::
                                       the verifier trusts nothing it is not handed explicitly
 
 For selected runs, the journal and refusal records of those runs are exported,
-and the audit and checkpoint partitions they live on are exported whole (an
-audit chain cannot be checked with holes in it, and the signed checkpoints
-commit to its length and head; both carry hashes only).
+and the audit, checkpoint and dead-letter partitions they live on are exported
+whole (an audit chain cannot be checked with holes in it, the signed
+checkpoints commit to its length and head, and the chain mirrors every dead
+letter of the partition, which the verifier checks against it).
 """
 
 from __future__ import annotations
@@ -91,10 +92,8 @@ def export_dump(
                 partition_files.setdefault(stream, {})[str(partition)] = written
                 counts[stream] = counts.get(stream, 0) + written["records"]
     for stream in ("audit", "checkpoints", "deadletter"):
-        if stream == "deadletter" and wanted is not None:
-            continue
         for partition in source.partitions(stream):
-            if stream in ("audit", "checkpoints") and wanted is not None and partition not in audit_partitions:
+            if wanted is not None and partition not in audit_partitions:
                 continue
             written = _write_partition(destination, stream, partition, source.records(stream, partition), on_record=None)
             if written["records"]:

@@ -98,7 +98,7 @@ _SEAL = frozenset({codec.RUN_SEAL})
 _AUDIT_RECORD = frozenset({codec.AUDIT_RECORD})
 _AUDIT_V2_HEADER = codec.default_codec().schema(codec.AUDIT_RECORD_V2).header
 
-_AUDIT_ENTRY = frozenset({codec.AUDIT_ENTRY})
+_AUDIT_ENTRY = frozenset({codec.AUDIT_ENTRY, codec.AUDIT_ENTRY_V2})
 _DEAD_LETTER = frozenset({codec.DEAD_LETTER, getattr(codec, "DEAD_LETTER_V2", codec.DEAD_LETTER)})
 """Both dead-letter layouts carry what the audit mirrors: the input position and raw_sha256."""
 
@@ -639,6 +639,7 @@ class _AuditWalk:
     """Input offset of the previous audit record (None at the start, and after a record already reported)."""
     last_event: str = ""
     refusals_not_captured: int = 0
+    deadletters_not_captured: int = 0
     checkpoints: CheckpointWalk | None = None
     """The partition's checkpoints, merged with the chain as it is read."""
     checkpoints_captured: bool = True
@@ -862,6 +863,12 @@ class _AuditWalk:
                 f"the audit chain mirrors {plural(self.refusals_not_captured, 'refusal')} of this run, but the capture has "
                 "no refusals topic: they were not checked (add a kcat capture of the refusals topic)",
             )
+        if self.deadletters_not_captured:
+            yield Problem(
+                "DEADLETTERS_NOT_CAPTURED",
+                f"the audit chain mirrors {plural(self.deadletters_not_captured, 'dead letter')} on this partition, but "
+                "the capture has no dead-letter topic: they were not checked (add a kcat capture of the dead-letter topic)",
+            )
 
     # -- the join ------------------------------------------------------------------
 
@@ -1051,10 +1058,29 @@ class _AuditWalk:
         """When the source holds the partition's dead letters: each is one the audit chain mirrors
         (input offset and sha256 of the raw input), and vice versa."""
         if self.partition not in source.partitions("deadletter"):
+            if not self.deadletters:
+                return
+            if isinstance(source, KcatSource):  # a capture lists the topics it was given
+                self.deadletters_not_captured = len(self.deadletters)
+                return
+            seq, offset, input_offset, digest = self.deadletters[0]
+            self.findings.add(
+                Problem(
+                    "DEADLETTER_STREAM_MISSING",
+                    f"the audit chain mirrors {plural(len(self.deadletters), 'dead letter')} on this partition (the first "
+                    f"of input offset {input_offset} at audit seq {seq}, offset {offset}), but {source.describe()} has no "
+                    "dead-letter stream for it (deleted)",
+                    stream="audit",
+                    offset=offset,
+                    audit_seq=seq,
+                    expected=digest,
+                )
+            )
             return
         expected: dict[tuple[int, str], list[tuple[int, int]]] = {}
         for seq, offset, input_offset, digest in self.deadletters:
             expected.setdefault((input_offset, digest), []).append((seq, offset))
+        codes = self._deadletter_codes(source) if self.deadletters else {}
         for record in source.records("deadletter", self.partition, headers=False):
             problem = ""
             try:
@@ -1068,7 +1094,22 @@ class _AuditWalk:
                 if raw and sha256_digest(raw) != digest:
                     problem = f"holds raw bytes hashing to '{sha256_digest(raw)}', not its raw_sha256 '{digest}'"
                 elif expected.get((letter["input"]["offset"], digest)):
-                    expected[(letter["input"]["offset"], digest)].pop()
+                    seq, offset = expected[(letter["input"]["offset"], digest)].pop()
+                    audited = codes.get(offset)
+                    if audited is not None and audited != letter["code"]:
+                        self.findings.add(
+                            Problem(
+                                "DEADLETTER_CODE_MISMATCH",
+                                f"dead letter at offset {record.offset} (input offset {letter['input']['offset']}) has code "
+                                f"{letter['code']!r}, but audit seq {seq} (offset {offset}) records reason "
+                                f"{audited!r} (altered)",
+                                stream="deadletter",
+                                offset=record.offset,
+                                audit_seq=seq,
+                                expected=audited,
+                                recomputed=letter["code"],
+                            )
+                        )
                     continue
                 else:
                     problem = f"(input offset {letter['input']['offset']}, raw '{digest}') is mirrored by no audit record"
@@ -1094,6 +1135,24 @@ class _AuditWalk:
                         expected=digest,
                     )
                 )
+
+    def _deadletter_codes(self, source: RecordSource) -> dict[int, str]:
+        """audit offset -> ``reason_code`` of the audit records that mirror dead letters (MACs already verified).
+
+        The audit facts carry no reason; dead letters are rare, so their audit
+        records are read once more and only they are decoded.
+        """
+        wanted = {offset for _, offset, _, _ in self.deadletters}
+        codes: dict[int, str] = {}
+        for record in source.records("audit", self.partition, headers=False):
+            if record.offset not in wanted:
+                continue
+            try:
+                payload = codec.split_envelope(record.value or b"")[1][0]
+                codes[record.offset] = str(self.c.decode(payload, expect=_AUDIT_ENTRY).record["reason_code"])
+            except (codec.DecodeError, IndexError, KeyError):
+                continue  # the walk already named an audit record that does not decode
+        return codes
 
     def _journal_lacks(self, event: _AuditEvent) -> None:
         """An audit record of a result the journal skipped (met while joining a later entry or a seal)."""

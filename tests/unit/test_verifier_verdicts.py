@@ -36,6 +36,7 @@ from schemas.canonical import (
 )
 from substrate.cas import DirBlobStore
 from substrate.keys import InstallKeys, TrustedKeys, init_keys
+from verifier.export import export_dump
 from verifier.render import escape, render_json, render_text
 from verifier.report import (
     EXIT_MISMATCH,
@@ -510,7 +511,8 @@ def kcat_file(b: Built, path: Path, stream: str) -> Path:
 
 
 def test_a_kcat_capture_without_the_refusals_topic_is_not_fully_verified(built: Built, tmp_path: Path) -> None:
-    files = [kcat_file(built, tmp_path / f"{stream}.json", stream) for stream in ("journal", "audit", "checkpoints")]
+    streams = ("journal", "audit", "checkpoints", "deadletter")
+    files = [kcat_file(built, tmp_path / f"{stream}.json", stream) for stream in streams]
     capture = KcatSource(files, PREFIX)
     report = built.verify(capture)
     lines = assert_exit(report, EXIT_NOT_FULLY_VERIFIED)
@@ -526,8 +528,22 @@ def test_a_kcat_capture_without_the_refusals_topic_is_not_fully_verified(built: 
     # with the refusals topic it verifies; without a store as well, both are named
     files.append(kcat_file(built, tmp_path / "refusals.json", "refusals"))
     assert built.verify(KcatSource(files, PREFIX)).exit_code == EXIT_VERIFIED
-    bare = built.verify(KcatSource(files[:3], PREFIX), cas=None)
+    bare = built.verify(KcatSource(files[:4], PREFIX), cas=None)
     assert [p.code for p in bare.header.unchecked] == ["NO_CONTENT_STORE", "REFUSALS_NOT_CAPTURED"]
+
+
+def test_a_kcat_capture_without_the_deadletter_topic_is_not_fully_verified(built: Built, tmp_path: Path) -> None:
+    streams = ("journal", "audit", "checkpoints", "refusals")
+    files = [kcat_file(built, tmp_path / f"{stream}.json", stream) for stream in streams]
+    report = built.verify(KcatSource(files, PREFIX))
+    lines = assert_exit(report, EXIT_NOT_FULLY_VERIFIED)
+    assert [p.code for p in report.header.unchecked] == ["DEADLETTERS_NOT_CAPTURED"]
+    assert report.header.unchecked[0].message.startswith(
+        "the audit chain mirrors 2 dead letters on this partition, but the capture has no dead-letter topic"
+    )
+    assert lines[-1].startswith("not fully verified -- not checked: DEADLETTERS_NOT_CAPTURED;")
+    files.append(kcat_file(built, tmp_path / "deadletter.json", "deadletter"))
+    assert built.verify(KcatSource(files, PREFIX)).exit_code == EXIT_VERIFIED
 
 
 # ---------------------------------------------------------------------------
@@ -628,6 +644,44 @@ def test_a_deleted_dead_letter_is_named(built: Built) -> None:
     problem = first_problem(report, "audit")
     assert located(problem) == ("DEADLETTER_MISSING", "audit", built.records("audit")[index].offset)
     assert (problem.audit_seq, problem.expected) == (index, sha256_digest(b"definitely not avro"))
+
+
+def test_a_missing_deadletter_stream_is_a_mismatch(built: Built, tmp_path: Path) -> None:
+    """The audit chain mirrors dead letters; the source (memory, a dump of ours) has no dead-letter stream at all."""
+    index = audit_index(built, "input.deadletter", run_id="")
+    mirror = built.records("audit")[index]
+    for source in (
+        built.source.replaced("deadletter", []),
+        dump_of(built, tmp_path / "dump", blobs=None, with_cas=False, drop=("deadletter",)),
+    ):
+        report = built.verify(source)
+        assert_exit(report, EXIT_MISMATCH)
+        problem = first_problem(report, "audit")
+        assert located(problem) == ("DEADLETTER_STREAM_MISSING", "audit", mirror.offset)
+        assert (problem.audit_seq, problem.expected) == (index, sha256_digest(b"definitely not avro"))
+        assert "mirrors 2 dead letters on this partition" in problem.message
+
+
+def test_a_dead_letter_whose_code_was_changed_is_named(built: Built) -> None:
+    letter, second = built.records("deadletter")
+    decoded = C.decode(letter.value or b"")
+    original = decoded.record["code"]
+    forged = C.encode(decoded.schema.name, {**decoded.record, "code": "EMPTY_VALUE"})
+    assert original != "EMPTY_VALUE"
+    report = built.verify(built.source.replaced("deadletter", [with_value(letter, forged), second]))
+    assert_exit(report, EXIT_MISMATCH)
+    problem = first_problem(report, "audit")
+    index = audit_index(built, "input.deadletter", run_id="")
+    assert located(problem) == ("DEADLETTER_CODE_MISMATCH", "deadletter", letter.offset)
+    assert (problem.audit_seq, problem.expected, problem.recomputed) == (index, original, "EMPTY_VALUE")
+
+
+def test_an_export_of_one_run_carries_its_partitions_dead_letters(built: Built, tmp_path: Path) -> None:
+    export_dump(built.source, tmp_path / "dump", cas=built.store, runs=[RUN], trusted=built.trusted)
+    manifest = json.loads((tmp_path / "dump" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["streams"]["deadletter"]["0"]["records"] == 2
+    report = built.verify(DumpSource(tmp_path / "dump"), cas=DirBlobStore(tmp_path / "dump" / "cas"))
+    assert_exit(report, EXIT_VERIFIED)
 
 
 # ---------------------------------------------------------------------------
