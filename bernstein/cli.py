@@ -11,7 +11,9 @@ commands::
     2  mismatch (verification failed, tamper)
     3  usage error or unreadable input (bad flags, missing file, service down)
     4  internal error (a defect; rerun with --debug for the traceback)
-    7  `scheduler run`: another instance took the partition over (this one stopped)
+    7  `scheduler run`: another instance took the partition over, or the process was
+       paused and cannot prove it still owns it (this one stopped)
+    128+N  `scheduler run --all-partitions`: a partition's child was killed by signal N
 """
 
 from __future__ import annotations

@@ -62,6 +62,8 @@ _REBUILD_POLL_S: Final = 0.05
 """consume() waits its whole timeout unless the batch fills, even after the end-of-partition event: keep it short."""
 _TXN_GRACE_S: Final = 5.0
 """How long past its own timeout a transactional call may block before the producer is given up."""
+_PAUSED_S: Final = 5.0
+"""A gap this long between two looks of the ticker is a pause of the process (SIGSTOP, a VM or GC freeze)."""
 _COORDINATOR_MOVED: Final = frozenset(
     {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.COORDINATOR_LOAD_IN_PROGRESS}
 )
@@ -148,6 +150,72 @@ class _TxnCallStuck(KafkaException):
     """Internal: a transactional call outlived its timeout; the producer must be replaced (handled as fatal)."""
 
 
+class _AwakeClock:
+    """Seconds this process was running, and the pauses (SIGSTOP, a VM or GC freeze) it noticed.
+
+    ``time.monotonic()`` keeps counting while the whole process is stopped. A ticker thread
+    looks every ``tick`` seconds; ``awake()`` counts a gap between two looks up to ``gap``
+    seconds only, and ``pauses()`` counts the gaps of at least ``_PAUSED_S``. A transactional
+    call's deadline is measured in awake seconds, so a call that was in flight when the
+    process froze gets its whole timeout to hear the broker's real answer once it resumes
+    (PRODUCER_FENCED after a takeover), instead of being declared stuck on wake-up.
+    """
+
+    def __init__(self, now: Callable[[], float] = time.monotonic, *, tick: float = 0.2, gap: float = 1.0) -> None:
+        self._now = now
+        self._tick = tick
+        self._gap = gap
+        self._lock = threading.Lock()
+        self._last = now()
+        self._awake = 0.0
+        self._paused = 0.0
+        self._pauses = 0
+
+    def start(self) -> _AwakeClock:
+        threading.Thread(target=self._run, name="bernstein-clock", daemon=True).start()
+        return self
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self._tick)
+            self.look()
+
+    def look(self) -> None:
+        """One look at the clock (the ticker's; tests call it directly)."""
+        with self._lock:
+            now = self._now()
+            elapsed = max(now - self._last, 0.0)
+            self._last = now
+            if elapsed > self._gap:
+                self._awake += self._gap
+            else:
+                self._awake += elapsed
+            if elapsed >= _PAUSED_S:
+                self._paused += elapsed
+                self._pauses += 1
+
+    def awake(self) -> float:
+        """Awake seconds so far (monotonic; a gap the ticker has not seen yet counts at most ``gap``)."""
+        with self._lock:
+            return self._awake + min(max(self._now() - self._last, 0.0), self._gap)
+
+    def pauses(self) -> tuple[int, float]:
+        """The pauses of at least ``_PAUSED_S`` noticed so far: how many, and their seconds in all."""
+        with self._lock:
+            return self._pauses, self._paused
+
+
+_CLOCK: _AwakeClock | None = None
+
+
+def _awake_clock() -> _AwakeClock:
+    """The process's one ticking clock (started on first use)."""
+    global _CLOCK
+    if _CLOCK is None:
+        _CLOCK = _AwakeClock().start()
+    return _CLOCK
+
+
 class _TxnCaller:
     """Runs the producer's blocking transactional calls on a daemon thread, with a deadline they cannot ignore.
 
@@ -158,8 +226,9 @@ class _TxnCaller:
     the old one and aborts its open transaction.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: _AwakeClock | None = None) -> None:
         self.stuck = False
+        self.clock = clock or _awake_clock()
         self._requests: queue.SimpleQueue[tuple[Callable[[], Any], list[tuple[bool, Any]], threading.Event]] = queue.SimpleQueue()
         threading.Thread(target=self._serve, name="bernstein-txn", daemon=True).start()
 
@@ -176,8 +245,8 @@ class _TxnCaller:
         return self.submit(call, what, deadline).result()
 
     def submit(self, call: Callable[[], Any], what: str, deadline: float) -> _Pending:
-        """Start ``call`` on the worker thread; ``result()`` waits for it (at most ``deadline`` from now)."""
-        pending = _Pending(self, what, time.monotonic() + deadline, deadline)
+        """Start ``call`` on the worker thread; ``result()`` waits for it (at most ``deadline`` awake seconds from now)."""
+        pending = _Pending(self, what, self.clock.awake() + deadline, deadline)
         self._requests.put((call, pending.box, pending.done))
         return pending
 
@@ -194,9 +263,12 @@ class _Pending:
         self.done = threading.Event()
 
     def result(self) -> Any:
-        if not self.done.wait(max(self.due - time.monotonic(), 0.0)):
-            self.caller.stuck = True
-            raise _TxnCallStuck(f"{self.what} did not return within {self.deadline:.0f}s (librdkafka ignored its timeout)")
+        clock = self.caller.clock
+        # in slices, so that a pause of the process (not counted by the awake clock) extends the wait
+        while not self.done.wait(min(max(self.due - clock.awake(), 0.0), 0.5)):
+            if clock.awake() >= self.due:
+                self.caller.stuck = True
+                raise _TxnCallStuck(f"{self.what} did not return within {self.deadline:.0f}s (librdkafka ignored its timeout)")
         ok, value = self.box[0]
         if ok:
             return value
@@ -290,7 +362,10 @@ class SchedulerShell:
         self._reference_until = -1
         """Batches starting at or before this input offset are stepped by the Python reference."""
         self._max_request = _PRODUCER_MAX_MESSAGE_BYTES
-        """The producer's message.max.bytes: at least the largest output (set by the start-up check)."""
+        """The producer's message.max.bytes: at least the largest output, at most the smallest topic limit (set by the
+        start-up check)."""
+        self._batch_bytes = _PRODUCER_MAX_MESSAGE_BYTES - OUTPUT_FRAMING_ALLOWANCE
+        """The producer's batch.size: no batch of two or more records exceeds a topic's limit (set by the start-up check)."""
         self._txn_began: float | None = None
         """When the newest transaction began (monotonic), to tell a takeover from this instance's own timeout."""
         self._txn_timeout_s = (
@@ -303,6 +378,9 @@ class SchedulerShell:
         )
         self._native = core if isinstance(core, NativeSchedulerCore) else None
         """The native core's batch path (``plan`` / ``produce_planned``): no Python object per output."""
+        self._clock = _awake_clock()
+        self._owned_since = self._clock.pauses()
+        """The clock's pauses when this instance last proved it owns the partition (init_transactions, a commit)."""
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -321,7 +399,7 @@ class SchedulerShell:
         except KafkaException as exc:
             self._close()
             self._raise_if_fenced(exc)
-            raise
+            raise self._kafka_failed(exc, "starting") from exc
         idle_since = time.monotonic()
         try:
             while not self._stop:
@@ -335,6 +413,7 @@ class SchedulerShell:
                     continue
                 except KafkaException as exc:
                     self._raise_if_fenced(exc)
+                    self._raise_if_paused(exc)
                     self._log(f"fatal Kafka error, recreating the producer: {exc}")
                     self._recover(abortable=False)
                     continue
@@ -348,7 +427,7 @@ class SchedulerShell:
             self._settle_quietly()
         except KafkaException as exc:  # e.g. from a recovery's own calls
             self._raise_if_fenced(exc)
-            raise
+            raise self._kafka_failed(exc, "recovering") from exc
         finally:
             self._close()
         if self.progress is not None:
@@ -407,6 +486,36 @@ class SchedulerShell:
             self._fenced_message(error), partition=self.partition, transactional_id=self.transactional_id, error=error.name()
         ) from exc
 
+    def _kafka_failed(self, exc: KafkaException, doing: str) -> SchedulerFailed:
+        """A Kafka error that ends the run, as the documented failure (exit 3), never as a defect."""
+        return SchedulerFailed(
+            f"partition {self.partition}: Kafka failed while {doing} ({exc}): check that the broker at {self.bootstrap} "
+            "is up and reachable (infra/status; its log is under .infra/kafka/logs) and start the scheduler again"
+        )
+
+    def _raise_if_paused(self, exc: KafkaException) -> None:
+        """Raise ``SchedulerFenced`` when the process was paused since it last proved it owns the partition.
+
+        Called before a new producer would be made. After a pause a newer instance may have
+        taken the partition over; a new producer's ``init_transactions`` would fence it (the
+        zombie would win). Without a commit or an ``init_transactions`` since the pause that
+        proves otherwise, this instance stops instead (exit 7).
+        """
+        count, seconds = self._clock.pauses()
+        since, before = self._owned_since
+        if count <= since:
+            return
+        self._producer = None  # never flushed, aborted or reused: it may commit nothing more
+        raise SchedulerFenced(
+            f"partition {self.partition}: this instance was paused for {seconds - before:.0f}s since it last committed "
+            f"(transactional id {self.transactional_id}), then Kafka answered: {exc}. Another instance may own the "
+            "partition now, and a new producer would fence it: this instance stops (nothing more was committed by "
+            "it). If no other instance runs, start the scheduler again",
+            partition=self.partition,
+            transactional_id=self.transactional_id,
+            error="PAUSED",
+        ) from exc
+
     def _fatal_cause(self) -> KafkaError | None:
         producer = self._producer
         if producer is None:
@@ -454,19 +563,31 @@ class SchedulerShell:
                 f"{OUTPUT_FRAMING_ALLOWANCE} for Kafka's framing): raise it (kafka-configs.sh --alter --entity-type topics "
                 f"--entity-name <topic> --add-config max.message.bytes={needed}) or lower --max-output-bytes"
             )
-        self._max_request = max(needed, _PRODUCER_MAX_MESSAGE_BYTES)
+        self._max_request, self._batch_bytes = _producer_sizes(min(limits.values()), needed)
 
-    def _new_producer(self) -> Any:
+    def _producer_config(self) -> dict[str, Any]:
         config = transactional_producer_config(self.bootstrap, self.transactional_id)
-        # the client's own size check must not refuse what the topics take
-        config["message.max.bytes"] = max(int(config.get("message.max.bytes", 0)), self._max_request)
+        # the client's own size check must not refuse what the topics take, nor pass what one refuses
+        config["message.max.bytes"] = self._max_request
+        # a record batch the broker refuses is then one record: the refusal is about that record alone
+        config["batch.size"] = self._batch_bytes
         config["on_delivery"] = self._on_delivery
         config["delivery.report.only.error"] = True
+        return config
+
+    def _new_producer(self) -> Any:
+        config = self._producer_config()
         self._txn_timeout_s = int(config["transaction.timeout.ms"]) / 1000
         producer = Producer(config)
         if self._txn is None or self._txn.stuck:
-            self._txn = _TxnCaller()
-        self._retrying(lambda: producer.init_transactions(_TXN_TIMEOUT_S), "init_transactions")
+            self._txn = _TxnCaller(self._clock)
+        clock = self._clock
+
+        def init() -> tuple[int, float]:
+            producer.init_transactions(_TXN_TIMEOUT_S)
+            return clock.pauses()  # ownership is proved as the call returns (a pause after it counts)
+
+        self._owned_since = self._retrying(init, "init_transactions")
         return producer
 
     # -- state ---------------------------------------------------------------------
@@ -536,6 +657,7 @@ class SchedulerShell:
                 self._retrying(lambda: self._producer.abort_transaction(_TXN_TIMEOUT_S), "abort_transaction")
             except KafkaException as exc:
                 self._raise_if_fenced(exc)
+                self._raise_if_paused(exc)
                 self._log(f"abort failed ({exc}); recreating the producer")
                 abortable = False
         if not abortable:
@@ -638,11 +760,14 @@ class SchedulerShell:
         except KafkaException as exc:
             self._raise_for(exc, last)
 
-        def commit() -> None:
+        clock = self._clock
+
+        def commit() -> tuple[int, float]:
             # Runs on the watchdog thread after the offsets call (one queue, in order). Its outcome is
             # re-raised here, so a transaction whose offsets were not sent is never committed.
             offsets_sent.result()
             self._attempts(lambda: producer.commit_transaction(_TXN_TIMEOUT_S), "commit_transaction")
+            return clock.pauses()  # the commit proved ownership up to here
 
         pending = txn.submit(commit, "send_offsets_to_transaction/commit_transaction", _TXN_TIMEOUT_S + _TXN_GRACE_S)
         self._state = state
@@ -791,7 +916,7 @@ class SchedulerShell:
             return
         self._inflight = None
         try:
-            inflight.pending.result()
+            owned_since = inflight.pending.result()
         except KafkaException as exc:
             self._raise_for(exc, inflight.last_offset)
         counters = self.counters
@@ -802,6 +927,7 @@ class SchedulerShell:
         counters.consumed += inflight.records
         counters.transactions += 1
         counters.last_offset = inflight.last_offset
+        self._owned_since = owned_since
         self._txn_began = None  # no transaction is open until the next batch begins one
         if inflight.dead_lettered >= 0:
             self._rejected.pop(inflight.dead_lettered, None)
@@ -911,6 +1037,20 @@ def _max_message_bytes(bootstrap: str, topics: tuple[str, ...]) -> dict[str, int
         }
     except KafkaException as exc:
         raise SchedulerFailed(f"cannot read the output topics' max.message.bytes: {exc}") from exc
+
+
+def _producer_sizes(smallest_limit: int, needed: int) -> tuple[int, int]:
+    """The producer's (message.max.bytes, batch.size) for output topics whose smallest max.message.bytes is given.
+
+    ``needed`` (the largest output plus ``OUTPUT_FRAMING_ALLOWANCE``) is at most ``smallest_limit`` (the
+    start-up check). message.max.bytes is librdkafka's check of one record at produce(): at least
+    ``needed``, never above a topic's limit. batch.size leaves the framing allowance under both, so a
+    batch of two or more records always fits every topic (librdkafka sends a record larger than
+    batch.size in a batch of its own): when the broker refuses a batch for its size, that batch is
+    one record, and only its input is dead-lettered (PRODUCE_REJECTED), whatever the batching.
+    """
+    max_request = min(smallest_limit, max(needed, _PRODUCER_MAX_MESSAGE_BYTES))
+    return max_request, max_request - OUTPUT_FRAMING_ALLOWANCE
 
 
 def _rejection_detail(stream: Stream, key: bytes, value: bytes, headers: Any, error: KafkaError) -> str:

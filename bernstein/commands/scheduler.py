@@ -3,8 +3,11 @@
 Exit codes: 0 after a clean stop (SIGTERM/SIGINT, ``--idle-exit``); 3 on a usage,
 configuration or service error, or when Kafka errors keep recurring
 (``E_SCHEDULER_FAILED``); ``EXIT_FENCED`` (7) when another instance took the
-partition over: this one committed nothing more and stopped, and must not be
-restarted blindly (the newer instance owns the partition now).
+partition over, or when it was paused and cannot prove it still owns it: this one
+committed nothing more and stopped, and must not be restarted blindly (the newer
+instance owns the partition now). With ``--all-partitions`` the supervisor exits
+with the worst child's code; a child killed by a signal counts as ``128 + signal``
+(137 for SIGKILL), as a shell reports it.
 """
 
 from __future__ import annotations
@@ -178,7 +181,15 @@ def _supervise(args: argparse.Namespace, partitions: int) -> int:
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    codes = [child.wait() for child in children]
-    # a child that failed outright matters more than one that was fenced (a newer instance runs there)
+    return supervised_exit([child.wait() for child in children])
+
+
+def supervised_exit(returncodes: list[int]) -> int:
+    """The supervisor's exit code from its children's return codes (``Popen.returncode``: -N = killed by signal N).
+
+    A child killed by a signal counts as ``128 + N``; a child that failed outright matters more
+    than one that was fenced (a newer instance runs there).
+    """
+    codes = [128 - code if code < 0 else code for code in returncodes]
     failures = [code for code in codes if code not in (0, EXIT_FENCED)]
     return max(failures) if failures else max(codes)

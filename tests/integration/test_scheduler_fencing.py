@@ -214,7 +214,12 @@ class Feeder(threading.Thread):
             self.errors.append("undelivered records")
 
 
+PAST_THE_CALL_DEADLINE = 40.0
+"""Longer than a transactional call's deadline (30 s timeout + 5 s grace), shorter than transaction.timeout.ms (60 s)."""
+
+
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("frozen_for", [0.0, PAST_THE_CALL_DEADLINE], ids=["takeover-pause", "pause-past-the-call-deadline"])
 def test_a_paused_instance_resumed_after_a_takeover_commits_nothing(
     services: Any,
     settings: Settings,
@@ -223,7 +228,14 @@ def test_a_paused_instance_resumed_after_a_takeover_commits_nothing(
     cli_env: dict[str, str],
     tmp_path: Path,
     spawn: Callable[[], SchedulerProcess],
+    frozen_for: float,
 ) -> None:
+    """``frozen_for``: the least time the instance stays frozen (0: as long as the takeover takes).
+
+    Frozen past its calls' deadline, the instance resumes with a call in flight whose deadline
+    passed on the monotonic clock: it must wait for the broker's real answer (fenced), not take
+    the call for stuck and make a new producer, whose init_transactions would fence the newer one.
+    """
     bootstrap = settings.kafka_bootstrap
     assert bootstrap is not None
     topics = fresh_topics(bootstrap, settings.topics.prefix)
@@ -243,6 +255,7 @@ def test_a_paused_instance_resumed_after_a_takeover_commits_nothing(
             if not probe.open_transaction():
                 continue
             zombie.proc.send_signal(signal.SIGSTOP)
+            frozen_at = time.monotonic()
             quiet_until = time.monotonic() + 0.3
             while probe.open_transaction():
                 if time.monotonic() > quiet_until:
@@ -258,13 +271,16 @@ def test_a_paused_instance_resumed_after_a_takeover_commits_nothing(
         wait_committed(bootstrap, topics, len(streamed), takeover)
     finally:
         probe.close()
+    time.sleep(max(frozen_at + frozen_for - time.monotonic(), 0.0))
 
     committed_before = {s: count_records(bootstrap, topics.by_stream(s), "read_committed") for s in ("journal", "audit")}
     aborted = count_records(bootstrap, topics.journal, "read_uncommitted") - committed_before["journal"]
     assert aborted > 0, "the frozen instance's open transaction left aborted journal records"
 
     zombie.proc.send_signal(signal.SIGCONT)
+    print(f"\nthe instance was frozen {time.monotonic() - frozen_at:.1f}s")
     assert_stopped_fenced(zombie, topics)
+    assert takeover.alive(), takeover.text()
     committed_after = {s: count_records(bootstrap, topics.by_stream(s), "read_committed") for s in ("journal", "audit")}
     assert committed_after == committed_before, "the resumed instance committed nothing"
     assert count_records(bootstrap, topics.journal, "read_uncommitted") - committed_after["journal"] >= aborted
@@ -275,7 +291,9 @@ def test_a_paused_instance_resumed_after_a_takeover_commits_nothing(
     takeover.proc.send_signal(signal.SIGTERM)
     assert takeover.wait(60) == 0, takeover.text()
     text = takeover.text()
+    # the newer instance was never fenced back: one start-up, no recovery
     assert text.count("state rebuilt") == 1 and "recreating the producer" not in text, text
+    assert "fenced" not in text.lower(), text
 
     assert_exactly_once(
         bootstrap,
