@@ -295,6 +295,17 @@ def replace_once(data: bytes, old: bytes, new: bytes) -> bytes:
     return data.replace(old, new)
 
 
+def forge_main_refusal(dump: Path) -> tuple[bytes, int]:
+    """Edit the dump's one refusal of MAIN_RUN (its code REDUNDANT_STAGE becomes REDUNDANT_STAGX); (forged value, offset)."""
+    path = topic_file(dump, "refusals")
+    items = load_lines(path)
+    (index,) = [i for i, item in enumerate(items) if key_of(item) == MAIN_RUN.encode()]
+    forged = replace_once(value_of(items[index]), b"REDUNDANT_STAGE", b"REDUNDANT_STAGX")
+    set_value(items[index], forged)
+    save_lines(path, items)
+    return forged, int(items[index]["offset"])
+
+
 def flip_char(data: bytes, at: int) -> tuple[bytes, bytes, bytes]:
     """Change the hex digit / ASCII letter at ``at`` to another printable one; (data, old, new)."""
     old = data[at : at + 1]
@@ -467,6 +478,15 @@ class DumpView:
 
     def audit_result(self, seq: int, run_id: str = MAIN_RUN) -> AuditLine:
         return audit_line_for(self.audit_items, run_id, "activity.result", seq)
+
+    def crossings(self, run_id: str = MAIN_RUN) -> int:
+        """How many audit records mirror a record of ``run_id``."""
+        return sum(1 for a in self.audit if a.entry["run_id"] == run_id)
+
+    def audit_refusal(self, run_id: str = MAIN_RUN) -> AuditLine:
+        """The audit record mirroring ``run_id``'s one refusal."""
+        (line,) = [a for a in self.audit if a.entry["run_id"] == run_id and a.entry["event"] == "activity.refused"]
+        return line
 
     def audit_seal(self, seal: JournalLine) -> AuditLine:
         (line,) = [

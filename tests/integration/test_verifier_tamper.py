@@ -547,15 +547,8 @@ def swap_public_key_file_only(dump: Path, v: kit.DumpView, run: kit.RealisticRun
     return Expect(exit_code=0)
 
 
-@case
-def delete_all_run_records(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -> Expect:
-    path = kit.topic_file(dump, "journal")
-    items = kit.load_lines(path)
-    kept = [item for item in items if kit.key_of(item) != kit.MAIN_RUN.encode()]
-    assert len(items) - len(kept) == len(kit.MAIN_STAGES) + 3
-    kit.save_lines(path, kept)
-    crossings = sum(1 for a in v.audit if a.entry["run_id"] == kit.MAIN_RUN)
-    assert crossings == len(kit.MAIN_STAGES) + 3 + 1  # results, seals, the refusal
+def _journal_missing(crossings: int) -> Expect:
+    """run-main's journal records are gone, its ``crossings`` audit records are not."""
     return Expect(
         exit_code=2,  # records deleted, not "no such run"
         dump_problems=[
@@ -568,6 +561,18 @@ def delete_all_run_records(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -
         stage_order=(),
         sections_present=False,
     )
+
+
+@case
+def delete_all_run_records(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -> Expect:
+    path = kit.topic_file(dump, "journal")
+    items = kit.load_lines(path)
+    kept = [item for item in items if kit.key_of(item) != kit.MAIN_RUN.encode()]
+    assert len(items) - len(kept) == len(kit.MAIN_STAGES) + 3
+    kit.save_lines(path, kept)
+    crossings = v.crossings()
+    assert crossings == len(kit.MAIN_STAGES) + 3 + 1  # results, seals, the refusal
+    return _journal_missing(crossings)
 
 
 @case
@@ -594,7 +599,7 @@ def delete_cas_directory(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -> 
 def delete_refusals_file(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -> Expect:
     """M4: the refusals stream is gone while the audit chain mirrors run-main's refusal."""
     kit.topic_file(dump, "refusals").unlink()
-    (mirror,) = [a for a in v.audit if a.entry["run_id"] == kit.MAIN_RUN and a.entry["event"] == "activity.refused"]
+    mirror = v.audit_refusal()
     return Expect(
         audit=Section(
             problem(
@@ -612,13 +617,8 @@ def delete_refusals_file(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -> 
 def forge_refusal_behind_an_unpinned_audit_key_id(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -> Expect:
     """H3: the refusal edited, its audit mirror's record_hash made to match, and the envelope key id (outside
     the MAC) changed by one digit so that the MAC check would be skipped. The audit key is pinned."""
-    path = kit.topic_file(dump, "refusals")
-    items = kit.load_lines(path)
-    (index,) = [i for i, item in enumerate(items) if kit.key_of(item) == kit.MAIN_RUN.encode()]
-    forged = kit.replace_once(kit.value_of(items[index]), b"REDUNDANT_STAGE", b"REDUNDANT_STAGX")
-    kit.set_value(items[index], forged)
-    kit.save_lines(path, items)
-    (mirror,) = [a for a in v.audit if a.entry["run_id"] == kit.MAIN_RUN and a.entry["event"] == "activity.refused"]
+    forged, _ = kit.forge_main_refusal(dump)
+    mirror = v.audit_refusal()
     audit_path = kit.topic_file(dump, "audit")
     audit_items = kit.load_lines(audit_path)
     value = kit.value_of(audit_items[mirror.index])
@@ -653,18 +653,8 @@ def delete_journal_and_blank_audit_keys(dump: Path, v: kit.DumpView, run: kit.Re
     for item in audit_items:
         item["key"] = None
     kit.save_lines(audit_path, audit_items)
-    crossings = sum(1 for a in v.audit if a.entry["run_id"] == kit.MAIN_RUN)
-    return Expect(
-        dump_problems=[
-            {
-                "code": "JOURNAL_MISSING",
-                "message": f"the journal holds no records of run '{kit.MAIN_RUN}', but the audit chain mirrors {crossings} crossings of it "
-                "(journal records deleted)",
-            }
-        ],
-        stage_order=(),
-        sections_present=False,
-    )
+    crossings = v.crossings()
+    return _journal_missing(crossings)
 
 
 def _drop_final_seal_and_its_audit_record(dump: Path, v: kit.DumpView) -> None:
@@ -977,14 +967,9 @@ def test_without_the_audit_key_a_forged_refusal_is_not_verified(run: kit.Realist
     """M5: the refusal and its audit record_hash edited (the MAC left alone). Without the audit key nothing can tell;
     the verdict says the MACs were not verified (exit 6), never exit 0. With the key it is a mismatch."""
     dump = kit.copy_dump(run.dump, tmp_path)
-    path = kit.topic_file(dump, "refusals")
-    items = kit.load_lines(path)
-    (index,) = [i for i, item in enumerate(items) if kit.key_of(item) == kit.MAIN_RUN.encode()]
-    forged = kit.replace_once(kit.value_of(items[index]), b"REDUNDANT_STAGE", b"REDUNDANT_STAGX")
-    kit.set_value(items[index], forged)
-    kit.save_lines(path, items)
+    forged, _ = kit.forge_main_refusal(dump)
     view = kit.DumpView(run.dump)
-    (mirror,) = [a for a in view.audit if a.entry["run_id"] == kit.MAIN_RUN and a.entry["event"] == "activity.refused"]
+    mirror = view.audit_refusal()
     audit_path = kit.topic_file(dump, "audit")
     audit_items = kit.load_lines(audit_path)
     value = kit.replace_once(
@@ -1043,14 +1028,7 @@ def test_records_only_is_asked_for_by_name_and_never_exit_0(flag: list[str], run
 def test_flip_refusal_record_byte(run: kit.RealisticRun, tmp_path: Path) -> None:
     """An edited refusal record no longer hashes to what the audit mirrors: named at its offset, exit 2."""
     dump = kit.copy_dump(run.dump, tmp_path)
-    path = kit.topic_file(dump, "refusals")
-    items = kit.load_lines(path)
-    (index,) = [i for i, item in enumerate(items) if kit.key_of(item) == kit.MAIN_RUN.encode()]
-    original = kit.value_of(items[index])
-    edited = kit.replace_once(original, b"REDUNDANT_STAGE", b"REDUNDANT_STAGX")
-    kit.set_value(items[index], edited)
-    kit.save_lines(path, items)
-    refusal_offset = int(items[index]["offset"])
+    edited, refusal_offset = kit.forge_main_refusal(dump)
     code, document, _ = kit.verify_dump(run, dump)
     assert code == 2
     problem = document["audit"]["problem"]
