@@ -2,7 +2,8 @@
 
 Layout::
 
-    manifest.json                     what was exported (no timestamps: exports are reproducible)
+    manifest.json                     what was exported (no timestamps: exports are reproducible), and
+                                      where each exported audit chain's input partition starts (log_start)
     topics/<stream>/<partition>.jsonl every record as stored: value, key, headers, offset, timestamp
     cas/sha256/<aa>/<hex>             every blob the exported entries reference
     keys/public-keys.json             the install's public keys, for convenience only:
@@ -102,6 +103,13 @@ def export_dump(
         if progress:
             progress(f"exported {counts.get(stream, 0)} {stream} records")
 
+    # where each exported audit chain's input partition starts: the verifier's first-offset check needs it
+    log_start = getattr(source, "log_start", None)
+    input_starts = {
+        str(partition): int(log_start("submissions", partition)) if callable(log_start) else 0
+        for partition in sorted(int(p) for p in partition_files.get("audit", {}))
+    }
+
     missing: list[str] = []
     copied = 0
     if cas is not None:
@@ -125,6 +133,7 @@ def export_dump(
         "created_by": "bernstein topic export",
         "runs": None if runs is None else sorted(r.decode() for r in wanted or ()),
         "streams": {stream: partition_files.get(stream, {}) for stream in STREAMS},
+        "log_start": {"submissions": input_starts},
         "blobs": copied,
         "missing_blobs": missing,
         "note": "keys/public-keys.json is informational; verify with --trusted-keys naming keys you trust",

@@ -384,6 +384,14 @@ class DumpSource:
         """Damage found so far in the files read (a verdict on the data; see the module docstring)."""
         return self._log.problems()
 
+    def log_start(self, stream: str, partition: int) -> int:
+        """Where the partition's log started on the cluster at export (``manifest.json`` ``log_start``, written for
+        the input partitions of the exported audit chains); 0 when the manifest does not say (or says nonsense)."""
+        starts = self.manifest.get("log_start")
+        by_partition = starts.get(stream) if isinstance(starts, dict) else None
+        found = by_partition.get(str(partition)) if isinstance(by_partition, dict) else None
+        return found if isinstance(found, int) and not isinstance(found, bool) and found >= 0 else 0
+
     def partitions(self, stream: str) -> list[int]:
         topics = self.root / "topics"
         directory = topics / stream

@@ -141,6 +141,7 @@ def verify_stream(
 
     facts = _facts.current()
     audit = _AuditWalk(c, _audit_facts(source, partition, facts, trusted), run_id, partition, trusted)
+    audit.input_start = _input_log_start(source, partition)
     audit.checkpoints = CheckpointWalk(c, source, partition, trusted, audit.findings.add)
     # a capture that left the checkpoints topic out cannot say whether checkpoints are missing
     audit.checkpoints_captured = audit.checkpoints.present or not isinstance(source, KcatSource)
@@ -240,6 +241,13 @@ def _audit_facts(
         values = [row[3] for row in rows]
         versions = [2 if value is not None and value[: codec.HEADER_SIZE] == _AUDIT_V2_HEADER else 1 for value in values]
         yield from zip([row[0] for row in rows], facts.audit_facts(values, trusted.audit_secret), versions, strict=True)
+
+
+def _input_log_start(source: RecordSource, partition: int) -> int:
+    """The first offset the input partition holds, as the source knows it: a cluster's log start, the one a dump's
+    manifest recorded at export; 0 otherwise (submissions are retained forever, so 0 is the normal case)."""
+    log_start = getattr(source, "log_start", None)
+    return int(log_start("submissions", partition)) if callable(log_start) else 0
 
 
 def _not_found(run_id: str, source: RecordSource, trusted: TrustedKeys) -> RunHeader:
@@ -638,6 +646,10 @@ class _AuditWalk:
     last_input: int | None = None
     """Input offset of the previous audit record (None at the start, and after a record already reported)."""
     last_event: str = ""
+    input_start: int = 0
+    """The input partition's first offset (its log start): the first audit record must account for it."""
+    started: bool = False
+    """An audit record was read: the next one is not the chain's first."""
     refusals_not_captured: int = 0
     deadletters_not_captured: int = 0
     checkpoints: CheckpointWalk | None = None
@@ -780,6 +792,7 @@ class _AuditWalk:
             self.last_input = None  # already reported: accounting restarts after it
         else:
             self._account(offset, seq, event, input_offset)
+        self.started = True
         self.expected_seq = seq + 1
         self.last_mac = mac
         if event == _DEADLETTER and not tainted:
@@ -816,6 +829,26 @@ class _AuditWalk:
         last = self.last_input
         self.last_input = input_offset
         previous, self.last_event = self.last_event, event
+        if last is None and not self.started and input_offset > self.input_start:
+            start = self.input_start
+            missing = f"offset {start}" if input_offset == start + 1 else f"offsets {start}..{input_offset - 1}"
+            message = (
+                f"audit seq {seq} at offset {offset}, the chain's first record, accounts for input offset {input_offset}, "
+                f"but the input partition starts at offset {start}: input {missing} produced no output (the scheduler "
+                "started past them, e.g. from a reset group offset, or their outputs deleted)"
+            )
+            self.findings.add(
+                Problem(
+                    "INPUT_OFFSET_GAP",
+                    message,
+                    stream="audit",
+                    offset=offset,
+                    audit_seq=seq,
+                    expected=str(start),
+                    recomputed=str(input_offset),
+                )
+            )
+            return
         if last is None or input_offset == last + 1:
             return
         if input_offset == last and event == _SEALED and previous in _ENTRY_EVENTS:

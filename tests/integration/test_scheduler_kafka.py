@@ -16,10 +16,9 @@ from typing import Any
 
 import pytest
 
-from consumers.core.model import SchedulerConfig
+from consumers.core.model import InputRecord, OutputRecord, SchedulerConfig, Stream
 from consumers.core.native import NativeSchedulerCore, SchedulerCoreLike
-from consumers.core.rebuild import StateCorrupted
-from consumers.core.step import SchedulerCore
+from consumers.core.step import SchedulerCore, initial_state
 from consumers.shell import Counters, SchedulerShell, ShellOptions
 from producers.activity import ActivityResult
 from producers.emitter import Emitter
@@ -781,18 +780,35 @@ def test_a_record_keyed_elsewhere_and_a_repeated_submission_id_get_their_exact_r
     assert report.header.audit is not None and report.header.audit.refusals == 4
 
 
-def test_a_record_the_scheduler_did_not_write_stops_the_rebuild_by_name_until_it_is_quarantined(
-    settings: Settings, install_keys: InstallKeys
+def test_records_the_scheduler_did_not_write_are_named_not_adopted_and_the_partition_keeps_journalling(
+    settings: Settings, install_keys: InstallKeys, trusted: TrustedKeys, tmp_path: Path
 ) -> None:
-    """Review M12: the rebuild names the exact record and what to do; a quarantine lets the operator go on."""
+    """Review M12 and issue 11 item 3: garbage and forgeries on the scheduler's topics neither stop it nor are adopted.
+
+    Someone who can write to the journal, audit and checkpoints topics appends garbage to each, a
+    well-formed journal entry at the next seq that claims the submission id of the stage the scheduler
+    is about to journal (its hash and chain link are right: neither is keyed), and an unsigned final
+    seal. The restarted scheduler names each record by topic[partition]@offset, adopts none of them,
+    journals the genuine stage at that seq, and the verifier still names what was appended.
+    """
     bootstrap = settings.kafka_bootstrap
     assert bootstrap is not None
     topics = fresh_topics(bootstrap, f"{settings.topics.prefix}q")
+    store = DirBlobStore(tmp_path / "cas")
     config = scheduler_config(install_keys)
     run_id = "run-quarantine"
-    produce_all(bootstrap, topics.submissions, [(run_id.encode(), encode_submission(run_id=run_id, stage_id="s0"))])
+    key = run_id.encode()
+    s0 = encode_submission(run_id=run_id, stage_id="s0", store=store)
+    s1 = encode_submission(run_id=run_id, stage_id="s1", pages=(b"new",), store=store)
+    produce_all(bootstrap, topics.submissions, [(key, s0)])
     _run_with("python", bootstrap, topics, config, expect=1)
-    # someone else appends to the scheduler's journal partition: garbage, then a chain-consistent but unsigned seal
+    # the forged entry: what a scheduler would write for another s1 with the same submission id, computed offline
+    attacker = SchedulerCore(config)
+    state = initial_state(config, 0)
+    outs: list[OutputRecord] = []
+    for offset, value in enumerate((s0, encode_submission(run_id=run_id, stage_id="s1", pages=(b"forged",)))):
+        state, outs = attacker.step(state, InputRecord(topics.submissions, 0, offset, 1, key, value))
+    forged_entry = next(o.value for o in outs if o.stream is Stream.JOURNAL)
     entry = read_partition(bootstrap, topics, "journal")[0]
     forged_seal = codec.encode(
         codec.SEAL_RECORD,
@@ -815,32 +831,87 @@ def test_a_record_the_scheduler_did_not_write_stops_the_rebuild_by_name_until_it
             "signature": bytes(64),
         },
     )
-    garbage, seal = produce_all(bootstrap, topics.journal, [(run_id.encode(), b"garbage"), (run_id.encode(), forged_seal)])
-    produce_all(
-        bootstrap, topics.submissions, [(run_id.encode(), encode_submission(run_id=run_id, stage_id="s1", pages=(b"new",)))]
+    garbage, forged, seal = produce_all(bootstrap, topics.journal, [(key, b"garbage"), (key, forged_entry), (key, forged_seal)])
+    (audit_garbage,) = produce_all(bootstrap, topics.audit, [(key, b"\xc3\x01 not an audit record")])
+    (checkpoint_garbage,) = produce_all(bootstrap, topics.checkpoints, [(b"0", b"junk")])
+    produce_all(bootstrap, topics.submissions, [(key, s1)])
+
+    def warned(log: io.StringIO) -> list[str]:
+        lines = [line.split("warning: ", 1)[1] for line in log.getvalue().splitlines() if "warning: " in line]
+        assert all(line.endswith("not adopted (README, 'When the scheduler will not start')") for line in lines), lines
+        return sorted(line.split(": ", 1)[0] for line in lines)  # the journal and audit are read side by side
+
+    log = io.StringIO()
+    shell = SchedulerShell(bootstrap=bootstrap, topics=topics, partition=0, core=SchedulerCore(config), progress=log)
+    counters = shell.run(until=lambda c: c.consumed >= 1, idle_exit=60.0)
+    assert (counters.consumed, counters.journalled, counters.refused) == (1, 1, 0), log.getvalue()
+    named = sorted(
+        [
+            f"{topics.journal}[0]@{garbage}",
+            f"{topics.journal}[0]@{forged}",
+            f"{topics.journal}[0]@{seal}",
+            f"{topics.audit}[0]@{audit_garbage}",
+            f"{topics.checkpoints}[0]@{checkpoint_garbage}",
+        ]
     )
-
-    def shell(quarantine: frozenset[int]) -> SchedulerShell:
-        return SchedulerShell(
-            bootstrap=bootstrap,
-            topics=topics,
-            partition=0,
-            core=SchedulerCore(config),
-            options=ShellOptions(quarantine=quarantine),
-            progress=io.StringIO(),
-        )
-
-    with pytest.raises(StateCorrupted) as caught:
-        shell(frozenset()).run(idle_exit=10.0)
-    assert (caught.value.topic, caught.value.partition, caught.value.offset) == (topics.journal, 0, garbage)
-    assert str(caught.value).startswith(f"{topics.journal}[0]@{garbage}: the journal record does not decode")
-    assert f"bernstein scheduler run --partition 0 --quarantine {garbage}" in str(caught.value)
-    with pytest.raises(StateCorrupted, match=rf"@{seal}: the seal's signature is not this scheduler's"):
-        shell(frozenset({garbage})).run(idle_exit=10.0)
-    # both quarantined: the forged final seal closed nothing, and the next stage is journalled
-    counters = shell(frozenset({garbage, seal})).run(until=lambda c: c.consumed >= 1, idle_exit=30.0)
-    assert counters.journalled == 1
+    assert warned(log) == named, log.getvalue()
     journal = read_partition(bootstrap, topics, "journal")
-    assert [r.offset for r in journal if r.offset in (garbage, seal)] == [garbage, seal]  # still there, as evidence
-    entries = [r.inner for r in journal if r.offset not in (garbage, seal) and r.schema == codec.JOURNAL_RECORD]
+    assert [r.offset for r in journal if r.offset in (garbage, forged, seal)] == [garbage, forged, seal]  # evidence
+    genuine = [r for r in journal if r.offset not in (garbage, forged, seal) and r.schema == codec.JOURNAL_RECORD]
+    assert [(r.inner["stage_id"], r.inner["seq"], r.inner["submission_id"]) for r in genuine] == [
+        ("s0", 0, f"{run_id}/s0"),
+        ("s1", 1, f"{run_id}/s1"),
+    ]
+    assert genuine[1].value != forged_entry and genuine[1].offset > seal
+    # the audit chain went on from the scheduler's own last record, not from the garbage
+    good = [r for r in read_partition(bootstrap, topics, "audit") if r.offset != audit_garbage]
+    assert [r.inner["seq"] for r in good] == [0, 1]
+    assert good[1].inner["prev_mac"] == good[0].record["mac"] and good[1].offset > audit_garbage
+    # a restart over the same topics names the same records and adopts the genuine s1
+    again = io.StringIO()
+    restarted = SchedulerShell(bootstrap=bootstrap, topics=topics, partition=0, core=SchedulerCore(config), progress=again)
+    assert restarted.run(idle_exit=2.0).consumed == 0
+    assert warned(again) == named, again.getvalue()
+    assert "state rebuilt from 5 journal records" in again.getvalue() and "audit seq 2" in again.getvalue()
+    # the verifier still names what was appended (each verdict shows its first problem)
+    report = verify(run_id, CachedSource(bootstrap, topics), cas=store, trusted=trusted)
+    verdicts = (report.header.chain, report.header.seal, report.header.audit)
+    firsts = {(v.problem.code, v.problem.stream, v.problem.offset) for v in verdicts if v is not None and v.problem is not None}
+    assert report.exit_code == 2, firsts
+    assert firsts == {
+        ("RECORD_UNDECODABLE", "journal", garbage),
+        ("SEAL_SIGNATURE_INVALID", "journal", seal),
+        ("CHECKPOINT_UNDECODABLE", "checkpoints", checkpoint_garbage),
+    }
+    assert [(s.offset, s.ok) for s in report.stages if s.stage_id == "s1"] == [(forged, False), (genuine[1].offset, True)]
+
+
+def test_a_garbage_audit_record_is_named_by_the_verifier_and_the_scheduler_keeps_journalling(
+    settings: Settings, install_keys: InstallKeys, trusted: TrustedKeys, tmp_path: Path
+) -> None:
+    """Review M12: one record appended to the audit topic by a plain producer once stopped the partition for good."""
+    bootstrap = settings.kafka_bootstrap
+    assert bootstrap is not None
+    topics = fresh_topics(bootstrap, f"{settings.topics.prefix}g")
+    store = DirBlobStore(tmp_path / "cas")
+    config = scheduler_config(install_keys)
+    run_id = "run-garbage"
+    key = run_id.encode()
+    produce_all(bootstrap, topics.submissions, [(key, encode_submission(run_id=run_id, stage_id="s0", store=store))])
+    _run_with("python", bootstrap, topics, config, expect=1)
+    (bad,) = produce_all(bootstrap, topics.audit, [(key, b"garbage")])
+    produce_all(
+        bootstrap, topics.submissions, [(key, encode_submission(run_id=run_id, stage_id="s1", pages=(b"more",), store=store))]
+    )
+    log = io.StringIO()
+    shell = SchedulerShell(bootstrap=bootstrap, topics=topics, partition=0, core=SchedulerCore(config), progress=log)
+    counters = shell.run(until=lambda c: c.consumed >= 1, idle_exit=60.0)
+    assert (counters.consumed, counters.journalled) == (1, 1), log.getvalue()
+    assert f"warning: {topics.audit}[0]@{bad}: the audit record does not decode" in log.getvalue()
+    entries = [r.inner for r in read_partition(bootstrap, topics, "journal") if r.schema == codec.JOURNAL_RECORD]
     assert [(e["stage_id"], e["seq"]) for e in entries] == [("s0", 0), ("s1", 1)]
+    report = verify(run_id, CachedSource(bootstrap, topics), cas=store, trusted=trusted)
+    assert report.header.audit is not None and report.header.audit.problem is not None
+    problem = report.header.audit.problem
+    assert (report.exit_code, problem.code, problem.stream, problem.offset) == (2, "AUDIT_UNDECODABLE", "audit", bad)
+    assert [s.ok for s in report.stages] == [True, True]

@@ -611,6 +611,18 @@ def test_an_input_offset_accounted_for_twice_is_named(tmp_path: Path) -> None:
     assert (problem.audit_seq, problem.expected, problem.recomputed) == (1, "1", "0")
 
 
+class RetainedSource(MemorySource):
+    """The records of ``source``, on a cluster whose input partition's log starts at ``start`` (retention removed
+    the submissions before it, after they were processed)."""
+
+    def __init__(self, source: MemorySource, start: int) -> None:
+        super().__init__({stream: source.all(stream) for stream in TOPICS})
+        self.start = start
+
+    def log_start(self, stream: str, partition: int) -> int:
+        return self.start if stream == "submissions" else 0
+
+
 def test_input_offsets_going_backwards_are_named(tmp_path: Path) -> None:
     def script(w: Writer) -> None:
         w.stage(RUN, "stage-0", at=5)
@@ -618,9 +630,51 @@ def test_input_offsets_going_backwards_are_named(tmp_path: Path) -> None:
         w.stage(RUN, "stage-1", at=4)
         w.close(RUN, at=7)
 
-    b, problem = accounting(tmp_path, script)
+    b = build(tmp_path, script=script)
+    report = b.verify(RetainedSource(b.source, 5))  # the input log starts at 5: the chain's first offset is due
+    assert_exit(report, EXIT_MISMATCH)
+    problem = first_problem(report, "audit")
     assert located(problem) == ("INPUT_OFFSET_OUT_OF_ORDER", "audit", b.records("audit")[2].offset)
     assert (problem.audit_seq, problem.expected, problem.recomputed) == (2, "7", "4")
+
+
+def late_start(w: Writer) -> None:
+    """The scheduler's group offset was reset past the partition's first two submissions: it starts at offset 2."""
+    w.stage(RUN, "stage-0", at=2)
+    w.stage(RUN, "stage-1")
+    w.close(RUN)
+
+
+def test_a_chain_that_starts_past_the_first_input_offset_is_named(tmp_path: Path) -> None:
+    b, problem = accounting(tmp_path, late_start)
+    assert located(problem) == ("INPUT_OFFSET_GAP", "audit", b.records("audit")[0].offset)
+    assert (problem.audit_seq, problem.expected, problem.recomputed) == (0, "0", "2")
+    assert "the chain's first record, accounts for input offset 2, but the input partition starts at offset 0" in (
+        problem.message
+    )
+    assert "input offsets 0..1 produced no output" in problem.message
+    # where the source says the input log starts there (retention removed 0 and 1), it verifies
+    assert_exit(b.verify(RetainedSource(b.source, 2)), EXIT_VERIFIED)
+    # a log that starts at 1 still lacks offset 1
+    problem = first_problem(b.verify(RetainedSource(b.source, 1)), "audit")
+    assert (problem.code, problem.expected, problem.recomputed) == ("INPUT_OFFSET_GAP", "1", "2")
+    assert "input offset 1 produced no output" in problem.message
+
+
+def test_an_export_records_where_the_input_log_starts(tmp_path: Path) -> None:
+    b = build(tmp_path, script=late_start)
+    export_dump(RetainedSource(b.source, 2), tmp_path / "dump", cas=b.store, runs=[RUN], trusted=b.trusted)
+    manifest_path = tmp_path / "dump" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    assert manifest["log_start"] == {"submissions": {"0": 2}}
+    cas = DirBlobStore(tmp_path / "dump" / "cas")
+    assert DumpSource(tmp_path / "dump").log_start("submissions", 0) == 2
+    assert_exit(b.verify(DumpSource(tmp_path / "dump"), cas=cas), EXIT_VERIFIED)
+    # the same dump with the log start edited out (or made nonsense) is held to offset 0
+    for edited in ({}, {"submissions": {"0": "2"}}, {"submissions": {"0": -1}}):
+        manifest_path.write_text(json.dumps({**manifest, "log_start": edited}), encoding="utf-8")
+        problem = first_problem(b.verify(DumpSource(tmp_path / "dump"), cas=cas), "audit")
+        assert (problem.code, problem.expected, problem.recomputed) == ("INPUT_OFFSET_GAP", "0", "2")
 
 
 def test_an_edited_dead_letter_is_named(built: Built) -> None:
