@@ -16,6 +16,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from consumers.core.model import InputRecord, OutputRecord, SchedulerConfig
+from consumers.core.native import NativeSchedulerCore, SchedulerCoreLike
 from consumers.core.step import SchedulerCore, initial_state
 from consumers.shell import Counters, SchedulerShell, ShellOptions
 from producers.activity import ActivityResult, observe
@@ -270,6 +271,16 @@ def run_scheduler(
     counters = shell.run(until=lambda c: c.consumed >= expect, idle_exit=idle_exit)
     assert counters.consumed == expect, f"scheduler consumed {counters.consumed} of {expect} records:\n{log.getvalue()}"
     return counters, log.getvalue()
+
+
+def run_core(core_name: str, bootstrap: str, topics: Topics, config: SchedulerConfig, expect: int) -> SchedulerCoreLike:
+    """Run the shell in-process with the Python reference (``python``) or the native core until it consumed ``expect``."""
+    core: SchedulerCoreLike = SchedulerCore(config) if core_name == "python" else NativeSchedulerCore(config, 0)
+    log = io.StringIO()
+    shell = SchedulerShell(bootstrap=bootstrap, topics=topics, partition=0, core=core, progress=log)
+    counters = shell.run(until=lambda c: c.consumed >= expect, idle_exit=60.0)
+    assert counters.consumed == expect, f"scheduler consumed {counters.consumed} of {expect} records:\n{log.getvalue()}"
+    return core
 
 
 def fold(config: SchedulerConfig, inputs: Sequence[Rec], partition: int = 0) -> dict[str, list[OutputRecord]]:

@@ -9,22 +9,18 @@
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from consumers.core.model import SchedulerConfig
-from consumers.core.native import NativeSchedulerCore, SchedulerCoreLike
-from consumers.core.step import SchedulerCore
-from consumers.shell import SchedulerShell
+from consumers.core.native import NativeSchedulerCore
 from producers.activity import ActivityResult
 from schemas import codec
 from schemas.canonical import evidence_set_hash, sha256_digest
 from schemas.records import MAX_RUN_EVIDENCE_BYTES, Observation
-from substrate.config import Settings, Topics
+from substrate.config import Settings
 from substrate.keys import InstallKeys
 from tests.integration import pipeline_kit as pk
 from tests.integration.helpers_kafka import (
@@ -33,6 +29,7 @@ from tests.integration.helpers_kafka import (
     produce_all,
     read_outputs,
     read_partition,
+    run_core,
     scheduler_config,
     stored_form,
 )
@@ -68,15 +65,6 @@ def sized(stage_id: str, blobs: list[tuple[str, int]]) -> dict[str, Any]:
         "reason_code": "ok",
         "occurred_at_ms": 1_767_225_600_000,
     }
-
-
-def run_core(core_name: str, bootstrap: str, topics: Topics, config: SchedulerConfig, expect: int) -> SchedulerCoreLike:
-    core: SchedulerCoreLike = SchedulerCore(config) if core_name == "python" else NativeSchedulerCore(config, 0)
-    log = io.StringIO()
-    shell = SchedulerShell(bootstrap=bootstrap, topics=topics, partition=0, core=core, progress=log)
-    counters = shell.run(until=lambda c: c.consumed >= expect, idle_exit=60.0)
-    assert counters.consumed == expect, f"scheduler consumed {counters.consumed} of {expect} records:\n{log.getvalue()}"
-    return core
 
 
 @pytest.mark.parametrize("core_name", ["python", "native"])

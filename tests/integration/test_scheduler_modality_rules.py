@@ -9,18 +9,14 @@ for byte, the pure reference folded over the same input partition.
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 import pytest
 
-from consumers.core.model import SchedulerConfig
-from consumers.core.native import NativeSchedulerCore, SchedulerCoreLike
-from consumers.core.step import SchedulerCore
-from consumers.shell import SchedulerShell
+from consumers.core.native import NativeSchedulerCore
 from schemas import codec
 from schemas.documents.common import Violation
-from substrate.config import Settings, Topics
+from substrate.config import Settings
 from substrate.keys import InstallKeys
 from tests.integration.helpers_kafka import (
     fold,
@@ -28,6 +24,7 @@ from tests.integration.helpers_kafka import (
     produce_all,
     read_outputs,
     read_partition,
+    run_core,
     scheduler_config,
     stored_form,
 )
@@ -63,15 +60,6 @@ def accepted() -> list[dict[str, Any]]:
         dataops_submission(stage_id="ops-refused", submission_id="ok-4", refusal=True),
         dataops_submission(kind="data", run_id="run-2", stage_id="data-ok", submission_id="ok-5"),
     ]
-
-
-def run_core(core_name: str, bootstrap: str, topics: Topics, config: SchedulerConfig, expect: int) -> SchedulerCoreLike:
-    core: SchedulerCoreLike = SchedulerCore(config) if core_name == "python" else NativeSchedulerCore(config, 0)
-    log = io.StringIO()
-    shell = SchedulerShell(bootstrap=bootstrap, topics=topics, partition=0, core=core, progress=log)
-    counters = shell.run(until=lambda c: c.consumed >= expect, idle_exit=60.0)
-    assert counters.consumed == expect, f"scheduler consumed {counters.consumed} of {expect} records:\n{log.getvalue()}"
-    return core
 
 
 @pytest.mark.parametrize("core_name", ["python", "native"])
