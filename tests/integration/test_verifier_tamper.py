@@ -112,6 +112,20 @@ class Expect:
     open: bool = False
 
 
+def _final_seal_disagrees(v: kit.DumpView, seal: kit.JournalLine, old: bytes, new: bytes) -> Section:
+    """The audit mirror of run-main's final seal, edited from ``old`` to ``new``, no longer hashes to it."""
+    return Section(
+        problem(
+            "AUDIT_DISAGREES",
+            seq=len(kit.MAIN_STAGES),
+            audit_seq=v.audit_seal(seal).entry["seq"],
+            journal=seal.offset,
+            expected=sha256_digest(old),
+            recomputed=sha256_digest(new),
+        )
+    )
+
+
 Case = Callable[[Path, kit.DumpView, kit.RealisticRun], Expect]
 CASES: dict[str, Case] = {}
 
@@ -334,16 +348,7 @@ def flip_seal_payload_byte(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -
         seal=Section(
             problem("SEAL_SIGNATURE_INVALID", journal=seal.offset), further=1, message_has=(f"seal at offset {seal.offset}",)
         ),
-        audit=Section(
-            problem(
-                "AUDIT_DISAGREES",
-                seq=len(kit.MAIN_STAGES),
-                audit_seq=v.audit_seal(seal).entry["seq"],
-                journal=seal.offset,
-                expected=sha256_digest(old),
-                recomputed=sha256_digest(new),
-            ),
-        ),
+        audit=_final_seal_disagrees(v, seal, old, new),
     )
 
 
@@ -527,16 +532,7 @@ def replace_public_key(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -> Ex
                 f"seal at offset {final.offset} is signed by key {attacker.key_id}, which is not among the pinned keys",
             ),
         ),
-        audit=Section(
-            problem(
-                "AUDIT_DISAGREES",
-                seq=len(kit.MAIN_STAGES),
-                audit_seq=v.audit_seal(final).entry["seq"],
-                journal=final.offset,
-                expected=sha256_digest(old),
-                recomputed=sha256_digest(new),
-            )
-        ),
+        audit=_final_seal_disagrees(v, final, old, new),
     )
 
 
@@ -729,16 +725,7 @@ def hostile_seal_key_id(dump: Path, v: kit.DumpView, run: kit.RealisticRun) -> E
             problem("SEAL_KEY_NOT_PINNED", journal=final.offset, expected=run.keys.signer.key_id, recomputed=hostile),
             further=1,  # and therefore no valid final seal
         ),
-        audit=Section(
-            problem(
-                "AUDIT_DISAGREES",
-                seq=len(kit.MAIN_STAGES),
-                audit_seq=v.audit_seal(final).entry["seq"],
-                journal=final.offset,
-                expected=sha256_digest(old),
-                recomputed=sha256_digest(new),
-            )
-        ),
+        audit=_final_seal_disagrees(v, final, old, new),
     )
 
 
