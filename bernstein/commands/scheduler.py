@@ -77,12 +77,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     run.add_argument("--progress-every", type=float, default=5.0, help="seconds between progress lines (default 5)")
     run.add_argument(
         "--quarantine",
-        type=int,
+        type=_journal_offset,
         action="append",
         default=[],
-        metavar="OFFSET",
+        metavar="[journal:]OFFSET",
         help="skip this journal offset of the partition when rebuilding state: a record an operator inspected and found "
-        "not written by this scheduler (repeatable; needs --partition; see E_STATE_CORRUPTED in the README)",
+        "not written by this scheduler (repeatable; needs --partition; see E_STATE_CORRUPTED in the README). Journal "
+        "offsets only: audit and checkpoint records that do not verify are skipped (and named) without it",
     )
     run.add_argument(
         "--core",
@@ -92,6 +93,23 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "(default auto; $BERNSTEIN_CORE overrides)",
     )
     run.set_defaults(func=_run)
+
+
+def _journal_offset(text: str) -> int:
+    """``--quarantine`` takes ``OFFSET`` or ``journal:OFFSET``; another topic is refused with what to do instead."""
+    topic, colon, offset = text.rpartition(":")
+    if colon and topic != "journal":
+        raise argparse.ArgumentTypeError(
+            f"--quarantine skips journal offsets only, not {topic!r}: an audit or checkpoint record the scheduler cannot "
+            "vouch for is skipped and named without it (README, 'When the scheduler will not start')"
+        )
+    try:
+        value = int(offset)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--quarantine takes OFFSET or journal:OFFSET, not {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--quarantine takes a non-negative offset, not {text!r}")
+    return value
 
 
 def scheduler_config(
