@@ -58,7 +58,9 @@ MAX_RUN_EVIDENCE_BYTES: Final = 64 * 1024 * 1024
 """The per-run evidence cap (seed 002, "CAS-growth guard"): the declared sizes of a run's distinct evidence
 blobs (observations of ActivitySubmission.v2, screenshots and DOM snapshots of ComputerUseAction.v2; a
 digest counts once per run) may add up to at most this many bytes. The scheduler refuses the input that
-would cross it (EVIDENCE_CAP_EXCEEDED); the verifier checks every declared size against the stored blob."""
+would cross it (EVIDENCE_CAP_EXCEEDED) and a v1 input that carries evidence without sizes
+(EVIDENCE_SIZES_UNDECLARED, unless the scheduler accepts undeclared sizes for a migration); the verifier
+checks every declared size against the stored blob and the real total of every run."""
 
 _ID_RE: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@+=-]{0,127}")
 _CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f]")
@@ -205,6 +207,7 @@ class RefusalCode(StrEnum):
     JSON_TOO_DEEP = "JSON_TOO_DEEP"
     INVALID_EVIDENCE_SIZE = "INVALID_EVIDENCE_SIZE"
     EVIDENCE_CAP_EXCEEDED = "EVIDENCE_CAP_EXCEEDED"
+    EVIDENCE_SIZES_UNDECLARED = "EVIDENCE_SIZES_UNDECLARED"
 
 
 class DeadLetterCode(StrEnum):

@@ -65,10 +65,11 @@ def report_document() -> dict[str, Any]:
     }
 
 
-def page_observations() -> list[dict[str, str]]:
+def page_observations() -> list[dict[str, Any]]:
+    """The two fetched pages, with their sizes (published as ActivitySubmission.v2)."""
     return [
-        {"kind": "page", "ref": SOURCE_A, "content_hash": HASH_A},
-        {"kind": "page", "ref": SOURCE_B, "content_hash": HASH_B},
+        {"kind": "page", "ref": SOURCE_A, "content_hash": HASH_A, "size": len(PAGE_A)},
+        {"kind": "page", "ref": SOURCE_B, "content_hash": HASH_B, "size": len(PAGE_B)},
     ]
 
 
@@ -91,7 +92,7 @@ def abort_document(fmt: str = "bernstein.research.refusal/v1") -> dict[str, Any]
 
 def submission(
     artifact: bytes | dict[str, Any],
-    observations: list[dict[str, str]],
+    observations: list[dict[str, Any]],
     *,
     kind: str,
     role: str,
@@ -124,7 +125,7 @@ def research_submission(
     edit: Callable[[dict[str, Any]], object] | None = None,
     *,
     document: dict[str, Any] | None = None,
-    observations: list[dict[str, str]] | None = None,
+    observations: list[dict[str, Any]] | None = None,
     **fields: Any,
 ) -> dict[str, Any]:
     """A research result (the report by default); ``edit`` changes the document in place first."""
@@ -158,7 +159,7 @@ class MemoryStore:
 
 def receipt_parts(
     *, kind: str = "ops", run_id: str = "run-1", stage_id: str = "stage-0"
-) -> tuple[dict[str, Any], list[dict[str, str]]]:
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A signed receipt document (one input, the plan, one output) and its observations, from the SDK."""
     activity = DataOpsActivity(kind, run_id, stage_id, store=MemoryStore(), signer=SIGNER)
     activity.add_input("orders.csv", ORDERS)
@@ -170,7 +171,7 @@ def receipt_parts(
 
 def refusal_parts(
     *, kind: str = "ops", run_id: str = "run-1", stage_id: str = "stage-0"
-) -> tuple[dict[str, Any], list[dict[str, str]]]:
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The SDK's refusal record of an effect attempted before the plan, and its observations."""
     activity = DataOpsActivity(kind, run_id, stage_id, store=MemoryStore(), signer=SIGNER)
     activity.add_input("orders.csv", ORDERS)
@@ -195,7 +196,7 @@ def dataops_submission(
     *,
     refusal: bool = False,
     kind: str = "ops",
-    observations: list[dict[str, str]] | None = None,
+    observations: list[dict[str, Any]] | None = None,
     run_id: str = "run-1",
     stage_id: str = "stage-0",
     **fields: Any,

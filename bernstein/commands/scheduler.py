@@ -71,6 +71,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         f"would be larger is dead-lettered (OUTPUT_TOO_LARGE). Every output topic's max.message.bytes must be at least "
         f"this + {OUTPUT_FRAMING_ALLOWANCE} (checked at start). Default {DEFAULT_MAX_OUTPUT_BYTES}",
     )
+    run.add_argument(
+        "--accept-undeclared-sizes",
+        action="store_true",
+        help="migration only: accept ActivitySubmission.v1 inputs with observations and ComputerUseAction.v1 inputs, "
+        "which declare no blob sizes (else refused: EVIDENCE_SIZES_UNDECLARED). The per-run evidence cap does not "
+        'hold for them; the verifier still sums their real sizes (README, "The evidence cap")',
+    )
     run.add_argument("--batch-max", type=int, default=500, help="records per transaction at most (default 500)")
     run.add_argument("--batch-ms", type=int, default=20, help="wait for the first record of a batch, ms (default 20)")
     run.add_argument("--idle-exit", type=float, default=None, help="exit after this many idle seconds (tests, demos)")
@@ -118,6 +125,8 @@ def scheduler_config(
     seal_every: int,
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     checkpoint_every: int = MAX_CHECKPOINT_EVERY,
+    *,
+    accept_undeclared_sizes: bool = False,
 ) -> SchedulerConfig:
     if seal_every < 1:
         raise UsageError("--seal-every must be at least 1")
@@ -133,6 +142,7 @@ def scheduler_config(
         seal_every=seal_every,
         max_output_bytes=max_output_bytes,
         checkpoint_every=checkpoint_every,
+        accept_undeclared_sizes=accept_undeclared_sizes,
     )
 
 
@@ -143,7 +153,14 @@ def _roles_path(args: argparse.Namespace) -> Path:
 def _run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     bootstrap = require_bootstrap(settings.kafka_bootstrap)
-    config = scheduler_config(keys_from(args), _roles_path(args), args.seal_every, args.max_output_bytes, args.checkpoint_every)
+    config = scheduler_config(
+        keys_from(args),
+        _roles_path(args),
+        args.seal_every,
+        args.max_output_bytes,
+        args.checkpoint_every,
+        accept_undeclared_sizes=args.accept_undeclared_sizes,
+    )
     ensure_topics(bootstrap, settings.topics)
     if args.all_partitions:
         if args.quarantine:
@@ -191,6 +208,8 @@ def _supervise(args: argparse.Namespace, partitions: int) -> int:
     passthrough += ["--checkpoint-every", str(args.checkpoint_every)]
     passthrough += ["--max-output-bytes", str(args.max_output_bytes)]
     passthrough += ["--core", args.core]
+    if args.accept_undeclared_sizes:
+        passthrough.append("--accept-undeclared-sizes")
     children = [subprocess.Popen([*base, "scheduler", "run", "--partition", str(p), *passthrough]) for p in range(partitions)]
 
     def forward(signum: int, frame: FrameType | None) -> None:

@@ -99,6 +99,11 @@ class SchedulerConfig:
     """No output is larger than this: len(key) + len(value) + the byte length of every header
     name and value. A record whose journal entry would be larger is dead-lettered
     (OUTPUT_TOO_LARGE) by digest and size. At least ``MIN_MAX_OUTPUT_BYTES``."""
+    accept_undeclared_sizes: bool = False
+    """Accept ActivitySubmission.v1 inputs with observations and ComputerUseAction.v1 inputs, which declare
+    no blob sizes (a migration from old producers). The per-run evidence cap does not hold for them: they
+    count nothing, and only the verifier's real totals catch a run past the cap. Off: they are refused
+    with EVIDENCE_SIZES_UNDECLARED."""
 
     def producer_key(self, key_id: str) -> bytes | None:
         if key_id == self.signer.key_id:

@@ -217,6 +217,7 @@ class NativeSchedulerCore:
                 sorted(_reference._INPUT_SCHEMAS),
                 config.max_output_bytes,
                 config.checkpoint_every,
+                config.accept_undeclared_sizes,
             )
         except (ValueError, TypeError, OverflowError) as exc:
             raise NativeUnavailable(f"the native core refused this configuration: {exc}") from exc

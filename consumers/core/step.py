@@ -15,14 +15,20 @@ size -> artifact hash -> observations -> evidence-set hash -> run closed ->
 duplicate stage -> redundant evidence -> the modality's rules (a browser
 result's session; a research report's citations or a data/ops receipt's
 structure, plan and order, decided by ``schemas/documents/`` from the
-submission's own bytes: docs/modality_rules.md) -> the per-run evidence cap.
+submission's own bytes: docs/modality_rules.md) -> the per-run evidence cap
+(a v1 submission with observations: EVIDENCE_SIZES_UNDECLARED instead).
 
 The evidence cap: ActivitySubmission.v2 observations and ComputerUseAction.v2
 screenshots and DOM snapshots declare each blob's byte size (0 to 64 MiB, else
 INVALID_EVIDENCE_SIZE, checked with the observation or digest it belongs to).
 A run's distinct blob digests may add up to ``MAX_RUN_EVIDENCE_BYTES`` of
 declared bytes; the input that would cross it is refused as the last check
-(EVIDENCE_CAP_EXCEEDED). v1 inputs declare no sizes and count nothing; the
+(EVIDENCE_CAP_EXCEEDED). v1 inputs declare no sizes, so the cap cannot count
+them: an ActivitySubmission.v1 with observations and every ComputerUseAction.v1
+(it names a screenshot and a DOM snapshot) is refused at that same last check
+(EVIDENCE_SIZES_UNDECLARED), unless ``config.accept_undeclared_sizes`` lets them
+in for a migration (counted as nothing; the verifier then sums their real
+sizes). A v1 submission without observations carries nothing to count. The
 verifier checks every declared size against the stored blob.
 
 Every output is bounded: no field reaches an output unbounded (an input key
@@ -419,6 +425,8 @@ class SchedulerCore:
             refusal = _document_refusal(sub)
         if refusal is None and sized:
             refusal = _cap_refusal(run_id, run, _observation_blobs(sub))
+        elif refusal is None and observations and not self.config.accept_undeclared_sizes:
+            refusal = _undeclared_refusal(codec.ACTIVITY_SUBMISSION, f"{len(observations)} observations", "observations")
         return refusal
 
     def _browser_session_refusal(self, run_id: str, stage_id: str, artifact: bytes, run: RunState | None) -> _Refusal | None:
@@ -660,6 +668,8 @@ class SchedulerCore:
         refusal = self._lineage_refusal(act)
         if refusal is None and sized:
             refusal = _cap_refusal(run_id, run, _action_blobs(act))
+        elif refusal is None and not self.config.accept_undeclared_sizes:
+            refusal = _undeclared_refusal(codec.COMPUTER_USE_ACTION, "a screenshot and a DOM snapshot", "evidence")
         return refusal
 
     def _lineage_refusal(self, act: dict[str, Any]) -> _Refusal | None:
@@ -1109,6 +1119,19 @@ def _cap_refusal(run_id: str, run: RunState | None, blobs: list[tuple[str, int]]
         "evidence",
         str(total),
         str(MAX_RUN_EVIDENCE_BYTES),
+    )
+
+
+def _undeclared_refusal(schema: str, what: str, field: str) -> _Refusal:
+    """A v1 input that carries evidence without sizes: the per-run cap could not count it."""
+    sized = codec.ACTIVITY_SUBMISSION_V2 if schema == codec.ACTIVITY_SUBMISSION else codec.COMPUTER_USE_ACTION_V2
+    return _Refusal(
+        RefusalCode.EVIDENCE_SIZES_UNDECLARED,
+        f"this {schema} carries {what} without byte sizes, so the per-run evidence cap of {MAX_RUN_EVIDENCE_BYTES} "
+        f"bytes cannot count them; publish {sized} with each blob's size",
+        field,
+        schema,
+        sized,
     )
 
 

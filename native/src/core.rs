@@ -162,6 +162,8 @@ pub struct Config {
     pub checkpoint_every: i64,
     /// `config.max_output_bytes`: no output is larger (key + value + headers).
     pub max_output_bytes: usize,
+    /// `config.accept_undeclared_sizes`: a v1 submission with observations is accepted (counted as nothing).
+    pub accept_undeclared_sizes: bool,
     /// Every schema the codec knows: fingerprint -> name.
     pub known: Vec<([u8; 8], String)>,
     /// The reference's `_INPUT_SCHEMAS`.
@@ -1107,6 +1109,20 @@ impl Core {
                     .recomputed(MAX_RUN_EVIDENCE_BYTES.to_string()),
                 ));
             }
+        } else if !observations.is_empty() && !self.cfg.accept_undeclared_sizes {
+            // A v1 submission carries evidence the cap cannot count: refused at the same last check.
+            return Ok(Some(
+                Refusal::new(
+                    "EVIDENCE_SIZES_UNDECLARED",
+                    format!(
+                        "this {ACTIVITY_SUBMISSION} carries {} observations without byte sizes, so the per-run evidence cap of {MAX_RUN_EVIDENCE_BYTES} bytes cannot count them; publish {ACTIVITY_SUBMISSION_V2} with each blob's size",
+                        observations.len()
+                    ),
+                    "observations",
+                    ACTIVITY_SUBMISSION.to_string(),
+                )
+                .recomputed(ACTIVITY_SUBMISSION_V2.to_string()),
+            ));
         }
         if let Some(run) = self.state.runs.get(run_id) {
             // Counters at the end of the long range (only a forged state has them): the reference's integers decide.

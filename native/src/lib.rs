@@ -279,7 +279,7 @@ impl NativeCore {
     /// `_INPUT_SCHEMAS`. The state starts as `initial_state(config, partition)`.
     #[new]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (roles, signing_seed, audit_key, audit_key_id, seal_every, partition, signer_key_id, known_schemas, input_schemas, max_output_bytes = 2_080_768, checkpoint_every = 1000))]
+    #[pyo3(signature = (roles, signing_seed, audit_key, audit_key_id, seal_every, partition, signer_key_id, known_schemas, input_schemas, max_output_bytes = 2_080_768, checkpoint_every = 1000, accept_undeclared_sizes = false))]
     fn new(
         py: Python<'_>,
         roles: &Bound<'_, PyDict>,
@@ -293,6 +293,7 @@ impl NativeCore {
         input_schemas: Vec<String>,
         max_output_bytes: usize,
         checkpoint_every: i64,
+        accept_undeclared_sizes: bool,
     ) -> PyResult<Self> {
         let seed: [u8; 32] = signing_seed.try_into().map_err(|_| {
             value_error(format!(
@@ -372,6 +373,7 @@ impl NativeCore {
             seal_every,
             checkpoint_every,
             max_output_bytes,
+            accept_undeclared_sizes,
             known,
             expected: input_schemas,
             expected_joined: sorted_inputs.join(", "),

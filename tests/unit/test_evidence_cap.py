@@ -11,13 +11,16 @@ and the rebuild restores each run's total from the journal.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumers.core.model import OutputRecord, Stream
+from consumers.core.model import OutputRecord, SchedulerConfig, Stream
+from consumers.core.native import NativeSchedulerCore
 from consumers.core.rebuild import rebuild_state
+from consumers.core.step import initial_state
 from schemas import codec
 from schemas.canonical import computer_use_genesis, evidence_set_hash, sha256_digest
 from schemas.records import MAX_RUN_EVIDENCE_BYTES
@@ -74,12 +77,72 @@ def test_a_sized_submission_is_journalled_with_its_sizes_and_counted() -> None:
     assert pair.native.fallbacks == 0  # the native core handles v2 submissions itself
 
 
-def test_a_v1_submission_still_writes_a_v1_entry_and_counts_nothing() -> None:
+def migrating() -> SchedulerConfig:
+    """A scheduler run with --accept-undeclared-sizes."""
+    return dataclasses.replace(make_config(), accept_undeclared_sizes=True)
+
+
+def v1_sub(stage_id: str, pages: list[bytes], **changes: Any) -> bytes:
+    """An ActivitySubmission.v1: its observations declare no sizes."""
+    record = sub(stage_id=stage_id, pages=pages, **changes)
+    for observation in record["observations"]:
+        del observation["size"]
+    return codec.encode(codec.ACTIVITY_SUBMISSION, record)
+
+
+def test_a_v1_submission_with_observations_is_refused_in_both_cores() -> None:
+    """Issue 11 item 2: a hand-built v1 submission must not carry evidence past the cap uncounted."""
     pair = Pair()
-    outs = pair.feed(codec.encode(codec.ACTIVITY_SUBMISSION, sub(stage_id="old")))
+    outs = pair.feed(v1_sub("old", [b"page one", b"page two", b"page three"]))
+    refusal = refusal_of(outs)
+    assert {k: refusal[k] for k in ("exception", "code", "message", "field", "declared", "recomputed", "stage_id")} == {
+        "exception": "ActivityRejected",
+        "code": "EVIDENCE_SIZES_UNDECLARED",
+        "message": "this ActivitySubmission.v1 carries 3 observations without byte sizes, so the per-run evidence cap "
+        f"of {CAP} bytes cannot count them; publish ActivitySubmission.v2 with each blob's size",
+        "field": "observations",
+        "declared": "ActivitySubmission.v1",
+        "recomputed": "ActivitySubmission.v2",
+        "stage_id": "old",
+    }
+    assert "run-1" not in pair.py_state.runs  # nothing remembered
+    assert pair.native.fallbacks == 0  # the native core words the same refusal itself
+    # the check is the last one: an earlier rule still wins
+    refusal = refusal_of(pair.feed(v1_sub("bad", [b"p"], artifact_hash=blob("other"))))
+    assert refusal["code"] == "ARTIFACT_HASH_MISMATCH"
+
+
+def test_a_v1_submission_without_observations_is_still_accepted_as_v1() -> None:
+    pair = Pair()
+    outs = pair.feed(v1_sub("old", []))
     assert journal_payload(outs).schema.name == codec.JOURNAL_ENTRY
     run = pair.py_state.runs["run-1"]
     assert (run.evidence_bytes, run.blobs) == (0, set())
+    assert pair.native.fallbacks == 0
+
+
+def test_accepting_undeclared_sizes_journals_v1_as_before_and_counts_nothing() -> None:
+    pair = Pair(migrating())
+    outs = pair.feed(v1_sub("old", [b"page one"]))
+    entry = journal_payload(outs)
+    assert entry.schema.name == codec.JOURNAL_ENTRY
+    assert entry.record["observations"] == [
+        {"kind": "page", "ref": "https://example.test/0", "content_hash": sha256_digest(b"page one")}
+    ]
+    run = pair.py_state.runs["run-1"]
+    assert (run.evidence_bytes, run.blobs) == (0, set())  # the cap does not hold for it
+    assert pair.native.fallbacks == 0
+    # v2 inputs of the same run are still capped
+    pair.feed(sized_sub("s1", [(blob("a"), CAP)]))
+    assert refusal_of(pair.feed(sized_sub("s2", [(blob("b"), 1)])))["code"] == "EVIDENCE_CAP_EXCEEDED"
+
+
+def test_the_migration_flag_reaches_the_native_core() -> None:
+    """Both cores read config.accept_undeclared_sizes: the native one must not refuse what the reference accepts."""
+    native = NativeSchedulerCore(migrating(), 0)
+    state, outs = native.step(initial_state(native.config, 0), Pair(migrating()).record(v1_sub("old", [b"x"])))
+    assert [o.stream for o in outs] == [Stream.JOURNAL, Stream.AUDIT]
+    assert native.fallbacks == 0
 
 
 def test_crossing_the_cap_is_refused_with_the_totals_in_both_cores() -> None:
@@ -145,9 +208,10 @@ def test_a_negative_or_absurd_size_is_refused_in_both_cores() -> None:
 
 
 def test_the_rebuild_restores_each_runs_total_from_the_journal() -> None:
-    pair = Pair(make_config(seal_every=2))
+    migrating_config = dataclasses.replace(make_config(seal_every=2), accept_undeclared_sizes=True)
+    pair = Pair(migrating_config)
     pair.feed(sized_sub("s0", [(blob("a"), 30 * MIB), (blob("b"), 1000)]))
-    pair.feed(codec.encode(codec.ACTIVITY_SUBMISSION, sub(stage_id="v1", pages=[b"v1 page"])))
+    pair.feed(v1_sub("v1", [b"v1 page"]))  # journalled under the migration flag: counts nothing
     pair.feed(sized_sub("s1", [(blob("a"), 30 * MIB), (blob("c"), 30 * MIB)]))
     pair.feed(sized_sub("x0", [(blob("a"), 7)], run_id="run-2"), key=b"run-2")
     journal = [o.value for o in pair.outputs if o.stream is Stream.JOURNAL]
@@ -161,7 +225,7 @@ def test_the_rebuild_restores_each_runs_total_from_the_journal() -> None:
     assert (rebuilt.runs["run-2"].evidence_bytes, rebuilt.runs["run-2"].blobs) == (7, {blob("a")})
     # the restarted scheduler refuses what the live one refuses, with the same record
     before = pair.feed(sized_sub("s2", [(blob("d"), 4 * MIB)]), check_state=True)
-    restarted = Pair(make_config(seal_every=2))
+    restarted = Pair(migrating_config)
     restarted.py_state = rebuilt
     restarted.state = restarted.native.load(rebuild_state(pair.config, pair.partition, journal, audit))
     restarted.offset = pair.offset - 1
@@ -212,6 +276,33 @@ def test_actions_declare_sizes_duplicate_frames_count_once_and_the_cap_refuses()
     }
     session = pair.py_state.runs["run-1"].sessions["browser-0"]
     assert (session.next_index, session.last_anchor) == (2, head)  # the refused action left the session as it was
+
+
+def test_a_v1_action_is_refused_unless_undeclared_sizes_are_accepted() -> None:
+    """A ComputerUseAction.v1 always names a screenshot and a DOM snapshot, and declares neither size."""
+    pair = Pair()
+    genesis = computer_use_genesis("run-1", "browser-0")
+    value, anchor = cu_action("run-1", "browser-0", 0, genesis, v1=True)
+    refusal = refusal_of(pair.feed(value))
+    assert {k: refusal[k] for k in ("exception", "code", "message", "field", "declared", "recomputed", "stage_id", "kind")} == {
+        "exception": "ActivityRejected",
+        "code": "EVIDENCE_SIZES_UNDECLARED",
+        "message": "this ComputerUseAction.v1 carries a screenshot and a DOM snapshot without byte sizes, so the per-run "
+        f"evidence cap of {CAP} bytes cannot count them; publish ComputerUseAction.v2 with each blob's size",
+        "field": "evidence",
+        "declared": "ComputerUseAction.v1",
+        "recomputed": "ComputerUseAction.v2",
+        "stage_id": "browser-0",
+        "kind": "browser",
+    }
+    assert "run-1" not in pair.py_state.runs
+    # the same action as v2 is journalled; under the migration flag the v1 one is too, counting nothing
+    assert pair.feed(cu_action("run-1", "browser-0", 0, genesis)[0])[0].stream is Stream.JOURNAL
+    migrated = Pair(migrating())
+    outs = migrated.feed(value)
+    assert journal_payload(outs).schema.name == codec.COMPUTER_USE_ENTRY
+    run = migrated.py_state.runs["run-1"]
+    assert (run.sessions["browser-0"].last_anchor, run.evidence_bytes, run.blobs) == (anchor, 0, set())
 
 
 def test_an_action_with_a_negative_size_is_refused() -> None:

@@ -58,6 +58,7 @@ from schemas.records import (
 from substrate.config import Topics
 from substrate.kafka import client_config
 from substrate.keys import Ed25519Signer
+from tests.submissions import encode_submission
 from tests.unit import fuzz_kit
 
 REPO = Path(__file__).resolve().parents[2]
@@ -85,8 +86,12 @@ def make_config(seal_every: int = 1000, roles: Mapping[str, Any] | None = None, 
 # ---------------------------------------------------------------------------
 
 
-def observations(pages: Iterable[bytes]) -> list[dict[str, str]]:
-    return [{"kind": "page", "ref": f"https://example.test/{i}", "content_hash": sha256_digest(p)} for i, p in enumerate(pages)]
+def observations(pages: Iterable[bytes]) -> list[dict[str, Any]]:
+    """The pages' observations with their sizes (submissions are published as ActivitySubmission.v2)."""
+    return [
+        {"kind": "page", "ref": f"https://example.test/{i}", "content_hash": sha256_digest(p), "size": len(p)}
+        for i, p in enumerate(pages)
+    ]
 
 
 def sub(
@@ -121,7 +126,8 @@ def sub(
 
 
 def enc(record: dict[str, Any]) -> bytes:
-    return codec.encode(codec.ACTIVITY_SUBMISSION, record)
+    """v2 when the observations declare sizes (``observations`` gives them), else v1."""
+    return encode_submission(record)
 
 
 def enc_sub(**kwargs: Any) -> bytes:
@@ -422,7 +428,7 @@ ACCEPTED: dict[str, dict[str, Any]] = {
     "no-observations": {"pages": []},
     "duplicate-observations": {"pages": [b"a", b"b", b"a"]},
     "observation-kind-64-non-ascii": {
-        "observations": [{"kind": "\u00e9" * 64, "ref": "\u4e2d" * 4096, "content_hash": sha256_digest(b"a")}],
+        "observations": [{"kind": "\u00e9" * 64, "ref": "\u4e2d" * 4096, "content_hash": sha256_digest(b"a"), "size": 1}],
         "evidence_set_hash": evidence_set_hash([sha256_digest(b"a")]),
     },
     "reason-code-128-non-ascii": {"reason_code": "\u00e9" * 128},
@@ -535,7 +541,9 @@ def test_dead_letters_bound_the_key_alike(name: str) -> None:
 def test_outputs_over_the_limit_are_dead_lettered_alike() -> None:
     limit = 64 * 1024
     pair = Pair(dataclasses.replace(make_config(), max_output_bytes=limit))
-    many = [{"kind": "page", "ref": "r" * 4000, "content_hash": sha256_digest(b"%d" % i)} for i in range(20)]
+    many: list[dict[str, Any]] = [
+        {"kind": "page", "ref": "r" * 4000, "content_hash": sha256_digest(b"%d" % i), "size": len(b"%d" % i)} for i in range(20)
+    ]
     big = sub(stage_id="big", observations=many, evidence_set_hash=evidence_set_hash(o["content_hash"] for o in many))
     outs = pair.feed(enc(big))
     dead = codec.decode(outs[0].value).record
@@ -661,9 +669,10 @@ def _submission_body(record: dict[str, Any], observations_bytes: bytes) -> bytes
 def test_a_negative_block_count_is_left_to_the_reference() -> None:
     """Valid Avro our encoders never write (a block with a byte size): the reference decodes it."""
     record = sub(stage_id="blocked", pages=[b"a", b"b"])
-    header = codec.default_codec().schema(codec.ACTIVITY_SUBMISSION).header
+    header = codec.default_codec().schema(codec.ACTIVITY_SUBMISSION_V2).header
     items = b"".join(
-        codec._string(o["kind"]) + codec._string(o["ref"]) + codec._string(o["content_hash"]) for o in record["observations"]
+        codec._string(o["kind"]) + codec._string(o["ref"]) + codec._string(o["content_hash"]) + codec._long(o["size"])
+        for o in record["observations"]
     )
     assert header + _submission_body(record, codec._long(2) + items + b"\x00") == enc(record)
     value = header + _submission_body(record, codec._long(-2) + codec._long(len(items)) + items + b"\x00")
@@ -731,11 +740,14 @@ def cu_action(
     kind: str = "click",
     shot: bytes | None = None,
     sizes: tuple[int, int] | None = None,
+    v1: bool = False,
 ) -> tuple[bytes, str]:
     """A ComputerUseAction the reference accepts after ``prev_anchor`` (signed by SIGNER, HMAC'd with AUDIT_KEY).
 
-    A v1 action, or with ``sizes`` (screenshot_size, dom_size) a v2 action declaring them;
-    ``shot`` is the screenshot's bytes (default ``screenshot <index>``).
+    A v2 action declaring ``sizes`` (screenshot_size, dom_size; default the real sizes of the
+    screenshot and of ``dom <index>``), or with ``v1`` a ComputerUseAction.v1, which declares none
+    (refused unless the scheduler accepts undeclared sizes). ``shot`` is the screenshot's bytes
+    (default ``screenshot <index>``).
     """
     screenshot_bytes = shot if shot is not None else b"screenshot %d" % index
     dom = sha256_digest(b"dom %d" % index)
@@ -773,9 +785,9 @@ def cu_action(
         },
         "occurred_at_ms": 1_700_000_000_500 + index,
     }
-    if sizes is None:
+    if v1:
         return codec.encode(codec.COMPUTER_USE_ACTION, record), anchor
-    record["screenshot_size"], record["dom_size"] = sizes
+    record["screenshot_size"], record["dom_size"] = sizes or (len(screenshot_bytes), len(b"dom %d" % index))
     return codec.encode(codec.COMPUTER_USE_ACTION_V2, record), anchor
 
 

@@ -52,6 +52,7 @@ from schemas.records import (
 from substrate.keys import Ed25519Signer, verify_signature
 from tests.modality_kit import dataops_submission, research_submission
 from tests.roles import ROLES
+from tests.submissions import encode_submission
 from tests.unit import fuzz_kit
 
 REPO = Path(__file__).resolve().parents[2]
@@ -107,7 +108,7 @@ def submission(
         "artifact": result.artifact,
         "artifact_hash": result.artifact_hash,
         "evidence_set_hash": result.evidence_set_hash,
-        "observations": [{"kind": o.kind, "ref": o.ref, "content_hash": o.content_hash} for o in result.observations],
+        "observations": [o.to_record() for o in result.observations],  # with sizes: published as v2
         "terminal_state": terminal_state,
         "reason_code": reason_code,
         "occurred_at_ms": occurred_at_ms,
@@ -124,7 +125,7 @@ def run_close(run_id: str = "run-1", submission_id: str | None = None) -> dict[s
 
 
 def enc_sub(**kwargs: Any) -> bytes:
-    return codec.encode(codec.ACTIVITY_SUBMISSION, submission(**kwargs))
+    return encode_submission(submission(**kwargs))
 
 
 def enc_close(run_id: str = "run-1") -> bytes:
@@ -156,7 +157,7 @@ def decode_out(out: OutputRecord) -> Out:
     rec = decoded.record
     if name == codec.JOURNAL_RECORD:
         assert out.stream is Stream.JOURNAL
-        entry = codec.decode(rec["payload"], expect=frozenset({codec.JOURNAL_ENTRY, codec.COMPUTER_USE_ENTRY})).record
+        entry = codec.decode(rec["payload"], expect=codec.JOURNAL_ENTRIES | codec.COMPUTER_USE_ENTRIES).record
         return Out(out, "journal-entry", rec, entry)
     if name == codec.SEAL_RECORD:
         assert out.stream is Stream.JOURNAL
@@ -246,7 +247,7 @@ def check_audit(out: Out, *, seq: int, prev_mac: str, offset: int, **fields: Any
 def test_valid_submission_becomes_one_chained_journal_entry_and_one_audit_record() -> None:
     d = Driver()
     sub = submission()
-    value = codec.encode(codec.ACTIVITY_SUBMISSION, sub)
+    value = encode_submission(sub)
     outs = d.feed(value)
     assert [o.what for o in outs] == ["journal-entry", "audit"]
     journal, audit = outs
@@ -315,9 +316,9 @@ def test_every_role_kind_pair_of_the_manifest_is_accepted() -> None:
     for index, (role, kind) in enumerate(pairs):
         # research and ops results carry their modality's document (schemas/documents/, tests/modality_kit.py)
         if kind == "research":
-            value = codec.encode(codec.ACTIVITY_SUBMISSION, research_submission(stage_id=f"s{index}"))
+            value = encode_submission(research_submission(stage_id=f"s{index}"))
         elif kind == "ops":
-            value = codec.encode(codec.ACTIVITY_SUBMISSION, dataops_submission(stage_id=f"s{index}"))
+            value = encode_submission(dataops_submission(stage_id=f"s{index}"))
         else:
             value = enc_sub(stage_id=f"s{index}", role=role, kind=kind, pages=[f"p{index}".encode()])
         outs = d.feed(value)
@@ -489,7 +490,7 @@ def test_each_refusal_rule_produces_the_exact_refusal_record_and_changes_no_run_
     d.feed(enc_sub(stage_id="accepted-0", pages=[b"first"]))
     before = copy.deepcopy(d.state)
     bad = {**submission(stage_id="stage-9"), **rule.changes}
-    outs = d.feed(codec.encode(codec.ACTIVITY_SUBMISSION, bad), key=bad["run_id"].encode())
+    outs = d.feed(encode_submission(bad), key=bad["run_id"].encode())
     assert [o.what for o in outs] == ["refusal", "audit"]
     refusal, audit = outs
 
@@ -570,7 +571,7 @@ def test_every_activity_refusal_code_has_a_rule_here() -> None:
     # The modality document rules have their exact-record tests in test_scheduler_modality_rules.py.
     documents = {code.value for code in RefusalCode if code.value.startswith(("RESEARCH_", "DATAOPS_"))}
     # The evidence cap's codes have theirs (both cores) in test_evidence_cap.py.
-    evidence = {"INVALID_EVIDENCE_SIZE", "EVIDENCE_CAP_EXCEEDED"}
+    evidence = {"INVALID_EVIDENCE_SIZE", "EVIDENCE_CAP_EXCEEDED", "EVIDENCE_SIZES_UNDECLARED"}
     assert covered == {code.value for code in RefusalCode} - COMPUTER_USE_CODES - documents - evidence
 
 
@@ -709,13 +710,13 @@ def test_rule_order_first_failure_wins() -> None:
     """A submission breaking several rules is refused for the first in the documented order."""
     d = Driver()
     bad = {**submission(), "kind": "poetry", "terminal_state": "exploded", "reason_code": "", "artifact": b"changed"}
-    assert d.feed(codec.encode(codec.ACTIVITY_SUBMISSION, bad))[0].record["code"] == "UNKNOWN_KIND"
+    assert d.feed(encode_submission(bad))[0].record["code"] == "UNKNOWN_KIND"
     bad = {**submission(), "terminal_state": "exploded", "reason_code": "", "artifact": b"changed"}
-    assert d.feed(codec.encode(codec.ACTIVITY_SUBMISSION, bad))[0].record["code"] == "UNKNOWN_TERMINAL_STATE"
+    assert d.feed(encode_submission(bad))[0].record["code"] == "UNKNOWN_TERMINAL_STATE"
     bad = {**submission(), "reason_code": "", "artifact": b"changed"}
-    assert d.feed(codec.encode(codec.ACTIVITY_SUBMISSION, bad))[0].record["code"] == "EMPTY_REASON_CODE"
+    assert d.feed(encode_submission(bad))[0].record["code"] == "EMPTY_REASON_CODE"
     bad = {**submission(), "artifact": b"changed", "evidence_set_hash": OTHER_EVIDENCE}
-    assert d.feed(codec.encode(codec.ACTIVITY_SUBMISSION, bad))[0].record["code"] == "ARTIFACT_HASH_MISMATCH"
+    assert d.feed(encode_submission(bad))[0].record["code"] == "ARTIFACT_HASH_MISMATCH"
 
 
 # ---------------------------------------------------------------------------
@@ -1157,7 +1158,10 @@ def test_a_repeated_submission_id_is_refused_naming_the_earlier_stage_and_surviv
 
 
 def _big_submission(count: int) -> dict[str, Any]:
-    observations = [{"kind": "page", "ref": "r" * 4000, "content_hash": sha256_digest(b"%d" % i)} for i in range(count)]
+    observations: list[dict[str, Any]] = [
+        {"kind": "page", "ref": "r" * 4000, "content_hash": sha256_digest(b"%d" % i), "size": len(b"%d" % i)}
+        for i in range(count)
+    ]
     return {
         **submission(stage_id="big"),
         "observations": observations,
@@ -1172,7 +1176,7 @@ def test_an_output_over_max_output_bytes_is_replaced_by_a_dead_letter_by_digest_
         roles=ROLES, signer=SIGNER, audit_key=AUDIT_KEY, audit_key_id=hmac_key_id(AUDIT_KEY), max_output_bytes=limit
     )
     d.core = SchedulerCore(d.config)
-    value = codec.encode(codec.ACTIVITY_SUBMISSION, _big_submission(20))
+    value = encode_submission(_big_submission(20))
     assert len(value) > limit
     outs = d.feed(value)
     assert [o.what for o in outs] == ["deadletter", "audit"]
@@ -1199,7 +1203,7 @@ def test_an_output_over_max_output_bytes_is_replaced_by_a_dead_letter_by_digest_
             <= limit
         )
     # the records behind it are journalled
-    outs = d.feed(codec.encode(codec.ACTIVITY_SUBMISSION, _big_submission(14)))
+    outs = d.feed(encode_submission(_big_submission(14)))
     assert [o.what for o in outs] == ["journal-entry", "audit"]
     assert outs[0].inner is not None and outs[0].inner["seq"] == 0
     assert d.rebuilt() == d.state
@@ -1289,8 +1293,10 @@ def _cu_action(*, entry_suffix: bytes = b"", index: int = 0) -> bytes:
     if entry_suffix:
         entry = entry[:-1] + entry_suffix + b"}"
     return codec.encode(
-        codec.COMPUTER_USE_ACTION,
+        codec.COMPUTER_USE_ACTION_V2,
         {
+            "screenshot_size": len(b"shot"),
+            "dom_size": len(b"dom"),
             "submission_id": f"action-{index}",
             "run_id": "run-1",
             "session_id": "browser-0",

@@ -28,6 +28,7 @@ from schemas.documents.common import Violation
 from schemas.errors import CanonicalizationError
 from substrate.keys import Ed25519Signer
 from tests.modality_kit import MODALITY_ROLES, dataops_submission, page_observations, refusal_record, research_submission
+from tests.submissions import encode_submission
 from tests.unit.test_documents_rules import DATAOPS, RESEARCH, VALID
 
 SIGNER = Ed25519Signer.from_seed(b"\x07" * 32)
@@ -43,7 +44,7 @@ CASES: dict[str, tuple[dict[str, Any], Violation]] = {
 
 
 def record_of(sub: dict[str, Any], offset: int = 0) -> InputRecord:
-    value = codec.encode(codec.ACTIVITY_SUBMISSION, sub)
+    value = encode_submission(sub)
     return InputRecord(TOPIC, 0, offset, 1_700_000_000_500 + offset, sub["run_id"].encode(), value)
 
 
@@ -93,7 +94,12 @@ def test_documents_the_sdk_builds_are_journalled_by_both_cores(name: str) -> Non
 
 def test_a_valid_report_the_native_parser_does_not_model_is_journalled_by_the_reference() -> None:
     """A quote with a '"' is spelled with an escape: the native accept path leaves it to the reference, which accepts it."""
-    page = {"kind": "page", "ref": "https://q.test/", "content_hash": sha256_digest(b'He said "yes".')}
+    page: dict[str, Any] = {
+        "kind": "page",
+        "ref": "https://q.test/",
+        "content_hash": sha256_digest(b'He said "yes".'),
+        "size": 14,
+    }
 
     def quoted(doc: dict[str, Any]) -> None:
         doc["plan"].append("https://q.test/")

@@ -82,11 +82,12 @@ def comparable(items: list[Any]) -> list[Any]:
 
 def submission(run_id: str, i: int, *, kind: str = "coding", role: str = "developer", pages: int = 2, **changes: Any) -> bytes:
     artifact = f"artifact {run_id} {i}\n".encode()
-    observations = [
+    observations: list[dict[str, Any]] = [
         {
             "kind": "page",
             "ref": f"https://example.test/{run_id}/{i}/{j}",
             "content_hash": sha256_digest(f"{run_id} {i} {j}".encode()),
+            "size": len(f"{run_id} {i} {j}".encode()),  # published as ActivitySubmission.v2
         }
         for j in range(pages)
     ]
@@ -119,7 +120,7 @@ def submission(run_id: str, i: int, *, kind: str = "coding", role: str = "develo
         # A failed data/ops stage may carry no receipt; a completed one must carry a valid one (docs/modality_rules.md).
         record.update(terminal_state="failed", reason_code="job_failed")
     record.update(changes)
-    return C.encode(codec.ACTIVITY_SUBMISSION, record)
+    return C.encode(codec.ACTIVITY_SUBMISSION_V2, record)
 
 
 def close(run_id: str) -> bytes:
@@ -155,7 +156,7 @@ def write_dump(root: Path, cas: bool = True) -> None:
     lines: dict[str, list[bytes]] = {s: [] for s in TOPICS}
     store = DirBlobStore(root / "cas") if cas else None
     for i, (run_id, value) in enumerate(run_inputs()):
-        if store is not None and value.startswith(C.schema(codec.ACTIVITY_SUBMISSION).header):
+        if store is not None and value.startswith(C.schema(codec.ACTIVITY_SUBMISSION_V2).header):
             record = C.decode(value).record
             store.put(record["artifact"])
             for j, o in enumerate(record["observations"]):

@@ -123,11 +123,12 @@ class Writer:
         *,
         role: str = "developer",
         at: int | None = None,
-        sized: bool = False,
+        sized: bool = True,
         under_declare: int = 0,
     ) -> None:
-        """A coding stage with two file blobs; ``sized``: an ActivitySubmission.v2 declaring their sizes,
-        the first ``under_declare`` bytes too few."""
+        """A coding stage with two file blobs: an ActivitySubmission.v2 declaring their sizes, the first
+        ``under_declare`` bytes too few; without ``sized`` an ActivitySubmission.v1 (refused as
+        EVIDENCE_SIZES_UNDECLARED unless the core accepts undeclared sizes)."""
         blobs = [f"{run_id}/{stage_id}/{name}\n".encode() * 20 for name in ("a.py", "b.py")]
         observations: list[dict[str, Any]] = [
             {"kind": "file", "ref": f"src/{stage_id}/{i}.py", "content_hash": self.store.put(blob)}
