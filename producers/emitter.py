@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from producers.activity import ActivityRejected, ActivityResult, require_valid_ids
@@ -34,7 +34,7 @@ from schemas import codec
 from schemas.canonical import content_hash
 from schemas.errors import BernsteinError
 from schemas.records import Observation, Position, is_valid_id
-from substrate.cas import BlobStore, CasError, S3BlobStore
+from substrate.cas import BlobNotFound, BlobStore, CasError, S3BlobStore, check_blob_size
 from substrate.config import Settings, Topics
 from substrate.kafka import emitter_producer_config, ensure_topics, require_bootstrap
 
@@ -88,7 +88,9 @@ class Published:
 
 def submission_schema(result: ActivityResult) -> str:
     """ActivitySubmission.v2 (sizes declared, the per-run evidence cap applies) when every observation has
-    its size, as ``capture``, ``observe`` and the modalities give it; v1 (no sizes, nothing counted) otherwise."""
+    its size, as ``capture``, ``observe`` and the modalities give it; v1 (no sizes) otherwise, which the
+    scheduler refuses when it has observations (EVIDENCE_SIZES_UNDECLARED): ``Emitter`` first gives every
+    observation its stored blob's size, so what it publishes is v2."""
     if all(o.size is not None for o in result.observations):
         return codec.ACTIVITY_SUBMISSION_V2
     return codec.ACTIVITY_SUBMISSION
@@ -192,6 +194,7 @@ class Emitter:
     ) -> tuple[str, bytes]:
         """The encoded submission (without publishing): its id and value bytes."""
         require_valid_ids(("run_id", run_id), ("stage_id", stage_id), ("role", role))
+        result = self._with_sizes(result)
         sid = submission_id or uuid.uuid4().hex
         record = submission_record(
             result, submission_id=sid, run_id=run_id, stage_id=stage_id, role=role, producer_id=self.producer_id, sdk=SDK
@@ -253,6 +256,29 @@ class Emitter:
         self.close()
 
     # -- internals ------------------------------------------------------------
+
+    def _with_sizes(self, result: ActivityResult) -> ActivityResult:
+        """``result`` with every observation's size: one built without it gets its stored blob's length.
+
+        So a submission with observations is always an ActivitySubmission.v2 (the scheduler refuses a v1
+        one with EVIDENCE_SIZES_UNDECLARED: the per-run evidence cap could not count it).
+        """
+        if all(o.size is not None for o in result.observations):
+            return result
+        sized = []
+        for observation in result.observations:
+            if observation.size is None:
+                try:
+                    observation = replace(observation, size=check_blob_size(self.store, observation.content_hash))
+                except BlobNotFound as exc:
+                    raise EvidenceNotStored(
+                        f"observation {observation.ref!r} ({observation.content_hash}) is not in the CAS, so its size "
+                        "is unknown; capture it with Emitter.capture() or store_blobs() before publishing"
+                    ) from exc
+                except CasError as exc:
+                    raise EmitError(f"cannot read the size of observation {observation.ref!r}: {exc}") from exc
+            sized.append(observation)
+        return replace(result, observations=tuple(sized))
 
     def _require_evidence(self, result: ActivityResult) -> None:
         try:

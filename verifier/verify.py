@@ -53,7 +53,7 @@ from schemas.canonical import (
     sha256_digest,
 )
 from schemas.errors import MalformedDigest
-from schemas.records import ENTRY_ACTIVITY_RESULT, AuditEvent
+from schemas.records import ENTRY_ACTIVITY_RESULT, MAX_RUN_EVIDENCE_BYTES, AuditEvent
 from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError, check_blob_size
 from substrate.keys import TrustedKeys, verify_signature
 from substrate.text import plural
@@ -1268,6 +1268,7 @@ def _stages(
 ) -> Iterator[StageVerdict]:
     previous = None
     run_id = key.decode()
+    tally = _EvidenceTally(run_id)
     checks: dict[str, ModalityCheck | None] = {}
     sessions: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     """Journalled computer-use actions per session, handed to the session's browser stage."""
@@ -1310,11 +1311,11 @@ def _stages(
                 check = checks[entry_kind] = check_for(entry_kind)
             entry = c.decode(fact[12], expect=_ENTRY).record if check is not None else None
             related = tuple(sessions.pop(fact[5], ())) if entry_kind == "browser" else ()
-            yield _stage_verdict(fact, entry, check, offset, cas, trusted, untrusted, related, why_unchecked)
+            yield _stage_verdict(fact, entry, check, offset, cas, trusted, untrusted, related, why_unchecked, tally)
     # Sessions whose actions were journalled but that never produced an accepted
     # browser result (a killed worker, a refused result): replayed like any others.
     for session_id, actions in sessions.items():
-        yield _incomplete_session(run_id, session_id, actions, cas, trusted, why_unchecked)
+        yield _incomplete_session(run_id, session_id, actions, cas, trusted, why_unchecked, tally)
 
 
 def _incomplete_session(
@@ -1324,6 +1325,7 @@ def _incomplete_session(
     cas: BlobStore | None,
     trusted: TrustedKeys,
     why_unchecked: str,
+    tally: _EvidenceTally | None = None,
 ) -> StageVerdict:
     """Replay a session without an accepted result: bytes re-hashed, anchors recomputed, lineage checked."""
     from verifier.browser_replay import DivergenceReason, replay_steps, step_input_from_entry
@@ -1347,7 +1349,9 @@ def _incomplete_session(
     if divergence is not None and divergence.reason != DivergenceReason.NO_SESSION_RESULT:
         details.append(DetailLine(f"session FAIL -- {divergence.describe()}", False, divergence.to_json()))
         return verdict(False, f"browser replay {divergence.describe()}", details=tuple(details), data=data)
-    findings = tuple(_action_size_findings(cas, tuple(actions)))
+    found = _action_size_findings(cas, tuple(actions), tally)
+    crossing = tally.crossing(first_offset, first["seq"]) if tally is not None else None
+    findings = (*found, crossing) if crossing is not None else tuple(found)
     if findings:
         return verdict(False, findings[0].message, details=tuple(details), data=data, findings=findings)
     details.append(
@@ -1399,6 +1403,7 @@ def _stage_verdict(
     entry_problem: str,
     related: tuple[tuple[int, dict[str, Any]], ...] = (),
     why_unchecked: str = "no content store",
+    tally: _EvidenceTally | None = None,
 ) -> StageVerdict:
     """The stage verdict from an ``S_RESULT`` fact; ``entry`` is the decoded entry when ``check`` needs it."""
     (
@@ -1436,10 +1441,14 @@ def _stage_verdict(
         for index, (_, ref, content_hash) in enumerate(observations):
             what = f"evidence bytes for '{ref}'"
             problem, size = _reattach_sized(cas, content_hash, what)
+            if declared is not None and tally is not None:
+                tally.add(content_hash, declared[index])  # what the scheduler counted
             if problem:
                 blob_problems.append(problem)
             elif declared is None:
                 undeclared_bytes += size or 0
+                if tally is not None and size is not None:
+                    tally.add(content_hash, size)  # the scheduler counted nothing: the real size
             elif size != declared[index]:
                 findings.append(_size_mismatch(what, content_hash, declared[index], size, offset, seq))
         if findings:
@@ -1447,9 +1456,12 @@ def _stage_verdict(
         if declared is None and observations and not blob_problems:
             notes.append(
                 f"sizes not declared (a v1 submission): {undeclared_bytes} bytes of evidence reattached, "
-                "not counted toward the run's evidence cap"
+                "counted toward the run's evidence cap by the verifier (the scheduler could not)"
             )
-        findings.extend(_action_size_findings(cas, related))
+        findings.extend(_action_size_findings(cas, related, tally))
+        crossing = tally.crossing(offset, seq) if tally is not None else None
+        if crossing is not None:
+            findings.append(crossing)
         problems.extend(blob_problems)
         if findings and findings[0].message not in problems:
             problems.append(findings[0].message)
@@ -1555,6 +1567,43 @@ def _declared_sizes(entry: dict[str, Any] | None, payload: bytes, count: int) ->
     return sizes
 
 
+class _EvidenceTally:
+    """A run's evidence bytes as the verifier counts them (README, "The evidence cap").
+
+    Each distinct digest counts once, with the size the scheduler counted (a v2 entry's declared
+    size; a wrong one is EVIDENCE_SIZE_MISMATCH) or, for a v1 entry that declared none, the stored
+    blob's real size. The stage whose blobs take the total past ``MAX_RUN_EVIDENCE_BYTES`` reports
+    EVIDENCE_CAP_EXCEEDED_IN_JOURNAL, once per run.
+    """
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.blobs: set[str] = set()
+        self.total = 0
+        self.reported = False
+
+    def add(self, digest: str, size: int) -> None:
+        if digest not in self.blobs:
+            self.blobs.add(digest)
+            self.total += size
+
+    def crossing(self, offset: int, seq: int) -> Problem | None:
+        if self.reported or self.total <= MAX_RUN_EVIDENCE_BYTES:
+            return None
+        self.reported = True
+        return Problem(
+            "EVIDENCE_CAP_EXCEEDED_IN_JOURNAL",
+            f"run {self.run_id!r} holds {self.total} bytes of evidence in {len(self.blobs)} distinct blobs by this "
+            f"entry (declared sizes, and the stored sizes of blobs a v1 input did not declare); the per-run cap is "
+            f"{MAX_RUN_EVIDENCE_BYTES}",
+            stream="journal",
+            offset=offset,
+            seq=seq,
+            expected=str(MAX_RUN_EVIDENCE_BYTES),
+            recomputed=str(self.total),
+        )
+
+
 def _size_mismatch(what: str, digest: str, declared: int, actual: int | None, offset: int, seq: int) -> Problem:
     return Problem(
         "EVIDENCE_SIZE_MISMATCH",
@@ -1568,20 +1617,30 @@ def _size_mismatch(what: str, digest: str, declared: int, actual: int | None, of
     )
 
 
-def _action_size_findings(cas: BlobStore, actions: tuple[tuple[int, dict[str, Any]], ...]) -> list[Problem]:
+def _action_size_findings(
+    cas: BlobStore, actions: tuple[tuple[int, dict[str, Any]], ...], tally: _EvidenceTally | None = None
+) -> list[Problem]:
     """EVIDENCE_SIZE_MISMATCH for every ComputerUseEntry.v2 whose screenshot or DOM snapshot is not its declared size.
 
     Blobs that do not reattach are the replay's to name (missing, changed); only a size lie is reported here.
+    ``tally`` counts each action's blobs: declared sizes, or for a ComputerUseEntry.v1 (no sizes) the real ones.
     """
     findings: list[Problem] = []
     for offset, action in actions:
         if "screenshot_size" not in action:
-            continue  # ComputerUseEntry.v1: no sizes declared
+            if tally is not None:  # ComputerUseEntry.v1: no sizes declared, the stored blobs' sizes count
+                for what, digest in (("screenshot", action["screenshot_hash"]), ("DOM snapshot", action["dom_digest"])):
+                    size = _reattach_sized(cas, digest, what)[1]
+                    if size is not None:
+                        tally.add(digest, size)
+            continue
         index = action["action_index"]
         for what, digest, declared in (
             (f"screenshot of action {index}", action["screenshot_hash"], action["screenshot_size"]),
             (f"DOM snapshot of action {index}", action["dom_digest"], action["dom_size"]),
         ):
+            if tally is not None:
+                tally.add(digest, declared)
             problem, size = _reattach_sized(cas, digest, what)
             if not problem and size != declared:
                 findings.append(_size_mismatch(what, digest, declared, size, offset, action["seq"]))

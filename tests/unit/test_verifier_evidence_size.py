@@ -8,13 +8,16 @@ written by the real scheduler core (``test_verifier_verdicts.Writer``).
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from pathlib import Path
 
+from consumers.core.step import SchedulerCore
 from schemas import codec
 from schemas.canonical import sha256_digest
 from substrate.cas import DirBlobStore
+from tests.unit.test_native_core import sub
 from tests.unit.test_verifier_verdicts import RUN, VERIFIED, C, Writer, build, entries
 from verifier.render import render_json, render_text
 from verifier.report import EXIT_MISMATCH, EXIT_VERIFIED, RunReport
@@ -88,9 +91,15 @@ def test_an_under_declared_blob_is_evidence_size_mismatch(tmp_path: Path) -> Non
     assert problem.message in text(report)  # the stage's line gives the reason
 
 
+def accepting_v1(w: Writer) -> None:
+    """The writer's scheduler run with --accept-undeclared-sizes (a migration from v1 producers)."""
+    w.core = SchedulerCore(dataclasses.replace(w.core.config, accept_undeclared_sizes=True))
+
+
 def test_a_v1_stage_reports_its_undeclared_bytes(tmp_path: Path) -> None:
     def script(w: Writer) -> None:
-        w.stage(RUN, "stage-0")  # ActivitySubmission.v1: no sizes
+        accepting_v1(w)
+        w.stage(RUN, "stage-0", sized=False)  # ActivitySubmission.v1: no sizes
         w.close(RUN)
 
     built = build(tmp_path, script=script)
@@ -98,8 +107,8 @@ def test_a_v1_stage_reports_its_undeclared_bytes(tmp_path: Path) -> None:
     assert report.exit_code == EXIT_VERIFIED
     size = 2 * len(f"{RUN}/stage-0/a.py\n".encode() * 20)
     assert (
-        f"sizes not declared (a v1 submission): {size} bytes of evidence reattached, not counted toward the run's evidence cap"
-        in (report.stages[0].notes)
+        f"sizes not declared (a v1 submission): {size} bytes of evidence reattached, counted toward the run's "
+        "evidence cap by the verifier (the scheduler could not)" in (report.stages[0].notes)
     )
 
 
@@ -131,3 +140,70 @@ def test_a_computer_use_action_that_lies_about_a_size_is_named(tmp_path: Path) -
     v1 = {k: v for k, v in action.items() if not k.endswith("_size")}
     assert _action_size_findings(store, ((40, v1),)) == []
     assert _action_size_findings(store, ((40, {**action, "screenshot_hash": sha256_digest(b"gone")}),)) == []
+
+
+MIB = 1024 * 1024
+
+
+def test_v1_evidence_past_the_cap_is_named_by_the_verifier(tmp_path: Path) -> None:
+    """Issue 11 item 2: undeclared (v1) evidence journalled under the migration flag still counts, at its real size."""
+    big, more = b"a" * (40 * MIB), b"b" * (24 * MIB + 1)
+
+    def submission(store: DirBlobStore, stage_id: str, pages: list[bytes], *, v1: bool) -> bytes:
+        record = sub(run_id=RUN, stage_id=stage_id, pages=pages)
+        store.put(record["artifact"])
+        for page in pages:
+            store.put(page)
+        if v1:
+            for observation in record["observations"]:
+                del observation["size"]
+        return C.encode(codec.ACTIVITY_SUBMISSION if v1 else codec.ACTIVITY_SUBMISSION_V2, record)
+
+    def script(w: Writer) -> None:
+        accepting_v1(w)
+        w.feed(RUN, submission(w.store, "stage-0", [big], v1=False))  # 40 MiB declared and counted by the scheduler
+        w.feed(RUN, submission(w.store, "stage-1", [big, b""], v1=True))  # the same blob again counts once (and 0 bytes)
+        w.feed(RUN, submission(w.store, "stage-2", [big, more], v1=True))  # 24 MiB + 1 the scheduler could not count
+        w.close(RUN)
+
+    built = build(tmp_path, script=script)
+    assert len(entries(built)) == 3  # all journalled: the scheduler's cap did not hold for the v1 inputs
+    report = built.verify()
+    assert report.exit_code == EXIT_MISMATCH
+    first, again, crossing = report.stages
+    assert first.ok and again.ok and not first.findings and not again.findings
+    assert not crossing.ok
+    total = 64 * MIB + 1
+    assert [p.to_json() for p in crossing.findings] == [
+        {
+            "code": "EVIDENCE_CAP_EXCEEDED_IN_JOURNAL",
+            "message": f"run {RUN!r} holds {total} bytes of evidence in 3 distinct blobs by this entry (declared sizes, "
+            "and the stored sizes of blobs a v1 input did not declare); the per-run cap is 67108864",
+            "stream": "journal",
+            "offset": entries(built)[2][1].offset,
+            "seq": 2,
+            "expected": "67108864",
+            "recomputed": str(total),
+        }
+    ]
+    assert crossing.reason == crossing.findings[0].message
+    assert [p["code"] for p in document(report)["stages"][2]["problems"]] == ["EVIDENCE_CAP_EXCEEDED_IN_JOURNAL"]  # type: ignore[index]
+
+
+def test_v1_evidence_up_to_the_cap_verifies(tmp_path: Path) -> None:
+    """Exactly the cap, v2 and v1 together, is not a problem (one byte more is, above)."""
+    exact = b"c" * (64 * MIB)
+
+    def script(w: Writer) -> None:
+        accepting_v1(w)
+        record = sub(run_id=RUN, stage_id="stage-0", pages=[exact])
+        w.store.put(record["artifact"])
+        w.store.put(exact)
+        for observation in record["observations"]:
+            del observation["size"]
+        w.feed(RUN, C.encode(codec.ACTIVITY_SUBMISSION, record))
+        w.close(RUN)
+
+    report = build(tmp_path, script=script).verify()
+    assert report.exit_code == EXIT_VERIFIED
+    assert not report.stages[0].findings
