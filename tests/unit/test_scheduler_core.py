@@ -21,6 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from consumers.core.model import InputRecord, OutputRecord, SchedulerConfig, SchedulerState, Stream
+from consumers.core.native import NativeSchedulerCore
 from consumers.core.rebuild import Skipped, StateCorrupted, rebuild_state
 from consumers.core.step import SchedulerCore, _clip, initial_state
 from producers.activity import ActivityResult, observe
@@ -1446,8 +1447,12 @@ def test_a_forged_journal_entry_is_not_adopted_and_the_genuine_submission_is_jou
     assert rebuilt == d.state
     assert [str(s).split(":")[0] for s in skipped] == [f"journal[{PARTITION}]@1"]
     assert "no audit record this scheduler wrote mirrors it (run 'run-1', seq 1, sha256:" in skipped[0].problem
+    # the native core loads the same rebuilt state and writes the same bytes for the genuine submission
+    native = NativeSchedulerCore(d.config, PARTITION, self_check=False)
+    _, native_outs = native.step(copy.deepcopy(rebuilt), record(d.offset, genuine_s1))
     d.state = rebuilt
     outs = d.feed(genuine_s1)
+    assert [o.value for o in native_outs] == [o.raw.value for o in outs]
     assert [o.what for o in outs] == ["journal-entry", "audit"]
     assert outs[0].inner is not None and (outs[0].inner["seq"], outs[0].inner["submission_id"]) == (1, "sub-s1")
     # the concurrent variant: forged at seq 1 first, the scheduler's genuine seq 1 written after it
