@@ -61,13 +61,18 @@ BATCH_TIMEOUT = 0.02
 
 
 def submission(i: int, run: str, sent_ms: int = 0) -> bytes:
-    observations = [
-        {"kind": "file", "ref": f"src/module_{i}_{j}.py", "content_hash": sha256_digest(f"{run}:{i}:{j}".encode())}
+    observations: list[dict[str, Any]] = [
+        {
+            "kind": "file",
+            "ref": f"src/module_{i}_{j}.py",
+            "content_hash": sha256_digest(f"{run}:{i}:{j}".encode()),
+            "size": len(f"{run}:{i}:{j}".encode()),
+        }
         for j in range(3)
     ]
     artifact = f"--- a/src/module_{i}.py\n+++ b/src/module_{i}.py\n@@ -1 +1 @@\n-x = {i}\n+x = {i + 1}\n".encode()
     return codec.encode(
-        codec.ACTIVITY_SUBMISSION,
+        codec.ACTIVITY_SUBMISSION_V2,
         {
             "submission_id": f"{run}-{i}",
             "run_id": run,

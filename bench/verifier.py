@@ -102,9 +102,9 @@ def build_dump(root: Path, entries: int, blob_bytes: int) -> None:
             artifact = f"diff {i}\n".encode()
             digest = cas.put(blob)
             cas.put(artifact)
-            observations = [{"kind": "page", "ref": f"https://example.org/{i}", "content_hash": digest}]
+            observations = [{"kind": "page", "ref": f"https://example.org/{i}", "content_hash": digest, "size": len(blob)}]
             value = codec.encode(
-                codec.ACTIVITY_SUBMISSION,
+                codec.ACTIVITY_SUBMISSION_V2,
                 {
                     "submission_id": f"s{i}",
                     "run_id": RUN,

@@ -164,7 +164,8 @@ def submission_record(
 
 
 def encode_submission(**kwargs: Any) -> bytes:
-    return codec.encode(codec.ACTIVITY_SUBMISSION, submission_record(**kwargs))
+    """An ActivitySubmission.v2 (observations with their sizes, as the SDK publishes them)."""
+    return codec.encode(codec.ACTIVITY_SUBMISSION_V2, submission_record(**kwargs))
 
 
 def encode_close(run_id: str, submission_id: str | None = None) -> bytes:

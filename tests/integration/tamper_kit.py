@@ -553,11 +553,16 @@ def synthetic_dump(root: Path, entries: int, *, run_id: str = "run-big", seal_ev
             if i < entries:
                 artifact = f"artifact {i}\n".encode()
                 observations = [
-                    {"kind": "file", "ref": f"src/file-{i}-{j}.py", "content_hash": sha256_digest(f"obs {i} {j}".encode())}
+                    {
+                        "kind": "file",
+                        "ref": f"src/file-{i}-{j}.py",
+                        "content_hash": sha256_digest(f"obs {i} {j}".encode()),
+                        "size": len(f"obs {i} {j}".encode()),
+                    }
                     for j in range(3)
                 ]
                 value = c.encode(
-                    codec.ACTIVITY_SUBMISSION,
+                    codec.ACTIVITY_SUBMISSION_V2,
                     {
                         "submission_id": f"sub-{i}",
                         "run_id": run_id,

@@ -5,10 +5,15 @@
   once, and the outputs equal the reference folded over the same partition.
 * A producer that under-declares a blob's size gets past the cap, and
   ``bernstein activity verify`` names it: EVIDENCE_SIZE_MISMATCH, exit 2.
+* A hand-built ActivitySubmission.v1 with observations (no sizes, nothing the cap
+  could count) is refused with EVIDENCE_SIZES_UNDECLARED by both cores, unless the
+  scheduler accepts undeclared sizes for a migration; one without observations is
+  journalled. The SDK publishes v2 even for an observation built without a size.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -186,3 +191,102 @@ def test_a_producer_that_under_declares_a_size_is_caught_by_activity_verify(serv
     assert (liar["ok"], liar["reason"]) == (False, message)
     text = pipe.verify_live(run_id)
     assert text.returncode == 2 and message in text.stdout
+
+
+def v1(stage_id: str, blobs: list[str]) -> bytes:
+    """A hand-built ActivitySubmission.v1 of RUN with observations of ``blobs`` (no sizes)."""
+    record = sized(stage_id, [(name, 0) for name in blobs])
+    for observation in record["observations"]:
+        del observation["size"]
+    return codec.encode(codec.ACTIVITY_SUBMISSION, record)
+
+
+@pytest.mark.parametrize("core_name", ["python", "native"])
+def test_a_hand_built_v1_submission_with_observations_is_refused_by_both_cores(
+    core_name: str, settings: Settings, install_keys: InstallKeys
+) -> None:
+    bootstrap = settings.kafka_bootstrap
+    assert bootstrap is not None
+    topics = fresh_topics(bootstrap, f"{settings.topics.prefix}u{core_name[0]}")
+    config = scheduler_config(install_keys, roles={"developer": "coding"})
+    items: list[tuple[bytes | None, bytes | None]] = [
+        (RUN.encode(), v1("v1-evidence", ["frame-a", "frame-b"])),
+        (RUN.encode(), v1("v1-empty", [])),
+        (RUN.encode(), codec.encode(codec.ACTIVITY_SUBMISSION_V2, sized("v2", [("frame-a", 10), ("frame-b", 20)]))),
+    ]
+    offsets = produce_all(bootstrap, topics.submissions, items)
+    core = run_core(core_name, bootstrap, topics, config, len(items))
+
+    out = read_outputs(bootstrap, topics)
+    journalled = [r.inner for r in out["journal"] if r.schema == codec.JOURNAL_RECORD]
+    assert [e["stage_id"] for e in journalled] == ["v1-empty", "v2"]
+    assert [r.record for r in out["refusals"]] == [
+        {
+            "exception": "ActivityRejected",
+            "code": "EVIDENCE_SIZES_UNDECLARED",
+            "message": "this ActivitySubmission.v1 carries 2 observations without byte sizes, so the per-run evidence cap "
+            f"of {CAP} bytes cannot count them; publish ActivitySubmission.v2 with each blob's size",
+            "run_id": RUN,
+            "stage_id": "v1-evidence",
+            "role": "developer",
+            "kind": "coding",
+            "submission_id": "sub-v1-evidence",
+            "field": "observations",
+            "declared": "ActivitySubmission.v1",
+            "recomputed": "ActivitySubmission.v2",
+            "earlier_stage_id": None,
+            "input": {"topic": topics.submissions, "partition": 0, "offset": offsets[0]},
+            "occurred_at_ms": 1_767_225_600_000,
+        }
+    ]
+    expected = fold(config, read_partition(bootstrap, topics, "submissions"))
+    for stream, records in out.items():
+        assert [r.stored() for r in records] == [stored_form(o) for o in expected[stream]], stream
+    if core_name == "native":
+        assert isinstance(core, NativeSchedulerCore)
+        assert core.fallbacks == 0
+
+
+def test_accept_undeclared_sizes_journals_v1_evidence_through_the_broker(settings: Settings, install_keys: InstallKeys) -> None:
+    """The migration flag: the same v1 submission is journalled as JournalEntry.v1 by the native core."""
+    bootstrap = settings.kafka_bootstrap
+    assert bootstrap is not None
+    topics = fresh_topics(bootstrap, f"{settings.topics.prefix}um")
+    config = dataclasses.replace(scheduler_config(install_keys, roles={"developer": "coding"}), accept_undeclared_sizes=True)
+    items: list[tuple[bytes | None, bytes | None]] = [(RUN.encode(), v1("v1-evidence", ["frame-a", "frame-b"]))]
+    produce_all(bootstrap, topics.submissions, items)
+    core = run_core("native", bootstrap, topics, config, len(items))
+    out = read_outputs(bootstrap, topics)
+    assert out["refusals"] == []
+    entries = [codec.decode(r.record["payload"]) for r in out["journal"] if r.schema == codec.JOURNAL_RECORD]
+    assert [(e.schema.name, e.record["stage_id"]) for e in entries] == [(codec.JOURNAL_ENTRY, "v1-evidence")]
+    expected = fold(config, read_partition(bootstrap, topics, "submissions"))
+    for stream, records in out.items():
+        assert [r.stored() for r in records] == [stored_form(o) for o in expected[stream]], stream
+    assert isinstance(core, NativeSchedulerCore) and core.fallbacks == 0
+
+
+def test_the_sdk_publishes_v2_for_an_observation_built_without_a_size(services: Any, tmp_path: Path) -> None:
+    """Sizes are known at capture; an Observation built by hand gets its stored blob's size, so the cap counts it."""
+    pipe = pk.Pipeline.create(services, tmp_path)
+    run_id = "run-unsized"
+    page = b"a page stored before publishing\n" * 50
+    with pipe.emitter() as emitter:
+        emitter.store_blobs([page])
+        unsized = Observation(kind="page", ref="https://example.test/p", content_hash=sha256_digest(page))
+        published = emitter.publish(
+            run_id=run_id, stage_id="s0", role="developer", result=ActivityResult.build("coding", b"{}", [unsized])
+        )
+        decoded = codec.decode(published.value)
+        assert decoded.schema.name == codec.ACTIVITY_SUBMISSION_V2
+        assert decoded.record["observations"][0]["size"] == len(page)
+        emitter.close_run(run_id)
+    pipe.schedule()
+    entries = [
+        codec.decode(codec.decode(r.value or b"").record["payload"])
+        for r in pipe.records("journal")
+        if r.key == run_id.encode() and codec.split_envelope(r.value or b"")[0] == codec.JOURNAL_RECORD
+    ]
+    assert [(e.schema.name, e.record["stage_id"]) for e in entries] == [(codec.JOURNAL_ENTRY_V2, "s0")]
+    result = pipe.verify_live(run_id)
+    assert result.returncode == 0, result.stdout + result.stderr

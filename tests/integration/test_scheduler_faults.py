@@ -830,7 +830,12 @@ def test_an_output_the_broker_refuses_dead_letters_only_its_input(
             submission_id="wide-a/wide",
         )
         after = small_plan(store, ("wide-a",), 21)[11:21]
-        items = [*before, (b"wide-a", codec.encode(codec.ACTIVITY_SUBMISSION, wide)), *after, (b"wide-a", encode_close("wide-a"))]
+        items = [
+            *before,
+            (b"wide-a", codec.encode(codec.ACTIVITY_SUBMISSION_V2, wide)),
+            *after,
+            (b"wide-a", encode_close("wide-a")),
+        ]
         assert len(items) == total
         produce_all(bootstrap, topics.submissions, items[len(before) :])
         thread.join(120)

@@ -566,8 +566,13 @@ def _wire_size(rec: Rec) -> int:
 def _oversized_journal_submission(run_id: str, limit: int) -> bytes:
     """A valid submission under the topic's 2 MiB whose journal record would exceed ``limit``."""
     count = limit // 4080 + 1
-    observations = [
-        {"kind": "page", "ref": f"https://example.test/{i}/" + "r" * 3990, "content_hash": sha256_digest(b"big %d" % i)}
+    observations: list[dict[str, Any]] = [
+        {
+            "kind": "page",
+            "ref": f"https://example.test/{i}/" + "r" * 3990,
+            "content_hash": sha256_digest(b"big %d" % i),
+            "size": len(b"big %d" % i),
+        }
         for i in range(count)
     ]
     record = {
@@ -575,7 +580,7 @@ def _oversized_journal_submission(run_id: str, limit: int) -> bytes:
         "observations": observations,
         "evidence_set_hash": evidence_set_hash(o["content_hash"] for o in observations),
     }
-    value = codec.encode(codec.ACTIVITY_SUBMISSION, record)
+    value = codec.encode(codec.ACTIVITY_SUBMISSION_V2, record)
     assert limit < len(value) < 2_097_152 - 4096, len(value)
     return value
 

@@ -74,7 +74,7 @@ def test_every_broken_rule_is_refused_with_its_exact_record_through_the_broker(
     good = accepted()
     subs = [sub for _, sub, _ in breaches] + good
     items: list[tuple[bytes | None, bytes | None]] = [
-        (sub["run_id"].encode(), codec.encode(codec.ACTIVITY_SUBMISSION, sub)) for sub in subs
+        (sub["run_id"].encode(), codec.encode(codec.ACTIVITY_SUBMISSION_V2, sub)) for sub in subs
     ]
     offsets = produce_all(bootstrap, topics.submissions, items)
     core = run_core(core_name, bootstrap, topics, config, len(items))
