@@ -36,6 +36,7 @@ from tests.modality_kit import (
     refusal_record,
     research_submission,
 )
+from tests.submissions import encode_submission
 from tests.unit.test_documents_rules import DATAOPS, RESEARCH
 
 BREACHES: list[tuple[str, dict[str, Any], Violation]] = [
@@ -73,9 +74,7 @@ def test_every_broken_rule_is_refused_with_its_exact_record_through_the_broker(
     breaches = [(name, {**sub, "submission_id": f"breach-{i}"}, v) for i, (name, sub, v) in enumerate(BREACHES)]
     good = accepted()
     subs = [sub for _, sub, _ in breaches] + good
-    items: list[tuple[bytes | None, bytes | None]] = [
-        (sub["run_id"].encode(), codec.encode(codec.ACTIVITY_SUBMISSION_V2, sub)) for sub in subs
-    ]
+    items: list[tuple[bytes | None, bytes | None]] = [(sub["run_id"].encode(), encode_submission(sub)) for sub in subs]
     offsets = produce_all(bootstrap, topics.submissions, items)
     core = run_core(core_name, bootstrap, topics, config, len(items))
 
