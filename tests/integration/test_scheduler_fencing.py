@@ -98,6 +98,15 @@ def assert_stopped_fenced(process: SchedulerProcess, topics: Topics) -> None:
     assert "recreating the producer" not in text, text
 
 
+def stop_the_survivor(process: SchedulerProcess) -> None:
+    """SIGTERM the instance that kept the partition: exit 0, and it was never fenced back (one start-up, no recovery)."""
+    process.proc.send_signal(signal.SIGTERM)
+    assert process.wait(60) == 0, process.text()
+    text = process.text()
+    assert text.count("state rebuilt") == 1, text
+    assert "recreating the producer" not in text and "fenced" not in text.lower(), text
+
+
 def assert_exactly_once(
     bootstrap: str,
     topics: Topics,
@@ -172,12 +181,7 @@ def test_two_schedulers_on_one_partition_the_newer_keeps_it(
     produce_all(bootstrap, topics.submissions, items[len(first_wave) + len(second_wave) :])
     wait_committed(bootstrap, topics, len(items), newer)
     assert newer.alive()
-    newer.proc.send_signal(signal.SIGTERM)
-    assert newer.wait(60) == 0, newer.text()
-    text = newer.text()
-    # the newer instance was never fenced back: one start-up, no recovery
-    assert text.count("state rebuilt") == 1, text
-    assert "recreating the producer" not in text and "fenced" not in text.lower(), text
+    stop_the_survivor(newer)
 
     assert_exactly_once(
         bootstrap,
@@ -288,12 +292,7 @@ def test_a_paused_instance_resumed_after_a_takeover_commits_nothing(
     items = streamed + closes()
     produce_all(bootstrap, topics.submissions, items[len(streamed) :])
     wait_committed(bootstrap, topics, len(items), takeover)
-    takeover.proc.send_signal(signal.SIGTERM)
-    assert takeover.wait(60) == 0, takeover.text()
-    text = takeover.text()
-    # the newer instance was never fenced back: one start-up, no recovery
-    assert text.count("state rebuilt") == 1 and "recreating the producer" not in text, text
-    assert "fenced" not in text.lower(), text
+    stop_the_survivor(takeover)
 
     assert_exactly_once(
         bootstrap,
