@@ -12,6 +12,7 @@ and the rebuild restores each run's total from the journal.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
@@ -409,3 +410,18 @@ def test_a_browser_result_counts_only_frames_its_actions_did_not() -> None:
     refusal = refusal_of(pair.feed(sized_sub("s1", [(shot, 1000), (blob("big"), CAP - 1157 + 1)])))
     assert (refusal["code"], refusal["declared"]) == ("EVIDENCE_CAP_EXCEEDED", str(CAP + 1))
     assert pair.native.fallbacks == before + 1
+
+
+def test_the_scheduler_command_takes_accept_undeclared_sizes(tmp_path: Path) -> None:
+    """`bernstein scheduler run --accept-undeclared-sizes` reaches SchedulerConfig; off by default."""
+    from bernstein.cli import build_parser
+    from bernstein.commands.scheduler import scheduler_config
+    from substrate.keys import init_keys
+
+    keys = init_keys(tmp_path / "keys")
+    roles = Path(__file__).resolve().parents[2] / "config" / "roles.toml"
+    assert scheduler_config(keys, roles, 1000).accept_undeclared_sizes is False
+    assert scheduler_config(keys, roles, 1000, accept_undeclared_sizes=True).accept_undeclared_sizes is True
+    parser = build_parser()
+    assert parser.parse_args(["scheduler", "run"]).accept_undeclared_sizes is False
+    assert parser.parse_args(["scheduler", "run", "--accept-undeclared-sizes"]).accept_undeclared_sizes is True
