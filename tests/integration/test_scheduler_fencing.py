@@ -195,12 +195,21 @@ def test_two_schedulers_on_one_partition_the_newer_keeps_it(
 
 
 class Feeder(threading.Thread):
-    """Publishes items in small paced bursts, so the scheduler keeps opening transactions."""
+    """Publishes items in small paced bursts, so the scheduler keeps opening transactions.
+
+    The bursts are small and paced (about 15 s for 1,500 items) so that transactions keep
+    opening for as long as the test may need to catch one open, however late the scheduler
+    started; once ``hurry`` is set, the rest goes out at once.
+    """
+
+    BURST = 5
+    PAUSE_S = 0.05
 
     def __init__(self, bootstrap: str, topic: str, items: list[tuple[bytes, bytes]]) -> None:
         super().__init__(name="feeder", daemon=True)
         self.bootstrap, self.topic, self.items = bootstrap, topic, items
         self.errors: list[str] = []
+        self.hurry = threading.Event()
 
     def run(self) -> None:
         producer = idempotent_producer(self.bootstrap)
@@ -209,11 +218,12 @@ class Feeder(threading.Thread):
             if err is not None:
                 self.errors.append(str(err))
 
-        for start in range(0, len(self.items), 20):
-            for key, value in self.items[start : start + 20]:
+        for start in range(0, len(self.items), self.BURST):
+            for key, value in self.items[start : start + self.BURST]:
                 producer.produce(self.topic, value=value, key=key, partition=0, on_delivery=delivered)
             producer.poll(0)
-            time.sleep(0.03)
+            if not self.hurry.is_set():
+                time.sleep(self.PAUSE_S)
         if producer.flush(60) != 0:
             self.errors.append("undelivered records")
 
@@ -268,6 +278,7 @@ def test_a_paused_instance_resumed_after_a_takeover_commits_nothing(
             if not caught:
                 zombie.proc.send_signal(signal.SIGCONT)
         assert caught, "never caught the scheduler inside an open transaction"
+        feeder.hurry.set()
 
         takeover = spawn()  # fences the frozen instance and aborts its open transaction
         feeder.join(120)
