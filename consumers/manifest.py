@@ -12,19 +12,47 @@ A TOML file with ``[[roles]]`` entries::
 ``agent_kind`` defaults to ``coding`` so manifests written before modalities
 existed keep their meaning. A role that is not declared may not submit at all
 (the scheduler refuses with UNKNOWN_ROLE): the manifest is an allow-list.
+
+Producers are pinned the same way, with ``[[producers]]`` (docs/security.md)::
+
+    [[producers]]
+    name = "research-worker"            # the producer.id of its submissions
+    roles = ["scout"]                   # roles it may submit under
+    agent_kinds = ["browser"]           # optional: kinds for role-less computer-use actions
+      [[producers.keys]]
+      public_key = "<64 hex>"           # `bernstein keys show --dir <producer keys>`
+      valid_from_ms = 0                 # optional
+      valid_until_ms = 1767225600000    # optional: set it to retire or revoke the key
+
+A submission signed by a key no producer holds, outside the key's lifetime, for
+another producer's name, or under a role its producer was not granted, is refused.
 """
 
 from __future__ import annotations
 
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from consumers.core.model import Lifetime, Producer, ProducerKey, ProducerRegistry
+from schemas.canonical import public_key_id
 from schemas.errors import MalformedInput
 from schemas.records import ID_RULE, KINDS, ActivityKind, is_valid_id
+from substrate.keys import KeyPurpose, KeyStatus, TrustedKey, TrustedKeys, Validity
 
 DEFAULT_KIND: Final = ActivityKind.CODING.value
 _ROLE_KEYS: Final = frozenset({"role", "agent_kind", "description"})
+_PRODUCER_KEYS: Final = frozenset({"name", "roles", "agent_kinds", "keys", "description"})
+_KEY_KEYS: Final = frozenset({"public_key", "key_id", "valid_from_ms", "valid_until_ms", "status", "description"})
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The whole manifest: roles and the producers that may take them."""
+
+    roles: dict[str, str]
+    producers: ProducerRegistry
 
 
 class ManifestError(MalformedInput):
@@ -67,11 +95,122 @@ def roles_from_document(document: dict[str, Any], *, source: str = "<manifest>")
     return roles
 
 
-def load_roles(path: Path) -> dict[str, str]:
+def producers_from_document(document: dict[str, Any], roles: dict[str, str], *, source: str = "<manifest>") -> ProducerRegistry:
+    """The ``[[producers]]`` entries (none is valid: then nobody may submit)."""
+    entries = document.get("producers", [])
+    if not isinstance(entries, list):
+        raise ManifestError(f"{source}: producers must be an array of tables ([[producers]])")
+    producers: list[Producer] = []
+    for index, entry in enumerate(entries):
+        where = f"{source}: producers[{index}]"
+        if not isinstance(entry, dict):
+            raise ManifestError(f"{where} must be a table")
+        unknown = set(entry) - _PRODUCER_KEYS
+        if unknown:
+            raise ManifestError(f"{where} has unknown keys {sorted(unknown)}; allowed: {sorted(_PRODUCER_KEYS)}")
+        name = entry.get("name")
+        if not isinstance(name, str) or not name or len(name) > 256 or not name.isprintable():
+            raise ManifestError(f"{where}: name must be the producer.id its submissions carry (1 to 256 printable characters)")
+        granted = _strings(entry.get("roles", []), f"{where}: roles")
+        for role in granted:
+            if role not in roles:
+                raise ManifestError(f"{where}: role {role!r} is not declared in [[roles]]")
+        kinds = _strings(entry.get("agent_kinds", []), f"{where}: agent_kinds")
+        for kind in kinds:
+            if kind not in KINDS:
+                raise ManifestError(f"{where}: agent kind {kind!r} is not one of: {', '.join(sorted(KINDS))}")
+        keys = entry.get("keys")
+        if not isinstance(keys, list) or not keys:
+            raise ManifestError(f"{where}: a producer needs at least one [[producers.keys]] entry with its public_key")
+        producers.append(
+            Producer(
+                name=name,
+                roles=frozenset(granted),
+                agent_kinds=frozenset(kinds) | frozenset(roles[r] for r in granted),
+                keys=tuple(_producer_key(key, f"{where}.keys[{k}]") for k, key in enumerate(keys)),
+            )
+        )
+    names = [p.name for p in producers]
+    for name in names:
+        if names.count(name) > 1:
+            raise ManifestError(f"{source}: producer {name!r} is declared twice")
     try:
-        text = path.read_text(encoding="utf-8")
+        return ProducerRegistry.of(producers)
+    except ValueError as exc:
+        raise ManifestError(f"{source}: {exc}") from exc
+
+
+def _producer_key(entry: object, where: str) -> ProducerKey:
+    if not isinstance(entry, dict):
+        raise ManifestError(f"{where} must be a table")
+    unknown = set(entry) - _KEY_KEYS
+    if unknown:
+        raise ManifestError(f"{where} has unknown keys {sorted(unknown)}; allowed: {sorted(_KEY_KEYS)}")
+    text = entry.get("public_key")
+    try:
+        raw = bytes.fromhex(text) if isinstance(text, str) else b""
+    except ValueError:
+        raw = b""
+    if len(raw) != 32:
+        raise ManifestError(f"{where}: public_key must be 64 hex characters (the producer's raw Ed25519 public key)")
+    key_id = public_key_id(raw)
+    if entry.get("key_id", key_id) != key_id:
+        raise ManifestError(f"{where}: key_id {entry['key_id']!r} does not match public_key ({key_id})")
+    start = entry.get("valid_from_ms", 0)
+    until = entry.get("valid_until_ms")
+    if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+        raise ManifestError(f"{where}: valid_from_ms must be a non-negative integer (milliseconds since the epoch)")
+    if until is not None and (not isinstance(until, int) or isinstance(until, bool) or until <= start):
+        raise ManifestError(f"{where}: valid_until_ms must be an integer after valid_from_ms")
+    return ProducerKey(key_id, raw, Lifetime(start, until))
+
+
+def _strings(value: object, where: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ManifestError(f"{where} must be a list of strings")
+    return list(value)
+
+
+def parse_manifest(text: str, *, source: str = "<manifest>") -> Manifest:
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ManifestError(f"{source} is not valid TOML: {exc}") from exc
+    unknown = set(document) - {"roles", "producers"}
+    if unknown:
+        raise ManifestError(f"{source} has unknown top-level keys {sorted(unknown)}; allowed: roles, producers")
+    roles = roles_from_document(document, source=source)
+    return Manifest(roles=roles, producers=producers_from_document(document, roles, source=source))
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ManifestError(f"no roles manifest at {path}; pass --roles FILE (see config/roles.toml)") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ManifestError(f"cannot read roles manifest {path}: {exc}") from exc
-    return parse_roles(text, source=str(path))
+
+
+def load_roles(path: Path) -> dict[str, str]:
+    return parse_roles(_read(path), source=str(path))
+
+
+def load_manifest(path: Path) -> Manifest:
+    """Roles and producers (``bernstein scheduler run --roles``, ``bernstein keys trust --manifest``)."""
+    return parse_manifest(_read(path), source=str(path))
+
+
+def trusted_producer_keys(registry: ProducerRegistry) -> TrustedKeys:
+    """The registered producers' public keys as a verifier pins them (``bernstein keys trust --manifest``)."""
+    return TrustedKeys.of(
+        TrustedKey(
+            key.key_id,
+            KeyPurpose.PRODUCER,
+            key.public_key,
+            Validity(key.lifetime.valid_from_ms, key.lifetime.valid_until_ms),
+            producer.name,
+            KeyStatus.ACTIVE if key.lifetime.valid_until_ms is None else KeyStatus.RETIRED,
+        )
+        for producer, key in registry.by_key.values()
+    )

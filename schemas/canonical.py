@@ -49,6 +49,7 @@ DOMAIN_LINEAGE_ENTRY: Final = "bernstein/lineage-entry/v1"
 DOMAIN_AUDIT_RECORD_V2: Final = "bernstein/audit-record/v2"
 DOMAIN_CHECKPOINT_GENESIS: Final = "bernstein/checkpoint-genesis/v1"
 DOMAIN_PARTITION_CHECKPOINT: Final = "bernstein/partition-checkpoint/v1"
+DOMAIN_SUBMISSION: Final = "bernstein/submission/v1"
 
 
 # --------------------------------------------------------------------------
@@ -300,6 +301,65 @@ def signing_input(domain: str, document: Any) -> bytes:
 
 
 # --------------------------------------------------------------------------
+# Producer signatures (ActivitySubmission.v3, RunClose.v2)
+# --------------------------------------------------------------------------
+
+STATEMENT_ACTIVITY: Final = "activity"
+STATEMENT_RUN_CLOSE: Final = "run_close"
+
+
+def submission_statement(record: Mapping[str, Any], key_id: str) -> dict[str, Any]:
+    """What a producer signs for an activity submission: every field the journal also keeps.
+
+    ``record`` is an ActivitySubmission (``producer`` nested) or a JournalEntry (``producer_id``)
+    of v2 or v3: the statement is the same, so the verifier rebuilds it from the journal alone.
+    The artifact is covered by ``artifact_hash`` (the scheduler checks one against the other);
+    ``producer.sdk`` is not journalled and not signed.
+    """
+    producer_id = record["producer"]["id"] if "producer" in record else record["producer_id"]
+    return {
+        "type": STATEMENT_ACTIVITY,
+        "submission_id": record["submission_id"],
+        "run_id": record["run_id"],
+        "stage_id": record["stage_id"],
+        "role": record["role"],
+        "producer_id": producer_id,
+        "kind": record["kind"],
+        "artifact_hash": record["artifact_hash"],
+        "evidence_set_hash": record["evidence_set_hash"],
+        "observations": [
+            {"kind": o["kind"], "ref": o["ref"], "content_hash": o["content_hash"], "size": o.get("size", 0)}
+            for o in record["observations"]
+        ],
+        "terminal_state": record["terminal_state"],
+        "reason_code": record["reason_code"],
+        "occurred_at_ms": record["occurred_at_ms"],
+        "key_id": key_id,
+    }
+
+
+def run_close_statement(submission_id: str, run_id: str, producer_id: str, occurred_at_ms: int, key_id: str) -> dict[str, Any]:
+    """What a producer signs to close a run (RunClose.v2; RunSeal.v2 ``closed_by`` keeps every field)."""
+    return {
+        "type": STATEMENT_RUN_CLOSE,
+        "submission_id": submission_id,
+        "run_id": run_id,
+        "producer_id": producer_id,
+        "occurred_at_ms": occurred_at_ms,
+        "key_id": key_id,
+    }
+
+
+def submission_signing_input(statement: Mapping[str, Any]) -> bytes:
+    """The exact bytes a producer's Ed25519 key signs: ``PAE(bernstein/submission/v1, canonical JSON)``.
+
+    Raises ``CanonicalizationError`` for a statement canonical JSON cannot carry (an integer
+    beyond 2**53 - 1): such a submission cannot have a valid signature.
+    """
+    return signing_input(DOMAIN_SUBMISSION, dict(statement))
+
+
+# --------------------------------------------------------------------------
 # Modalities: data/ops plans, computer-use anchors
 # --------------------------------------------------------------------------
 
@@ -342,7 +402,8 @@ def lineage_signing_input(entry: bytes) -> bytes:
 
 
 def lineage_hmac(key: bytes, entry: bytes) -> str:
-    """The operator HMAC envelope of a lineage entry (keyed with the install's audit key)."""
+    """The HMAC envelope of a lineage entry, keyed with the producer's own lineage key (``hmac_key_id``
+    in the entry names it; entries written before producer identities used the audit key)."""
     return _mac(key, lineage_signing_input(entry))
 
 
@@ -355,7 +416,8 @@ def typed_value_digest(key: bytes, value: str) -> str:
     """Keyed digest of a typed form value: the value itself never enters a chain.
 
     Keyed (HMAC) rather than a bare hash so a short secret cannot be recovered
-    by hashing a dictionary of guesses.
+    by hashing a dictionary of guesses; the key is the producer's redaction key,
+    which never leaves the producer host (no trusted-keys file carries it).
     """
     return _mac(key, pae(DOMAIN_TYPED_VALUE, value.encode("utf-8")))
 

@@ -33,14 +33,28 @@ ACTIVITY_SUBMISSION: Final = "ActivitySubmission.v1"
 ACTIVITY_SUBMISSION_V2: Final = "ActivitySubmission.v2"
 """What the SDK publishes since v2: each observation declares its blob's byte size (the per-run evidence
 cap); v1 stays accepted (its blobs count 0 toward the cap, and the verifier reports their sizes)."""
+ACTIVITY_SUBMISSION_V3: Final = "ActivitySubmission.v3"
+"""What the SDK publishes since v3: v2 plus the producer's key id and Ed25519 signature over the
+submission statement (``canonical.submission_statement``). v1 and v2 decode, and are refused as
+SUBMISSION_UNSIGNED."""
+ACTIVITY_SUBMISSIONS: Final = frozenset({ACTIVITY_SUBMISSION, ACTIVITY_SUBMISSION_V2, ACTIVITY_SUBMISSION_V3})
 RUN_CLOSE: Final = "RunClose.v1"
+RUN_CLOSE_V2: Final = "RunClose.v2"
+"""A signed run close (producer key id and signature over ``canonical.run_close_statement``)."""
+RUN_CLOSES: Final = frozenset({RUN_CLOSE, RUN_CLOSE_V2})
 JOURNAL_ENTRY: Final = "JournalEntry.v1"
 JOURNAL_ENTRY_V2: Final = "JournalEntry.v2"
 """The entry the scheduler writes for an ActivitySubmission.v2 (observations with their declared sizes)."""
-JOURNAL_ENTRIES: Final = frozenset({JOURNAL_ENTRY, JOURNAL_ENTRY_V2})
-"""Both activity.result entry layouts (the same fields; v2 observations also carry ``size``)."""
+JOURNAL_ENTRY_V3: Final = "JournalEntry.v3"
+"""The entry for an ActivitySubmission.v3: v2 plus the producer key id and signature."""
+JOURNAL_ENTRIES: Final = frozenset({JOURNAL_ENTRY, JOURNAL_ENTRY_V2, JOURNAL_ENTRY_V3})
+"""Every activity.result entry layout (the same fields; v2 observations also carry ``size``; v3 adds
+the producer's key id and signature)."""
 JOURNAL_RECORD: Final = "JournalRecord.v1"
 RUN_SEAL: Final = "RunSeal.v1"
+RUN_SEAL_V2: Final = "RunSeal.v2"
+"""What the scheduler writes since v2: v1 plus ``closed_by``, the signed RunClose.v2 that closed the run."""
+RUN_SEALS: Final = frozenset({RUN_SEAL, RUN_SEAL_V2})
 SEAL_RECORD: Final = "SealRecord.v1"
 REFUSAL: Final = "Refusal.v1"
 DEAD_LETTER: Final = "DeadLetter.v1"

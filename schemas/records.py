@@ -208,6 +208,20 @@ class RefusalCode(StrEnum):
     INVALID_EVIDENCE_SIZE = "INVALID_EVIDENCE_SIZE"
     EVIDENCE_CAP_EXCEEDED = "EVIDENCE_CAP_EXCEEDED"
     EVIDENCE_SIZES_UNDECLARED = "EVIDENCE_SIZES_UNDECLARED"
+    # Producer identity (issue 12, docs/security.md): every submission is signed by a producer key
+    # registered in the manifest, in this order of checks.
+    SUBMISSION_UNSIGNED = "SUBMISSION_UNSIGNED"
+    """An ActivitySubmission.v1/v2 or RunClose.v1: no producer signature."""
+    PRODUCER_KEY_UNKNOWN = "PRODUCER_KEY_UNKNOWN"
+    """The signing key id is not registered to any producer in the manifest."""
+    PRODUCER_MISMATCH = "PRODUCER_MISMATCH"
+    """producer.id differs from the producer the signing key is registered to."""
+    PRODUCER_KEY_NOT_VALID = "PRODUCER_KEY_NOT_VALID"
+    """The input's timestamp is outside the key's validity range (revoked, retired or not yet valid)."""
+    SUBMISSION_SIGNATURE_INVALID = "SUBMISSION_SIGNATURE_INVALID"
+    """The Ed25519 signature does not verify over the submission statement."""
+    PRODUCER_ROLE_NOT_ALLOWED = "PRODUCER_ROLE_NOT_ALLOWED"
+    """The producer may not take this role (or act as this agent kind)."""
 
 
 class DeadLetterCode(StrEnum):

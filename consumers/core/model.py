@@ -6,10 +6,10 @@ turns Kafka messages into ``InputRecord`` and ``OutputRecord`` into produces.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
 from schemas.canonical import checkpoint_genesis, journal_genesis
 from schemas.records import MAX_MESSAGE_BYTES
@@ -22,6 +22,8 @@ DEFAULT_MAX_OUTPUT_BYTES: Final = MAX_MESSAGE_BYTES - OUTPUT_FRAMING_ALLOWANCE
 """2,080,768: the largest output (key + value + header names and values) the core writes."""
 MIN_MAX_OUTPUT_BYTES: Final = 64 * 1024
 """A smaller limit could not hold a refusal or a dead letter without its raw value."""
+_K = TypeVar("_K", "SealKey", "AuditKeyVersion")
+
 MAX_CHECKPOINT_EVERY: Final = 1000
 """The largest ``checkpoint_every``: the verifier relies on it before a partition's first checkpoint."""
 
@@ -78,6 +80,91 @@ class Signer(Protocol):
     def sign(self, data: bytes) -> bytes: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Lifetime:
+    """``[valid_from_ms, valid_until_ms)``, compared with an input record's Kafka timestamp."""
+
+    valid_from_ms: int = 0
+    valid_until_ms: int | None = None
+
+    def contains(self, timestamp_ms: int) -> bool:
+        return timestamp_ms >= self.valid_from_ms and (self.valid_until_ms is None or timestamp_ms < self.valid_until_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class SealKey:
+    """One of the scheduler's seal keys (private part held) with its lifetime."""
+
+    signer: Signer
+    lifetime: Lifetime = Lifetime()
+
+
+@dataclass(frozen=True, slots=True)
+class AuditKeyVersion:
+    """One of the scheduler's audit keys with its lifetime."""
+
+    secret: bytes
+    key_id: str
+    lifetime: Lifetime = Lifetime()
+
+
+def key_for(keys: Sequence[_K], timestamp_ms: int) -> _K:
+    """The key the scheduler uses for an input stamped ``timestamp_ms`` (docs/security.md, rotation).
+
+    The newest key whose lifetime contains the timestamp; if none does, the newest key. Keys are
+    oldest first. A pure function of the key ring and the input, so a replay picks the same key.
+    """
+    for key in reversed(keys):
+        if key.lifetime.contains(timestamp_ms):
+            return key
+    return keys[-1]
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerKey:
+    """A producer's registered Ed25519 public key and the time it may sign in."""
+
+    key_id: str
+    public_key: bytes
+    lifetime: Lifetime = Lifetime()
+
+
+@dataclass(frozen=True)
+class Producer:
+    """A registered producer: its name (``producer.id`` of its submissions), grants and keys."""
+
+    name: str
+    roles: frozenset[str]
+    """Roles it may submit under."""
+    agent_kinds: frozenset[str]
+    """Agent kinds it may act as: those of its roles, and any granted explicitly (computer-use actions
+    carry no role: a browser worker needs ``browser``)."""
+    keys: tuple[ProducerKey, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProducerRegistry:
+    """Every registered producer, and which producer each key id belongs to."""
+
+    producers: Mapping[str, Producer] = field(default_factory=dict)
+    by_key: Mapping[str, tuple[Producer, ProducerKey]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, producers: Sequence[Producer]) -> ProducerRegistry:
+        by_key: dict[str, tuple[Producer, ProducerKey]] = {}
+        for producer in producers:
+            for key in producer.keys:
+                if key.key_id in by_key:
+                    raise ValueError(
+                        f"key {key.key_id} is registered to both {by_key[key.key_id][0].name!r} and {producer.name!r}"
+                    )
+                by_key[key.key_id] = (producer, key)
+        return cls({p.name: p for p in producers}, by_key)
+
+    def lookup(self, key_id: str) -> tuple[Producer, ProducerKey] | None:
+        return self.by_key.get(key_id)
+
+
 @dataclass(frozen=True)
 class SchedulerConfig:
     """Everything besides the input that the outputs depend on."""
@@ -85,13 +172,19 @@ class SchedulerConfig:
     roles: Mapping[str, str]
     """role -> agent_kind, from the roles manifest."""
     signer: Signer
+    """The current seal key (signs seals and checkpoints when ``seal_keys`` is empty)."""
     audit_key: bytes
     audit_key_id: str
+    """The current audit key (MACs the audit chain when ``audit_keys`` is empty)."""
     seal_every: int = 1000
     """A non-final seal after every this many entries of a run."""
-    producer_keys: Mapping[str, bytes] = field(default_factory=dict)
-    """key_id -> raw Ed25519 public key of producers whose signed lineage entries are accepted
-    (computer-use actions); the scheduler's own signing key is always included."""
+    producers: ProducerRegistry = field(default_factory=ProducerRegistry)
+    """Registered producers (the manifest's ``[[producers]]``): every submission must be signed by
+    one of their keys, valid at the input's timestamp, under a role the producer is granted."""
+    seal_keys: tuple[SealKey, ...] = ()
+    """The seal key ring, oldest first, when keys were rotated (``key_for`` picks one per input)."""
+    audit_keys: tuple[AuditKeyVersion, ...] = ()
+    """The audit key ring, oldest first (retired keys included: rebuild checks old records)."""
     checkpoint_every: int = MAX_CHECKPOINT_EVERY
     """A signed partition checkpoint after every step that leaves this many audit records (or more)
     uncovered since the last one (1 to ``MAX_CHECKPOINT_EVERY``); one also follows every final seal."""
@@ -106,9 +199,30 @@ class SchedulerConfig:
     with EVIDENCE_SIZES_UNDECLARED."""
 
     def producer_key(self, key_id: str) -> bytes | None:
-        if key_id == self.signer.key_id:
-            return getattr(self.signer, "public_key_raw", None)
-        return self.producer_keys.get(key_id)
+        """Transitional (until lineage checks use ``producers``): a registered key, or the seal key."""
+        found = self.producers.lookup(key_id)
+        if found is not None:
+            return found[1].public_key
+        return getattr(self.signer, "public_key_raw", None) if key_id == self.signer.key_id else None
+
+    def seal_key_at(self, timestamp_ms: int) -> Signer:
+        """The seal key for an input stamped ``timestamp_ms``."""
+        if not self.seal_keys:
+            return self.signer
+        return key_for(self.seal_keys, timestamp_ms).signer
+
+    def audit_key_at(self, timestamp_ms: int) -> AuditKeyVersion:
+        """The audit key for an input stamped ``timestamp_ms``."""
+        if not self.audit_keys:
+            return AuditKeyVersion(self.audit_key, self.audit_key_id)
+        return key_for(self.audit_keys, timestamp_ms)
+
+    def audit_secret(self, key_id: str) -> bytes | None:
+        """Any audit key of the ring by id (rebuild checks records MACed before a rotation)."""
+        for key in self.audit_keys or (AuditKeyVersion(self.audit_key, self.audit_key_id),):
+            if key.key_id == key_id:
+                return key.secret
+        return None
 
 
 @dataclass(slots=True)
