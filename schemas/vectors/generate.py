@@ -26,6 +26,12 @@ from schemas.errors import CanonicalizationError
 HERE = Path(__file__).resolve().parent
 SEED = bytes(range(32))
 HMAC_KEY = bytes.fromhex("a0" * 32)
+PRODUCER_SEED = bytes(range(32, 64))
+"""The producer identity of the signature vectors (a producer host's own key, never the seal key)."""
+LINEAGE_KEY = bytes.fromhex("b1" * 32)
+"""The producer's lineage envelope key (producer-held; the scheduler and verifier never see it)."""
+REDACTION_KEY = bytes.fromhex("c2" * 32)
+"""The producer's redaction key for typed-value digests (never exported)."""
 H = {name: canonical.sha256_digest(name.encode()) for name in ("alpha", "beta", "gamma")}
 
 
@@ -351,6 +357,26 @@ def _avro_samples() -> dict[str, dict[str, Any]]:
             "input": {"topic": "bernstein.activity.submissions", "partition": 0, "offset": 11},
             "occurred_at_ms": 1767225600003,
         },
+        codec.ACTIVITY_SUBMISSION_V3: _signed_activity(),
+        codec.JOURNAL_ENTRY_V3: _journal_entry_v3(),
+        codec.RUN_CLOSE_V2: _signed_close(),
+        codec.RUN_SEAL_V2: {
+            "run_id": "run-42",
+            "partition": 0,
+            "entry_count": 1,
+            "head_hash": canonical.sha256_digest(b"head"),
+            "last_input_offset": 12,
+            "final": True,
+            "audit_seq": 2,
+            "audit_head": "hmac-sha256:" + "ab" * 32,
+            "sealed_at_ms": 1767225600005,
+            "closed_by": {
+                k: v
+                for k, v in _signed_close().items()
+                if k not in ("run_id", "producer", "producer_key_id", "producer_signature")
+            }
+            | {"producer_id": "worker@host", "key_id": _producer().key_id, "signature": _signed_close()["producer_signature"]},
+        },
         codec.RUN_CLOSE: {
             "submission_id": "00000000000000000000000000000002",
             "run_id": "run-42",
@@ -369,6 +395,148 @@ def _avro_samples() -> dict[str, dict[str, Any]]:
             "key_size": 10,
             "input": {"topic": "bernstein.activity.submissions", "partition": 0, "offset": 9},
             "record_timestamp_ms": 1767225600002,
+        },
+    }
+
+
+def _producer() -> Any:
+    from substrate.keys import Ed25519Signer
+
+    return Ed25519Signer.from_seed(PRODUCER_SEED)
+
+
+def _activity_v2() -> dict[str, Any]:
+    return {
+        "submission_id": "00000000000000000000000000000004",
+        "run_id": "run-42",
+        "stage_id": "research-2",
+        "role": "scout",
+        "producer": {"id": "worker@host", "sdk": "bernstein-python/0.1.0"},
+        "kind": "research",
+        "artifact": b'"report"',
+        "artifact_hash": canonical.artifact_hash(b'"report"'),
+        "evidence_set_hash": canonical.evidence_set_hash([H["alpha"], H["beta"]]),
+        "observations": [
+            {"kind": "page", "ref": "https://a", "content_hash": H["alpha"], "size": 5},
+            {"kind": "page", "ref": "https://b/caf\u00e9", "content_hash": H["beta"], "size": 4},
+        ],
+        "terminal_state": "completed",
+        "reason_code": "ok",
+        "occurred_at_ms": 1767225600004,
+    }
+
+
+def _signed_activity() -> dict[str, Any]:
+    signer = _producer()
+    record = _activity_v2()
+    statement = canonical.submission_statement(record, signer.key_id)
+    return {
+        **record,
+        "producer_key_id": signer.key_id,
+        "producer_signature": signer.sign(canonical.submission_signing_input(statement)),
+    }
+
+
+def _journal_entry_v3() -> dict[str, Any]:
+    sub = _signed_activity()
+    return {
+        "run_id": sub["run_id"],
+        "seq": 2,
+        "prev_hash": canonical.sha256_digest(b"previous entry"),
+        "entry_type": "activity.result",
+        "stage_id": sub["stage_id"],
+        "role": sub["role"],
+        "kind": sub["kind"],
+        "producer_id": sub["producer"]["id"],
+        "submission_id": sub["submission_id"],
+        "artifact_hash": sub["artifact_hash"],
+        "evidence_set_hash": sub["evidence_set_hash"],
+        "observations": sub["observations"],
+        "terminal_state": sub["terminal_state"],
+        "reason_code": sub["reason_code"],
+        "input": {"topic": "bernstein.activity.submissions", "partition": 0, "offset": 13},
+        "occurred_at_ms": sub["occurred_at_ms"],
+        "producer_key_id": sub["producer_key_id"],
+        "producer_signature": sub["producer_signature"],
+    }
+
+
+def _signed_close() -> dict[str, Any]:
+    signer = _producer()
+    statement = canonical.run_close_statement(
+        "00000000000000000000000000000005", "run-42", "worker@host", 1767225600005, signer.key_id
+    )
+    return {
+        "submission_id": "00000000000000000000000000000005",
+        "run_id": "run-42",
+        "producer": {"id": "worker@host", "sdk": "bernstein-python/0.1.0"},
+        "occurred_at_ms": 1767225600005,
+        "producer_key_id": signer.key_id,
+        "producer_signature": signer.sign(canonical.submission_signing_input(statement)),
+    }
+
+
+def signature_vectors() -> dict[str, Any]:
+    """Every byte string a producer signs or MACs, from fixed keys: other languages reproduce these."""
+    from schemas.documents.browser import Action, LineageBinding, lineage_entry
+
+    signer = _producer()
+    activity = _signed_activity()
+    activity_statement = canonical.submission_statement(activity, signer.key_id)
+    close = _signed_close()
+    close_statement = canonical.run_close_statement(
+        close["submission_id"], close["run_id"], close["producer"]["id"], close["occurred_at_ms"], signer.key_id
+    )
+    genesis = canonical.computer_use_genesis("run-42", "session-1")
+    obs = canonical.observation_hash(b"\x89PNG fake screenshot", canonical.sha256_digest(b'- heading "Sign up" [level=1]'))
+    action = Action("type", "#email", canonical.typed_value_digest(REDACTION_KEY, "ada@example.org"))
+    anchor = canonical.action_anchor(genesis, obs, action.to_record())
+    entry = canonical.canonical_json(
+        lineage_entry(
+            LineageBinding("run-42", "session-1", 0, anchor, genesis, "worker@host"),
+            key_id=signer.key_id,
+            hmac_key_id=canonical.hmac_key_id(LINEAGE_KEY),
+            observation_hash=obs,
+            screenshot_hash=canonical.sha256_digest(b"\x89PNG fake screenshot"),
+            dom_digest=canonical.sha256_digest(b'- heading "Sign up" [level=1]'),
+            action=action,
+        )
+    )
+
+    def statement_case(statement: dict[str, Any], record: dict[str, Any], schema: str) -> dict[str, Any]:
+        signing_input = canonical.submission_signing_input(statement)
+        return {
+            "schema": schema,
+            "record": _hexify(record),
+            "statement": statement,
+            "statement_canonical_utf8": canonical.canonical_json(statement).decode(),
+            "signing_input_hex": signing_input.hex(),
+            "signature_hex": signer.sign(signing_input).hex(),
+        }
+
+    return {
+        "producer": {
+            "ed25519_seed_hex": PRODUCER_SEED.hex(),
+            "public_key_hex": signer.public_key_raw.hex(),
+            "key_id": signer.key_id,
+            "signing_domain": canonical.DOMAIN_SUBMISSION,
+            "rule": "signature = Ed25519(seed, PAE(signing_domain, canonical_json(statement))); PAE as in chain.json",
+        },
+        "activity_submission": statement_case(activity_statement, activity, codec.ACTIVITY_SUBMISSION_V3),
+        "run_close": statement_case(close_statement, close, codec.RUN_CLOSE_V2),
+        "lineage": {
+            "lineage_key_hex": LINEAGE_KEY.hex(),
+            "lineage_key_id": canonical.hmac_key_id(LINEAGE_KEY),
+            "entry_canonical_utf8": entry.decode(),
+            "signing_input_hex": canonical.lineage_signing_input(entry).hex(),
+            "hmac": canonical.lineage_hmac(LINEAGE_KEY, entry),
+            "signature_hex": signer.sign(canonical.lineage_signing_input(entry)).hex(),
+            "entry_hash": canonical.sha256_digest(entry),
+        },
+        "typed_value": {
+            "redaction_key_hex": REDACTION_KEY.hex(),
+            "value": "ada@example.org",
+            "digest": canonical.typed_value_digest(REDACTION_KEY, "ada@example.org"),
         },
     }
 
@@ -409,6 +577,7 @@ FILES = {
     "avro.json": avro_vectors,
     "modalities.json": modality_vectors,
     "checkpoints.json": checkpoint_vectors,
+    "signatures.json": signature_vectors,
 }
 
 

@@ -112,3 +112,56 @@ def test_checkpoint_vectors() -> None:
     # a checkpoint's signature is not a seal's: the domains differ
     first = bytes.fromhex(checkpoints["chain"][0]["payload_hex"])
     assert canonical.checkpoint_signing_input(first) != canonical.seal_signing_input(first)
+
+
+def test_signature_vectors_reproduce_every_producer_signed_or_maced_byte_string() -> None:
+    document = _load("signatures.json")
+    producer = document["producer"]
+    signer = Ed25519Signer.from_seed(bytes.fromhex(producer["ed25519_seed_hex"]))
+    assert signer.public_key_raw.hex() == producer["public_key_hex"] and signer.key_id == producer["key_id"]
+    for name, build in (
+        ("activity_submission", lambda r: canonical.submission_statement(r, signer.key_id)),
+        (
+            "run_close",
+            lambda r: canonical.run_close_statement(
+                r["submission_id"], r["run_id"], r["producer"]["id"], r["occurred_at_ms"], signer.key_id
+            ),
+        ),
+    ):
+        case = document[name]
+        encoded = codec.encode(case["schema"], _unhex(case["record"]))
+        record = codec.decode(encoded).record
+        statement = build(record)
+        assert statement == case["statement"], name
+        assert canonical.canonical_json(statement).decode() == case["statement_canonical_utf8"], name
+        signing_input = canonical.submission_signing_input(statement)
+        assert signing_input.hex() == case["signing_input_hex"], name
+        assert signing_input == canonical.pae(producer["signing_domain"], case["statement_canonical_utf8"].encode()), name
+        signature = bytes.fromhex(case["signature_hex"])
+        assert record["producer_signature"] == signature and record["producer_key_id"] == signer.key_id, name
+        assert verify_signature(signer.public_key_raw, signature, signing_input), name
+        assert not verify_signature(signer.public_key_raw, signature, signing_input[:-1] + b"x"), name
+    lineage = document["lineage"]
+    entry = lineage["entry_canonical_utf8"].encode()
+    key = bytes.fromhex(lineage["lineage_key_hex"])
+    assert canonical.hmac_key_id(key) == lineage["lineage_key_id"]
+    assert canonical.lineage_signing_input(entry).hex() == lineage["signing_input_hex"]
+    assert canonical.lineage_hmac(key, entry) == lineage["hmac"]
+    assert verify_signature(
+        signer.public_key_raw, bytes.fromhex(lineage["signature_hex"]), canonical.lineage_signing_input(entry)
+    )
+    assert json.loads(entry)["hmac_key_id"] == lineage["lineage_key_id"], "the entry names its envelope key"
+    assert json.loads(entry)["key_id"] == signer.key_id
+    typed = document["typed_value"]
+    assert canonical.typed_value_digest(bytes.fromhex(typed["redaction_key_hex"]), typed["value"]) == typed["digest"]
+    assert json.loads(entry)["action"]["value_digest"] == typed["digest"], "typed values are keyed with the redaction key"
+
+
+def _unhex(value: object) -> object:
+    if isinstance(value, dict):
+        if set(value) == {"hex"}:
+            return bytes.fromhex(value["hex"])
+        return {k: _unhex(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unhex(v) for v in value]
+    return value
