@@ -36,12 +36,25 @@ raises ``NavigationRefused`` (the session ends ``refused``); a refused
 subresource only fails to load. A ``navigate`` to a refused URL is refused
 before ``goto`` (the session's boundary refuses it even earlier).
 
-Chromium's sandbox is on, except as root, where Chromium refuses to start
-with it ("Running as root without --no-sandbox is not supported"): CI and
-this project's containers run as root, so there ``--no-sandbox`` is passed;
-``BERNSTEIN_CHROMIUM_NO_SANDBOX=1`` forces it for a container without user
-namespaces. Run browser workers as an unprivileged user that cannot read the
-keys directory, and the sandbox is used.
+Chromium's sandbox (its seccomp-bpf filter and the namespace sandbox that
+puts every renderer in its own user, PID and network namespace) is on
+wherever the platform allows (``launch_persistent_context(chromium_sandbox=
+True)``: Playwright itself would pass ``--no-sandbox`` by default). Chromium
+refuses its sandbox as root ("Running as root without --no-sandbox is not
+supported"), so a worker running as root never runs Chromium as root: the
+browser is started through a small root-owned wrapper that drops to an
+unprivileged user (``$BERNSTEIN_BROWSER_USER``, default ``nobody``) with
+``setpriv`` (util-linux): no supplementary groups, no capabilities,
+``no_new_privs``. Playwright talks to Chromium over inherited pipes, which
+survive the switch. The browser's HOME is a fresh private directory owned
+by that user, its environment is an allow-list (no credentials inherited),
+and its profile is the session's profile directory (handed to that user)
+when the user can reach it, else a private one beside HOME. Only when
+Chromium cannot start its sandbox (no user namespaces, no setuid helper)
+does the driver fall back to ``--no-sandbox``, logging Chromium's own reason
+on the ``bernstein.browser`` logger; ``BERNSTEIN_CHROMIUM_NO_SANDBOX=1``
+turns it off explicitly and ``=0`` forbids the fallback. ``driver.isolation``
+tells which happened.
 
 Screenshots are of the viewport, with animations disabled, the caret hidden,
 and every field the session has typed into masked (painted over), so a
@@ -59,10 +72,18 @@ most 60000), ``submit`` (click, then wait for the resulting page to load).
 from __future__ import annotations
 
 import json
+import logging
 import os
+import pwd
+import re
+import shlex
+import shutil
+import stat
+import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote, quote_plus
@@ -79,6 +100,16 @@ from schemas.documents.browser import ComputerUseTerminalState
 
 DEFAULT_CHROMIUM: Final = "/usr/bin/chromium"
 NO_SANDBOX_ENV: Final = "BERNSTEIN_CHROMIUM_NO_SANDBOX"
+BROWSER_USER_ENV: Final = "BERNSTEIN_BROWSER_USER"
+DEFAULT_BROWSER_USER: Final = "nobody"
+ENV_ALLOWED: Final = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "FONTCONFIG_FILE", "FONTCONFIG_PATH"})
+"""Worker variables the browser inherits (plus ``LC_*``); S3, Kafka, proxy and key settings are not among them."""
+ENV_ALLOWED_SAME_USER: Final = frozenset(
+    {"HOME", "TMPDIR", "DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_CACHE_HOME"}
+)
+"""Also inherited when the browser runs as the worker's own user (it has them anyway)."""
+_CHROMIUM_ERROR: Final = re.compile(r"ERROR:[^\]]*\] (.*)$")
+LOG: Final = logging.getLogger("bernstein.browser")
 LOCAL_SCHEMES: Final = frozenset({"data", "blob"})
 """Schemes a page may use for subresources without any network (never for a top-level navigation)."""
 CHROMIUM_ARGS: Final = (
@@ -100,10 +131,178 @@ def chromium_path() -> str:
     return os.environ.get("BERNSTEIN_CHROMIUM") or DEFAULT_CHROMIUM
 
 
+class SandboxMode(StrEnum):
+    """``$BERNSTEIN_CHROMIUM_NO_SANDBOX``: unset -> ``auto``, ``1`` -> ``off``, ``0`` -> ``required``."""
+
+    AUTO = "auto"
+    """The sandbox, unless Chromium cannot start it: then ``--no-sandbox`` with a logged reason."""
+    OFF = "off"
+    """``--no-sandbox``, explicitly (the privilege drop still applies)."""
+    REQUIRED = "required"
+    """The sandbox or no browser: a launch that cannot start it fails (``BROWSER_LAUNCH_FAILED``)."""
+
+
+def sandbox_mode() -> SandboxMode:
+    """The operator's choice in ``$BERNSTEIN_CHROMIUM_NO_SANDBOX`` (a typed launch failure for another value)."""
+    value = os.environ.get(NO_SANDBOX_ENV, "").strip()
+    modes = {"": SandboxMode.AUTO, "1": SandboxMode.OFF, "0": SandboxMode.REQUIRED}
+    if value not in modes:
+        raise ComputerUseDriverError(
+            f"{NO_SANDBOX_ENV} must be 1 (no sandbox) or 0 (sandbox required), not {value!r}",
+            fault=DriverFault.BROWSER_LAUNCH_FAILED,
+        )
+    return modes[value]
+
+
 def sandbox_args() -> list[str]:
-    """``--no-sandbox`` only where Chromium cannot start with its sandbox (as root, or when forced)."""
-    forced = os.environ.get(NO_SANDBOX_ENV, "") == "1"
-    return ["--no-sandbox"] if forced or os.geteuid() == 0 else []
+    """``--no-sandbox`` only when the operator turned the sandbox off; the launch adds it on a fallback."""
+    return ["--no-sandbox"] if sandbox_mode() is SandboxMode.OFF else []
+
+
+@dataclass(frozen=True, slots=True)
+class BrowserUser:
+    """The unprivileged account Chromium runs as when the worker is root."""
+
+    name: str
+    uid: int
+    gid: int
+
+
+@dataclass(frozen=True, slots=True)
+class Isolation:
+    """How this Chromium is isolated from the worker (``PlaywrightDriver.isolation``)."""
+
+    sandbox: bool
+    """Chromium's sandbox is on."""
+    user: BrowserUser | None
+    """The account Chromium runs as when the worker is root; None: the worker's own."""
+    reason: str | None
+    """Why the sandbox is off (Chromium's own message on a fallback); None when it is on."""
+
+
+def browser_user() -> BrowserUser | None:
+    """The account to drop to: ``$BERNSTEIN_BROWSER_USER`` (a name or a uid, default ``nobody``) when running as root.
+
+    None when the worker is not root (it cannot switch, and Chromium's sandbox
+    works as any unprivileged user) or when the operator named root itself.
+    """
+    if os.geteuid() != 0:
+        return None
+    wanted = os.environ.get(BROWSER_USER_ENV, "").strip() or DEFAULT_BROWSER_USER
+    try:
+        entry = pwd.getpwuid(int(wanted)) if wanted.isdigit() else pwd.getpwnam(wanted)
+    except (KeyError, OverflowError):
+        raise ComputerUseDriverError(
+            f"{BROWSER_USER_ENV}={wanted!r} is not an account on this host; Chromium is never run as root by default",
+            fault=DriverFault.BROWSER_LAUNCH_FAILED,
+        ) from None
+    if entry.pw_uid == 0:
+        return None
+    return BrowserUser(entry.pw_name, entry.pw_uid, entry.pw_gid)
+
+
+def browser_env(home: Path | None) -> dict[str, str]:
+    """The browser's environment: an allow-list of the worker's (no credentials, no proxies); ``home`` replaces HOME."""
+    env = {k: v for k, v in os.environ.items() if k in ENV_ALLOWED or k.startswith("LC_")}
+    if home is None:
+        env.update({k: v for k, v in os.environ.items() if k in ENV_ALLOWED_SAME_USER})
+    else:
+        env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), XDG_CACHE_HOME=str(home / ".cache"))
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    return env
+
+
+def reachable_by(path: Path, user: BrowserUser) -> bool:
+    """Whether ``user`` (no supplementary groups) may traverse every directory above ``path``."""
+    for directory in reversed(Path(path).resolve().parents):
+        try:
+            info = directory.stat()
+        except OSError:
+            return False
+        if info.st_uid == user.uid:
+            bit = stat.S_IXUSR
+        elif info.st_gid == user.gid:
+            bit = stat.S_IXGRP
+        else:
+            bit = stat.S_IXOTH
+        if not info.st_mode & bit:
+            return False
+    return True
+
+
+class _Staging:
+    """A root-owned private directory (mode 0711) holding the privilege-dropping wrapper and the browser's HOME.
+
+    ``launch`` (root, 0700) is what Playwright executes: ``setpriv`` to the
+    browser user, then Chromium. It is root's, in a root-owned directory, so
+    the browser user cannot change what root runs. ``home`` (the user's,
+    0700) is HOME; the profile is the session's when the user can reach it,
+    else ``home/profile``. Removed by ``remove``.
+    """
+
+    def __init__(self, profile_dir: Path, user: BrowserUser, chromium: str) -> None:
+        setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+        if not os.access(setpriv, os.X_OK):
+            raise ComputerUseDriverError(
+                "setpriv (util-linux) is needed to run Chromium as an unprivileged user when the worker is root",
+                fault=DriverFault.BROWSER_LAUNCH_FAILED,
+            )
+        base = Path(tempfile.gettempdir())
+        if not reachable_by(base / "x", user):
+            raise ComputerUseDriverError(
+                f"the browser user {user.name} cannot reach the temporary directory {base} (set TMPDIR)",
+                fault=DriverFault.BROWSER_LAUNCH_FAILED,
+            )
+        self.root = Path(tempfile.mkdtemp(prefix=f"bernstein-browser-{profile_dir.name[:60]}-", dir=base))
+        try:
+            os.chmod(self.root, 0o711)  # noqa: S103 - traversable, not listable: the browser user reaches home/
+            self.home = self.root / "home"
+            self.home.mkdir(mode=0o700)
+            os.chown(self.home, user.uid, user.gid)
+            if reachable_by(profile_dir, user):
+                self.profile = profile_dir
+                self.profile.mkdir(mode=0o700, parents=True, exist_ok=True)
+                _hand_over(self.profile, user)
+            else:
+                self.profile = self.home / "profile"
+                self.profile.mkdir(mode=0o700)
+                os.chown(self.profile, user.uid, user.gid)
+            self.launcher = self.root / "launch"
+            drop = [setpriv, f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups", "--nnp"]
+            drop += ["--inh-caps=-all", "--bounding-set=-all", "--", chromium]
+            fd = os.open(self.launcher, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700)
+            with os.fdopen(fd, "w") as script:
+                script.write(f'#!/bin/sh\nexec {shlex.join(drop)} "$@"\n')
+        except BaseException:
+            self.remove()
+            raise
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _hand_over(directory: Path, user: BrowserUser) -> None:
+    """Give ``directory`` and everything in it to ``user`` (a reused profile may hold files created as root)."""
+    os.chown(directory, user.uid, user.gid)
+    for parent, dirs, files in os.walk(directory):
+        for name in (*dirs, *files):
+            os.lchown(os.path.join(parent, name), user.uid, user.gid)
+
+
+_SANDBOX_UNAVAILABLE: dict[tuple[str, int], str] = {}
+"""Per (Chromium, uid): Chromium's reason it could not start its sandbox, so each later launch skips the failing attempt."""
+
+
+def _sandbox_failure(exc: PlaywrightError) -> str | None:
+    """Chromium's own reason when ``exc`` is a failure to start the sandbox, else None."""
+    text = str(exc)
+    if "sandboxing failed" not in text and "No usable sandbox" not in text and "crbug.com/638180" not in text:
+        return None
+    for line in text.splitlines():
+        match = _CHROMIUM_ERROR.search(line)
+        if match and ("sandbox" in match.group(1).lower() or "638180" in match.group(1)):
+            return match.group(1).strip()
+    return "Chromium sandboxing failed"
 
 
 def host_resolver_rules(pins: Mapping[Origin, list[str]]) -> str:
@@ -162,6 +361,9 @@ class PlaywrightDriver:
         self._typed_targets: list[str] = []
         self._wait_cap_ms = MAX_WAIT_MS
         self._closed = False
+        self.isolation = Isolation(sandbox=False, user=None, reason="not launched by PlaywrightDriver.launch")
+        """How Chromium is isolated (set by ``launch``)."""
+        self._staging: _Staging | None = None
 
     @classmethod
     def launch(
@@ -186,29 +388,79 @@ class PlaywrightDriver:
             pins = policy.vet()
         except TargetRefused as exc:
             raise NavigationRefused(exc.message, policy=exc.code, url=exc.url, via="launch") from None
-        args = [*sandbox_args(), *CHROMIUM_ARGS, f"--host-resolver-rules={host_resolver_rules(pins)}"]
+        mode = sandbox_mode()
+        user = browser_user()
+        chromium = executable_path or chromium_path()
+        staging = _Staging(profile_dir, user, chromium) if user is not None else None
+        args = [*CHROMIUM_ARGS, f"--host-resolver-rules={host_resolver_rules(pins)}"]
+        if staging is not None and staging.profile != profile_dir:
+            args.append(f"--bernstein-session-profile={profile_dir}")  # ignored by Chromium; names the session in ps
+        cache_key = (chromium, user.uid if user is not None else os.geteuid())
+        if mode is SandboxMode.OFF:
+            isolation = Isolation(False, user, f"{NO_SANDBOX_ENV}=1")
+        elif user is None and os.geteuid() == 0:
+            isolation = Isolation(False, None, f"the browser runs as root ({BROWSER_USER_ENV} names root)")
+        elif cache_key in _SANDBOX_UNAVAILABLE and mode is SandboxMode.AUTO:
+            isolation = Isolation(False, user, _SANDBOX_UNAVAILABLE[cache_key])
+        else:
+            isolation = Isolation(True, user, None)
+        if mode is SandboxMode.REQUIRED and not isolation.sandbox:
+            if staging is not None:
+                staging.remove()
+            raise ComputerUseDriverError(
+                f"Chromium's sandbox is required ({NO_SANDBOX_ENV}=0) but it is off: {isolation.reason}",
+                fault=DriverFault.BROWSER_LAUNCH_FAILED,
+            )
+        env: dict[str, str | float | bool] = {**browser_env(staging.home if staging is not None else None)}
         owned: Playwright | None = None
         try:
             if playwright is None:
                 owned = playwright = sync_playwright().start()
-            context = playwright.chromium.launch_persistent_context(
-                str(profile_dir),
-                executable_path=executable_path or chromium_path(),
-                headless=headless,
-                args=args,
-                viewport={"width": viewport[0], "height": viewport[1]},
-                accept_downloads=False,
-                service_workers="block",
-            )
-        except PlaywrightError as exc:
+            while True:
+                try:
+                    context = playwright.chromium.launch_persistent_context(
+                        str(staging.profile if staging is not None else profile_dir),
+                        executable_path=str(staging.launcher) if staging is not None else chromium,
+                        headless=headless,
+                        args=args,
+                        chromium_sandbox=isolation.sandbox,  # False: Playwright passes --no-sandbox
+                        env=env,
+                        viewport={"width": viewport[0], "height": viewport[1]},
+                        accept_downloads=False,
+                        service_workers="block",
+                    )
+                    break
+                except PlaywrightError as exc:
+                    reason = _sandbox_failure(exc) if isolation.sandbox else None
+                    if reason is None:
+                        raise
+                    if mode is SandboxMode.REQUIRED:
+                        raise ComputerUseDriverError(
+                            f"Chromium cannot start its sandbox and {NO_SANDBOX_ENV}=0 requires it: {reason}",
+                            fault=DriverFault.BROWSER_LAUNCH_FAILED,
+                        ) from None
+                    _SANDBOX_UNAVAILABLE[cache_key] = reason
+                    isolation = Isolation(False, user, reason)
+                    LOG.warning(
+                        "Chromium cannot start its sandbox, running it with --no-sandbox as %s: %s "
+                        "(see docs/computer_use.md, Chromium's sandbox; %s=0 makes this fatal)",
+                        user.name if user is not None else "the worker's user",
+                        reason,
+                        NO_SANDBOX_ENV,
+                    )
+        except (PlaywrightError, ComputerUseDriverError) as exc:
             if owned is not None:
                 _quietly(owned.stop)
+            if staging is not None:
+                staging.remove()
+            if isinstance(exc, ComputerUseDriverError):
+                raise
             raise ComputerUseDriverError(
-                f"cannot start Chromium ({executable_path or chromium_path()}): {_first_line(exc)}",
+                f"cannot start Chromium ({chromium}): {_first_line(exc)}",
                 fault=DriverFault.BROWSER_LAUNCH_FAILED,
             ) from exc
         try:
-            return cls(
+            driver = cls(
                 context,
                 owned=owned,
                 policy=policy,
@@ -219,9 +471,14 @@ class PlaywrightDriver:
             _quietly(context.close)
             if owned is not None:
                 _quietly(owned.stop)
+            if staging is not None:
+                staging.remove()
             raise ComputerUseDriverError(
                 f"cannot set up Chromium: {_first_line(exc)}", fault=DriverFault.BROWSER_LAUNCH_FAILED
             ) from exc
+        driver.isolation = isolation
+        driver._staging = staging
+        return driver
 
     @classmethod
     def factory(cls, **options: Any) -> DriverFactory:
@@ -274,6 +531,8 @@ class PlaywrightDriver:
         finally:
             if self._owned is not None:
                 _quietly(self._owned.stop)
+            if self._staging is not None:
+                self._staging.remove()
 
     # -- actions ----------------------------------------------------------------------
 

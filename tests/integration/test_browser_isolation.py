@@ -1,11 +1,23 @@
-"""Isolation and terminal states with a real headless Chromium (in-memory scheduler, directory CAS)."""
+"""Isolation and terminal states with a real headless Chromium (in-memory scheduler, directory CAS).
+
+Also what the browser process itself can reach: as root, Chromium runs as ``nobody`` with its
+sandbox on, and with exactly its credentials no key file can be read (checked at the OS level).
+"""
 
 from __future__ import annotations
 
+import logging
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from playwright.sync_api import sync_playwright
 
@@ -21,12 +33,13 @@ from producers.computer_use import (
 )
 from producers.computer_use.agents import load_flow
 from producers.computer_use.fakes import InMemoryScheduler, RecordingPublisher
-from producers.computer_use.playwright_driver import PlaywrightDriver
+from producers.computer_use.playwright_driver import BrowserUser, Isolation, PlaywrightDriver
 from producers.computer_use.profiles import prepare_profile
+from producers.computer_use.terminal import ComputerUseDriverError, DriverFault
 from producers.netpolicy import OriginPolicy
 from schemas.records import TerminalState
 from substrate.cas import DirBlobStore
-from substrate.keys import InstallKeys, TrustedKeys, init_keys
+from substrate.keys import InstallKeys, TrustedKeys, init_keys, init_producer_keys
 from tests.integration.test_browser_kit import SIGNUP_FLOW, SITE, chromium_processes
 from verifier.browser_replay import replay_run
 
@@ -208,3 +221,193 @@ def test_a_long_wait_is_cut_at_the_session_timeout(site: str, tmp_path: Path, ke
         "session_timeout",
         2,
     )
+
+
+# -- what the browser process can reach (issue 12 item 5) ------------------------------------------------
+
+ROOT = os.geteuid() == 0
+NO_USERNS = r'''#!/usr/bin/python3
+"""Chromium in a user namespace that may create no further one: its namespace sandbox cannot start."""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+uid, gid = os.getuid(), os.getgid()
+if libc.unshare(0x10000000) != 0:  # CLONE_NEWUSER
+    sys.exit("unshare(CLONE_NEWUSER) failed")
+for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+    with open(f"/proc/self/{name}", "w") as f:
+        f.write(text)
+with open("/proc/sys/user/max_user_namespaces", "w") as f:
+    f.write("0")
+os.execv("/usr/bin/chromium", ["/usr/bin/chromium", *sys.argv[1:]])
+'''
+
+
+def proc_status(pid: int) -> dict[str, str]:
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        fields[key] = value.strip()
+    return fields
+
+
+def browser_and_renderers(profile: Path) -> tuple[psutil.Process, list[psutil.Process]]:
+    """The session's Chromium browser process (found by its profile) and its renderer processes."""
+    browsers = [p for p in chromium_processes(str(profile)) if not any(a.startswith("--type=") for a in p.cmdline())]
+    assert len(browsers) == 1, browsers
+    children = browsers[0].children(recursive=True)
+    renderers = [p for p in children if "--type=renderer" in p.cmdline()]
+    return browsers[0], renderers
+
+
+def as_user(uid: int, gid: int, *argv: str) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` with exactly the browser's credentials (the user, its group, no supplementary groups)."""
+    drop = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
+    return subprocess.run([*drop, *argv], capture_output=True, text=True, timeout=30, check=False)
+
+
+def world_traversable_dir() -> Path:
+    """A fresh directory under the system temp dir that any user may traverse (pytest's tmp_path is root's only)."""
+    path = Path(tempfile.mkdtemp(prefix="bernstein-test-"))
+    os.chmod(path, 0o755)  # noqa: S103 - the browser user must reach the profile below it
+    return path
+
+
+@pytest.mark.skipif(not ROOT, reason="the privilege drop applies when the worker runs as root (CI does)")
+def test_as_root_chromium_runs_sandboxed_as_nobody_and_cannot_read_any_key(
+    site: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("BERNSTEIN_CHROMIUM_NO_SANDBOX", raising=False)
+    monkeypatch.delenv("BERNSTEIN_BROWSER_USER", raising=False)
+    monkeypatch.setenv("BERNSTEIN_S3_SECRET_KEY", "worker-secret-not-for-the-browser")
+    scheduler_keys = init_keys(tmp_path / "keys")
+    producer_keys = init_producer_keys(tmp_path / "producer-keys", "research-worker")
+    key_files = sorted(p for d in (scheduler_keys.directory, producer_keys.directory) for p in d.rglob("*") if p.is_file())
+    assert len(key_files) >= 4
+    profile = prepare_profile("sandboxed", worktree=tmp_path)
+    driver = PlaywrightDriver.launch(profile, policy=local(site))
+    try:
+        driver.perform(ProposedAction("navigate", f"{site}/signup.html"))
+        assert driver.page.url == f"{site}/signup.html"
+        nobody = pwd.getpwnam("nobody")
+        assert driver.isolation == Isolation(sandbox=True, user=BrowserUser("nobody", nobody.pw_uid, nobody.pw_gid), reason=None)
+        browser, renderers = browser_and_renderers(profile)
+        status = proc_status(browser.pid)
+        uid, gid = nobody.pw_uid, nobody.pw_gid
+        assert status["Uid"].split() == [str(uid)] * 4 and status["Gid"].split() == [str(gid)] * 4
+        assert uid != 0 and all(uid != d.stat().st_uid for d in (scheduler_keys.directory, producer_keys.directory))
+        assert status["Groups"] == "" and status["NoNewPrivs"] == "1"
+        assert status["CapEff"] == status["CapPrm"] == status["CapBnd"] == "0000000000000000"
+        # the sandbox is on: no --no-sandbox, and every renderer is in its own user, PID and network namespace under seccomp-bpf
+        assert "--no-sandbox" not in browser.cmdline()
+        assert renderers, [p.cmdline()[:3] for p in browser.children(recursive=True)]
+        own = {ns: os.readlink(f"/proc/self/ns/{ns}") for ns in ("user", "pid", "net")}
+        for renderer in renderers:
+            fields = proc_status(renderer.pid)
+            assert (fields["Seccomp"], fields["NoNewPrivs"], fields["Uid"].split()[0]) == ("2", "1", str(uid))
+            assert all(os.readlink(f"/proc/{renderer.pid}/ns/{ns}") != own[ns] for ns in own), renderer.pid
+        # the browser inherits no credential from the worker's environment; HOME is a private directory of its own
+        environ = dict(e.split("=", 1) for e in Path(f"/proc/{browser.pid}/environ").read_text().split("\0") if "=" in e)
+        assert "BERNSTEIN_S3_SECRET_KEY" not in environ and "worker-secret" not in " ".join(environ.values())
+        home = Path(environ["HOME"])
+        assert home.name == "home" and home.stat().st_uid == uid and stat.S_IMODE(home.stat().st_mode) == 0o700
+        # pytest's tmp_path is root's (0700): the profile Chromium uses is a private one, owned by nobody
+        data_dir = Path(next(a for a in browser.cmdline() if a.startswith("--user-data-dir=")).split("=", 1)[1])
+        assert data_dir == home / "profile" and data_dir.stat().st_uid == uid
+        assert f"--bernstein-session-profile={profile}" in browser.cmdline()
+        # at the OS level, with exactly the browser's credentials: no key file, no key directory
+        for path in key_files:
+            denied = as_user(uid, gid, "cat", str(path))
+            assert denied.returncode != 0 and "Permission denied" in denied.stderr, path
+            assert os.access(path, os.R_OK)  # the worker (root) itself can
+        for directory in (scheduler_keys.directory, producer_keys.directory):
+            assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+            assert as_user(uid, gid, "ls", str(directory)).returncode != 0
+        assert as_user(uid, gid, "cat", "/etc/hostname").returncode == 0  # the check itself can succeed
+        assert as_user(uid, gid, "ls", str(data_dir)).returncode == 0  # and the browser does own its profile
+        staging = home.parent
+    finally:
+        driver.close()
+    assert not staging.exists()  # the private HOME and profile are removed with the browser
+
+
+@pytest.mark.skipif(not ROOT, reason="the privilege drop applies when the worker runs as root")
+def test_a_profile_the_browser_user_can_reach_is_used_in_place_and_handed_to_it(site: str, tmp_path: Path) -> None:
+    worktree = world_traversable_dir()
+    try:
+        profile = prepare_profile("in-place", worktree=worktree)
+        (profile / "left-by-root").write_text("x")
+        driver = PlaywrightDriver.launch(profile, policy=local(site))
+        try:
+            driver.perform(ProposedAction("navigate", f"{site}/signup.html"))
+            browser, _ = browser_and_renderers(profile)
+            assert f"--user-data-dir={profile}" in browser.cmdline()
+            uid = pwd.getpwnam("nobody").pw_uid
+            assert {p.stat().st_uid for p in (profile, profile / "left-by-root")} == {uid}
+            assert (profile / "Default").is_dir()  # Chromium wrote its profile there
+        finally:
+            driver.close()
+    finally:
+        shutil.rmtree(worktree)
+
+
+def test_without_user_namespaces_the_sandbox_falls_back_with_chromium_s_reason(
+    site: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Where Chromium cannot start its sandbox: =0 refuses to launch, by default it runs with --no-sandbox and says why."""
+    bin_dir = world_traversable_dir()
+    try:
+        fake = bin_dir / "chromium-no-userns"
+        fake.write_text(NO_USERNS)
+        fake.chmod(0o755)
+        monkeypatch.delenv("BERNSTEIN_BROWSER_USER", raising=False)
+        monkeypatch.setenv("BERNSTEIN_CHROMIUM_NO_SANDBOX", "0")
+        with pytest.raises(ComputerUseDriverError) as refused:
+            PlaywrightDriver.launch(prepare_profile("required", worktree=tmp_path), policy=local(site), executable_path=str(fake))
+        assert refused.value.fault == DriverFault.BROWSER_LAUNCH_FAILED
+        assert "BERNSTEIN_CHROMIUM_NO_SANDBOX=0 requires it: No usable sandbox!" in refused.value.message
+
+        monkeypatch.delenv("BERNSTEIN_CHROMIUM_NO_SANDBOX")
+        profile = prepare_profile("fallback", worktree=tmp_path)
+        with caplog.at_level(logging.WARNING, logger="bernstein.browser"):
+            driver = PlaywrightDriver.launch(profile, policy=local(site), executable_path=str(fake))
+        try:
+            driver.perform(ProposedAction("navigate", f"{site}/signup.html"))
+            assert driver.isolation.sandbox is False
+            assert (driver.isolation.reason or "").startswith("No usable sandbox!")
+            assert [r.getMessage().split(": ", 1)[0] for r in caplog.records] == [
+                "Chromium cannot start its sandbox, running it with --no-sandbox as "
+                + ("nobody" if ROOT else "the worker's user")
+            ]
+            assert "No usable sandbox!" in caplog.records[0].getMessage()
+            browser, _ = browser_and_renderers(profile)
+            assert "--no-sandbox" in browser.cmdline()
+            expected_uid = pwd.getpwnam("nobody").pw_uid if ROOT else os.geteuid()
+            assert proc_status(browser.pid)["Uid"].split()[0] == str(expected_uid)  # still not the worker when it is root
+        finally:
+            driver.close()
+        # the next launch on this Chromium goes straight to --no-sandbox (one failing attempt per worker, not per session)
+        caplog.clear()
+        again = PlaywrightDriver.launch(
+            prepare_profile("again", worktree=tmp_path), policy=local(site), executable_path=str(fake)
+        )
+        try:
+            assert again.isolation == driver.isolation and caplog.records == []
+        finally:
+            again.close()
+    finally:
+        shutil.rmtree(bin_dir)
+
+
+def test_the_operator_can_turn_the_sandbox_off_and_the_browser_still_drops_root(
+    site: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BERNSTEIN_CHROMIUM_NO_SANDBOX", "1")
+    profile = prepare_profile("forced", worktree=tmp_path)
+    driver = PlaywrightDriver.launch(profile, policy=local(site))
+    try:
+        assert (driver.isolation.sandbox, driver.isolation.reason) == (False, "BERNSTEIN_CHROMIUM_NO_SANDBOX=1")
+        browser, _ = browser_and_renderers(profile)
+        assert "--no-sandbox" in browser.cmdline()
+        assert proc_status(browser.pid)["Uid"].split()[0] == str(pwd.getpwnam("nobody").pw_uid if ROOT else os.geteuid())
+    finally:
+        driver.close()

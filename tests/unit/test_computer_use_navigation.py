@@ -23,7 +23,7 @@ from producers.computer_use.playwright_driver import host_resolver_rules, sandbo
 from producers.netpolicy import Origin, OriginPolicy, TargetCode, TargetRefused, parse_origin
 from schemas.records import TerminalState
 from substrate.cas import DirBlobStore
-from substrate.keys import InstallKeys, init_keys
+from substrate.keys import ProducerKeys, init_producer_keys
 
 SITE = "https://quill.example"
 LOCAL = "http://127.0.0.1:8000"
@@ -126,30 +126,32 @@ def test_vetting_pins_every_allowed_origin_and_the_resolver_rules_refuse_the_res
     assert host_resolver_rules({}) == "MAP * ~NOTFOUND"
 
 
-def test_the_sandbox_is_dropped_only_as_root_or_when_forced(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_sandbox_is_turned_off_only_by_the_operator(monkeypatch: pytest.MonkeyPatch) -> None:
+    # as root too: Chromium then runs as an unprivileged user and keeps its sandbox (tests/unit/test_browser_sandbox.py)
     monkeypatch.delenv("BERNSTEIN_CHROMIUM_NO_SANDBOX", raising=False)
     monkeypatch.setattr("os.geteuid", lambda: 1000)
     assert sandbox_args() == []
     monkeypatch.setattr("os.geteuid", lambda: 0)
-    assert sandbox_args() == ["--no-sandbox"]
-    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    assert sandbox_args() == []
     monkeypatch.setenv("BERNSTEIN_CHROMIUM_NO_SANDBOX", "1")
     assert sandbox_args() == ["--no-sandbox"]
+    monkeypatch.setenv("BERNSTEIN_CHROMIUM_NO_SANDBOX", "0")
+    assert sandbox_args() == []
 
 
 # -- the session's boundary ---------------------------------------------------------
 
 
 @pytest.fixture
-def keys(tmp_path: Path) -> InstallKeys:
-    return init_keys(tmp_path / "keys")
+def keys(tmp_path: Path) -> ProducerKeys:
+    return init_producer_keys(tmp_path / "producer-keys", "navigator@test")
 
 
 def frames(n: int) -> list[Frame]:
     return [Frame(b"\x89PNG" + f"frame-{i}".encode() * 30, f'- heading "Step {i}"\n') for i in range(n)]
 
 
-def session(tmp_path: Path, keys: InstallKeys, publisher: RecordingPublisher, policy: OriginPolicy | None) -> ComputerUseSession:
+def session(tmp_path: Path, keys: ProducerKeys, publisher: RecordingPublisher, policy: OriginPolicy | None) -> ComputerUseSession:
     return ComputerUseSession(
         "run-nav",
         "browser-0",
@@ -163,9 +165,9 @@ def session(tmp_path: Path, keys: InstallKeys, publisher: RecordingPublisher, po
 
 
 def test_a_refused_navigate_is_not_anchored_and_ends_the_session_refused(
-    tmp_path: Path, keys: InstallKeys, policy: OriginPolicy
+    tmp_path: Path, keys: ProducerKeys, policy: OriginPolicy
 ) -> None:
-    publisher = RecordingPublisher()
+    publisher = RecordingPublisher(keys)
     driver = FakeDriver(frames(4))
     actions = [
         ProposedAction("navigate", "https://quill.example/signup"),
@@ -194,12 +196,12 @@ def test_a_refused_navigate_is_not_anchored_and_ends_the_session_refused(
 
 
 def test_a_refusal_from_the_driver_names_the_action_that_led_there(
-    tmp_path: Path, keys: InstallKeys, policy: OriginPolicy
+    tmp_path: Path, keys: ProducerKeys, policy: OriginPolicy
 ) -> None:
     redirect = NavigationRefused("redirected", policy=TargetCode.PRIVATE_ADDRESS, url="http://10.0.0.1/", via="redirect")
     driver = FakeDriver(frames(3), faults={1: redirect})
     actions = [ProposedAction("navigate", "https://quill.example/"), ProposedAction("submit", "#go")]
-    outcome = session(tmp_path, keys, RecordingPublisher(), policy).run(ScriptedAgent(actions), FakeDriverFactory(driver))
+    outcome = session(tmp_path, keys, RecordingPublisher(keys), policy).run(ScriptedAgent(actions), FakeDriverFactory(driver))
     assert (outcome.terminal_state, outcome.reason_code, outcome.action_count) == (
         ComputerUseTerminalState.REFUSED,
         "navigation_refused",
@@ -214,10 +216,10 @@ def test_a_refusal_from_the_driver_names_the_action_that_led_there(
     }
 
 
-def test_the_session_uses_the_drivers_policy_when_given_none(tmp_path: Path, keys: InstallKeys, policy: OriginPolicy) -> None:
+def test_the_session_uses_the_drivers_policy_when_given_none(tmp_path: Path, keys: ProducerKeys, policy: OriginPolicy) -> None:
     driver = FakeDriver(frames(2))
     driver.navigation_policy = policy  # type: ignore[attr-defined]
-    outcome = session(tmp_path, keys, RecordingPublisher(), None).run(
+    outcome = session(tmp_path, keys, RecordingPublisher(keys), None).run(
         ScriptedAgent([ProposedAction("navigate", "http://169.254.169.254/")]), FakeDriverFactory(driver)
     )
     assert (outcome.reason_code, outcome.action_count, driver.performed) == ("navigation_refused", 0, [])
