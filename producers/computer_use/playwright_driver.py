@@ -71,6 +71,7 @@ most 60000), ``submit`` (click, then wait for the resulting page to load).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -102,6 +103,7 @@ DEFAULT_CHROMIUM: Final = "/usr/bin/chromium"
 NO_SANDBOX_ENV: Final = "BERNSTEIN_CHROMIUM_NO_SANDBOX"
 BROWSER_USER_ENV: Final = "BERNSTEIN_BROWSER_USER"
 DEFAULT_BROWSER_USER: Final = "nobody"
+STAGING_PREFIX: Final = "bernstein-browser-"
 ENV_ALLOWED: Final = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "FONTCONFIG_FILE", "FONTCONFIG_PATH"})
 """Worker variables the browser inherits (plus ``LC_*``); S3, Kafka, proxy and key settings are not among them."""
 ENV_ALLOWED_SAME_USER: Final = frozenset(
@@ -253,20 +255,20 @@ class _Staging:
                 f"the browser user {user.name} cannot reach the temporary directory {base} (set TMPDIR)",
                 fault=DriverFault.BROWSER_LAUNCH_FAILED,
             )
-        self.root = Path(tempfile.mkdtemp(prefix=f"bernstein-browser-{profile_dir.name[:60]}-", dir=base))
+        _sweep_stale(base)
+        self.root = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{profile_dir.name[:60]}-", dir=base))
+        self._lock: int | None = None
         try:
             os.chmod(self.root, 0o711)  # noqa: S103 - traversable, not listable: the browser user reaches home/
+            self._lock = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held while the browser lives (kill -9 frees it)
             self.home = self.root / "home"
             self.home.mkdir(mode=0o700)
             os.chown(self.home, user.uid, user.gid)
-            if reachable_by(profile_dir, user):
-                self.profile = profile_dir
-                self.profile.mkdir(mode=0o700, parents=True, exist_ok=True)
-                _hand_over(self.profile, user)
-            else:
-                self.profile = self.home / "profile"
+            self.profile = profile_dir if _can_hand_over(profile_dir, user) else self.home / "profile"
+            if self.profile != profile_dir:
                 self.profile.mkdir(mode=0o700)
-                os.chown(self.profile, user.uid, user.gid)
+            os.lchown(self.profile, user.uid, user.gid)
             self.launcher = self.root / "launch"
             drop = [setpriv, f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups", "--nnp"]
             drop += ["--inh-caps=-all", "--bounding-set=-all", "--", chromium]
@@ -279,14 +281,48 @@ class _Staging:
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
 
 
-def _hand_over(directory: Path, user: BrowserUser) -> None:
-    """Give ``directory`` and everything in it to ``user`` (a reused profile may hold files created as root)."""
-    os.chown(directory, user.uid, user.gid)
-    for parent, dirs, files in os.walk(directory):
+def _can_hand_over(profile_dir: Path, user: BrowserUser) -> bool:
+    """Whether the session's own profile directory can be given to ``user`` as it is.
+
+    Only a real directory the worker created, that ``user`` can reach, and
+    that holds nothing but ``user``'s files (fresh, or left by an earlier
+    browser of the same user). Nothing is ever chowned recursively: a file
+    the browser user could swap for a link must not become its own.
+    """
+    try:
+        info = profile_dir.lstat()
+    except OSError:
+        return False
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid not in (os.geteuid(), user.uid) or not reachable_by(profile_dir, user):
+        return False
+    for parent, dirs, files in os.walk(profile_dir):
         for name in (*dirs, *files):
-            os.lchown(os.path.join(parent, name), user.uid, user.gid)
+            if os.lstat(os.path.join(parent, name)).st_uid != user.uid:
+                return False
+    return True
+
+
+def _sweep_stale(base: Path) -> None:
+    """Remove staging directories whose worker died (kill -9): theirs, not locked by a live worker, owned by this uid."""
+    for path in base.glob(f"{STAGING_PREFIX}*"):
+        try:
+            if path.is_symlink() or path.lstat().st_uid != os.geteuid() or not (path / "lock").is_file():
+                continue
+            fd = os.open(path / "lock", os.O_RDWR | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # a live browser's
+        finally:
+            os.close(fd)
+        shutil.rmtree(path, ignore_errors=True)
 
 
 _SANDBOX_UNAVAILABLE: dict[tuple[str, int], str] = {}

@@ -331,23 +331,58 @@ def test_as_root_chromium_runs_sandboxed_as_nobody_and_cannot_read_any_key(
 
 
 @pytest.mark.skipif(not ROOT, reason="the privilege drop applies when the worker runs as root")
-def test_a_profile_the_browser_user_can_reach_is_used_in_place_and_handed_to_it(site: str, tmp_path: Path) -> None:
+def test_a_profile_the_browser_user_can_reach_is_used_in_place_and_nothing_else_is_handed_over(site: str) -> None:
     worktree = world_traversable_dir()
+    nobody = pwd.getpwnam("nobody").pw_uid
     try:
         profile = prepare_profile("in-place", worktree=worktree)
-        (profile / "left-by-root").write_text("x")
         driver = PlaywrightDriver.launch(profile, policy=local(site))
         try:
             driver.perform(ProposedAction("navigate", f"{site}/signup.html"))
             browser, _ = browser_and_renderers(profile)
             assert f"--user-data-dir={profile}" in browser.cmdline()
-            uid = pwd.getpwnam("nobody").pw_uid
-            assert {p.stat().st_uid for p in (profile, profile / "left-by-root")} == {uid}
-            assert (profile / "Default").is_dir()  # Chromium wrote its profile there
+            assert profile.stat().st_uid == nobody and (profile / "Default").stat().st_uid == nobody  # Chromium's own files
+        finally:
+            driver.close()
+        # a profile holding a file that is not the browser user's is never chowned: Chromium gets a private one
+        planted = prepare_profile("planted", worktree=worktree)
+        (planted / "Local State").write_text("{}")
+        driver = PlaywrightDriver.launch(planted, policy=local(site))
+        try:
+            browser, _ = browser_and_renderers(planted)
+            assert f"--user-data-dir={planted}" not in browser.cmdline()
+            assert f"--bernstein-session-profile={planted}" in browser.cmdline()
+            assert (planted.stat().st_uid, (planted / "Local State").stat().st_uid) == (0, 0)
         finally:
             driver.close()
     finally:
         shutil.rmtree(worktree)
+
+
+@pytest.mark.skipif(not ROOT, reason="staging directories exist when the worker runs as root")
+def test_a_staging_directory_left_by_a_killed_worker_is_swept_and_a_live_one_is_not(site: str, tmp_path: Path) -> None:
+    base = Path(tempfile.gettempdir())
+    stale = Path(tempfile.mkdtemp(prefix="bernstein-browser-killed-", dir=base))
+    (stale / "lock").write_text("")
+    (stale / "home").mkdir()
+    (stale / "home" / "Cookies").write_text("session=1")
+    unlocked_elsewhere = Path(tempfile.mkdtemp(prefix="bernstein-browser-nolock-", dir=base))  # not ours: no lock file
+    with sync_playwright() as playwright:
+        first = PlaywrightDriver.launch(prepare_profile("live", worktree=tmp_path), policy=local(site), playwright=playwright)
+        try:
+            live = first._staging.root if first._staging is not None else None
+            second = PlaywrightDriver.launch(
+                prepare_profile("later", worktree=tmp_path), policy=local(site), playwright=playwright
+            )
+            second.close()
+            assert not stale.exists()
+            assert unlocked_elsewhere.exists()
+            assert live is None or live.exists()  # the live browser's directory survives another session's sweep
+            first.perform(ProposedAction("navigate", f"{site}/signup.html"))  # and its browser still works
+        finally:
+            first.close()
+            shutil.rmtree(unlocked_elsewhere, ignore_errors=True)
+        shutil.rmtree(stale, ignore_errors=True)
 
 
 def test_without_user_namespaces_the_sandbox_falls_back_with_chromium_s_reason(
