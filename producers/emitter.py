@@ -7,14 +7,23 @@ producer (acks=all) keyed by run id and waits for the broker's
 acknowledgement; a broker or S3 failure raises a typed ``EmitError``, never
 a silent loss.
 
+Every submission is signed by the producer (docs/security.md): an
+``ActivitySubmission.v3`` or ``RunClose.v2`` carries the producer's key id and its
+Ed25519 signature over ``schemas.canonical.submission_statement`` /
+``run_close_statement``, and ``producer.id`` is the name of the producer's key ring
+(``bernstein keys init --producer NAME``; see ``producers.identity`` for where the
+keys are loaded from). The scheduler refuses a submission that is unsigned, signed by
+a key the manifest does not register to that name, or outside the key's lifetime.
+
 Retries reuse the submission: when an acknowledgement does not come, the
 emitter produces the very same bytes again (same ``submission_id``, same
-``occurred_at_ms``), up to ``retries`` more times, and a caller may do the same
-later with ``Emitter.retry(failed)``. A publish whose first attempt did land
-after all is then journalled once: the scheduler refuses the repeated
-``submission_id`` (DUPLICATE_SUBMISSION) instead of journalling it twice.
+``occurred_at_ms``, and, Ed25519 being deterministic, the same signature), up to
+``retries`` more times, and a caller may do the same later with
+``Emitter.retry(failed)``. A publish whose first attempt did land after all is then
+journalled once: the scheduler refuses the repeated ``submission_id``
+(DUPLICATE_SUBMISSION) instead of journalling it twice.
 
-    emitter = Emitter.from_settings(Settings.load(), producer_id="coder@host")
+    emitter = Emitter.from_settings(Settings.load())          # producer keys from $BERNSTEIN_PRODUCER_KEYS_DIR
     page = emitter.capture("page", "https://example/a", body)    # stored now
     result = ActivityResult.build("research", report, [page])
     emitter.publish(run_id="run-42", stage_id="research-0", role="scout", result=result)
@@ -27,16 +36,19 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Final
 
 from producers.activity import ActivityRejected, ActivityResult, require_valid_ids
+from producers.identity import SigningProducer, load_producer, resolve_producer_id
 from schemas import codec
-from schemas.canonical import content_hash
+from schemas.canonical import content_hash, run_close_statement, submission_signing_input, submission_statement
 from schemas.errors import BernsteinError
 from schemas.records import Observation, Position, is_valid_id
 from substrate.cas import BlobNotFound, BlobStore, CasError, S3BlobStore, check_blob_size
 from substrate.config import Settings, Topics
 from substrate.kafka import emitter_producer_config, ensure_topics, require_bootstrap
+from substrate.keys import Ed25519Signer
 
 SDK: Final = "bernstein-python/0.1.0"
 
@@ -101,6 +113,40 @@ def encode_submission(result: ActivityResult, record: Mapping[str, Any]) -> byte
     return codec.encode(submission_schema(result), record)
 
 
+def signed_submission(record: Mapping[str, Any], signer: Ed25519Signer) -> dict[str, Any]:
+    """``record`` (an ActivitySubmission.v2 record, every observation sized) as a signed v3 record.
+
+    The signature covers ``submission_statement(record, key id)``: every field the journal also
+    keeps (``artifact`` through ``artifact_hash``; not ``producer.sdk``).
+    """
+    fields = {k: v for k, v in record.items() if k not in ("producer_key_id", "producer_signature")}
+    statement = submission_statement(fields, signer.key_id)
+    return {**fields, "producer_key_id": signer.key_id, "producer_signature": signer.sign(submission_signing_input(statement))}
+
+
+def encode_signed_submission(record: Mapping[str, Any], signer: Ed25519Signer) -> bytes:
+    """``record`` signed (``signed_submission``) and single-object encoded as ActivitySubmission.v3."""
+    return codec.encode(codec.ACTIVITY_SUBMISSION_V3, signed_submission(record, signer))
+
+
+def encode_signed_close(
+    *, submission_id: str, run_id: str, producer_id: str, occurred_at_ms: int, signer: Ed25519Signer, sdk: str = ""
+) -> bytes:
+    """A RunClose.v2: the close signed over ``run_close_statement``."""
+    statement = run_close_statement(submission_id, run_id, producer_id, occurred_at_ms, signer.key_id)
+    return codec.encode(
+        codec.RUN_CLOSE_V2,
+        {
+            "submission_id": submission_id,
+            "run_id": run_id,
+            "producer": {"id": producer_id, "sdk": sdk or SDK},
+            "occurred_at_ms": occurred_at_ms,
+            "producer_key_id": signer.key_id,
+            "producer_signature": signer.sign(submission_signing_input(statement)),
+        },
+    )
+
+
 def submission_record(
     result: ActivityResult, *, submission_id: str, run_id: str, stage_id: str, role: str, producer_id: str, sdk: str
 ) -> dict[str, Any]:
@@ -127,7 +173,11 @@ def submission_record(
 
 
 class Emitter:
-    """Publishes activity submissions for one producer identity."""
+    """Publishes activity submissions for one producer identity, each signed with its producer key.
+
+    ``producer`` is the producer's keys (``load_producer_keys``) or a ``ProducerIdentity``;
+    ``producer_id``, when given, must be its name (``ProducerIdMismatch`` otherwise).
+    """
 
     def __init__(
         self,
@@ -135,7 +185,8 @@ class Emitter:
         bootstrap: str,
         store: BlobStore,
         topics: Topics,
-        producer_id: str,
+        producer: SigningProducer,
+        producer_id: str | None = None,
         partitions: int = 1,
         delivery_timeout: float = 30.0,
         retries: int = 2,
@@ -144,7 +195,8 @@ class Emitter:
 
         self.store = store
         self.topics = topics
-        self.producer_id = producer_id
+        self.producer_id = resolve_producer_id(producer, producer_id)
+        self.signer = producer.signer
         self._bootstrap = require_bootstrap(bootstrap)
         self._partitions = partitions
         self._timeout = delivery_timeout
@@ -154,8 +206,19 @@ class Emitter:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, *, producer_id: str, store: BlobStore | None = None, partitions: int = 1
+        cls,
+        settings: Settings,
+        *,
+        producer: SigningProducer | None = None,
+        producer_id: str | None = None,
+        keys_dir: Path | None = None,
+        store: BlobStore | None = None,
+        partitions: int = 1,
     ) -> Emitter:
+        """An emitter for these settings; ``producer`` defaults to the keys of ``keys_dir`` or
+        ``$BERNSTEIN_PRODUCER_KEYS_DIR`` (``producers.identity.default_producer_keys_dir``)."""
+        if producer is None:
+            producer = load_producer(keys_dir)
         if store is None:
             if settings.s3 is None:
                 raise EmitError("no S3 endpoint: set BERNSTEIN_S3_ENDPOINT or run `infra/up` (it writes .infra/env)")
@@ -164,6 +227,7 @@ class Emitter:
             bootstrap=require_bootstrap(settings.kafka_bootstrap),
             store=store,
             topics=settings.topics,
+            producer=producer,
             producer_id=producer_id,
             partitions=partitions,
         )
@@ -192,14 +256,14 @@ class Emitter:
     def submission_value(
         self, *, run_id: str, stage_id: str, role: str, result: ActivityResult, submission_id: str | None = None
     ) -> tuple[str, bytes]:
-        """The encoded submission (without publishing): its id and value bytes."""
+        """The encoded, signed submission (ActivitySubmission.v3, without publishing): its id and value bytes."""
         require_valid_ids(("run_id", run_id), ("stage_id", stage_id), ("role", role))
         result = self._with_sizes(result)
         sid = submission_id or uuid.uuid4().hex
         record = submission_record(
             result, submission_id=sid, run_id=run_id, stage_id=stage_id, role=role, producer_id=self.producer_id, sdk=SDK
         )
-        return sid, encode_submission(result, record)
+        return sid, encode_signed_submission(record, self.signer)
 
     def publish(
         self, *, run_id: str, stage_id: str, role: str, result: ActivityResult, submission_id: str | None = None
@@ -222,18 +286,16 @@ class Emitter:
         return self._produce(failed.run_id, failed.submission_id, failed.value)
 
     def close_run(self, run_id: str, *, submission_id: str | None = None) -> Published:
-        """Ask the scheduler to seal the run for good."""
+        """Ask the scheduler to seal the run for good (a signed RunClose.v2)."""
         if not is_valid_id(run_id):
             raise ActivityRejected(f"run_id {run_id!r} is not a valid id", code="INVALID_RUN_ID")
         sid = submission_id or uuid.uuid4().hex
-        value = codec.encode(
-            codec.RUN_CLOSE,
-            {
-                "submission_id": sid,
-                "run_id": run_id,
-                "producer": {"id": self.producer_id, "sdk": SDK},
-                "occurred_at_ms": int(time.time() * 1000),
-            },
+        value = encode_signed_close(
+            submission_id=sid,
+            run_id=run_id,
+            producer_id=self.producer_id,
+            occurred_at_ms=int(time.time() * 1000),
+            signer=self.signer,
         )
         return self._produce(run_id, sid, value)
 

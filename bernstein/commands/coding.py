@@ -9,6 +9,7 @@ from pathlib import Path
 from bernstein.commands.common import UsageError, add_prefix_flag, settings_from
 from producers.coding import publish_spawn, run_spawn
 from producers.emitter import Emitter
+from producers.identity import add_producer_flags, producer_from_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -26,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     run.add_argument("--role", default="developer", help="role from the roles manifest (default developer)")
     run.add_argument("--workdir", type=Path, required=True, help="directory the command works in")
     run.add_argument("--timeout", type=float, default=None, help="seconds before the spawn counts as timed out")
-    run.add_argument("--producer-id", default="coding-spawn", help="producer identity recorded with the activity")
+    add_producer_flags(run)
     run.add_argument("--json", action="store_true", help="print where the activity landed as JSON")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- the command and its arguments")
     run.set_defaults(func=_run)
@@ -38,8 +39,9 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError("give the command after --, e.g. bernstein coding run --run r --stage s --workdir . -- make fmt")
     if not args.workdir.is_dir():
         raise UsageError(f"--workdir {args.workdir} is not a directory")
+    producer = producer_from_args(args)  # before the command runs: no keys, nothing to publish
     spawn = run_spawn(args.workdir, command, timeout=args.timeout)
-    with Emitter.from_settings(settings_from(args), producer_id=args.producer_id) as emitter:
+    with Emitter.from_settings(settings_from(args), producer=producer) as emitter:
         published = publish_spawn(emitter, spawn, run_id=args.run_id, stage_id=args.stage, role=args.role)
     summary = {
         "run": published.run_id,

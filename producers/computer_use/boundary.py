@@ -14,8 +14,9 @@ records them, and it imports no browser library:
 A ``ProposedAction`` may carry a raw typed value (a password); it goes to the
 driver and nowhere else. ``canonical_action`` turns it into the ``Action``
 that is anchored, published and journalled: kind, target and only a keyed
-digest of the value (``typed_value_digest`` with the install's audit key, so
-a short secret cannot be recovered by hashing guesses). ``Action`` is a
+digest of the value (``typed_value_digest`` keyed with the producer's redaction
+key, so a short secret cannot be recovered by hashing guesses; that key never
+leaves the producer host, so no auditor's trusted-keys file can test guesses either). ``Action`` is a
 recorded format, so it lives in ``schemas.documents.browser``.
 """
 
@@ -121,7 +122,7 @@ def validate_proposal(action: ProposedAction, *, index: int | None = None) -> No
 
 
 def canonical_action(action: ProposedAction, *, key: bytes, index: int | None = None) -> Action:
-    """Validate a proposal and digest its value with ``key`` (the install audit key)."""
+    """Validate a proposal and digest its value with ``key`` (the producer's redaction key)."""
     validate_proposal(action, index=index)
     digest = "" if action.value is None else typed_value_digest(key, action.value)
     return Action(kind=action.kind, target=action.target, value_digest=digest)

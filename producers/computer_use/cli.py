@@ -1,7 +1,7 @@
 """``bernstein browser run`` and ``bernstein browser replay``.
 
     bernstein browser run --flow FLOW.json --url URL --run RUN --session SESSION
-        [--allow-origin ORIGIN ...] [--role navigator] [--adapter playwright] [--keys-dir DIR] [--worktree DIR]
+        [--allow-origin ORIGIN ...] [--role navigator] [--adapter playwright] [--producer-keys DIR] [--worktree DIR]
         [--timeout S] [--action-timeout S] [--byte-cap N] [--max-actions N]
         [--producer-id ID] [--prefix P] [--json]
     bernstein browser replay RUN [--session S] [--from kafka|DUMP] [--cas s3|none|DIR]
@@ -32,8 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-import socket
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -46,9 +44,10 @@ from producers.computer_use.budget import DEFAULT_RUN_BYTE_CAP
 from producers.computer_use.capability import CapabilityRefusal, require_computer_use_capable
 from producers.computer_use.errors import FlowError
 from producers.computer_use.session import DEFAULT_MAX_ACTIONS, ActionPublisher, ComputerUseSession, SessionOutcome
+from producers.identity import ProducerIdMismatch, add_producer_flags, producer_from_args
 from producers.netpolicy import OriginPolicy, TargetRefused
 from substrate.cas import BlobStore
-from substrate.keys import InstallKeys
+from substrate.keys import ProducerKeys
 from verifier.browser_replay import ReplayNotFound, ReplayResult, render_lines, replay_run, replay_sessions
 
 EXIT_OK = 0
@@ -90,7 +89,6 @@ def register(subparsers: Any) -> None:
     run.add_argument("--session", dest="session_id", required=True, metavar="SESSION", help="session id (= the browser stage id)")
     run.add_argument("--role", default="navigator", help="role publishing the session (default: navigator)")
     run.add_argument("--adapter", default="playwright", help="computer-use adapter (default: playwright)")
-    run.add_argument("--keys-dir", type=Path, default=None, help="install key directory (default: $BERNSTEIN_KEYS_DIR)")
     run.add_argument("--worktree", type=Path, default=Path.cwd(), help="worktree for profiles and the byte ledger (default: .)")
     run.add_argument(
         "--timeout", type=positive_seconds, default=None, metavar="S", help="session timeout in seconds (default: none)"
@@ -112,7 +110,7 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help=f"action budget (default: {DEFAULT_MAX_ACTIONS})",
     )
-    run.add_argument("--producer-id", default=None, help="worker identity (default: navigator@<hostname>)")
+    add_producer_flags(run, id_help="worker identity; must be the producer key's name (default: that name)")
     add_prefix_flag(run)
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
     run.set_defaults(func=_run)
@@ -133,23 +131,17 @@ def register(subparsers: Any) -> None:
     replay.set_defaults(func=_replay)
 
 
-def default_producer_id() -> str:
-    host = re.sub(r"[^A-Za-z0-9_.-]", "-", socket.gethostname())[:100] or "host"
-    return f"navigator@{host}"
-
-
 # ---------------------------------------------------------------------------
 # run
 # ---------------------------------------------------------------------------
 
 
 def _run(args: argparse.Namespace) -> int:
-    """The thin shell: gate, then keys and the emitter, then ``execute_run``."""
+    """The thin shell: gate, then this producer's keys and the emitter, then ``execute_run``."""
     try:
         require_computer_use_capable(args.adapter)  # before keys, Kafka or any browser
     except CapabilityRefusal as exc:
         return _refused(exc.code, exc.message, sys.stderr, suggested=exc.suggested_adapters)
-    from bernstein.commands.common import keys_from
     from producers.computer_use.playwright_driver import PlaywrightDriver
     from producers.computer_use.session import EmitterPublisher
     from producers.emitter import Emitter
@@ -159,18 +151,10 @@ def _run(args: argparse.Namespace) -> int:
         policy = session_policy(args)
     except TargetRefused as exc:
         return _refused(exc.code, exc.message, sys.stderr)
-    keys = keys_from(args)
-    producer_id = args.producer_id or default_producer_id()
+    keys = producer_from_args(args)
     factory = PlaywrightDriver.factory(policy=policy, action_timeout_ms=int(args.action_timeout * 1000))
-    with Emitter.from_settings(Settings.load(prefix=args.prefix), producer_id=producer_id) as emitter:
-        return execute_run(
-            args,
-            store=emitter.store,
-            publisher=EmitterPublisher(emitter),
-            keys=keys,
-            driver_factory=factory,
-            producer_id=producer_id,
-        )
+    with Emitter.from_settings(Settings.load(prefix=args.prefix), producer=keys) as emitter:
+        return execute_run(args, store=emitter.store, publisher=EmitterPublisher(emitter), keys=keys, driver_factory=factory)
 
 
 def session_policy(args: argparse.Namespace) -> OriginPolicy:
@@ -183,9 +167,8 @@ def execute_run(
     *,
     store: BlobStore,
     publisher: ActionPublisher,
-    keys: InstallKeys,
+    keys: ProducerKeys,
     driver_factory: DriverFactory,
-    producer_id: str,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
@@ -202,7 +185,7 @@ def execute_run(
             keys=keys,
             store=store,
             publisher=publisher,
-            worker_id=producer_id,
+            worker_id=getattr(args, "producer_id", None),
             worktree=args.worktree,
             role=args.role,
             adapter=args.adapter,
@@ -213,7 +196,7 @@ def execute_run(
         )
     except CapabilityRefusal as exc:
         return _refused(exc.code, exc.message, err, suggested=exc.suggested_adapters)
-    except (FlowError, ActivityRejected, TargetRefused) as exc:
+    except (FlowError, ActivityRejected, TargetRefused, ProducerIdMismatch) as exc:
         return _refused(exc.code, exc.message, err)
     except ValueError as exc:
         return _refused("INVALID_ARGUMENT", str(exc), err)

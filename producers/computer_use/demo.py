@@ -16,7 +16,7 @@ from typing import Final
 from producers.computer_use.agents import ScriptedAgent, load_flow
 from producers.computer_use.session import ComputerUseSession, EmitterPublisher, SessionOutcome
 from producers.emitter import Emitter
-from substrate.keys import InstallKeys
+from substrate.keys import ProducerKeys
 
 REPO: Final = Path(__file__).resolve().parent.parent.parent
 SIGNUP_FLOW: Final = REPO / "demo" / "flows" / "signup.json"
@@ -26,7 +26,7 @@ PASSWORD_ENV: Final = "BERNSTEIN_SIGNUP_PASSWORD"  # noqa: S105 - the name of th
 def browser_demo_stage(
     emitter: Emitter,
     run_id: str,
-    keys: InstallKeys,
+    keys: ProducerKeys,
     site_url: str,
     workdir: Path,
     *,
@@ -54,7 +54,6 @@ def browser_demo_stage(
         keys=keys,
         store=emitter.store,
         publisher=EmitterPublisher(emitter),
-        worker_id=emitter.producer_id,
         worktree=workdir,
         role=role,
     )

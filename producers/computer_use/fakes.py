@@ -3,28 +3,41 @@
 * ``FakeDriver``: serves scripted frames, records what it was asked to do,
   raises scripted faults.
 * ``RecordingPublisher``: keeps every published action value and result, and
-  encodes results with the emitter's own ``submission_record``, so a test
-  can fold the scheduler core over them.
+  encodes results with the emitter's own ``submission_record``, signed as the
+  emitter signs them, so a test can fold the scheduler core over them.
 * ``MemorySource``: a ``verifier.sources.RecordSource`` over records in memory.
 * ``InMemoryScheduler``: the real, pure scheduler core folded over published
-  values without Kafka; its outputs land in a ``MemorySource``.
+  values without Kafka, with the given producers registered; its outputs land in
+  a ``MemorySource``.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from consumers.core.model import InputRecord, SchedulerConfig
+from consumers.core.model import InputRecord, Producer, ProducerKey, ProducerRegistry, SchedulerConfig
 from consumers.core.step import SchedulerCore, initial_state
 from producers.activity import ActivityResult
 from producers.computer_use.boundary import Frame, ProposedAction
-from producers.emitter import encode_submission, submission_record
+from producers.emitter import encode_signed_close, encode_signed_submission, submission_record
+from producers.identity import SigningProducer
 from schemas import codec
-from substrate.keys import InstallKeys
+from substrate.keys import AuditKey, Ed25519Signer, KeyPurpose, TrustedKey, TrustedKeys
 from verifier.sources import StoredRecord
+
+
+class SchedulerKeys(Protocol):
+    """The scheduler's seal and audit keys (``substrate.keys.InstallKeys``, which producer code never loads)."""
+
+    @property
+    def signer(self) -> Ed25519Signer: ...
+
+    @property
+    def audit(self) -> AuditKey: ...
 
 
 class FakeDriver:
@@ -89,10 +102,11 @@ class PublishedResult:
 
 
 class RecordingPublisher:
-    """An ``ActionPublisher`` that keeps everything in memory."""
+    """An ``ActionPublisher`` that keeps everything in memory; results are signed by ``producer``."""
 
-    def __init__(self, producer_id: str = "navigator@test") -> None:
-        self.producer_id = producer_id
+    def __init__(self, producer: SigningProducer) -> None:
+        self.producer = producer
+        self.producer_id = producer.name
         self.actions: list[tuple[str, str, bytes]] = []
         self.results: list[PublishedResult] = []
         self._order: list[tuple[str, bytes]] = []
@@ -122,7 +136,7 @@ class RecordingPublisher:
             producer_id=self.producer_id,
             sdk="fake",
         )
-        return encode_submission(published.result, record)
+        return encode_signed_submission(record, self.producer.signer)
 
 
 class MemorySource:
@@ -154,14 +168,42 @@ class MemorySource:
 
 
 class InMemoryScheduler:
-    """The scheduler's pure core over one in-memory partition (tests of what a session publishes)."""
+    """The scheduler's pure core over one in-memory partition (tests of what a session publishes).
 
-    def __init__(self, keys: InstallKeys, *, roles: Mapping[str, str] | None = None, prefix: str = "mem") -> None:
+    Each of ``producers`` is registered with every role of ``roles`` and agent kind
+    ``browser`` (its computer-use actions carry no role). ``keys`` are the scheduler's
+    seal and audit keys; without them the scheduler makes fresh ones. ``trusted()``
+    pins what a verifier of its output needs.
+    """
+
+    def __init__(
+        self,
+        *producers: SigningProducer,
+        keys: SchedulerKeys | None = None,
+        roles: Mapping[str, str] | None = None,
+        prefix: str = "mem",
+    ) -> None:
+        roles = dict(roles or {"navigator": "browser"})
+        self.producers = tuple(producers)
+        self.seal = keys.signer if keys is not None else Ed25519Signer.generate()
+        self.audit = keys.audit if keys is not None else AuditKey.from_secret(os.urandom(32))
+        self.registry = ProducerRegistry.of(
+            [
+                Producer(
+                    p.name,
+                    frozenset(roles),
+                    frozenset({"browser", *roles.values()}),
+                    (ProducerKey(p.signer.key_id, p.signer.public_key_raw),),
+                )
+                for p in self.producers
+            ]
+        )
         config = SchedulerConfig(
-            roles=dict(roles or {"navigator": "browser"}),
-            signer=keys.signer,
-            audit_key=keys.audit.secret,
-            audit_key_id=keys.audit.key_id,
+            roles=roles,
+            signer=self.seal,
+            audit_key=self.audit.secret,
+            audit_key_id=self.audit.key_id,
+            producers=self.registry,
         )
         self.core = SchedulerCore(config)
         self.state = initial_state(config, 0)
@@ -169,6 +211,16 @@ class InMemoryScheduler:
         self.source = MemorySource()
         self._offsets: dict[str, int] = {}
         self.inputs = 0
+
+    def trusted(self, *, include_audit_key: bool = True) -> TrustedKeys:
+        """The seal key, the audit key (unless left out) and every registered producer key, pinned."""
+        pinned = [TrustedKey(self.seal.key_id, KeyPurpose.SEAL, self.seal.public_key_raw)]
+        if include_audit_key:
+            pinned.append(TrustedKey(self.audit.key_id, KeyPurpose.AUDIT, self.audit.secret))
+        pinned += [
+            TrustedKey(p.signer.key_id, KeyPurpose.PRODUCER, p.signer.public_key_raw, producer=p.name) for p in self.producers
+        ]
+        return TrustedKeys.of(pinned)
 
     def feed(self, run_id: str, value: bytes, *, timestamp_ms: int = 1_700_000_000_000) -> None:
         record = InputRecord(f"{self.prefix}.activity.submissions", 0, self.inputs, timestamp_ms, run_id.encode(), value)
@@ -187,16 +239,19 @@ class InMemoryScheduler:
             self.feed(run_id, value)
 
     def close_run(self, run_id: str) -> None:
+        """Close ``run_id`` with a RunClose.v2 signed by the first registered producer."""
+        if not self.producers:
+            raise ValueError("InMemoryScheduler.close_run needs a registered producer to sign the close")
+        closer = self.producers[0]
         self.feed(
             run_id,
-            codec.encode(
-                codec.RUN_CLOSE,
-                {
-                    "submission_id": f"close-{run_id}",
-                    "run_id": run_id,
-                    "producer": {"id": "test", "sdk": "fake"},
-                    "occurred_at_ms": 0,
-                },
+            encode_signed_close(
+                submission_id=f"close-{run_id}",
+                run_id=run_id,
+                producer_id=closer.name,
+                occurred_at_ms=0,
+                signer=closer.signer,
+                sdk="fake",
             ),
         )
 

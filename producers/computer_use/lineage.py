@@ -4,7 +4,10 @@ The entry format (``lineage_entry``), ``LineageEnvelope`` and
 ``LineageBinding`` live in ``schemas.documents.browser``; checking a stored
 entry with pinned keys is the verifier's (``verifier.browser_replay.check_lineage``).
 This module is the producer's one act on it: canonicalise the entry, envelope
-it with the install's audit key (HMAC) and sign it with the install key. No
+it with the producer's lineage key (HMAC; the entry's ``hmac_key_id`` names it) and
+sign it with the producer key (``bernstein keys init --producer``). Neither is a
+scheduler key: the scheduler checks the signature against the manifest's registered
+producer keys and does not check a producer's own envelope. No
 wall clock is in the entry, so the same action always seals to the same
 bytes (and, Ed25519 being deterministic, the same signature). The HMAC and
 the signature both cover ``PAE("bernstein/lineage-entry/v1", entry)``
@@ -30,12 +33,12 @@ __all__ = [
 ]
 
 
-def seal_lineage(entry: Mapping[str, Any], *, signer: Ed25519Signer, audit: AuditKey) -> LineageEnvelope:
-    """Canonicalise, HMAC-envelope (audit key) and sign (install key) an entry."""
+def seal_lineage(entry: Mapping[str, Any], *, signer: Ed25519Signer, envelope_key: AuditKey) -> LineageEnvelope:
+    """Canonicalise, HMAC-envelope (the producer's lineage key) and sign (the producer key) an entry."""
     data = canonical_json(dict(entry))
     return LineageEnvelope(
         entry=data,
-        hmac=lineage_hmac(audit.secret, data),
+        hmac=lineage_hmac(envelope_key.secret, data),
         key_id=signer.key_id,
         signature=signer.sign(lineage_signing_input(data)),
     )

@@ -1,22 +1,24 @@
 """One recorded browser session: every action anchored, signed and published; one result at the end.
 
+    keys = load_producer_keys(dir)        # this host's producer keys (`bernstein keys init --producer`)
     session = ComputerUseSession("run-42", "browser-0", keys=keys, store=store,
-                                 publisher=EmitterPublisher(emitter), worker_id="navigator@host",
-                                 worktree=Path("."))
+                                 publisher=EmitterPublisher(emitter), worktree=Path("."))
     outcome = session.run(agent, driver_factory)   # ScriptedAgent, PlaywrightDriver.factory()
 
 Per action (``record``), in this order:
 
 1. the driver's pre-action frame is normalised (``snapshot.normalise_snapshot``:
    stable text, typed values redacted) and shown to the agent, which decides;
-2. the proposal becomes the canonical action (its value only as a keyed digest);
+2. the proposal becomes the canonical action (its value only as a digest keyed with
+   the producer's redaction key, which never leaves this host);
    a ``navigate`` whose target the session's origin policy refuses is
    ``NavigationRefused`` here, before anything is stored or anchored;
 3. the screenshot is charged to the run's persisted byte cap (overflow raises
    ``ActionByteCapExceeded`` before anything is stored or anchored);
 4. screenshot and snapshot bytes go to the CAS (dedupe by hash);
 5. observation hash and anchor are computed; the lineage entry (prior anchor
-   as parent) is HMAC-enveloped with the audit key and Ed25519-signed;
+   as parent) is HMAC-enveloped with the producer's lineage key and signed with
+   its producer key (that signature is the producer's signature of the action);
 6. the ``ComputerUseAction`` is published (blobs first, then the event);
 7. only then does the driver perform the action.
 
@@ -64,6 +66,7 @@ from producers.computer_use.lineage import LineageBinding, lineage_entry, seal_l
 from producers.computer_use.profiles import prepare_profile, remove_profile
 from producers.computer_use.snapshot import normalise_snapshot
 from producers.computer_use.terminal import ComputerUseDriverError, DriverFault, classify_terminal_state
+from producers.identity import resolve_producer_id
 from producers.netpolicy import OriginPolicy, TargetRefused
 from schemas import codec
 from schemas.documents.browser import (
@@ -79,7 +82,7 @@ from schemas.documents.browser import (
 )
 from schemas.records import ActivityKind, Observation, TerminalState
 from substrate.cas import BlobStore
-from substrate.keys import InstallKeys
+from substrate.keys import ProducerKeys
 
 if TYPE_CHECKING:
     from producers.emitter import Emitter
@@ -167,11 +170,11 @@ class ComputerUseSession:
         run_id: str,
         session_id: str,
         *,
-        keys: InstallKeys,
+        keys: ProducerKeys,
         store: BlobStore,
         publisher: ActionPublisher,
-        worker_id: str,
         worktree: Path,
+        worker_id: str | None = None,
         role: str = "navigator",
         adapter: str = "playwright",
         byte_cap: int = DEFAULT_RUN_BYTE_CAP,
@@ -181,6 +184,7 @@ class ComputerUseSession:
         navigation: OriginPolicy | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        worker_id = resolve_producer_id(keys, worker_id)
         require_valid_ids(("run_id", run_id), ("session_id", session_id), ("role", role), ("worker_id", worker_id))
         if isinstance(max_actions, bool) or not isinstance(max_actions, int) or not 0 <= max_actions <= MAX_ACTIONS_LIMIT:
             raise ValueError(f"max_actions must be an integer between 0 and {MAX_ACTIONS_LIMIT}, got {max_actions!r}")
@@ -317,7 +321,7 @@ class ComputerUseSession:
 
     def observe(self, frame: Frame) -> PendingObservation:
         """Normalise and hash a pre-action frame (nothing is stored yet)."""
-        text = normalise_snapshot(frame.aria_snapshot, key=self.keys.audit.secret, typed_values=self._typed)
+        text = normalise_snapshot(frame.aria_snapshot, key=self.keys.redaction.secret, typed_values=self._typed)
         snapshot = text.encode("utf-8")
         return PendingObservation(
             len(self._records), frame.screenshot, snapshot, frame.url, observation_hashes(frame.screenshot, snapshot)
@@ -330,7 +334,7 @@ class ComputerUseSession:
         index = len(self._records)
         if pending.index != index:
             raise ComputerUseError(f"observation {pending.index} is stale: the session is at action {index}")
-        action = canonical_action(proposed, key=self.keys.audit.secret, index=index)
+        action = canonical_action(proposed, key=self.keys.redaction.secret, index=index)
         if action.kind == "navigate" and self.navigation is not None:
             try:
                 self.navigation.check(action.target)
@@ -351,14 +355,14 @@ class ComputerUseSession:
             lineage_entry(
                 binding,
                 key_id=self.keys.signer.key_id,
-                hmac_key_id=self.keys.audit.key_id,
+                hmac_key_id=self.keys.lineage.key_id,
                 observation_hash=hashes.observation_hash,
                 screenshot_hash=hashes.screenshot_hash,
                 dom_digest=hashes.dom_digest,
                 action=action,
             ),
             signer=self.keys.signer,
-            audit=self.keys.audit,
+            envelope_key=self.keys.lineage,
         )
         record = ActionRecord(
             index=index,

@@ -83,7 +83,8 @@ class DataOpsActivity:
     """One data or ops activity of a run's stage, enforcing inputs -> plan -> outputs.
 
     ``store`` receives every input and output (and the receipt) before any
-    event names them; ``signer`` is the install key (``load_keys(dir).signer``).
+    event names them; ``signer`` is this producer's key (``load_producer_keys(dir).signer``),
+    never a scheduler key.
     """
 
     def __init__(self, kind: str | ActivityKind, run_id: str, stage_id: str, *, store: BlobStore, signer: Signer) -> None:

@@ -1,7 +1,9 @@
 """``bernstein data run`` and ``bernstein ops run``: run an example job and publish its result.
 
-The private key comes ONLY from the key directory (``load_keys``); nothing in
-an input file or job spec can supply or name a key. Blobs go to the CAS
+The private key comes ONLY from this producer's key directory
+(``bernstein keys init --producer NAME``, ``--producer-keys DIR`` or
+``$BERNSTEIN_PRODUCER_KEYS_DIR``): it signs the receipt and the submission. Nothing
+in an input file or job spec can supply or name a key, and no scheduler key is read. Blobs go to the CAS
 before the submission that names them is published. When the job breaks the
 phase order or cannot run as declared, the refusal itself is published (a
 ``refused`` result) and the command exits 3.
@@ -17,7 +19,6 @@ phase order or cannot run as declared, the refusal itself is published (a
 from __future__ import annotations
 
 import argparse
-import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -33,10 +34,11 @@ from producers.dataops.examples import (
     run_data_job,
     run_ops_job,
 )
+from producers.identity import add_producer_flags, producer_from_args
 from schemas.errors import BernsteinError
 from schemas.records import ID_RULE, is_valid_id
 from substrate.cas import BlobStore, DirBlobStore
-from substrate.keys import default_keys_dir, load_keys
+from substrate.keys import ProducerKeys
 from substrate.text import plural
 
 EXIT_OK: Final = 0
@@ -88,16 +90,9 @@ def _add_run_arguments(run: argparse.ArgumentParser, kind: str) -> None:
         help=f'job spec JSON: {{"format": "bernstein.dataops.job/v1", "kind": "{kind}", "steps": [...]}}',
     )
     steps.add_argument("--step", action="append", dest="steps", metavar="STEP", help="one declared step (repeatable, in order)")
-    run.add_argument(
-        "--keys-dir",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="install key directory; the ONLY source of the signing key (default: $BERNSTEIN_KEYS_DIR or ~/.local/state/bernstein/keys)",
-    )
+    add_producer_flags(run)
     run.add_argument("--cas-dir", type=Path, metavar="DIR", help="store blobs in this directory instead of the S3 bucket")
     run.add_argument("--no-publish", action="store_true", help="do not publish to Kafka (needs --cas-dir)")
-    run.add_argument("--producer-id", metavar="ID", help="producer identity (default <role>@<hostname>)")
     run.add_argument(
         "--violate",
         choices=VIOLATIONS,
@@ -113,8 +108,8 @@ def run_command(args: argparse.Namespace) -> int:
             raise DataOpsUsageError(f"{flag} {value!r} {ID_RULE}")
     steps = _load_steps(args, kind)
     inputs = [InputFile(path.name, _read(path, "input")) for path in args.inputs]
-    keys = load_keys(args.keys_dir or default_keys_dir())
-    store, emitter = _open(args)
+    keys = producer_from_args(args)
+    store, emitter = _open(args, keys)
     try:
         activity = DataOpsActivity(kind, args.run_id, args.stage_id, store=store, signer=keys.signer)
         outcome: JobOutcome | None = None
@@ -182,7 +177,7 @@ def _read(path: Path, what: str) -> bytes:
         raise DataOpsUsageError(f"cannot read {what} {path}: {exc.strerror}") from None
 
 
-def _open(args: argparse.Namespace) -> tuple[BlobStore, Any]:
+def _open(args: argparse.Namespace, keys: ProducerKeys) -> tuple[BlobStore, Any]:
     """The blob store and (unless --no-publish) the emitter; the only Kafka/S3-touching part."""
     local = DirBlobStore(args.cas_dir) if args.cas_dir else None
     if args.no_publish:
@@ -192,6 +187,5 @@ def _open(args: argparse.Namespace) -> tuple[BlobStore, Any]:
     from producers.emitter import Emitter
     from substrate.config import Settings
 
-    producer_id = args.producer_id or f"{args.role}@{socket.gethostname()}"
-    emitter = Emitter.from_settings(Settings.load(), producer_id=producer_id, store=local)
+    emitter = Emitter.from_settings(Settings.load(), producer=keys, store=local)
     return emitter.store, emitter

@@ -4,7 +4,7 @@
         --source https://example.org/notes --source https://example.org/perf \\
         --run run-42 --stage research-0 [--role scout] [--max-fetches 8] \\
         [--max-cost N --cost-per-fetch N] [--max-bytes N] [--allow-private] \\
-        [--synthesiser extractive|module:attr] [--json]
+        [--synthesiser extractive|module:attr] [--producer-keys DIR] [--json]
 
 Exit codes: 0 published; 3 refused at the boundary (nothing published), a
 budget overrun or fetch failure (the refused / failed result IS published so
@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
 from bernstein.commands.common import command_group, non_negative_int
 from producers.activity import ActivityRejected, ActivityResult
+from producers.identity import add_producer_flags, producer_from_args
 from producers.research.budget import ResearchBudget
 from producers.research.errors import ResearchAborted, ResearchBudgetExceeded
 from producers.research.fetch import DEFAULT_TIMEOUT, FetchFn, make_fetch
@@ -65,7 +65,7 @@ def register(subparsers: Any) -> None:
     run.add_argument(
         "--synthesiser", default="extractive", metavar="extractive|module:attr", help="claim drafter (default: extractive)"
     )
-    run.add_argument("--producer-id", default=None, help="producer identity (default: research@<hostname>)")
+    add_producer_flags(run)
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
     run.set_defaults(func=_handle)
 
@@ -75,8 +75,7 @@ def _handle(args: argparse.Namespace) -> int:
     from producers.emitter import Emitter
     from substrate.config import Settings
 
-    producer_id = args.producer_id or f"research@{socket.gethostname()}"
-    with Emitter.from_settings(Settings.load(), producer_id=producer_id) as emitter:
+    with Emitter.from_settings(Settings.load(), producer=producer_from_args(args)) as emitter:
 
         def publish(result: ActivityResult) -> str:
             return emitter.publish(run_id=args.run_id, stage_id=args.stage_id, role=args.role, result=result).where

@@ -22,7 +22,7 @@ from producers.computer_use.fakes import FakeDriver, FakeDriverFactory, InMemory
 from schemas.canonical import sha256_digest
 from schemas.records import TerminalState
 from substrate.cas import DirBlobStore
-from substrate.keys import InstallKeys, init_keys
+from substrate.keys import ProducerKeys, init_producer_keys
 
 RUN = "run-cap"
 SHOT = 1000  # bytes per screenshot in these tests
@@ -90,7 +90,7 @@ def test_an_unreadable_ledger_is_never_a_silent_reset(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------
 
 
-def session(tmp_path: Path, keys: InstallKeys, publisher: RecordingPublisher, session_id: str, cap: int) -> ComputerUseSession:
+def session(tmp_path: Path, keys: ProducerKeys, publisher: RecordingPublisher, session_id: str, cap: int) -> ComputerUseSession:
     return ComputerUseSession(
         RUN,
         session_id,
@@ -108,8 +108,8 @@ def clicks(n: int) -> list[ProposedAction]:
 
 
 def test_overflow_is_recorded_as_a_refused_browser_result(tmp_path: Path) -> None:
-    keys = init_keys(tmp_path / "keys")
-    publisher = RecordingPublisher()
+    keys = init_producer_keys(tmp_path / "producer-keys", "navigator@test")
+    publisher = RecordingPublisher(keys)
     frames = [Frame(shot(str(i)), f"- button b{i}\n") for i in range(5)]
     outcome = session(tmp_path, keys, publisher, "browser-0", cap=2500).run(
         ScriptedAgent(clicks(5)), FakeDriverFactory(FakeDriver(frames))
@@ -126,32 +126,32 @@ def test_overflow_is_recorded_as_a_refused_browser_result(tmp_path: Path) -> Non
 
 
 def test_the_low_level_record_raises(tmp_path: Path) -> None:
-    keys = init_keys(tmp_path / "keys")
-    recorder = session(tmp_path, keys, RecordingPublisher(), "browser-0", cap=SHOT)
+    keys = init_producer_keys(tmp_path / "producer-keys", "navigator@test")
+    recorder = session(tmp_path, keys, RecordingPublisher(keys), "browser-0", cap=SHOT)
     recorder.record(recorder.observe(Frame(shot("x"), "- a\n")), ProposedAction("click", "#a"))
     with pytest.raises(ActionByteCapExceeded):
         recorder.record(recorder.observe(Frame(shot("y"), "- b\n")), ProposedAction("click", "#b"))
 
 
 def test_duplicate_frames_do_not_count_twice(tmp_path: Path) -> None:
-    keys = init_keys(tmp_path / "keys")
+    keys = init_producer_keys(tmp_path / "producer-keys", "navigator@test")
     same = [Frame(shot("same"), "- page\n")] * 6
-    outcome = session(tmp_path, keys, RecordingPublisher(), "browser-0", cap=SHOT).run(
+    outcome = session(tmp_path, keys, RecordingPublisher(keys), "browser-0", cap=SHOT).run(
         ScriptedAgent(clicks(5)), FakeDriverFactory(FakeDriver(same))
     )
     assert outcome.ok and outcome.action_count == 5
 
 
 def test_a_new_session_of_the_same_run_continues_from_the_persisted_count(tmp_path: Path) -> None:
-    keys = init_keys(tmp_path / "keys")
+    keys = init_producer_keys(tmp_path / "producer-keys", "navigator@test")
     first = [Frame(shot(f"first{i}"), "- a\n") for i in range(3)]
-    outcome = session(tmp_path, keys, RecordingPublisher(), "browser-0", cap=4500).run(
+    outcome = session(tmp_path, keys, RecordingPublisher(keys), "browser-0", cap=4500).run(
         ScriptedAgent(clicks(2)), FakeDriverFactory(FakeDriver(first))
     )
     assert outcome.ok and outcome.action_count == 2  # 2 action frames + the final frame: 3000 of 4500 bytes
     # a restart: new session object, new process state, same run and worktree
     second = [Frame(shot(f"second{i}"), "- b\n") for i in range(3)]
-    outcome = session(tmp_path, keys, RecordingPublisher(), "browser-1", cap=4500).run(
+    outcome = session(tmp_path, keys, RecordingPublisher(keys), "browser-1", cap=4500).run(
         ScriptedAgent(clicks(3)), FakeDriverFactory(FakeDriver(second))
     )
     assert (outcome.action_count, outcome.reason_code) == (1, "byte_cap_exceeded")

@@ -23,7 +23,7 @@ from producers.computer_use.cli import EXIT_REFUSED, execute_run
 from producers.computer_use.fakes import FakeDriver, FakeDriverFactory, RecordingPublisher
 from producers.computer_use.profiles import isolated_profile_dir
 from substrate.cas import DirBlobStore
-from substrate.keys import init_keys
+from substrate.keys import init_producer_keys
 
 
 @pytest.mark.parametrize(
@@ -47,11 +47,12 @@ def test_the_refusal_is_structured() -> None:
 
 def test_an_incapable_adapter_starts_nothing(tmp_path: Path) -> None:
     factory = FakeDriverFactory(FakeDriver([Frame(b"png", "- a\n")]))
-    publisher = RecordingPublisher()
+    keys = init_producer_keys(tmp_path / "producer-keys", "coder@test")
+    publisher = RecordingPublisher(keys)
     session = ComputerUseSession(
         "run-1",
         "browser-0",
-        keys=init_keys(tmp_path / "keys"),
+        keys=keys,
         store=DirBlobStore(tmp_path / "cas"),
         publisher=publisher,
         worker_id="coder@test",
@@ -69,6 +70,7 @@ def test_an_incapable_adapter_starts_nothing(tmp_path: Path) -> None:
 def test_the_cli_refuses_before_reading_the_flow(tmp_path: Path) -> None:
     factory = FakeDriverFactory(FakeDriver([Frame(b"png", "- a\n")]))
     err = io.StringIO()
+    keys = init_producer_keys(tmp_path / "producer-keys", "p@test")
     args = argparse.Namespace(
         adapter="aider",
         flow=tmp_path / "missing.json",
@@ -81,14 +83,14 @@ def test_the_cli_refuses_before_reading_the_flow(tmp_path: Path) -> None:
         max_actions=10,
         timeout=None,
         json=False,
+        producer_id="p@test",
     )
     code = execute_run(
         args,
         store=DirBlobStore(tmp_path / "cas"),
-        publisher=RecordingPublisher(),
-        keys=init_keys(tmp_path / "keys"),
+        publisher=RecordingPublisher(keys),
+        keys=keys,
         driver_factory=factory,
-        producer_id="p@test",
         out=io.StringIO(),
         err=err,
     )

@@ -12,7 +12,7 @@ from producers.computer_use import ComputerUseSession, Frame, ProposedAction, Sc
 from producers.computer_use.fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, RecordingPublisher
 from schemas import codec
 from substrate.cas import DirBlobStore
-from substrate.keys import InstallKeys, TrustedKeys, init_keys
+from substrate.keys import ProducerKeys, init_producer_keys
 from verifier.checks import CheckContext, check_for
 from verifier.checks.browser import NO_STORE, check_browser
 from verifier.verify import verify, verify_stage
@@ -30,8 +30,8 @@ def frames(n: int) -> list[Frame]:
     return [Frame(b"\x89PNG" + f"frame-{i}".encode() * 30, f'- heading "Step {i}"\n') for i in range(n)]
 
 
-def record(tmp_path: Path, keys: InstallKeys, **options: Any) -> tuple[InMemoryScheduler, SessionOutcome]:
-    publisher = RecordingPublisher()
+def record(tmp_path: Path, keys: ProducerKeys, **options: Any) -> tuple[InMemoryScheduler, SessionOutcome]:
+    publisher = RecordingPublisher(keys)
     session = ComputerUseSession(
         RUN,
         SESSION,
@@ -73,18 +73,18 @@ def action_entries(scheduler: InMemoryScheduler) -> list[tuple[int, dict[str, An
 
 
 @pytest.fixture
-def keys(tmp_path: Path) -> InstallKeys:
-    return init_keys(tmp_path / "keys")
+def keys(tmp_path: Path) -> ProducerKeys:
+    return init_producer_keys(tmp_path / "producer-keys", "navigator@test")
 
 
 def test_the_check_is_registered_for_browser() -> None:
     assert check_for("browser") is check_browser
 
 
-def test_a_recorded_session_verifies_step_by_step(tmp_path: Path, keys: InstallKeys) -> None:
+def test_a_recorded_session_verifies_step_by_step(tmp_path: Path, keys: ProducerKeys) -> None:
     scheduler, outcome = record(tmp_path, keys)
     entry, offset = browser_entry(scheduler)
-    stage = verify_stage(entry, offset, cas=DirBlobStore(tmp_path / "cas"), trusted=TrustedKeys.from_install(keys))
+    stage = verify_stage(entry, offset, cas=DirBlobStore(tmp_path / "cas"), trusted=scheduler.trusted())
     assert stage.ok, stage.reason
     assert "3 steps replayed" in stage.notes and "evidence reattached" in stage.notes
     assert [d.text for d in stage.details] == [
@@ -95,7 +95,7 @@ def test_a_recorded_session_verifies_step_by_step(tmp_path: Path, keys: InstallK
     ]
 
 
-def test_a_flipped_screenshot_byte_fails_the_stage_at_its_index(tmp_path: Path, keys: InstallKeys) -> None:
+def test_a_flipped_screenshot_byte_fails_the_stage_at_its_index(tmp_path: Path, keys: ProducerKeys) -> None:
     scheduler, outcome = record(tmp_path, keys)
     shutil.copytree(tmp_path / "cas", tmp_path / "tampered")
     store = DirBlobStore(tmp_path / "tampered")
@@ -104,7 +104,7 @@ def test_a_flipped_screenshot_byte_fails_the_stage_at_its_index(tmp_path: Path, 
     data[-1] ^= 0xFF
     path.write_bytes(bytes(data))
     entry, offset = browser_entry(scheduler)
-    stage = verify_stage(entry, offset, cas=store, trusted=TrustedKeys.from_install(keys))
+    stage = verify_stage(entry, offset, cas=store, trusted=scheduler.trusted())
     assert not stage.ok
     assert stage.reason.startswith(
         "browser replay diverged at action 1 (screenshot_changed): screenshot bytes changed: anchor mismatch"
@@ -116,17 +116,17 @@ def test_a_flipped_screenshot_byte_fails_the_stage_at_its_index(tmp_path: Path, 
     )
 
 
-def test_without_a_store_nothing_is_replayed(tmp_path: Path, keys: InstallKeys) -> None:
+def test_without_a_store_nothing_is_replayed(tmp_path: Path, keys: ProducerKeys) -> None:
     scheduler, _ = record(tmp_path, keys)
     entry, offset = browser_entry(scheduler)
-    stage = verify_stage(entry, offset, cas=None, trusted=TrustedKeys.from_install(keys))
+    stage = verify_stage(entry, offset, cas=None, trusted=scheduler.trusted())
     # Not replayed is not verified: the stage is not ok, and not a mismatch either.
     assert not stage.ok and not stage.failed
     assert stage.unchecked == f"{NO_STORE} (no content store)" == "steps not replayed (no content store)"
     assert (stage.reason, stage.details, stage.evidence_reattached) == ("", (), False)
 
 
-def test_terminal_state_must_map_onto_the_journalled_one(tmp_path: Path, keys: InstallKeys) -> None:
+def test_terminal_state_must_map_onto_the_journalled_one(tmp_path: Path, keys: ProducerKeys) -> None:
     scheduler, outcome = record(tmp_path, keys, max_actions=1)
     entry, _ = browser_entry(scheduler)
     assert (entry["terminal_state"], entry["reason_code"]) == ("refused", "action_limit_exceeded")
@@ -138,7 +138,7 @@ def test_terminal_state_must_map_onto_the_journalled_one(tmp_path: Path, keys: I
         artifact=outcome.result.artifact,
         artifact_problem="",
         cas=DirBlobStore(tmp_path / "cas"),
-        trusted=TrustedKeys.from_install(keys),
+        trusted=scheduler.trusted(),
     )
     verdict = check_browser(ctx)
     assert not verdict.ok and "maps to 'refused'" in verdict.reason
@@ -146,7 +146,7 @@ def test_terminal_state_must_map_onto_the_journalled_one(tmp_path: Path, keys: I
     assert ok.ok and "ended refused (action_limit_exceeded)" in ok.notes
 
 
-def test_journalled_actions_are_cross_checked_when_the_verifier_hands_them_over(tmp_path: Path, keys: InstallKeys) -> None:
+def test_journalled_actions_are_cross_checked_when_the_verifier_hands_them_over(tmp_path: Path, keys: ProducerKeys) -> None:
     scheduler, outcome = record(tmp_path, keys)
     entry, _ = browser_entry(scheduler)
     ctx = CheckContext(
@@ -157,7 +157,7 @@ def test_journalled_actions_are_cross_checked_when_the_verifier_hands_them_over(
         artifact=outcome.result.artifact,
         artifact_problem="",
         cas=DirBlobStore(tmp_path / "cas"),
-        trusted=TrustedKeys.from_install(keys),
+        trusted=scheduler.trusted(),
     )
     related = action_entries(scheduler)
     object.__setattr__(ctx, "related_entries", tuple(related))
@@ -171,9 +171,9 @@ def test_journalled_actions_are_cross_checked_when_the_verifier_hands_them_over(
     assert not verdict.ok and verdict.reason.startswith("journalled actions diverged at action 0 (anchor_mismatch)")
 
 
-def test_the_whole_run_verifies_and_a_flipped_screenshot_is_named(tmp_path: Path, keys: InstallKeys) -> None:
+def test_the_whole_run_verifies_and_a_flipped_screenshot_is_named(tmp_path: Path, keys: ProducerKeys) -> None:
     scheduler, outcome = record(tmp_path, keys)
-    trusted = TrustedKeys.from_install(keys)
+    trusted = scheduler.trusted()
     report = verify(RUN, scheduler.source, cas=DirBlobStore(tmp_path / "cas"), trusted=trusted)
     assert report.ok and report.exit_code == 0
     assert report.header.chain is not None and report.header.chain.entries == 4  # 3 actions + the session's result

@@ -15,7 +15,7 @@ from producers.computer_use.cli import EXIT_MISMATCH, EXIT_NOT_FOUND, EXIT_OK, E
 from producers.computer_use.fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, RecordingPublisher
 from schemas import codec
 from substrate.cas import DirBlobStore
-from substrate.keys import InstallKeys, TrustedKeys, init_keys
+from substrate.keys import ProducerKeys, init_producer_keys
 
 FLOW = [
     {"kind": "navigate", "target": "{url}/signup.html"},
@@ -29,8 +29,8 @@ def frames() -> list[Frame]:
 
 
 @pytest.fixture
-def keys(tmp_path: Path) -> InstallKeys:
-    return init_keys(tmp_path / "keys")
+def keys(tmp_path: Path) -> ProducerKeys:
+    return init_producer_keys(tmp_path / "producer-keys", "navigator@test")
 
 
 def run_args(tmp_path: Path, **changes: object) -> argparse.Namespace:
@@ -55,7 +55,7 @@ def run_args(tmp_path: Path, **changes: object) -> argparse.Namespace:
 
 
 def run(
-    tmp_path: Path, keys: InstallKeys, driver: FakeDriver, publisher: RecordingPublisher, **changes: object
+    tmp_path: Path, keys: ProducerKeys, driver: FakeDriver, publisher: RecordingPublisher, **changes: object
 ) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     code = execute_run(
@@ -64,7 +64,6 @@ def run(
         publisher=publisher,
         keys=keys,
         driver_factory=FakeDriverFactory(driver),
-        producer_id="navigator@test",
         out=out,
         err=err,
     )
@@ -79,15 +78,15 @@ def test_the_commands_are_registered() -> None:
     assert (args.run_id, args.source, args.session_id) == ("r", "dump", "s")
 
 
-def test_run_publishes_and_exits_0(tmp_path: Path, keys: InstallKeys, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_publishes_and_exits_0(tmp_path: Path, keys: ProducerKeys, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CLI_TEST_PASSWORD", "pw-cli-0123456789")
-    publisher = RecordingPublisher()
+    publisher = RecordingPublisher(keys)
     code, out, err = run(tmp_path, keys, FakeDriver(frames()), publisher)
     assert code == EXIT_OK, err
     assert out.startswith("published browser session: run=run-cli session=browser-0 [browser]")
     assert "3 actions, head sha256:" in out and "completed/ok" in out
     assert "pw-cli-0123456789" not in out + err
-    code, out, _ = run(tmp_path, keys, FakeDriver(frames()), RecordingPublisher(), json=True, session_id="browser-1")
+    code, out, _ = run(tmp_path, keys, FakeDriver(frames()), RecordingPublisher(keys), json=True, session_id="browser-1")
     summary = json.loads(out)
     assert (summary["actions"], summary["terminal_state"], summary["reason_code"]) == (3, "completed", "ok")
 
@@ -101,10 +100,10 @@ def test_allow_origin_is_parsed_and_repeatable() -> None:
 
 
 def test_a_loopback_url_not_allowed_explicitly_is_refused_at_the_navigate_step(
-    tmp_path: Path, keys: InstallKeys, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, keys: ProducerKeys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CLI_TEST_PASSWORD", "pw")
-    publisher = RecordingPublisher()
+    publisher = RecordingPublisher(keys)
     driver = FakeDriver(frames())
     code, out, err = run(tmp_path, keys, driver, publisher, allow_origin=[], json=True)
     assert code == EXIT_REFUSED
@@ -119,10 +118,10 @@ def test_a_loopback_url_not_allowed_explicitly_is_refused_at_the_navigate_step(
 
 
 def test_a_non_http_allowed_origin_is_refused_before_anything_starts(
-    tmp_path: Path, keys: InstallKeys, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, keys: ProducerKeys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CLI_TEST_PASSWORD", "pw")
-    publisher = RecordingPublisher()
+    publisher = RecordingPublisher(keys)
     driver = FakeDriver(frames())
     code, _, err = run(tmp_path, keys, driver, publisher, allow_origin=["file:///etc"])
     assert code == EXIT_REFUSED
@@ -130,9 +129,9 @@ def test_a_non_http_allowed_origin_is_refused_before_anything_starts(
     assert publisher.results == [] and driver.performed == []
 
 
-def test_a_driver_fault_is_published_and_exits_3(tmp_path: Path, keys: InstallKeys, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_driver_fault_is_published_and_exits_3(tmp_path: Path, keys: ProducerKeys, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CLI_TEST_PASSWORD", "pw")
-    publisher = RecordingPublisher()
+    publisher = RecordingPublisher(keys)
     driver = FakeDriver(frames(), faults={1: ComputerUseDriverError("Timeout 5000ms exceeded.", fault=DriverFault.ACTION_FAILED)})
     code, out, err = run(tmp_path, keys, driver, publisher)
     assert code == EXIT_REFUSED
@@ -141,10 +140,10 @@ def test_a_driver_fault_is_published_and_exits_3(tmp_path: Path, keys: InstallKe
 
 
 def test_a_bad_flow_is_refused_and_nothing_is_published(
-    tmp_path: Path, keys: InstallKeys, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, keys: ProducerKeys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("CLI_TEST_PASSWORD", raising=False)
-    publisher = RecordingPublisher()
+    publisher = RecordingPublisher(keys)
     driver = FakeDriver(frames())
     code, _, err = run(tmp_path, keys, driver, publisher)
     assert code == EXIT_REFUSED and "E_FLOW" in err and "$CLI_TEST_PASSWORD" in err
@@ -153,13 +152,27 @@ def test_a_bad_flow_is_refused_and_nothing_is_published(
     assert code == EXIT_REFUSED
 
 
-def test_replay_exit_codes(tmp_path: Path, keys: InstallKeys, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_producer_id_other_than_the_keys_name_is_refused_before_anything_runs(
+    tmp_path: Path, keys: ProducerKeys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLI_TEST_PASSWORD", "pw")
+    publisher = RecordingPublisher(keys)
+    driver = FakeDriver(frames())
+    code, _, err = run(tmp_path, keys, driver, publisher, producer_id="someone-else@test")
+    assert code == EXIT_REFUSED
+    assert "E_PRODUCER_ID" in err and "'someone-else@test' is not the name of the producer key ('navigator@test'" in err
+    assert publisher.actions == [] and publisher.results == [] and driver.performed == []
+    # the key's own name is accepted
+    assert run(tmp_path, keys, FakeDriver(frames()), RecordingPublisher(keys), producer_id="navigator@test")[0] == EXIT_OK
+
+
+def test_replay_exit_codes(tmp_path: Path, keys: ProducerKeys, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CLI_TEST_PASSWORD", "pw-replay")
-    publisher = RecordingPublisher()
+    publisher = RecordingPublisher(keys)
     assert run(tmp_path, keys, FakeDriver(frames()), publisher)[0] == EXIT_OK
     scheduler = InMemoryScheduler(keys)
     scheduler.feed_all(publisher)
-    store, trusted = DirBlobStore(tmp_path / "cas"), TrustedKeys.from_install(keys)
+    store, trusted = DirBlobStore(tmp_path / "cas"), scheduler.trusted()
 
     def replay(run_id: str = "run-cli", cas: DirBlobStore = store, as_json: bool = False) -> tuple[int, str]:
         out = io.StringIO()

@@ -35,7 +35,7 @@ from schemas.canonical import computer_use_genesis, lineage_hmac, lineage_signin
 from schemas.ed25519 import verify_signature
 from schemas.records import BROWSER_SESSION_FORMAT, TerminalState
 from substrate.cas import DirBlobStore
-from substrate.keys import InstallKeys, init_keys
+from substrate.keys import ProducerKeys, init_producer_keys
 
 RUN = "run-cu-1"
 SESSION = "browser-0"
@@ -70,8 +70,8 @@ def flow(password: str) -> list[ProposedAction]:
 
 
 @pytest.fixture
-def keys(tmp_path: Path) -> InstallKeys:
-    return init_keys(tmp_path / "keys")
+def keys(tmp_path: Path) -> ProducerKeys:
+    return init_producer_keys(tmp_path / "producer-keys", "navigator@test")
 
 
 @pytest.fixture
@@ -80,7 +80,7 @@ def store(tmp_path: Path) -> DirBlobStore:
 
 
 def make_session(
-    keys: InstallKeys, store: DirBlobStore, tmp_path: Path, publisher: RecordingPublisher, **options: object
+    keys: ProducerKeys, store: DirBlobStore, tmp_path: Path, publisher: RecordingPublisher, **options: object
 ) -> ComputerUseSession:
     return ComputerUseSession(
         options.pop("run_id", RUN),  # type: ignore[arg-type]
@@ -94,9 +94,9 @@ def make_session(
     )
 
 
-def test_every_action_is_anchored_signed_published_and_accepted(keys: InstallKeys, store: DirBlobStore, tmp_path: Path) -> None:
+def test_every_action_is_anchored_signed_published_and_accepted(keys: ProducerKeys, store: DirBlobStore, tmp_path: Path) -> None:
     password = secret()
-    publisher = RecordingPublisher()
+    publisher = RecordingPublisher(keys)
     driver = FakeDriver(frames(6, password))
     outcome = make_session(keys, store, tmp_path, publisher).run(ScriptedAgent(flow(password)), FakeDriverFactory(driver))
 
@@ -117,8 +117,9 @@ def test_every_action_is_anchored_signed_published_and_accepted(keys: InstallKey
     scheduler.feed_all(publisher)
     assert scheduler.refusals() == []
     journal = [codec.decode(codec.decode(r.value or b"").record["payload"]) for r in scheduler.source.all("journal")]
-    # the SDK declares every blob's size: v2 actions and result, journalled as v2 entries
-    assert [d.schema.name for d in journal] == [codec.COMPUTER_USE_ENTRY_V2] * 5 + [codec.JOURNAL_ENTRY_V2]
+    # the SDK declares every blob's size and signs the result: v2 actions, a v3 result entry with the producer's key
+    assert [d.schema.name for d in journal] == [codec.COMPUTER_USE_ENTRY_V2] * 5 + [codec.JOURNAL_ENTRY_V3]
+    assert journal[5].record["producer_key_id"] == keys.signer.key_id
     assert [d.record["anchor"] for d in journal[:5]] == [r.anchor for r in outcome.records]
     result_entry = journal[5].record
     assert (result_entry["kind"], result_entry["stage_id"], result_entry["terminal_state"]) == ("browser", SESSION, "completed")
@@ -134,10 +135,10 @@ def test_every_action_is_anchored_signed_published_and_accepted(keys: InstallKey
 
 
 def test_the_session_document_names_head_count_anchors_and_action_log(
-    keys: InstallKeys, store: DirBlobStore, tmp_path: Path
+    keys: ProducerKeys, store: DirBlobStore, tmp_path: Path
 ) -> None:
     password = secret()
-    publisher = RecordingPublisher()
+    publisher = RecordingPublisher(keys)
     outcome = make_session(keys, store, tmp_path, publisher).run(
         ScriptedAgent(flow(password)), FakeDriverFactory(FakeDriver(frames(6)))
     )
@@ -157,8 +158,8 @@ def test_the_session_document_names_head_count_anchors_and_action_log(
     assert all(store.has(h) for h in hashes)
 
 
-def test_lineage_entry_binds_the_action_and_verifies(keys: InstallKeys, store: DirBlobStore, tmp_path: Path) -> None:
-    publisher = RecordingPublisher()
+def test_lineage_entry_binds_the_action_and_verifies(keys: ProducerKeys, store: DirBlobStore, tmp_path: Path) -> None:
+    publisher = RecordingPublisher(keys)
     outcome = make_session(keys, store, tmp_path, publisher).run(
         ScriptedAgent(flow(secret())), FakeDriverFactory(FakeDriver(frames(6)))
     )
@@ -171,17 +172,18 @@ def test_lineage_entry_binds_the_action_and_verifies(keys: InstallKeys, store: D
         2,
         "navigator@test",
     )
-    assert entry["key_id"] == keys.signer.key_id and entry["hmac_key_id"] == keys.audit.key_id
+    assert entry["key_id"] == keys.signer.key_id and entry["hmac_key_id"] == keys.lineage.key_id
     assert entry["format"] == "bernstein.lineage-entry/v1" and entry["artefact_kind"] == "computer_use.action"
     assert entry["action"] == record.action.to_record()
-    assert record.lineage.hmac == lineage_hmac(keys.audit.secret, record.lineage.entry)
+    # the envelope is keyed with the producer's lineage key, the signature is the producer key's: no scheduler key
+    assert record.lineage.hmac == lineage_hmac(keys.lineage.secret, record.lineage.entry)
     assert verify_signature(keys.signer.public_key_raw, record.lineage.signature, lineage_signing_input(record.lineage.entry))
     assert record.lineage_entry_hash == sha256_digest(record.lineage.entry)
 
 
-def test_typed_values_never_leave_the_boundary(keys: InstallKeys, store: DirBlobStore, tmp_path: Path) -> None:
+def test_typed_values_never_leave_the_boundary(keys: ProducerKeys, store: DirBlobStore, tmp_path: Path) -> None:
     password = secret()
-    publisher = RecordingPublisher()
+    publisher = RecordingPublisher(keys)
     outcome = make_session(keys, store, tmp_path, publisher).run(
         ScriptedAgent(flow(password)), FakeDriverFactory(FakeDriver(frames(6, password)))
     )
@@ -191,17 +193,19 @@ def test_typed_values_never_leave_the_boundary(keys: InstallKeys, store: DirBlob
     everything = published + blobs + [outcome.result.artifact] + [r.lineage.entry for r in outcome.records]
     assert blobs and all(needle not in data for needle in needles for data in everything)
     # the action carries the keyed digest; the snapshot shows the same digest where the field's value was
-    digest = typed_value_digest(keys.audit.secret, password)
+    digest = typed_value_digest(keys.redaction.secret, password)
     assert outcome.records[2].action.value_digest == digest
+    # keyed with the redaction key only: not the lineage key (nor any key that leaves the host)
+    assert digest != typed_value_digest(keys.lineage.secret, password)
     snapshot = store.get(outcome.records[3].dom_digest).decode()
     assert f'- textbox "Password": [redacted {digest}]' in snapshot
 
 
-def test_same_inputs_give_the_same_anchors_and_entries(keys: InstallKeys, tmp_path: Path) -> None:
+def test_same_inputs_give_the_same_anchors_and_entries(keys: ProducerKeys, tmp_path: Path) -> None:
     password = secret()
     runs = []
     for attempt in range(2):
-        publisher = RecordingPublisher()
+        publisher = RecordingPublisher(keys)
         session = make_session(keys, DirBlobStore(tmp_path / f"cas{attempt}"), tmp_path / f"w{attempt}", publisher)
         runs.append(session.run(ScriptedAgent(flow(password)), FakeDriverFactory(FakeDriver(frames(6)))))
     assert [r.anchor for r in runs[0].records] == [r.anchor for r in runs[1].records]
@@ -209,9 +213,9 @@ def test_same_inputs_give_the_same_anchors_and_entries(keys: InstallKeys, tmp_pa
     assert [r.lineage.signature for r in runs[0].records] == [r.lineage.signature for r in runs[1].records]
 
 
-def test_profile_is_isolated_under_the_worktree_and_removed(keys: InstallKeys, store: DirBlobStore, tmp_path: Path) -> None:
+def test_profile_is_isolated_under_the_worktree_and_removed(keys: ProducerKeys, store: DirBlobStore, tmp_path: Path) -> None:
     factory = FakeDriverFactory(FakeDriver(frames(2)))
-    make_session(keys, store, tmp_path, RecordingPublisher()).run(ScriptedAgent(flow(secret())[:1]), factory)
+    make_session(keys, store, tmp_path, RecordingPublisher(keys)).run(ScriptedAgent(flow(secret())[:1]), factory)
     expected = isolated_profile_dir(SESSION, worktree=tmp_path / "worktree", run_id=RUN)
     assert factory.launches == [expected]
     assert not expected.exists()
@@ -236,9 +240,9 @@ def test_profile_is_isolated_under_the_worktree_and_removed(keys: InstallKeys, s
     ],
 )
 def test_a_driver_fault_is_anchored_as_a_terminal_result(
-    keys: InstallKeys, store: DirBlobStore, tmp_path: Path, fault: Exception, state: str, activity: str, reason: str
+    keys: ProducerKeys, store: DirBlobStore, tmp_path: Path, fault: Exception, state: str, activity: str, reason: str
 ) -> None:
-    publisher = RecordingPublisher()
+    publisher = RecordingPublisher(keys)
     driver = FakeDriver(frames(6), faults={2: fault})
     outcome = make_session(keys, store, tmp_path, publisher).run(ScriptedAgent(flow(secret())), FakeDriverFactory(driver))
     assert (outcome.terminal_state.value, outcome.activity_terminal_state.value, outcome.reason_code) == (state, activity, reason)
@@ -252,8 +256,8 @@ def test_a_driver_fault_is_anchored_as_a_terminal_result(
     assert scheduler.refusals() == []
 
 
-def test_a_launch_failure_is_recorded_with_no_actions(keys: InstallKeys, store: DirBlobStore, tmp_path: Path) -> None:
-    publisher = RecordingPublisher()
+def test_a_launch_failure_is_recorded_with_no_actions(keys: ProducerKeys, store: DirBlobStore, tmp_path: Path) -> None:
+    publisher = RecordingPublisher(keys)
     factory = FakeDriverFactory(
         FakeDriver(frames(1)), launch_error=ComputerUseDriverError("no chromium", fault=DriverFault.BROWSER_LAUNCH_FAILED)
     )
@@ -269,9 +273,9 @@ def test_a_launch_failure_is_recorded_with_no_actions(keys: InstallKeys, store: 
     assert scheduler.refusals() == []
 
 
-def test_an_observe_fault_and_an_agent_failure_end_the_session(keys: InstallKeys, store: DirBlobStore, tmp_path: Path) -> None:
+def test_an_observe_fault_and_an_agent_failure_end_the_session(keys: ProducerKeys, store: DirBlobStore, tmp_path: Path) -> None:
     driver = FakeDriver(frames(3), observe_faults={1: ComputerUseDriverError("gone", fault=DriverFault.BROWSER_CLOSED)})
-    outcome = make_session(keys, store, tmp_path, RecordingPublisher()).run(
+    outcome = make_session(keys, store, tmp_path, RecordingPublisher(keys)).run(
         ScriptedAgent(flow(secret())), FakeDriverFactory(driver)
     )
     assert (outcome.action_count, outcome.reason_code) == (1, "browser_closed")
@@ -285,17 +289,17 @@ def test_an_observe_fault_and_an_agent_failure_end_the_session(keys: InstallKeys
         def next_action(self, view: object) -> ProposedAction | None:
             raise KeyError("model output unparseable")
 
-    outcome = make_session(keys, store, tmp_path, RecordingPublisher(), session_id="browser-1").run(
+    outcome = make_session(keys, store, tmp_path, RecordingPublisher(keys), session_id="browser-1").run(
         Broken(), FakeDriverFactory(FakeDriver(frames(1)))
     )
     assert (outcome.terminal_state.value, outcome.reason_code) == ("driver_failure", "agent_failed")
 
 
-def test_the_session_timeout_is_recorded_as_timed_out(keys: InstallKeys, store: DirBlobStore, tmp_path: Path) -> None:
+def test_the_session_timeout_is_recorded_as_timed_out(keys: ProducerKeys, store: DirBlobStore, tmp_path: Path) -> None:
     # the clock is read for the deadline (0 -> 25), then before each observe, agent call and perform:
     # 10, 20, 30 for action 0; 40 > 25 before action 1
     ticks = iter(range(0, 1000, 10))
-    session = make_session(keys, store, tmp_path, RecordingPublisher(), timeout=25.0, clock=lambda: float(next(ticks)))
+    session = make_session(keys, store, tmp_path, RecordingPublisher(keys), timeout=25.0, clock=lambda: float(next(ticks)))
     outcome = session.run(ScriptedAgent(flow(secret())), FakeDriverFactory(FakeDriver(frames(6))))
     assert (outcome.action_count, outcome.activity_terminal_state, outcome.reason_code) == (
         1,
@@ -305,7 +309,7 @@ def test_the_session_timeout_is_recorded_as_timed_out(keys: InstallKeys, store: 
 
 
 def test_an_agent_that_never_answers_is_stopped_at_the_session_timeout(
-    keys: InstallKeys, store: DirBlobStore, tmp_path: Path
+    keys: ProducerKeys, store: DirBlobStore, tmp_path: Path
 ) -> None:
     release = threading.Event()
 
@@ -317,7 +321,7 @@ def test_an_agent_that_never_answers_is_stopped_at_the_session_timeout(
 
     started = time.monotonic()
     try:
-        outcome = make_session(keys, store, tmp_path, RecordingPublisher(), timeout=0.5).run(
+        outcome = make_session(keys, store, tmp_path, RecordingPublisher(keys), timeout=0.5).run(
             Stuck(flow(secret())), FakeDriverFactory(FakeDriver(frames(6)))
         )
     finally:
@@ -332,7 +336,7 @@ def test_an_agent_that_never_answers_is_stopped_at_the_session_timeout(
 
 
 def test_the_driver_is_told_the_time_left_and_its_timeout_past_the_deadline_is_the_sessions(
-    keys: InstallKeys, store: DirBlobStore, tmp_path: Path
+    keys: ProducerKeys, store: DirBlobStore, tmp_path: Path
 ) -> None:
     limits: list[float] = []
 
@@ -349,7 +353,7 @@ def test_the_driver_is_told_the_time_left_and_its_timeout_past_the_deadline_is_t
         },
     )
     ticks = iter(range(0, 1000, 10))
-    session = make_session(keys, store, tmp_path, RecordingPublisher(), timeout=55.0, clock=lambda: float(next(ticks)))
+    session = make_session(keys, store, tmp_path, RecordingPublisher(keys), timeout=55.0, clock=lambda: float(next(ticks)))
     outcome = session.run(ScriptedAgent(flow(secret())), FakeDriverFactory(driver))
     # deadline 55; observe 10 (45 left), perform 30 (25 left); observe 40 (15), perform 60 (0.001): times out
     assert limits == [45.0, 25.0, 15.0, 0.001]
@@ -360,8 +364,8 @@ def test_the_driver_is_told_the_time_left_and_its_timeout_past_the_deadline_is_t
     )
 
 
-def test_action_budget_and_invalid_actions_are_refusals(keys: InstallKeys, store: DirBlobStore, tmp_path: Path) -> None:
-    outcome = make_session(keys, store, tmp_path, RecordingPublisher(), max_actions=2).run(
+def test_action_budget_and_invalid_actions_are_refusals(keys: ProducerKeys, store: DirBlobStore, tmp_path: Path) -> None:
+    outcome = make_session(keys, store, tmp_path, RecordingPublisher(keys), max_actions=2).run(
         ScriptedAgent(flow(secret())), FakeDriverFactory(FakeDriver(frames(6)))
     )
     assert (outcome.action_count, outcome.activity_terminal_state, outcome.reason_code) == (
@@ -376,15 +380,15 @@ def test_action_budget_and_invalid_actions_are_refusals(keys: InstallKeys, store
     }
 
     bad = [ProposedAction("navigate", "http://site/"), ProposedAction("teleport", "#x")]
-    outcome = make_session(keys, store, tmp_path, RecordingPublisher(), session_id="browser-1").run(
+    outcome = make_session(keys, store, tmp_path, RecordingPublisher(keys), session_id="browser-1").run(
         ScriptedAgent(bad), FakeDriverFactory(FakeDriver(frames(3)))
     )
     assert (outcome.action_count, outcome.reason_code) == (1, "invalid_action")
     assert parse_session_document(outcome.result.artifact).refusal == {"code": "INVALID_ACTION", "field": "kind", "at_action": 1}
 
 
-def test_a_finished_session_accepts_no_more_actions(keys: InstallKeys, store: DirBlobStore, tmp_path: Path) -> None:
-    session = make_session(keys, store, tmp_path, RecordingPublisher())
+def test_a_finished_session_accepts_no_more_actions(keys: ProducerKeys, store: DirBlobStore, tmp_path: Path) -> None:
+    session = make_session(keys, store, tmp_path, RecordingPublisher(keys))
     outcome = session.run(ScriptedAgent(flow(secret())[:1]), FakeDriverFactory(FakeDriver(frames(2))))
     assert session.finish() is outcome
     with pytest.raises(Exception, match="has ended"):
@@ -392,7 +396,7 @@ def test_a_finished_session_accepts_no_more_actions(keys: InstallKeys, store: Di
 
 
 def test_a_selected_value_is_scrubbed_from_later_snapshots_like_a_typed_one(
-    keys: InstallKeys, store: DirBlobStore, tmp_path: Path
+    keys: ProducerKeys, store: DirBlobStore, tmp_path: Path
 ) -> None:
     answer = "maiden-name-" + secrets.token_hex(4)
     pages = [
@@ -400,12 +404,12 @@ def test_a_selected_value_is_scrubbed_from_later_snapshots_like_a_typed_one(
         Frame(b"\x89PNG-select-1", f'- heading "You chose {answer}"\n- option "{answer}" [selected]\n'),
     ]
     actions = [ProposedAction("select", "#question", answer)]
-    outcome = make_session(keys, store, tmp_path, RecordingPublisher()).run(
+    outcome = make_session(keys, store, tmp_path, RecordingPublisher(keys)).run(
         ScriptedAgent(actions), FakeDriverFactory(FakeDriver(pages))
     )
     assert outcome.ok
     final = parse_session_document(outcome.result.artifact).final_observation
     assert final is not None
     snapshot = store.get(final.dom_digest).decode()
-    marker = f"[redacted {typed_value_digest(keys.audit.secret, answer)}]"
+    marker = f"[redacted {typed_value_digest(keys.redaction.secret, answer)}]"
     assert answer not in snapshot and snapshot.count(marker) == 2

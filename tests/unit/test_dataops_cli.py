@@ -12,7 +12,7 @@ from producers.dataops.cli import register
 from schemas.canonical import sha256_digest
 from schemas.errors import BernsteinError
 from substrate.cas import DirBlobStore
-from substrate.keys import TrustedKeys, init_keys
+from substrate.keys import KeyPurpose, TrustedKey, TrustedKeys, init_keys, init_producer_keys, load_producer_keys
 from verifier.dataops_receipts import verify_artifact
 
 DEMO = Path(__file__).resolve().parents[2] / "demo" / "data"
@@ -27,12 +27,23 @@ def run_cli(argv: list[str]) -> int:
 
 @pytest.fixture
 def keys_dir(tmp_path: Path) -> Path:
-    init_keys(tmp_path / "keys")
-    return tmp_path / "keys"
+    """A producer host's key directory: the receipt is signed with its producer key."""
+    init_producer_keys(tmp_path / "producer-keys", "analyst@test")
+    return tmp_path / "producer-keys"
 
 
 def _common(tmp_path: Path, keys_dir: Path, stage: str) -> list[str]:
-    return ["--run", "run-1", "--stage", stage, "--keys-dir", str(keys_dir), "--cas-dir", str(tmp_path / "cas"), "--no-publish"]
+    return [
+        "--run",
+        "run-1",
+        "--stage",
+        stage,
+        "--producer-keys",
+        str(keys_dir),
+        "--cas-dir",
+        str(tmp_path / "cas"),
+        "--no-publish",
+    ]
 
 
 def _receipt_hash(stdout: str) -> str:
@@ -52,9 +63,11 @@ def test_data_run_writes_the_rollup_and_stores_a_verifiable_receipt(tmp_path: Pa
     assert "not published (--no-publish)" in stdout
     store = DirBlobStore(tmp_path / "cas")
     receipt = store.get(_receipt_hash(stdout))
-    from substrate.keys import load_keys
-
-    trusted = TrustedKeys.from_install(load_keys(keys_dir))
+    producer = load_producer_keys(keys_dir)
+    assert json.loads(receipt)["signer_key_id"] == producer.signer.key_id
+    trusted = TrustedKeys.of(
+        [TrustedKey(producer.signer.key_id, KeyPurpose.PRODUCER, producer.signer.public_key_raw, producer="analyst@test")]
+    )
     verdict = verify_artifact(receipt, trusted=trusted, cas=store, entry=None)
     assert verdict.ok and verdict.evidence_reattached
     assert json.loads(receipt)["outputs"][0]["content_hash"] == sha256_digest(output.read_bytes())
@@ -117,7 +130,7 @@ def test_user_mistakes_are_one_line_errors(tmp_path: Path, keys_dir: Path, extra
 
 
 def test_no_publish_needs_a_local_store(tmp_path: Path, keys_dir: Path) -> None:
-    argv = ["data", "run", "--run", "r", "--stage", "s", "--keys-dir", str(keys_dir), "--no-publish"]
+    argv = ["data", "run", "--run", "r", "--stage", "s", "--producer-keys", str(keys_dir), "--no-publish"]
     with pytest.raises(BernsteinError, match="--no-publish needs --cas-dir"):
         run_cli([*argv, "--input", str(DEMO / "orders.csv"), "--output", str(tmp_path / "o"), "--step", "count"])
 
@@ -138,7 +151,7 @@ def test_the_key_comes_only_from_the_key_directory(tmp_path: Path, keys_dir: Pat
     ]
     with pytest.raises(BernsteinError, match=r"unknown fields \['private_key'\]"):
         run_cli([*argv, "--job", str(spec)])
-    with pytest.raises(BernsteinError, match="no key at"):
+    with pytest.raises(BernsteinError, match="no producer keys in .*bernstein keys init --producer NAME"):
         run_cli(
             [
                 "data",
@@ -152,6 +165,21 @@ def test_the_key_comes_only_from_the_key_directory(tmp_path: Path, keys_dir: Pat
                 "count",
             ]
         )
+
+
+def test_a_scheduler_key_directory_is_refused(tmp_path: Path) -> None:
+    """A producer never signs with the scheduler's keys: pointing it at them is a typed error."""
+    init_keys(tmp_path / "scheduler-keys")
+    argv = ["data", "run", *_common(tmp_path, tmp_path / "scheduler-keys", "s"), "--input", str(DEMO / "orders.csv")]
+    with pytest.raises(BernsteinError, match="holds a scheduler's keys, not a producer's"):
+        run_cli([*argv, "--output", str(tmp_path / "o"), "--step", "count"])
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_producer_id_other_than_the_keys_name_is_refused(tmp_path: Path, keys_dir: Path) -> None:
+    argv = ["data", "run", *_common(tmp_path, keys_dir, "s"), "--input", str(DEMO / "orders.csv"), "--producer-id", "x@y"]
+    with pytest.raises(BernsteinError, match=r"producer id 'x@y' is not the name of the producer key \('analyst@test'"):
+        run_cli([*argv, "--output", str(tmp_path / "o"), "--step", "count"])
 
 
 def test_wired_into_the_bernstein_command(tmp_path: Path, keys_dir: Path, capsys) -> None:

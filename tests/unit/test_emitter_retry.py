@@ -14,9 +14,11 @@ import pytest
 
 from producers.activity import ActivityResult
 from producers.emitter import Emitter, PublishFailed
+from producers.identity import ProducerIdentity
 from schemas import codec
 from substrate.cas import DirBlobStore
 from substrate.config import Topics
+from tests.producer_kit import producer_signer
 
 
 class _Error:
@@ -77,7 +79,7 @@ def _emitter(tmp_path: Any, outcomes: list[str], *, retries: int = 2) -> tuple[E
         bootstrap="127.0.0.1:9",
         store=DirBlobStore(tmp_path / "cas"),
         topics=Topics("unit"),
-        producer_id="unit@test",
+        producer=ProducerIdentity("unit@test", producer_signer("unit@test")),
         delivery_timeout=0.05,
         retries=retries,
     )
