@@ -16,7 +16,7 @@ from consumers.core.model import Lifetime, Producer, ProducerKey, ProducerRegist
 from schemas import codec
 from schemas.canonical import run_close_statement, submission_signing_input, submission_statement
 from schemas.records import KINDS
-from substrate.keys import Ed25519Signer
+from substrate.keys import Ed25519Signer, KeyPurpose, TrustedKey, TrustedKeys
 from tests.roles import ROLES
 
 NAMES: Final = (
@@ -96,3 +96,12 @@ def encode_signed_submission(record: Mapping[str, Any], signer: Ed25519Signer | 
 
 def encode_signed_close(record: Mapping[str, Any], signer: Ed25519Signer | None = None) -> bytes:
     return codec.encode(codec.RUN_CLOSE_V2, signed_close(record, signer))
+
+
+def producer_trust(*names: str) -> TrustedKeys:
+    """The trusted-keys entries a verifier pins for producers ``names`` (default: ``NAMES``), as ``keys trust`` exports them."""
+    return TrustedKeys.of(
+        TrustedKey(signer.key_id, KeyPurpose.PRODUCER, signer.public_key_raw, producer=name)
+        for name in (names or NAMES)
+        for signer in (producer_signer(name),)
+    )

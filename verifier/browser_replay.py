@@ -632,7 +632,8 @@ class _Walker:
     def result(self, walked: int, last: str, head_line: str, notes: Sequence[str] = ()) -> ReplayResult:
         extra = list(notes)
         if self.hmac_unchecked:
-            extra.append(f"lineage HMACs not verified for {self.hmac_unchecked} action(s): audit key not pinned")
+            # a producer's own lineage key is never exported: its pinned signature binds the entry
+            extra.append(f"lineage HMACs not verified for {self.hmac_unchecked} action(s): their key is not a pinned audit key")
         return ReplayResult(
             ok=self.divergence is None,
             action_count=walked,

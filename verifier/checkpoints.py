@@ -46,6 +46,7 @@ from schemas import codec
 from schemas.canonical import checkpoint_genesis, checkpoint_hash, checkpoint_signing_input, macs_equal
 from substrate.keys import TrustedKeys, verify_signature
 from substrate.text import plural
+from verifier.keyuse import KeyUse, allowed_for, key_problem
 from verifier.report import Problem
 from verifier.sources import RecordSource, StoredRecord
 
@@ -129,8 +130,15 @@ class CheckpointWalk:
             return _Checkpoint(offset, -1, -1, "", -1, MAX_CHECKPOINT_EVERY, valid=False)
         seq, audit_seq = checkpoint["seq"], checkpoint["audit_seq"]
         valid = True
-        public = self.trusted.public_key(key_id)
-        if public is None:
+        pinned = self.trusted.entry(key_id)
+        finding = (
+            None
+            if pinned is None
+            else key_problem(
+                pinned, KeyUse.CHECKPOINT, f"checkpoint seq {seq} at offset {offset}", checkpoint["checkpointed_at_ms"]
+            )
+        )
+        if pinned is None:
             valid = False
             self.add(
                 Problem(
@@ -139,11 +147,14 @@ class CheckpointWalk:
                     stream="checkpoints",
                     offset=offset,
                     audit_seq=audit_seq,
-                    expected=", ".join(sorted(self.trusted.ed25519)) or "(none pinned)",
+                    expected=", ".join(allowed_for(self.trusted, KeyUse.CHECKPOINT)) or "(none pinned)",
                     recomputed=key_id,
                 )
             )
-        elif not verify_signature(public, signature, checkpoint_signing_input(payload)):
+        elif finding is not None and finding.code != "KEY_OUTSIDE_VALIDITY":
+            valid = False  # a producer key or an audit secret's id: never a checkpoint key
+            self.add(finding.problem(stream="checkpoints", offset=offset, audit_seq=audit_seq))
+        elif pinned.is_hmac or not verify_signature(pinned.material, signature, checkpoint_signing_input(payload)):
             valid = False
             self.add(
                 Problem(
@@ -154,6 +165,9 @@ class CheckpointWalk:
                     audit_seq=audit_seq,
                 )
             )
+        elif finding is not None:
+            valid = False  # signed by that key, but outside its lifetime
+            self.add(finding.problem(stream="checkpoints", offset=offset, audit_seq=audit_seq))
         else:
             self.key_ids.add(key_id)
         if valid:

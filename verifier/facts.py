@@ -399,6 +399,10 @@ def native_status() -> tuple[bool, str]:
     changed = [name for name, fingerprint in pinned if schemas.get(name) != fingerprint]
     if changed:
         return False, f"bernstein_native reads old layouts of {', '.join(changed)}"
+    # a journal entry layout it does not know would read as undecodable: the reference reads it instead
+    unknown = sorted(_ENTRY - {name for name, _ in pinned})
+    if unknown:
+        return False, f"bernstein_native predates {', '.join(unknown)} (rebuild it with `uv sync`)"
     return True, f"bernstein_native {_native.VERSION}"
 
 

@@ -36,7 +36,9 @@ from verifier.report import (
     AuditVerdict,
     ChainVerdict,
     HeaderCheckVerdict,
+    KeysUsed,
     Problem,
+    ProducerVerdict,
     RunHeader,
     SealVerdict,
     StageTally,
@@ -70,6 +72,8 @@ def header_lines(header: RunHeader) -> Iterator[str]:
         yield _seal_line(header.seal, header.open)
     if header.audit is not None:
         yield _audit_line(header.audit)
+    if header.producers is not None:
+        yield _producers_line(header.producers, header.keys)
     for problem in header.unchecked:
         yield f"  NOT CHECKED {problem.code} -- {problem.message}"
 
@@ -110,6 +114,24 @@ def _audit_line(audit: AuditVerdict) -> str:
     )
 
 
+def _producers_line(producers: ProducerVerdict, keys: KeysUsed | None) -> str:
+    if producers.problem is not None:
+        return _mismatch_line("producers", producers.problem, producers.further_problems)
+    signed = f"{plural(producers.signed, 'producer signature')} verified with pinned producer keys"
+    legacy = f", {plural(producers.legacy, 'entry predates', 'entries predate')} producer signatures" if producers.legacy else ""
+    return f"  OK producers ({signed}{legacy}; keys: {keys_summary(keys or KeysUsed())})"
+
+
+def keys_summary(keys: KeysUsed) -> str:
+    """Which key ids signed or MACed what, in one phrase: ``seal K; checkpoint K; audit A; producer P (name)``."""
+    parts = [
+        f"{what} {', '.join(ids) if ids else 'none'}"
+        for what, ids in (("seal", keys.seal), ("checkpoint", keys.checkpoint), ("audit", keys.audit))
+    ]
+    producer = ", ".join(f"{k.key_id} ({k.producer})" for k in keys.producer) or "none"
+    return "; ".join([*parts, f"producer {producer}"])
+
+
 def stage_lines(stage: StageVerdict) -> Iterator[str]:
     notes = f" ({', '.join(stage.notes)})" if stage.notes else ""
     if stage.failed:
@@ -133,7 +155,7 @@ def final_line(header: RunHeader, tally: StageTally, code: int) -> str:
     if code == EXIT_MISMATCH:
         problems = (
             tally.failed
-            + sum(1 for v in (header.chain, header.seal, header.audit) if v is not None and not v.ok)
+            + sum(1 for v in (header.chain, header.seal, header.audit, header.producers) if v is not None and not v.ok)
             + len(header.dump_problems)
         )
         return f"mismatch -- {plural(problems, 'check')} failed; the run does not reconstruct."
@@ -188,6 +210,8 @@ def render_json(header: RunHeader, stages: Iterable[StageVerdict], out: TextIO) 
         "chain": _section(header.chain),
         "seal": _section(header.seal),
         "audit": _section(header.audit),
+        "producers": _section(header.producers),
+        "keys": None if header.keys is None else header.keys.to_json(),
         "stages": stage_list,
     }
     out.write(json.dumps(document, indent=2, sort_keys=True) + "\n")

@@ -131,6 +131,53 @@ class AuditVerdict(HeaderCheckVerdict):
 
 
 @dataclass(frozen=True)
+class ProducerKeyUse:
+    """A producer key that signed records of the run (verified signatures), with the producer it signed for."""
+
+    key_id: str
+    producer: str
+    records: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key_id": self.key_id, "producer": self.producer, "records": self.records}
+
+
+@dataclass(frozen=True)
+class ProducerVerdict(HeaderCheckVerdict):
+    """The producers' signatures in the run's journal: every ``JournalEntry.v3`` and every final seal's
+    ``closed_by`` (a signed RunClose.v2), checked against pinned producer keys only."""
+
+    signed: int
+    """Producer signatures that verified."""
+    legacy: int
+    """Entries that predate producer signatures (JournalEntry.v1/v2, final seals of a RunClose.v1): not a problem."""
+    keys: tuple[ProducerKeyUse, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        section = super().to_json()
+        section["keys"] = [k.to_json() for k in self.keys]
+        return section
+
+
+@dataclass(frozen=True)
+class KeysUsed:
+    """Which pinned key ids signed or MACed what in the run (only keys whose signature or MAC verified)."""
+
+    seal: tuple[str, ...] = ()
+    checkpoint: tuple[str, ...] = ()
+    audit: tuple[str, ...] = ()
+    producer: tuple[ProducerKeyUse, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seal": list(self.seal),
+            "checkpoint": list(self.checkpoint),
+            "audit": list(self.audit),
+            "producer": [k.to_json() for k in self.producer],
+        }
+
+
+@dataclass(frozen=True)
 class StageVerdict:
     """One ``activity.result`` entry, reconstructed."""
 
@@ -188,6 +235,9 @@ class RunHeader:
     chain: ChainVerdict | None = None
     seal: SealVerdict | None = None
     audit: AuditVerdict | None = None
+    producers: ProducerVerdict | None = None
+    """Producer signatures (None only where no verdict was reached: the run not found)."""
+    keys: KeysUsed | None = None
     dump_problems: tuple[Problem, ...] = ()
     unchecked: tuple[Problem, ...] = ()
     """Checks that could not be run (docs/verifier.md, "not checked"): not tamper, but not a pass either."""
@@ -199,7 +249,12 @@ class RunHeader:
     @property
     def ok(self) -> bool:
         """No check failed (records, seals, audit, dump); says nothing about what was not checked."""
-        return self.found and not self.dump_problems and all(v is not None and v.ok for v in (self.chain, self.seal, self.audit))
+        return (
+            self.found
+            and not self.dump_problems
+            and all(v is not None and v.ok for v in (self.chain, self.seal, self.audit))
+            and (self.producers is None or self.producers.ok)
+        )
 
 
 @dataclass(frozen=True)

@@ -48,12 +48,16 @@ from schemas.canonical import (
     evidence_set_hash,
     is_digest,
     journal_genesis,
+    lineage_signing_input,
     macs_equal,
+    run_close_statement,
     seal_signing_input,
     sha256_digest,
+    submission_signing_input,
+    submission_statement,
 )
-from schemas.errors import MalformedDigest
-from schemas.records import ENTRY_ACTIVITY_RESULT, MAX_RUN_EVIDENCE_BYTES, AuditEvent
+from schemas.errors import CanonicalizationError, MalformedDigest
+from schemas.records import ENTRY_ACTIVITY_RESULT, ENTRY_COMPUTER_USE_ACTION, MAX_RUN_EVIDENCE_BYTES, AuditEvent
 from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError, check_blob_size
 from substrate.keys import TrustedKeys, verify_signature
 from substrate.text import plural
@@ -71,10 +75,14 @@ from verifier.facts import (
     Facts,
     Row,
 )
+from verifier.keyuse import KeyLedger, KeyUse, allowed_for, key_problem
 from verifier.report import (
     AuditVerdict,
     ChainVerdict,
+    KeysUsed,
     Problem,
+    ProducerKeyUse,
+    ProducerVerdict,
     RunHeader,
     RunReport,
     SealVerdict,
@@ -94,7 +102,13 @@ _JOIN_EVENTS = _ENTRY_EVENTS | {AuditEvent.RUN_SEALED.value}
 _REFUSED = AuditEvent.ACTIVITY_REFUSED.value
 _DEADLETTER = AuditEvent.INPUT_DEADLETTER.value
 _SEALED = AuditEvent.RUN_SEALED.value
-_SEAL = frozenset({codec.RUN_SEAL})
+_SEAL = codec.RUN_SEALS
+_ENTRY_V3_HEADER = codec.default_codec().schema(codec.JOURNAL_ENTRY_V3).header
+_SIGNED_ENTRY_TYPES = frozenset({ENTRY_ACTIVITY_RESULT, ENTRY_COMPUTER_USE_ACTION})
+_ACTION_HEADERS = frozenset(codec.default_codec().schema(name).header for name in codec.COMPUTER_USE_ENTRIES)
+_LEGACY_ENTRY_HEADERS = frozenset(
+    codec.default_codec().schema(name).header for name in (codec.JOURNAL_ENTRY, codec.JOURNAL_ENTRY_V2)
+)
 _AUDIT_RECORD = frozenset({codec.AUDIT_RECORD})
 _AUDIT_V2_HEADER = codec.default_codec().schema(codec.AUDIT_RECORD_V2).header
 
@@ -145,11 +159,12 @@ def verify_stream(
     audit.checkpoints = CheckpointWalk(c, source, partition, trusted, audit.findings.add)
     # a capture that left the checkpoints topic out cannot say whether checkpoints are missing
     audit.checkpoints_captured = audit.checkpoints.present or not isinstance(source, KcatSource)
-    chain = _ChainWalk(c, run_id, partition, trusted, audit)
+    ledger = KeyLedger()
+    chain = _ChainWalk(c, run_id, partition, trusted, audit, ledger)
     for rows in _row_chunks(source, "journal", partition):
         mine = [row for row in rows if row[2] == key]
         if mine:
-            chain.feed_many(facts, [row[0] for row in mine], [row[3] for row in mine])
+            chain.feed_many(facts, [row[0] for row in mine], [row[3] for row in mine], [row[1] for row in mine])
     if chain.records == 0:
         return _not_found(run_id, source, trusted), iter(())
     truncated = audit.finish(chain.expected_seq)
@@ -188,6 +203,13 @@ def verify_stream(
         chain=chain.chain_verdict(),
         seal=chain.seal_verdict(),
         audit=audit.verdict(),
+        producers=chain.producer_verdict(),
+        keys=KeysUsed(
+            seal=tuple(sorted(chain.seal_keys)),
+            checkpoint=tuple(sorted(audit.checkpoints.key_ids)) if audit.checkpoints is not None else (),
+            audit=tuple(sorted(audit.key_ids)),
+            producer=_producer_keys(ledger),
+        ),
         dump_problems=dump_problems,
         unchecked=tuple(unchecked),
         open=is_open,
@@ -198,6 +220,10 @@ def verify_stream(
         header = replace(header, reason="run journal holds no activity.result entries")
     why_unchecked = "--records-only" if records_only else "no content store"
     return header, _stages(c, facts, source, partition, key, cas, trusted, why_unchecked)
+
+
+def _producer_keys(ledger: KeyLedger) -> tuple[ProducerKeyUse, ...]:
+    return tuple(ProducerKeyUse(key_id, name, count) for (key_id, name), count in sorted(ledger.producer.items()))
 
 
 def _cas_missing(source: RecordSource) -> Problem | None:
@@ -231,8 +257,8 @@ def _row_chunks(source: RecordSource, stream: str, partition: int) -> Iterator[l
 
 def _audit_facts(
     source: RecordSource, partition: int, facts: Facts, trusted: TrustedKeys
-) -> Iterator[tuple[int, tuple[Any, ...], int]]:
-    """(offset, fact, envelope version) of every audit record of the partition, in offset order.
+) -> Iterator[tuple[int, tuple[Any, ...], int, int]]:
+    """(offset, fact, envelope version, Kafka timestamp) of every audit record of the partition, in offset order.
 
     The version is 2 for an ``AuditRecord.v2`` (what schedulers that write checkpoints write), else 1;
     it only decides which checkpoints must exist, the fact says whether the record decodes.
@@ -240,7 +266,13 @@ def _audit_facts(
     for rows in _row_chunks(source, "audit", partition):
         values = [row[3] for row in rows]
         versions = [2 if value is not None and value[: codec.HEADER_SIZE] == _AUDIT_V2_HEADER else 1 for value in values]
-        yield from zip([row[0] for row in rows], facts.audit_facts(values, trusted.audit_secret), versions, strict=True)
+        yield from zip(
+            [row[0] for row in rows],
+            facts.audit_facts(values, trusted.audit_secret),
+            versions,
+            [row[1] for row in rows],
+            strict=True,
+        )
 
 
 def _input_log_start(source: RecordSource, partition: int) -> int:
@@ -342,8 +374,14 @@ class _Findings:
 
 
 class _ChainWalk:
-    def __init__(self, c: codec.Codec, run_id: str, partition: int, trusted: TrustedKeys, audit: _AuditWalk) -> None:
+    def __init__(
+        self, c: codec.Codec, run_id: str, partition: int, trusted: TrustedKeys, audit: _AuditWalk, ledger: KeyLedger
+    ) -> None:
         self.c = c
+        self.ledger = ledger
+        self.producers = _Findings()
+        self.signed = 0
+        self.legacy = 0
         self.run_id = run_id
         self.partition = partition
         self.trusted = trusted
@@ -366,13 +404,15 @@ class _ChainWalk:
         self.final_claimed = False
         """A seal record that says it is final (or cannot say: undecodable), valid or not."""
 
-    def feed_many(self, facts: Facts, offsets: list[int], values: list[bytes | None]) -> None:
-        """Walk a batch of this run's journal records (offsets and values, in offset order)."""
-        for offset, value, fact in zip(offsets, values, facts.journal_facts(values), strict=True):
+    def feed_many(self, facts: Facts, offsets: list[int], values: list[bytes | None], timestamps: list[int]) -> None:
+        """Walk a batch of this run's journal records (offsets, values and Kafka timestamps, in offset order)."""
+        for offset, value, timestamp, fact in zip(offsets, values, timestamps, facts.journal_facts(values), strict=True):
             self.records += 1
             kind = fact[0]
             if kind == J_ENTRY:
                 self._entry(offset, fact)
+                if fact[6] in _SIGNED_ENTRY_TYPES:
+                    self._producer_entry(offset, value, timestamp)
             elif kind == J_SEAL:
                 self._seal(offset, value, fact)
             elif kind == J_ENTRY_UNDECODABLE:
@@ -448,6 +488,138 @@ class _ChainWalk:
     def _heads(self) -> tuple[str, ...]:
         return (self.head,) if self.alt_head is None else (self.head, self.alt_head)
 
+    # -- producer signatures ------------------------------------------------------
+
+    def _producer_entry(self, offset: int, value: bytes | None, timestamp: int) -> None:
+        """A JournalEntry.v3's producer signature, checked with pinned producer keys; older entries are counted."""
+        try:
+            payload = codec.split_envelope(value or b"")[1][0]
+        except (codec.DecodeError, IndexError):
+            return  # the chain walk names it
+        header = bytes(payload[: codec.HEADER_SIZE])
+        if header in _LEGACY_ENTRY_HEADERS:
+            self.legacy += 1
+            return
+        if header in _ACTION_HEADERS:
+            self._lineage_key(offset, payload, timestamp)
+            return
+        if header != _ENTRY_V3_HEADER:
+            return
+        try:
+            entry = self.c.decode(payload, expect=frozenset({codec.JOURNAL_ENTRY_V3})).record
+        except codec.DecodeError:
+            return  # ENTRY_UNDECODABLE, named by the chain walk
+        what = f"journal entry seq {entry['seq']} at offset {offset}"
+        key_id = entry["producer_key_id"]
+        try:
+            signed = submission_signing_input(submission_statement(entry, key_id))
+        except CanonicalizationError:
+            signed = None
+        self._producer_signature(
+            what, key_id, entry["producer_id"], entry["producer_signature"], signed, timestamp, offset, entry["seq"]
+        )
+
+    def _lineage_key(self, offset: int, payload: bytes, timestamp: int) -> None:
+        """A computer-use action's lineage signature is its producer's: the key must be a pinned producer key,
+        registered to the entry's producer, in force at the record's timestamp. Whether the signature itself
+        verifies (and an unpinned key) is the browser replay's finding, on the session's stage."""
+        try:
+            action = self.c.decode(payload, expect=codec.COMPUTER_USE_ENTRIES).record
+        except codec.DecodeError:
+            return
+        key_id = action["lineage_key_id"]
+        pinned = self.trusted.entry(key_id)
+        if pinned is None:
+            return
+        what = f"the lineage entry of action {action['action_index']} (journal seq {action['seq']} at offset {offset})"
+        finding = key_problem(pinned, KeyUse.PRODUCER, what, timestamp, producer=action["producer_id"])
+        if finding is not None:
+            self.producers.add(finding.problem(stream="journal", offset=offset, seq=action["seq"]))
+        elif verify_signature(pinned.material, action["lineage_signature"], lineage_signing_input(action["lineage_entry"])):
+            self.signed += 1
+            self.ledger.signed_by_producer(key_id, action["producer_id"])
+
+    def _closed_by(self, seal: dict[str, Any], offset: int) -> None:
+        """The producer signature of the RunClose.v2 that closed the run (a final seal's ``closed_by``)."""
+        closed = seal.get("closed_by")
+        if closed is None:
+            self.legacy += 1  # closed by a RunClose.v1: it predates producer signatures
+            return
+        what = f"the run close {closed['submission_id']!r} in the final seal at offset {offset}"
+        try:
+            signed: bytes | None = submission_signing_input(
+                run_close_statement(
+                    closed["submission_id"], seal["run_id"], closed["producer_id"], closed["occurred_at_ms"], closed["key_id"]
+                )
+            )
+        except CanonicalizationError:
+            signed = None
+        self._producer_signature(
+            what,
+            closed["key_id"],
+            closed["producer_id"],
+            closed["signature"],
+            signed,
+            seal["sealed_at_ms"],
+            offset,
+            seal["entry_count"],
+        )
+
+    def _producer_signature(
+        self,
+        what: str,
+        key_id: str,
+        producer: str,
+        signature: bytes,
+        signed: bytes | None,
+        timestamp: int,
+        offset: int,
+        seq: int,
+    ) -> None:
+        """One producer signature: pinned as a producer key, registered to ``producer``, in force at ``timestamp``."""
+        pinned = self.trusted.entry(key_id)
+        if pinned is None:
+            allowed = allowed_for(self.trusted, KeyUse.PRODUCER)
+            self.producers.add(
+                Problem(
+                    "PRODUCER_KEY_NOT_PINNED",
+                    f"{what} is signed by producer key {key_id}, which is not among the pinned keys (--trusted-keys)",
+                    stream="journal",
+                    offset=offset,
+                    seq=seq,
+                    expected=", ".join(allowed) or "(none pinned)",
+                    recomputed=key_id,
+                )
+            )
+            return
+        finding = key_problem(pinned, KeyUse.PRODUCER, what, timestamp, producer=producer)
+        if finding is not None:
+            self.producers.add(finding.problem(stream="journal", offset=offset, seq=seq))
+            return
+        if signed is None or pinned.is_hmac or not verify_signature(pinned.material, signature, signed):
+            self.producers.add(
+                Problem(
+                    "PRODUCER_SIGNATURE_INVALID",
+                    f"{what}: the producer signature does not verify against pinned key {key_id} ({producer!r}): "
+                    "the signed fields were changed after the producer signed them",
+                    stream="journal",
+                    offset=offset,
+                    seq=seq,
+                )
+            )
+            return
+        self.signed += 1
+        self.ledger.signed_by_producer(key_id, producer)
+
+    def producer_verdict(self) -> ProducerVerdict:
+        return ProducerVerdict(
+            signed=self.signed,
+            legacy=self.legacy,
+            keys=_producer_keys(self.ledger),
+            problem=self.producers.first,
+            further_problems=self.producers.further,
+        )
+
     def _link_problem(self, offset: int, seq: int, prev: str, stored: str) -> Problem:
         if stored == self.head:
             what = f"seq {seq} at offset {offset} repeats the previous entry (duplicate record)"
@@ -483,20 +655,25 @@ class _ChainWalk:
         if seal["final"]:
             self.final_claimed = True
         self.audit.expect_seal(seal, sha256_digest(value or b""), offset)
-        public = self.trusted.public_key(key_id)
-        if public is None:
+        pinned = self.trusted.entry(key_id)
+        if pinned is None:
             self.seals.add(
                 Problem(
                     "SEAL_KEY_NOT_PINNED",
                     f"seal at offset {offset} is signed by key {key_id}, which is not among the pinned keys (--trusted-keys)",
                     stream="journal",
                     offset=offset,
-                    expected=", ".join(sorted(self.trusted.ed25519)) or "(none pinned)",
+                    expected=", ".join(allowed_for(self.trusted, KeyUse.SEAL)) or "(none pinned)",
                     recomputed=key_id,
                 )
             )
             return
-        if not verify_signature(public, signature, seal_signing_input(payload)):
+        # the seal's own signed timestamp (its input's), never a key found in the data
+        finding = key_problem(pinned, KeyUse.SEAL, f"seal at offset {offset}", seal["sealed_at_ms"])
+        if finding is not None and finding.code != "KEY_OUTSIDE_VALIDITY":
+            self.seals.add(finding.problem(stream="journal", offset=offset))
+            return
+        if pinned.is_hmac or not verify_signature(pinned.material, signature, seal_signing_input(payload)):
             self.seals.add(
                 Problem(
                     "SEAL_SIGNATURE_INVALID",
@@ -505,6 +682,9 @@ class _ChainWalk:
                     offset=offset,
                 )
             )
+            return
+        if finding is not None:  # signed by that key, but outside its lifetime
+            self.seals.add(finding.problem(stream="journal", offset=offset))
             return
         self.seal_keys.add(key_id)
         count = seal["entry_count"]
@@ -538,6 +718,7 @@ class _ChainWalk:
         else:
             self.covered = count
         if seal["final"]:
+            self._closed_by(seal, offset)
             if self.final_seal_offset is not None:
                 self.seals.add(
                     Problem("SEAL_DUPLICATE_FINAL", f"second final seal at offset {offset}", stream="journal", offset=offset)
@@ -621,8 +802,8 @@ class _AuditEvent:
 @dataclass
 class _AuditWalk:
     c: codec.Codec
-    records: Iterator[tuple[int, tuple[Any, ...], int]]
-    """(offset, audit fact, envelope version) of every audit record of the partition (``verifier.facts``)."""
+    records: Iterator[tuple[int, tuple[Any, ...], int, int]]
+    """(offset, audit fact, envelope version, Kafka timestamp) of every audit record of the partition (``verifier.facts``)."""
     run_id: str
     partition: int
     trusted: TrustedKeys
@@ -671,14 +852,14 @@ class _AuditWalk:
             self.pending = None
             return pending
         check = self._check
-        for offset, fact, version in self.records:
-            event = check(offset, fact, version)
+        for offset, fact, version, timestamp in self.records:
+            event = check(offset, fact, version, timestamp)
             if event is not None:
                 return event
         self.exhausted = True
         return None
 
-    def _check(self, offset: int, fact: tuple[Any, ...], version: int) -> _AuditEvent | None:
+    def _check(self, offset: int, fact: tuple[Any, ...], version: int, timestamp: int) -> _AuditEvent | None:
         self.count += 1
         if fact[0] != A_RECORD:
             if fact[0] == RAISE:
@@ -719,7 +900,14 @@ class _AuditWalk:
             self.genesis_checked = True
             secret = self.trusted.audit_secret(key_id)
             self.last_mac = audit_genesis(secret, self.partition) if secret is not None else prev_mac
-        if recomputed is None and self.trusted.hmac:
+        pinned = self.trusted.entry(key_id)
+        if recomputed is None and pinned is not None and not pinned.is_hmac:
+            # the id of a seal or producer key: never an audit key (one key, one purpose)
+            tainted = True
+            finding = key_problem(pinned, KeyUse.AUDIT, f"audit seq {seq} at offset {offset}", timestamp)
+            if finding is not None:  # always: an Ed25519 key is never allowed for audit
+                self.findings.add(finding.problem(stream="audit", offset=offset, audit_seq=seq))
+        elif recomputed is None and self.trusted.hmac:
             # An audit key is pinned, but not this record's: its MAC cannot be checked,
             # and the key id is not covered by the MAC. Never a quiet pass.
             tainted = True
@@ -739,9 +927,13 @@ class _AuditWalk:
             self.macs_verified = False
             self.missing_key = key_id
         else:
-            self.key_ids.add(key_id)
             # (equal strings are equal MACs; macs_equal decides the rest)
-            if recomputed != mac and not macs_equal(recomputed, mac):
+            if recomputed == mac or macs_equal(recomputed, mac):
+                self.key_ids.add(key_id)
+                finding = key_problem(pinned, KeyUse.AUDIT, f"audit seq {seq} at offset {offset}", timestamp) if pinned else None
+                if finding is not None:  # MACed by that key, but outside its lifetime
+                    self.findings.add(finding.problem(stream="audit", offset=offset, audit_seq=seq))
+            else:
                 tainted = True
                 self.findings.add(
                     Problem(
@@ -1311,7 +1503,7 @@ def _stages(
                 check = checks[entry_kind] = check_for(entry_kind)
             entry = c.decode(fact[12], expect=_ENTRY).record if check is not None else None
             related = tuple(sessions.pop(fact[5], ())) if entry_kind == "browser" else ()
-            yield _stage_verdict(fact, entry, check, offset, cas, trusted, untrusted, related, why_unchecked, tally)
+            yield _stage_verdict(fact, entry, check, offset, cas, trusted, untrusted, related, why_unchecked, tally, row[1])
     # Sessions whose actions were journalled but that never produced an accepted
     # browser result (a killed worker, a refused result): replayed like any others.
     for session_id, actions in sessions.items():
@@ -1404,8 +1596,12 @@ def _stage_verdict(
     related: tuple[tuple[int, dict[str, Any]], ...] = (),
     why_unchecked: str = "no content store",
     tally: _EvidenceTally | None = None,
+    timestamp: int | None = None,
 ) -> StageVerdict:
-    """The stage verdict from an ``S_RESULT`` fact; ``entry`` is the decoded entry when ``check`` needs it."""
+    """The stage verdict from an ``S_RESULT`` fact; ``entry`` is the decoded entry when ``check`` needs it.
+
+    ``timestamp`` is the journal record's Kafka timestamp (the input's): a data/ops receipt's signing key
+    must be in force then."""
     (
         _,
         _,
@@ -1504,6 +1700,10 @@ def _stage_verdict(
         notes.extend(verdict.notes)
         details = verdict.details
         data = dict(verdict.data)
+        receipt_key = _receipt_key_problem(data, entry, trusted, offset, seq, timestamp)
+        if receipt_key is not None:
+            findings.insert(0, receipt_key)
+            problems.insert(0, receipt_key.message)
         if verdict.unchecked:
             unchecked = f"{verdict.unchecked} ({why_unchecked})" if cas is None else verdict.unchecked
         elif not verdict.ok:
@@ -1527,6 +1727,22 @@ def _stage_verdict(
         unchecked="" if problems else unchecked,
         findings=tuple(findings),
     )
+
+
+def _receipt_key_problem(
+    data: dict[str, Any], entry: dict[str, Any], trusted: TrustedKeys, offset: int, seq: int, timestamp: int | None
+) -> Problem | None:
+    """A data/ops receipt whose signatures verified must also be signed by a pinned producer key of the
+    entry's producer, in force at the record's timestamp (``verifier.keyuse``)."""
+    key_id = data.get("signer_key_id")
+    if not key_id or not data.get("signatures_ok") or not isinstance(key_id, str):
+        return None
+    pinned = trusted.entry(key_id)
+    if pinned is None:
+        return None  # the receipt check names an unpinned signer
+    what = f"the data/ops receipt of journal seq {seq} at offset {offset}"
+    finding = key_problem(pinned, KeyUse.PRODUCER, what, timestamp, producer=str(entry.get("producer_id", "")))
+    return None if finding is None else finding.problem(stream="journal", offset=offset, seq=seq)
 
 
 def _reattach(cas: BlobStore, digest: str, what: str) -> str:

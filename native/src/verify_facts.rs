@@ -38,7 +38,7 @@ const ENTRY_ACTIVITY_RESULT: &str = "activity.result";
 
 /// The layouts read here, by `.avsc` stem and fingerprint (the adapter checks
 /// them against the codec before using this module).
-pub const VERIFIER_SCHEMAS: [(&str, [u8; 8]); 11] = [
+pub const VERIFIER_SCHEMAS: [(&str, [u8; 8]); 12] = [
     (
         "JournalRecord.v1",
         [0xb6, 0xd2, 0x02, 0x83, 0x42, 0x51, 0x5c, 0x4d],
@@ -70,6 +70,10 @@ pub const VERIFIER_SCHEMAS: [(&str, [u8; 8]); 11] = [
     (
         "JournalEntry.v2",
         [0xef, 0xf1, 0x8c, 0x93, 0x90, 0xbe, 0x7e, 0xca],
+    ),
+    (
+        "JournalEntry.v3",
+        [0x40, 0x4d, 0x2b, 0x9e, 0x8a, 0x1d, 0x10, 0x61],
     ),
     (
         "ComputerUseEntry.v2",
@@ -104,7 +108,7 @@ enum Layout {
     AuditRecordV2,
     CheckpointRecord,
     JournalEntry,
-    /// JournalEntry.v2 (observations with sizes): its stage facts are the reference's.
+    /// JournalEntry.v2 and v3 (observations with sizes; v3 also signed): its stage facts are the reference's.
     JournalEntryV2,
     ComputerUseEntry,
     AuditEntry,
@@ -119,7 +123,9 @@ fn layout_of(name: &str) -> Layout {
         "AuditRecord.v2" => Layout::AuditRecordV2,
         "CheckpointRecord.v1" => Layout::CheckpointRecord,
         "JournalEntry.v1" => Layout::JournalEntry,
-        "JournalEntry.v2" => Layout::JournalEntryV2,
+        // JournalEntry.v3 (v2 + the producer's key id and signature) reads like v2: the same head,
+        // and its stage facts are the reference's.
+        "JournalEntry.v2" | "JournalEntry.v3" => Layout::JournalEntryV2,
         "ComputerUseEntry.v1" | "ComputerUseEntry.v2" => Layout::ComputerUseEntry,
         "AuditEntry.v1" | "AuditEntry.v2" => Layout::AuditEntry,
         _ => Layout::Other,

@@ -19,6 +19,7 @@ from schemas import codec
 from schemas.canonical import audit_mac, checkpoint_signing_input, seal_signing_input, sha256_digest
 from substrate.cas import DirBlobStore
 from substrate.keys import Ed25519Signer, TrustedKeys, init_keys
+from tests.producer_kit import TEST_PRODUCERS, producer_trust
 from tests.unit.test_verifier_verdicts import (
     PREFIX,
     ROLES,
@@ -50,11 +51,12 @@ def build(tmp_path: Path, script: Any, *, checkpoint_every: int = 1000) -> Built
         audit_key_id=keys.audit.key_id,
         seal_every=2,
         checkpoint_every=checkpoint_every,
+        producers=TEST_PRODUCERS,
     )
     writer.core = SchedulerCore(config)
     writer.state = initial_state(config, 0)
     script(writer)
-    return Built(writer.source, store, keys, TrustedKeys.from_install(keys))
+    return Built(writer.source, store, keys, TrustedKeys.from_install(keys).merged(producer_trust()))
 
 
 def closed_with_a_late_refusal(w: Writer) -> None:

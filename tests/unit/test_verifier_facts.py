@@ -31,6 +31,7 @@ from schemas import codec
 from schemas.canonical import audit_record_mac, canonical_json, evidence_set_hash, hmac_key_id, journal_entry_hash, sha256_digest
 from substrate.cas import DirBlobStore
 from substrate.keys import Ed25519Signer, TrustedKeys
+from tests.producer_kit import TEST_PRODUCERS, encode_signed_close, encode_signed_submission, producer_trust
 from verifier import facts
 from verifier.facts import NATIVE, PYTHON, RAISE, Facts
 from verifier.render import render_json, render_text
@@ -40,7 +41,7 @@ from verifier.verify import verify_stream
 SIGNER = Ed25519Signer.from_seed(hashlib.sha256(b"facts-signer").digest())
 SECRET = hashlib.sha256(b"facts-audit").digest()
 KEY_ID = hmac_key_id(SECRET)
-TRUSTED = TrustedKeys(ed25519={SIGNER.key_id: SIGNER.public_key_raw}, hmac={KEY_ID: SECRET})
+TRUSTED = TrustedKeys(ed25519={SIGNER.key_id: SIGNER.public_key_raw}, hmac={KEY_ID: SECRET}).merged(producer_trust())
 ROLES = {"developer": "coding", "scout": "research", "analyst": "data", "operator": "ops"}
 PREFIX = "facts"
 TOPICS = {
@@ -120,13 +121,12 @@ def submission(run_id: str, i: int, *, kind: str = "coding", role: str = "develo
         # A failed data/ops stage may carry no receipt; a completed one must carry a valid one (docs/modality_rules.md).
         record.update(terminal_state="failed", reason_code="job_failed")
     record.update(changes)
-    return C.encode(codec.ACTIVITY_SUBMISSION_V2, record)
+    return encode_signed_submission(record)
 
 
 def close(run_id: str) -> bytes:
-    return C.encode(
-        codec.RUN_CLOSE,
-        {"submission_id": f"close-{run_id}", "run_id": run_id, "producer": {"id": "facts@test", "sdk": "x"}, "occurred_at_ms": 1},
+    return encode_signed_close(
+        {"submission_id": f"close-{run_id}", "run_id": run_id, "producer": {"id": "facts@test", "sdk": "x"}, "occurred_at_ms": 1}
     )
 
 
@@ -149,14 +149,16 @@ def run_inputs() -> list[tuple[str, bytes]]:
 
 
 def write_dump(root: Path, cas: bool = True) -> None:
-    config = SchedulerConfig(roles=ROLES, signer=SIGNER, audit_key=SECRET, audit_key_id=KEY_ID, seal_every=5)
+    config = SchedulerConfig(
+        roles=ROLES, signer=SIGNER, audit_key=SECRET, audit_key_id=KEY_ID, seal_every=5, producers=TEST_PRODUCERS
+    )
     core = SchedulerCore(config)
     state = initial_state(config, 0)
     offsets = dict.fromkeys(TOPICS, 0)
     lines: dict[str, list[bytes]] = {s: [] for s in TOPICS}
     store = DirBlobStore(root / "cas") if cas else None
     for i, (run_id, value) in enumerate(run_inputs()):
-        if store is not None and value.startswith(C.schema(codec.ACTIVITY_SUBMISSION_V2).header):
+        if store is not None and value.startswith(C.schema(codec.ACTIVITY_SUBMISSION_V3).header):
             record = C.decode(value).record
             store.put(record["artifact"])
             for j, o in enumerate(record["observations"]):

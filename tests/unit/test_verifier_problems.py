@@ -15,12 +15,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _codes_in_source() -> set[str]:
     """Codes passed to ``Problem(...)`` / ``self._disagree(...)`` or assigned to ``code`` in the verifier's modules
-    that report problems (verifier/verify.py, verifier/checkpoints.py).
+    that report problems (verifier/verify.py, verifier/checkpoints.py, verifier/keyuse.py). A finding built
+    elsewhere and placed later (``Problem(finding.code, ...)``) has its code assigned to ``code`` where it is built.
 
     Fails on a code given any other way (a keyword, an expression), which the scan could not read.
     """
     codes: set[str] = set()
-    for module in ("verify.py", "checkpoints.py"):
+    for module in ("verify.py", "checkpoints.py", "keyuse.py"):
         codes |= _codes_in(ast.parse((REPO / "verifier" / module).read_text(encoding="utf-8")))
     return codes
 
@@ -36,11 +37,13 @@ def _codes_in(tree: ast.Module) -> set[str]:
             first = node.args[0]
             if isinstance(first, ast.Constant) and isinstance(first.value, str):
                 codes.add(first.value)
+            elif isinstance(first, ast.Attribute) and first.attr == "code":
+                continue  # a KeyFinding's code: assigned to ``code`` as a literal where the finding is built
             else:
                 assert isinstance(first, ast.Name) and first.id == "code", f"line {node.lineno}: unreadable code"
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(isinstance(t, ast.Name) and t.id == "code" for t in targets):
+            if node.value is not None and any(isinstance(t, ast.Name) and t.id == "code" for t in targets):
                 value = node.value
                 assert isinstance(value, ast.Constant) and isinstance(value.value, str), f"line {node.lineno}"
                 codes.add(value.value)

@@ -35,7 +35,14 @@ from schemas.canonical import (
     sha256_digest,
 )
 from substrate.cas import DirBlobStore
-from substrate.keys import InstallKeys, TrustedKeys, init_keys
+from substrate.keys import AuditKey, InstallKeys, KeyRing, ProducerKeys, TrustedKeys, init_keys
+from tests.producer_kit import (
+    TEST_PRODUCERS,
+    encode_signed_close,
+    encode_signed_submission,
+    producer_signer,
+    producer_trust,
+)
 from verifier.export import export_dump
 from verifier.render import escape, render_json, render_text
 from verifier.report import (
@@ -92,7 +99,12 @@ class Writer:
 
     def __init__(self, keys: InstallKeys, store: DirBlobStore, *, seal_every: int = 2) -> None:
         config = SchedulerConfig(
-            roles=ROLES, signer=keys.signer, audit_key=keys.audit.secret, audit_key_id=keys.audit.key_id, seal_every=seal_every
+            roles=ROLES,
+            signer=keys.signer,
+            audit_key=keys.audit.secret,
+            audit_key_id=keys.audit.key_id,
+            seal_every=seal_every,
+            producers=TEST_PRODUCERS,
         )
         self.core = SchedulerCore(config)
         self.state = initial_state(config, 0)
@@ -139,30 +151,28 @@ class Writer:
                 observation["size"] = len(blob) - (under_declare if i == 0 else 0)
         artifact = f"diff for {run_id} {stage_id}\n".encode()
         self.store.put(artifact)
-        value = C.encode(
-            codec.ACTIVITY_SUBMISSION_V2 if sized else codec.ACTIVITY_SUBMISSION,
-            {
-                "submission_id": f"sub-{run_id}-{stage_id}",
-                "run_id": run_id,
-                "stage_id": stage_id,
-                "role": role,
-                "producer": {"id": "verdicts@test", "sdk": "test"},
-                "kind": "coding",
-                "artifact": artifact,
-                "artifact_hash": sha256_digest(artifact),
-                "evidence_set_hash": evidence_set_hash(o["content_hash"] for o in observations),
-                "observations": observations,
-                "terminal_state": "completed",
-                "reason_code": "ok",
-                "occurred_at_ms": 1,
-            },
-        )
+        record = {
+            "submission_id": f"sub-{run_id}-{stage_id}",
+            "run_id": run_id,
+            "stage_id": stage_id,
+            "role": role,
+            "producer": {"id": "verdicts@test", "sdk": "test"},
+            "kind": "coding",
+            "artifact": artifact,
+            "artifact_hash": sha256_digest(artifact),
+            "evidence_set_hash": evidence_set_hash(o["content_hash"] for o in observations),
+            "observations": observations,
+            "terminal_state": "completed",
+            "reason_code": "ok",
+            "occurred_at_ms": 1,
+        }
+        # an ActivitySubmission.v3 signed by its producer; v1 (no sizes, no signature) is refused
+        value = encode_signed_submission(record) if sized else C.encode(codec.ACTIVITY_SUBMISSION, record)
         self.feed(run_id, value, at=at)
 
     def close(self, run_id: str, *, at: int | None = None) -> None:
-        value = C.encode(
-            codec.RUN_CLOSE,
-            {"submission_id": f"close-{run_id}", "run_id": run_id, "producer": {"id": "t", "sdk": "t"}, "occurred_at_ms": 0},
+        value = encode_signed_close(
+            {"submission_id": f"close-{run_id}", "run_id": run_id, "producer": {"id": "t", "sdk": "t"}, "occurred_at_ms": 0}
         )
         self.feed(run_id, value, at=at)
 
@@ -180,7 +190,7 @@ def build(
     store = DirBlobStore(tmp_path / "cas")
     writer = Writer(keys, store)
     (script or standard)(writer)
-    return Built(writer.source, store, keys, TrustedKeys.from_install(keys))
+    return Built(writer.source, store, keys, TrustedKeys.from_install(keys).merged(producer_trust()))
 
 
 def standard(w: Writer) -> None:
@@ -427,7 +437,7 @@ def forged_refusal(b: Built, key_id: str | None) -> MemorySource:
     """H3's repro: the refusal edited, its audit mirror's record_hash made to match, and (optionally) the
     envelope key id replaced (it is outside the MAC), the MAC left as it was."""
     (refusal,) = [r for r in b.records("refusals") if r.key == RUN.encode()]
-    forged = (refusal.value or b"").replace(b"UNKNOWN_ROLE", b"UNKNOWN_ROLX")
+    forged = (refusal.value or b"").replace(b"PRODUCER_ROLE_NOT_ALLOWED", b"PRODUCER_ROLE_NOT_ALLOWEX")
     assert forged != refusal.value
     refusals = [with_value(r, forged) if r is refusal else r for r in b.records("refusals")]
     index = audit_index(b, "activity.refused")
@@ -994,13 +1004,26 @@ def test_seal_audit_head_mismatch(built: Built) -> None:
 FLOW = [ProposedAction("navigate", "http://site/a.html"), ProposedAction("click", "#next"), ProposedAction("submit", "#go")]
 
 
+def producer_keys_of(name: str, directory: Path) -> ProducerKeys:
+    """A producer host's keys with the test identity of ``name`` (``tests.producer_kit``: registered and pinned)."""
+    return ProducerKeys(
+        name,
+        producer_signer(name),
+        lineage=AuditKey.from_secret(b"lineage-key-of-" + name.encode()),
+        redaction=AuditKey.from_secret(b"redaction-key-of-" + name.encode()),
+        directory=directory,
+        ring=KeyRing(()),
+    )
+
+
 def session_script(keys: InstallKeys, tmp_path: Path) -> tuple[Callable[[Writer], None], list[Any]]:
     """run-a: one coding stage, then a browser session whose actions were published but whose result never was."""
-    publisher = RecordingPublisher()
+    worker = producer_keys_of("navigator@test", tmp_path / "navigator-keys")
+    publisher = RecordingPublisher(worker)
     session = ComputerUseSession(
         RUN,
         "browser-0",
-        keys=keys,
+        keys=worker,
         store=DirBlobStore(tmp_path / "cas"),
         publisher=publisher,
         worker_id="navigator@test",
@@ -1033,7 +1056,11 @@ def test_actions_of_a_session_without_a_result_are_replayed_and_shown(tmp_path: 
         True,
         True,
     )
-    assert session.notes == ("3 steps replayed", "evidence reattached")
+    assert session.notes == (
+        "3 steps replayed",
+        "evidence reattached",
+        "lineage HMACs not verified for 3 action(s): their key is not a pinned audit key",
+    )
     assert [d.text for d in session.details] == [
         "step OK index=0 navigate",
         "step OK index=1 click",
@@ -1041,7 +1068,8 @@ def test_actions_of_a_session_without_a_result_are_replayed_and_shown(tmp_path: 
         "head NONE -- no accepted browser result names this session's head: 3 journalled actions verified, its end is not vouched for",
     ]
     assert lines[-6] == (
-        "  INCOMPLETE browser-0 [browser] (3 steps replayed, evidence reattached) -- the session never produced an accepted "
+        "  INCOMPLETE browser-0 [browser] (3 steps replayed, evidence reattached, lineage HMACs not verified for 3 "
+        "action(s): their key is not a pinned audit key) -- the session never produced an accepted "
         "browser result (worker stopped, or its result was refused)"
     )
     assert (
