@@ -1,0 +1,425 @@
+"""Keys by purpose and lifetime, and producer signatures, as the verifier checks them (issue 12).
+
+Runs are written by the real scheduler core with a rotated key ring (two seal keys and two audit
+keys with lifetimes, chosen per input timestamp) and signed submissions, then verified with full,
+old-only and new-only trusted-keys files, and with records tampered the way an attacker holding
+the journal (but not a producer's key) or a producer host holding only its own key could.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from consumers.core.model import AuditKeyVersion, Lifetime, SchedulerConfig, SealKey
+from consumers.core.step import SchedulerCore, initial_state
+from schemas import codec
+from schemas.canonical import hmac_key_id, journal_entry_hash, journal_genesis, seal_signing_input
+from substrate.cas import DirBlobStore
+from substrate.keys import Ed25519Signer, KeyPurpose, KeyStatus, TrustedKey, TrustedKeys, Validity, init_keys
+from tests.producer_kit import TEST_PRODUCERS, producer_signer, producer_trust
+from tests.unit.test_verifier_verdicts import (
+    RUN,
+    Built,
+    C,
+    Writer,
+    assert_exit,
+    json_of,
+    kind_of,
+    text_of,
+)
+from verifier.report import EXIT_MISMATCH, EXIT_VERIFIED, RunReport
+from verifier.sources import StoredRecord
+
+BASE = 1_700_000_000_000
+"""The Writer stamps input offset n with BASE + n."""
+ROTATED = BASE + 3
+"""Both the seal and the audit key are rotated here: inputs 0..2 use the old keys, 3.. the new ones."""
+PRODUCER = "verdicts@test"
+OLD_SEAL = Ed25519Signer.from_seed(b"o" * 32)
+NEW_SEAL = Ed25519Signer.from_seed(b"n" * 32)
+OLD_AUDIT = b"old audit secret".ljust(32, b"!")
+NEW_AUDIT = b"new audit secret".ljust(32, b"!")
+
+
+def seal_trust(signer: Ed25519Signer, validity: Validity, status: KeyStatus = KeyStatus.ACTIVE) -> TrustedKey:
+    return TrustedKey(signer.key_id, KeyPurpose.SEAL, signer.public_key_raw, validity, None, status)
+
+
+def audit_trust(secret: bytes, validity: Validity, status: KeyStatus = KeyStatus.ACTIVE) -> TrustedKey:
+    return TrustedKey(hmac_key_id(secret), KeyPurpose.AUDIT, secret, validity, None, status)
+
+
+OLD_SEAL_T = seal_trust(OLD_SEAL, Validity(0, ROTATED), KeyStatus.RETIRED)
+NEW_SEAL_T = seal_trust(NEW_SEAL, Validity(ROTATED))
+OLD_AUDIT_T = audit_trust(OLD_AUDIT, Validity(0, ROTATED), KeyStatus.RETIRED)
+NEW_AUDIT_T = audit_trust(NEW_AUDIT, Validity(ROTATED))
+
+
+def trust(*keys: TrustedKey, producers: TrustedKeys | None = None) -> TrustedKeys:
+    return TrustedKeys.of(keys).merged(producer_trust() if producers is None else producers)
+
+
+FULL = trust(OLD_SEAL_T, NEW_SEAL_T, OLD_AUDIT_T, NEW_AUDIT_T)
+
+
+def rotated_run(w: Writer) -> None:
+    """run-a: three stages under the old keys (a periodic seal after 2), then two more and the close under the new ones."""
+    for i in range(5):
+        w.stage(RUN, f"stage-{i}")
+    w.close(RUN)
+
+
+def build(tmp_path: Path, script: Callable[[Writer], None] = rotated_run) -> Built:
+    keys = init_keys(tmp_path / "keys")  # unused by the ring below: the core signs with OLD_*/NEW_*
+    store = DirBlobStore(tmp_path / "cas")
+    writer = Writer(keys, store)
+    config = SchedulerConfig(
+        roles=writer.core.config.roles,
+        signer=NEW_SEAL,
+        audit_key=NEW_AUDIT,
+        audit_key_id=hmac_key_id(NEW_AUDIT),
+        seal_every=2,
+        producers=TEST_PRODUCERS,
+        seal_keys=(SealKey(OLD_SEAL, Lifetime(0, ROTATED)), SealKey(NEW_SEAL, Lifetime(ROTATED))),
+        audit_keys=(
+            AuditKeyVersion(OLD_AUDIT, hmac_key_id(OLD_AUDIT), Lifetime(0, ROTATED)),
+            AuditKeyVersion(NEW_AUDIT, hmac_key_id(NEW_AUDIT), Lifetime(ROTATED)),
+        ),
+    )
+    writer.core = SchedulerCore(config)
+    writer.state = initial_state(config, 0)
+    script(writer)
+    return Built(writer.source, store, keys, FULL)
+
+
+@pytest.fixture
+def built(tmp_path: Path) -> Built:
+    return build(tmp_path)
+
+
+def journal(b: Built) -> list[StoredRecord]:
+    return [r for r in b.records("journal") if r.key == RUN.encode()]
+
+
+def seal_records(b: Built) -> list[tuple[dict[str, Any], StoredRecord]]:
+    out = []
+    for r in journal(b):
+        if kind_of(r.value) == codec.SEAL_RECORD:
+            out.append((dict(C.decode(r.value or b"").record), r))
+    return out
+
+
+def problem_of(report: RunReport, section: str) -> tuple[str, str, int | None, str, str]:
+    verdict = getattr(report.header, section)
+    assert verdict is not None and verdict.problem is not None, (section, report.header)
+    p = verdict.problem
+    return p.code, p.stream, p.offset, p.expected, p.recomputed
+
+
+# ---------------------------------------------------------------------------
+# a rotated run verifies with the full file, and names its keys
+# ---------------------------------------------------------------------------
+
+
+def test_a_run_across_a_rotation_verifies_with_every_key_and_names_them(built: Built) -> None:
+    seals = seal_records(built)
+    assert [s["key_id"] for s, _ in seals] == [OLD_SEAL.key_id, NEW_SEAL.key_id, NEW_SEAL.key_id]  # the core rotated
+    report = built.verify()
+    lines = assert_exit(report, EXIT_VERIFIED)
+    keys = report.header.keys
+    assert keys is not None
+    assert keys.seal == tuple(sorted((OLD_SEAL.key_id, NEW_SEAL.key_id)))
+    assert keys.checkpoint == (NEW_SEAL.key_id,)
+    assert keys.audit == tuple(sorted((OLD_AUDIT_T.key_id, NEW_AUDIT_T.key_id)))
+    signer = producer_signer(PRODUCER)
+    closer = producer_signer("t")
+    document = json_of(report)
+    assert document["keys"]["producer"] == sorted(
+        [
+            {"key_id": signer.key_id, "producer": PRODUCER, "records": 5},
+            {"key_id": closer.key_id, "producer": "t", "records": 1},
+        ],
+        key=lambda k: str(k["key_id"]),
+    )
+    assert document["producers"]["ok"] is True
+    assert (document["producers"]["signed"], document["producers"]["legacy"]) == (6, 0)
+    (line,) = [line for line in lines if line.startswith("  OK producers")]
+    producer_keys = ", ".join(f"{k['key_id']} ({k['producer']})" for k in document["keys"]["producer"])
+    assert line == (
+        "  OK producers (6 producer signatures verified with pinned producer keys; keys: "
+        f"seal {', '.join(keys.seal)}; checkpoint {NEW_SEAL.key_id}; audit {', '.join(keys.audit)}; "
+        f"producer {producer_keys})"
+    )
+
+
+# ---------------------------------------------------------------------------
+# only the old or only the new key after a rotation
+# ---------------------------------------------------------------------------
+
+
+def test_only_the_old_seal_key_names_the_first_seal_of_the_new_one(built: Built) -> None:
+    report = built.verify(trusted=trust(OLD_SEAL_T, OLD_AUDIT_T, NEW_AUDIT_T))
+    assert_exit(report, EXIT_MISMATCH)
+    (_, first_new) = seal_records(built)[1]
+    assert problem_of(report, "seal") == (
+        "SEAL_KEY_NOT_PINNED",
+        "journal",
+        first_new.offset,
+        OLD_SEAL.key_id,
+        NEW_SEAL.key_id,
+    )
+    audit = report.header.audit
+    assert audit is not None and audit.problem is not None
+    assert (audit.problem.code, audit.problem.stream, audit.problem.recomputed) == (
+        "CHECKPOINT_KEY_NOT_PINNED",
+        "checkpoints",
+        NEW_SEAL.key_id,
+    )
+
+
+def test_only_the_new_seal_key_names_the_seal_of_the_old_one(built: Built) -> None:
+    report = built.verify(trusted=trust(NEW_SEAL_T, OLD_AUDIT_T, NEW_AUDIT_T))
+    assert_exit(report, EXIT_MISMATCH)
+    (_, first_old) = seal_records(built)[0]
+    assert problem_of(report, "seal") == (
+        "SEAL_KEY_NOT_PINNED",
+        "journal",
+        first_old.offset,
+        NEW_SEAL.key_id,
+        OLD_SEAL.key_id,
+    )
+    assert report.header.audit is not None and report.header.audit.ok  # the checkpoint is the new key's
+
+
+def audit_key_ids(b: Built) -> list[str]:
+    return [str(C.decode(r.value or b"").record["key_id"]) for r in b.records("audit")]
+
+
+def test_only_the_old_audit_key_names_the_first_record_of_the_new_one(built: Built) -> None:
+    ids = audit_key_ids(built)
+    first_new = ids.index(NEW_AUDIT_T.key_id)
+    assert set(ids[:first_new]) == {OLD_AUDIT_T.key_id} and first_new > 0
+    report = built.verify(trusted=trust(OLD_SEAL_T, NEW_SEAL_T, OLD_AUDIT_T))
+    assert_exit(report, EXIT_MISMATCH)
+    assert problem_of(report, "audit") == (
+        "AUDIT_KEY_NOT_PINNED",
+        "audit",
+        built.records("audit")[first_new].offset,
+        OLD_AUDIT_T.key_id,
+        NEW_AUDIT_T.key_id,
+    )
+
+
+def test_only_the_new_audit_key_names_the_first_record_of_the_chain(built: Built) -> None:
+    report = built.verify(trusted=trust(OLD_SEAL_T, NEW_SEAL_T, NEW_AUDIT_T))
+    assert_exit(report, EXIT_MISMATCH)
+    assert problem_of(report, "audit") == (
+        "AUDIT_KEY_NOT_PINNED",
+        "audit",
+        built.records("audit")[0].offset,
+        NEW_AUDIT_T.key_id,
+        OLD_AUDIT_T.key_id,
+    )
+
+
+# ---------------------------------------------------------------------------
+# lifetimes and purposes
+# ---------------------------------------------------------------------------
+
+
+def test_a_seal_key_whose_lifetime_ends_before_the_seal_is_outside_its_validity(built: Built) -> None:
+    (seal, record), *_ = seal_records(built)
+    sealed_at = C.decode(seal["payload"]).record["sealed_at_ms"]
+    assert sealed_at == BASE + 1
+    short = seal_trust(OLD_SEAL, Validity(0, BASE + 1), KeyStatus.REVOKED)  # revoked just before it
+    report = built.verify(trusted=trust(short, NEW_SEAL_T, OLD_AUDIT_T, NEW_AUDIT_T))
+    assert_exit(report, EXIT_MISMATCH)
+    assert problem_of(report, "seal") == ("KEY_OUTSIDE_VALIDITY", "journal", record.offset, f"[0, {BASE + 1})", str(BASE + 1))
+
+
+def test_an_audit_key_whose_lifetime_ends_before_a_record_is_outside_its_validity(built: Built) -> None:
+    short = audit_trust(OLD_AUDIT, Validity(0, BASE + 1), KeyStatus.REVOKED)
+    report = built.verify(trusted=trust(OLD_SEAL_T, NEW_SEAL_T, short, NEW_AUDIT_T))
+    assert_exit(report, EXIT_MISMATCH)
+    first_late = next(r for r in built.records("audit") if r.timestamp_ms >= BASE + 1)
+    assert problem_of(report, "audit") == (
+        "KEY_OUTSIDE_VALIDITY",
+        "audit",
+        first_late.offset,
+        f"[0, {BASE + 1})",
+        str(first_late.timestamp_ms),
+    )
+
+
+def test_a_producer_key_whose_lifetime_ends_before_the_entry_is_outside_its_validity(built: Built) -> None:
+    signer = producer_signer(PRODUCER)
+    revoked = TrustedKey(signer.key_id, KeyPurpose.PRODUCER, signer.public_key_raw, Validity(0, BASE + 2), PRODUCER)
+    others = producer_trust(*(n for n in ("t",)))
+    report = built.verify(
+        trusted=trust(OLD_SEAL_T, NEW_SEAL_T, OLD_AUDIT_T, NEW_AUDIT_T, producers=others.merged(TrustedKeys.of([revoked])))
+    )
+    assert_exit(report, EXIT_MISMATCH)
+    entry_2 = [r for r in journal(built) if kind_of(r.value) == codec.JOURNAL_RECORD][2]
+    assert entry_2.timestamp_ms == BASE + 2
+    assert problem_of(report, "producers") == (
+        "KEY_OUTSIDE_VALIDITY",
+        "journal",
+        entry_2.offset,
+        f"[0, {BASE + 2})",
+        str(BASE + 2),
+    )
+
+
+def resigned_seal(record: StoredRecord, signer: Ed25519Signer) -> StoredRecord:
+    envelope = C.decode(record.value or b"").record
+    payload = envelope["payload"]
+    value = C.encode(
+        codec.SEAL_RECORD, {"payload": payload, "key_id": signer.key_id, "signature": signer.sign(seal_signing_input(payload))}
+    )
+    return replace(record, value=value)
+
+
+def test_a_seal_signed_with_a_producer_key_is_a_purpose_mismatch(built: Built) -> None:
+    """A producer host holds its own key only: a seal it signs names a pinned key, of the wrong purpose."""
+    (_, record), *_ = seal_records(built)
+    forger = producer_signer(PRODUCER)
+    source = built.source.replaced("journal", [resigned_seal(r, forger) if r is record else r for r in built.records("journal")])
+    report = built.verify(source)
+    assert_exit(report, EXIT_MISMATCH)
+    assert problem_of(report, "seal") == ("KEY_PURPOSE_MISMATCH", "journal", record.offset, "seal", "producer")
+
+
+def test_a_submission_signed_by_a_key_pinned_as_a_seal_key_is_a_purpose_mismatch(built: Built) -> None:
+    signer = producer_signer(PRODUCER)
+    as_seal = TrustedKey(signer.key_id, KeyPurpose.SEAL, signer.public_key_raw)
+    report = built.verify(
+        trusted=trust(
+            OLD_SEAL_T, NEW_SEAL_T, OLD_AUDIT_T, NEW_AUDIT_T, producers=producer_trust("t").merged(TrustedKeys.of([as_seal]))
+        )
+    )
+    assert_exit(report, EXIT_MISMATCH)
+    first = [r for r in journal(built) if kind_of(r.value) == codec.JOURNAL_RECORD][0]
+    assert problem_of(report, "producers") == ("KEY_PURPOSE_MISMATCH", "journal", first.offset, "producer", "seal")
+
+
+def test_a_producer_key_registered_to_another_producer_is_a_name_mismatch(built: Built) -> None:
+    signer = producer_signer(PRODUCER)
+    elsewhere = TrustedKey(signer.key_id, KeyPurpose.PRODUCER, signer.public_key_raw, producer="someone-else")
+    report = built.verify(
+        trusted=trust(
+            OLD_SEAL_T, NEW_SEAL_T, OLD_AUDIT_T, NEW_AUDIT_T, producers=producer_trust("t").merged(TrustedKeys.of([elsewhere]))
+        )
+    )
+    assert_exit(report, EXIT_MISMATCH)
+    first = [r for r in journal(built) if kind_of(r.value) == codec.JOURNAL_RECORD][0]
+    assert problem_of(report, "producers") == ("PRODUCER_NAME_MISMATCH", "journal", first.offset, "someone-else", PRODUCER)
+
+
+def test_a_producer_key_that_is_not_pinned_is_named(built: Built) -> None:
+    report = built.verify(trusted=trust(OLD_SEAL_T, NEW_SEAL_T, OLD_AUDIT_T, NEW_AUDIT_T, producers=producer_trust("t")))
+    assert_exit(report, EXIT_MISMATCH)
+    first = [r for r in journal(built) if kind_of(r.value) == codec.JOURNAL_RECORD][0]
+    code, stream, offset, _, recomputed = problem_of(report, "producers")
+    assert (code, stream, offset, recomputed) == (
+        "PRODUCER_KEY_NOT_PINNED",
+        "journal",
+        first.offset,
+        producer_signer(PRODUCER).key_id,
+    )
+    assert report.header.producers is not None and report.header.producers.further_problems == 4  # the other 4 entries
+
+
+# ---------------------------------------------------------------------------
+# tampered bytes
+# ---------------------------------------------------------------------------
+
+
+def test_a_flipped_byte_of_a_producer_signature_does_not_verify(built: Built) -> None:
+    entries = [r for r in journal(built) if kind_of(r.value) == codec.JOURNAL_RECORD]
+    target = entries[1]
+    payload = C.decode(target.value or b"").record["payload"]
+    signature = C.decode(payload).record["producer_signature"]
+    value = target.value or b""
+    at = value.index(signature) + 10
+    flipped = value[:at] + bytes([value[at] ^ 0x01]) + value[at + 1 :]
+    source = built.source.replaced("journal", [replace(r, value=flipped) if r is target else r for r in built.records("journal")])
+    report = built.verify(source)
+    assert_exit(report, EXIT_MISMATCH)
+    assert problem_of(report, "producers")[:3] == ("PRODUCER_SIGNATURE_INVALID", "journal", target.offset)
+
+
+def rechained(records: list[StoredRecord], seq: int, **changes: Any) -> list[StoredRecord]:
+    """The run's journal with entry ``seq`` edited and every later entry re-linked and re-hashed: what an attacker
+    holding the journal (but no producer key) can make of it; the hash chain verifies again."""
+    head = journal_genesis(RUN)
+    out = []
+    for r in records:
+        if r.key != RUN.encode() or kind_of(r.value) != codec.JOURNAL_RECORD:
+            out.append(r)
+            continue
+        decoded = C.decode(C.decode(r.value or b"").record["payload"])
+        entry = dict(decoded.record)
+        if entry["seq"] == seq:
+            entry.update(changes)
+        entry["prev_hash"] = head
+        payload = C.encode(decoded.schema.name, entry)
+        head = journal_entry_hash(payload)
+        out.append(replace(r, value=C.encode(codec.JOURNAL_RECORD, {"payload": payload, "entry_hash": head})))
+    return out
+
+
+def test_an_edited_signed_field_with_the_chain_recomputed_is_named_by_the_producer_signature(built: Built) -> None:
+    source = built.source.replaced("journal", rechained(built.records("journal"), 3, terminal_state="failed"))
+    report = built.verify(source)
+    assert_exit(report, EXIT_MISMATCH)
+    assert report.header.chain is not None and report.header.chain.ok  # the chain itself was recomputed
+    entry_3 = [r for r in journal(built) if kind_of(r.value) == codec.JOURNAL_RECORD][3]
+    assert problem_of(report, "producers")[:3] == ("PRODUCER_SIGNATURE_INVALID", "journal", entry_3.offset)
+    _, lines = text_of(report)
+    assert any(line.startswith("  MISMATCH producers -- journal entry seq 3 at offset") for line in lines)
+
+
+def test_an_edited_run_close_in_the_final_seal_is_named(built: Built) -> None:
+    """An insider holding the seal key re-signs a final seal whose closed_by names another submission id."""
+    (seal, record) = seal_records(built)[-1]
+    payload = dict(C.decode(seal["payload"]).record)
+    assert payload["final"] and payload["closed_by"] is not None
+    payload["closed_by"] = {**payload["closed_by"], "submission_id": "close-forged"}
+    body = C.encode(codec.RUN_SEAL_V2, payload)
+    value = C.encode(
+        codec.SEAL_RECORD, {"payload": body, "key_id": NEW_SEAL.key_id, "signature": NEW_SEAL.sign(seal_signing_input(body))}
+    )
+    source = built.source.replaced("journal", [replace(r, value=value) if r is record else r for r in built.records("journal")])
+    report = built.verify(source)
+    assert_exit(report, EXIT_MISMATCH)
+    assert problem_of(report, "producers")[:3] == ("PRODUCER_SIGNATURE_INVALID", "journal", record.offset)
+
+
+# ---------------------------------------------------------------------------
+# old trust files
+# ---------------------------------------------------------------------------
+
+
+def test_a_v1_trust_file_still_verifies_a_run_without_lifetimes(built: Built, tmp_path: Path) -> None:
+    """A v1 file: Ed25519 keys of any purpose, HMAC keys for audit, nothing expires."""
+    ed25519 = {s.key_id: s.public_key_raw for s in (OLD_SEAL, NEW_SEAL, producer_signer(PRODUCER), producer_signer("t"))}
+    hmac = {hmac_key_id(s): s for s in (OLD_AUDIT, NEW_AUDIT)}
+    path = tmp_path / "trusted-v1.json"
+    path.write_text(
+        json.dumps(
+            {
+                "format": "bernstein.trusted-keys/v1",
+                "ed25519": [{"key_id": k, "public_key": v.hex()} for k, v in ed25519.items()],
+                "hmac": [{"key_id": k, "secret": v.hex()} for k, v in hmac.items()],
+            }
+        )
+    )
+    loaded = TrustedKeys.load(path)
+    assert {e.purpose for e in loaded.entries.values()} == {KeyPurpose.ANY, KeyPurpose.AUDIT}
+    assert_exit(built.verify(trusted=loaded), EXIT_VERIFIED)
