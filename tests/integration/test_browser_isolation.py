@@ -39,7 +39,7 @@ from producers.computer_use.terminal import ComputerUseDriverError, DriverFault
 from producers.netpolicy import OriginPolicy
 from schemas.records import TerminalState
 from substrate.cas import DirBlobStore
-from substrate.keys import InstallKeys, TrustedKeys, init_keys, init_producer_keys
+from substrate.keys import ProducerKeys, init_keys, init_producer_keys
 from tests.integration.test_browser_kit import SIGNUP_FLOW, SITE, chromium_processes
 from verifier.browser_replay import replay_run
 
@@ -53,8 +53,9 @@ def site() -> object:
 
 
 @pytest.fixture
-def keys(tmp_path: Path) -> InstallKeys:
-    return init_keys(tmp_path / "keys")
+def keys(tmp_path: Path) -> ProducerKeys:
+    """This worker's own producer keys (the only keys a browser worker holds)."""
+    return init_producer_keys(tmp_path / "producer-keys", "navigator@test")
 
 
 @pytest.fixture(autouse=True)
@@ -94,10 +95,10 @@ def test_two_concurrent_sessions_share_no_cookies(site: str, tmp_path: Path) -> 
             b.close()
 
 
-def test_two_full_sessions_run_at_once_in_threads(site: str, tmp_path: Path, keys: InstallKeys) -> None:
+def test_two_full_sessions_run_at_once_in_threads(site: str, tmp_path: Path, keys: ProducerKeys) -> None:
     store = DirBlobStore(tmp_path / "cas")
     outcomes: dict[str, SessionOutcome] = {}
-    publishers = {name: RecordingPublisher() for name in ("browser-a", "browser-b")}
+    publishers = {name: RecordingPublisher(keys) for name in ("browser-a", "browser-b")}
     barrier = threading.Barrier(2, timeout=60)
 
     class Synchronised(ScriptedAgent):
@@ -114,7 +115,6 @@ def test_two_full_sessions_run_at_once_in_threads(site: str, tmp_path: Path, key
             keys=keys,
             store=store,
             publisher=publishers[session_id],
-            worker_id="navigator@test",
             worktree=tmp_path / "worktree",
             keep_profile=True,
         )
@@ -133,18 +133,14 @@ def test_two_full_sessions_run_at_once_in_threads(site: str, tmp_path: Path, key
         scheduler.feed_all(publishers[name])
     assert scheduler.refusals() == []
     for name in publishers:
-        assert replay_run(
-            "run-iso", source=scheduler.source, cas=store, trusted=TrustedKeys.from_install(keys), session_id=name
-        ).ok
+        assert replay_run("run-iso", source=scheduler.source, cas=store, trusted=scheduler.trusted(), session_id=name).ok
 
 
-def test_a_missing_selector_is_anchored_as_a_timed_out_result(site: str, tmp_path: Path, keys: InstallKeys) -> None:
+def test_a_missing_selector_is_anchored_as_a_timed_out_result(site: str, tmp_path: Path, keys: ProducerKeys) -> None:
     store = DirBlobStore(tmp_path / "cas")
-    publisher = RecordingPublisher()
+    publisher = RecordingPublisher(keys)
     actions = [ProposedAction("navigate", f"{site}/signup.html"), ProposedAction("click", "#does-not-exist")]
-    session = ComputerUseSession(
-        "run-fault", "browser-0", keys=keys, store=store, publisher=publisher, worker_id="navigator@test", worktree=tmp_path / "w"
-    )
+    session = ComputerUseSession("run-fault", "browser-0", keys=keys, store=store, publisher=publisher, worktree=tmp_path / "w")
     outcome = session.run(ScriptedAgent(actions), PlaywrightDriver.factory(policy=local(site), action_timeout_ms=400))
     assert outcome.terminal_state is ComputerUseTerminalState.TIMEOUT
     assert (outcome.activity_terminal_state, outcome.reason_code, outcome.action_count) == (
@@ -160,18 +156,17 @@ def test_a_missing_selector_is_anchored_as_a_timed_out_result(site: str, tmp_pat
     scheduler = InMemoryScheduler(keys)
     scheduler.feed_all(publisher)
     assert scheduler.refusals() == []
-    assert replay_run("run-fault", source=scheduler.source, cas=store, trusted=TrustedKeys.from_install(keys)).ok
+    assert replay_run("run-fault", source=scheduler.source, cas=store, trusted=scheduler.trusted()).ok
 
 
-def test_an_unreachable_page_and_a_missing_browser_are_driver_failures(tmp_path: Path, keys: InstallKeys) -> None:
+def test_an_unreachable_page_and_a_missing_browser_are_driver_failures(tmp_path: Path, keys: ProducerKeys) -> None:
     store = DirBlobStore(tmp_path / "cas")
     session = ComputerUseSession(
         "run-fault",
         "browser-1",
         keys=keys,
         store=store,
-        publisher=RecordingPublisher(),
-        worker_id="navigator@test",
+        publisher=RecordingPublisher(keys),
         worktree=tmp_path / "w",
     )
     closed_port = local("http://127.0.0.1:9")  # allowed, but nothing listens there
@@ -185,8 +180,7 @@ def test_an_unreachable_page_and_a_missing_browser_are_driver_failures(tmp_path:
         "browser-2",
         keys=keys,
         store=store,
-        publisher=RecordingPublisher(),
-        worker_id="navigator@test",
+        publisher=RecordingPublisher(keys),
         worktree=tmp_path / "w",
     )
     outcome = session.run(
@@ -200,15 +194,14 @@ def test_an_unreachable_page_and_a_missing_browser_are_driver_failures(tmp_path:
     )
 
 
-def test_a_long_wait_is_cut_at_the_session_timeout(site: str, tmp_path: Path, keys: InstallKeys) -> None:
+def test_a_long_wait_is_cut_at_the_session_timeout(site: str, tmp_path: Path, keys: ProducerKeys) -> None:
     """The session's time left bounds the driver's own calls: a 60 s wait ends at the 3 s session timeout."""
     session = ComputerUseSession(
         "run-fault",
         "browser-wait",
         keys=keys,
         store=DirBlobStore(tmp_path / "cas"),
-        publisher=RecordingPublisher(),
-        worker_id="navigator@test",
+        publisher=RecordingPublisher(keys),
         worktree=tmp_path / "w",
         timeout=3.0,
     )
