@@ -5,6 +5,13 @@ server: agents of several kinds publish activities through the SDK, the
 deterministic scheduler validates, chains, refuses and audits them in Kafka
 transactions, the run is closed and sealed, exported to a dump directory,
 and verified offline from the dump alone, printing the seed's report.
+
+Keys by owner (docs/security.md): the scheduler's seal and audit keys live in
+``--keys-dir``; the agents publish as one producer, ``demo-agents``, with its own
+keys in ``--producer-keys`` (both created when missing). The demo registers that
+producer in a manifest it writes next to the run's dump (config/roles.toml's
+roles plus a ``[[producers]]`` entry), runs its scheduler with that manifest, and
+exports trust the way ``bernstein keys trust --manifest`` does.
 """
 
 from __future__ import annotations
@@ -19,9 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from consumers.core.model import SchedulerConfig
 from consumers.core.native import make_core
-from consumers.manifest import load_roles
 from consumers.shell import SchedulerShell
 from producers.activity import ActivityRejected, ActivityResult
 from producers.coding import publish_spawn, run_spawn
@@ -30,7 +35,16 @@ from schemas import codec
 from substrate.cas import DirBlobStore, S3BlobStore
 from substrate.config import Settings
 from substrate.kafka import ensure_topics, require_bootstrap
-from substrate.keys import InstallKeys, KeyFileMissing, TrustedKeys, init_keys, load_keys
+from substrate.keys import (
+    InstallKeys,
+    KeyFileMissing,
+    ProducerKeys,
+    TrustedKeys,
+    init_keys,
+    init_producer_keys,
+    load_keys,
+    load_producer_keys,
+)
 from verifier.export import export_dump
 from verifier.kafka_source import KafkaSource
 from verifier.render import render_text
@@ -38,6 +52,9 @@ from verifier.sources import DumpSource
 from verifier.verify import verify_stream
 
 REPO = Path(__file__).resolve().parent.parent
+DEMO_PRODUCER = "demo-agents"
+"""The producer name the demo's agents publish under (``bernstein keys init --producer demo-agents``)."""
+DEMO_ROLES = ("developer", "scout", "navigator", "analyst", "operator")
 
 
 @dataclass
@@ -46,7 +63,8 @@ class DemoContext:
     emitter: Emitter
     run_id: str
     workdir: Path
-    keys: InstallKeys
+    keys: ProducerKeys
+    """The agents' producer keys: they sign submissions, lineage entries and receipts."""
     out: TextIO
     published: list[Published] = field(default_factory=list)
 
@@ -66,10 +84,32 @@ def _keys(directory: Path, out: TextIO) -> InstallKeys:
     except KeyFileMissing:
         keys = init_keys(directory)
         print(
-            f"    created install keys in {directory} (signing {keys.signer.key_id[:19]}..., audit {keys.audit.key_id[:19]}...)",
+            f"    created scheduler keys in {directory} (seal {keys.signer.key_id[:19]}..., audit {keys.audit.key_id[:19]}...)",
             file=out,
         )
         return keys
+
+
+def _producer_keys(directory: Path, out: TextIO) -> ProducerKeys:
+    try:
+        return load_producer_keys(directory)
+    except KeyFileMissing:
+        keys = init_producer_keys(directory, DEMO_PRODUCER)
+        print(f"    created producer {DEMO_PRODUCER!r} keys in {directory} (signing {keys.signer.key_id[:19]}...)", file=out)
+        return keys
+
+
+def write_manifest(path: Path, producer: ProducerKeys) -> Path:
+    """config/roles.toml's roles plus the demo producer, granted every role and the browser kind."""
+    from bernstein.commands.keys import manifest_snippet, producer_manifest_keys
+
+    roles = (REPO / "config" / "roles.toml").read_text(encoding="utf-8")
+    entry = manifest_snippet(
+        producer.name, producer_manifest_keys(producer.ring), roles=list(DEMO_ROLES), agent_kinds=["browser"]
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{roles.rstrip()}\n\n# the demo's agents (bernstein keys init --producer {producer.name})\n{entry}\n")
+    return path
 
 
 def coding_stage(ctx: DemoContext) -> None:
@@ -193,7 +233,9 @@ def browser_stage(ctx: DemoContext) -> None:
 STAGES: list[Callable[[DemoContext], None]] = [coding_stage, research_stages, dataops_stages, browser_stage]
 
 
-def run_demo(*, settings: Settings, keys_dir: Path, out_dir: Path, out: TextIO = sys.stdout) -> int:
+def run_demo(
+    *, settings: Settings, keys_dir: Path, out_dir: Path, producer_keys_dir: Path | None = None, out: TextIO = sys.stdout
+) -> int:
     bootstrap = require_bootstrap(settings.kafka_bootstrap)
     if settings.s3 is None:
         raise SystemExit("no S3 endpoint: run `infra/up` first (make demo does)")
@@ -203,17 +245,18 @@ def run_demo(*, settings: Settings, keys_dir: Path, out_dir: Path, out: TextIO =
         f"    kafka {bootstrap}, s3 {settings.s3.endpoint} (bucket {settings.s3.bucket}), topics {settings.topics.prefix}.*",
         file=out,
     )
+    from bernstein.commands.keys import export_trust
+    from bernstein.commands.scheduler import scheduler_config
+
     keys = _keys(keys_dir, out)
+    producer = _producer_keys(producer_keys_dir or keys_dir.parent / "producer-keys", out)
+    run_dir = out_dir / run_id
+    manifest = write_manifest(run_dir / "roles.toml", producer)
+    print(f"    producer {producer.name!r} (key {producer.signer.key_id[:19]}...) registered in {manifest}", file=out)
     store = S3BlobStore(settings.s3)
     store.ensure_bucket()
     partitions = ensure_topics(bootstrap, settings.topics)
-    config = SchedulerConfig(
-        roles=load_roles(REPO / "config" / "roles.toml"),
-        signer=keys.signer,
-        audit_key=keys.audit.secret,
-        audit_key_id=keys.audit.key_id,
-        seal_every=1000,
-    )
+    config = scheduler_config(keys, manifest, 1000)
     shells = [
         SchedulerShell(bootstrap=bootstrap, topics=settings.topics, partition=p, core=make_core(config, p), progress=None)
         for p in range(partitions)
@@ -225,9 +268,9 @@ def run_demo(*, settings: Settings, keys_dir: Path, out_dir: Path, out: TextIO =
 
     with (
         tempfile.TemporaryDirectory(prefix="bernstein-demo-") as tmp,
-        Emitter(bootstrap=bootstrap, store=store, topics=settings.topics, producer_id="demo-agents") as emitter,
+        Emitter(bootstrap=bootstrap, store=store, topics=settings.topics, producer=producer) as emitter,
     ):
-        ctx = DemoContext(settings=settings, emitter=emitter, run_id=run_id, workdir=Path(tmp), keys=keys, out=out)
+        ctx = DemoContext(settings=settings, emitter=emitter, run_id=run_id, workdir=Path(tmp), keys=producer, out=out)
         print("==> agents publish activities (evidence goes to S3 first, then one Avro event each)", file=out)
         for stage in STAGES:
             stage(ctx)
@@ -250,7 +293,6 @@ def run_demo(*, settings: Settings, keys_dir: Path, out_dir: Path, out: TextIO =
     )
     _show_refusals(settings, run_id, closing.partition, out)
 
-    run_dir = out_dir / run_id
     dump = run_dir / "dump"
     print(f"==> export the run to {dump} (topics as stored + referenced blobs)", file=out)
     summary = export_dump(
@@ -258,11 +300,12 @@ def run_demo(*, settings: Settings, keys_dir: Path, out_dir: Path, out: TextIO =
         dump,
         cas=store,
         runs=[run_id],
-        trusted=TrustedKeys.from_install(keys, include_audit_key=False),
+        trusted=export_trust(keys.key_ring, manifest, include_audit_key=False),
     )
     print(f"    {sum(summary.records.values())} records, {summary.blobs} blobs", file=out)
     trust_file = run_dir / "trusted-keys.json"
-    TrustedKeys.from_install(keys).write(trust_file)
+    export_trust(keys.key_ring, manifest).write(trust_file)
+    print(f"    pinned keys: bernstein keys trust --dir {keys_dir} --manifest {manifest} --out {trust_file}", file=out)
 
     print("==> verify offline, from the dump alone (no Kafka, no S3):", file=out)
     print(f"    bernstein activity verify {run_id} --from {dump} --trusted-keys {trust_file}", file=out)

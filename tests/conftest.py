@@ -22,8 +22,9 @@ from hypothesis import settings
 from substrate.cas import S3BlobStore, S3Settings
 from substrate.config import Settings, Topics
 from substrate.kafka import KafkaError, delete_topics_with_prefixes
-from substrate.keys import InstallKeys, TrustedKeys, init_keys
+from substrate.keys import InstallKeys, ProducerKeys, TrustedKeys, init_keys, init_producer_keys
 from tests.prefixes import ISSUED, fresh_prefix
+from tests.producer_setup import PRODUCER_NAME, trusted_keys, write_manifest
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -95,17 +96,37 @@ def s3_store(services: Services) -> S3BlobStore:
 
 @pytest.fixture
 def install_keys(tmp_path: Path) -> InstallKeys:
+    """The scheduler's keys (seal and audit); no producer ever loads them."""
     return init_keys(tmp_path / "keys")
 
 
 @pytest.fixture
-def trusted(install_keys: InstallKeys) -> TrustedKeys:
-    return TrustedKeys.from_install(install_keys)
+def producer_keys(tmp_path: Path) -> ProducerKeys:
+    """A producer host's own keys (producer ``agents@test``), registered in ``manifest``."""
+    return init_producer_keys(tmp_path / "producer-keys", PRODUCER_NAME)
 
 
-def bernstein_env(services: Services, prefix: str, keys: InstallKeys) -> dict[str, str]:
-    """The BERNSTEIN_* variables that point `bernstein` at these services, this topic prefix and these keys."""
-    return {
+@pytest.fixture
+def manifest(tmp_path: Path, producer_keys: ProducerKeys) -> Path:
+    """The manifest the scheduler runs with: config/roles.toml's roles, ``producer_keys`` and the test identities."""
+    return write_manifest(tmp_path / "roles.toml", producer_keys)
+
+
+@pytest.fixture
+def trusted(install_keys: InstallKeys, manifest: Path) -> TrustedKeys:
+    """What `bernstein keys trust --manifest` pins: the scheduler's keys and every registered producer key."""
+    return trusted_keys(install_keys, manifest)
+
+
+def bernstein_env(
+    services: Services, prefix: str, keys: InstallKeys, producer: ProducerKeys | None = None, manifest: Path | None = None
+) -> dict[str, str]:
+    """The BERNSTEIN_* variables that point `bernstein` at these services, this topic prefix and these keys.
+
+    The scheduler's commands get the scheduler's key directory and ``manifest`` (default: config/roles.toml,
+    which registers no producer); producer commands get ``producer``'s key directory.
+    """
+    env = {
         "BERNSTEIN_KAFKA_BOOTSTRAP": services.bootstrap,
         "BERNSTEIN_S3_ENDPOINT": services.s3.endpoint,
         "BERNSTEIN_S3_ACCESS_KEY": services.s3.access_key,
@@ -113,13 +134,19 @@ def bernstein_env(services: Services, prefix: str, keys: InstallKeys) -> dict[st
         "BERNSTEIN_S3_BUCKET": services.s3.bucket,
         "BERNSTEIN_TOPIC_PREFIX": prefix,
         "BERNSTEIN_KEYS_DIR": str(keys.directory),
-        "BERNSTEIN_ROLES": str(REPO / "config" / "roles.toml"),
+        "BERNSTEIN_ROLES": str(manifest or REPO / "config" / "roles.toml"),
     }
+    if producer is not None:
+        env["BERNSTEIN_PRODUCER_KEYS_DIR"] = str(producer.directory)
+    return env
 
 
 @pytest.fixture
-def cli_env(services: Services, prefix: str, install_keys: InstallKeys) -> Iterator[dict[str, str]]:
-    """Environment for running `bernstein` as a subprocess against this test's topics and keys."""
+def cli_env(
+    services: Services, prefix: str, install_keys: InstallKeys, producer_keys: ProducerKeys, manifest: Path
+) -> Iterator[dict[str, str]]:
+    """Environment for running `bernstein` as a subprocess against this test's topics and keys: producer commands
+    sign with ``producer_keys``, the scheduler uses ``install_keys`` and ``manifest``."""
     env = dict(os.environ)
-    env.update(bernstein_env(services, prefix, install_keys))
+    env.update(bernstein_env(services, prefix, install_keys, producer_keys, manifest))
     yield env

@@ -14,7 +14,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="publish activities of every kind, schedule, seal, export and verify offline (needs infra/up)",
     )
     add_prefix_flag(demo)
-    demo.add_argument("--keys-dir", type=Path, default=Path(".bernstein") / "keys", help="install keys (created if missing)")
+    demo.add_argument(
+        "--keys-dir", type=Path, default=Path(".bernstein") / "keys", help="the scheduler's keys (created if missing)"
+    )
+    demo.add_argument(
+        "--producer-keys",
+        type=Path,
+        default=None,
+        help="the agents' producer keys, producer 'demo-agents' (created if missing; default: producer-keys next to --keys-dir)",
+    )
     demo.add_argument("--out", type=Path, default=Path("out") / "demo", help="where dumps and trust files go")
     demo.set_defaults(func=_demo)
 
@@ -22,4 +30,4 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def _demo(args: argparse.Namespace) -> int:
     from bernstein.demo import run_demo
 
-    return run_demo(settings=settings_from(args), keys_dir=args.keys_dir, out_dir=args.out)
+    return run_demo(settings=settings_from(args), keys_dir=args.keys_dir, out_dir=args.out, producer_keys_dir=args.producer_keys)

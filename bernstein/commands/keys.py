@@ -147,14 +147,22 @@ def _init_producer(directory: Path, name: str) -> int:
     return 0
 
 
-def manifest_snippet(name: str, keys: list[dict[str, Any]]) -> str:
-    """A ``[[producers]]`` entry for ``name`` with these ``[[producers.keys]]`` (TOML)."""
-    lines = [
-        "[[producers]]",
-        f"name = {json.dumps(name)}",
-        'roles = []                      # e.g. ["scout"]: roles from [[roles]] it may submit under',
-        '# agent_kinds = ["browser"]     # a browser worker: its computer-use actions carry no role',
-    ]
+def manifest_snippet(
+    name: str, keys: list[dict[str, Any]], *, roles: list[str] | None = None, agent_kinds: list[str] | None = None
+) -> str:
+    """A ``[[producers]]`` entry for ``name`` with these ``[[producers.keys]]`` (TOML).
+
+    Without ``roles`` / ``agent_kinds`` it is a template (no role granted, comments say what to fill in).
+    """
+    lines = ["[[producers]]", f"name = {json.dumps(name)}"]
+    if roles is None:
+        lines.append('roles = []                      # e.g. ["scout"]: roles from [[roles]] it may submit under')
+    else:
+        lines.append(f"roles = {json.dumps(roles)}")
+    if agent_kinds is None:
+        lines.append('# agent_kinds = ["browser"]     # a browser worker: its computer-use actions carry no role')
+    else:
+        lines.append(f"agent_kinds = {json.dumps(agent_kinds)}")
     for key in keys:
         lines.append("  [[producers.keys]]")
         lines.append(f'  public_key = "{key["public_key"]}"   # key id {key["key_id"]}')
@@ -162,6 +170,11 @@ def manifest_snippet(name: str, keys: list[dict[str, Any]]) -> str:
         if key.get("valid_until_ms") is not None:
             lines.append(f"  valid_until_ms = {key['valid_until_ms']}   # {key['status']}")
     return "\n".join(lines)
+
+
+def producer_manifest_keys(ring: KeyRing) -> list[dict[str, Any]]:
+    """Every producer signing key of a producer's ring, as ``[[producers.keys]]`` entries take them."""
+    return [_manifest_key(key) for key in ring.of(KeyPurpose.PRODUCER)]
 
 
 def _manifest_key(key: RingKey) -> dict[str, Any]:
@@ -258,6 +271,15 @@ def _rotate(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------
 
 
+def export_trust(ring: KeyRing, manifest: Path | None, *, include_audit_key: bool = True) -> TrustedKeys:
+    """What ``keys trust`` writes: every seal (and audit) key of the scheduler's ``ring`` with its lifetime,
+    plus every producer key ``manifest`` registers, with its owner and lifetime."""
+    trusted = TrustedKeys.from_ring(ring, include_audit_key=include_audit_key)
+    if manifest is not None:
+        trusted = trusted.merged(trusted_producer_keys(load_manifest(manifest).producers))
+    return trusted
+
+
 def _trust(args: argparse.Namespace) -> int:
     directory = args.dir or default_keys_dir()
     ring = _ring(directory)
@@ -266,13 +288,9 @@ def _trust(args: argparse.Namespace) -> int:
             f"{directory} holds the keys of producer {ring.producer!r}: trust is exported from the scheduler's key "
             "directory (--dir), and producer keys from the manifest (--manifest)"
         )
-    trusted = TrustedKeys.from_ring(ring, include_audit_key=not args.no_audit_key)
     manifest_path = args.manifest or (Path(os.environ["BERNSTEIN_ROLES"]) if os.environ.get("BERNSTEIN_ROLES") else None)
-    producers = 0
-    if manifest_path is not None:
-        registered = trusted_producer_keys(load_manifest(manifest_path).producers)
-        producers = len(registered.entries)
-        trusted = trusted.merged(registered)
+    trusted = export_trust(ring, manifest_path, include_audit_key=not args.no_audit_key)
+    producers = sum(1 for entry in trusted.entries.values() if entry.purpose == KeyPurpose.PRODUCER)
     trusted.write(args.out)
     counts: dict[str, int] = {}
     for entry in trusted.entries.values():

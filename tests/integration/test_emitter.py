@@ -8,10 +8,12 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from producers.activity import ActivityResult, observe
 from producers.emitter import EmitError, Emitter, EvidenceNotStored, PublishFailed
 from schemas import codec
-from schemas.canonical import evidence_set_hash
+from schemas.canonical import evidence_set_hash, submission_signing_input, submission_statement
 from substrate.cas import DirBlobStore, S3BlobStore, S3Settings
 from substrate.config import Settings, Topics
 from substrate.kafka import KafkaUnavailable
+from substrate.keys import ProducerKeys, verify_signature
+from tests.producer_setup import identity
 
 
 def _read_all(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes]]:
@@ -37,29 +39,34 @@ def _read_all(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes]]:
     return out
 
 
-def test_submission_round_trips_through_kafka_byte_for_byte(settings: Settings, s3_store: S3BlobStore) -> None:
+def test_submission_round_trips_through_kafka_byte_for_byte(
+    settings: Settings, s3_store: S3BlobStore, producer_keys: ProducerKeys
+) -> None:
     assert settings.kafka_bootstrap is not None
-    with Emitter.from_settings(settings, producer_id="tester@host", store=s3_store) as emitter:
+    with Emitter.from_settings(settings, producer=producer_keys, store=s3_store) as emitter:
         pages = [emitter.capture("page", "https://a.example/x", b"<p>alpha</p>"), emitter.capture("page", "https://b", b"beta")]
         result = ActivityResult.build("research", {"claims": ["c1"]}, pages)
         published = emitter.publish(run_id="run-rt", stage_id="research-0", role="scout", result=result)
     records = _read_all(settings.kafka_bootstrap, settings.topics.submissions)
     assert records == [(b"run-rt", published.value)]
     decoded = codec.decode(records[0][1])
-    assert decoded.schema.name == codec.ACTIVITY_SUBMISSION_V2  # every captured observation declares its size
+    assert decoded.schema.name == codec.ACTIVITY_SUBMISSION_V3  # sizes declared, signed by the producer
     sub = decoded.record
     assert (sub["run_id"], sub["stage_id"], sub["role"], sub["kind"]) == ("run-rt", "research-0", "scout", "research")
-    assert sub["producer"]["id"] == "tester@host"
+    assert sub["producer"]["id"] == producer_keys.name == "agents@test"  # the producer key ring's name
+    assert sub["producer_key_id"] == producer_keys.signer.key_id
+    statement = submission_signing_input(submission_statement(sub, producer_keys.signer.key_id))
+    assert verify_signature(producer_keys.signer.public_key_raw, sub["producer_signature"], statement)
     assert sub["artifact"] == result.artifact and sub["artifact_hash"] == result.artifact_hash
     assert sub["evidence_set_hash"] == evidence_set_hash([p.content_hash for p in pages])
     assert [(o["ref"], o["size"]) for o in sub["observations"]] == [("https://a.example/x", 12), ("https://b", 4)]
-    assert codec.encode(codec.ACTIVITY_SUBMISSION_V2, sub) == records[0][1]
+    assert codec.encode(codec.ACTIVITY_SUBMISSION_V3, sub) == records[0][1]
 
 
 def test_blobs_are_in_the_store_before_the_event_exists(settings: Settings, s3_store: S3BlobStore) -> None:
     assert settings.kafka_bootstrap is not None
     data = b"evidence that must be reattachable"
-    with Emitter.from_settings(settings, producer_id="t", store=s3_store) as emitter:
+    with Emitter.from_settings(settings, producer=identity("t"), store=s3_store) as emitter:
         result = ActivityResult.build("coding", b"diff", [emitter.capture("file", "a.py", data)])
         emitter.publish(run_id="run-order", stage_id="coding-0", role="developer", result=result)
     ((_, value),) = _read_all(settings.kafka_bootstrap, settings.topics.submissions)
@@ -70,20 +77,20 @@ def test_blobs_are_in_the_store_before_the_event_exists(settings: Settings, s3_s
 
 def test_observation_not_in_the_store_is_not_published(settings: Settings, s3_store: S3BlobStore) -> None:
     assert settings.kafka_bootstrap is not None
-    with Emitter.from_settings(settings, producer_id="t", store=s3_store) as emitter:
+    with Emitter.from_settings(settings, producer=identity("t"), store=s3_store) as emitter:
         phantom = observe("file", "never-stored.py", b"bytes nobody stored " + settings.topics.prefix.encode())
         result = ActivityResult.build("coding", b"diff", [phantom])
         with pytest.raises(EvidenceNotStored, match="never-stored.py"):
             emitter.publish(run_id="run-x", stage_id="coding-0", role="developer", result=result)
         emitter.close_run("run-x")  # something to read back, proving nothing else was published
     records = _read_all(settings.kafka_bootstrap, settings.topics.submissions)
-    assert [codec.decode(v).schema.name for _, v in records] == [codec.RUN_CLOSE]
+    assert [codec.decode(v).schema.name for _, v in records] == [codec.RUN_CLOSE_V2]
 
 
 def test_s3_failure_is_a_typed_error_and_nothing_is_published(settings: Settings, tmp_path: object) -> None:
     assert settings.kafka_bootstrap is not None
     broken = S3BlobStore(S3Settings("http://127.0.0.1:9", "a", "b", "bernstein-cas"))
-    with Emitter(bootstrap=settings.kafka_bootstrap, store=broken, topics=settings.topics, producer_id="t") as emitter:
+    with Emitter(bootstrap=settings.kafka_bootstrap, store=broken, topics=settings.topics, producer=identity("t")) as emitter:
         with pytest.raises(EmitError, match="unreachable"):
             emitter.capture("file", "a.py", b"x")
         with pytest.raises(EmitError):
@@ -92,6 +99,6 @@ def test_s3_failure_is_a_typed_error_and_nothing_is_published(settings: Settings
 
 def test_broker_failure_is_a_typed_error(tmp_path: object) -> None:
     store = DirBlobStore(tmp_path / "cas")  # type: ignore[operator]
-    emitter = Emitter(bootstrap="127.0.0.1:9", store=store, topics=Topics("nowhere"), producer_id="t", delivery_timeout=3)
+    emitter = Emitter(bootstrap="127.0.0.1:9", store=store, topics=Topics("nowhere"), producer=identity("t"), delivery_timeout=3)
     with pytest.raises((KafkaUnavailable, PublishFailed)):
         emitter.publish(run_id="r", stage_id="s", role="developer", result=ActivityResult.build("coding", b"d"))
