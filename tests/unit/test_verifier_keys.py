@@ -423,3 +423,70 @@ def test_a_v1_trust_file_still_verifies_a_run_without_lifetimes(built: Built, tm
     loaded = TrustedKeys.load(path)
     assert {e.purpose for e in loaded.entries.values()} == {KeyPurpose.ANY, KeyPurpose.AUDIT}
     assert_exit(built.verify(trusted=loaded), EXIT_VERIFIED)
+
+
+# ---------------------------------------------------------------------------
+# entries that predate producer signatures
+# ---------------------------------------------------------------------------
+
+
+class LegacyCodec:
+    """The codec of a scheduler from before producer signatures: it writes JournalEntry.v2 (or v1, without sizes)
+    and RunSeal.v1 where today's writes JournalEntry.v3 and RunSeal.v2. Handed to the real core, every hash, seal,
+    MAC and checkpoint it computes covers those older bytes, exactly as an older scheduler wrote them."""
+
+    def __init__(self, entry: str = codec.JOURNAL_ENTRY_V2) -> None:
+        self.inner = codec.default_codec()
+        self.entry = entry
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def encode(self, name: str, record: Any) -> bytes:
+        if name == codec.JOURNAL_ENTRY_V3:
+            record = {k: v for k, v in record.items() if k not in ("producer_key_id", "producer_signature")}
+            if self.entry == codec.JOURNAL_ENTRY:
+                record["observations"] = [{k: v for k, v in o.items() if k != "size"} for o in record["observations"]]
+            return self.inner.encode(self.entry, record)
+        if name == codec.RUN_SEAL_V2:
+            return self.inner.encode(codec.RUN_SEAL, {k: v for k, v in record.items() if k != "closed_by"})
+        return self.inner.encode(name, record)
+
+
+def legacy_then_signed(w: Writer) -> None:
+    """run-a: two stages and a periodic seal by an older scheduler (v1 and v2 entries), then signed ones, closed by
+    the older scheduler (RunSeal.v1)."""
+    core = w.core
+    core._codec = LegacyCodec(codec.JOURNAL_ENTRY)  # type: ignore[assignment]
+    w.stage(RUN, "stage-0")
+    core._codec = LegacyCodec(codec.JOURNAL_ENTRY_V2)  # type: ignore[assignment]
+    w.stage(RUN, "stage-1")
+    core._codec = codec.default_codec()
+    w.stage(RUN, "stage-2")
+    w.stage(RUN, "stage-3")
+    core._codec = LegacyCodec()  # type: ignore[assignment]
+    w.close(RUN)
+
+
+def test_entries_that_predate_producer_signatures_are_counted_not_reported(tmp_path: Path) -> None:
+    b = build(tmp_path, legacy_then_signed)
+    payloads = [C.decode(r.value or b"").record["payload"] for r in journal(b)]
+    layouts = [C.schema_of(p).name for p in payloads]
+    assert layouts == [
+        codec.JOURNAL_ENTRY,
+        codec.JOURNAL_ENTRY_V2,
+        codec.RUN_SEAL,
+        codec.JOURNAL_ENTRY_V3,
+        codec.JOURNAL_ENTRY_V3,
+        codec.RUN_SEAL_V2,
+        codec.RUN_SEAL,
+    ]
+    report = b.verify()
+    lines = assert_exit(report, EXIT_VERIFIED)
+    producers = report.header.producers
+    assert producers is not None and (producers.signed, producers.legacy) == (2, 3)  # two entries and the close
+    (line,) = [line for line in lines if line.startswith("  OK producers")]
+    assert line.startswith(
+        "  OK producers (2 producer signatures verified with pinned producer keys, 3 entries predate producer signatures; keys: "
+    )
+    assert json_of(report)["producers"]["legacy"] == 3
