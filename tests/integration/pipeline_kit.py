@@ -30,9 +30,10 @@ from typing import Any
 
 from schemas import codec
 from schemas.canonical import journal_entry_hash
-from substrate.keys import InstallKeys, TrustedKeys, init_keys
+from substrate.keys import InstallKeys, ProducerKeys, init_keys, init_producer_keys
 from tests.integration import tamper_kit as kit
 from tests.prefixes import fresh_prefix
+from tests.producer_setup import PRODUCER_NAME, identity, trusted_keys, write_manifest
 
 REPO = kit.REPO
 VERIFIED = "verified -- every activity reconstructs from the journal."
@@ -57,6 +58,10 @@ class Pipeline:
     trust_file: Path
     env: dict[str, str]
     """Environment for ``bernstein`` subprocesses: these topics, these keys, the real endpoints."""
+    producer: ProducerKeys
+    """The agents' producer keys (``bernstein research|data|ops run`` sign with them), registered in ``manifest``."""
+    manifest: Path
+    """The manifest the scheduler runs with: roles, ``producer`` and the test identities."""
     counters: Any = None
 
     @classmethod
@@ -66,10 +71,13 @@ class Pipeline:
 
         prefix = fresh_prefix()
         keys = init_keys(workdir / "keys")
+        producer = init_producer_keys(workdir / "producer-keys", PRODUCER_NAME)
+        manifest = write_manifest(workdir / "roles.toml", producer)
         trust_file = workdir / "trusted-keys.json"
-        TrustedKeys.from_install(keys).write(trust_file)
+        trusted_keys(keys, manifest).write(trust_file)
         ensure_topics(services.bootstrap, Topics(prefix), partitions=1)
-        return cls(services, workdir, prefix, keys, trust_file, kit.cli_env(services, prefix, keys))
+        env = kit.cli_env(services, prefix, keys, producer, manifest)
+        return cls(services, workdir, prefix, keys, trust_file, env, producer, manifest)
 
     @property
     def bootstrap(self) -> str:
@@ -110,7 +118,7 @@ class Pipeline:
         from substrate.cas import S3BlobStore
 
         return Emitter(
-            bootstrap=self.bootstrap, store=S3BlobStore(self.services.s3), topics=self.topics, producer_id="tests@pipeline"
+            bootstrap=self.bootstrap, store=S3BlobStore(self.services.s3), topics=self.topics, producer=identity("tests@pipeline")
         )
 
     def close_runs(self, *run_ids: str) -> None:
@@ -137,16 +145,18 @@ class Pipeline:
         """Run the real scheduler in-process until it has consumed every submission published so far."""
         from consumers.core.model import SchedulerConfig
         from consumers.core.step import SchedulerCore
-        from consumers.manifest import load_roles
+        from consumers.manifest import load_manifest
         from consumers.shell import SchedulerShell
 
         published = len(self.records("submissions"))
+        manifest = load_manifest(self.manifest)
         core = SchedulerCore(
             SchedulerConfig(
-                roles=load_roles(REPO / "config" / "roles.toml"),
+                roles=manifest.roles,
                 signer=self.keys.signer,
                 audit_key=self.keys.audit.secret,
                 audit_key_id=self.keys.audit.key_id,
+                producers=manifest.producers,
             )
         )
         shell = SchedulerShell(bootstrap=self.bootstrap, topics=self.topics, partition=0, core=core, progress=None)

@@ -27,9 +27,11 @@ from typing import Any
 
 from schemas import codec
 from schemas.canonical import content_hash, journal_entry_hash, seal_signing_input, sha256_digest
-from substrate.keys import Ed25519Signer, InstallKeys, TrustedKeys, init_keys
+from substrate.keys import Ed25519Signer, InstallKeys, ProducerKeys, TrustedKeys, init_keys
 from tests.conftest import bernstein_env
 from tests.prefixes import fresh_prefix
+from tests.producer_kit import producer_trust
+from tests.producer_setup import identity
 
 REPO = Path(__file__).resolve().parents[2]
 BERNSTEIN = REPO / ".venv" / "bin" / "bernstein"
@@ -107,10 +109,10 @@ def build_realistic_run(services: Any, workdir: Path) -> RealisticRun:
     topics = Topics(prefix)
     keys = init_keys(workdir / "keys")
     trust_file = workdir / "trusted-keys.json"
-    TrustedKeys.from_install(keys).write(trust_file)
+    TrustedKeys.from_install(keys).merged(producer_trust("coder@tamper-suite")).write(trust_file)
     ensure_topics(services.bootstrap, topics, partitions=1)
     store = S3BlobStore(services.s3)
-    emitter = Emitter(bootstrap=services.bootstrap, store=store, topics=topics, producer_id="coder@tamper-suite")
+    emitter = Emitter(bootstrap=services.bootstrap, store=store, topics=topics, producer=identity("coder@tamper-suite"))
     run = RealisticRun(
         bootstrap=services.bootstrap,
         prefix=prefix,
@@ -203,9 +205,11 @@ def realistic_run(services: Any, tmp_path_factory: Any) -> RealisticRun:
     return _BUILT[key]
 
 
-def cli_env(services: Any, prefix: str, keys: InstallKeys) -> dict[str, str]:
+def cli_env(
+    services: Any, prefix: str, keys: InstallKeys, producer: ProducerKeys | None = None, manifest: Path | None = None
+) -> dict[str, str]:
     """The offline environment plus the BERNSTEIN_* variables for these services, prefix and keys (and no others)."""
-    return {**offline_env(), **bernstein_env(services, prefix, keys)}
+    return {**offline_env(), **bernstein_env(services, prefix, keys, producer, manifest)}
 
 
 def offline_env() -> dict[str, str]:
