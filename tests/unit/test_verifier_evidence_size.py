@@ -12,13 +12,15 @@ import dataclasses
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 from consumers.core.step import SchedulerCore
 from schemas import codec
 from schemas.canonical import sha256_digest
 from substrate.cas import DirBlobStore
+from tests.producer_kit import encode_signed_submission
 from tests.unit.test_native_core import sub
-from tests.unit.test_verifier_verdicts import RUN, VERIFIED, C, Writer, build, entries
+from tests.unit.test_verifier_verdicts import RUN, VERIFIED, C, LegacyCodec, Writer, build, entries
 from verifier.render import render_json, render_text
 from verifier.report import EXIT_MISMATCH, EXIT_VERIFIED, RunReport
 from verifier.verify import _action_size_findings
@@ -50,7 +52,7 @@ def test_honest_sizes_verify(tmp_path: Path) -> None:
 
     built = build(tmp_path, script=script)
     assert {C.decode(C.decode(r.value or b"").record["payload"]).schema.name for _, r in entries(built)} == {
-        codec.JOURNAL_ENTRY_V2
+        codec.JOURNAL_ENTRY_V3  # signed ActivitySubmission.v3 (it declares sizes, as v2 did)
     }
     report = built.verify()
     assert report.exit_code == EXIT_VERIFIED
@@ -92,14 +94,25 @@ def test_an_under_declared_blob_is_evidence_size_mismatch(tmp_path: Path) -> Non
 
 
 def accepting_v1(w: Writer) -> None:
-    """The writer's scheduler run with --accept-undeclared-sizes (a migration from v1 producers)."""
+    """An older scheduler run with --accept-undeclared-sizes (a migration from v1 producers): it journals the
+    v1 entries a v1 submission got, which declare no sizes (``LegacyCodec``: today's scheduler refuses unsigned
+    v1 input, so the test feeds signed submissions and the older codec drops what v1 entries did not hold)."""
     w.core = SchedulerCore(dataclasses.replace(w.core.config, accept_undeclared_sizes=True))
+    w.core._codec = LegacyCodec(codec.JOURNAL_ENTRY)  # type: ignore[assignment]
+
+
+def signed_v1(record: dict[str, Any]) -> bytes:
+    """A submission whose entry an older scheduler journals as v1: it declared nothing, so the scheduler counted
+    nothing (sizes 0 here, dropped from the entry by ``LegacyCodec``)."""
+    for observation in record["observations"]:
+        observation["size"] = 0
+    return encode_signed_submission(record)
 
 
 def test_a_v1_stage_reports_its_undeclared_bytes(tmp_path: Path) -> None:
     def script(w: Writer) -> None:
         accepting_v1(w)
-        w.stage(RUN, "stage-0", sized=False)  # ActivitySubmission.v1: no sizes
+        w.stage(RUN, "stage-0")  # journalled as a v1 entry: no sizes
         w.close(RUN)
 
     built = build(tmp_path, script=script)
@@ -154,14 +167,11 @@ def test_v1_evidence_past_the_cap_is_named_by_the_verifier(tmp_path: Path) -> No
         store.put(record["artifact"])
         for page in pages:
             store.put(page)
-        if v1:
-            for observation in record["observations"]:
-                del observation["size"]
-        return C.encode(codec.ACTIVITY_SUBMISSION if v1 else codec.ACTIVITY_SUBMISSION_V2, record)
+        return signed_v1(record) if v1 else encode_signed_submission(record)
 
     def script(w: Writer) -> None:
-        accepting_v1(w)
         w.feed(RUN, submission(w.store, "stage-0", [big], v1=False))  # 40 MiB declared and counted by the scheduler
+        accepting_v1(w)
         w.feed(RUN, submission(w.store, "stage-1", [big, b""], v1=True))  # the same blob again counts once (and 0 bytes)
         w.feed(RUN, submission(w.store, "stage-2", [big, more], v1=True))  # 24 MiB + 1 the scheduler could not count
         w.close(RUN)
@@ -199,9 +209,7 @@ def test_v1_evidence_up_to_the_cap_verifies(tmp_path: Path) -> None:
         record = sub(run_id=RUN, stage_id="stage-0", pages=[exact])
         w.store.put(record["artifact"])
         w.store.put(exact)
-        for observation in record["observations"]:
-            del observation["size"]
-        w.feed(RUN, C.encode(codec.ACTIVITY_SUBMISSION, record))
+        w.feed(RUN, signed_v1(record))
         w.close(RUN)
 
     report = build(tmp_path, script=script).verify()

@@ -180,6 +180,29 @@ class Writer:
         self.feed("junk", b"definitely not avro", at=at)
 
 
+class LegacyCodec:
+    """The codec of a scheduler from before producer signatures: it writes JournalEntry.v2 (or v1, without sizes)
+    and RunSeal.v1 where today's writes JournalEntry.v3 and RunSeal.v2. Handed to the real core, every hash, seal,
+    MAC and checkpoint it computes covers those older bytes, exactly as an older scheduler wrote them."""
+
+    def __init__(self, entry: str = codec.JOURNAL_ENTRY_V2) -> None:
+        self.inner = codec.default_codec()
+        self.entry = entry
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def encode(self, name: str, record: Any) -> bytes:
+        if name == codec.JOURNAL_ENTRY_V3:
+            record = {k: v for k, v in record.items() if k not in ("producer_key_id", "producer_signature")}
+            if self.entry == codec.JOURNAL_ENTRY:
+                record["observations"] = [{k: v for k, v in o.items() if k != "size"} for o in record["observations"]]
+            return self.inner.encode(self.entry, record)
+        if name == codec.RUN_SEAL_V2:
+            return self.inner.encode(codec.RUN_SEAL, {k: v for k, v in record.items() if k != "closed_by"})
+        return self.inner.encode(name, record)
+
+
 def build(
     tmp_path: Path,
     *,
