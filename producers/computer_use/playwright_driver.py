@@ -329,6 +329,17 @@ _SANDBOX_UNAVAILABLE: dict[tuple[str, int], str] = {}
 """Per (Chromium, uid): Chromium's reason it could not start its sandbox, so each later launch skips the failing attempt."""
 
 
+def _planned_isolation(mode: SandboxMode, user: BrowserUser | None, cache_key: tuple[str, int]) -> Isolation:
+    """What to try first: the sandbox, unless the operator, a root browser or an earlier failure rules it out."""
+    if mode is SandboxMode.OFF:
+        return Isolation(False, user, f"{NO_SANDBOX_ENV}=1")
+    if user is None and os.geteuid() == 0:
+        return Isolation(False, None, f"the browser runs as root ({BROWSER_USER_ENV} names root)")
+    if cache_key in _SANDBOX_UNAVAILABLE and mode is SandboxMode.AUTO:
+        return Isolation(False, user, _SANDBOX_UNAVAILABLE[cache_key])
+    return Isolation(True, user, None)
+
+
 def _sandbox_failure(exc: PlaywrightError) -> str | None:
     """Chromium's own reason when ``exc`` is a failure to start the sandbox, else None."""
     text = str(exc)
@@ -432,14 +443,7 @@ class PlaywrightDriver:
         if staging is not None and staging.profile != profile_dir:
             args.append(f"--bernstein-session-profile={profile_dir}")  # ignored by Chromium; names the session in ps
         cache_key = (chromium, user.uid if user is not None else os.geteuid())
-        if mode is SandboxMode.OFF:
-            isolation = Isolation(False, user, f"{NO_SANDBOX_ENV}=1")
-        elif user is None and os.geteuid() == 0:
-            isolation = Isolation(False, None, f"the browser runs as root ({BROWSER_USER_ENV} names root)")
-        elif cache_key in _SANDBOX_UNAVAILABLE and mode is SandboxMode.AUTO:
-            isolation = Isolation(False, user, _SANDBOX_UNAVAILABLE[cache_key])
-        else:
-            isolation = Isolation(True, user, None)
+        isolation = _planned_isolation(mode, user, cache_key)
         if mode is SandboxMode.REQUIRED and not isolation.sandbox:
             if staging is not None:
                 staging.remove()

@@ -15,6 +15,7 @@ from playwright.sync_api import Error as PlaywrightError
 
 from producers.computer_use.playwright_driver import (
     BrowserUser,
+    PlaywrightDriver,
     SandboxMode,
     _sandbox_failure,
     browser_env,
@@ -23,6 +24,7 @@ from producers.computer_use.playwright_driver import (
     sandbox_mode,
 )
 from producers.computer_use.terminal import ComputerUseDriverError, DriverFault
+from producers.netpolicy import OriginPolicy
 
 NOBODY = pwd.getpwnam("nobody")
 
@@ -135,3 +137,20 @@ def test_a_sandbox_failure_is_told_apart_and_named_with_chromium_s_own_words() -
     )
     assert _sandbox_failure(PlaywrightError("Chromium sandboxing failed!")) == "Chromium sandboxing failed"
     assert _sandbox_failure(PlaywrightError("Failed to launch: spawn /nonexistent/chromium ENOENT")) is None
+
+
+def test_a_required_sandbox_refuses_a_root_browser_before_anything_starts(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    monkeypatch.setenv("BERNSTEIN_BROWSER_USER", "root")
+    monkeypatch.setenv("BERNSTEIN_CHROMIUM_NO_SANDBOX", "0")
+    policy = OriginPolicy.from_urls("http://127.0.0.1:9/", allow=["http://127.0.0.1:9/"])
+    with pytest.raises(ComputerUseDriverError) as refused:
+        PlaywrightDriver.launch(tmp_path / "profile", policy=policy, executable_path="/nonexistent/chromium")
+    assert refused.value.fault == DriverFault.BROWSER_LAUNCH_FAILED
+    assert refused.value.message == (
+        "Chromium's sandbox is required (BERNSTEIN_CHROMIUM_NO_SANDBOX=0) but it is off: "
+        "the browser runs as root (BERNSTEIN_BROWSER_USER names root)"
+    )
+    assert not (tmp_path / "profile").exists()
