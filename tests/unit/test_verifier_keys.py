@@ -18,11 +18,13 @@ import pytest
 
 from consumers.core.model import AuditKeyVersion, Lifetime, SchedulerConfig, SealKey
 from consumers.core.step import SchedulerCore, initial_state
+from producers.dataops import DataOpsActivity
 from schemas import codec
-from schemas.canonical import hmac_key_id, journal_entry_hash, journal_genesis, seal_signing_input
+from schemas.canonical import canonical_json, hmac_key_id, journal_entry_hash, journal_genesis, seal_signing_input
 from substrate.cas import DirBlobStore
 from substrate.keys import Ed25519Signer, KeyPurpose, KeyStatus, TrustedKey, TrustedKeys, Validity, init_keys
-from tests.producer_kit import TEST_PRODUCERS, producer_signer, producer_trust
+from tests.modality_kit import ORDERS, STEPS, SUMMARY, submission
+from tests.producer_kit import NAMES, TEST_PRODUCERS, encode_signed_submission, producer_signer, producer_trust
 from tests.unit.test_verifier_verdicts import (
     RUN,
     Built,
@@ -32,6 +34,7 @@ from tests.unit.test_verifier_verdicts import (
     assert_exit,
     json_of,
     kind_of,
+    session_script,
     text_of,
 )
 from verifier.report import EXIT_MISMATCH, EXIT_VERIFIED, RunReport
@@ -468,3 +471,149 @@ def test_entries_that_predate_producer_signatures_are_counted_not_reported(tmp_p
         "  OK producers (2 producer signatures verified with pinned producer keys, 3 entries predate producer signatures; keys: "
     )
     assert json_of(report)["producers"]["legacy"] == 3
+
+
+# ---------------------------------------------------------------------------
+# data/ops receipts and computer-use lineage: producer keys too
+# ---------------------------------------------------------------------------
+
+
+def ops_stage(w: Writer, stage_id: str, receipt_signer: Ed25519Signer) -> None:
+    """An ops stage whose receipt (plan, input and output signatures) is signed by ``receipt_signer``."""
+    activity = DataOpsActivity("ops", RUN, stage_id, store=w.store, signer=receipt_signer)
+    activity.add_input("orders.csv", ORDERS)
+    activity.plan(STEPS)
+    activity.add_output("summary.csv", SUMMARY)
+    result, receipt = activity.finish()
+    document = receipt.document()
+    w.store.put(canonical_json(document))
+    record = submission(
+        document, [o.to_record() for o in result.observations], kind="ops", role="operator", run_id=RUN, stage_id=stage_id
+    )
+    record["producer"] = {"id": PRODUCER, "sdk": "test"}
+    w.feed(RUN, encode_signed_submission(record))
+
+
+RECEIPTS = Ed25519Signer.from_seed(b"r" * 32)
+"""A second producer key of PRODUCER, used for its receipts."""
+
+
+def ops_run(signer: Ed25519Signer) -> Callable[[Writer], None]:
+    def script(w: Writer) -> None:
+        w.core = SchedulerCore(replace(w.core.config, roles={**w.core.config.roles, "operator": "ops"}))
+        w.stage(RUN, "stage-0")
+        ops_stage(w, "ops-0", signer)
+        w.close(RUN)
+
+    return script
+
+
+def receipt_key(validity: Validity = Validity(), producer: str = PRODUCER) -> TrustedKeys:
+    return TrustedKeys.of([TrustedKey(RECEIPTS.key_id, KeyPurpose.PRODUCER, RECEIPTS.public_key_raw, validity, producer)])
+
+
+def test_a_receipt_signed_by_a_pinned_producer_key_of_its_producer_verifies(tmp_path: Path) -> None:
+    b = build(tmp_path, ops_run(RECEIPTS))
+    report = b.verify(trusted=FULL.merged(receipt_key()))
+    assert_exit(report, EXIT_VERIFIED)
+    assert report.stages[1].kind == "ops" and report.stages[1].data["signer_key_id"] == RECEIPTS.key_id
+
+
+def test_a_receipt_key_registered_to_another_producer_is_a_stage_problem(tmp_path: Path) -> None:
+    b = build(tmp_path, ops_run(RECEIPTS))
+    report = b.verify(trusted=FULL.merged(receipt_key(producer="someone-else")))
+    assert_exit(report, EXIT_MISMATCH)
+    ops = report.stages[1]
+    assert [(p.code, p.stream, p.expected, p.recomputed) for p in ops.findings] == [
+        ("PRODUCER_NAME_MISMATCH", "journal", "someone-else", PRODUCER)
+    ]
+    assert ops.reason == ops.findings[0].message
+
+
+def test_a_receipt_key_out_of_its_lifetime_is_a_stage_problem(tmp_path: Path) -> None:
+    b = build(tmp_path, ops_run(RECEIPTS))
+    report = b.verify(trusted=FULL.merged(receipt_key(Validity(0, BASE + 1))))
+    assert_exit(report, EXIT_MISMATCH)
+    (finding,) = report.stages[1].findings
+    assert (finding.code, finding.expected, finding.recomputed, finding.seq) == (
+        "KEY_OUTSIDE_VALIDITY",
+        f"[0, {BASE + 1})",
+        str(BASE + 1),
+        1,
+    )
+
+
+def test_a_receipt_signed_with_a_seal_key_is_a_purpose_mismatch(tmp_path: Path) -> None:
+    b = build(tmp_path, ops_run(NEW_SEAL))  # the scheduler's own seal key, pinned as such
+    report = b.verify()
+    assert_exit(report, EXIT_MISMATCH)
+    (finding,) = report.stages[1].findings
+    assert (finding.code, finding.expected, finding.recomputed) == ("KEY_PURPOSE_MISMATCH", "producer", "seal")
+
+
+NAVIGATOR = "navigator@test"
+
+
+def session_run(tmp_path: Path) -> Built:
+    script, _ = session_script(init_keys(tmp_path / "session-keys"), tmp_path)
+    return build(tmp_path, script)
+
+
+def action_records(b: Built) -> list[StoredRecord]:
+    return [
+        r
+        for r in journal(b)
+        if kind_of(r.value) == codec.JOURNAL_RECORD
+        and C.schema_of(C.decode(r.value or b"").record["payload"]).name in codec.COMPUTER_USE_ENTRIES
+    ]
+
+
+def navigator_key(
+    validity: Validity = Validity(), producer: str = NAVIGATOR, purpose: KeyPurpose = KeyPurpose.PRODUCER
+) -> TrustedKeys:
+    signer = producer_signer(NAVIGATOR)
+    others = producer_trust(*(n for n in NAMES if n != NAVIGATOR))
+    return others.merged(TrustedKeys.of([TrustedKey(signer.key_id, purpose, signer.public_key_raw, validity, producer)]))
+
+
+def test_lineage_signatures_count_as_producer_signatures(tmp_path: Path) -> None:
+    b = session_run(tmp_path)
+    assert len(action_records(b)) == 3
+    report = b.verify()
+    assert_exit(report, EXIT_VERIFIED)
+    assert report.header.keys is not None
+    navigator = [k for k in report.header.keys.producer if k.producer == NAVIGATOR]
+    assert [(k.key_id, k.records) for k in navigator] == [(producer_signer(NAVIGATOR).key_id, 3)]
+
+
+def test_a_lineage_key_out_of_its_lifetime_is_named(tmp_path: Path) -> None:
+    b = session_run(tmp_path)
+    second = action_records(b)[1]
+    report = b.verify(
+        trusted=trust(OLD_SEAL_T, NEW_SEAL_T, OLD_AUDIT_T, NEW_AUDIT_T, producers=navigator_key(Validity(0, second.timestamp_ms)))
+    )
+    assert_exit(report, EXIT_MISMATCH)
+    assert problem_of(report, "producers") == (
+        "KEY_OUTSIDE_VALIDITY",
+        "journal",
+        second.offset,
+        f"[0, {second.timestamp_ms})",
+        str(second.timestamp_ms),
+    )
+
+
+def test_a_lineage_key_of_another_producer_or_purpose_is_named(tmp_path: Path) -> None:
+    b = session_run(tmp_path)
+    first = action_records(b)[0]
+    report = b.verify(
+        trusted=trust(OLD_SEAL_T, NEW_SEAL_T, OLD_AUDIT_T, NEW_AUDIT_T, producers=navigator_key(producer="someone-else"))
+    )
+    assert_exit(report, EXIT_MISMATCH)
+    assert problem_of(report, "producers") == ("PRODUCER_NAME_MISMATCH", "journal", first.offset, "someone-else", NAVIGATOR)
+    report = b.verify(
+        trusted=trust(
+            OLD_SEAL_T, NEW_SEAL_T, OLD_AUDIT_T, NEW_AUDIT_T, producers=navigator_key(producer=None, purpose=KeyPurpose.SEAL)
+        )
+    )
+    assert_exit(report, EXIT_MISMATCH)
+    assert problem_of(report, "producers") == ("KEY_PURPOSE_MISMATCH", "journal", first.offset, "producer", "seal")
