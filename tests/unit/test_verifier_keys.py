@@ -569,7 +569,7 @@ def action_records(b: Built) -> list[StoredRecord]:
 
 
 def navigator_key(
-    validity: Validity = Validity(), producer: str = NAVIGATOR, purpose: KeyPurpose = KeyPurpose.PRODUCER
+    validity: Validity = Validity(), producer: str | None = NAVIGATOR, purpose: KeyPurpose = KeyPurpose.PRODUCER
 ) -> TrustedKeys:
     signer = producer_signer(NAVIGATOR)
     others = producer_trust(*(n for n in NAMES if n != NAVIGATOR))
