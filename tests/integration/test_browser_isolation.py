@@ -19,6 +19,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import sync_playwright
 
 from demo.site_server import serve
@@ -317,6 +318,22 @@ def test_as_root_chromium_runs_sandboxed_as_nobody_and_cannot_read_any_key(
             assert as_user(uid, gid, "ls", str(directory)).returncode != 0
         assert as_user(uid, gid, "cat", "/etc/hostname").returncode == 0  # the check itself can succeed
         assert as_user(uid, gid, "ls", str(data_dir)).returncode == 0  # and the browser does own its profile
+        # and Chromium itself, with the origin policy's routes taken away (as if a bug let a file: URL through):
+        # a world-readable file renders, no key file does (run as root, the same navigation read the key)
+        driver.context.unroute_all(behavior="wait")
+        readable = world_traversable_dir()
+        try:
+            (readable / "open.txt").write_text("anyone may read this")
+            os.chmod(readable / "open.txt", 0o644)
+            driver.page.goto(f"file://{readable / 'open.txt'}")
+            assert driver.page.aria_snapshot() == "- text: anyone may read this"
+        finally:
+            shutil.rmtree(readable)
+        for path in key_files:
+            page = driver.context.new_page()
+            with pytest.raises(PlaywrightError, match="net::ERR_FILE_NOT_FOUND"):
+                page.goto(f"file://{path}")
+            page.close()
         staging = home.parent
     finally:
         driver.close()
