@@ -248,7 +248,25 @@ def expected_header(dump: Path, run_id: str, keys: InstallKeys) -> list[str]:
         f"signed by pinned key {keys.signer.key_id})",
         f"  OK audit ({_plural(len(view.audit), 'record')} on the partition, MACs verified with pinned key {keys.audit.key_id}; "
         f"{len(run_audit)} of this run agree with the journal; {view.checkpoint_words()})",
+        producers_line(view, run_id, keys),
     ]
+
+
+def producers_line(view: kit.DumpView, run_id: str, keys: InstallKeys) -> str:
+    """The report's producers line, from the run's own records: each signed entry (JournalEntry.v3) and the final
+    seal's ``closed_by`` (a signed RunClose.v2), and which key ids signed or MACed what."""
+    signers = {
+        (j.record["producer_key_id"], j.record["producer_id"]) for j in view.journal if j.run_id == run_id and j.kind == "entry"
+    }
+    closes = [s.record["closed_by"] for s in view.seals(run_id) if s.record.get("closed_by")]
+    signers |= {(c["key_id"], c["producer_id"]) for c in closes}
+    signed = sum(1 for j in view.journal if j.run_id == run_id and j.kind == "entry") + len(closes)
+    producers = ", ".join(f"{key_id} ({name})" for key_id, name in sorted(signers))
+    checkpoint = keys.signer.key_id if view.checkpoints() else "none"
+    return (
+        f"  OK producers ({_plural(signed, 'producer signature')} verified with pinned producer keys; keys: "
+        f"seal {keys.signer.key_id}; checkpoint {checkpoint}; audit {keys.audit.key_id}; producer {producers})"
+    )
 
 
 # ---------------------------------------------------------------------------

@@ -1,14 +1,15 @@
 """The data and ops modalities end to end: the real CLI, broker, S3 and scheduler, then offline verify.
 
-One module-scoped deployment (fresh topics, its own install keys) is built once:
+One module-scoped deployment (fresh topics, its own scheduler and producer keys) is built once:
 
 * ``bernstein data run`` (the CSV rollup of ``demo/data/orders.csv``) and
   ``bernstein ops run`` (the config change of ``demo/data/service.conf``)
   as stages ``data-0`` and ``ops-0`` of one run;
 * ``--violate effect-before-plan`` (``ops-1``) and ``--violate
   input-after-plan`` (``data-1``): refused, and the refusals published;
-* a data job signed with a key that is NOT the install's (``--keys-dir`` of
-  another key directory) in a second run;
+* a data job run by another producer host (``--producer-keys`` of another
+  producer key directory), registered in the scheduler's manifest but not pinned
+  in the verifier's trusted-keys file, in a second run;
 * a genuine signed receipt published through the SDK as ``failed`` in a
   third run (a journal entry contradicting its receipt);
 * both runs closed, journalled by the real scheduler, exported with
@@ -32,9 +33,10 @@ from typing import Any
 
 import pytest
 
-from substrate.keys import InstallKeys, TrustedKeys, init_keys
+from substrate.keys import ProducerKeys, TrustedKeys, init_producer_keys
 from tests.integration import pipeline_kit as pk
 from tests.integration import tamper_kit as kit
+from tests.producer_setup import write_manifest
 
 pytestmark = pytest.mark.integration
 
@@ -91,7 +93,7 @@ INPUT_MESSAGE = f"inputs are frozen once the plan is derived; input 'late-input'
 class World:
     pipe: pk.Pipeline
     out: Path
-    foreign_keys: InstallKeys
+    foreign_keys: ProducerKeys
     data: subprocess.CompletedProcess[str]
     ops: subprocess.CompletedProcess[str]
     effect_before_plan: subprocess.CompletedProcess[str]
@@ -102,6 +104,11 @@ class World:
 
     @property
     def key_id(self) -> str:
+        """The producer key that signs the receipts and submissions of ``bernstein data|ops run``."""
+        return self.pipe.producer.signer.key_id
+
+    @property
+    def seal_key_id(self) -> str:
         return self.pipe.keys.signer.key_id
 
     def published(self, stage_offset: int) -> str:
@@ -134,14 +141,15 @@ def world(services: Any, tmp_path_factory: pytest.TempPathFactory) -> World:
     root = tmp_path_factory.mktemp("dataops-pipeline")
     pipe = pk.Pipeline.create(services, root)
     out = root / "out"
-    foreign_keys = init_keys(root / "foreign-keys")
+    foreign_keys = init_producer_keys(root / "foreign-keys", "foreign@test")
+    write_manifest(pipe.manifest, pipe.producer, foreign_keys)  # the scheduler accepts it; the trust file does not pin it
     data = pipe.cli(job_args("data", RUN, "data-0", out / "regions.csv"))
     assert data.returncode == 0, data.stdout + data.stderr
     ops = pipe.cli(job_args("ops", RUN, "ops-0", out / "service.conf"))
     assert ops.returncode == 0, ops.stdout + ops.stderr
     effect = pipe.cli(job_args("ops", RUN, "ops-1", out / "never.conf", "--violate", "effect-before-plan"))
     late = pipe.cli(job_args("data", RUN, "data-1", out / "never.csv", "--violate", "input-after-plan"))
-    foreign = pipe.cli(job_args("data", FOREIGN, "data-0", out / "foreign.csv", "--keys-dir", str(foreign_keys.directory)))
+    foreign = pipe.cli(job_args("data", FOREIGN, "data-0", out / "foreign.csv", "--producer-keys", str(foreign_keys.directory)))
     assert foreign.returncode == 0, foreign.stdout + foreign.stderr
     publish_mislabelled(pipe, out / "mislabelled.csv")
     pipe.close_runs(RUN, FOREIGN, MISLABELLED)
@@ -162,13 +170,13 @@ def world(services: Any, tmp_path_factory: pytest.TempPathFactory) -> World:
 
 
 def publish_mislabelled(pipe: pk.Pipeline, output: Path) -> None:
-    """A genuine signed receipt (the same job, in-process, install key), published as 'failed' (the scheduler refuses it)."""
+    """A genuine signed receipt (the same job, in-process, the publishing producer's key), published as 'failed'."""
     from producers.activity import ActivityResult
     from producers.dataops import DataActivity
     from producers.dataops.examples import InputFile, run_data_job
 
     with pipe.emitter() as emitter:
-        activity = DataActivity(MISLABELLED, "data-0", store=emitter.store, signer=pipe.keys.signer)
+        activity = DataActivity(MISLABELLED, "data-0", store=emitter.store, signer=emitter.signer)
         done = run_data_job(activity, [InputFile("orders.csv", ORDERS)], DATA_STEPS, output)
         failed = ActivityResult.build(
             "data", done.result.artifact, done.result.observations, terminal_state="failed", reason_code="job_failed"
@@ -426,7 +434,8 @@ def test_changed_step_restored_and_rejournalled(world: World, tmp_path: Path, re
 
 
 def test_receipt_signed_by_another_key_fails_against_the_pinned_key(world: World) -> None:
-    """A data job run with an unpinned key directory: the run's chain and seal verify, its receipt does not."""
+    """A data job run by a producer the scheduler registers but the trust file does not pin: the run's chain and
+    seal verify; its submission's producer signature and its receipt do not (the key is named in both)."""
     foreign_id = world.foreign_keys.signer.key_id
     assert foreign_id != world.key_id
     assert f"signed by {foreign_id}" in world.foreign.stdout
@@ -435,7 +444,15 @@ def test_receipt_signed_by_another_key_fails_against_the_pinned_key(world: World
     reason = f"receipt signer {foreign_id} is not a pinned key"
     assert_only_stage_fails(document, "data-0", reason, [f"receipt FAIL signature -- {reason}"])
     assert document["chain"]["ok"] and document["seal"]["ok"] and document["audit"]["ok"]
-    assert document["seal"]["key_ids"] == [world.key_id]
+    assert document["seal"]["key_ids"] == [world.seal_key_id]
+    entry = pk.entry(world.dump, FOREIGN, "data-0")
+    assert (entry.record["producer_id"], entry.record["producer_key_id"]) == ("foreign@test", foreign_id)
+    problem = document["producers"]["problem"]
+    assert (problem["code"], problem["recomputed"], problem["offset"]) == ("PRODUCER_KEY_NOT_PINNED", foreign_id, entry.offset)
+    assert problem["message"] == (
+        f"journal entry seq 0 at offset {entry.offset} is signed by producer key {foreign_id}, "
+        "which is not among the pinned keys (--trusted-keys)"
+    )
 
 
 def test_receipt_resigned_with_another_key_restored_and_rejournalled(world: World, tmp_path: Path) -> None:
@@ -465,12 +482,17 @@ def test_pinning_another_signing_key_fails_the_seal_and_the_receipts(world: Worl
     assert code == 2
     (seal,) = kit.DumpView(world.dump).seals(RUN)
     assert document["seal"]["problem"]["message"] == (
-        f"seal at offset {seal.offset} is signed by key {world.key_id}, which is not among the pinned keys (--trusted-keys)"
+        f"seal at offset {seal.offset} is signed by key {world.seal_key_id}, which is not among the pinned keys (--trusted-keys)"
     )
     assert document["chain"]["ok"]
     # the partition checkpoints are signed by the same scheduler key: not pinned either
     assert (document["audit"]["problem"]["code"], document["audit"]["problem"]["recomputed"]) == (
         "CHECKPOINT_KEY_NOT_PINNED",
+        world.seal_key_id,
+    )
+    # the producer key that signed the submissions and the receipts is not pinned either
+    assert (document["producers"]["problem"]["code"], document["producers"]["problem"]["recomputed"]) == (
+        "PRODUCER_KEY_NOT_PINNED",
         world.key_id,
     )
     reason = f"receipt signer {world.key_id} is not a pinned key"
