@@ -276,7 +276,7 @@ def test_full_run_verifies_from_the_exported_dump(world: World) -> None:
     lines = result.stdout.splitlines()
     # The seed's lines, exactly.
     assert lines[0] == f"Activity verify run={RUN}"
-    assert lines[4:] == [
+    assert lines[5:] == [
         "  OK research-0 [research] (evidence reattached, 5 citations resolved)",
         "    cite OK claim=c1 (1 checked)",
         "    cite OK claim=c2 (1 checked)",
