@@ -29,6 +29,9 @@ class NativeCore:
         max_output_bytes: int = 2_080_768,
         checkpoint_every: int = 1000,
         accept_undeclared_sizes: bool = False,
+        seal_keys: Sequence[tuple[bytes, str, int, int | None]] = (),
+        audit_keys: Sequence[tuple[bytes, str, int, int | None]] = (),
+        producers: Sequence[tuple[str, Sequence[str], Sequence[tuple[str, bytes, int, int | None]]]] = (),
     ) -> None: ...
     def set_output_factory(self, factory: Any, streams: Sequence[Any], slots: Sequence[str] | None = None) -> None: ...
     def reset(self, partition: int) -> None: ...

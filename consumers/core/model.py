@@ -198,13 +198,6 @@ class SchedulerConfig:
     count nothing, and only the verifier's real totals catch a run past the cap. Off: they are refused
     with EVIDENCE_SIZES_UNDECLARED."""
 
-    def producer_key(self, key_id: str) -> bytes | None:
-        """Transitional (until lineage checks use ``producers``): a registered key, or the seal key."""
-        found = self.producers.lookup(key_id)
-        if found is not None:
-            return found[1].public_key
-        return getattr(self.signer, "public_key_raw", None) if key_id == self.signer.key_id else None
-
     def seal_key_at(self, timestamp_ms: int) -> Signer:
         """The seal key for an input stamped ``timestamp_ms``."""
         if not self.seal_keys:

@@ -29,27 +29,41 @@ passes a startup self-check against the reference, else the Python core.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Iterator, Mapping, MutableMapping, MutableSet, Sequence
 from collections.abc import Set as AbstractSet
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, NoReturn, Protocol
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 
 from consumers.core import step as _reference
 from consumers.core.model import (
+    AuditKeyVersion,
     InputRecord,
+    Lifetime,
     OutputRecord,
+    Producer,
+    ProducerKey,
+    ProducerRegistry,
     RunState,
     SchedulerConfig,
     SchedulerState,
+    SealKey,
     SessionState,
     Stream,
 )
 from consumers.core.step import SchedulerCore
 from schemas import codec
-from schemas.canonical import evidence_set_hash, sha256_digest
+from schemas.canonical import (
+    evidence_set_hash,
+    public_key_id,
+    run_close_statement,
+    sha256_digest,
+    submission_signing_input,
+    submission_statement,
+)
 from schemas.errors import BernsteinError
 from schemas.records import (
     KINDS,
@@ -199,8 +213,23 @@ class NativeSchedulerCore:
         self._reference = SchedulerCore(config)
         seed = _ed25519_seed(config.signer)
         probe = b"bernstein/native-signer-probe"
-        if _native.ed25519_sign(seed, probe) != config.signer.sign(probe):
-            raise NativeUnavailable("the signer's Ed25519 signatures differ from the native ones for the same seed")
+        seal_ring = config.seal_keys or (SealKey(config.signer),)
+        seal_keys = []
+        for key in seal_ring:
+            key_seed = _ed25519_seed(key.signer)
+            if _native.ed25519_sign(key_seed, probe) != key.signer.sign(probe):
+                raise NativeUnavailable("the signer's Ed25519 signatures differ from the native ones for the same seed")
+            seal_keys.append((key_seed, key.signer.key_id, key.lifetime.valid_from_ms, key.lifetime.valid_until_ms))
+        audit_ring = config.audit_keys or (AuditKeyVersion(config.audit_key, config.audit_key_id),)
+        audit_keys = [(k.secret, k.key_id, k.lifetime.valid_from_ms, k.lifetime.valid_until_ms) for k in audit_ring]
+        producers = [
+            (
+                p.name,
+                sorted(p.roles),
+                [(k.key_id, k.public_key, k.lifetime.valid_from_ms, k.lifetime.valid_until_ms) for k in p.keys],
+            )
+            for p in config.producers.producers.values()
+        ]
         roles = dict(config.roles)
         if not all(isinstance(role, str) for role in roles):
             raise NativeUnavailable("the native core needs a roles mapping with str keys")
@@ -218,6 +247,9 @@ class NativeSchedulerCore:
                 config.max_output_bytes,
                 config.checkpoint_every,
                 config.accept_undeclared_sizes,
+                seal_keys,
+                audit_keys,
+                producers,
             )
         except (ValueError, TypeError, OverflowError) as exc:
             raise NativeUnavailable(f"the native core refused this configuration: {exc}") from exc
@@ -676,62 +708,97 @@ def _map_items(mapping: Mapping[str, str]) -> tuple[bool, list[tuple[str, str]]]
 # ---------------------------------------------------------------------------
 
 
+_PROBE_PRODUCER = "bernstein-native-self-check"
+_PROBE_SEED = hashlib.sha256(b"bernstein/native-self-check/v1").digest()
+
+
+def _sign_probe(statement: dict[str, Any]) -> bytes:
+    return Ed25519PrivateKey.from_private_bytes(_PROBE_SEED).sign(submission_signing_input(statement))
+
+
 def _self_check(core: NativeSchedulerCore) -> None:
-    """A few records of every kind through both cores; any difference disables the native one."""
+    """A few records of every kind through both cores; any difference disables the native one.
+
+    They run on a probe pair of cores whose configuration is ``core``'s plus one producer the check
+    can sign for (a deterministic key of its own), so the signed path is compared too.
+    """
     config = core.config
     role_kind = next(
         ((r, k) for r, k in sorted(config.roles.items()) if isinstance(k, str) and k in KINDS and k != "browser"), None
     )
-    observations = [{"kind": "page", "ref": f"self-check/{i}", "content_hash": sha256_digest(b"%d" % i)} for i in range(2)]
+    probe_public = Ed25519PrivateKey.from_private_bytes(_PROBE_SEED).public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    key_id = public_key_id(probe_public)
+    granted = frozenset({role_kind[0]} if role_kind else ())
+    probe_producer = Producer(_PROBE_PRODUCER, granted, frozenset(), (ProducerKey(key_id, probe_public, Lifetime(0, 1_005)),))
+    others = [
+        p for p in config.producers.producers.values() if p.name != _PROBE_PRODUCER and key_id not in {k.key_id for k in p.keys}
+    ]
+    probe_config = dataclasses.replace(config, producers=ProducerRegistry.of([*others, probe_producer]))
+    native = NativeSchedulerCore(probe_config, core.partition, self_check=False)
+    reference = SchedulerCore(probe_config)
+    digests = [sha256_digest(b"%d" % i) for i in range(2)]
+    observations: list[dict[str, Any]] = [
+        {"kind": "page", "ref": f"self-check/{i}", "content_hash": digest, "size": 1} for i, digest in enumerate(digests)
+    ]
     artifact = b'{"self":"check"}'
     base = {
         "submission_id": "self-check-0",
         "run_id": "self-check-run",
         "stage_id": "stage-0",
         "role": role_kind[0] if role_kind else "self-check-role",
-        "producer": {"id": "self-check", "sdk": "bernstein-native"},
+        "producer": {"id": _PROBE_PRODUCER, "sdk": "bernstein-native"},
         "kind": role_kind[1] if role_kind else "coding",
         "artifact": artifact,
         "artifact_hash": sha256_digest(artifact),
-        "evidence_set_hash": evidence_set_hash(o["content_hash"] for o in observations),
+        "evidence_set_hash": evidence_set_hash(digests),
         "observations": observations,
         "terminal_state": "completed",
         "reason_code": "ok",
         "occurred_at_ms": 1,
     }
-    valid = codec.encode(codec.ACTIVITY_SUBMISSION, base)
+
+    def signed(record: dict[str, Any], *, signature: bytes | None = None) -> bytes:
+        sig = _sign_probe(submission_statement(record, key_id)) if signature is None else signature
+        return codec.encode(codec.ACTIVITY_SUBMISSION_V3, {**record, "producer_key_id": key_id, "producer_signature": sig})
+
+    close = {"submission_id": "c", "run_id": "self-check-run", "producer": base["producer"], "occurred_at_ms": 2}
+    valid = signed(base)
     values: list[bytes | None] = [
         valid,
         valid,  # duplicate stage (or unknown role when the manifest has no usable role)
-        codec.encode(codec.ACTIVITY_SUBMISSION, {**base, "stage_id": "stage-1", "kind": "po\u00e9try \u2603"}),
-        codec.encode(codec.ACTIVITY_SUBMISSION, {**base, "stage_id": "stage-2", "reason_code": "ok\n"}),
+        signed({**base, "stage_id": "stage-1", "kind": "po\u00e9try \u2603", "role": "x"}),
+        signed({**base, "stage_id": "stage-2", "reason_code": "ok\n"}),
+        signed({**base, "stage_id": "stage-3"}, signature=bytes(64)),
+        codec.encode(codec.ACTIVITY_SUBMISSION_V2, {**base, "stage_id": "stage-4"}),
         valid[:-5],
         valid + b"\x00",
         b"not avro",
         codec.MAGIC + b"\x00" * 8 + b"body",
+        codec.encode(codec.RUN_CLOSE, close),
         codec.encode(
-            codec.RUN_CLOSE, {"submission_id": "c", "run_id": "self-check-run", "producer": base["producer"], "occurred_at_ms": 2}
+            codec.RUN_CLOSE_V2,
+            {
+                **close,
+                "producer_key_id": key_id,
+                "producer_signature": _sign_probe(run_close_statement("c", "self-check-run", _PROBE_PRODUCER, 2, key_id)),
+            },
         ),
+        signed({**base, "stage_id": "stage-5"}),  # after the key's range: PRODUCER_KEY_NOT_VALID
         None,
     ]
     keys = [b"self-check-run"] * len(values)
     keys[1] = b"k"  # the duplicate is refused for its key (RUN_KEY_MISMATCH)
     records = [InputRecord("self-check", 0, i, 1_000 + i, key, v) for i, (key, v) in enumerate(zip(keys, values, strict=True))]
-    py_state = _reference.initial_state(config, core.partition)
-    state: SchedulerState | NativeState = _reference.initial_state(config, core.partition)
-    fallbacks = core.fallbacks
+    py_state = _reference.initial_state(probe_config, core.partition)
+    state: SchedulerState | NativeState = _reference.initial_state(probe_config, core.partition)
     for record in records:
-        py_state, expected = core._reference.step(py_state, record)
-        state, got = core.step(state, record)
-        if got != expected or core.to_scheduler_state() != py_state:
-            core._native.reset(core.partition)
+        py_state, expected = reference.step(py_state, record)
+        state, got = native.step(state, record)
+        if got != expected or native.to_scheduler_state() != py_state:
             raise NativeUnavailable(
                 f"the native core's outputs differ from the Python reference's (self-check record {record.offset}): "
                 "bernstein_native needs updating for this tree"
             )
-    core.fallbacks = fallbacks
-    core._native.reset(core.partition)
-    core._current = None
 
 
 # ---------------------------------------------------------------------------

@@ -12,7 +12,10 @@ the audit head and the checkpoint chain survive restarts. The fold is pure:
 the shell feeds it the records it read, and the native core loads the
 ``SchedulerState`` it returns, so both cores start from the same state.
 
-Only what the scheduler's keys vouch for is adopted. An audit record is
+Only what the scheduler's keys vouch for is adopted: any key of its rings, so the
+scheduler restarts across a rotation (an AuditRecord.v2 under the audit key its
+``key_id`` names, a seal or checkpoint under the seal key its ``key_id`` names;
+a partition's first audit record follows the genesis under its own key). An audit record is
 adopted when its MAC verifies under the audit key (``AuditRecord`` v1 or v2)
 and it extends the chain (seq and prev_mac); a journal record (entry or seal)
 only when the next adopted audit record that mirrors a journal record carries
@@ -41,10 +44,11 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from consumers.core.model import SchedulerConfig, SchedulerState, SessionState
+from consumers.core.model import SchedulerConfig, SchedulerState, SessionState, Signer
 from consumers.core.step import charge_evidence, initial_state
 from schemas import codec
 from schemas.canonical import (
+    audit_genesis,
     audit_mac,
     audit_record_mac,
     checkpoint_hash,
@@ -237,7 +241,7 @@ def _journal_identity(c: codec.Codec, schema: str, envelope: dict[str, Any], val
         payload = envelope["payload"]
         entry = c.decode(payload, expect=_ENTRY_SCHEMAS).record
         return entry["run_id"], entry["seq"], journal_entry_hash(payload)
-    seal = c.decode(envelope["payload"], expect=frozenset({codec.RUN_SEAL})).record
+    seal = c.decode(envelope["payload"], expect=codec.RUN_SEALS).record
     return seal["run_id"], seal["entry_count"], sha256_digest(value)
 
 
@@ -293,8 +297,8 @@ class _AuditWalk:
         if self._bad is not None and self._state.audit_seq == 0:
             bad = self._bad
             raise StateCorrupted(
-                f"none of the {self._seen} audit records verifies under audit key {self._config.audit_key_id!r} "
-                f"(the first: {bad.problem})",
+                f"none of the {self._seen} audit records verifies under audit keys "
+                f"{', '.join(_audit_key_ids(self._config))} (the first: {bad.problem})",
                 topic=bad.topic,
                 partition=bad.partition,
                 offset=bad.offset,
@@ -312,19 +316,25 @@ class _AuditWalk:
         except codec.DecodeError as exc:
             return f"{_UNDECODABLE_AUDIT} ({exc})"
         if decoded.schema.name == codec.AUDIT_RECORD_V2:
-            if envelope["key_id"] != config.audit_key_id:
+            # any key of the ring (a retired key MACed the records before a rotation)
+            secret = config.audit_secret(envelope["key_id"])
+            if secret is None:
                 return (
-                    f"the audit record names audit key {envelope['key_id'][:80]!r}, not this scheduler's {config.audit_key_id!r}"
+                    f"the audit record names audit key {envelope['key_id'][:80]!r}, not one of this scheduler's "
+                    f"({', '.join(_audit_key_ids(config))})"
                 )
-            recomputed = audit_record_mac(config.audit_key, envelope["key_id"], envelope["payload"])
+            recomputed = audit_record_mac(secret, envelope["key_id"], envelope["payload"])
         else:
-            recomputed = audit_mac(config.audit_key, envelope["payload"])
+            secret = config.audit_key
+            recomputed = audit_mac(secret, envelope["payload"])
         if not macs_equal(recomputed, envelope["mac"]):
             return "the audit record fails its MAC: the audit key changed or the record was edited or forged"
+        # a partition's first record follows the genesis under its own key (the key chosen for its input)
+        expected_prev = state.audit_head if state.audit_seq else audit_genesis(secret, state.partition)
         if (
             entry["partition"] != state.partition
             or entry["seq"] != state.audit_seq
-            or not macs_equal(entry["prev_mac"], state.audit_head)
+            or not macs_equal(entry["prev_mac"], expected_prev)
         ):
             return (
                 f"the audit record (partition {entry['partition']}, seq {entry['seq']}) does not extend partition "
@@ -360,7 +370,7 @@ def _walk_checkpoints(
             last_head = (offset, index, problem[0])
     if first_bad is not None and state.checkpoint_seq == 0:
         raise StateCorrupted(
-            f"none of the {seen} checkpoints verifies under this scheduler's key {config.signer.key_id!r} "
+            f"none of the {seen} checkpoints verifies under this scheduler's seal keys ({', '.join(_seal_key_ids(config))}) "
             f"(the first: {first_bad.problem})",
             topic=topic,
             partition=state.partition,
@@ -392,11 +402,9 @@ def _adopt_checkpoint(state: SchedulerState, config: SchedulerConfig, c: codec.C
     except codec.DecodeError as exc:
         return f"the checkpoint does not decode ({exc})"
     payload = envelope["payload"]
-    if (
-        envelope["key_id"] != config.signer.key_id
-        or config.signer.sign(checkpoint_signing_input(payload)) != envelope["signature"]
-    ):
-        return f"the checkpoint is not signed by this scheduler's key {config.signer.key_id!r}"
+    signer = _seal_signer(config, envelope["key_id"])
+    if signer is None or signer.sign(checkpoint_signing_input(payload)) != envelope["signature"]:
+        return f"the checkpoint is not signed by this scheduler's keys (its seal key ring: {', '.join(_seal_key_ids(config))})"
     if (
         checkpoint["partition"] != state.partition
         or checkpoint["seq"] != state.checkpoint_seq
@@ -411,6 +419,22 @@ def _adopt_checkpoint(state: SchedulerState, config: SchedulerConfig, c: codec.C
     state.checkpoint_head = checkpoint_hash(payload)
     state.checkpoint_audit_seq = checkpoint["audit_seq"]
     return (checkpoint["audit_head"],)
+
+
+def _seal_signer(config: SchedulerConfig, key_id: str) -> Signer | None:
+    """The seal key of the ring named ``key_id`` (retired keys included: they signed the records before a rotation)."""
+    for key in config.seal_keys:
+        if key.signer.key_id == key_id:
+            return key.signer
+    return config.signer if config.signer.key_id == key_id else None
+
+
+def _seal_key_ids(config: SchedulerConfig) -> list[str]:
+    return [repr(k.signer.key_id) for k in config.seal_keys] or [repr(config.signer.key_id)]
+
+
+def _audit_key_ids(config: SchedulerConfig) -> list[str]:
+    return [repr(k.key_id) for k in config.audit_keys] or [repr(config.audit_key_id)]
 
 
 def _apply_entry(state: SchedulerState, c: codec.Codec, envelope: dict[str, object]) -> str | None:
@@ -458,13 +482,14 @@ def _apply_entry(state: SchedulerState, c: codec.Codec, envelope: dict[str, obje
 def _apply_seal(state: SchedulerState, config: SchedulerConfig, c: codec.Codec, envelope: dict[str, object]) -> str | None:
     payload, key_id, signature = envelope["payload"], envelope["key_id"], envelope["signature"]
     assert isinstance(payload, bytes) and isinstance(key_id, str) and isinstance(signature, bytes)
-    if key_id != config.signer.key_id:
-        return f"the seal is signed by key {key_id[:80]!r}, not by this scheduler's key {config.signer.key_id!r}"
+    signer = _seal_signer(config, key_id)
+    if signer is None:
+        return f"the seal is signed by key {key_id[:80]!r}, not by this scheduler's keys (its seal key ring: {', '.join(_seal_key_ids(config))})"
     # Ed25519 is deterministic (RFC 8032): our key signs these bytes to exactly one signature.
-    if config.signer.sign(seal_signing_input(payload)) != signature:
+    if signer.sign(seal_signing_input(payload)) != signature:
         return f"the seal's signature is not this scheduler's (key {key_id!r}) over its payload"
     try:
-        seal = c.decode(payload, expect=frozenset({codec.RUN_SEAL})).record
+        seal = c.decode(payload, expect=codec.RUN_SEALS).record
     except codec.DecodeError as exc:
         return f"the seal's payload does not decode ({exc})"
     run = state.run_for(seal["run_id"])

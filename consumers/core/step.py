@@ -9,7 +9,10 @@ input partition therefore yields byte-identical outputs.
 
 Order of checks for an ActivitySubmission (the first failure wins and
 changes no state): ids -> submission_id -> producer id and sdk ->
-occurred_at_ms -> record key = run id -> repeated submission_id -> kind ->
+occurred_at_ms -> record key = run id -> the producer's signature
+(``_producer_refusal``: unsigned v1/v2 -> key unknown -> producer mismatch ->
+key not valid at the input's Kafka timestamp -> signature -> role not granted
+to the producer) -> repeated submission_id -> kind ->
 role -> kind allowed for role -> terminal state -> reason code -> artifact
 size -> artifact hash -> observations -> evidence-set hash -> run closed ->
 duplicate stage -> redundant evidence -> the modality's rules (a browser
@@ -35,6 +38,14 @@ Every output is bounded: no field reaches an output unbounded (an input key
 is kept as its digest, its size and at most 1 KiB of it), and an output whose
 key, value and headers would exceed ``config.max_output_bytes`` is never
 written: its input is dead-lettered instead (OUTPUT_TOO_LARGE).
+
+Key choice (docs/checkpoints.md): seals and checkpoints are signed with
+``config.seal_key_at(t)`` and audit records MACed with ``config.audit_key_at(t)``,
+``t`` the input record's Kafka timestamp: the newest key of the ring whose
+validity range contains ``t``, else the newest. A partition's audit genesis is
+keyed like its first audit record. A run close (RunClose.v2) is signed like a
+submission; its final seal (RunSeal.v2) keeps the close's statement and signature
+in ``closed_by``.
 
 Audit records are ``AuditRecord.v2`` (the MAC covers the key id). The last
 output of a step is a signed partition checkpoint (``PartitionCheckpoint`` in a
@@ -82,8 +93,11 @@ from schemas.canonical import (
     lineage_hmac,
     lineage_signing_input,
     macs_equal,
+    run_close_statement,
     seal_signing_input,
     sha256_digest,
+    submission_signing_input,
+    submission_statement,
 )
 from schemas.documents.browser import LineageBinding
 from schemas.documents.rules import DOCUMENT_KINDS, record_violation
@@ -119,12 +133,23 @@ _INPUT_SCHEMAS = frozenset(
     {
         codec.ACTIVITY_SUBMISSION,
         codec.ACTIVITY_SUBMISSION_V2,
+        codec.ACTIVITY_SUBMISSION_V3,
         codec.RUN_CLOSE,
+        codec.RUN_CLOSE_V2,
         codec.COMPUTER_USE_ACTION,
         codec.COMPUTER_USE_ACTION_V2,
     }
 )
-_SIZED_INPUTS = frozenset({codec.ACTIVITY_SUBMISSION_V2, codec.COMPUTER_USE_ACTION_V2})
+_SIZED_INPUTS = frozenset({codec.ACTIVITY_SUBMISSION_V2, codec.ACTIVITY_SUBMISSION_V3, codec.COMPUTER_USE_ACTION_V2})
+_SIGNED_INPUTS = frozenset({codec.ACTIVITY_SUBMISSION_V3, codec.RUN_CLOSE_V2})
+_SIGNED_VERSION = {
+    codec.ACTIVITY_SUBMISSION: codec.ACTIVITY_SUBMISSION_V3,
+    codec.ACTIVITY_SUBMISSION_V2: codec.ACTIVITY_SUBMISSION_V3,
+    codec.RUN_CLOSE: codec.RUN_CLOSE_V2,
+}
+"""The signed schema that replaces each unsigned input schema (SUBMISSION_UNSIGNED names it)."""
+_MAX_SIGNATURE_SHOWN = 128
+"""A refusal shows at most this many bytes of a signature (hex)."""
 _MAX_EVIDENCE_CHARS = 256
 _MAX_DEAD_LETTER_RAW = 512 * 1024
 _CE_SOURCE = b"bernstein/scheduler"
@@ -144,7 +169,12 @@ class _Refusal:
 
 
 def initial_state(config: SchedulerConfig, partition: int) -> SchedulerState:
-    """The state of a partition whose scheduler has written nothing yet."""
+    """The state of a partition whose scheduler has written nothing yet.
+
+    Its audit head is the genesis under the current audit key; the step replaces it, while the
+    partition's chain is empty, by the genesis under the audit key it picks for the input at hand
+    (``_start``), so the first audit record and its genesis use one key.
+    """
     return SchedulerState(partition=partition, audit_seq=0, audit_head=audit_genesis(config.audit_key, partition))
 
 
@@ -164,6 +194,7 @@ class SchedulerCore:
     def step(self, state: SchedulerState, record: InputRecord) -> tuple[SchedulerState, list[OutputRecord]]:
         """Process one input record. Never raises for bad input; see module doc."""
         limit = self.config.max_output_bytes
+        self._start(state, record)
         emit = _Emitter(record, limit)
         try:
             self._dispatch(state, record, emit)
@@ -190,10 +221,17 @@ class SchedulerCore:
         that record was stepped. The dead letter and its audit record are bounded
         like every output; only the audit chain moves on.
         """
+        self._start(state, record)
         emit = _Emitter(record, self.config.max_output_bytes)
         self._dead_letter(state, record, emit, code, detail)
         self._checkpoint_if_due(state, record, emit)
         return state, emit.outputs
+
+    def _start(self, state: SchedulerState, record: InputRecord) -> None:
+        """Before a partition's first audit record: its genesis under the audit key chosen for this input."""
+        if state.audit_seq == 0:
+            key = self.config.audit_key_at(record.timestamp_ms)
+            state.audit_head = audit_genesis(key.secret, state.partition)
 
     # -- dispatch -------------------------------------------------------------
 
@@ -207,19 +245,18 @@ class SchedulerCore:
             self._dead_letter(state, record, emit, DeadLetterCode(exc.code), exc.message)
             return
         name = decoded.schema.name
-        if name == codec.RUN_CLOSE:
-            self._run_close(state, record, decoded.record, emit)
+        if name in codec.RUN_CLOSES:
+            self._run_close(state, record, decoded.record, emit, name)
         elif name in (codec.COMPUTER_USE_ACTION, codec.COMPUTER_USE_ACTION_V2):
             self._computer_use_action(state, record, decoded.record, emit, sized=name in _SIZED_INPUTS)
         else:
-            self._submission(state, record, decoded.record, emit, sized=name in _SIZED_INPUTS)
+            self._submission(state, record, decoded.record, emit, name)
 
     # -- submissions ------------------------------------------------------------
 
-    def _submission(
-        self, state: SchedulerState, record: InputRecord, sub: dict[str, Any], emit: _Emitter, *, sized: bool = False
-    ) -> None:
-        refusal = self._validate(state, record, sub, sized=sized)
+    def _submission(self, state: SchedulerState, record: InputRecord, sub: dict[str, Any], emit: _Emitter, schema: str) -> None:
+        sized = schema in _SIZED_INPUTS
+        refusal = self._validate(state, record, sub, schema)
         if refusal is not None:
             self._refuse(state, record, sub, refusal, emit)
             return
@@ -245,7 +282,10 @@ class SchedulerCore:
             "input": {"topic": record.topic, "partition": record.partition, "offset": record.offset},
             "occurred_at_ms": sub["occurred_at_ms"],
         }
-        payload = self._codec.encode(codec.JOURNAL_ENTRY_V2 if sized else codec.JOURNAL_ENTRY, entry)
+        # only a signed ActivitySubmission.v3 gets here: its entry keeps the producer's key id and signature
+        entry["producer_key_id"] = sub["producer_key_id"]
+        entry["producer_signature"] = sub["producer_signature"]
+        payload = self._codec.encode(codec.JOURNAL_ENTRY_V3, entry)
         entry_hash = journal_entry_hash(payload)
         value = self._codec.encode(codec.JOURNAL_RECORD, {"payload": payload, "entry_hash": entry_hash})
         emit.add(Stream.JOURNAL, run_id.encode(), value, b"bernstein.activity.result")
@@ -285,9 +325,8 @@ class SchedulerCore:
         if run.entry_count - run.sealed_count >= self.config.seal_every:
             self._seal(state, record, emit, run_id, run, final=False)
 
-    def _validate(
-        self, state: SchedulerState, record: InputRecord, sub: dict[str, Any], *, sized: bool = False
-    ) -> _Refusal | None:
+    def _validate(self, state: SchedulerState, record: InputRecord, sub: dict[str, Any], schema: str) -> _Refusal | None:
+        sized = schema in _SIZED_INPUTS
         run_id, stage_id, role, kind = sub["run_id"], sub["stage_id"], sub["role"], sub["kind"]
         for code, field, value in (
             (RefusalCode.INVALID_RUN_ID, "run_id", run_id),
@@ -296,7 +335,11 @@ class SchedulerCore:
         ):
             if not is_valid_id(value):
                 return _invalid_id(code, field, value)
-        refusal = _envelope_refusal(record, sub) or _duplicate_submission(state, sub)
+        refusal = (
+            _envelope_refusal(record, sub)
+            or self._producer_refusal(record, sub, schema, role=role)
+            or _duplicate_submission(state, sub)
+        )
         if refusal is not None:
             return refusal
         if kind not in KINDS:
@@ -428,6 +471,88 @@ class SchedulerCore:
         elif refusal is None and observations and not self.config.accept_undeclared_sizes:
             refusal = _undeclared_refusal(codec.ACTIVITY_SUBMISSION, f"{len(observations)} observations", "observations")
         return refusal
+
+    def _producer_refusal(self, record: InputRecord, item: dict[str, Any], schema: str, *, role: str | None) -> _Refusal | None:
+        """Who may submit (docs/security.md): a producer key registered in the manifest signed this very input.
+
+        In order: unsigned -> key unknown -> producer mismatch -> key not valid at the input's Kafka
+        timestamp -> signature -> role not granted (``role`` None: a run close, which takes no role).
+        """
+        if schema not in _SIGNED_INPUTS:
+            signed = _SIGNED_VERSION[schema]
+            return _Refusal(
+                RefusalCode.SUBMISSION_UNSIGNED,
+                f"this {schema} carries no producer signature; publish {signed}, signed by a producer key registered "
+                "in the roles manifest",
+                "producer_signature",
+                schema,
+                signed,
+            )
+        key_id: str = item["producer_key_id"]
+        found = self.config.producers.lookup(key_id)
+        if found is None:
+            return _Refusal(
+                RefusalCode.PRODUCER_KEY_UNKNOWN,
+                f"the signing key {_clip(key_id, 80)} is not registered to any producer in the roles manifest ([[producers]])",
+                "producer_key_id",
+                _clip(key_id),
+            )
+        producer, key = found
+        producer_id: str = item["producer"]["id"]
+        if producer_id != producer.name:
+            return _Refusal(
+                RefusalCode.PRODUCER_MISMATCH,
+                f"producer.id {producer_id!r} is not {producer.name!r}, the producer key {key_id} is registered to",
+                "producer.id",
+                producer_id,
+                _clip(producer.name),
+            )
+        if not key.lifetime.contains(record.timestamp_ms):
+            valid = _lifetime_text(key.lifetime.valid_from_ms, key.lifetime.valid_until_ms)
+            return _Refusal(
+                RefusalCode.PRODUCER_KEY_NOT_VALID,
+                f"producer key {key_id} of {producer.name!r} signs inputs stamped {valid}; this input is stamped "
+                f"{record.timestamp_ms} (retired, revoked or not yet valid)",
+                "producer_key_id",
+                str(record.timestamp_ms),
+                valid,
+            )
+        signature: bytes = item["producer_signature"]
+        shown = signature[:_MAX_SIGNATURE_SHOWN].hex()
+        try:
+            if schema == codec.RUN_CLOSE_V2:
+                statement = run_close_statement(
+                    item["submission_id"], item["run_id"], producer_id, item["occurred_at_ms"], key_id
+                )
+            else:
+                statement = submission_statement(item, key_id)
+            signed_bytes = submission_signing_input(statement)
+        except CanonicalizationError:
+            return _Refusal(
+                RefusalCode.SUBMISSION_SIGNATURE_INVALID,
+                "the submission statement has no canonical JSON form (an integer beyond 2**53 - 1): no signature "
+                "can verify over it",
+                "producer_signature",
+                _clip(shown),
+            )
+        if not verify_signature(key.public_key, signature, signed_bytes):
+            return _Refusal(
+                RefusalCode.SUBMISSION_SIGNATURE_INVALID,
+                f"the producer signature does not verify under key {key_id} over the {schema} statement "
+                f"(signed bytes {sha256_digest(signed_bytes)})",
+                "producer_signature",
+                _clip(shown),
+                sha256_digest(signed_bytes),
+            )
+        if role is not None and role not in producer.roles:
+            return _Refusal(
+                RefusalCode.PRODUCER_ROLE_NOT_ALLOWED,
+                f"producer {producer.name!r} is not granted role {role!r} in the roles manifest",
+                "role",
+                role,
+                _clip(", ".join(sorted(producer.roles))),
+            )
+        return None
 
     def _browser_session_refusal(self, run_id: str, stage_id: str, artifact: bytes, run: RunState | None) -> _Refusal | None:
         """A browser result must name its session (= stage) and that session's accepted head anchor."""
@@ -665,15 +790,22 @@ class SchedulerCore:
                 act["prev_anchor"],
                 expected_prev,
             )
-        refusal = self._lineage_refusal(act)
+        refusal = self._lineage_refusal(record, act)
         if refusal is None and sized:
             refusal = _cap_refusal(run_id, run, _action_blobs(act))
         elif refusal is None and not self.config.accept_undeclared_sizes:
             refusal = _undeclared_refusal(codec.COMPUTER_USE_ACTION, "a screenshot and a DOM snapshot", "evidence")
         return refusal
 
-    def _lineage_refusal(self, act: dict[str, Any]) -> _Refusal | None:
-        """The signed lineage entry must bind this very action, under a pinned key."""
+    def _lineage_refusal(self, record: InputRecord, act: dict[str, Any]) -> _Refusal | None:
+        """The signed lineage entry must bind this very action, under a registered producer key.
+
+        Its Ed25519 signature is the producer's signature (docs/security.md): the key must be registered
+        to producer.id, valid at the input's Kafka timestamp, and the producer granted agent kind browser.
+        The HMAC envelope is checked only when ``hmac_key_id`` names one of the scheduler's audit keys
+        (entries written before producer identities); otherwise it is keyed with the producer's own
+        lineage key, which the scheduler does not hold, and only its form is checked.
+        """
         lineage = act["lineage"]
         entry_bytes: bytes = lineage["entry"]
         if len(entry_bytes) > MAX_LINEAGE_ENTRY_BYTES:
@@ -701,34 +833,70 @@ class SchedulerCore:
                     _clip(json.dumps(entry.get(name))),
                     _clip(json.dumps(value)),
                 )
-        recomputed = lineage_hmac(self.config.audit_key, entry_bytes)
-        if not macs_equal(recomputed, lineage["hmac"]):
+        hmac_key_id = entry.get("hmac_key_id")
+        audit_secret = self.config.audit_secret(hmac_key_id) if isinstance(hmac_key_id, str) else None
+        if audit_secret is not None:
+            hmac_ok = macs_equal(lineage_hmac(audit_secret, entry_bytes), lineage["hmac"])
+        else:
+            hmac_ok = is_mac(lineage["hmac"])
+        if not hmac_ok:
             return _Refusal(
                 RefusalCode.LINEAGE_HMAC_INVALID,
-                "lineage entry HMAC envelope does not verify",
+                "lineage entry HMAC envelope does not verify"
+                if audit_secret is not None
+                else "lineage entry HMAC envelope is not of the form hmac-sha256:<64 lowercase hex>",
                 "lineage.hmac",
                 _clip(lineage["hmac"]),
             )
-        public = self.config.producer_key(lineage["key_id"])
-        if public is None:
+        key_id = lineage["key_id"]
+        found = self.config.producers.lookup(key_id)
+        if found is None:
             return _Refusal(
                 RefusalCode.LINEAGE_KEY_NOT_PINNED,
-                f"lineage entry is signed by key {_clip(lineage['key_id'], 80)}, which is not a pinned producer key",
+                f"lineage entry is signed by key {_clip(key_id, 80)}, which is not a registered producer key",
                 "lineage.key_id",
-                _clip(lineage["key_id"]),
+                _clip(key_id),
             )
-        if not verify_signature(public, lineage["signature"], lineage_signing_input(entry_bytes)):
+        producer, key = found
+        producer_id = act["producer"]["id"]
+        if producer_id != producer.name:
+            return _Refusal(
+                RefusalCode.PRODUCER_MISMATCH,
+                f"producer.id {producer_id!r} is not {producer.name!r}, the producer key {key_id} is registered to",
+                "producer.id",
+                producer_id,
+                _clip(producer.name),
+            )
+        if not key.lifetime.contains(record.timestamp_ms):
+            valid = _lifetime_text(key.lifetime.valid_from_ms, key.lifetime.valid_until_ms)
+            return _Refusal(
+                RefusalCode.PRODUCER_KEY_NOT_VALID,
+                f"producer key {key_id} of {producer.name!r} signs inputs stamped {valid}; this input is stamped "
+                f"{record.timestamp_ms} (retired, revoked or not yet valid)",
+                "lineage.key_id",
+                str(record.timestamp_ms),
+                valid,
+            )
+        if not verify_signature(key.public_key, lineage["signature"], lineage_signing_input(entry_bytes)):
             return _Refusal(RefusalCode.LINEAGE_SIGNATURE_INVALID, "lineage entry signature does not verify", "lineage.signature")
+        if "browser" not in producer.agent_kinds:
+            return _Refusal(
+                RefusalCode.PRODUCER_ROLE_NOT_ALLOWED,
+                f"producer {producer.name!r} is not granted agent kind 'browser' in the roles manifest",
+                "kind",
+                "browser",
+                _clip(", ".join(sorted(producer.agent_kinds))),
+            )
         return None
 
     # -- run close and seals ----------------------------------------------------
 
-    def _run_close(self, state: SchedulerState, record: InputRecord, close: dict[str, Any], emit: _Emitter) -> None:
+    def _run_close(self, state: SchedulerState, record: InputRecord, close: dict[str, Any], emit: _Emitter, schema: str) -> None:
         run_id = close["run_id"]
         if not is_valid_id(run_id):
             self._refuse(state, record, close, _invalid_id(RefusalCode.INVALID_RUN_ID, "run_id", run_id), emit)
             return
-        envelope = _envelope_refusal(record, close)
+        envelope = _envelope_refusal(record, close) or self._producer_refusal(record, close, schema, role=None)
         if envelope is not None:
             self._refuse(state, record, close, envelope, emit)
             return
@@ -737,13 +905,30 @@ class SchedulerCore:
             refusal = _Refusal(RefusalCode.RUN_CLOSED, f"run {run_id!r} is already closed and sealed", "run_id", run_id)
             self._refuse(state, record, close, refusal, emit)
             return
-        self._seal(state, record, emit, run_id, state.run_for(run_id), final=True)
+        closed_by = None
+        if schema == codec.RUN_CLOSE_V2:
+            closed_by = {
+                "submission_id": close["submission_id"],
+                "producer_id": close["producer"]["id"],
+                "occurred_at_ms": close["occurred_at_ms"],
+                "key_id": close["producer_key_id"],
+                "signature": close["producer_signature"],
+            }
+        self._seal(state, record, emit, run_id, state.run_for(run_id), final=True, closed_by=closed_by)
 
     def _seal(
-        self, state: SchedulerState, record: InputRecord, emit: _Emitter, run_id: str, run: RunState, *, final: bool
+        self,
+        state: SchedulerState,
+        record: InputRecord,
+        emit: _Emitter,
+        run_id: str,
+        run: RunState,
+        *,
+        final: bool,
+        closed_by: dict[str, Any] | None = None,
     ) -> None:
         payload = self._codec.encode(
-            codec.RUN_SEAL,
+            codec.RUN_SEAL_V2,
             {
                 "run_id": run_id,
                 "partition": state.partition,
@@ -754,9 +939,10 @@ class SchedulerCore:
                 "audit_seq": state.audit_seq,
                 "audit_head": state.audit_head,
                 "sealed_at_ms": record.timestamp_ms,
+                "closed_by": closed_by,
             },
         )
-        signer = self.config.signer
+        signer = self.config.seal_key_at(record.timestamp_ms)
         value = self._codec.encode(
             codec.SEAL_RECORD,
             {"payload": payload, "key_id": signer.key_id, "signature": signer.sign(seal_signing_input(payload))},
@@ -860,9 +1046,9 @@ class SchedulerCore:
             payload = self._codec.encode(codec.AUDIT_ENTRY, fields)
         else:
             payload = self._codec.encode(codec.AUDIT_ENTRY_V2, {**fields, "computer_use": computer_use})
-        key_id = self.config.audit_key_id
-        mac = audit_record_mac(self.config.audit_key, key_id, payload)
-        value = self._codec.encode(codec.AUDIT_RECORD_V2, {"key_id": key_id, "payload": payload, "mac": mac})
+        key = self.config.audit_key_at(record.timestamp_ms)
+        mac = audit_record_mac(key.secret, key.key_id, payload)
+        value = self._codec.encode(codec.AUDIT_RECORD_V2, {"key_id": key.key_id, "payload": payload, "mac": mac})
         emit.add(Stream.AUDIT, run_id.encode(), value, b"bernstein.audit." + event.value.encode())
         state.audit_seq += 1
         state.audit_head = mac
@@ -892,7 +1078,7 @@ class SchedulerCore:
                 "checkpointed_at_ms": record.timestamp_ms,
             },
         )
-        signer = self.config.signer
+        signer = self.config.seal_key_at(record.timestamp_ms)
         value = self._codec.encode(
             codec.CHECKPOINT_RECORD,
             {"payload": payload, "key_id": signer.key_id, "signature": signer.sign(checkpoint_signing_input(payload))},
@@ -1002,6 +1188,11 @@ def _envelope_refusal(record: InputRecord, item: dict[str, Any]) -> _Refusal | N
             )
         return _Refusal(RefusalCode.RUN_KEY_MISMATCH, message, "key", declared, run_digest)
     return None
+
+
+def _lifetime_text(valid_from_ms: int, valid_until_ms: int | None) -> str:
+    """A key's validity range as a refusal shows it: ``[from, until)``, ``[from, )`` when open-ended."""
+    return f"[{valid_from_ms}, {'' if valid_until_ms is None else valid_until_ms})"
 
 
 def _key_of(record: InputRecord) -> bytes | None:

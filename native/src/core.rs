@@ -19,6 +19,13 @@
 //! * `repr()` of a non-ASCII string when the host cannot provide it;
 //! * an input partition that does not fit an Avro int.
 //!
+//! The producer checks are native too (`producer_refusal`, `producers.rs`): the
+//! statement's canonical JSON is written here byte for byte and its Ed25519
+//! signature verified under the registered key. Seals, checkpoints and audit
+//! records use the ring key valid at the input's timestamp (`Config::seal_key_at`,
+//! `Config::audit_key_at`), and a partition's audit genesis the key of its
+//! first audit record (`begin`).
+//!
 //! Audit records are AuditRecord.v2 (the MAC covers the key id), and a step
 //! ends with a signed partition checkpoint when it wrote a final seal or left
 //! `checkpoint_every` audit records uncovered (`_checkpoint_if_due`).
@@ -40,6 +47,7 @@ use crate::hashing::{
     checkpoint_genesis, checkpoint_hash, checkpoint_signing_input, evidence_set_hash_of_digests,
     hex_string, journal_entry_hash, journal_genesis, seal_signing_input, sha256_digest, AuditMac,
 };
+use crate::producers::{run_close_signing_input, submission_signing_input, Producer, ProducerKey};
 use crate::schemas::*;
 use crate::text::{char_len, clip, has_control, is_blank, is_digest, is_valid_id, repr_ascii};
 
@@ -151,12 +159,48 @@ pub struct RoleKind {
     pub repr: String,
 }
 
+/// One of the scheduler's seal keys (`SealKey`): signs seals and checkpoints for inputs stamped in its range.
+pub struct SealKey {
+    pub signing_key: SigningKey,
+    pub key_id: String,
+    pub valid_from_ms: i64,
+    pub valid_until_ms: Option<i64>,
+}
+
+/// One of the scheduler's audit keys (`AuditKeyVersion`).
+pub struct AuditKey {
+    pub mac: AuditMac,
+    pub key_id: String,
+    pub valid_from_ms: i64,
+    pub valid_until_ms: Option<i64>,
+}
+
+fn in_range(timestamp_ms: i64, from: i64, until: Option<i64>) -> bool {
+    timestamp_ms >= from && until.is_none_or(|u| timestamp_ms < u)
+}
+
+/// `model.key_for`: the newest key whose range contains the timestamp, else the newest.
+fn key_for<T>(keys: &[T], timestamp_ms: i64, range: impl Fn(&T) -> (i64, Option<i64>)) -> &T {
+    keys.iter()
+        .rev()
+        .find(|k| {
+            let (from, until) = range(k);
+            in_range(timestamp_ms, from, until)
+        })
+        .unwrap_or_else(|| keys.last().expect("a key ring is never empty"))
+}
+
 pub struct Config {
     pub roles: HashMap<String, RoleKind, KeyedHasher>,
-    pub signing_key: SigningKey,
-    pub signer_key_id: String,
+    /// The seal key ring, oldest first (`config.seal_keys`, or the one `config.signer`).
+    pub seal_keys: Vec<SealKey>,
+    /// The current audit key (`config.audit_key`): `initial_state`'s genesis and the table keys.
     pub audit: AuditMac,
-    pub audit_key_id: String,
+    /// The audit key ring, oldest first (`config.audit_keys`, or the one current key).
+    pub audit_keys: Vec<AuditKey>,
+    /// `config.producers`: the registered producers and their keys by key id.
+    pub producers: Vec<Producer>,
+    pub producer_keys: HashMap<String, ProducerKey, KeyedHasher>,
     pub seal_every: i64,
     /// `config.checkpoint_every`: a checkpoint after a step that leaves this many audit records uncovered.
     pub checkpoint_every: i64,
@@ -171,6 +215,22 @@ pub struct Config {
     /// `', '.join(sorted(_INPUT_SCHEMAS))`
     pub expected_joined: String,
     pub hasher: KeyedHasher,
+}
+
+impl Config {
+    /// `config.seal_key_at(timestamp_ms)`
+    pub fn seal_key_at(&self, timestamp_ms: i64) -> &SealKey {
+        key_for(&self.seal_keys, timestamp_ms, |k| {
+            (k.valid_from_ms, k.valid_until_ms)
+        })
+    }
+
+    /// `config.audit_key_at(timestamp_ms)`
+    pub fn audit_key_at(&self, timestamp_ms: i64) -> &AuditKey {
+        key_for(&self.audit_keys, timestamp_ms, |k| {
+            (k.valid_from_ms, k.valid_until_ms)
+        })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -569,6 +629,11 @@ impl Core {
             return Err(Fallback("audit sequence at the end of the long range"));
         }
         self.final_sealed = false;
+        if self.state.audit.seq == 0 {
+            // `_start`: the partition's audit genesis under the audit key chosen for this input
+            let key = self.cfg.audit_key_at(rec.timestamp_ms);
+            self.state.audit.head = key.mac.audit_genesis(i64::from(self.state.partition));
+        }
         Ok(Position {
             topic: rec.topic,
             partition,
@@ -629,23 +694,25 @@ impl Core {
             return Ok(());
         }
         let body = &value[HEADER_SIZE..];
-        if fp == FP_ACTIVITY_SUBMISSION || fp == FP_ACTIVITY_SUBMISSION_V2 {
-            let (sub, used) = decode_submission(body, fp == FP_ACTIVITY_SUBMISSION_V2)
+        if fp == FP_ACTIVITY_SUBMISSION
+            || fp == FP_ACTIVITY_SUBMISSION_V2
+            || fp == FP_ACTIVITY_SUBMISSION_V3
+        {
+            let (sub, used) = decode_submission(body, fp)
                 .map_err(|_| Fallback("body not decoded by the strict reader"))?;
             if used != body.len() {
                 self.trailing(rec, pos, out, &name, body.len() - used);
                 return Ok(());
             }
             self.submission(rec, pos, &sub, out, host)
-        } else if fp == FP_RUN_CLOSE {
-            let (close, used) = decode_run_close(body)
+        } else if fp == FP_RUN_CLOSE || fp == FP_RUN_CLOSE_V2 {
+            let (close, used) = decode_run_close(body, fp == FP_RUN_CLOSE_V2)
                 .map_err(|_| Fallback("body not decoded by the strict reader"))?;
             if used != body.len() {
                 self.trailing(rec, pos, out, &name, body.len() - used);
                 return Ok(());
             }
-            self.run_close(rec, pos, &close, out);
-            Ok(())
+            self.run_close(rec, pos, &close, out, host)
         } else {
             Err(Fallback("input schema handled by the reference only"))
         }
@@ -673,7 +740,7 @@ impl Core {
         out: &mut Vec<Output<'a>>,
         host: &mut dyn Host,
     ) -> Result<(), Fallback> {
-        if let Some(refusal) = self.validate(sub, rec.key, host)? {
+        if let Some(refusal) = self.validate(sub, rec, host)? {
             let fields = RefusedFields {
                 run_id: sub.run_id,
                 stage_id: sub.stage_id,
@@ -704,13 +771,15 @@ impl Core {
             .iter()
             .map(|o| o.kind.len() + o.reference.len() + o.content_hash.len() + 16)
             .sum();
+        // only a signed ActivitySubmission.v3 gets here (JournalEntry.v3 keeps its key id and signature)
+        let Some((producer_key_id, producer_signature)) = sub.producer else {
+            return Err(Fallback(
+                "an unsigned submission passed the producer checks",
+            ));
+        };
         let mut payload = soe_buffer(
-            if sub.sized {
-                &FP_JOURNAL_ENTRY_V2
-            } else {
-                &FP_JOURNAL_ENTRY
-            },
-            400 + obs_len + run_id.len() + rec.topic.len(),
+            &FP_JOURNAL_ENTRY_V3,
+            500 + obs_len + run_id.len() + rec.topic.len() + producer_signature.len(),
         );
         put_str(&mut payload, run_id);
         put_long(&mut payload, seq);
@@ -729,9 +798,7 @@ impl Core {
                 put_str(&mut payload, o.kind);
                 put_str(&mut payload, o.reference);
                 put_str(&mut payload, o.content_hash);
-                if sub.sized {
-                    put_long(&mut payload, o.size);
-                }
+                put_long(&mut payload, o.size);
             }
         }
         payload.push(0);
@@ -739,6 +806,8 @@ impl Core {
         put_str(&mut payload, sub.reason_code);
         pos.put(&mut payload);
         put_long(&mut payload, sub.occurred_at_ms);
+        put_str(&mut payload, producer_key_id);
+        put_bytes(&mut payload, producer_signature);
 
         let entry_hash = journal_entry_hash(&payload);
         let mut value = soe_buffer(&FP_JOURNAL_RECORD, payload.len() + 80);
@@ -791,6 +860,7 @@ impl Core {
             cfg,
             &mut state.audit,
             state.partition,
+            rec.timestamp_ms,
             pos,
             out,
             Event::ActivityResult,
@@ -818,6 +888,7 @@ impl Core {
                 run_id,
                 run,
                 false,
+                None,
             );
         }
         Ok(())
@@ -826,9 +897,10 @@ impl Core {
     fn validate<'a>(
         &self,
         sub: &Submission<'a>,
-        key: Option<&[u8]>,
+        rec: &Input<'_>,
         host: &mut dyn Host,
     ) -> Result<Option<Refusal<'a>>, Fallback> {
+        let key = rec.key;
         let (run_id, stage_id, role, kind) = (sub.run_id, sub.stage_id, sub.role, sub.kind);
         let ids = [
             ("INVALID_RUN_ID", "run_id", run_id),
@@ -849,6 +921,18 @@ impl Core {
         if let Some(r) =
             envelope_refusal(key, run_id, sub.submission_id, producer, sub.occurred_at_ms)
         {
+            return Ok(Some(r));
+        }
+        let signed = self.producer_refusal(
+            sub.schema,
+            sub.producer,
+            sub.producer_id,
+            Some(role),
+            rec.timestamp_ms,
+            |key_id| submission_signing_input(sub, key_id),
+            host,
+        )?;
+        if let Some(r) = signed {
             return Ok(Some(r));
         }
         if let Some(earlier) = self
@@ -1135,6 +1219,118 @@ impl Core {
         Ok(None)
     }
 
+    /// `_producer_refusal`: unsigned -> key unknown -> producer mismatch -> key not valid at
+    /// the input's timestamp -> signature -> role not granted (`role` None: a run close).
+    #[allow(clippy::too_many_arguments)]
+    fn producer_refusal<'a>(
+        &self,
+        schema: &'static str,
+        signed: Option<(&'a str, &'a [u8])>,
+        producer_id: &'a str,
+        role: Option<&'a str>,
+        timestamp_ms: i64,
+        signing_input: impl FnOnce(&str) -> Option<Vec<u8>>,
+        host: &mut dyn Host,
+    ) -> Result<Option<Refusal<'a>>, Fallback> {
+        let Some((key_id, signature)) = signed else {
+            let signed_schema = if schema == RUN_CLOSE {
+                RUN_CLOSE_V2
+            } else {
+                ACTIVITY_SUBMISSION_V3
+            };
+            return Ok(Some(
+                Refusal::new(
+                    "SUBMISSION_UNSIGNED",
+                    format!(
+                        "this {schema} carries no producer signature; publish {signed_schema}, signed by a producer key registered in the roles manifest"
+                    ),
+                    "producer_signature",
+                    schema,
+                )
+                .recomputed(signed_schema),
+            ));
+        };
+        let Some(key) = self.cfg.producer_keys.get(key_id) else {
+            return Ok(Some(Refusal::new(
+                "PRODUCER_KEY_UNKNOWN",
+                format!(
+                    "the signing key {} is not registered to any producer in the roles manifest ([[producers]])",
+                    clip(key_id, 80)
+                ),
+                "producer_key_id",
+                clip(key_id, MAX_EVIDENCE_CHARS),
+            )));
+        };
+        let producer = &self.cfg.producers[key.producer];
+        if producer_id != producer.name {
+            let shown = py_repr(producer_id, host)?;
+            let name = py_repr(&producer.name, host)?;
+            return Ok(Some(
+                Refusal::new(
+                    "PRODUCER_MISMATCH",
+                    format!("producer.id {shown} is not {name}, the producer key {key_id} is registered to"),
+                    "producer.id",
+                    producer_id,
+                )
+                .recomputed(clip(&producer.name, MAX_EVIDENCE_CHARS).into_owned()),
+            ));
+        }
+        if !key.contains(timestamp_ms) {
+            let valid = key.lifetime_text();
+            let name = py_repr(&producer.name, host)?;
+            return Ok(Some(
+                Refusal::new(
+                    "PRODUCER_KEY_NOT_VALID",
+                    format!(
+                        "producer key {key_id} of {name} signs inputs stamped {valid}; this input is stamped {timestamp_ms} (retired, revoked or not yet valid)"
+                    ),
+                    "producer_key_id",
+                    timestamp_ms.to_string(),
+                )
+                .recomputed(valid),
+            ));
+        }
+        let shown = hex_string(&signature[..signature.len().min(128)]);
+        let Some(message) = signing_input(key_id) else {
+            return Ok(Some(Refusal::new(
+                "SUBMISSION_SIGNATURE_INVALID",
+                "the submission statement has no canonical JSON form (an integer beyond 2**53 - 1): no signature can verify over it".into(),
+                "producer_signature",
+                shown,
+            )));
+        };
+        if !key.verifies(signature, &message) {
+            let digest = sha256_digest(&message);
+            return Ok(Some(
+                Refusal::new(
+                    "SUBMISSION_SIGNATURE_INVALID",
+                    format!(
+                        "the producer signature does not verify under key {key_id} over the {schema} statement (signed bytes {digest})"
+                    ),
+                    "producer_signature",
+                    shown,
+                )
+                .recomputed(digest),
+            ));
+        }
+        if let Some(role) = role {
+            if !producer.may_take(role) {
+                let name = py_repr(&producer.name, host)?;
+                let shown_role = py_repr(role, host)?;
+                return Ok(Some(
+                    Refusal::new(
+                        "PRODUCER_ROLE_NOT_ALLOWED",
+                        format!("producer {name} is not granted role {shown_role} in the roles manifest"),
+                        "role",
+                        role,
+                    )
+                    .recomputed(clip(&producer.roles.join(", "), MAX_EVIDENCE_CHARS).into_owned()),
+                ));
+            }
+        }
+        Ok(None)
+    }
+
     fn refuse<'a>(
         &mut self,
         rec: &Input<'a>,
@@ -1182,6 +1378,7 @@ impl Core {
             &self.cfg,
             &mut self.state.audit,
             self.state.partition,
+            rec.timestamp_ms,
             pos,
             out,
             Event::ActivityRefused,
@@ -1215,7 +1412,8 @@ impl Core {
         pos: Position<'a>,
         close: &RunClose<'a>,
         out: &mut Vec<Output<'a>>,
-    ) {
+        host: &mut dyn Host,
+    ) -> Result<(), Fallback> {
         let run_id = close.run_id;
         let fields = RefusedFields {
             run_id,
@@ -1236,18 +1434,34 @@ impl Core {
                 clip(run_id, MAX_EVIDENCE_CHARS),
             );
             self.refuse(rec, pos, &fields, r, out);
-            return;
+            return Ok(());
         }
         let producer = [close.producer_id, close.producer_sdk];
-        if let Some(r) = envelope_refusal(
+        let envelope = match envelope_refusal(
             rec.key,
             run_id,
             close.submission_id,
             producer,
             close.occurred_at_ms,
         ) {
+            Some(r) => Some(r),
+            None => self.producer_refusal(
+                if close.producer.is_some() {
+                    RUN_CLOSE_V2
+                } else {
+                    RUN_CLOSE
+                },
+                close.producer,
+                close.producer_id,
+                None,
+                rec.timestamp_ms,
+                |key_id| run_close_signing_input(close, key_id),
+                host,
+            )?,
+        };
+        if let Some(r) = envelope {
             self.refuse(rec, pos, &fields, r, out);
-            return;
+            return Ok(());
         }
         if self.state.runs.get(run_id).is_some_and(|run| run.closed) {
             let r = Refusal::new(
@@ -1257,7 +1471,7 @@ impl Core {
                 run_id,
             );
             self.refuse(rec, pos, &fields, r, out);
-            return;
+            return Ok(());
         }
         self.ensure_run(run_id);
         let cfg = &self.cfg;
@@ -1273,8 +1487,12 @@ impl Core {
             run_id,
             run,
             true,
+            close
+                .producer
+                .map(|(key_id, signature)| (close, key_id, signature)),
         );
         self.final_sealed = true;
+        Ok(())
     }
 
     // -- dead letters -------------------------------------------------------------
@@ -1319,14 +1537,14 @@ impl Core {
         put_str(&mut payload, reason);
         put_long(&mut payload, self.cfg.checkpoint_every);
         put_long(&mut payload, rec.timestamp_ms);
-        let signature = self
-            .cfg
+        let signer = self.cfg.seal_key_at(rec.timestamp_ms);
+        let signature = signer
             .signing_key
             .sign(&checkpoint_signing_input(&payload))
             .to_bytes();
         let mut value = soe_buffer(&FP_CHECKPOINT_RECORD, payload.len() + 160);
         put_bytes(&mut value, &payload);
-        put_str(&mut value, &self.cfg.signer_key_id);
+        put_str(&mut value, &signer.key_id);
         put_bytes(&mut value, &signature);
         out.push(Output {
             stream: Stream::Checkpoints,
@@ -1402,6 +1620,7 @@ impl Core {
             &self.cfg,
             &mut self.state.audit,
             self.state.partition,
+            rec.timestamp_ms,
             pos,
             out,
             Event::InputDeadletter,
@@ -1423,8 +1642,9 @@ fn seal<'a>(
     run_id: &'a str,
     run: &mut RunState,
     final_: bool,
+    closed_by: Option<(&RunClose<'_>, &str, &[u8])>,
 ) {
-    let mut payload = soe_buffer(&FP_RUN_SEAL, 200 + run_id.len());
+    let mut payload = soe_buffer(&FP_RUN_SEAL_V2, 360 + run_id.len());
     put_str(&mut payload, run_id);
     put_int(&mut payload, partition);
     put_long(&mut payload, run.entry_count);
@@ -1434,13 +1654,25 @@ fn seal<'a>(
     put_long(&mut payload, chain.seq);
     put_str(&mut payload, &chain.head);
     put_long(&mut payload, rec.timestamp_ms);
-    let signature = cfg
+    match closed_by {
+        None => put_long(&mut payload, 0),
+        Some((close, key_id, signature)) => {
+            put_long(&mut payload, 1);
+            put_str(&mut payload, close.submission_id);
+            put_str(&mut payload, close.producer_id);
+            put_long(&mut payload, close.occurred_at_ms);
+            put_str(&mut payload, key_id);
+            put_bytes(&mut payload, signature);
+        }
+    }
+    let signer = cfg.seal_key_at(rec.timestamp_ms);
+    let signature = signer
         .signing_key
         .sign(&seal_signing_input(&payload))
         .to_bytes();
     let mut value = soe_buffer(&FP_SEAL_RECORD, payload.len() + 160);
     put_bytes(&mut value, &payload);
-    put_str(&mut value, &cfg.signer_key_id);
+    put_str(&mut value, &signer.key_id);
     put_bytes(&mut value, &signature);
     let record_hash = sha256_digest(&value);
     out.push(Output {
@@ -1457,6 +1689,7 @@ fn seal<'a>(
         cfg,
         chain,
         partition,
+        rec.timestamp_ms,
         pos,
         out,
         Event::RunSealed,
@@ -1482,6 +1715,7 @@ fn audit<'a>(
     cfg: &Config,
     chain: &mut AuditChain,
     partition: i32,
+    timestamp_ms: i64,
     pos: Position<'a>,
     out: &mut Vec<Output<'a>>,
     event: Event,
@@ -1500,9 +1734,10 @@ fn audit<'a>(
     }
     put_long(&mut payload, journal_seq);
     pos.put(&mut payload);
-    let mac = cfg.audit.audit_record_mac(&cfg.audit_key_id, &payload);
+    let key = cfg.audit_key_at(timestamp_ms);
+    let mac = key.mac.audit_record_mac(&key.key_id, &payload);
     let mut value = soe_buffer(&FP_AUDIT_RECORD_V2, payload.len() + 160);
-    put_str(&mut value, &cfg.audit_key_id);
+    put_str(&mut value, &key.key_id);
     put_bytes(&mut value, &payload);
     put_str(&mut value, &mac);
     out.push(Output {

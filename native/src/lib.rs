@@ -12,6 +12,7 @@ mod batch;
 pub mod core;
 mod documents;
 pub mod hashing;
+pub mod producers;
 pub mod schemas;
 pub mod text;
 pub mod verify_facts;
@@ -30,10 +31,10 @@ use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
 
 use crate::batch::{HeaderPairs, Plan};
 use crate::core::{
-    AuditChain, CeType, CheckpointChain, Config, Core, Host, Input, KeyedHasher, Map, NoHost,
-    Outcome, RoleKind, RunState, Session, Set, State, CE_TYPES, KINDS, MAX_DEAD_LETTER_RAW,
-    MAX_DETAIL_CHARS, MAX_EVIDENCE_CHARS, MAX_INLINE_ARTIFACT_BYTES, MAX_KEPT_KEY_BYTES,
-    MAX_KIND_LENGTH, MAX_LABEL_LENGTH, MAX_OBSERVATIONS, MAX_OCCURRED_AT_MS,
+    AuditChain, AuditKey, CeType, CheckpointChain, Config, Core, Host, Input, KeyedHasher, Map,
+    NoHost, Outcome, RoleKind, RunState, SealKey, Session, Set, State, CE_TYPES, KINDS,
+    MAX_DEAD_LETTER_RAW, MAX_DETAIL_CHARS, MAX_EVIDENCE_CHARS, MAX_INLINE_ARTIFACT_BYTES,
+    MAX_KEPT_KEY_BYTES, MAX_KIND_LENGTH, MAX_LABEL_LENGTH, MAX_OBSERVATIONS, MAX_OCCURRED_AT_MS,
     MAX_REASON_CODE_LENGTH, MAX_REF_LENGTH, MAX_RUN_EVIDENCE_BYTES, TERMINAL_STATES,
 };
 use crate::hashing::AuditMac;
@@ -52,6 +53,14 @@ impl Host for PyHost<'_> {
 }
 
 type SessionTuple = (String, i128, String, bool);
+/// A key of a ring: (seed or secret, key id, valid_from_ms, valid_until_ms).
+type KeyEntry = (Vec<u8>, String, i64, Option<i64>);
+/// A registered producer: (name, roles, [(key id, raw public key, valid_from_ms, valid_until_ms)]).
+type ProducerEntry = (
+    String,
+    Vec<String>,
+    Vec<(String, Vec<u8>, i64, Option<i64>)>,
+);
 type RunHeader = (String, i64, bool, i64, Vec<SessionTuple>);
 
 struct Headers {
@@ -279,7 +288,7 @@ impl NativeCore {
     /// `_INPUT_SCHEMAS`. The state starts as `initial_state(config, partition)`.
     #[new]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (roles, signing_seed, audit_key, audit_key_id, seal_every, partition, signer_key_id, known_schemas, input_schemas, max_output_bytes = 2_080_768, checkpoint_every = 1000, accept_undeclared_sizes = false))]
+    #[pyo3(signature = (roles, signing_seed, audit_key, audit_key_id, seal_every, partition, signer_key_id, known_schemas, input_schemas, max_output_bytes = 2_080_768, checkpoint_every = 1000, accept_undeclared_sizes = false, seal_keys = Vec::new(), audit_keys = Vec::new(), producers = Vec::new()))]
     fn new(
         py: Python<'_>,
         roles: &Bound<'_, PyDict>,
@@ -294,6 +303,9 @@ impl NativeCore {
         max_output_bytes: usize,
         checkpoint_every: i64,
         accept_undeclared_sizes: bool,
+        seal_keys: Vec<KeyEntry>,
+        audit_keys: Vec<KeyEntry>,
+        producers: Vec<ProducerEntry>,
     ) -> PyResult<Self> {
         let seed: [u8; 32] = signing_seed.try_into().map_err(|_| {
             value_error(format!(
@@ -364,12 +376,77 @@ impl NativeCore {
                 },
             );
         }
+        let seal_ring = if seal_keys.is_empty() {
+            vec![SealKey {
+                signing_key: SigningKey::from_bytes(&seed),
+                key_id: signer_key_id,
+                valid_from_ms: 0,
+                valid_until_ms: None,
+            }]
+        } else {
+            seal_keys
+                .into_iter()
+                .map(|(seed, key_id, from, until)| {
+                    let seed: [u8; 32] = seed.as_slice().try_into().map_err(|_| {
+                        value_error(format!("the seed of seal key {key_id} is not 32 bytes"))
+                    })?;
+                    Ok(SealKey {
+                        signing_key: SigningKey::from_bytes(&seed),
+                        key_id,
+                        valid_from_ms: from,
+                        valid_until_ms: until,
+                    })
+                })
+                .collect::<PyResult<Vec<_>>>()?
+        };
+        let audit_ring = if audit_keys.is_empty() {
+            vec![AuditKey {
+                mac: audit.clone(),
+                key_id: audit_key_id,
+                valid_from_ms: 0,
+                valid_until_ms: None,
+            }]
+        } else {
+            audit_keys
+                .into_iter()
+                .map(|(secret, key_id, from, until)| AuditKey {
+                    mac: AuditMac::new(&secret),
+                    key_id,
+                    valid_from_ms: from,
+                    valid_until_ms: until,
+                })
+                .collect()
+        };
+        let mut registered = Vec::with_capacity(producers.len());
+        let mut producer_keys = HashMap::with_hasher(hasher);
+        for (index, (name, mut granted, keys)) in producers.into_iter().enumerate() {
+            granted.sort();
+            for (key_id, public, from, until) in keys {
+                let key = <[u8; 32]>::try_from(public.as_slice())
+                    .ok()
+                    .and_then(|raw| ed25519_dalek::VerifyingKey::from_bytes(&raw).ok());
+                let entry = crate::producers::ProducerKey {
+                    producer: index,
+                    key,
+                    valid_from_ms: from,
+                    valid_until_ms: until,
+                };
+                if producer_keys.insert(key_id.clone(), entry).is_some() {
+                    return Err(value_error(format!("key {key_id} is registered twice")));
+                }
+            }
+            registered.push(crate::producers::Producer {
+                name,
+                roles: granted,
+            });
+        }
         let cfg = Config {
             roles: role_map,
-            signing_key: SigningKey::from_bytes(&seed),
-            signer_key_id,
+            seal_keys: seal_ring,
             audit,
-            audit_key_id,
+            audit_keys: audit_ring,
+            producers: registered,
+            producer_keys,
             seal_every,
             checkpoint_every,
             max_output_bytes,

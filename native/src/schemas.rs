@@ -11,11 +11,17 @@ pub const HEADER_SIZE: usize = 10;
 
 pub const ACTIVITY_SUBMISSION: &str = "ActivitySubmission.v1";
 pub const ACTIVITY_SUBMISSION_V2: &str = "ActivitySubmission.v2";
+pub const ACTIVITY_SUBMISSION_V3: &str = "ActivitySubmission.v3";
 pub const RUN_CLOSE: &str = "RunClose.v1";
+pub const RUN_CLOSE_V2: &str = "RunClose.v2";
 
 pub const FP_ACTIVITY_SUBMISSION: [u8; 8] = [0x7c, 0x81, 0xba, 0xfe, 0x11, 0x54, 0x6d, 0x64];
 pub const FP_ACTIVITY_SUBMISSION_V2: [u8; 8] = [0xb4, 0xd8, 0x38, 0xcb, 0xf0, 0x9c, 0x7c, 0x8f];
+pub const FP_ACTIVITY_SUBMISSION_V3: [u8; 8] = [0xaf, 0xea, 0xfc, 0xd0, 0x89, 0x59, 0xb9, 0x29];
 pub const FP_RUN_CLOSE: [u8; 8] = [0x8a, 0x1e, 0xaa, 0x68, 0x0c, 0x6f, 0x79, 0x14];
+pub const FP_RUN_CLOSE_V2: [u8; 8] = [0xdb, 0x9e, 0xc4, 0xc6, 0x2c, 0xd7, 0x86, 0xed];
+pub const FP_JOURNAL_ENTRY_V3: [u8; 8] = [0x40, 0x4d, 0x2b, 0x9e, 0x8a, 0x1d, 0x10, 0x61];
+pub const FP_RUN_SEAL_V2: [u8; 8] = [0x61, 0x59, 0x6a, 0xad, 0x25, 0x67, 0x11, 0x1a];
 pub const FP_JOURNAL_ENTRY: [u8; 8] = [0x95, 0x01, 0x95, 0x83, 0x4f, 0xfc, 0xdf, 0xf2];
 pub const FP_JOURNAL_ENTRY_V2: [u8; 8] = [0xef, 0xf1, 0x8c, 0x93, 0x90, 0xbe, 0x7e, 0xca];
 pub const FP_JOURNAL_RECORD: [u8; 8] = [0xb6, 0xd2, 0x02, 0x83, 0x42, 0x51, 0x5c, 0x4d];
@@ -31,11 +37,15 @@ pub const FP_PARTITION_CHECKPOINT: [u8; 8] = [0x9f, 0x14, 0x74, 0x13, 0x72, 0x72
 pub const FP_CHECKPOINT_RECORD: [u8; 8] = [0x34, 0x21, 0x95, 0x2b, 0x0e, 0x26, 0x87, 0xda];
 
 /// Every schema whose layout is hard-coded here, by its `.avsc` stem.
-pub const NATIVE_SCHEMAS: [(&str, [u8; 8]); 16] = [
+pub const NATIVE_SCHEMAS: [(&str, [u8; 8]); 20] = [
     (ACTIVITY_SUBMISSION, FP_ACTIVITY_SUBMISSION),
     (ACTIVITY_SUBMISSION_V2, FP_ACTIVITY_SUBMISSION_V2),
+    (ACTIVITY_SUBMISSION_V3, FP_ACTIVITY_SUBMISSION_V3),
     ("JournalEntry.v2", FP_JOURNAL_ENTRY_V2),
+    ("JournalEntry.v3", FP_JOURNAL_ENTRY_V3),
     (RUN_CLOSE, FP_RUN_CLOSE),
+    (RUN_CLOSE_V2, FP_RUN_CLOSE_V2),
+    ("RunSeal.v2", FP_RUN_SEAL_V2),
     ("JournalEntry.v1", FP_JOURNAL_ENTRY),
     ("JournalRecord.v1", FP_JOURNAL_RECORD),
     ("Refusal.v1", FP_REFUSAL),
@@ -83,21 +93,35 @@ pub struct Submission<'a> {
     pub terminal_state: &'a str,
     pub reason_code: &'a str,
     pub occurred_at_ms: i64,
-    /// ActivitySubmission.v2: every observation declares its blob's size (the evidence cap).
+    /// ActivitySubmission.v2 or .v3: every observation declares its blob's size (the evidence cap).
     pub sized: bool,
+    /// The schema it was read as (`ActivitySubmission.v1`, `.v2` or `.v3`).
+    pub schema: &'static str,
+    /// ActivitySubmission.v3: the producer's key id and signature (None: unsigned v1/v2).
+    pub producer: Option<(&'a str, &'a [u8])>,
 }
 
-/// RunClose.v1, borrowed from the input bytes.
+/// RunClose.v1 or .v2, borrowed from the input bytes.
 pub struct RunClose<'a> {
     pub submission_id: &'a str,
     pub run_id: &'a str,
     pub producer_id: &'a str,
     pub producer_sdk: &'a str,
     pub occurred_at_ms: i64,
+    /// RunClose.v2: the producer's key id and signature (None: an unsigned v1).
+    pub producer: Option<(&'a str, &'a [u8])>,
 }
 
-/// Decodes a body (`sized`: ActivitySubmission.v2); returns the record and the number of body bytes it used.
-pub fn decode_submission(body: &[u8], sized: bool) -> ReadResult<(Submission<'_>, usize)> {
+/// Decodes an ActivitySubmission body of `fingerprint` (v1, v2 or v3); returns the record and the
+/// number of body bytes it used.
+pub fn decode_submission(body: &[u8], fingerprint: [u8; 8]) -> ReadResult<(Submission<'_>, usize)> {
+    let (sized, signed, schema) = if fingerprint == FP_ACTIVITY_SUBMISSION_V3 {
+        (true, true, ACTIVITY_SUBMISSION_V3)
+    } else if fingerprint == FP_ACTIVITY_SUBMISSION_V2 {
+        (true, false, ACTIVITY_SUBMISSION_V2)
+    } else {
+        (false, false, ACTIVITY_SUBMISSION)
+    };
     let mut r = Reader::new(body);
     let submission_id = r.string()?;
     let run_id = r.string()?;
@@ -131,6 +155,12 @@ pub fn decode_submission(body: &[u8], sized: bool) -> ReadResult<(Submission<'_>
     let terminal_state = r.string()?;
     let reason_code = r.string()?;
     let occurred_at_ms = r.long()?;
+    let producer = if signed {
+        let key_id = r.string()?;
+        Some((key_id, r.bytes()?))
+    } else {
+        None
+    };
     let used = r.position();
     Ok((
         Submission {
@@ -149,18 +179,27 @@ pub fn decode_submission(body: &[u8], sized: bool) -> ReadResult<(Submission<'_>
             reason_code,
             occurred_at_ms,
             sized,
+            schema,
+            producer,
         },
         used,
     ))
 }
 
-pub fn decode_run_close(body: &[u8]) -> ReadResult<(RunClose<'_>, usize)> {
+/// Decodes a RunClose body (`signed`: RunClose.v2).
+pub fn decode_run_close(body: &[u8], signed: bool) -> ReadResult<(RunClose<'_>, usize)> {
     let mut r = Reader::new(body);
     let submission_id = r.string()?;
     let run_id = r.string()?;
     let producer_id = r.string()?;
     let producer_sdk = r.string()?;
     let occurred_at_ms = r.long()?;
+    let producer = if signed {
+        let key_id = r.string()?;
+        Some((key_id, r.bytes()?))
+    } else {
+        None
+    };
     let used = r.position();
     Ok((
         RunClose {
@@ -169,6 +208,7 @@ pub fn decode_run_close(body: &[u8]) -> ReadResult<(RunClose<'_>, usize)> {
             producer_id,
             producer_sdk,
             occurred_at_ms,
+            producer,
         },
         used,
     ))

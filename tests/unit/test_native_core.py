@@ -33,7 +33,16 @@ from hypothesis import strategies as st
 
 from consumers.core import native as native_mod
 from consumers.core import step as step_mod
-from consumers.core.model import InputRecord, OutputRecord, SchedulerConfig, SchedulerState, Stream
+from consumers.core.model import (
+    AuditKeyVersion,
+    InputRecord,
+    Lifetime,
+    OutputRecord,
+    SchedulerConfig,
+    SchedulerState,
+    SealKey,
+    Stream,
+)
 from consumers.core.native import (
     NativeSchedulerCore,
     NativeState,
@@ -47,6 +56,7 @@ from consumers.core.step import SchedulerCore, _clip, initial_state
 from consumers.shell import SchedulerShell, _TxnCaller
 from schemas import canonical, codec
 from schemas.canonical import canonical_json, computer_use_genesis, evidence_set_hash, hmac_key_id, sha256_digest
+from schemas.errors import CanonicalizationError
 from schemas.records import (
     BROWSER_SESSION_FORMAT,
     MAX_INLINE_ARTIFACT_BYTES,
@@ -58,7 +68,15 @@ from schemas.records import (
 from substrate.config import Topics
 from substrate.kafka import client_config
 from substrate.keys import Ed25519Signer
-from tests.submissions import encode_submission
+from tests.producer_kit import (
+    NAMES,
+    encode_signed_close,
+    producer,
+    producer_signer,
+    registry,
+    signed_close,
+    signed_submission,
+)
 from tests.unit import fuzz_kit
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,6 +87,20 @@ AUDIT_KEY = bytes(range(100, 132))
 SEED = bytes(range(32))
 SIGNER = Ed25519Signer.from_seed(SEED)
 ROLES = {"developer": "coding", "scout": "research", "navigator": "browser", "operator": "ops", "analyst": "data"}
+NON_ASCII_PRODUCERS = ("w\u00f6rker", "\u4e2d" * 256)
+"""Producer names of the non-ASCII cases, registered like the others."""
+PRODUCERS = registry(
+    *(name for name in NAMES if name != "unit@test"),
+    extra=[
+        # unit@test also holds a grant for a role the manifest does not declare (UNKNOWN_ROLE stays reachable)
+        producer("unit@test", roles=[*ROLES, "ghost"]),
+        *(producer(name) for name in NON_ASCII_PRODUCERS),
+        producer("retired@test", lifetime=Lifetime(0, BASE_TS)),
+        producer("future@test", lifetime=Lifetime(BASE_TS + 1_000_000)),
+        producer("scout@test", roles=["scout"], agent_kinds=[]),
+        producer("sc\u00f6ut \u2603", roles=["scout"], agent_kinds=[]),
+    ],
+)
 
 
 def make_config(seal_every: int = 1000, roles: Mapping[str, Any] | None = None, signer: Any = SIGNER) -> SchedulerConfig:
@@ -78,6 +110,7 @@ def make_config(seal_every: int = 1000, roles: Mapping[str, Any] | None = None, 
         audit_key=AUDIT_KEY,
         audit_key_id=hmac_key_id(AUDIT_KEY),
         seal_every=seal_every,
+        producers=PRODUCERS,
     )
 
 
@@ -126,24 +159,32 @@ def sub(
 
 
 def enc(record: dict[str, Any]) -> bytes:
-    """v2 when the observations declare sizes (``observations`` gives them), else v1."""
-    return encode_submission(record)
+    """An ActivitySubmission.v3 signed as its producer (an observation without a size declares 1 byte)."""
+    sized = {**record, "observations": [{"size": 1, **o} for o in record["observations"]]}
+    try:
+        signed = signed_submission(sized)
+    except CanonicalizationError:  # an out-of-range integer: no statement to sign (refused before it matters)
+        key_id = producer_signer(record["producer"]["id"]).key_id
+        signed = {**sized, "producer_key_id": key_id, "producer_signature": bytes(64)}
+    return codec.encode(codec.ACTIVITY_SUBMISSION_V3, signed)
 
 
 def enc_sub(**kwargs: Any) -> bytes:
     return enc(sub(**kwargs))
 
 
+def close_record(run_id: str = "run-1", submission_id: str | None = None) -> dict[str, Any]:
+    return {
+        "submission_id": submission_id or f"close-{run_id}",
+        "run_id": run_id,
+        "producer": {"id": "unit@test", "sdk": "bernstein-python/0.1.0"},
+        "occurred_at_ms": 1_700_000_000_999,
+    }
+
+
 def enc_close(run_id: str = "run-1", submission_id: str | None = None) -> bytes:
-    return codec.encode(
-        codec.RUN_CLOSE,
-        {
-            "submission_id": submission_id or f"close-{run_id}",
-            "run_id": run_id,
-            "producer": {"id": "unit@test", "sdk": "bernstein-python/0.1.0"},
-            "occurred_at_ms": 1_700_000_000_999,
-        },
-    )
+    """A RunClose.v2 signed as unit@test."""
+    return encode_signed_close(close_record(run_id, submission_id))
 
 
 def browser_artifact(run_id: str, stage_id: str, head: str | None = None, count: int = 0) -> bytes:
@@ -423,6 +464,199 @@ def test_each_refusal_is_byte_identical(name: str) -> None:
     assert codec.decode(outs[0].value).record["code"] != "RUN_KEY_MISMATCH"
 
 
+OUTSIDER = Ed25519Signer.from_seed(bytes(range(7, 39)))
+UNIT = producer_signer("unit@test")
+HOSTILE_REF = 'q"uote \\ back \x01\x08\t\n\x0c\r\x1f \x7f \u2028 \u00e9 \U0001f600 </script>'
+"""A ref every JSON escape rule applies to: the signature only verifies when both cores write the same statement."""
+
+
+def _v3(record: dict[str, Any], **fields: Any) -> bytes:
+    return codec.encode(codec.ACTIVITY_SUBMISSION_V3, {**signed_submission(record), **fields})
+
+
+def _unsignable(record: dict[str, Any]) -> bytes:
+    obs = [{**o, "size": 2**53} for o in record["observations"]]
+    key_id = producer_signer("unit@test").key_id
+    return codec.encode(
+        codec.ACTIVITY_SUBMISSION_V3,
+        {**record, "observations": obs, "producer_key_id": key_id, "producer_signature": b"\x02" * 200},
+    )
+
+
+PRODUCER_REFUSALS: dict[str, tuple[str, Any]] = {
+    "unsigned-v2": ("SUBMISSION_UNSIGNED", lambda r: codec.encode(codec.ACTIVITY_SUBMISSION_V2, r)),
+    "unsigned-v1": (
+        "SUBMISSION_UNSIGNED",
+        lambda r: codec.encode(codec.ACTIVITY_SUBMISSION, {**r, "observations": [], "evidence_set_hash": evidence_set_hash([])}),
+    ),
+    "key-unknown": ("PRODUCER_KEY_UNKNOWN", lambda r: enc_with(r, OUTSIDER)),
+    "key-id-hostile": ("PRODUCER_KEY_UNKNOWN", lambda r: _v3(r, producer_key_id="k\u00e9y \n" * 100)),
+    "mismatch": ("PRODUCER_MISMATCH", lambda r: enc_with({**r, "producer": {"id": "coder@test", "sdk": "x"}}, UNIT)),
+    "mismatch-non-ascii": (
+        "PRODUCER_MISMATCH",
+        lambda r: enc_with({**r, "producer": {"id": "w\u00f6rker'\"", "sdk": "x"}}, producer_signer("\u4e2d" * 256)),
+    ),
+    "retired": ("PRODUCER_KEY_NOT_VALID", lambda r: _v3({**r, "producer": {"id": "retired@test", "sdk": "x"}})),
+    "not-yet-valid": ("PRODUCER_KEY_NOT_VALID", lambda r: _v3({**r, "producer": {"id": "future@test", "sdk": "x"}})),
+    "signature-zero": ("SUBMISSION_SIGNATURE_INVALID", lambda r: _v3(r, producer_signature=bytes(64))),
+    "signature-short": ("SUBMISSION_SIGNATURE_INVALID", lambda r: _v3(r, producer_signature=b"\x01" * 63)),
+    "signature-empty": ("SUBMISSION_SIGNATURE_INVALID", lambda r: _v3(r, producer_signature=b"")),
+    "signature-huge": ("SUBMISSION_SIGNATURE_INVALID", lambda r: _v3(r, producer_signature=b"\xff" * 5000)),
+    "signature-of-another-stage": (
+        "SUBMISSION_SIGNATURE_INVALID",
+        lambda r: _v3(r, producer_signature=signed_submission({**r, "stage_id": "other"})["producer_signature"]),
+    ),
+    "signature-over-other-sizes": (
+        "SUBMISSION_SIGNATURE_INVALID",
+        lambda r: _v3(
+            r,
+            observations=[{**o, "size": o["size"] + 1} for o in r["observations"]],
+        ),
+    ),
+    "signature-by-another-registered-key": (
+        "SUBMISSION_SIGNATURE_INVALID",
+        lambda r: _v3(r, producer_signature=signed_submission(r, producer_signer("coder@test"))["producer_signature"]),
+    ),
+    "statement-not-canonical": ("SUBMISSION_SIGNATURE_INVALID", _unsignable),
+    "role-not-granted": ("PRODUCER_ROLE_NOT_ALLOWED", lambda r: _v3({**r, "producer": {"id": "scout@test", "sdk": "x"}})),
+    "role-not-granted-non-ascii": (
+        "PRODUCER_ROLE_NOT_ALLOWED",
+        lambda r: _v3({**r, "producer": {"id": "sc\u00f6ut \u2603", "sdk": "x"}}),
+    ),
+    "hostile-ref-verifies-then-refused": (
+        "INVALID_OBSERVATION",
+        lambda r: _v3({**r, "observations": [{**r["observations"][0], "ref": HOSTILE_REF}, *r["observations"][1:]]}),
+    ),
+}
+
+
+def enc_with(record: dict[str, Any], signer: Ed25519Signer) -> bytes:
+    return codec.encode(codec.ACTIVITY_SUBMISSION_V3, signed_submission(record, signer))
+
+
+@pytest.mark.parametrize("name", sorted(PRODUCER_REFUSALS))
+def test_each_producer_refusal_is_byte_identical(name: str) -> None:
+    code, encode = PRODUCER_REFUSALS[name]
+    pair = Pair()
+    pair.feed(enc_sub(stage_id="accepted-0", pages=[b"first"]))
+    outs = pair.feed(encode(sub(stage_id="stage-9")))
+    assert kinds(outs) == [codec.REFUSAL, codec.AUDIT_RECORD_V2]
+    assert codec.decode(outs[0].value).record["code"] == code
+    assert pair.native.fallbacks == 0  # every producer check is native (no fallback), byte for byte
+
+
+CLOSES: dict[str, tuple[str, Any]] = {
+    "unsigned-v1": ("SUBMISSION_UNSIGNED", lambda r: codec.encode(codec.RUN_CLOSE, r)),
+    "key-unknown": ("PRODUCER_KEY_UNKNOWN", lambda r: encode_signed_close(r, OUTSIDER)),
+    "mismatch": ("PRODUCER_MISMATCH", lambda r: encode_signed_close({**r, "producer": {"id": "p@test", "sdk": "x"}}, UNIT)),
+    "retired": ("PRODUCER_KEY_NOT_VALID", lambda r: encode_signed_close({**r, "producer": {"id": "retired@test", "sdk": "x"}})),
+    "signature": (
+        "SUBMISSION_SIGNATURE_INVALID",
+        lambda r: codec.encode(codec.RUN_CLOSE_V2, {**signed_close(r), "occurred_at_ms": r["occurred_at_ms"] + 1}),
+    ),
+    "any-registered-producer-closes": ("", lambda r: encode_signed_close({**r, "producer": {"id": "scout@test", "sdk": "x"}})),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLOSES))
+def test_run_closes_are_checked_alike(name: str) -> None:
+    code, encode = CLOSES[name]
+    pair = Pair()
+    pair.feed(enc_sub(stage_id="s0", pages=[b"zero"]))
+    outs = pair.feed(encode(close_record()))
+    if code:
+        assert kinds(outs) == [codec.REFUSAL, codec.AUDIT_RECORD_V2]
+        assert codec.decode(outs[0].value).record["code"] == code
+        assert not pair.py_state.runs["run-1"].closed
+    else:
+        assert kinds(outs) == [codec.SEAL_RECORD, codec.AUDIT_RECORD_V2, codec.CHECKPOINT_RECORD]
+        seal = codec.decode(codec.decode(outs[0].value).record["payload"])
+        assert seal.schema.name == codec.RUN_SEAL_V2
+        assert seal.record["closed_by"]["producer_id"] == "scout@test"
+    assert pair.native.fallbacks == 0
+
+
+def test_signed_statements_with_every_json_escape_verify_alike() -> None:
+    """Both cores write the statement's canonical JSON byte for byte: a hostile ref, label and reason verify natively."""
+    pair = Pair()
+    record = sub(
+        stage_id="hostile",
+        submission_id='s\u00fcb "\\ \U0001f600',
+        reason_code='ok \u2028 \u00e9 " \\',
+        producer={"id": "w\u00f6rker", "sdk": "x"},
+    )
+    record["observations"][0]["ref"] = HOSTILE_REF.replace("\x01", "").replace("\x08", "").replace("\t", "")
+    record["observations"][0]["ref"] = "".join(ch for ch in HOSTILE_REF if ch >= " " and ch != "\x7f")
+    outs = pair.feed(_v3(record))
+    assert kinds(outs) == [codec.JOURNAL_RECORD, codec.AUDIT_RECORD_V2]
+    entry = codec.decode(codec.decode(outs[0].value).record["payload"])
+    assert entry.schema.name == codec.JOURNAL_ENTRY_V3
+    assert pair.native.fallbacks == 0
+
+
+def _ring_config() -> SchedulerConfig:
+    """Seal and audit keys rotated at ROTATION_TS (input offset 3 of a Pair)."""
+    old_seal, new_seal = Ed25519Signer.from_seed(bytes(range(1, 33))), Ed25519Signer.from_seed(bytes(range(2, 34)))
+    old_audit, new_audit = b"old audit key" * 3, b"new audit key" * 3
+    return dataclasses.replace(
+        make_config(seal_every=2),
+        seal_keys=(SealKey(old_seal, Lifetime(0, ROTATION_TS)), SealKey(new_seal, Lifetime(ROTATION_TS))),
+        audit_keys=(
+            AuditKeyVersion(old_audit, hmac_key_id(old_audit), Lifetime(0, ROTATION_TS)),
+            AuditKeyVersion(new_audit, hmac_key_id(new_audit), Lifetime(ROTATION_TS)),
+        ),
+        signer=new_seal,
+        audit_key=new_audit,
+        audit_key_id=hmac_key_id(new_audit),
+    )
+
+
+ROTATION_TS = BASE_TS + 7 * 3
+
+
+def test_key_rings_pick_the_same_keys_in_both_cores() -> None:
+    config = _ring_config()
+    pair = Pair(config)
+    keys: list[tuple[int, str, str]] = []  # (input offset, stream, key id)
+    for i in range(7):
+        outs = pair.feed(enc_sub(stage_id=f"s{i}", pages=[b"%d" % i]) if i < 6 else enc_close())
+        keys += [(i, o.stream.value, codec.decode(o.value).record["key_id"]) for o in outs if o.stream is not Stream.JOURNAL]
+        keys += [(i, "seal", codec.decode(o.value).record["key_id"]) for o in outs if kinds([o]) == [codec.SEAL_RECORD]]
+    old_audit, new_audit = (k.key_id for k in config.audit_keys)
+    old_seal, new_seal = (k.signer.key_id for k in config.seal_keys)
+    # inputs 0-2 are stamped before the rotation, 3-6 after it
+    assert keys == [
+        (0, "audit", old_audit),
+        (1, "audit", old_audit),
+        (1, "audit", old_audit),
+        (1, "seal", old_seal),
+        (2, "audit", old_audit),
+        (3, "audit", new_audit),
+        (3, "audit", new_audit),
+        (3, "seal", new_seal),
+        (4, "audit", new_audit),
+        (5, "audit", new_audit),
+        (5, "audit", new_audit),
+        (5, "seal", new_seal),
+        (6, "audit", new_audit),
+        (6, "checkpoints", new_seal),
+        (6, "seal", new_seal),
+    ]
+    assert pair.native.fallbacks == 0
+
+
+def test_the_audit_genesis_follows_the_first_inputs_key_alike() -> None:
+    config = _ring_config()
+    late = Pair(config)
+    late.feed(enc_sub(), offset=10)  # after the rotation: the genesis is the new key's
+    first = codec.decode(codec.decode(late.outputs[1].value).record["payload"]).record
+    assert first["prev_mac"] == canonical.audit_genesis(config.audit_keys[1].secret, PARTITION)
+    early = Pair(config)
+    early.feed(enc_sub(), offset=0)
+    first = codec.decode(codec.decode(early.outputs[1].value).record["payload"]).record
+    assert first["prev_mac"] == canonical.audit_genesis(config.audit_keys[0].secret, PARTITION)
+
+
 ACCEPTED: dict[str, dict[str, Any]] = {
     "plain": {},
     "no-observations": {"pages": []},
@@ -662,14 +896,16 @@ def _submission_body(record: dict[str, Any], observations_bytes: bytes) -> bytes
             s(record["terminal_state"]),
             s(record["reason_code"]),
             codec._long(record["occurred_at_ms"]),
+            s(record["producer_key_id"]),
+            b(record["producer_signature"]),
         ]
     )
 
 
 def test_a_negative_block_count_is_left_to_the_reference() -> None:
     """Valid Avro our encoders never write (a block with a byte size): the reference decodes it."""
-    record = sub(stage_id="blocked", pages=[b"a", b"b"])
-    header = codec.default_codec().schema(codec.ACTIVITY_SUBMISSION_V2).header
+    record = signed_submission(sub(stage_id="blocked", pages=[b"a", b"b"]))
+    header = codec.default_codec().schema(codec.ACTIVITY_SUBMISSION_V3).header
     items = b"".join(
         codec._string(o["kind"]) + codec._string(o["ref"]) + codec._string(o["content_hash"]) + codec._long(o["size"])
         for o in record["observations"]
@@ -683,7 +919,7 @@ def test_a_negative_block_count_is_left_to_the_reference() -> None:
     assert pair.native.fallbacks == 1
     # two positive blocks are read natively
     split = codec._long(1) + items[: len(items) // 2] + codec._long(1) + items[len(items) // 2 :] + b"\x00"
-    pair.feed(header + _submission_body({**record, "stage_id": "split"}, split))
+    pair.feed(header + _submission_body(signed_submission({**record, "stage_id": "split"}), split))
     assert pair.native.fallbacks == 1
 
 
@@ -731,6 +967,9 @@ def test_browser_results_go_to_the_reference_and_keep_sessions() -> None:
     pair.feed(enc_close())
 
 
+NAVIGATOR = producer_signer("navigator@test")
+
+
 def cu_action(
     run_id: str,
     session_id: str,
@@ -742,7 +981,7 @@ def cu_action(
     sizes: tuple[int, int] | None = None,
     v1: bool = False,
 ) -> tuple[bytes, str]:
-    """A ComputerUseAction the reference accepts after ``prev_anchor`` (signed by SIGNER, HMAC'd with AUDIT_KEY).
+    """A ComputerUseAction the reference accepts after ``prev_anchor`` (signed by navigator@test's producer key).
 
     A v2 action declaring ``sizes`` (screenshot_size, dom_size; default the real sizes of the
     screenshot and of ``dom <index>``), or with ``v1`` a ComputerUseAction.v1, which declares none
@@ -762,7 +1001,7 @@ def cu_action(
             "content_hash": anchor,
             "parent_hashes": [prev_anchor],
             "worker_id": "navigator@test",
-            "key_id": SIGNER.key_id,
+            "key_id": NAVIGATOR.key_id,
         }
     )
     record: dict[str, Any] = {
@@ -780,8 +1019,8 @@ def cu_action(
         "lineage": {
             "entry": entry,
             "hmac": canonical.lineage_hmac(AUDIT_KEY, entry),
-            "key_id": SIGNER.key_id,
-            "signature": SIGNER.sign(canonical.lineage_signing_input(entry)),
+            "key_id": NAVIGATOR.key_id,
+            "signature": NAVIGATOR.sign(canonical.lineage_signing_input(entry)),
         },
         "occurred_at_ms": 1_700_000_000_500 + index,
     }

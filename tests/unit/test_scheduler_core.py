@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import copy
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from consumers.core.model import InputRecord, OutputRecord, SchedulerConfig, SchedulerState, Stream
+from consumers.core.model import (
+    AuditKeyVersion,
+    InputRecord,
+    Lifetime,
+    OutputRecord,
+    SchedulerConfig,
+    SchedulerState,
+    SealKey,
+    Stream,
+)
 from consumers.core.native import NativeSchedulerCore
 from consumers.core.rebuild import Skipped, StateCorrupted, rebuild_state
 from consumers.core.step import SchedulerCore, _clip, initial_state
@@ -40,6 +49,8 @@ from schemas.canonical import (
     journal_genesis,
     seal_signing_input,
     sha256_digest,
+    submission_signing_input,
+    submission_statement,
 )
 from schemas.records import (
     BROWSER_SESSION_FORMAT,
@@ -52,8 +63,17 @@ from schemas.records import (
 )
 from substrate.keys import Ed25519Signer, verify_signature
 from tests.modality_kit import dataops_submission, research_submission
+from tests.producer_kit import (
+    NAMES,
+    encode_signed_close,
+    encode_signed_submission,
+    producer,
+    producer_signer,
+    registry,
+    signed_close,
+    signed_submission,
+)
 from tests.roles import ROLES
-from tests.submissions import encode_submission
 from tests.unit import fuzz_kit
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,9 +90,31 @@ CE_TYPES = {
 }
 
 
+ROTATION_TS = BASE_TS + 7 * 3
+"""Keys of the rotation tests change hands here (inputs 0-2 before, 3 on after)."""
+RETIRED = producer("retired@test", lifetime=Lifetime(0, BASE_TS))
+"""A producer whose only key was retired (or revoked) before the first input."""
+FUTURE = producer("future@test", lifetime=Lifetime(BASE_TS + 1_000_000))
+"""A producer whose key is not valid yet."""
+SCOUT_ONLY = producer("scout@test", roles=["scout"], agent_kinds=[])
+"""A producer granted one role, and no agent kind besides its role's (research)."""
+UNIT_PRODUCERS = registry(
+    *(name for name in NAMES if name != "unit@test"),
+    # unit@test is also granted a role the manifest does not declare (a stale grant): UNKNOWN_ROLE
+    extra=[producer("unit@test", roles=[*ROLES, "ghost"]), RETIRED, FUTURE, SCOUT_ONLY],
+)
+OUTSIDER = Ed25519Signer.from_seed(bytes(range(7, 39)))
+"""A key registered to no producer."""
+
+
 def make_config(seal_every: int = 1000) -> SchedulerConfig:
     return SchedulerConfig(
-        roles=ROLES, signer=SIGNER, audit_key=AUDIT_KEY, audit_key_id=hmac_key_id(AUDIT_KEY), seal_every=seal_every
+        roles=ROLES,
+        signer=SIGNER,
+        audit_key=AUDIT_KEY,
+        audit_key_id=hmac_key_id(AUDIT_KEY),
+        seal_every=seal_every,
+        producers=UNIT_PRODUCERS,
     )
 
 
@@ -126,11 +168,13 @@ def run_close(run_id: str = "run-1", submission_id: str | None = None) -> dict[s
 
 
 def enc_sub(**kwargs: Any) -> bytes:
-    return encode_submission(submission(**kwargs))
+    """An ActivitySubmission.v3, signed by the test identity of its producer (registered in TEST_PRODUCERS)."""
+    return encode_signed_submission(submission(**kwargs))
 
 
 def enc_close(run_id: str = "run-1") -> bytes:
-    return codec.encode(codec.RUN_CLOSE, run_close(run_id))
+    """A RunClose.v2, signed like a submission."""
+    return encode_signed_close(run_close(run_id))
 
 
 def record(offset: int, value: bytes | None, key: bytes | None = b"run-1") -> InputRecord:
@@ -162,7 +206,7 @@ def decode_out(out: OutputRecord) -> Out:
         return Out(out, "journal-entry", rec, entry)
     if name == codec.SEAL_RECORD:
         assert out.stream is Stream.JOURNAL
-        return Out(out, "seal", rec, codec.decode(rec["payload"], expect=frozenset({codec.RUN_SEAL})).record)
+        return Out(out, "seal", rec, codec.decode(rec["payload"], expect=frozenset({codec.RUN_SEAL_V2})).record)
     if name == codec.REFUSAL:
         assert out.stream is Stream.REFUSALS
         return Out(out, "refusal", rec, None)
@@ -248,10 +292,13 @@ def check_audit(out: Out, *, seq: int, prev_mac: str, offset: int, **fields: Any
 def test_valid_submission_becomes_one_chained_journal_entry_and_one_audit_record() -> None:
     d = Driver()
     sub = submission()
-    value = encode_submission(sub)
+    signed = signed_submission(sub)
+    value = codec.encode(codec.ACTIVITY_SUBMISSION_V3, signed)
     outs = d.feed(value)
     assert [o.what for o in outs] == ["journal-entry", "audit"]
     journal, audit = outs
+    # the producer's key id and signature are journalled (JournalEntry.v3), so the verifier re-checks them
+    assert codec.decode(journal.record["payload"]).schema.name == codec.JOURNAL_ENTRY_V3
 
     payload = journal.record["payload"]
     entry_hash = journal_entry_hash(payload)
@@ -273,6 +320,8 @@ def test_valid_submission_becomes_one_chained_journal_entry_and_one_audit_record
         "reason_code": "ok",
         "input": {"topic": TOPIC, "partition": PARTITION, "offset": 0},
         "occurred_at_ms": 1_700_000_000_123,
+        "producer_key_id": producer_signer("unit@test").key_id,
+        "producer_signature": signed["producer_signature"],
     }
     # the artifact body is never journalled, nor mirrored to the audit topic
     assert sub["artifact"] not in journal.raw.value
@@ -317,9 +366,9 @@ def test_every_role_kind_pair_of_the_manifest_is_accepted() -> None:
     for index, (role, kind) in enumerate(pairs):
         # research and ops results carry their modality's document (schemas/documents/, tests/modality_kit.py)
         if kind == "research":
-            value = encode_submission(research_submission(stage_id=f"s{index}"))
+            value = encode_signed_submission(research_submission(stage_id=f"s{index}"))
         elif kind == "ops":
-            value = encode_submission(dataops_submission(stage_id=f"s{index}"))
+            value = encode_signed_submission(dataops_submission(stage_id=f"s{index}"))
         else:
             value = enc_sub(stage_id=f"s{index}", role=role, kind=kind, pages=[f"p{index}".encode()])
         outs = d.feed(value)
@@ -353,8 +402,9 @@ TAMPERED = b'{"report":"three pages"}'
 BAD_DIGEST = "sha256:" + "AB" * 32
 OTHER_EVIDENCE = evidence_set_hash([sha256_digest(b"something else")])
 MANY_OBSERVATIONS = [
-    {"kind": "page", "ref": f"r{i}", "content_hash": sha256_digest(b"%d" % i)} for i in range(MAX_OBSERVATIONS + 1)
+    {"kind": "page", "ref": f"r{i}", "content_hash": sha256_digest(b"%d" % i), "size": 1} for i in range(MAX_OBSERVATIONS + 1)
 ]
+MANY_DIGESTS = [sha256_digest(b"%d" % i) for i in range(MAX_OBSERVATIONS + 1)]
 
 
 @dataclass(frozen=True)
@@ -366,9 +416,107 @@ class Rule:
     field: str
     declared: str
     recomputed: str = ""
+    encode: Callable[[dict[str, Any]], bytes] = encode_signed_submission
+    """How the mutated record is published (default: ActivitySubmission.v3 signed as its producer.id)."""
 
+
+def _v3_with(record: dict[str, Any], **fields: Any) -> bytes:
+    """``record`` signed as its producer, then ``fields`` replaced (a forged or broken signature)."""
+    return codec.encode(codec.ACTIVITY_SUBMISSION_V3, {**signed_submission(record), **fields})
+
+
+def _v3_unsignable(record: dict[str, Any]) -> bytes:
+    """An ActivitySubmission.v3 whose statement has no canonical JSON form (a size beyond 2**53 - 1)."""
+    return codec.encode(
+        codec.ACTIVITY_SUBMISSION_V3,
+        {**record, "producer_key_id": producer_signer("unit@test").key_id, "producer_signature": b"\x01" * 64},
+    )
+
+
+def _signing_digest(record: dict[str, Any]) -> str:
+    """sha256 of the bytes unit@test's key signs for ``record``."""
+    return sha256_digest(submission_signing_input(submission_statement(record, producer_signer("unit@test").key_id)))
+
+
+_UNSIGNABLE_OBSERVATIONS = [{**VALID["observations"][0], "size": 2**53}, VALID["observations"][1]]
 
 RULES: dict[str, Rule] = {
+    # producer identity (docs/security.md), after the envelope and before every other rule
+    "unsigned-v2": Rule(
+        RefusalCode.SUBMISSION_UNSIGNED,
+        {},
+        "producer_signature",
+        codec.ACTIVITY_SUBMISSION_V2,
+        codec.ACTIVITY_SUBMISSION_V3,
+        encode=lambda r: codec.encode(codec.ACTIVITY_SUBMISSION_V2, r),
+    ),
+    "unsigned-v1": Rule(
+        RefusalCode.SUBMISSION_UNSIGNED,
+        {"observations": [], "evidence_set_hash": evidence_set_hash([])},
+        "producer_signature",
+        codec.ACTIVITY_SUBMISSION,
+        codec.ACTIVITY_SUBMISSION_V3,
+        encode=lambda r: codec.encode(codec.ACTIVITY_SUBMISSION, r),
+    ),
+    "producer-key-unknown": Rule(
+        RefusalCode.PRODUCER_KEY_UNKNOWN,
+        {},
+        "producer_key_id",
+        OUTSIDER.key_id,
+        encode=lambda r: encode_signed_submission(r, OUTSIDER),
+    ),
+    "producer-mismatch": Rule(
+        RefusalCode.PRODUCER_MISMATCH,
+        {"producer": {"id": "coder@test", "sdk": "x"}},
+        "producer.id",
+        "coder@test",
+        "unit@test",
+        encode=lambda r: encode_signed_submission(r, producer_signer("unit@test")),
+    ),
+    "producer-key-retired": Rule(
+        RefusalCode.PRODUCER_KEY_NOT_VALID,
+        {"producer": {"id": "retired@test", "sdk": "x"}},
+        "producer_key_id",
+        str(BASE_TS + 7),
+        f"[0, {BASE_TS})",
+    ),
+    "producer-key-not-yet-valid": Rule(
+        RefusalCode.PRODUCER_KEY_NOT_VALID,
+        {"producer": {"id": "future@test", "sdk": "x"}},
+        "producer_key_id",
+        str(BASE_TS + 7),
+        f"[{BASE_TS + 1_000_000}, )",
+    ),
+    "signature-invalid": Rule(
+        RefusalCode.SUBMISSION_SIGNATURE_INVALID,
+        {},
+        "producer_signature",
+        "00" * 64,
+        _signing_digest({**VALID, "stage_id": "stage-9", "submission_id": "sub-run-1-stage-9"}),
+        encode=lambda r: _v3_with(r, producer_signature=bytes(64)),
+    ),
+    "signature-over-another-stage": Rule(
+        RefusalCode.SUBMISSION_SIGNATURE_INVALID,
+        {},
+        "producer_signature",
+        signed_submission({**VALID, "stage_id": "stage-8", "submission_id": "sub-run-1-stage-9"})["producer_signature"].hex(),
+        _signing_digest({**VALID, "stage_id": "stage-9", "submission_id": "sub-run-1-stage-9"}),
+        encode=lambda r: _v3_with(r, producer_signature=signed_submission({**r, "stage_id": "stage-8"})["producer_signature"]),
+    ),
+    "statement-not-canonical": Rule(
+        RefusalCode.SUBMISSION_SIGNATURE_INVALID,
+        {"observations": _UNSIGNABLE_OBSERVATIONS},
+        "producer_signature",
+        "01" * 64,
+        encode=_v3_unsignable,
+    ),
+    "producer-role-not-allowed": Rule(
+        RefusalCode.PRODUCER_ROLE_NOT_ALLOWED,
+        {"producer": {"id": "scout@test", "sdk": "x"}},
+        "role",
+        "developer",
+        "scout",
+    ),
     "invalid-run-id": Rule(RefusalCode.INVALID_RUN_ID, {"run_id": "-run"}, "run_id", "-run"),
     "empty-run-id": Rule(RefusalCode.INVALID_RUN_ID, {"run_id": ""}, "run_id", ""),
     "invalid-stage-id": Rule(RefusalCode.INVALID_STAGE_ID, {"stage_id": "stage 1"}, "stage_id", "stage 1"),
@@ -434,7 +582,7 @@ RULES: dict[str, Rule] = {
     ),
     "too-many-observations": Rule(
         RefusalCode.TOO_MANY_OBSERVATIONS,
-        {"observations": MANY_OBSERVATIONS, "evidence_set_hash": evidence_set_hash(o["content_hash"] for o in MANY_OBSERVATIONS)},
+        {"observations": MANY_OBSERVATIONS, "evidence_set_hash": evidence_set_hash(MANY_DIGESTS)},
         "observations",
         str(MAX_OBSERVATIONS + 1),
         str(MAX_OBSERVATIONS),
@@ -491,7 +639,7 @@ def test_each_refusal_rule_produces_the_exact_refusal_record_and_changes_no_run_
     d.feed(enc_sub(stage_id="accepted-0", pages=[b"first"]))
     before = copy.deepcopy(d.state)
     bad = {**submission(stage_id="stage-9"), **rule.changes}
-    outs = d.feed(encode_submission(bad), key=bad["run_id"].encode())
+    outs = d.feed(rule.encode(bad), key=bad["run_id"].encode())
     assert [o.what for o in outs] == ["refusal", "audit"]
     refusal, audit = outs
 
@@ -578,7 +726,7 @@ def test_every_activity_refusal_code_has_a_rule_here() -> None:
 
 def test_run_close_with_an_invalid_run_id_is_refused() -> None:
     d = Driver()
-    outs = d.feed(codec.encode(codec.RUN_CLOSE, run_close("bad id")), key=b"k" * 100_000)
+    outs = d.feed(encode_signed_close(run_close("bad id")), key=b"k" * 100_000)
     assert [o.what for o in outs] == ["refusal", "audit"]
     refusal = outs[0].record
     assert (refusal["code"], refusal["field"], refusal["declared"], refusal["run_id"]) == (
@@ -711,13 +859,13 @@ def test_rule_order_first_failure_wins() -> None:
     """A submission breaking several rules is refused for the first in the documented order."""
     d = Driver()
     bad = {**submission(), "kind": "poetry", "terminal_state": "exploded", "reason_code": "", "artifact": b"changed"}
-    assert d.feed(encode_submission(bad))[0].record["code"] == "UNKNOWN_KIND"
+    assert d.feed(encode_signed_submission(bad))[0].record["code"] == "UNKNOWN_KIND"
     bad = {**submission(), "terminal_state": "exploded", "reason_code": "", "artifact": b"changed"}
-    assert d.feed(encode_submission(bad))[0].record["code"] == "UNKNOWN_TERMINAL_STATE"
+    assert d.feed(encode_signed_submission(bad))[0].record["code"] == "UNKNOWN_TERMINAL_STATE"
     bad = {**submission(), "reason_code": "", "artifact": b"changed"}
-    assert d.feed(encode_submission(bad))[0].record["code"] == "EMPTY_REASON_CODE"
+    assert d.feed(encode_signed_submission(bad))[0].record["code"] == "EMPTY_REASON_CODE"
     bad = {**submission(), "artifact": b"changed", "evidence_set_hash": OTHER_EVIDENCE}
-    assert d.feed(encode_submission(bad))[0].record["code"] == "ARTIFACT_HASH_MISMATCH"
+    assert d.feed(encode_signed_submission(bad))[0].record["code"] == "ARTIFACT_HASH_MISMATCH"
 
 
 # ---------------------------------------------------------------------------
@@ -823,7 +971,16 @@ def test_dead_letter_with_a_null_key_keeps_it_null() -> None:
 
 
 def _check_seal(
-    out: Out, *, run_id: str, entry_count: int, head: str, offset: int, final: bool, audit_seq: int, audit_head: str
+    out: Out,
+    *,
+    run_id: str,
+    entry_count: int,
+    head: str,
+    offset: int,
+    final: bool,
+    audit_seq: int,
+    audit_head: str,
+    closed_by: dict[str, Any] | None = None,
 ) -> None:
     assert out.what == "seal"
     assert out.record["key_id"] == SIGNER.key_id
@@ -838,6 +995,7 @@ def _check_seal(
         "audit_seq": audit_seq,
         "audit_head": audit_head,
         "sealed_at_ms": BASE_TS + 7 * offset,
+        "closed_by": closed_by,
     }
     assert out.raw.key == run_id.encode()
     assert out.raw.timestamp_ms == BASE_TS + 7 * offset
@@ -884,8 +1042,24 @@ def test_periodic_seal_every_n_entries_per_run_and_final_seal_on_close() -> None
     audit_seq, audit_head = d.state.audit_seq, d.state.audit_head
     outs = d.feed(enc_close("run-a"), key=b"run-a")
     assert [o.what for o in outs] == ["seal", "audit", "checkpoint"]
+    close = signed_close(run_close("run-a"))
     _check_seal(
-        outs[0], run_id="run-a", entry_count=7, head=head, offset=offset, final=True, audit_seq=audit_seq, audit_head=audit_head
+        outs[0],
+        run_id="run-a",
+        entry_count=7,
+        head=head,
+        offset=offset,
+        final=True,
+        audit_seq=audit_seq,
+        audit_head=audit_head,
+        # the final seal of a signed RunClose.v2 keeps who closed the run, with the proof (RunSeal.v2)
+        closed_by={
+            "submission_id": "close-run-a",
+            "producer_id": "unit@test",
+            "occurred_at_ms": 1_700_000_000_999,
+            "key_id": producer_signer("unit@test").key_id,
+            "signature": close["producer_signature"],
+        },
     )
     assert outs[1].inner is not None and outs[1].inner["reason_code"] == "final" and outs[1].inner["seq"] == audit_seq
     assert d.state.runs["run-a"].closed and d.state.runs["run-a"].sealed_count == 7
@@ -905,6 +1079,13 @@ def test_closing_an_unknown_run_seals_an_empty_chain() -> None:
         final=True,
         audit_seq=0,
         audit_head=audit_genesis(AUDIT_KEY, PARTITION),
+        closed_by={
+            "submission_id": "close-never-started",
+            "producer_id": "unit@test",
+            "occurred_at_ms": 1_700_000_000_999,
+            "key_id": producer_signer("unit@test").key_id,
+            "signature": signed_close(run_close("never-started"))["producer_signature"],
+        },
     )
     assert d.state.runs["never-started"].closed
 
@@ -1028,6 +1209,7 @@ def test_same_inputs_give_byte_identical_outputs() -> None:
         audit_key=bytes(AUDIT_KEY),
         audit_key_id=hmac_key_id(AUDIT_KEY),
         seal_every=4,
+        producers=UNIT_PRODUCERS,
     )
     second.core = SchedulerCore(second.config)
     second.state = initial_state(second.config, PARTITION)
@@ -1046,7 +1228,12 @@ def test_outputs_depend_on_the_keys_and_the_partition() -> None:
     base = run_all(inputs)
     other = Driver(seal_every=4)
     other.config = SchedulerConfig(
-        roles=ROLES, signer=SIGNER, audit_key=b"another audit key!", audit_key_id=hmac_key_id(b"another audit key!"), seal_every=4
+        roles=ROLES,
+        signer=SIGNER,
+        audit_key=b"another audit key!",
+        audit_key_id=hmac_key_id(b"another audit key!"),
+        seal_every=4,
+        producers=UNIT_PRODUCERS,
     )
     other.core = SchedulerCore(other.config)
     other.state = initial_state(other.config, PARTITION)
@@ -1174,10 +1361,15 @@ def test_an_output_over_max_output_bytes_is_replaced_by_a_dead_letter_by_digest_
     limit = 64 * 1024
     d = Driver()
     d.config = SchedulerConfig(
-        roles=ROLES, signer=SIGNER, audit_key=AUDIT_KEY, audit_key_id=hmac_key_id(AUDIT_KEY), max_output_bytes=limit
+        roles=ROLES,
+        signer=SIGNER,
+        audit_key=AUDIT_KEY,
+        audit_key_id=hmac_key_id(AUDIT_KEY),
+        max_output_bytes=limit,
+        producers=UNIT_PRODUCERS,
     )
     d.core = SchedulerCore(d.config)
-    value = encode_submission(_big_submission(20))
+    value = encode_signed_submission(_big_submission(20))
     assert len(value) > limit
     outs = d.feed(value)
     assert [o.what for o in outs] == ["deadletter", "audit"]
@@ -1204,7 +1396,7 @@ def test_an_output_over_max_output_bytes_is_replaced_by_a_dead_letter_by_digest_
             <= limit
         )
     # the records behind it are journalled
-    outs = d.feed(encode_submission(_big_submission(14)))
+    outs = d.feed(encode_signed_submission(_big_submission(14)))
     assert [o.what for o in outs] == ["journal-entry", "audit"]
     assert outs[0].inner is not None and outs[0].inner["seq"] == 0
     assert d.rebuilt() == d.state
@@ -1272,8 +1464,25 @@ def test_a_deeply_nested_browser_artifact_is_refused_with_a_typed_code() -> None
     assert outs[0].record["code"] == "BROWSER_SESSION_MISMATCH"
 
 
-def _cu_action(*, entry_suffix: bytes = b"", index: int = 0) -> bytes:
-    """A ComputerUseAction the core accepts (with ``entry_suffix`` spliced into its lineage entry before the last brace)."""
+NAVIGATOR = producer_signer("navigator@test")
+"""The browser worker's producer key (registered in TEST_PRODUCERS): its lineage signature is the producer's."""
+
+
+def _cu_action(
+    *,
+    entry_suffix: bytes = b"",
+    index: int = 0,
+    signer: Ed25519Signer = NAVIGATOR,
+    worker: str = "navigator@test",
+    hmac_key: bytes = AUDIT_KEY,
+    hmac: str | None = None,
+    hmac_key_id: str | None = None,
+) -> bytes:
+    """A ComputerUseAction the core accepts (with ``entry_suffix`` spliced into its lineage entry before the last brace).
+
+    ``signer`` signs the lineage entry as ``worker`` (producer.id); the envelope is HMAC'd with
+    ``hmac_key`` unless ``hmac`` gives it.
+    """
     from schemas import canonical
 
     prev = computer_use_genesis("run-1", "browser-0")
@@ -1287,8 +1496,9 @@ def _cu_action(*, entry_suffix: bytes = b"", index: int = 0) -> bytes:
             "action_index": index,
             "content_hash": anchor,
             "parent_hashes": [prev],
-            "worker_id": "navigator@test",
-            "key_id": SIGNER.key_id,
+            "worker_id": worker,
+            "key_id": signer.key_id,
+            **({} if hmac_key_id is None else {"hmac_key_id": hmac_key_id}),
         }
     )
     if entry_suffix:
@@ -1302,7 +1512,7 @@ def _cu_action(*, entry_suffix: bytes = b"", index: int = 0) -> bytes:
             "run_id": "run-1",
             "session_id": "browser-0",
             "action_index": index,
-            "producer": {"id": "navigator@test", "sdk": "unit"},
+            "producer": {"id": worker, "sdk": "unit"},
             "prev_anchor": prev,
             "screenshot_hash": sha256_digest(b"shot"),
             "dom_digest": sha256_digest(b"dom"),
@@ -1311,9 +1521,9 @@ def _cu_action(*, entry_suffix: bytes = b"", index: int = 0) -> bytes:
             "anchor": anchor,
             "lineage": {
                 "entry": entry,
-                "hmac": canonical.lineage_hmac(AUDIT_KEY, entry),
-                "key_id": SIGNER.key_id,
-                "signature": SIGNER.sign(canonical.lineage_signing_input(entry)),
+                "hmac": hmac if hmac is not None else canonical.lineage_hmac(hmac_key, entry),
+                "key_id": signer.key_id,
+                "signature": signer.sign(canonical.lineage_signing_input(entry)),
             },
             "occurred_at_ms": 1_700_000_000_500,
         },
@@ -1341,6 +1551,187 @@ def test_lineage_entries_are_bounded_in_size_and_depth() -> None:
     assert d.state.runs["run-1"].submissions == {"action-0": "browser-0"}
     assert d.feed(_cu_action())[0].record["code"] == "DUPLICATE_SUBMISSION"
     assert d.rebuilt() == d.state
+
+
+LINEAGE_KEY = b"navigator's own lineage key".ljust(32, b".")
+"""A producer-held lineage envelope key: the scheduler does not hold it, so it checks only the envelope's form."""
+LINEAGE_CASES: dict[str, tuple[dict[str, Any], tuple[str, str, str, str] | None]] = {
+    "registered-key": ({}, None),
+    "own-lineage-key": (
+        {"hmac_key_id": hmac_key_id(LINEAGE_KEY), "hmac_key": LINEAGE_KEY},
+        None,
+    ),
+    "own-lineage-key-malformed-envelope": (
+        {"hmac_key_id": hmac_key_id(LINEAGE_KEY), "hmac": "hmac-sha256:" + "AB" * 32},
+        ("LINEAGE_HMAC_INVALID", "lineage.hmac", "hmac-sha256:" + "AB" * 32, ""),
+    ),
+    "legacy-audit-key-envelope": ({"hmac_key_id": hmac_key_id(AUDIT_KEY)}, None),
+    "legacy-audit-key-envelope-wrong": (
+        {"hmac_key_id": hmac_key_id(AUDIT_KEY), "hmac_key": LINEAGE_KEY},
+        ("LINEAGE_HMAC_INVALID", "lineage.hmac", "<mac>", ""),
+    ),
+    "the-scheduler-seal-key-is-no-producer-key": (
+        {"signer": SIGNER},
+        ("LINEAGE_KEY_NOT_PINNED", "lineage.key_id", SIGNER.key_id, ""),
+    ),
+    "unknown-key": ({"signer": OUTSIDER}, ("LINEAGE_KEY_NOT_PINNED", "lineage.key_id", OUTSIDER.key_id, "")),
+    "another-producers-key": (
+        {"signer": producer_signer("coder@test")},
+        ("PRODUCER_MISMATCH", "producer.id", "navigator@test", "coder@test"),
+    ),
+    "retired-key": (
+        {"signer": producer_signer("retired@test"), "worker": "retired@test"},
+        ("PRODUCER_KEY_NOT_VALID", "lineage.key_id", str(BASE_TS), f"[0, {BASE_TS})"),
+    ),
+    "not-granted-browser": (
+        {"signer": producer_signer("scout@test"), "worker": "scout@test"},
+        ("PRODUCER_ROLE_NOT_ALLOWED", "kind", "browser", "research"),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LINEAGE_CASES))
+def test_a_computer_use_action_is_signed_by_a_registered_producer_key(name: str) -> None:
+    """The lineage signature is the producer's: registered key, its own producer, valid now, granted browser."""
+    changes, expected = LINEAGE_CASES[name]
+    d = Driver()
+    value = _cu_action(**changes)
+    outs = d.feed(value)
+    if expected is None:
+        assert [o.what for o in outs] == ["journal-entry", "audit"]
+        return
+    code, field, declared, recomputed = expected
+    fields = _refusal_fields(outs[0])
+    lineage_hmac_value = codec.decode(value).record["lineage"]["hmac"]
+    assert (fields["code"], fields["field"], fields["declared"], fields["recomputed"]) == (
+        code,
+        field,
+        lineage_hmac_value if declared == "<mac>" else declared,
+        recomputed,
+    )
+    assert d.state.runs == {}
+
+
+def test_run_closes_are_signed_like_submissions() -> None:
+    d = Driver()
+    d.feed(enc_sub(stage_id="s0", pages=[b"zero"]))
+    unsigned = d.feed(codec.encode(codec.RUN_CLOSE, run_close()))
+    assert (
+        _refusal_fields(unsigned[0])["code"],
+        unsigned[0].record["field"],
+        unsigned[0].record["declared"],
+        unsigned[0].record["recomputed"],
+    ) == ("SUBMISSION_UNSIGNED", "producer_signature", codec.RUN_CLOSE, codec.RUN_CLOSE_V2)
+    forged = d.feed(codec.encode(codec.RUN_CLOSE_V2, {**signed_close(run_close()), "run_id": "run-1", "occurred_at_ms": 5}))
+    assert (forged[0].record["code"], forged[0].record["field"]) == ("SUBMISSION_SIGNATURE_INVALID", "producer_signature")
+    outsider = d.feed(encode_signed_close(run_close(), OUTSIDER))
+    assert (outsider[0].record["code"], outsider[0].record["declared"]) == ("PRODUCER_KEY_UNKNOWN", OUTSIDER.key_id)
+    assert not d.state.runs["run-1"].closed
+    outs = d.feed(enc_close())
+    assert [o.what for o in outs] == ["seal", "audit", "checkpoint"]
+    assert outs[0].inner["closed_by"]["key_id"] == producer_signer("unit@test").key_id
+    closed = d.state.run("run-1")
+    assert closed is not None and closed.closed
+    assert d.rebuilt() == d.state
+
+
+# ---------------------------------------------------------------------------
+# key rotation: the key of each output follows its input's timestamp
+# ---------------------------------------------------------------------------
+
+OLD_SEAL, NEW_SEAL = Ed25519Signer.from_seed(bytes(range(1, 33))), Ed25519Signer.from_seed(bytes(range(2, 34)))
+OLD_AUDIT, NEW_AUDIT = b"old audit key".ljust(32, b"-"), b"new audit key".ljust(32, b"-")
+
+
+def rotated_config(seal_every: int = 2) -> SchedulerConfig:
+    """Seal and audit keys rotated at ROTATION_TS (inputs 0-2 are stamped before it, 3 on after it)."""
+    return dataclasses.replace(
+        make_config(seal_every),
+        signer=NEW_SEAL,
+        audit_key=NEW_AUDIT,
+        audit_key_id=hmac_key_id(NEW_AUDIT),
+        seal_keys=(SealKey(OLD_SEAL, Lifetime(0, ROTATION_TS)), SealKey(NEW_SEAL, Lifetime(ROTATION_TS))),
+        audit_keys=(
+            AuditKeyVersion(OLD_AUDIT, hmac_key_id(OLD_AUDIT), Lifetime(0, ROTATION_TS)),
+            AuditKeyVersion(NEW_AUDIT, hmac_key_id(NEW_AUDIT), Lifetime(ROTATION_TS)),
+        ),
+    )
+
+
+def _rotated_driver() -> Driver:
+    d = Driver(seal_every=2)
+    d.config = rotated_config()
+    d.core = SchedulerCore(d.config)
+    d.state = initial_state(d.config, PARTITION)
+    return d
+
+
+def test_outputs_are_signed_and_maced_with_the_key_valid_at_their_inputs_timestamp() -> None:
+    d = _rotated_driver()
+    seen: list[tuple[int, str, str]] = []
+    for i in range(6):
+        for out in d.feed(enc_sub(stage_id=f"s{i}", pages=[b"%d" % i]) if i < 5 else enc_close()):
+            if out.what in ("audit", "seal", "checkpoint"):
+                seen.append((i, out.what, out.record["key_id"]))
+                if out.what == "audit":
+                    secret = OLD_AUDIT if i < 3 else NEW_AUDIT
+                    assert out.record["mac"] == audit_record_mac(secret, out.record["key_id"], out.record["payload"])
+                else:
+                    signer = OLD_SEAL if i < 3 else NEW_SEAL
+                    signing = seal_signing_input if out.what == "seal" else checkpoint_signing_input
+                    assert verify_signature(signer.public_key_raw, out.record["signature"], signing(out.record["payload"]))
+    old_a, new_a = hmac_key_id(OLD_AUDIT), hmac_key_id(NEW_AUDIT)
+    assert seen == [
+        (0, "audit", old_a),
+        (1, "audit", old_a),
+        (1, "seal", OLD_SEAL.key_id),
+        (1, "audit", old_a),
+        (2, "audit", old_a),
+        (3, "audit", new_a),
+        (3, "seal", NEW_SEAL.key_id),
+        (3, "audit", new_a),
+        (4, "audit", new_a),
+        (5, "seal", NEW_SEAL.key_id),
+        (5, "audit", new_a),
+        (5, "checkpoint", NEW_SEAL.key_id),
+    ]
+    # the chain runs on across the rotation: the first record under the new key follows the last under the old
+    audits = [decode_out(o) for o in d.outputs if o.stream is Stream.AUDIT]
+    assert audits[0].inner["prev_mac"] == audit_genesis(OLD_AUDIT, PARTITION)
+    assert all(b.inner["prev_mac"] == a.record["mac"] for a, b in zip(audits, audits[1:], strict=False))
+    # a replay picks the same keys: byte-identical outputs
+    again = _rotated_driver()
+    for i in range(6):
+        again.feed(enc_sub(stage_id=f"s{i}", pages=[b"%d" % i]) if i < 5 else enc_close())
+    assert again.outputs == d.outputs
+
+
+def test_a_partitions_audit_genesis_uses_the_key_of_its_first_audit_record() -> None:
+    d = _rotated_driver()
+    d.offset = 5  # the partition's first input is stamped after the rotation
+    outs = d.feed(enc_sub())
+    assert outs[1].record["key_id"] == hmac_key_id(NEW_AUDIT)
+    assert outs[1].inner["prev_mac"] == audit_genesis(NEW_AUDIT, PARTITION)
+    assert d.rebuilt() == d.state
+
+
+def test_the_scheduler_restarts_across_a_rotation() -> None:
+    """Rebuild checks records MACed and signed before the rotation under the retired keys of the ring."""
+    d = _rotated_driver()
+    for i in range(6):
+        d.feed(enc_sub(stage_id=f"s{i}", pages=[b"%d" % i]) if i < 5 else enc_close())
+    assert d.state.checkpoint_seq == 1
+    assert d.rebuilt() == d.state
+    # a scheduler that lost the retired keys cannot vouch for the records they MACed
+    newest_only = dataclasses.replace(d.config, seal_keys=(d.config.seal_keys[1],), audit_keys=(d.config.audit_keys[1],))
+    with pytest.raises(StateCorrupted, match=r"none of the \d+ audit records verifies"):
+        rebuild_state(newest_only, PARTITION, d.journal_values(), d.audit_values(), checkpoint_values=d.checkpoint_values())
+    # the restarted scheduler goes on with the new keys, byte for byte what the live one writes
+    live = copy.deepcopy(d.state)
+    restarted = d.rebuilt()
+    value = enc_sub(stage_id="after-restart", pages=[b"r"])
+    rec = record(d.offset, value)
+    assert d.core.step(restarted, rec)[1] == d.core.step(live, rec)[1]
 
 
 def test_a_browser_stage_document_with_a_huge_head_anchor_is_refused_with_a_bounded_message() -> None:
@@ -1540,7 +1931,7 @@ def test_garbage_and_forgeries_after_the_audit_and_checkpoint_chains_are_named_a
 _values = fuzz_kit.record_values(
     fuzz_kit.seed_values(enc_sub, enc_close),
     key_id=SIGNER.key_id,
-    close=lambda run_id: codec.encode(codec.RUN_CLOSE, run_close(run_id)),
+    close=lambda run_id: encode_signed_close(run_close(run_id)),
 )
 
 
