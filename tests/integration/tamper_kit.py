@@ -30,7 +30,7 @@ from schemas.canonical import content_hash, journal_entry_hash, seal_signing_inp
 from substrate.keys import Ed25519Signer, InstallKeys, ProducerKeys, TrustedKeys, init_keys
 from tests.conftest import bernstein_env
 from tests.prefixes import fresh_prefix
-from tests.producer_kit import producer_trust
+from tests.producer_kit import TEST_PRODUCERS, encode_signed_close, encode_signed_submission, producer_trust, registry
 from tests.producer_setup import identity
 
 REPO = Path(__file__).resolve().parents[2]
@@ -179,6 +179,7 @@ def build_realistic_run(services: Any, workdir: Path) -> RealisticRun:
             audit_key=keys.audit.secret,
             audit_key_id=keys.audit.key_id,
             seal_every=SEAL_EVERY,
+            producers=TEST_PRODUCERS,
         )
     )
     shell = SchedulerShell(bootstrap=services.bootstrap, topics=topics, partition=0, core=core, progress=None)
@@ -519,6 +520,10 @@ class DumpView:
 # ---------------------------------------------------------------------------
 
 
+SYNTHETIC_PRODUCER = "synthetic@bench"
+"""Signs the synthetic run's submissions (a test identity: ``tests.producer_kit``)."""
+
+
 def synthetic_dump(root: Path, entries: int, *, run_id: str = "run-big", seal_every: int = 1000) -> TrustedKeys:
     """A dump of one run with ``entries`` accepted coding stages, as the real scheduler core writes it.
 
@@ -533,11 +538,15 @@ def synthetic_dump(root: Path, entries: int, *, run_id: str = "run-big", seal_ev
     signer = Ed25519Signer.from_seed(hashlib.sha256(b"synthetic-signer").digest())
     secret = hashlib.sha256(b"synthetic-audit").digest()
     config = SchedulerConfig(
-        roles={"developer": "coding"}, signer=signer, audit_key=secret, audit_key_id=hmac_key_id(secret), seal_every=seal_every
+        roles={"developer": "coding"},
+        signer=signer,
+        audit_key=secret,
+        audit_key_id=hmac_key_id(secret),
+        seal_every=seal_every,
+        producers=registry(SYNTHETIC_PRODUCER),
     )
     core = SchedulerCore(config)
     state = initial_state(config, 0)
-    c = codec.default_codec()
     prefix = "synthetic"
     streams = ("journal", "refusals", "audit", "deadletter", "checkpoints")
     topic_names = {
@@ -551,7 +560,7 @@ def synthetic_dump(root: Path, entries: int, *, run_id: str = "run-big", seal_ev
         (root / "topics" / stream).mkdir(parents=True, exist_ok=True)
     handles = {stream: (root / "topics" / stream / "0.jsonl").open("wb") for stream in streams}
     offsets = dict.fromkeys(streams, 0)
-    producer = {"id": "synthetic@bench", "sdk": "bernstein-python/0.1.0"}
+    producer = {"id": SYNTHETIC_PRODUCER, "sdk": "bernstein-python/0.1.0"}
     try:
         for i in range(entries + 1):
             if i < entries:
@@ -565,8 +574,7 @@ def synthetic_dump(root: Path, entries: int, *, run_id: str = "run-big", seal_ev
                     }
                     for j in range(3)
                 ]
-                value = c.encode(
-                    codec.ACTIVITY_SUBMISSION_V2,
+                value = encode_signed_submission(
                     {
                         "submission_id": f"sub-{i}",
                         "run_id": run_id,
@@ -581,12 +589,11 @@ def synthetic_dump(root: Path, entries: int, *, run_id: str = "run-big", seal_ev
                         "terminal_state": "completed",
                         "reason_code": "ok",
                         "occurred_at_ms": 1_700_000_000_000 + i,
-                    },
+                    }
                 )
             else:
-                value = c.encode(
-                    codec.RUN_CLOSE,
-                    {"submission_id": "close", "run_id": run_id, "producer": producer, "occurred_at_ms": 1_700_000_000_000 + i},
+                value = encode_signed_close(
+                    {"submission_id": "close", "run_id": run_id, "producer": producer, "occurred_at_ms": 1_700_000_000_000 + i}
                 )
             record = InputRecord(
                 topic=f"{prefix}.activity.submissions",
@@ -610,7 +617,8 @@ def synthetic_dump(root: Path, entries: int, *, run_id: str = "run-big", seal_ev
     (root / "manifest.json").write_text(json.dumps({"format": DUMP_FORMAT, "runs": [run_id]}) + "\n", encoding="utf-8")
     if offsets["journal"] != entries + entries // seal_every + 1:
         raise AssertionError(f"synthetic run has {offsets['journal']} journal records (refusals: {offsets['refusals']})")
-    return TrustedKeys(ed25519={signer.key_id: signer.public_key_raw}, hmac={config.audit_key_id: secret})
+    pinned = TrustedKeys(ed25519={signer.key_id: signer.public_key_raw}, hmac={config.audit_key_id: secret})
+    return pinned.merged(producer_trust(producer["id"]))
 
 
 def evidence_set_hash_of(hashes: Any) -> str:

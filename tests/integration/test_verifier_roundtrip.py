@@ -21,6 +21,7 @@ import pytest
 from substrate.config import Topics
 from tests.integration import pipeline_kit as pk
 from tests.integration import tamper_kit as kit
+from tests.producer_kit import producer_signer
 
 pytestmark = pytest.mark.integration
 
@@ -37,9 +38,27 @@ def expected_report(run: kit.RealisticRun, view: kit.DumpView) -> list[str]:
         f"  OK seal (final seal covers 6 entries, 3 seals signed by pinned key {run.keys.signer.key_id})",
         f"  OK audit ({audit_records} records on the partition, MACs verified with pinned key {run.keys.audit.key_id}; "
         f"{main_crossings} of this run agree with the journal, 1 refusal; {view.checkpoint_words()})",
+        producers_line(run, view),
         *[f"  OK {stage} [coding] (evidence reattached)" for stage in kit.MAIN_STAGES],
         VERIFIED,
     ]
+
+
+def producers_line(run: kit.RealisticRun, view: kit.DumpView, run_id: str = kit.MAIN_RUN) -> str:
+    """The producers line: every entry and the run close signed by the suite's producer, and which keys signed what."""
+    entries = [j for j in view.journal if j.run_id == run_id and j.kind == "entry"]
+    closes = [s.record["closed_by"] for s in view.seals(run_id) if s.record.get("closed_by")]
+    signers = sorted(
+        {(j.record["producer_key_id"], j.record["producer_id"]) for j in entries}
+        | {(c["key_id"], c["producer_id"]) for c in closes}
+    )
+    signed = len(entries) + len(closes)
+    checkpoint = run.keys.signer.key_id if view.checkpoints() else "none"
+    return (
+        f"  OK producers ({signed} producer signature{'s' if signed != 1 else ''} verified with pinned producer keys; keys: "
+        f"seal {run.keys.signer.key_id}; checkpoint {checkpoint}; audit {run.keys.audit.key_id}; "
+        f"producer {', '.join(f'{key_id} ({name})' for key_id, name in signers) or 'none'})"
+    )
 
 
 def verify_args(run: kit.RealisticRun, source: str, run_id: str = kit.MAIN_RUN, *extra: str) -> list[str]:
@@ -127,8 +146,8 @@ def test_kcat_round_trip(run: kit.RealisticRun, view: kit.DumpView, tmp_path: Pa
     )
     assert without_refusals.returncode == 6
     ours_lines, capture_lines = ours.splitlines(), without_refusals.stdout.splitlines()
-    assert capture_lines[:4] == ours_lines[:4] and capture_lines[5:-1] == ours_lines[4:-1]
-    assert capture_lines[4] == (
+    assert capture_lines[:5] == ours_lines[:5] and capture_lines[6:-1] == ours_lines[5:-1]
+    assert capture_lines[5] == (
         "  NOT CHECKED REFUSALS_NOT_CAPTURED -- the audit chain mirrors 1 refusal of this run, but the capture has no "
         "refusals topic: they were not checked (add a kcat capture of the refusals topic)"
     )
@@ -138,7 +157,7 @@ def test_kcat_round_trip(run: kit.RealisticRun, view: kit.DumpView, tmp_path: Pa
     # A kcat capture carries no blobs: without --cas no evidence is reattached, which is no pass either.
     no_store = kit.bernstein(verify_args(run, source, kit.MAIN_RUN, "--prefix", run.prefix), kit.offline_env(), cwd=tmp_path)
     assert no_store.returncode == 6
-    assert no_store.stdout.splitlines()[4].startswith(
+    assert no_store.stdout.splitlines()[5].startswith(
         f"  NOT CHECKED NO_CONTENT_STORE -- no content store for kcat dump {files['journal']}"
     )
 
@@ -246,8 +265,8 @@ def test_run_with_only_a_seal_has_no_activity(run: kit.RealisticRun, view: kit.D
     assert result.returncode == 1
     lines = result.stdout.splitlines()
     assert lines[0] == f"Activity verify run={kit.EMPTY_RUN}"
-    assert [line.split(" (")[0] for line in lines[1:4]] == ["  OK chain", "  OK seal", "  OK audit"]
-    assert lines[4:] == ["NO ACTIVITY -- run journal holds no activity.result entries"]
+    assert [line.split(" (")[0] for line in lines[1:5]] == ["  OK chain", "  OK seal", "  OK audit", "  OK producers"]
+    assert lines[5:] == ["NO ACTIVITY -- run journal holds no activity.result entries"]
     document = json.loads(
         kit.bernstein(verify_args(run, str(run.dump), kit.EMPTY_RUN, "--json"), kit.offline_env(), cwd=tmp_path).stdout
     )
@@ -335,6 +354,8 @@ def test_json_report_structure(run: kit.RealisticRun, view: kit.DumpView) -> Non
         "chain",
         "seal",
         "audit",
+        "producers",
+        "keys",
         "stages",
     }
     assert (document["run"], document["found"], document["ok"], document["exit_code"]) == (kit.MAIN_RUN, True, True, 0)
@@ -375,6 +396,22 @@ def test_json_report_structure(run: kit.RealisticRun, view: kit.DumpView) -> Non
         "uncovered": len(view.audit) - view.checkpoints()[-1]["audit_seq"],
         "problem": None,
         "further_problems": 0,
+    }
+    producer = producer_signer("coder@tamper-suite").key_id
+    signers = [{"key_id": producer, "producer": "coder@tamper-suite", "records": len(kit.MAIN_STAGES) + 1}]
+    assert document["producers"] == {
+        "ok": True,
+        "signed": len(kit.MAIN_STAGES) + 1,  # the entries and the run close
+        "legacy": 0,
+        "keys": signers,
+        "problem": None,
+        "further_problems": 0,
+    }
+    assert document["keys"] == {
+        "seal": [run.keys.signer.key_id],
+        "checkpoint": [run.keys.signer.key_id],
+        "audit": [run.keys.audit.key_id],
+        "producer": signers,
     }
     assert [s["stage_id"] for s in document["stages"]] == list(kit.MAIN_STAGES)
     for seq, stage in enumerate(document["stages"]):
