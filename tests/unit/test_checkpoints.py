@@ -31,7 +31,7 @@ from schemas.canonical import (
 )
 from substrate.keys import Ed25519Signer, verify_signature
 from tests.roles import ROLES
-from tests.unit.test_scheduler_core import AUDIT_KEY, PARTITION, SIGNER, TOPIC, enc_close, enc_sub, record
+from tests.unit.test_scheduler_core import AUDIT_KEY, PARTITION, SIGNER, TOPIC, UNIT_PRODUCERS, enc_close, enc_sub, record
 
 REPO = Path(__file__).resolve().parents[2]
 needs_native = pytest.mark.skipif(not native_status()[0], reason=native_status()[1])
@@ -46,6 +46,7 @@ def config(checkpoint_every: int = 1000, seal_every: int = 1000) -> SchedulerCon
         audit_key_id=hmac_key_id(AUDIT_KEY),
         seal_every=seal_every,
         checkpoint_every=checkpoint_every,
+        producers=UNIT_PRODUCERS,
     )
 
 

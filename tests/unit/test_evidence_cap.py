@@ -19,12 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from consumers.core.model import OutputRecord, SchedulerConfig, Stream
-from consumers.core.native import NativeSchedulerCore
 from consumers.core.rebuild import rebuild_state
-from consumers.core.step import initial_state
 from schemas import codec
 from schemas.canonical import computer_use_genesis, evidence_set_hash, sha256_digest
+from schemas.errors import CanonicalizationError
 from schemas.records import MAX_RUN_EVIDENCE_BYTES
+from tests.producer_kit import producer_signer, signed_submission
 from tests.unit.test_native_core import Pair, cu_action, make_config, sub
 
 MIB = 1024 * 1024
@@ -40,7 +40,11 @@ def blob(name: str) -> str:
 
 
 def sized_sub(stage_id: str, blobs: list[tuple[str, int]], *, run_id: str = "run-1", **changes: Any) -> bytes:
-    """An ActivitySubmission.v2 whose observations declare ``blobs`` (digest, size)."""
+    """A signed ActivitySubmission.v3 whose observations declare ``blobs`` (digest, size).
+
+    A size beyond 2**53 - 1 has no canonical JSON form, so no statement carrying it can be signed:
+    such a record goes out with an all-zero signature.
+    """
     observations: list[dict[str, Any]] = [
         {"kind": "page", "ref": f"https://example.test/{i}", "content_hash": digest, "size": size}
         for i, (digest, size) in enumerate(blobs)
@@ -50,7 +54,11 @@ def sized_sub(stage_id: str, blobs: list[tuple[str, int]], *, run_id: str = "run
     if "evidence_set_hash" not in changes:
         record["evidence_set_hash"] = evidence_set_hash(digest for digest, _ in blobs)
     record.update(changes)
-    return codec.encode(codec.ACTIVITY_SUBMISSION_V2, record)
+    try:
+        return codec.encode(codec.ACTIVITY_SUBMISSION_V3, signed_submission(record))
+    except CanonicalizationError:
+        key_id = producer_signer(record["producer"]["id"]).key_id
+        return codec.encode(codec.ACTIVITY_SUBMISSION_V3, {**record, "producer_key_id": key_id, "producer_signature": bytes(64)})
 
 
 def refusal_of(outputs: list[OutputRecord]) -> dict[str, Any]:
@@ -67,7 +75,7 @@ def test_a_sized_submission_is_journalled_with_its_sizes_and_counted() -> None:
     pair = Pair()
     outs = pair.feed(sized_sub("s0", [(blob("a"), 10), (blob("b"), 20), (blob("a"), 10)]))
     entry = journal_payload(outs)
-    assert entry.schema.name == codec.JOURNAL_ENTRY_V2
+    assert entry.schema.name == codec.JOURNAL_ENTRY_V3
     assert [(o["content_hash"], o["size"]) for o in entry.record["observations"]] == [
         (blob("a"), 10),
         (blob("b"), 20),
@@ -91,59 +99,31 @@ def v1_sub(stage_id: str, pages: list[bytes], **changes: Any) -> bytes:
     return codec.encode(codec.ACTIVITY_SUBMISSION, record)
 
 
-def test_a_v1_submission_with_observations_is_refused_in_both_cores() -> None:
-    """Issue 11 item 2: a hand-built v1 submission must not carry evidence past the cap uncounted."""
-    pair = Pair()
-    outs = pair.feed(v1_sub("old", [b"page one", b"page two", b"page three"]))
-    refusal = refusal_of(outs)
-    assert {k: refusal[k] for k in ("exception", "code", "message", "field", "declared", "recomputed", "stage_id")} == {
-        "exception": "ActivityRejected",
-        "code": "EVIDENCE_SIZES_UNDECLARED",
-        "message": "this ActivitySubmission.v1 carries 3 observations without byte sizes, so the per-run evidence cap "
-        f"of {CAP} bytes cannot count them; publish ActivitySubmission.v2 with each blob's size",
-        "field": "observations",
-        "declared": "ActivitySubmission.v1",
-        "recomputed": "ActivitySubmission.v2",
-        "stage_id": "old",
-    }
-    assert "run-1" not in pair.py_state.runs  # nothing remembered
-    assert pair.native.fallbacks == 0  # the native core words the same refusal itself
-    # the check is the last one: an earlier rule still wins
-    refusal = refusal_of(pair.feed(v1_sub("bad", [b"p"], artifact_hash=blob("other"))))
-    assert refusal["code"] == "ARTIFACT_HASH_MISMATCH"
-
-
-def test_a_v1_submission_without_observations_is_still_accepted_as_v1() -> None:
-    pair = Pair()
-    outs = pair.feed(v1_sub("old", []))
-    assert journal_payload(outs).schema.name == codec.JOURNAL_ENTRY
-    run = pair.py_state.runs["run-1"]
-    assert (run.evidence_bytes, run.blobs) == (0, set())
-    assert pair.native.fallbacks == 0
-
-
-def test_accepting_undeclared_sizes_journals_v1_as_before_and_counts_nothing() -> None:
-    pair = Pair(migrating())
-    outs = pair.feed(v1_sub("old", [b"page one"]))
-    entry = journal_payload(outs)
-    assert entry.schema.name == codec.JOURNAL_ENTRY
-    assert entry.record["observations"] == [
-        {"kind": "page", "ref": "https://example.test/0", "content_hash": sha256_digest(b"page one")}
-    ]
-    run = pair.py_state.runs["run-1"]
-    assert (run.evidence_bytes, run.blobs) == (0, set())  # the cap does not hold for it
-    assert pair.native.fallbacks == 0
-    # v2 inputs of the same run are still capped
-    pair.feed(sized_sub("s1", [(blob("a"), CAP)]))
-    assert refusal_of(pair.feed(sized_sub("s2", [(blob("b"), 1)])))["code"] == "EVIDENCE_CAP_EXCEEDED"
+def test_a_v1_submission_is_refused_unsigned_before_its_sizes_matter() -> None:
+    """Issue 12 replaces issue 11's EVIDENCE_SIZES_UNDECLARED for ActivitySubmission.v1: every v1 (and v2)
+    submission carries no producer signature and is refused as SUBMISSION_UNSIGNED, with or without
+    observations and with or without --accept-undeclared-sizes (which now admits only ComputerUseAction.v1)."""
+    for config in (make_config(), migrating()):
+        pair = Pair(config)
+        for pages in ([b"page one", b"page two", b"page three"], []):
+            refusal = refusal_of(pair.feed(v1_sub(f"old-{len(pages)}", pages)))
+            assert {k: refusal[k] for k in ("exception", "code", "field", "declared", "recomputed")} == {
+                "exception": "ActivityRejected",
+                "code": "SUBMISSION_UNSIGNED",
+                "field": "producer_signature",
+                "declared": "ActivitySubmission.v1",
+                "recomputed": "ActivitySubmission.v3",
+            }
+        assert "run-1" not in pair.py_state.runs  # nothing remembered
+        assert pair.native.fallbacks == 0
 
 
 def test_the_migration_flag_reaches_the_native_core() -> None:
-    """Both cores read config.accept_undeclared_sizes: the native one must not refuse what the reference accepts."""
-    native = NativeSchedulerCore(migrating(), 0)
-    state, outs = native.step(initial_state(native.config, 0), Pair(migrating()).record(v1_sub("old", [b"x"])))
-    assert [o.stream for o in outs] == [Stream.JOURNAL, Stream.AUDIT]
-    assert native.fallbacks == 0
+    """Both cores read config.accept_undeclared_sizes: a v2 submission is capped under it as before."""
+    pair = Pair(migrating())
+    pair.feed(sized_sub("s1", [(blob("a"), CAP)]))
+    assert refusal_of(pair.feed(sized_sub("s2", [(blob("b"), 1)])))["code"] == "EVIDENCE_CAP_EXCEEDED"
+    assert pair.native.fallbacks == 0
 
 
 def test_crossing_the_cap_is_refused_with_the_totals_in_both_cores() -> None:
@@ -194,12 +174,15 @@ def test_a_negative_or_absurd_size_is_refused_in_both_cores() -> None:
         "declared": "-1",
         "recomputed": str(CAP),
     }
-    refusal = refusal_of(pair.feed(sized_sub("s0", [(blob("a"), 2**62)])))
+    refusal = refusal_of(pair.feed(sized_sub("s0", [(blob("a"), 2**53 - 1)])))
     assert (refusal["code"], refusal["field"], refusal["declared"]) == (
         "INVALID_EVIDENCE_SIZE",
         "observations[0].size",
-        str(2**62),
+        str(2**53 - 1),
     )
+    # beyond 2**53 - 1 the statement has no canonical JSON form: no producer signature can cover it
+    refusal = refusal_of(pair.feed(sized_sub("s0", [(blob("a"), 2**62)])))
+    assert (refusal["code"], refusal["field"]) == ("SUBMISSION_SIGNATURE_INVALID", "producer_signature")
     refusal = refusal_of(pair.feed(sized_sub("s0", [(blob("a"), CAP + 1)])))
     assert refusal["code"] == "INVALID_EVIDENCE_SIZE"
     # the size is checked with its observation: a malformed digest before it wins
@@ -212,7 +195,6 @@ def test_the_rebuild_restores_each_runs_total_from_the_journal() -> None:
     migrating_config = dataclasses.replace(make_config(seal_every=2), accept_undeclared_sizes=True)
     pair = Pair(migrating_config)
     pair.feed(sized_sub("s0", [(blob("a"), 30 * MIB), (blob("b"), 1000)]))
-    pair.feed(v1_sub("v1", [b"v1 page"]))  # journalled under the migration flag: counts nothing
     pair.feed(sized_sub("s1", [(blob("a"), 30 * MIB), (blob("c"), 30 * MIB)]))
     pair.feed(sized_sub("x0", [(blob("a"), 7)], run_id="run-2"), key=b"run-2")
     journal = [o.value for o in pair.outputs if o.stream is Stream.JOURNAL]
@@ -402,7 +384,7 @@ def test_a_browser_result_counts_only_frames_its_actions_did_not() -> None:
     record = codec.decode(result).record
     record.update(role="navigator", kind="browser", artifact_hash=sha256_digest(art))
     before = pair.native.fallbacks
-    outs = pair.feed(codec.encode(codec.ACTIVITY_SUBMISSION_V2, record))
+    outs = pair.feed(codec.encode(codec.ACTIVITY_SUBMISSION_V3, signed_submission(record)))
     assert outs[0].stream is Stream.JOURNAL and pair.native.fallbacks == before + 1
     run = pair.py_state.runs["run-1"]
     assert (run.evidence_bytes, run.blobs) == (1157, {shot, dom, blob("final"), blob("log")})

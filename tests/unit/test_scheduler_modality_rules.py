@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from consumers.core.model import InputRecord, OutputRecord, SchedulerConfig, SchedulerState, Stream
+from consumers.core.model import InputRecord, OutputRecord, ProducerRegistry, SchedulerConfig, SchedulerState, Stream
 from consumers.core.native import NativeSchedulerCore, NativeState
 from consumers.core.step import SchedulerCore, initial_state
 from schemas import codec
@@ -28,14 +28,20 @@ from schemas.documents.common import Violation
 from schemas.errors import CanonicalizationError
 from substrate.keys import Ed25519Signer
 from tests.modality_kit import MODALITY_ROLES, dataops_submission, page_observations, refusal_record, research_submission
-from tests.submissions import encode_submission
+from tests.producer_kit import NAMES, producer
 from tests.unit.test_documents_rules import DATAOPS, RESEARCH, VALID
+from tests.unit.test_native_core import enc
 
 SIGNER = Ed25519Signer.from_seed(b"\x07" * 32)
 AUDIT_KEY = b"modality-rules-audit-key-0123456"
 TOPIC = "t.activity.submissions"
 CONFIG = SchedulerConfig(
-    roles=MODALITY_ROLES, signer=SIGNER, audit_key=AUDIT_KEY, audit_key_id=hmac_key_id(AUDIT_KEY), seal_every=1000
+    roles=MODALITY_ROLES,
+    signer=SIGNER,
+    audit_key=AUDIT_KEY,
+    audit_key_id=hmac_key_id(AUDIT_KEY),
+    seal_every=1000,
+    producers=ProducerRegistry.of([producer(name, roles=MODALITY_ROLES) for name in NAMES]),
 )
 CASES: dict[str, tuple[dict[str, Any], Violation]] = {
     **{f"research/{k}": v for k, v in RESEARCH.items()},
@@ -44,7 +50,7 @@ CASES: dict[str, tuple[dict[str, Any], Violation]] = {
 
 
 def record_of(sub: dict[str, Any], offset: int = 0) -> InputRecord:
-    value = encode_submission(sub)
+    value = enc(sub)  # signed as its producer (ActivitySubmission.v3)
     return InputRecord(TOPIC, 0, offset, 1_700_000_000_500 + offset, sub["run_id"].encode(), value)
 
 
