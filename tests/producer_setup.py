@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Final
 
 from bernstein.commands.keys import export_trust, manifest_snippet, producer_manifest_keys
+from consumers.core.model import ProducerRegistry
 from producers.identity import ProducerIdentity, SigningProducer
-from substrate.keys import InstallKeys, ProducerKeys, TrustedKeys
-from tests.producer_kit import NAMES, producer_signer
+from substrate.keys import InstallKeys, KeyPurpose, ProducerKeys, TrustedKey, TrustedKeys
+from tests.producer_kit import NAMES, producer, producer_signer, producer_trust, registry
 
 REPO: Final = Path(__file__).resolve().parent.parent
 ROLES_TOML: Final = REPO / "config" / "roles.toml"
@@ -57,3 +58,18 @@ def _identity_entry(producer: SigningProducer) -> str:
 def trusted_keys(keys: InstallKeys, manifest: Path, *, include_audit_key: bool = True) -> TrustedKeys:
     """The scheduler's seal and audit keys and every producer key of ``manifest`` (``keys trust --manifest``)."""
     return export_trust(keys.key_ring, manifest, include_audit_key=include_audit_key)
+
+
+def registry_of(*producers: SigningProducer) -> ProducerRegistry:
+    """A scheduler's registry for in-process tests: the test identities and ``producers``, each with every grant."""
+    names = [name for name in NAMES if name not in {p.name for p in producers}]
+    return registry(*names, extra=[producer(p.name, signer=p.signer) for p in producers])
+
+
+def trust_of(keys: InstallKeys, *producers: SigningProducer) -> TrustedKeys:
+    """The scheduler's keys, the test identities and ``producers``, pinned as ``keys trust --manifest`` would."""
+    pinned = TrustedKeys.of(
+        TrustedKey(p.signer.key_id, KeyPurpose.PRODUCER, p.signer.public_key_raw, producer=p.name) for p in producers
+    )
+    names = [name for name in NAMES if name not in {p.name for p in producers}]
+    return TrustedKeys.from_install(keys).merged(producer_trust(*names)).merged(pinned)

@@ -14,9 +14,10 @@ from demo.site_server import serve
 from producers.emitter import Emitter
 from substrate.cas import S3BlobStore
 from substrate.config import Topics
-from substrate.keys import InstallKeys
+from substrate.keys import InstallKeys, ProducerKeys
 from tests.conftest import Services
 from tests.integration.test_browser_kit import SIGNUP_FLOW, SITE, all_topic_records, chromium_processes, refusals, run_scheduler
+from tests.producer_setup import identity
 
 pytestmark = pytest.mark.browser
 
@@ -26,7 +27,12 @@ def bernstein(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[st
 
 
 def test_run_replay_and_verify_from_the_command_line(
-    services: Services, prefix: str, install_keys: InstallKeys, cli_env: dict[str, str], tmp_path: Path
+    services: Services,
+    prefix: str,
+    install_keys: InstallKeys,
+    producer_keys: ProducerKeys,
+    cli_env: dict[str, str],
+    tmp_path: Path,
 ) -> None:
     password = "pw-" + secrets.token_hex(16)
     run_id = f"cli-{uuid.uuid4().hex[:8]}"
@@ -55,12 +61,20 @@ def test_run_replay_and_verify_from_the_command_line(
     assert chromium_processes(str(tmp_path)) == []
 
     topics = Topics(prefix)
-    with Emitter(bootstrap=services.bootstrap, store=S3BlobStore(services.s3), topics=topics, producer_id="closer") as emitter:
+    with Emitter(
+        bootstrap=services.bootstrap, store=S3BlobStore(services.s3), topics=topics, producer=identity("closer")
+    ) as emitter:
         emitter.close_run(run_id)
-    run_scheduler(services.bootstrap, topics, install_keys, expect=6 + 1 + 1)
+    run_scheduler(services.bootstrap, topics, install_keys, expect=6 + 1 + 1, producers=[producer_keys])
     assert refusals(services.bootstrap, topics) == []
 
-    replayed = bernstein("browser", "replay", run_id, env=env)
+    # the verifier pins what `keys trust` exports: the scheduler's keys and the manifest's producers ($BERNSTEIN_ROLES)
+    trust = tmp_path / "trusted-keys.json"
+    exported = bernstein("keys", "trust", "--out", str(trust), env=env)
+    assert exported.returncode == 0, exported.stderr
+    assert f"producer {producer_keys.signer.key_id} 'agents@test'" in exported.stdout
+
+    replayed = bernstein("browser", "replay", run_id, "--trusted-keys", str(trust), env=env)
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     lines = replayed.stdout.splitlines()
     assert lines[0] == f"replay run {run_id} session browser-0"
@@ -69,12 +83,19 @@ def test_run_replay_and_verify_from_the_command_line(
     ]
     assert "replayed -- 6 actions reconstruct the signed head" in replayed.stdout
 
-    verified = bernstein("activity", "verify", run_id, env=env)
+    verified = bernstein("activity", "verify", run_id, "--trusted-keys", str(trust), env=env)
     assert verified.returncode == 0, verified.stdout + verified.stderr
-    assert "  OK browser-0 [browser] (evidence reattached, 6 steps replayed)" in verified.stdout
+    # the lineage envelope is keyed with the worker's own lineage key, which no trusted-keys file holds; its
+    # producer signatures are checked against the pinned producer key
+    assert (
+        "  OK browser-0 [browser] (evidence reattached, 6 steps replayed, lineage HMACs not verified for 6 action(s): "
+        "their key is not a pinned audit key)"
+    ) in verified.stdout, verified.stdout
+    assert "  OK producers (8 producer signatures verified with pinned producer keys;" in verified.stdout
+    assert f"{producer_keys.signer.key_id} (agents@test)" in verified.stdout
     assert "    step OK index=5 submit" in verified.stdout
 
-    missing = bernstein("browser", "replay", "no-such-run", env=env)
+    missing = bernstein("browser", "replay", "no-such-run", "--trusted-keys", str(trust), env=env)
     assert missing.returncode == 1 and missing.stdout.startswith("NOT FOUND")
 
     # the typed password: not in any output, topic or file

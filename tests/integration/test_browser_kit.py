@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import psutil
@@ -11,12 +11,14 @@ import psutil
 from consumers.core.model import SchedulerConfig
 from consumers.core.step import SchedulerCore
 from consumers.shell import SchedulerShell
+from producers.identity import SigningProducer
 from schemas import codec
 from schemas.canonical import journal_entry_hash
 from substrate.cas import BlobStore
 from substrate.config import Topics
 from substrate.keys import InstallKeys
 from tests.computer_use_kit import edit_entry
+from tests.producer_setup import registry_of
 from verifier.kafka_source import KafkaSource
 from verifier.sources import StoredRecord
 
@@ -48,20 +50,24 @@ class RecordingStore:
         return self.inner.describe()
 
 
-def scheduler_config(keys: InstallKeys) -> SchedulerConfig:
+def scheduler_config(keys: InstallKeys, producers: Sequence[SigningProducer] = ()) -> SchedulerConfig:
+    """``producers`` are registered (every role, agent kind browser) besides the test identities."""
     return SchedulerConfig(
         roles={"navigator": "browser", "developer": "coding"},
         signer=keys.signer,
         audit_key=keys.audit.secret,
         audit_key_id=keys.audit.key_id,
+        producers=registry_of(*producers),
     )
 
 
-def run_scheduler(bootstrap: str, topics: Topics, keys: InstallKeys, *, expect: int) -> None:
+def run_scheduler(
+    bootstrap: str, topics: Topics, keys: InstallKeys, *, expect: int, producers: Sequence[SigningProducer] = ()
+) -> None:
     """The real transactional scheduler, in-process, until it has consumed ``expect`` records."""
     log = io.StringIO()
     shell = SchedulerShell(
-        bootstrap=bootstrap, topics=topics, partition=0, core=SchedulerCore(scheduler_config(keys)), progress=log
+        bootstrap=bootstrap, topics=topics, partition=0, core=SchedulerCore(scheduler_config(keys, producers)), progress=log
     )
     counters = shell.run(until=lambda c: c.consumed >= expect, idle_exit=60.0)
     assert counters.consumed == expect, f"scheduler consumed {counters.consumed} of {expect}:\n{log.getvalue()}"

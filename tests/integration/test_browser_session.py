@@ -28,7 +28,7 @@ from schemas.records import TerminalState
 from substrate.cas import DirBlobStore, S3BlobStore
 from substrate.config import Topics
 from substrate.kafka import ensure_topics
-from substrate.keys import InstallKeys, TrustedKeys, init_keys
+from substrate.keys import ProducerKeys, TrustedKeys, init_keys, init_producer_keys
 from tests.computer_use_kit import computer_use_positions
 from tests.conftest import Services
 from tests.integration.test_browser_kit import (
@@ -41,6 +41,7 @@ from tests.integration.test_browser_kit import (
     run_scheduler,
 )
 from tests.prefixes import fresh_prefix
+from tests.producer_setup import trust_of
 from verifier.browser_replay import DivergenceReason, replay_run
 from verifier.kafka_source import KafkaSource
 from verifier.verify import verify
@@ -53,7 +54,8 @@ class SignupRun:
     run_id: str
     topics: Topics
     bootstrap: str
-    keys: InstallKeys
+    keys: ProducerKeys
+    """The browser worker's producer keys (its lineage signatures, its redaction key)."""
     trusted: TrustedKeys
     outcome: SessionOutcome
     store: S3BlobStore
@@ -81,6 +83,7 @@ class SignupRun:
 def signup_run(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SignupRun]:
     root = tmp_path_factory.mktemp("browser-signup")
     keys = init_keys(root / "keys")
+    worker = init_producer_keys(root / "producer-keys", "navigator-it")
     topics = Topics(fresh_prefix())
     ensure_topics(services.bootstrap, topics)
     s3 = S3BlobStore(services.s3)
@@ -90,17 +93,17 @@ def signup_run(services: Services, tmp_path_factory: pytest.TempPathFactory) -> 
     worktree = root / "worktree"
     with (
         serve(SITE) as (url, _stop),
-        Emitter(bootstrap=services.bootstrap, store=store, topics=topics, producer_id="navigator-it") as emitter,
+        Emitter(bootstrap=services.bootstrap, store=store, topics=topics, producer=worker) as emitter,
     ):
-        outcome = browser_demo_stage(emitter, run_id, keys, url, worktree, password=password)
+        outcome = browser_demo_stage(emitter, run_id, worker, url, worktree, password=password)
         emitter.close_run(run_id)
-    run_scheduler(services.bootstrap, topics, keys, expect=outcome.action_count + 2)
+    run_scheduler(services.bootstrap, topics, keys, expect=outcome.action_count + 2, producers=[worker])
     yield SignupRun(
         run_id,
         topics,
         services.bootstrap,
-        keys,
-        TrustedKeys.from_install(keys),
+        worker,
+        trust_of(keys, worker),
         outcome,
         s3,
         store.digests,
@@ -115,7 +118,7 @@ def test_the_signup_flow_is_journalled_and_replays(signup_run: SignupRun) -> Non
     outcome = signup_run.outcome
     assert outcome.ok, outcome.error
     assert [r.action.kind for r in outcome.records] == ["navigate", "type", "type", "type", "check", "submit"]
-    assert outcome.records[3].action.value_digest == typed_value_digest(signup_run.keys.audit.secret, signup_run.password)
+    assert outcome.records[3].action.value_digest == typed_value_digest(signup_run.keys.redaction.secret, signup_run.password)
     assert refusals(signup_run.bootstrap, signup_run.topics) == []
 
     # the agent got to the welcome page: the final observation shows it, with the typed name scrubbed
@@ -206,15 +209,13 @@ def test_the_password_never_appears_in_any_topic_blob_or_file(signup_run: Signup
 
 def test_logs_of_a_session_hold_no_typed_value(services: Services, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """stdout and stderr of the whole process (Playwright's driver and Chromium included) while a session runs."""
-    keys = init_keys(tmp_path / "keys")
+    keys = init_producer_keys(tmp_path / "producer-keys", "navigator-it")
     topics = Topics(fresh_prefix())
     ensure_topics(services.bootstrap, topics)
     password = "pw-" + secrets.token_hex(16)
     with (
         serve(SITE) as (url, _stop),
-        Emitter(
-            bootstrap=services.bootstrap, store=S3BlobStore(services.s3), topics=topics, producer_id="navigator-it"
-        ) as emitter,
+        Emitter(bootstrap=services.bootstrap, store=S3BlobStore(services.s3), topics=topics, producer=keys) as emitter,
     ):
         outcome = browser_demo_stage(emitter, "logs-run", keys, url, tmp_path / "worktree", password=password)
         print(outcome)  # noqa: T201 - the outcome's repr goes to the captured log too
