@@ -45,17 +45,27 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
-from consumers.core.model import InputRecord, OutputRecord, SchedulerConfig, Stream
+from consumers.core.model import (
+    InputRecord,
+    OutputRecord,
+    ProducerKey,
+    ProducerRegistry,
+    SchedulerConfig,
+    Stream,
+)
+from consumers.core.model import Producer as RegisteredProducer
 from consumers.core.native import make_core
 from consumers.core.step import initial_state
 from consumers.shell import Counters, SchedulerShell, ShellOptions
 from schemas import codec
-from schemas.canonical import evidence_set_hash, sha256_digest
+from schemas.canonical import evidence_set_hash, sha256_digest, submission_signing_input, submission_statement
 from substrate.config import Settings, Topics
 from substrate.kafka import client_config, delete_topics_with_prefixes, ensure_topics, transactional_producer_config
 from substrate.keys import AuditKey, Ed25519Signer
 
 ROLES = {"developer": "coding"}
+PRODUCER = Ed25519Signer.from_seed(b"\x0b" * 32)
+"""The bench's producer identity (registered in ``config()``): every submission is a signed ActivitySubmission.v3."""
 BATCH_MAX = 500
 BATCH_TIMEOUT = 0.02
 
@@ -71,23 +81,25 @@ def submission(i: int, run: str, sent_ms: int = 0) -> bytes:
         for j in range(3)
     ]
     artifact = f"--- a/src/module_{i}.py\n+++ b/src/module_{i}.py\n@@ -1 +1 @@\n-x = {i}\n+x = {i + 1}\n".encode()
+    record = {
+        "submission_id": f"{run}-{i}",
+        "run_id": run,
+        "stage_id": f"stage-{i}",
+        "role": "developer",
+        "producer": {"id": "bench", "sdk": "bench"},
+        "kind": "coding",
+        "artifact": artifact,
+        "artifact_hash": sha256_digest(artifact),
+        "evidence_set_hash": evidence_set_hash(o["content_hash"] for o in observations),
+        "observations": observations,
+        "terminal_state": "completed",
+        "reason_code": "ok",
+        "occurred_at_ms": sent_ms,
+    }
+    statement = submission_statement(record, PRODUCER.key_id)
+    signature = PRODUCER.sign(submission_signing_input(statement))
     return codec.encode(
-        codec.ACTIVITY_SUBMISSION_V2,
-        {
-            "submission_id": f"{run}-{i}",
-            "run_id": run,
-            "stage_id": f"stage-{i}",
-            "role": "developer",
-            "producer": {"id": "bench", "sdk": "bench"},
-            "kind": "coding",
-            "artifact": artifact,
-            "artifact_hash": sha256_digest(artifact),
-            "evidence_set_hash": evidence_set_hash(o["content_hash"] for o in observations),
-            "observations": observations,
-            "terminal_state": "completed",
-            "reason_code": "ok",
-            "occurred_at_ms": sent_ms,
-        },
+        codec.ACTIVITY_SUBMISSION_V3, {**record, "producer_key_id": PRODUCER.key_id, "producer_signature": signature}
     )
 
 
@@ -99,6 +111,16 @@ def config() -> SchedulerConfig:
         audit_key=audit.secret,
         audit_key_id=audit.key_id,
         seal_every=1000,
+        producers=ProducerRegistry.of(
+            [
+                RegisteredProducer(
+                    "bench",
+                    frozenset(ROLES),
+                    frozenset(ROLES.values()),
+                    (ProducerKey(PRODUCER.key_id, PRODUCER.public_key_raw),),
+                )
+            ]
+        ),
     )
 
 

@@ -27,13 +27,16 @@ from consumers.core.model import (
     MAX_CHECKPOINT_EVERY,
     MIN_MAX_OUTPUT_BYTES,
     OUTPUT_FRAMING_ALLOWANCE,
+    AuditKeyVersion,
+    Lifetime,
     SchedulerConfig,
+    SealKey,
 )
-from consumers.core.native import make_core
-from consumers.manifest import load_roles
+from consumers.core.native import NativeSchedulerCore, SchedulerCoreLike, make_core
+from consumers.manifest import load_manifest
 from consumers.shell import SchedulerFenced, SchedulerShell, ShellOptions
 from substrate.kafka import ensure_topics, partition_count, require_bootstrap
-from substrate.keys import InstallKeys
+from substrate.keys import InstallKeys, KeyPurpose, RingKey
 
 DEFAULT_ROLES = Path("config") / "roles.toml"
 EXIT_FENCED: Final = 7
@@ -134,8 +137,10 @@ def scheduler_config(
         raise UsageError(f"--checkpoint-every must be 1 to {MAX_CHECKPOINT_EVERY}")
     if max_output_bytes < MIN_MAX_OUTPUT_BYTES:
         raise UsageError(f"--max-output-bytes must be at least {MIN_MAX_OUTPUT_BYTES}")
+    manifest = load_manifest(roles_path)
+    ring = keys.key_ring
     return SchedulerConfig(
-        roles=load_roles(roles_path),
+        roles=manifest.roles,
         signer=keys.signer,
         audit_key=keys.audit.secret,
         audit_key_id=keys.audit.key_id,
@@ -143,7 +148,43 @@ def scheduler_config(
         max_output_bytes=max_output_bytes,
         checkpoint_every=checkpoint_every,
         accept_undeclared_sizes=accept_undeclared_sizes,
+        producers=manifest.producers,
+        # Every ring key with its private part, oldest first: the scheduler signs and MACs each input's
+        # outputs with the key valid at the input's timestamp, and its rebuild checks records written
+        # under retired keys. A revoked audit key keeps its secret (verifiers need it for the records
+        # before the revocation); the key that took over its range is newer, so it is never chosen again.
+        seal_keys=tuple(SealKey(k.signer, _lifetime(k)) for k in ring.of(KeyPurpose.SEAL) if k.signer is not None),
+        audit_keys=tuple(
+            AuditKeyVersion(k.secret, k.key_id, _lifetime(k)) for k in ring.of(KeyPurpose.AUDIT) if k.secret is not None
+        ),
     )
+
+
+def _lifetime(key: RingKey) -> Lifetime:
+    return Lifetime(key.validity.valid_from_ms, key.validity.valid_until_ms)
+
+
+NO_PRODUCERS_WARNING: Final = (
+    "WARNING: the roles manifest registers no producer ([[producers]]): every submission will be refused "
+    "(SUBMISSION_UNSIGNED or PRODUCER_KEY_UNKNOWN). Fix: on each producer host run `bernstein keys init --producer "
+    "NAME`, then add a [[producers]] entry with that name, its roles and its public key to {path} and restart the "
+    "scheduler (README, 'Producers')."
+)
+
+
+def startup_report(config: SchedulerConfig, core: SchedulerCoreLike, roles_path: Path) -> list[str]:
+    """What the scheduler logs at start: registered producers and keys, key rings and the core that runs."""
+    producers = config.producers.producers
+    lines = [
+        f"{len(producers)} producer(s) registered with {len(config.producers.by_key)} key(s) from {roles_path}"
+        + (f": {', '.join(sorted(producers))}" if producers else ""),
+        f"seal keys: {len(config.seal_keys) or 1}, audit keys: {len(config.audit_keys) or 1} "
+        f"(current seal {config.signer.key_id}, audit {config.audit_key_id})",
+        "core: native (bernstein_native, Rust)" if isinstance(core, NativeSchedulerCore) else "core: python reference",
+    ]
+    if not producers:
+        lines.append(NO_PRODUCERS_WARNING.format(path=roles_path))
+    return lines
 
 
 def _roles_path(args: argparse.Namespace) -> Path:
@@ -170,11 +211,14 @@ def _run(args: argparse.Namespace) -> int:
     count = partition_count(bootstrap, settings.topics.submissions)
     if not 0 <= partition < count:
         raise UsageError(f"--partition {partition}: {settings.topics.submissions} has partitions 0..{count - 1}")
+    core = make_core(config, partition, args.core, environ=os.environ)
+    for line in startup_report(config, core, _roles_path(args)):
+        print(f"scheduler p{partition}: {line}", file=sys.stderr, flush=True)
     shell = SchedulerShell(
         bootstrap=bootstrap,
         topics=settings.topics,
         partition=partition,
-        core=make_core(config, partition, args.core, environ=os.environ),
+        core=core,
         options=ShellOptions(
             batch_max=args.batch_max,
             batch_timeout=args.batch_ms / 1000,
