@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Final
 
+from consumers.manifest import load_manifest, trusted_producer_keys
 from schemas.errors import BernsteinError
 from substrate.cas import BlobStore, DirBlobStore, S3BlobStore
 from substrate.config import Settings
@@ -62,17 +65,32 @@ def store_from(spec: str | None, settings: Settings, *, default_dir: Path | None
     return DirBlobStore(path)
 
 
-def trusted_from(path: Path | None, keys_dir: Path | None = None) -> TrustedKeys:
-    """The pinned keys: the --trusted-keys file, else the local install keys."""
+DEFAULT_ROLES: Final = Path("config") / "roles.toml"
+
+
+def trusted_from(path: Path | None, keys_dir: Path | None = None, roles: Path | None = None) -> TrustedKeys:
+    """The pinned keys: the --trusted-keys file, else what ``bernstein keys trust --manifest`` would export
+    locally: the install's key ring, and the producer keys the roles manifest registers (``roles``, else
+    ``$BERNSTEIN_ROLES``, else ``config/roles.toml`` when it exists)."""
     if path is not None:
         return TrustedKeys.load(path)
     directory = keys_dir or default_keys_dir()
     try:
-        return TrustedKeys.from_install(load_keys(directory))
+        trusted = TrustedKeys.from_install(load_keys(directory))
     except BernsteinError as exc:
         raise UsageError(
             f"no keys to trust: pass --trusted-keys FILE (write one with `bernstein keys trust`) ({exc.message})"
         ) from exc
+    manifest = roles or (Path(os.environ["BERNSTEIN_ROLES"]) if os.environ.get("BERNSTEIN_ROLES") else None)
+    if manifest is None and DEFAULT_ROLES.is_file():
+        manifest = DEFAULT_ROLES
+    if manifest is None:
+        return trusted
+    try:
+        producers = load_manifest(manifest).producers
+    except BernsteinError as exc:
+        raise UsageError(f"cannot read the producers to trust from {manifest}: {exc.message}") from exc
+    return trusted.merged(trusted_producer_keys(producers))
 
 
 def non_negative_int(text: str) -> int:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from bernstein.commands.common import UsageError, trusted_from
 from consumers.core.model import AuditKeyVersion, Lifetime, SchedulerConfig, SealKey
 from consumers.core.step import SchedulerCore, initial_state
 from producers.dataops import DataOpsActivity
@@ -617,3 +618,39 @@ def test_a_lineage_key_of_another_producer_or_purpose_is_named(tmp_path: Path) -
     )
     assert_exit(report, EXIT_MISMATCH)
     assert problem_of(report, "producers") == ("KEY_PURPOSE_MISMATCH", "journal", first.offset, "producer", "seal")
+
+
+# ---------------------------------------------------------------------------
+# the CLI's default trust: the local ring and the manifest's producers
+# ---------------------------------------------------------------------------
+
+
+def test_without_a_trust_file_the_local_ring_and_the_manifests_producers_are_pinned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys = init_keys(tmp_path / "keys")
+    signer = producer_signer(PRODUCER)
+    manifest = tmp_path / "roles.toml"
+    manifest.write_text(
+        '[[roles]]\nrole = "developer"\n\n'
+        f'[[producers]]\nname = "{PRODUCER}"\nroles = ["developer"]\n  [[producers.keys]]\n'
+        f'  public_key = "{signer.public_key_raw.hex()}"\n  valid_from_ms = 5\n  valid_until_ms = 9\n',
+        encoding="utf-8",
+    )
+    monkeypatch.chdir(tmp_path)  # no config/roles.toml here
+    monkeypatch.delenv("BERNSTEIN_ROLES", raising=False)
+    assert trusted_from(None, tmp_path / "keys").entry(signer.key_id) is None
+    for trusted in (trusted_from(None, tmp_path / "keys", manifest), _with_env(monkeypatch, manifest, tmp_path / "keys")):
+        pinned = trusted.entry(signer.key_id)
+        assert pinned is not None
+        assert (pinned.purpose, pinned.producer, pinned.validity) == (KeyPurpose.PRODUCER, PRODUCER, Validity(5, 9))
+        assert trusted.entry(keys.signer.key_id) is not None and trusted.entry(keys.audit.key_id) is not None
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[[producers]]\nname = 1\n", encoding="utf-8")
+    with pytest.raises(UsageError, match="cannot read the producers to trust from"):
+        trusted_from(None, tmp_path / "keys", broken)
+
+
+def _with_env(monkeypatch: pytest.MonkeyPatch, manifest: Path, keys_dir: Path) -> TrustedKeys:
+    monkeypatch.setenv("BERNSTEIN_ROLES", str(manifest))
+    return trusted_from(None, keys_dir)
