@@ -15,7 +15,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from consumers.core.model import InputRecord, OutputRecord, SchedulerConfig
+from consumers.core.model import InputRecord, OutputRecord, ProducerRegistry, SchedulerConfig
 from consumers.core.native import NativeSchedulerCore, SchedulerCoreLike
 from consumers.core.step import SchedulerCore, initial_state
 from consumers.shell import Counters, SchedulerShell, ShellOptions
@@ -25,6 +25,8 @@ from substrate.cas import BlobStore
 from substrate.config import Topics
 from substrate.kafka import client_config, ensure_topics
 from substrate.keys import InstallKeys
+from tests.producer_kit import NAMES, encode_signed_close, encode_signed_submission
+from tests.producer_kit import producer as test_producer
 from tests.roles import ROLES
 from verifier.kafka_source import KafkaSource
 from verifier.sources import StoredRecord
@@ -164,26 +166,31 @@ def submission_record(
 
 
 def encode_submission(**kwargs: Any) -> bytes:
-    """An ActivitySubmission.v2 (observations with their sizes, as the SDK publishes them)."""
-    return codec.encode(codec.ACTIVITY_SUBMISSION_V2, submission_record(**kwargs))
+    """An ActivitySubmission.v3: sizes declared and signed by its producer's test key (tests/producer_kit.py)."""
+    return encode_signed_submission(submission_record(**kwargs))
 
 
 def encode_close(run_id: str, submission_id: str | None = None) -> bytes:
-    return codec.encode(
-        codec.RUN_CLOSE,
+    """A RunClose.v2 signed by tests@host."""
+    return encode_signed_close(
         {
             "submission_id": submission_id or f"close/{run_id}",
             "run_id": run_id,
             "producer": {"id": "tests@host", "sdk": "tests"},
             "occurred_at_ms": 1_700_000_000_000,
-        },
+        }
     )
 
 
 def mutate(value: bytes, **changes: Any) -> bytes:
-    """Decode an encoded submission, change fields, encode again."""
+    """Decode an encoded submission, change fields, encode again (a signed one signed again, as its producer.id)."""
     decoded = codec.decode(value)
-    return codec.encode(decoded.schema.name, {**decoded.record, **changes})
+    record = {**decoded.record, **changes}
+    if decoded.schema.name == codec.ACTIVITY_SUBMISSION_V3:
+        return encode_signed_submission(record)
+    if decoded.schema.name == codec.RUN_CLOSE_V2:
+        return encode_signed_close(record)
+    return codec.encode(decoded.schema.name, record)
 
 
 def idempotent_producer(bootstrap: str, **extra: Any) -> Any:
@@ -232,12 +239,15 @@ def produce_all(
 
 
 def scheduler_config(keys: InstallKeys, *, roles: dict[str, str] | None = None, seal_every: int = 1000) -> SchedulerConfig:
+    """The tests' scheduler: every test producer (tests/producer_kit.py) registered with every role of ``roles``."""
+    granted = dict(ROLES if roles is None else roles)
     return SchedulerConfig(
-        roles=dict(ROLES if roles is None else roles),
+        roles=granted,
         signer=keys.signer,
         audit_key=keys.audit.secret,
         audit_key_id=keys.audit.key_id,
         seal_every=seal_every,
+        producers=ProducerRegistry.of([test_producer(name, roles=granted) for name in NAMES]),
     )
 
 
