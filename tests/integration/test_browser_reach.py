@@ -34,7 +34,7 @@ from producers.computer_use.playwright_driver import BlockedRequest, PlaywrightD
 from producers.netpolicy import OriginPolicy
 from schemas.records import TerminalState
 from substrate.cas import DirBlobStore
-from substrate.keys import InstallKeys, TrustedKeys, init_keys
+from substrate.keys import ProducerKeys, init_producer_keys
 from tests.integration.test_browser_kit import chromium_processes
 from verifier.browser_replay import replay_run
 
@@ -121,8 +121,8 @@ def sites() -> Iterator[Sites]:
 
 
 @pytest.fixture
-def keys(tmp_path: Path) -> InstallKeys:
-    return init_keys(tmp_path / "keys")
+def keys(tmp_path: Path) -> ProducerKeys:
+    return init_producer_keys(tmp_path / "producer-keys", "navigator@test")
 
 
 @pytest.fixture(autouse=True)
@@ -146,11 +146,11 @@ class Ran:
         return list(self.driver.blocked)
 
 
-def run_session(sites: Sites, tmp_path: Path, keys: InstallKeys, actions: list[ProposedAction], name: str) -> Ran:
+def run_session(sites: Sites, tmp_path: Path, keys: ProducerKeys, actions: list[ProposedAction], name: str) -> Ran:
     """One recorded session on real Chromium that may reach only the local site's exact origin."""
     policy = OriginPolicy.from_urls(sites.site.url, allow=[sites.site.url])
     store = DirBlobStore(tmp_path / "cas")
-    publisher = RecordingPublisher()
+    publisher = RecordingPublisher(keys)
     launched: list[PlaywrightDriver] = []
 
     def factory(profile: Path) -> PlaywrightDriver:
@@ -166,9 +166,7 @@ def run_session(sites: Sites, tmp_path: Path, keys: InstallKeys, actions: list[P
     scheduler = InMemoryScheduler(keys)
     scheduler.feed_all(publisher)
     assert scheduler.refusals() == []
-    replayed = replay_run(
-        "run-reach", source=scheduler.source, cas=store, trusted=TrustedKeys.from_install(keys), session_id=name
-    )
+    replayed = replay_run("run-reach", source=scheduler.source, cas=store, trusted=scheduler.trusted(), session_id=name)
     assert replayed.ok, replayed.divergence
     return Ran(outcome, publisher, store, launched[0])
 
@@ -183,7 +181,7 @@ def assert_refused(ran: Ran, *, actions: int) -> None:
     )
 
 
-def test_file_url_is_refused_at_its_step_and_never_read(sites: Sites, tmp_path: Path, keys: InstallKeys) -> None:
+def test_file_url_is_refused_at_its_step_and_never_read(sites: Sites, tmp_path: Path, keys: ProducerKeys) -> None:
     home = f"{sites.site.url}/index.html"
     ran = run_session(
         sites, tmp_path, keys, [ProposedAction("navigate", home), ProposedAction("navigate", "file:///etc/hostname")], "b-file"
@@ -206,7 +204,7 @@ def test_file_url_is_refused_at_its_step_and_never_read(sites: Sites, tmp_path: 
     "target",
     ["http://169.254.169.254/latest/meta-data/", "http://10.0.0.1:8080/admin", "http://[::1]:9/"],
 )
-def test_a_literal_private_address_is_refused_at_its_step(sites: Sites, tmp_path: Path, keys: InstallKeys, target: str) -> None:
+def test_a_literal_private_address_is_refused_at_its_step(sites: Sites, tmp_path: Path, keys: ProducerKeys, target: str) -> None:
     ran = run_session(
         sites,
         tmp_path,
@@ -224,7 +222,7 @@ def test_a_literal_private_address_is_refused_at_its_step(sites: Sites, tmp_path
     }
 
 
-def test_another_origin_on_the_same_host_is_not_allowed(sites: Sites, tmp_path: Path, keys: InstallKeys) -> None:
+def test_another_origin_on_the_same_host_is_not_allowed(sites: Sites, tmp_path: Path, keys: ProducerKeys) -> None:
     other_port = sites.site.url.rsplit(":", 1)[0] + ":9"
     ran = run_session(sites, tmp_path, keys, [ProposedAction("navigate", f"{other_port}/")], "b-port")
     assert_refused(ran, actions=0)
@@ -233,7 +231,7 @@ def test_another_origin_on_the_same_host_is_not_allowed(sites: Sites, tmp_path: 
 
 @pytest.mark.parametrize(("path", "hops"), [("/to-elsewhere", 1), ("/hop", 2)])
 def test_a_redirect_to_a_disallowed_address_is_refused_before_any_connection(
-    sites: Sites, tmp_path: Path, keys: InstallKeys, path: str, hops: int
+    sites: Sites, tmp_path: Path, keys: ProducerKeys, path: str, hops: int
 ) -> None:
     ran = run_session(sites, tmp_path, keys, [ProposedAction("navigate", f"{sites.site.url}{path}")], "b-redirect")
     assert_refused(ran, actions=1)  # the navigate was anchored; what it led to was refused
@@ -249,7 +247,7 @@ def test_a_redirect_to_a_disallowed_address_is_refused_before_any_connection(
     assert [b.url for b in ran.blocked()] == [f"{sites.elsewhere.url}/secret"]
 
 
-def test_a_redirect_to_the_metadata_address_is_refused(sites: Sites, tmp_path: Path, keys: InstallKeys) -> None:
+def test_a_redirect_to_the_metadata_address_is_refused(sites: Sites, tmp_path: Path, keys: ProducerKeys) -> None:
     ran = run_session(sites, tmp_path, keys, [ProposedAction("navigate", f"{sites.site.url}/to-metadata")], "b-meta")
     assert_refused(ran, actions=1)
     assert ran.refusal is not None
@@ -260,7 +258,7 @@ def test_a_redirect_to_the_metadata_address_is_refused(sites: Sites, tmp_path: P
     )
 
 
-def test_subresources_from_a_disallowed_origin_are_blocked(sites: Sites, tmp_path: Path, keys: InstallKeys) -> None:
+def test_subresources_from_a_disallowed_origin_are_blocked(sites: Sites, tmp_path: Path, keys: ProducerKeys) -> None:
     page = f"{sites.site.url}/with-subresources"
     ran = run_session(sites, tmp_path, keys, [ProposedAction("navigate", page)], "b-sub")
     assert ran.outcome.ok, ran.outcome.error  # a blocked image does not end the session
@@ -274,7 +272,7 @@ def test_subresources_from_a_disallowed_origin_are_blocked(sites: Sites, tmp_pat
     ]
 
 
-def test_a_page_script_navigating_elsewhere_is_refused(sites: Sites, tmp_path: Path, keys: InstallKeys) -> None:
+def test_a_page_script_navigating_elsewhere_is_refused(sites: Sites, tmp_path: Path, keys: ProducerKeys) -> None:
     ran = run_session(
         sites,
         tmp_path,
