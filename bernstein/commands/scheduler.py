@@ -77,8 +77,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     run.add_argument(
         "--accept-undeclared-sizes",
         action="store_true",
-        help="migration only: accept ActivitySubmission.v1 inputs with observations and ComputerUseAction.v1 inputs, "
-        "which declare no blob sizes (else refused: EVIDENCE_SIZES_UNDECLARED). The per-run evidence cap does not "
+        help="migration only: accept ComputerUseAction.v1 inputs, which declare no blob sizes (else refused: "
+        "EVIDENCE_SIZES_UNDECLARED; an unsigned ActivitySubmission.v1 is refused as SUBMISSION_UNSIGNED either way). "
+        "The per-run evidence cap does not "
         'hold for them; the verifier still sums their real sizes (README, "The evidence cap")',
     )
     run.add_argument("--batch-max", type=int, default=500, help="records per transaction at most (default 500)")
