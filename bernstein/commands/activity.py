@@ -53,7 +53,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         action="store_true",
         help="check the records alone, without reattaching evidence: never exit 0 (exit 6, and the last line says so)",
     )
-    verify.add_argument("--trusted-keys", type=Path, default=None, help="pinned keys file (default: the local install keys)")
+    verify.add_argument(
+        "--trusted-keys",
+        type=Path,
+        default=None,
+        help="pinned keys file from `bernstein keys trust` (default: the local install keys and the producers of the roles manifest)",
+    )
+    verify.add_argument(
+        "--roles",
+        type=Path,
+        default=None,
+        help="roles manifest whose producer keys to pin without --trusted-keys (default: $BERNSTEIN_ROLES or config/roles.toml)",
+    )
     verify.add_argument("--json", action="store_true", help="print a JSON report instead of text")
     add_prefix_flag(verify)
     add_keys_flag(verify)
@@ -89,7 +100,7 @@ def _verify(args: argparse.Namespace) -> int:
         cas = None  # a kcat capture carries no blobs: NO_CONTENT_STORE unless --cas names one
     else:
         cas = store_from(args.cas, settings_from(args))  # kafka without S3: None, reported as NO_CONTENT_STORE
-    trusted = trusted_from(args.trusted_keys, args.keys_dir)
+    trusted = trusted_from(args.trusted_keys, args.keys_dir, args.roles)
     header, stages = verify_stream(args.run, source, cas=cas, trusted=trusted, records_only=records_only)
     render = render_json if args.json else render_text
     return render(header, stages, sys.stdout)
