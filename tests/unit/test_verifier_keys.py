@@ -654,3 +654,38 @@ def test_without_a_trust_file_the_local_ring_and_the_manifests_producers_are_pin
 def _with_env(monkeypatch: pytest.MonkeyPatch, manifest: Path, keys_dir: Path) -> TrustedKeys:
     monkeypatch.setenv("BERNSTEIN_ROLES", str(manifest))
     return trusted_from(None, keys_dir)
+
+
+def test_a_checkpoint_key_out_of_its_lifetime_is_named(built: Built) -> None:
+    """The new seal key pinned as if revoked at the close: the final seal and the checkpoint after it are named."""
+    revoked = seal_trust(NEW_SEAL, Validity(ROTATED, BASE + 5), KeyStatus.REVOKED)
+    report = built.verify(trusted=trust(OLD_SEAL_T, revoked, OLD_AUDIT_T, NEW_AUDIT_T))
+    assert_exit(report, EXIT_MISMATCH)
+    (_, final) = seal_records(built)[-1]
+    assert problem_of(report, "seal") == (
+        "KEY_OUTSIDE_VALIDITY",
+        "journal",
+        final.offset,
+        f"[{ROTATED}, {BASE + 5})",
+        str(BASE + 5),
+    )
+    (checkpoint,) = built.records("checkpoints")
+    assert problem_of(report, "audit") == (
+        "KEY_OUTSIDE_VALIDITY",
+        "checkpoints",
+        checkpoint.offset,
+        f"[{ROTATED}, {BASE + 5})",
+        str(BASE + 5),
+    )
+
+
+def test_an_audit_record_naming_a_producer_key_is_a_purpose_mismatch(built: Built) -> None:
+    """The audit record's key id (covered by its AuditRecord.v2 MAC) replaced by a pinned producer key's id."""
+    first = built.records("audit")[0]
+    envelope = dict(C.decode(first.value or b"").record)
+    envelope["key_id"] = producer_signer(PRODUCER).key_id
+    forged = replace(first, value=C.encode(codec.AUDIT_RECORD_V2, envelope))
+    source = built.source.replaced("audit", [forged, *built.records("audit")[1:]])
+    report = built.verify(source)
+    assert_exit(report, EXIT_MISMATCH)
+    assert problem_of(report, "audit") == ("KEY_PURPOSE_MISMATCH", "audit", first.offset, "audit", "producer")
