@@ -260,8 +260,11 @@ class _Staging:
         self._lock: int | None = None
         try:
             os.chmod(self.root, 0o711)  # noqa: S103 - traversable, not listable: the browser user reaches home/
-            self._lock = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held while the browser lives (kill -9 frees it)
+            # held while the browser lives (kill -9 frees it); locked before it is named "lock", so a
+            # concurrent launch's sweep never sees an unlocked lock of a directory being set up
+            self._lock = os.open(self.root / "lock.new", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.rename(self.root / "lock.new", self.root / "lock")
             self.home = self.root / "home"
             self.home.mkdir(mode=0o700)
             os.chown(self.home, user.uid, user.gid)

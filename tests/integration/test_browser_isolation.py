@@ -34,7 +34,7 @@ from producers.computer_use import (
 )
 from producers.computer_use.agents import load_flow
 from producers.computer_use.fakes import InMemoryScheduler, RecordingPublisher
-from producers.computer_use.playwright_driver import BrowserUser, Isolation, PlaywrightDriver
+from producers.computer_use.playwright_driver import BrowserUser, Isolation, PlaywrightDriver, _Staging
 from producers.computer_use.profiles import prepare_profile
 from producers.computer_use.terminal import ComputerUseDriverError, DriverFault
 from producers.netpolicy import OriginPolicy
@@ -456,3 +456,42 @@ def test_the_operator_can_turn_the_sandbox_off_and_the_browser_still_drops_root(
         assert proc_status(browser.pid)["Uid"].split()[0] == str(pwd.getpwnam("nobody").pw_uid if ROOT else os.geteuid())
     finally:
         driver.close()
+
+
+def set_up_at_once(base: Path, user: BrowserUser, count: int) -> tuple[list[_Staging], list[BaseException]]:
+    """``count`` staging directories set up by as many threads released together."""
+    stagings: list[_Staging] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(count, timeout=30)
+
+    def set_up(index: int) -> None:
+        barrier.wait()
+        try:
+            stagings.append(_Staging(base / f"p{index}", user, "/usr/bin/chromium"))
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted by the caller
+            errors.append(exc)
+
+    threads = [threading.Thread(target=set_up, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return stagings, errors
+
+
+@pytest.mark.skipif(not ROOT, reason="staging directories exist when the worker runs as root")
+def test_concurrent_launches_never_sweep_each_other_s_staging_directory(tmp_path: Path) -> None:
+    """A launch's sweep runs while other sessions of the same worker set theirs up (threads, one process).
+
+    Before the lock was taken before being named, this lost a directory being set up in most rounds.
+    """
+    nobody = pwd.getpwnam("nobody")
+    user = BrowserUser("nobody", nobody.pw_uid, nobody.pw_gid)
+    for attempt in range(10):
+        stagings, errors = set_up_at_once(tmp_path / str(attempt), user, 8)
+        try:
+            assert errors == [] and len(stagings) == 8
+            assert all(s.launcher.is_file() and s.home.is_dir() for s in stagings)
+        finally:
+            for staging in stagings:
+                staging.remove()
