@@ -142,7 +142,7 @@ def test_a_missing_selector_is_anchored_as_a_timed_out_result(site: str, tmp_pat
     publisher = RecordingPublisher(keys)
     actions = [ProposedAction("navigate", f"{site}/signup.html"), ProposedAction("click", "#does-not-exist")]
     session = ComputerUseSession("run-fault", "browser-0", keys=keys, store=store, publisher=publisher, worktree=tmp_path / "w")
-    outcome = session.run(ScriptedAgent(actions), PlaywrightDriver.factory(policy=local(site), action_timeout_ms=400))
+    outcome = session.run(ScriptedAgent(actions), PlaywrightDriver.factory(policy=local(site), action_timeout_ms=1500))
     assert outcome.terminal_state is ComputerUseTerminalState.TIMEOUT
     assert (outcome.activity_terminal_state, outcome.reason_code, outcome.action_count) == (
         TerminalState.TIMED_OUT,
