@@ -49,7 +49,9 @@ unprivileged user (``$BERNSTEIN_BROWSER_USER``, default ``nobody``) with
 survive the switch. The browser's HOME is a fresh private directory owned
 by that user, its environment is an allow-list (no credentials inherited),
 and its profile is the session's profile directory (handed to that user)
-when the user can reach it, else a private one beside HOME. Only when
+when the user can reach it and it holds only that user's files, else a
+private one beside HOME. The staging directory goes with the browser; one
+whose worker died (its lock is free) is swept by the next launch. Only when
 Chromium cannot start its sandbox (no user namespaces, no setuid helper)
 does the driver fall back to ``--no-sandbox``, logging Chromium's own reason
 on the ``bernstein.browser`` logger; ``BERNSTEIN_CHROMIUM_NO_SANDBOX=1``
