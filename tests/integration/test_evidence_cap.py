@@ -38,6 +38,7 @@ from tests.integration.helpers_kafka import (
     scheduler_config,
     stored_form,
 )
+from tests.producer_kit import encode_signed_submission
 
 MIB = 1024 * 1024
 CAP = MAX_RUN_EVIDENCE_BYTES
@@ -60,7 +61,7 @@ def sized(stage_id: str, blobs: list[tuple[str, int]]) -> dict[str, Any]:
         "run_id": RUN,
         "stage_id": stage_id,
         "role": "developer",
-        "producer": {"id": "cap@test", "sdk": "hand-built"},
+        "producer": {"id": "p@test", "sdk": "hand-built"},
         "kind": "coding",
         "artifact": artifact,
         "artifact_hash": sha256_digest(artifact),
@@ -86,7 +87,7 @@ def test_a_run_that_crosses_the_cap_gets_the_exact_refusal_from_both_cores(
         sized("s2", [("frame-a", 40 * MIB), ("frame-a", 40 * MIB), ("frame-d", 24 * MIB)]),  # duplicate frames: exactly the cap
         sized("s3", [("frame-d", 24 * MIB), ("frame-e", 1)]),  # one byte over a full run
     ]
-    items: list[tuple[bytes | None, bytes | None]] = [(RUN.encode(), codec.encode(codec.ACTIVITY_SUBMISSION_V2, s)) for s in subs]
+    items: list[tuple[bytes | None, bytes | None]] = [(RUN.encode(), encode_signed_submission(s)) for s in subs]
     offsets = produce_all(bootstrap, topics.submissions, items)
     core = run_core(core_name, bootstrap, topics, config, len(items))
 
@@ -147,7 +148,7 @@ def test_a_producer_that_under_declares_a_size_is_caught_by_activity_verify(serv
         published = emitter.publish(
             run_id=run_id, stage_id="liar", role="developer", result=ActivityResult.build("coding", b'{"x":1}', [lie])
         )
-        assert codec.decode(published.value).schema.name == codec.ACTIVITY_SUBMISSION_V2
+        assert codec.decode(published.value).schema.name == codec.ACTIVITY_SUBMISSION_V3
         emitter.close_run(run_id)
     pipe.schedule()
     journal = [r for r in pipe.records("journal") if r.key == run_id.encode()]
@@ -157,8 +158,8 @@ def test_a_producer_that_under_declares_a_size_is_caught_by_activity_verify(serv
         if codec.split_envelope(r.value or b"")[0] == codec.JOURNAL_RECORD
     ]
     assert [(e.schema.name, e.record["stage_id"]) for e in entries] == [
-        (codec.JOURNAL_ENTRY_V2, "honest"),
-        (codec.JOURNAL_ENTRY_V2, "liar"),
+        (codec.JOURNAL_ENTRY_V3, "honest"),
+        (codec.JOURNAL_ENTRY_V3, "liar"),
     ]  # the scheduler cannot see the lie: it counts 1000 bytes
     liar_offset = next(
         r.offset
@@ -212,7 +213,7 @@ def test_a_hand_built_v1_submission_with_observations_is_refused_by_both_cores(
     items: list[tuple[bytes | None, bytes | None]] = [
         (RUN.encode(), v1("v1-evidence", ["frame-a", "frame-b"])),
         (RUN.encode(), v1("v1-empty", [])),
-        (RUN.encode(), codec.encode(codec.ACTIVITY_SUBMISSION_V2, sized("v2", [("frame-a", 10), ("frame-b", 20)]))),
+        (RUN.encode(), encode_signed_submission(sized("v2", [("frame-a", 10), ("frame-b", 20)]))),
     ]
     offsets = produce_all(bootstrap, topics.submissions, items)
     core = run_core(core_name, bootstrap, topics, config, len(items))
@@ -278,7 +279,7 @@ def test_the_sdk_publishes_v2_for_an_observation_built_without_a_size(services: 
             run_id=run_id, stage_id="s0", role="developer", result=ActivityResult.build("coding", b"{}", [unsized])
         )
         decoded = codec.decode(published.value)
-        assert decoded.schema.name == codec.ACTIVITY_SUBMISSION_V2
+        assert decoded.schema.name == codec.ACTIVITY_SUBMISSION_V3
         assert decoded.record["observations"][0]["size"] == len(page)
         emitter.close_run(run_id)
     pipe.schedule()
@@ -287,6 +288,6 @@ def test_the_sdk_publishes_v2_for_an_observation_built_without_a_size(services: 
         for r in pipe.records("journal")
         if r.key == run_id.encode() and codec.split_envelope(r.value or b"")[0] == codec.JOURNAL_RECORD
     ]
-    assert [(e.schema.name, e.record["stage_id"]) for e in entries] == [(codec.JOURNAL_ENTRY_V2, "s0")]
+    assert [(e.schema.name, e.record["stage_id"]) for e in entries] == [(codec.JOURNAL_ENTRY_V3, "s0")]
     result = pipe.verify_live(run_id)
     assert result.returncode == 0, result.stdout + result.stderr
