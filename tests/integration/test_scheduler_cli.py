@@ -11,12 +11,16 @@ from pathlib import Path
 from producers.activity import ActivityResult
 from producers.emitter import Emitter
 from substrate.config import Settings
+from substrate.keys import ProducerKeys
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_sigterm_stops_cleanly_after_committing(cli_env: dict[str, str], settings: Settings, s3_store: object) -> None:
-    with Emitter.from_settings(settings, producer_id="t", store=s3_store) as emitter:  # type: ignore[arg-type]
+def test_sigterm_stops_cleanly_after_committing(
+    cli_env: dict[str, str], settings: Settings, s3_store: object, producer_keys: ProducerKeys
+) -> None:
+    # the producer signs with its own keys; the scheduler runs with the manifest that registers them (cli_env)
+    with Emitter.from_settings(settings, producer=producer_keys, store=s3_store) as emitter:  # type: ignore[arg-type]
         for i in range(3):
             page = emitter.capture("file", f"f{i}.py", f"print({i})\n".encode())
             emitter.publish(
