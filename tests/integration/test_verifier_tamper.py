@@ -35,6 +35,7 @@ from schemas import codec
 from schemas.canonical import audit_record_mac, evidence_set_hash, journal_entry_hash, sha256_digest
 from substrate.keys import Ed25519Signer, TrustedKeys
 from tests.integration import tamper_kit as kit
+from tests.producer_kit import producer_trust
 from verifier.render import escape
 
 pytestmark = pytest.mark.integration
@@ -97,6 +98,8 @@ class Expect:
     chain: Section | None = None
     seal: Section | None = None
     audit: Section | None = None
+    producers: Section | None = None
+    """Producer signatures (JournalEntry.v3, a final seal's closed_by)."""
     dump_problems: list[dict[str, str]] = field(default_factory=list)
     """Exact, including messages."""
     stages: dict[str, str] = field(default_factory=dict)
@@ -161,8 +164,10 @@ def flip_inside(value: bytes, needle: str, at: int) -> bytes:
 
 def entry_fields_changed(v: kit.DumpView, line: kit.JournalLine, new: bytes, *, stage: str, message: str, **more: Any) -> Expect:
     """Journal entry ``line`` now holds the value ``new`` (payload fields edited, stored entry hash kept): the chain
-    names that entry's hash mismatch once and ``stage`` (the id the entry now carries) fails for it."""
+    names that entry's hash mismatch once and ``stage`` (the id the entry now carries) fails for it. Every field
+    edited here is one the producer signed (JournalEntry.v3), so its signature no longer verifies either."""
     seq = line.record["seq"]
+    more.setdefault("producers", Section(problem("PRODUCER_SIGNATURE_INVALID", journal=line.offset, seq=seq)))
     return Expect(
         chain=Section(
             problem(
@@ -757,7 +762,7 @@ def check_json(document: dict[str, Any], expect: Expect) -> None:
     assert document["open"] is expect.open
     assert [p["code"] for p in document["unchecked"]] == expect.unchecked
     assert document["dump_problems"] == expect.dump_problems
-    for name in ("chain", "seal", "audit"):
+    for name in ("chain", "seal", "audit", "producers"):
         section = document[name]
         wanted: Section | None = getattr(expect, name)
         if not expect.sections_present:
@@ -797,7 +802,7 @@ def check_text(text: str, document: dict[str, Any], expect: Expect) -> None:
     wanted += [f"  MISMATCH dump -- {p['message']}" for p in expect.dump_problems]
     failed = len(expect.dump_problems)
     if expect.sections_present:
-        for name in ("chain", "seal", "audit"):
+        for name in ("chain", "seal", "audit", "producers"):
             section = document[name]
             if section["problem"] is None:
                 wanted.append(f"  {'OPEN' if name == 'seal' and expect.open else 'OK'} {name} (")
@@ -937,7 +942,10 @@ def test_dump_key_file_as_trusted_keys_cannot_verify_audit(run: kit.RealisticRun
     The export deliberately omits the HMAC secret, so a dump cannot vouch for its own audit chain.
     """
     dump = kit.copy_dump(run.dump, tmp_path)
-    code, document, stderr = kit.verify_dump(run, dump, trust_file=dump / "keys" / "public-keys.json")
+    # the producers' keys come from the roles manifest (keys trust --manifest), never from a dump
+    own_keys = tmp_path / "dump-keys-and-producers.json"
+    TrustedKeys.load(dump / "keys" / "public-keys.json").merged(producer_trust("coder@tamper-suite")).write(own_keys)
+    code, document, stderr = kit.verify_dump(run, dump, trust_file=own_keys)
     assert document["audit"]["macs_verified"] is False
     assert document["audit"]["note"] == (
         f"MACs not verified: audit key {run.keys.audit.key_id} is not pinned (add it to --trusted-keys)"
@@ -965,7 +973,9 @@ def test_without_the_audit_key_a_forged_refusal_is_not_verified(run: kit.Realist
     kit.set_value(audit_items[mirror.index], value)
     kit.save_lines(audit_path, audit_items)
     public_only = tmp_path / "public-only.json"
-    TrustedKeys(ed25519={run.keys.signer.key_id: run.keys.signer.public_key_raw}).write(public_only)
+    TrustedKeys(ed25519={run.keys.signer.key_id: run.keys.signer.public_key_raw}).merged(
+        producer_trust("coder@tamper-suite")
+    ).write(public_only)
     code, text, _ = kit.verify_dump(run, dump, json_output=False, trust_file=public_only)
     assert code == 6
     lines = text.splitlines()
@@ -989,11 +999,11 @@ def test_records_only_is_asked_for_by_name_and_never_exit_0(flag: list[str], run
     result = kit.bernstein(args, kit.offline_env(), cwd=tmp_path)
     assert result.returncode == 6, result.stdout + result.stderr
     lines = result.stdout.splitlines()
-    assert lines[4] == (
+    assert lines[5] == (
         "  NOT CHECKED RECORDS_ONLY -- --records-only: the records were checked, the evidence was NOT "
         "(no blob reattached or re-hashed)"
     )
-    assert lines[5:-1] == [
+    assert lines[6:-1] == [
         f"  NOT CHECKED {stage} [coding] -- evidence not reattached (--records-only)" for stage in kit.MAIN_STAGES
     ]
     assert lines[-1] == (
