@@ -125,7 +125,8 @@ def export_dump(
 
     keys_dir = destination / "keys"
     keys_dir.mkdir(exist_ok=True)
-    public = TrustedKeys(ed25519=dict(trusted.ed25519) if trusted else {})
+    # public keys only, with their purposes and lifetimes (an audit secret never goes into a dump)
+    public = trusted.without_audit_keys() if trusted is not None else TrustedKeys()
     (keys_dir / "public-keys.json").write_text(json.dumps(public.to_json(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
     manifest = {

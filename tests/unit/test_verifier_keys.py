@@ -38,6 +38,7 @@ from tests.unit.test_verifier_verdicts import (
     session_script,
     text_of,
 )
+from verifier.export import export_dump
 from verifier.report import EXIT_MISMATCH, EXIT_VERIFIED, RunReport
 from verifier.sources import StoredRecord
 
@@ -689,3 +690,14 @@ def test_an_audit_record_naming_a_producer_key_is_a_purpose_mismatch(built: Buil
     report = built.verify(source)
     assert_exit(report, EXIT_MISMATCH)
     assert problem_of(report, "audit") == ("KEY_PURPOSE_MISMATCH", "audit", first.offset, "audit", "producer")
+
+
+def test_an_export_carries_the_public_keys_with_their_purposes_and_lifetimes_and_no_audit_secret(
+    built: Built, tmp_path: Path
+) -> None:
+    export_dump(built.source, tmp_path / "dump", cas=built.store, runs=[RUN], trusted=FULL)
+    exported = TrustedKeys.load(tmp_path / "dump" / "keys" / "public-keys.json")
+    assert exported.hmac == {}
+    assert exported.entry(OLD_SEAL.key_id) == OLD_SEAL_T and exported.entry(NEW_SEAL.key_id) == NEW_SEAL_T
+    pinned = exported.entry(producer_signer(PRODUCER).key_id)
+    assert pinned is not None and (pinned.purpose, pinned.producer) == (KeyPurpose.PRODUCER, PRODUCER)
