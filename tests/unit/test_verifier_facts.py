@@ -71,6 +71,17 @@ def test_native_facts_are_in_use() -> None:
     assert facts.current() is NATIVE
 
 
+def test_an_extension_that_predates_a_journal_entry_layout_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """It would read JournalEntry.v3 (signed submissions) as undecodable: the reference reads it instead."""
+    pinned = [(name, fp) for name, fp in bernstein_native.VERIFIER_SCHEMAS if name != codec.JOURNAL_ENTRY_V3]
+    assert len(pinned) == len(bernstein_native.VERIFIER_SCHEMAS) - 1
+    monkeypatch.setattr(bernstein_native, "VERIFIER_SCHEMAS", pinned)
+    assert facts.native_status() == (
+        False,
+        "bernstein_native predates JournalEntry.v3 (rebuild it with `uv sync`)",
+    )
+
+
 def comparable(items: list[Any]) -> list[Any]:
     """Facts with raised exceptions compared by type and text."""
     return [(RAISE, type(f[1]), str(f[1])) if f is not None and f[0] == RAISE else f for f in items]
