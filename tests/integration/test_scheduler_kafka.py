@@ -46,6 +46,7 @@ from tests.integration.helpers_kafka import (
     stored_form,
     submission_record,
 )
+from tests.producer_setup import identity
 from verifier.verify import verify
 
 RUN = "run-rules"
@@ -53,7 +54,7 @@ RUN = "run-rules"
 
 @pytest.fixture
 def emitter(settings: Settings, s3_store: S3BlobStore) -> Emitter:
-    return Emitter.from_settings(settings, producer_id="tests@host", store=s3_store)
+    return Emitter.from_settings(settings, producer=identity("tests@host"), store=s3_store)
 
 
 def value_of(
