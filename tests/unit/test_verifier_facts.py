@@ -280,7 +280,10 @@ def computer_use_record(**changes: Any) -> dict[str, Any]:
 
 def crafted_payloads() -> list[bytes]:
     """Entry payloads the scheduler never writes, but an attacker or a bug could."""
-    obs = lambda *hashes: [{"kind": "page", "ref": f"r{i}", "content_hash": h} for i, h in enumerate(hashes)]  # noqa: E731
+
+    def obs(*hashes: str) -> list[dict[str, str]]:
+        return [{"kind": "page", "ref": f"r{i}", "content_hash": h} for i, h in enumerate(hashes)]
+
     good = sha256_digest(b"x")
     records = [
         entry_record(),
@@ -393,16 +396,16 @@ def audit_corpus(pristine: Path) -> list[bytes | None]:
     v2 = audit_v2(real)
     out.extend(v2)
     for value in v2[:2]:
-        out.extend(mutations(value, rng))
+        out.extend(mutations(value or b"", rng))
     out.append(C.encode(codec.SEAL_RECORD, {"payload": b"p", "key_id": "k", "signature": b"s"}))
     out.append(checkpoint_value())
     out.extend(bytes(rng.randrange(256) for _ in range(rng.randrange(40))) for _ in range(20))
     return out
 
 
-def audit_v2(values: list[bytes | None]) -> list[bytes]:
+def audit_v2(values: list[bytes | None]) -> list[bytes | None]:
     """The real audit records as AuditRecord.v2 (the MAC covers the key id), and one with its key id edited."""
-    out = []
+    out: list[bytes | None] = []
     for value in values[:6]:
         payload, key_id, _ = codec.split_envelope(value or b"")[1]
         mac = audit_record_mac(SECRET, key_id, payload)
