@@ -78,7 +78,7 @@ from schemas.ed25519 import verify_signature
 from schemas.errors import BernsteinError, CanonicalizationError
 from schemas.records import ENTRY_COMPUTER_USE_ACTION
 from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError, DirBlobStore
-from substrate.keys import TrustedKeys
+from substrate.keys import KeyPurpose, TrustedKeys
 
 if TYPE_CHECKING:
     from verifier.sources import RecordSource
@@ -115,6 +115,8 @@ class LineageCode:
     UNPINNED_KEY: Final = "unpinned_key"
     SIGNATURE_INVALID: Final = "signature_invalid"
     HMAC_INVALID: Final = "hmac_invalid"
+    KEY_PURPOSE_MISMATCH: Final = "key_purpose_mismatch"
+    PRODUCER_NAME_MISMATCH: Final = "producer_name_mismatch"
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +139,11 @@ def check_lineage(
 
     Order: canonical JSON -> binding (and, when given, the recorded
     observation hashes and action) -> recorded entry hash -> pinned key ->
-    signature -> HMAC (only when the entry's audit key is pinned).
+    the key pinned as a producer key (or a v1 file's key of any purpose) ->
+    registered to the entry's worker -> signature -> HMAC (only when the
+    entry's audit key is pinned). The key's lifetime is the verifier's check
+    (``verifier.keyuse``, on the journal record's timestamp): an action log
+    carries none.
     """
     try:
         entry = json.loads(envelope.entry)
@@ -174,6 +180,25 @@ def check_lineage(
             LineageProblem(
                 LineageCode.UNPINNED_KEY,
                 f"lineage entry is signed by key {envelope.key_id}, which is not pinned (--trusted-keys)",
+            ),
+            False,
+        )
+    pinned = trusted.entry(envelope.key_id)
+    if pinned is not None and not pinned.allows(KeyPurpose.PRODUCER):
+        return LineageVerdict(
+            LineageProblem(
+                LineageCode.KEY_PURPOSE_MISMATCH,
+                f"lineage entry is signed by key {envelope.key_id}, pinned as a {pinned.purpose.value} key, "
+                "not a producer key: one key, one purpose",
+            ),
+            False,
+        )
+    if pinned is not None and pinned.producer is not None and pinned.producer != binding.worker_id:
+        return LineageVerdict(
+            LineageProblem(
+                LineageCode.PRODUCER_NAME_MISMATCH,
+                f"lineage entry of worker {binding.worker_id!r} is signed by key {envelope.key_id}, which is "
+                f"registered to {pinned.producer!r}",
             ),
             False,
         )
@@ -237,6 +262,8 @@ class DivergenceReason(StrEnum):
     SESSION_RESULT_UNREADABLE = "session_result_unreadable"
     FINAL_OBSERVATION_MISSING = "final_observation_missing"
     FINAL_OBSERVATION_CHANGED = "final_observation_changed"
+    KEY_PURPOSE_MISMATCH = "key_purpose_mismatch"
+    PRODUCER_NAME_MISMATCH = "producer_name_mismatch"
 
 
 @dataclass(frozen=True, slots=True)

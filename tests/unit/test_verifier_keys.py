@@ -612,6 +612,9 @@ def test_a_lineage_key_of_another_producer_or_purpose_is_named(tmp_path: Path) -
     )
     assert_exit(report, EXIT_MISMATCH)
     assert problem_of(report, "producers") == ("PRODUCER_NAME_MISMATCH", "journal", first.offset, "someone-else", NAVIGATOR)
+    session = report.stages[1]  # the replay itself refuses the key too (as `bernstein browser replay` does)
+    assert session.stage_id == "browser-0" and not session.ok
+    assert "registered to 'someone-else'" in session.reason and "producer_name_mismatch" in str(session.data)
     report = b.verify(
         trusted=trust(
             OLD_SEAL_T, NEW_SEAL_T, OLD_AUDIT_T, NEW_AUDIT_T, producers=navigator_key(producer=None, purpose=KeyPurpose.SEAL)
@@ -619,6 +622,7 @@ def test_a_lineage_key_of_another_producer_or_purpose_is_named(tmp_path: Path) -
     )
     assert_exit(report, EXIT_MISMATCH)
     assert problem_of(report, "producers") == ("KEY_PURPOSE_MISMATCH", "journal", first.offset, "producer", "seal")
+    assert "pinned as a seal key, not a producer key" in report.stages[1].reason
 
 
 # ---------------------------------------------------------------------------
