@@ -35,7 +35,7 @@ def _emitter(tmp_path: Path, producer: Any, **options: Any) -> tuple[Emitter, Fa
         bootstrap="127.0.0.1:9", store=DirBlobStore(tmp_path / "cas"), topics=Topics("unit"), producer=producer, **options
     )
     fake = FakeProducer(["ack"] * 10)
-    emitter._producer = fake
+    emitter._producer = fake  # type: ignore[assignment]
     emitter._topics_ready = True
     return emitter, fake
 
