@@ -231,3 +231,19 @@ def test_trust_is_exported_from_the_schedulers_directory_only(tmp_path: Path, ca
     init_producer_keys(tmp_path / "producer", "p")
     code, _, err = run(capsys, "keys", "trust", "--out", str(tmp_path / "t.json"), "--dir", str(tmp_path / "producer"))
     assert code == 3 and "holds the keys of producer 'p'" in err and not (tmp_path / "t.json").exists()
+
+
+def test_a_scheduler_directory_from_before_key_rings_shows_and_exports_its_two_keys(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    keys = init_keys(tmp_path / "scheduler")
+    (tmp_path / "scheduler" / "keyring.json").unlink()  # the old layout: install.ed25519.key + audit.hmac.key only
+    code, out, _ = run(capsys, "keys", "show")
+    assert code == 0
+    assert [(k["purpose"], k["key_id"], k["lifetime"]) for k in json.loads(out)["keys"]] == [
+        ("seal", keys.signer.key_id, "[0, open)"),
+        ("audit", keys.audit.key_id, "[0, open)"),
+    ]
+    code, out, _ = run(capsys, "keys", "trust", "--out", str(tmp_path / "t.json"))
+    assert code == 0 and "1 seal, 1 audit, 0 producer key(s)" in out
+    assert set(TrustedKeys.load(tmp_path / "t.json").entries) == {keys.signer.key_id, keys.audit.key_id}
