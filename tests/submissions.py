@@ -1,10 +1,12 @@
-"""Encoding test submissions the way a producer that knows its blob sizes publishes them.
+"""Encoding test submissions the way the Python SDK publishes them: sized and signed.
 
-The scheduler refuses an ActivitySubmission.v1 that carries observations
-(EVIDENCE_SIZES_UNDECLARED: the per-run evidence cap cannot count them), so
-tests publish v2 whenever their observations declare a ``size``, as the Python
-SDK does. A record whose observations lack sizes stays v1 (a test of the v1
-path, or of a refusal that comes before the sizes matter).
+The scheduler refuses an unsigned submission (SUBMISSION_UNSIGNED: ActivitySubmission.v1
+and v2 carry no producer signature) before any stage or document rule, so a hand-built
+record that is to reach those rules is published as the SDK does: an
+ActivitySubmission.v3 signed with the test identity of its ``producer.id``
+(``tests.producer_kit``, which every test manifest and ``TEST_PRODUCERS`` register). An
+observation built without a ``size`` declares 0 (a hand-built record whose blob was never
+stored; the document rules do not look at sizes).
 """
 
 from __future__ import annotations
@@ -12,11 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from schemas import codec
+from tests.producer_kit import encode_signed_submission
 
 
 def encode_submission(record: Mapping[str, Any]) -> bytes:
-    """ActivitySubmission.v2 when every observation declares its ``size`` (also with none), else v1."""
-    observations = record.get("observations", [])
-    sized = isinstance(observations, list) and all(isinstance(o, Mapping) and "size" in o for o in observations)
-    return codec.encode(codec.ACTIVITY_SUBMISSION_V2 if sized else codec.ACTIVITY_SUBMISSION, dict(record))
+    """``record`` as a signed ActivitySubmission.v3; observations without a ``size`` declare 0."""
+    observations = [{**o, "size": o.get("size", 0)} for o in record.get("observations", [])]
+    return encode_signed_submission({**record, "observations": observations})
