@@ -569,6 +569,36 @@ pub struct Core {
     pub state: State,
     /// The current step wrote a final seal (`_Emitter.final_sealed`): it ends with a checkpoint.
     pub final_sealed: bool,
+    /// Signature verdicts computed ahead of the steps of a batch (`preverify`), by the address and
+    /// length of the signature bytes inside the batch's inputs. Empty outside a batch.
+    pub presigned: HashMap<(usize, usize), bool, KeyedHasher>,
+}
+
+/// The producer signature an input carries, with the signed bytes' recipe: what `preverify` checks.
+fn signed_input<'a>(cfg: &Config, rec: &Input<'a>) -> Option<((usize, usize), bool)> {
+    let value = rec.value?;
+    if value.len() < HEADER_SIZE || value[..2] != MAGIC {
+        return None;
+    }
+    let fp: [u8; 8] = value[2..HEADER_SIZE].try_into().ok()?;
+    let body = &value[HEADER_SIZE..];
+    let (key_id, signature, message) = if fp == FP_ACTIVITY_SUBMISSION_V3 {
+        let (sub, _) = decode_submission(body, fp).ok()?;
+        let (key_id, signature) = sub.producer?;
+        (key_id, signature, submission_signing_input(&sub, key_id))
+    } else if fp == FP_RUN_CLOSE_V2 {
+        let (close, _) = decode_run_close(body, true).ok()?;
+        let (key_id, signature) = close.producer?;
+        (key_id, signature, run_close_signing_input(&close, key_id))
+    } else {
+        return None;
+    };
+    let key = cfg.producer_keys.get(key_id)?;
+    if !key.contains(rec.timestamp_ms) {
+        return None; // refused before its signature matters
+    }
+    let verdict = key.verifies(signature, &message?);
+    Some(((signature.as_ptr() as usize, signature.len()), verdict))
 }
 
 pub enum Outcome<'a> {
@@ -577,6 +607,22 @@ pub enum Outcome<'a> {
 }
 
 impl Core {
+    /// Verifies the producer signatures of `inputs` ahead of their steps, on every core of the
+    /// machine (`threads`), and keeps the verdicts for `producer_refusal`. Each verdict is the very
+    /// check the step would make (same key, signature and signed bytes), so outputs do not change;
+    /// only the Ed25519 work moves out of the sequential step. `clear_presigned` ends the batch.
+    pub fn preverify(&mut self, inputs: &[Input<'_>], threads: usize) {
+        self.presigned.clear();
+        let cfg = &self.cfg;
+        let verdicts = crate::parallel::filter_map(inputs, threads, |rec| signed_input(cfg, rec));
+        self.presigned.extend(verdicts);
+    }
+
+    /// Forgets the verdicts of `preverify` (the batch's input buffers may be freed after it).
+    pub fn clear_presigned(&mut self) {
+        self.presigned.clear();
+    }
+
     pub fn new_run(&self, run_id: &str) -> RunState {
         RunState::empty(journal_genesis(run_id), self.cfg.hasher)
     }
@@ -1299,7 +1345,14 @@ impl Core {
                 shown,
             )));
         };
-        if !key.verifies(signature, &message) {
+        let verdict = match self
+            .presigned
+            .get(&(signature.as_ptr() as usize, signature.len()))
+        {
+            Some(&verdict) => verdict,
+            None => key.verifies(signature, &message),
+        };
+        if !verdict {
             let digest = sha256_digest(&message);
             return Ok(Some(
                 Refusal::new(

@@ -12,6 +12,7 @@ mod batch;
 pub mod core;
 mod documents;
 pub mod hashing;
+mod parallel;
 pub mod producers;
 pub mod schemas;
 pub mod text;
@@ -93,6 +94,8 @@ struct NativeCore {
     plan: Plan,
     /// `ce_type` of a seal, as the reference's headers carry it.
     sealed_type: Py<PyBytes>,
+    /// Threads that verify a batch's producer signatures ahead of its steps (`Core::preverify`).
+    verify_threads: usize,
 }
 
 fn build_slots<'py>(
@@ -469,6 +472,7 @@ impl NativeCore {
             cfg,
             state,
             final_sealed: false,
+            presigned: HashMap::with_hasher(hasher),
         };
         core.reset(partition);
 
@@ -502,6 +506,7 @@ impl NativeCore {
             headers,
             plan: Plan::default(),
             sealed_type: PyBytes::new(py, CE_TYPES[CeType::RunSealed as usize].as_bytes()).unbind(),
+            verify_threads: crate::parallel::cores(),
         })
     }
 
@@ -904,6 +909,64 @@ impl NativeCore {
         partition: i64,
         start: usize,
     ) -> PyResult<usize> {
+        let result = self.plan_messages_inner(py, messages, partition, start);
+        // the verdicts name signatures by their address in this batch's buffers: never keep them
+        self.core.clear_presigned();
+        result
+    }
+
+    /// How many threads verify a batch's producer signatures ahead of its steps (default: the
+    /// machine's cores; 1 verifies them inside the steps, in order).
+    fn set_verify_threads(&mut self, threads: usize) {
+        self.verify_threads = threads.max(1);
+    }
+
+    /// Appends the reference's outputs of one record (a list of `OutputRecord`) to the plan.
+    fn plan_outputs(&mut self, outputs: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = outputs.py();
+        batch::push_foreign(
+            &mut self.plan,
+            &self.streams,
+            self.sealed_type.bind(py).as_any(),
+            outputs,
+        )
+    }
+
+    /// Number of planned outputs, and how many of them were produced.
+    fn plan_progress(&self) -> (usize, usize) {
+        (self.plan.outputs.len(), self.plan.cursor)
+    }
+
+    /// Calls `produce(topic, value, key, partition, None, None, timestamp,
+    /// headers)` for every planned output not produced yet, in order, with
+    /// `topics[i]` for journal, refusals, audit, deadletter, checkpoints. Returns
+    /// (journalled, seals, refused, dead_letters) of the whole plan, or None
+    /// when `produce` raised BufferError (poll, then call again: it resumes at
+    /// that output). Other exceptions propagate.
+    fn produce_planned(
+        &mut self,
+        produce: &Bound<'_, PyAny>,
+        topics: &Bound<'_, PyAny>,
+        partition: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<(u64, u64, u64, u64)>> {
+        let pairs = HeaderPairs {
+            spec: &self.headers.spec,
+            source: &self.headers.source,
+            ce_types: &self.headers.ce_types,
+        };
+        let done = batch::produce_planned(&mut self.plan, &pairs, produce, topics, partition)?;
+        Ok(done.map(|t| (t.journalled, t.seals, t.refused, t.dead_letters)))
+    }
+}
+
+impl NativeCore {
+    fn plan_messages_inner(
+        &mut self,
+        py: Python<'_>,
+        messages: &Bound<'_, PyList>,
+        partition: i64,
+        start: usize,
+    ) -> PyResult<usize> {
         let n = messages.len();
         // 1. Read the messages (with the interpreter), up to one of an unusual shape.
         let mut fields = Vec::with_capacity(n.saturating_sub(start));
@@ -918,6 +981,14 @@ impl NativeCore {
             }
         }
         let inputs: Vec<Input<'_>> = fields.iter().filter_map(PyInput::as_input).collect();
+        // 2a. Verify the batch's producer signatures on every core, still without the GIL (the
+        // verdicts are the steps' own checks, done ahead; cleared before the inputs go away).
+        {
+            let core = &mut self.core;
+            let threads = self.verify_threads;
+            let batch = &inputs[..];
+            py.detach(move || core.preverify(batch, threads));
+        }
         // 2. Step them without holding the GIL, so that the thread committing the
         // previous batch is not held up; then turn the outputs into what produce takes.
         let mut done = 0;
@@ -966,43 +1037,6 @@ impl NativeCore {
         }
         self.plan.complete = true;
         Ok(n)
-    }
-
-    /// Appends the reference's outputs of one record (a list of `OutputRecord`) to the plan.
-    fn plan_outputs(&mut self, outputs: &Bound<'_, PyAny>) -> PyResult<()> {
-        let py = outputs.py();
-        batch::push_foreign(
-            &mut self.plan,
-            &self.streams,
-            self.sealed_type.bind(py).as_any(),
-            outputs,
-        )
-    }
-
-    /// Number of planned outputs, and how many of them were produced.
-    fn plan_progress(&self) -> (usize, usize) {
-        (self.plan.outputs.len(), self.plan.cursor)
-    }
-
-    /// Calls `produce(topic, value, key, partition, None, None, timestamp,
-    /// headers)` for every planned output not produced yet, in order, with
-    /// `topics[i]` for journal, refusals, audit, deadletter, checkpoints. Returns
-    /// (journalled, seals, refused, dead_letters) of the whole plan, or None
-    /// when `produce` raised BufferError (poll, then call again: it resumes at
-    /// that output). Other exceptions propagate.
-    fn produce_planned(
-        &mut self,
-        produce: &Bound<'_, PyAny>,
-        topics: &Bound<'_, PyAny>,
-        partition: &Bound<'_, PyAny>,
-    ) -> PyResult<Option<(u64, u64, u64, u64)>> {
-        let pairs = HeaderPairs {
-            spec: &self.headers.spec,
-            source: &self.headers.source,
-            ce_types: &self.headers.ce_types,
-        };
-        let done = batch::produce_planned(&mut self.plan, &pairs, produce, topics, partition)?;
-        Ok(done.map(|t| (t.journalled, t.seals, t.refused, t.dead_letters)))
     }
 }
 

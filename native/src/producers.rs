@@ -37,6 +37,9 @@ impl ProducerKey {
     }
 
     /// Ed25519 (RFC 8032, cofactorless, as OpenSSL checks it) of `signature` over `message`.
+    /// RFC 8032 verification as the reference (OpenSSL) does it: `s` canonical, and the encoding
+    /// of `[s]B - [k]A` equal to the signature's `R` bytes (cofactorless, one signature at a time:
+    /// a batch equation can answer differently for signatures with small-order components).
     pub fn verifies(&self, signature: &[u8], message: &[u8]) -> bool {
         let Some(key) = &self.key else { return false };
         let Ok(sig) = Signature::from_slice(signature) else {
