@@ -203,9 +203,11 @@ def v1(stage_id: str, blobs: list[str]) -> bytes:
 
 
 @pytest.mark.parametrize("core_name", ["python", "native"])
-def test_a_hand_built_v1_submission_with_observations_is_refused_by_both_cores(
+def test_a_hand_built_v1_submission_is_refused_unsigned_by_both_cores(
     core_name: str, settings: Settings, install_keys: InstallKeys
 ) -> None:
+    """Issue 12 replaces issue 11's EVIDENCE_SIZES_UNDECLARED for ActivitySubmission.v1: a v1 carries no producer
+    signature, so it is refused SUBMISSION_UNSIGNED before its sizes matter, with or without observations."""
     bootstrap = settings.kafka_bootstrap
     assert bootstrap is not None
     topics = fresh_topics(bootstrap, f"{settings.topics.prefix}u{core_name[0]}")
@@ -220,26 +222,17 @@ def test_a_hand_built_v1_submission_with_observations_is_refused_by_both_cores(
 
     out = read_outputs(bootstrap, topics)
     journalled = [r.inner for r in out["journal"] if r.schema == codec.JOURNAL_RECORD]
-    assert [e["stage_id"] for e in journalled] == ["v1-empty", "v2"]
-    assert [r.record for r in out["refusals"]] == [
-        {
+    assert [e["stage_id"] for e in journalled] == ["v2"]
+    refused = [r.record for r in out["refusals"]]
+    assert [(r["stage_id"], r["input"]["offset"]) for r in refused] == [("v1-evidence", offsets[0]), ("v1-empty", offsets[1])]
+    for refusal in refused:
+        assert {k: refusal[k] for k in ("exception", "code", "field", "declared", "recomputed")} == {
             "exception": "ActivityRejected",
-            "code": "EVIDENCE_SIZES_UNDECLARED",
-            "message": "this ActivitySubmission.v1 carries 2 observations without byte sizes, so the per-run evidence cap "
-            f"of {CAP} bytes cannot count them; publish ActivitySubmission.v2 with each blob's size",
-            "run_id": RUN,
-            "stage_id": "v1-evidence",
-            "role": "developer",
-            "kind": "coding",
-            "submission_id": "sub-v1-evidence",
-            "field": "observations",
+            "code": "SUBMISSION_UNSIGNED",
+            "field": "producer_signature",
             "declared": "ActivitySubmission.v1",
-            "recomputed": "ActivitySubmission.v2",
-            "earlier_stage_id": None,
-            "input": {"topic": topics.submissions, "partition": 0, "offset": offsets[0]},
-            "occurred_at_ms": 1_767_225_600_000,
+            "recomputed": "ActivitySubmission.v3",
         }
-    ]
     expected = fold(config, read_partition(bootstrap, topics, "submissions"))
     for stream, records in out.items():
         assert [r.stored() for r in records] == [stored_form(o) for o in expected[stream]], stream
@@ -248,8 +241,8 @@ def test_a_hand_built_v1_submission_with_observations_is_refused_by_both_cores(
         assert core.fallbacks == 0
 
 
-def test_accept_undeclared_sizes_journals_v1_evidence_through_the_broker(settings: Settings, install_keys: InstallKeys) -> None:
-    """The migration flag: the same v1 submission is journalled as JournalEntry.v1 by the native core."""
+def test_accept_undeclared_sizes_does_not_admit_an_unsigned_v1_submission(settings: Settings, install_keys: InstallKeys) -> None:
+    """The migration flag admits undeclared sizes (ComputerUseAction.v1), never a missing producer signature."""
     bootstrap = settings.kafka_bootstrap
     assert bootstrap is not None
     topics = fresh_topics(bootstrap, f"{settings.topics.prefix}um")
@@ -258,9 +251,8 @@ def test_accept_undeclared_sizes_journals_v1_evidence_through_the_broker(setting
     produce_all(bootstrap, topics.submissions, items)
     core = run_core("native", bootstrap, topics, config, len(items))
     out = read_outputs(bootstrap, topics)
-    assert out["refusals"] == []
-    entries = [codec.decode(r.record["payload"]) for r in out["journal"] if r.schema == codec.JOURNAL_RECORD]
-    assert [(e.schema.name, e.record["stage_id"]) for e in entries] == [(codec.JOURNAL_ENTRY, "v1-evidence")]
+    assert [r.record["code"] for r in out["refusals"]] == ["SUBMISSION_UNSIGNED"]
+    assert [r for r in out["journal"] if r.schema == codec.JOURNAL_RECORD] == []
     expected = fold(config, read_partition(bootstrap, topics, "submissions"))
     for stream, records in out.items():
         assert [r.stored() for r in records] == [stored_form(o) for o in expected[stream]], stream
