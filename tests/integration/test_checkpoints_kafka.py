@@ -34,6 +34,7 @@ from tests.integration.helpers_kafka import (
     read_partition,
     scheduler_config,
 )
+from tests.producer_kit import producer_trust
 from verifier.kafka_source import KafkaSource
 from verifier.report import EXIT_VERIFIED
 from verifier.verify import verify
@@ -106,7 +107,7 @@ def test_checkpoints_are_written_restored_and_verified_through_the_broker(
     last = checkpoints[-1]
     assert last["audit_head"] == audit[last["audit_seq"] - 1].record["mac"]
 
-    trusted = TrustedKeys.from_install(install_keys)
+    trusted = TrustedKeys.from_install(install_keys).merged(producer_trust())  # and the test producers (keys trust --manifest)
     for run in ("cp-a", "cp-b", "cp-c"):
         report = verify(run, KafkaSource(bootstrap, topics), cas=s3_store, trusted=trusted)
         assert report.exit_code == EXIT_VERIFIED, report.header

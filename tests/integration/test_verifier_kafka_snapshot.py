@@ -20,12 +20,12 @@ import pytest
 from consumers.core.model import SchedulerConfig
 from consumers.core.step import SchedulerCore
 from consumers.shell import SchedulerShell, ShellOptions
-from schemas import codec
 from schemas.canonical import sha256_digest
 from substrate.cas import S3BlobStore
 from substrate.config import Settings, Topics
 from substrate.keys import InstallKeys, TrustedKeys
 from tests.integration.helpers_kafka import encode_close, fresh_topics, produce_all, scheduler_config, submission_record
+from tests.producer_kit import encode_signed_submission, producer_trust
 from verifier.kafka_source import KafkaSource
 from verifier.report import EXIT_MISMATCH, EXIT_VERIFIED
 from verifier.sources import StoredRecord
@@ -35,12 +35,12 @@ pytestmark = pytest.mark.integration
 
 
 def _stage(run: str, stage: str, store: S3BlobStore) -> tuple[bytes, bytes]:
-    """An ActivitySubmission.v2 (every blob's size declared) of one page."""
+    """A signed ActivitySubmission.v3 (every blob's size declared) of one page."""
     page = f"{run} {stage}".encode()
     record = submission_record(run_id=run, stage_id=stage, pages=[page], store=store)
     sizes = {sha256_digest(page): len(page)}
     record["observations"] = [{**o, "size": sizes[o["content_hash"]]} for o in record["observations"]]
-    return run.encode(), codec.encode(codec.ACTIVITY_SUBMISSION_V2, record)
+    return run.encode(), encode_signed_submission(record)
 
 
 def _schedule(bootstrap: str, topics: Topics, config: SchedulerConfig, items: list[tuple[bytes, bytes]]) -> None:
@@ -91,7 +91,7 @@ def test_a_verify_from_kafka_reads_one_snapshot_while_the_scheduler_appends(
     run = "snap-a"
     stages = [_stage(run, f"s{i}", s3_store) for i in range(3)]
     _schedule(bootstrap, topics, config, [*stages, (run.encode(), encode_close(run))])
-    trusted = TrustedKeys.from_install(install_keys)
+    trusted = TrustedKeys.from_install(install_keys).merged(producer_trust())  # and the test producers (keys trust --manifest)
     batch = 0
 
     def more() -> None:
