@@ -14,6 +14,13 @@ CLI can print a run of any length in flat memory. The steps, in report order:
    and its (entry_count, head) must match the chain at that point. A run
    needs a final seal; entries after it, or a journal shorter than a seal,
    mean deletion or truncation.
+   Every ``JournalEntry.v3`` and every final seal's ``closed_by`` carries its
+   producer's signature: the statement is rebuilt from the journal record and
+   checked with a pinned producer key registered to that producer and in
+   force at the record's timestamp (``verifier.keyuse``); older entries are
+   counted, not reported. Every key must also be pinned for the purpose it
+   was used for, and in force when it was used (seals, checkpoints, audit
+   records, lineage entries, data/ops receipts).
 3. Audit. The partition's HMAC chain must recompute with the pinned audit
    key, count from 0 without gaps, link each record to its predecessor, and
    agree with the journal crossing by crossing (entry hashes, seals). Audit
