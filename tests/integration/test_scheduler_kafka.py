@@ -46,6 +46,7 @@ from tests.integration.helpers_kafka import (
     stored_form,
     submission_record,
 )
+from tests.producer_kit import encode_signed_submission
 from tests.producer_setup import identity
 from verifier.verify import verify
 
@@ -581,7 +582,7 @@ def _oversized_journal_submission(run_id: str, limit: int) -> bytes:
         "observations": observations,
         "evidence_set_hash": evidence_set_hash(o["content_hash"] for o in observations),
     }
-    value = codec.encode(codec.ACTIVITY_SUBMISSION_V2, record)
+    value = encode_signed_submission(record)
     assert limit < len(value) < 2_097_152 - 4096, len(value)
     return value
 
