@@ -124,8 +124,17 @@ def register(subparsers: Any) -> None:
     replay.add_argument("--session", dest="session_id", default=None, help="replay only this session")
     replay.add_argument("--from", dest="source", default="kafka", metavar="kafka|DUMP", help="a live cluster or a dump directory")
     replay.add_argument("--cas", default=None, metavar="s3|none|DIR", help="content store (default: s3, or <dump>/cas)")
-    replay.add_argument("--trusted-keys", type=Path, default=None, metavar="FILE", help="pinned keys (default: the install keys)")
-    replay.add_argument("--keys-dir", type=Path, default=None, help="install key directory, used when --trusted-keys is absent")
+    replay.add_argument(
+        "--trusted-keys",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="pinned keys (default: what `bernstein keys trust` would export here: the scheduler's key ring and the "
+        "producers of $BERNSTEIN_ROLES)",
+    )
+    replay.add_argument(
+        "--keys-dir", type=Path, default=None, help="the scheduler's key directory, used when --trusted-keys is absent"
+    )
     add_prefix_flag(replay)
     replay.add_argument("--json", action="store_true", help="print the result as JSON")
     replay.set_defaults(func=_replay)
