@@ -66,7 +66,7 @@ from producers.computer_use.lineage import LineageBinding, lineage_entry, seal_l
 from producers.computer_use.profiles import prepare_profile, remove_profile
 from producers.computer_use.snapshot import normalise_snapshot
 from producers.computer_use.terminal import ComputerUseDriverError, DriverFault, classify_terminal_state
-from producers.identity import resolve_producer_id
+from producers.identity import ProducerIdMismatch, resolve_producer_id
 from producers.netpolicy import OriginPolicy, TargetRefused
 from schemas import codec
 from schemas.documents.browser import (
@@ -99,6 +99,11 @@ MAX_ACTIONS_LIMIT: Final = 2000
 class ActionPublisher(Protocol):
     """Where a session's events go (the emitter in production, a recorder in tests)."""
 
+    @property
+    def producer_id(self) -> str:
+        """The producer its results are signed as: the session's worker, whose key signs the lineage."""
+        ...
+
     def publish_action(self, run_id: str, submission_id: str, value: bytes) -> str:
         """Publish an encoded ComputerUseAction; return where it landed."""
         ...
@@ -113,6 +118,10 @@ class EmitterPublisher:
 
     def __init__(self, emitter: Emitter) -> None:
         self.emitter = emitter
+
+    @property
+    def producer_id(self) -> str:
+        return self.emitter.producer_id
 
     def publish_action(self, run_id: str, submission_id: str, value: bytes) -> str:
         return self.emitter.publish_raw(run_id, value, submission_id=submission_id).where
@@ -185,6 +194,11 @@ class ComputerUseSession:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         worker_id = resolve_producer_id(keys, worker_id)
+        if publisher.producer_id != worker_id:
+            raise ProducerIdMismatch(
+                f"the session's results would be published as {publisher.producer_id!r}, but its actions are signed by "
+                f"producer {worker_id!r}: one session, one producer (give the emitter the same producer keys)"
+            )
         require_valid_ids(("run_id", run_id), ("session_id", session_id), ("role", role), ("worker_id", worker_id))
         if isinstance(max_actions, bool) or not isinstance(max_actions, int) or not 0 <= max_actions <= MAX_ACTIONS_LIMIT:
             raise ValueError(f"max_actions must be an integer between 0 and {MAX_ACTIONS_LIMIT}, got {max_actions!r}")

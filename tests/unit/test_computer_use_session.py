@@ -30,6 +30,7 @@ from producers.computer_use import (
 from producers.computer_use.boundary import AgentView
 from producers.computer_use.fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, RecordingPublisher
 from producers.computer_use.profiles import isolated_profile_dir
+from producers.identity import ProducerIdMismatch
 from schemas import codec
 from schemas.canonical import computer_use_genesis, lineage_hmac, lineage_signing_input, sha256_digest, typed_value_digest
 from schemas.ed25519 import verify_signature
@@ -413,3 +414,14 @@ def test_a_selected_value_is_scrubbed_from_later_snapshots_like_a_typed_one(
     snapshot = store.get(final.dom_digest).decode()
     marker = f"[redacted {typed_value_digest(keys.redaction.secret, answer)}]"
     assert answer not in snapshot and snapshot.count(marker) == 2
+
+
+def test_one_session_one_producer(keys: ProducerKeys, store: DirBlobStore, tmp_path: Path) -> None:
+    """Actions are signed by the session's producer key; its result must be published as that same producer."""
+    other = init_producer_keys(tmp_path / "other-keys", "someone@else")
+    with pytest.raises(ProducerIdMismatch, match="published as 'someone@else', but its actions are signed by producer"):
+        make_session(keys, store, tmp_path, RecordingPublisher(other))
+    with pytest.raises(ProducerIdMismatch, match="is not the name of the producer key"):
+        ComputerUseSession(
+            RUN, SESSION, keys=keys, store=store, publisher=RecordingPublisher(keys), worker_id="x@y", worktree=tmp_path
+        )
