@@ -31,12 +31,18 @@ import sys
 import time
 from pathlib import Path
 
-from consumers.core.model import InputRecord, SchedulerConfig, Stream
+from consumers.core.model import InputRecord, Producer, ProducerKey, ProducerRegistry, SchedulerConfig, Stream
 from consumers.core.step import SchedulerCore, initial_state
 from schemas import codec
-from schemas.canonical import evidence_set_hash, sha256_digest
+from schemas.canonical import (
+    evidence_set_hash,
+    run_close_statement,
+    sha256_digest,
+    submission_signing_input,
+    submission_statement,
+)
 from substrate.cas import DirBlobStore
-from substrate.keys import AuditKey, Ed25519Signer, TrustedKeys
+from substrate.keys import AuditKey, Ed25519Signer, KeyPurpose, TrustedKey, TrustedKeys
 from verifier.sources import DUMP_FORMAT, DumpSource, StoredRecord, encode_dump_line
 from verifier.verify import verify_stream
 
@@ -44,6 +50,10 @@ REPO = Path(__file__).resolve().parent.parent
 RUN = "bench-run"
 SIGNER = Ed25519Signer.from_seed(b"\x09" * 32)
 AUDIT = AuditKey.from_secret(b"bench-verifier-audit-key-0123456")
+PRODUCER = Ed25519Signer.from_seed(b"\x0b" * 32)
+"""Signs every submission (ActivitySubmission.v3) and the run close (RunClose.v2): the verifier checks each."""
+FORMAT = "signed-v3"
+"""The cached dumps' layout: a cache built before producer signatures is rebuilt."""
 TOPICS = {
     "journal": "bench.activity.journal",
     "audit": "bench.audit",
@@ -54,12 +64,28 @@ TOPICS = {
 
 
 def trusted() -> TrustedKeys:
-    return TrustedKeys(ed25519={SIGNER.key_id: SIGNER.public_key_raw}, hmac={AUDIT.key_id: AUDIT.secret})
+    pinned = TrustedKeys(ed25519={SIGNER.key_id: SIGNER.public_key_raw}, hmac={AUDIT.key_id: AUDIT.secret})
+    return pinned.merged(
+        TrustedKeys.of([TrustedKey(PRODUCER.key_id, KeyPurpose.PRODUCER, PRODUCER.public_key_raw, producer="bench")])
+    )
+
+
+def signed(name: str, record: dict[str, object]) -> bytes:
+    """``record`` as the signed schema ``name`` (ActivitySubmission.v3 or RunClose.v2), signed by ``PRODUCER``."""
+    if name == codec.RUN_CLOSE_V2:
+        statement = run_close_statement(
+            str(record["submission_id"]), RUN, "bench", int(str(record["occurred_at_ms"])), PRODUCER.key_id
+        )
+    else:
+        statement = submission_statement(record, PRODUCER.key_id)
+    signature = PRODUCER.sign(submission_signing_input(statement))
+    return codec.encode(name, {**record, "producer_key_id": PRODUCER.key_id, "producer_signature": signature})
 
 
 def build_dump(root: Path, entries: int, blob_bytes: int) -> None:
     """Run the real scheduler core over synthetic submissions and write a dump."""
-    if (root / "manifest.json").exists():
+    manifest = root / "manifest.json"
+    if manifest.exists() and json.loads(manifest.read_text()).get("bench_format") == FORMAT:
         return
     if root.exists():
         shutil.rmtree(root)
@@ -67,7 +93,21 @@ def build_dump(root: Path, entries: int, blob_bytes: int) -> None:
     cas = DirBlobStore(root / "cas")
     core = SchedulerCore(
         SchedulerConfig(
-            roles={"developer": "coding"}, signer=SIGNER, audit_key=AUDIT.secret, audit_key_id=AUDIT.key_id, seal_every=10**9
+            roles={"developer": "coding"},
+            signer=SIGNER,
+            audit_key=AUDIT.secret,
+            audit_key_id=AUDIT.key_id,
+            seal_every=10**9,
+            producers=ProducerRegistry.of(
+                [
+                    Producer(
+                        "bench",
+                        frozenset({"developer"}),
+                        frozenset({"coding"}),
+                        (ProducerKey(PRODUCER.key_id, PRODUCER.public_key_raw),),
+                    )
+                ]
+            ),
         )
     )
     state = initial_state(core.config, 0)
@@ -93,8 +133,8 @@ def build_dump(root: Path, entries: int, blob_bytes: int) -> None:
 
     for i in range(entries + 1):
         if i == entries:
-            value = codec.encode(
-                codec.RUN_CLOSE,
+            value = signed(
+                codec.RUN_CLOSE_V2,
                 {"submission_id": "close", "run_id": RUN, "producer": {"id": "bench", "sdk": "bench"}, "occurred_at_ms": i},
             )
         else:
@@ -103,8 +143,8 @@ def build_dump(root: Path, entries: int, blob_bytes: int) -> None:
             digest = cas.put(blob)
             cas.put(artifact)
             observations = [{"kind": "page", "ref": f"https://example.org/{i}", "content_hash": digest, "size": len(blob)}]
-            value = codec.encode(
-                codec.ACTIVITY_SUBMISSION_V2,
+            value = signed(
+                codec.ACTIVITY_SUBMISSION_V3,
                 {
                     "submission_id": f"s{i}",
                     "run_id": RUN,
@@ -130,7 +170,9 @@ def build_dump(root: Path, entries: int, blob_bytes: int) -> None:
     for handle in files.values():
         handle.close()
     (root / "manifest.json").write_text(
-        json.dumps({"format": DUMP_FORMAT, "runs": [RUN], "entries": entries, "blob_bytes": size * entries})
+        json.dumps(
+            {"format": DUMP_FORMAT, "runs": [RUN], "entries": entries, "blob_bytes": size * entries, "bench_format": FORMAT}
+        )
     )
 
 

@@ -36,6 +36,15 @@ Fact tuples (the first item is the kind):
     evidence_set_hash, observations, recomputed evidence-set hash or None
     when a member is malformed, payload)``, observations as ``((kind, ref,
     content_hash), ...)``.
+``producer_facts(values, public_for)``
+    for the journal records of signed entry types: ``(P_OTHER,)`` no entry
+    that carries a producer signature, ``(P_LEGACY,)`` a JournalEntry.v1/v2
+    (it predates producer signatures), ``(P_ACTION,)`` a computer-use entry
+    (its lineage signature is checked by ``verifier.verify``), ``(P_SIGNED,
+    seq, key_id, producer_id, verified)`` a JournalEntry.v3, ``verified``
+    whether its producer signature verifies over the statement rebuilt from
+    the entry under ``public_for(key_id)`` (a pinned raw Ed25519 key), None
+    when that gives None.
 ``parse_dump_lines(lines, with_headers)``
     ``(rows, bad)``: a row ``(offset, timestamp, key, value, topic,
     partition, headers)`` per record line up to the first line that is not
@@ -61,8 +70,16 @@ from typing import Any, Final, Protocol
 import orjson
 
 from schemas import codec
-from schemas.canonical import audit_mac, audit_record_mac, evidence_set_hash, journal_entry_hash
-from schemas.errors import MalformedDigest
+from schemas.canonical import (
+    audit_mac,
+    audit_record_mac,
+    evidence_set_hash,
+    journal_entry_hash,
+    submission_signing_input,
+    submission_statement,
+)
+from schemas.ed25519 import verify_signature
+from schemas.errors import CanonicalizationError, MalformedDigest
 from schemas.records import ENTRY_ACTIVITY_RESULT
 
 RAISE: Final = -1
@@ -75,12 +92,24 @@ A_RECORD: Final = 1
 S_SKIP: Final = 0
 S_NOT_RESULT: Final = 1
 S_RESULT: Final = 2
+P_OTHER: Final = 0
+P_LEGACY: Final = 1
+P_ACTION: Final = 2
+P_SIGNED: Final = 3
 
 Row = tuple[int, int, "bytes | None", "bytes | None", Any, int, tuple[tuple[str, bytes], ...]]
 SecretFor = Callable[[str], "bytes | None"]
+PublicFor = Callable[[str], "bytes | None"]
 
 _ENTRY: Final = codec.JOURNAL_ENTRIES
 _S_SKIP: Final = (S_SKIP,)
+_P_OTHER: Final = (P_OTHER,)
+_P_LEGACY: Final = (P_LEGACY,)
+_P_ACTION: Final = (P_ACTION,)
+_V3: Final = frozenset({codec.JOURNAL_ENTRY_V3})
+_V3_HEADER: Final = codec.default_codec().schema(codec.JOURNAL_ENTRY_V3).header
+_LEGACY_HEADERS: Final = frozenset(codec.default_codec().schema(n).header for n in (codec.JOURNAL_ENTRY, codec.JOURNAL_ENTRY_V2))
+_ACTION_HEADERS: Final = frozenset(codec.default_codec().schema(n).header for n in codec.COMPUTER_USE_ENTRIES)
 
 _native: ModuleType | None
 try:
@@ -99,6 +128,8 @@ class Facts(Protocol):
     def audit_facts(self, values: list[bytes | None], secret_for: SecretFor) -> list[tuple[Any, ...]]: ...
 
     def stage_facts(self, values: list[bytes | None]) -> list[tuple[Any, ...]]: ...
+
+    def producer_facts(self, values: list[bytes | None], public_for: PublicFor) -> list[tuple[Any, ...]]: ...
 
     def parse_dump_lines(self, lines: list[bytes], with_headers: bool) -> tuple[list[Row], int | None]: ...
 
@@ -212,6 +243,42 @@ def stage_fact(value: bytes | None) -> tuple[Any, ...]:
         return (RAISE, exc)
 
 
+def producer_fact(value: bytes | None, public_for: PublicFor) -> tuple[Any, ...]:
+    """The producer-signature facts of one journal record value (``_ChainWalk``'s producer checks)."""
+    try:
+        try:
+            name, fields = codec.split_envelope(value or b"")
+        except codec.DecodeError:
+            return _P_OTHER
+        if name != codec.JOURNAL_RECORD:
+            return _P_OTHER
+        payload = fields[0]
+        header = bytes(payload[: codec.HEADER_SIZE])
+        if header in _LEGACY_HEADERS:
+            return _P_LEGACY
+        if header in _ACTION_HEADERS:
+            return _P_ACTION
+        if header != _V3_HEADER:
+            return _P_OTHER
+        try:
+            entry = codec.decode(payload, expect=_V3).record
+        except codec.DecodeError:
+            return _P_OTHER  # ENTRY_UNDECODABLE, named by the chain walk
+        key_id = entry["producer_key_id"]
+        public = public_for(key_id)
+        verified: bool | None = None
+        if public is not None:
+            try:
+                signed = submission_signing_input(submission_statement(entry, key_id))
+            except CanonicalizationError:
+                verified = False
+            else:
+                verified = verify_signature(public, entry["producer_signature"], signed)
+        return (P_SIGNED, entry["seq"], key_id, entry["producer_id"], verified)
+    except Exception as exc:  # noqa: BLE001 (re-raised where the record is reached)
+        return (RAISE, exc)
+
+
 def result_fact(entry: dict[str, Any], stored: str, payload: bytes) -> tuple[Any, ...]:
     """The ``S_RESULT`` fact of a decoded activity.result entry (``payload`` its bytes)."""
     observations = tuple((o["kind"], o["ref"], o["content_hash"]) for o in entry["observations"])
@@ -307,6 +374,9 @@ class PythonFacts:
     def stage_facts(self, values: list[bytes | None]) -> list[tuple[Any, ...]]:
         return [stage_fact(v) for v in values]
 
+    def producer_facts(self, values: list[bytes | None], public_for: PublicFor) -> list[tuple[Any, ...]]:
+        return [producer_fact(v, public_for) for v in values]
+
     def parse_dump_lines(self, lines: list[bytes], with_headers: bool) -> tuple[list[Row], int | None]:
         rows: list[Row] = []
         for index, line in enumerate(lines):
@@ -352,6 +422,15 @@ class NativeFacts:
         facts, fallback = self._reader.stage_facts(values)
         for i in fallback:
             facts[i] = stage_fact(values[i])
+        return facts  # type: ignore[no-any-return]
+
+    def producer_facts(self, values: list[bytes | None], public_for: PublicFor) -> list[tuple[Any, ...]]:
+        producer_facts = getattr(self._reader, "producer_facts", None)
+        if producer_facts is None:  # an extension built before it: the reference (same facts)
+            return [producer_fact(v, public_for) for v in values]
+        facts, fallback = producer_facts(values, public_for)
+        for i in fallback:
+            facts[i] = producer_fact(values[i], public_for)
         return facts  # type: ignore[no-any-return]
 
     def parse_dump_lines(self, lines: list[bytes], with_headers: bool) -> tuple[list[Row], int | None]:

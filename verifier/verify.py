@@ -45,7 +45,7 @@ Memory stays flat: records are read, and facts computed, a chunk at a time.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -61,12 +61,11 @@ from schemas.canonical import (
     seal_signing_input,
     sha256_digest,
     submission_signing_input,
-    submission_statement,
 )
 from schemas.errors import CanonicalizationError, MalformedDigest
 from schemas.records import ENTRY_ACTIVITY_RESULT, ENTRY_COMPUTER_USE_ACTION, MAX_RUN_EVIDENCE_BYTES, AuditEvent
 from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError, check_blob_size
-from substrate.keys import TrustedKeys, verify_signature
+from substrate.keys import TrustedKey, TrustedKeys, verify_signature
 from substrate.text import plural
 from verifier import facts as _facts
 from verifier.checkpoints import CheckpointWalk
@@ -76,6 +75,9 @@ from verifier.facts import (
     J_ENTRY,
     J_ENTRY_UNDECODABLE,
     J_SEAL,
+    P_ACTION,
+    P_LEGACY,
+    P_SIGNED,
     RAISE,
     S_RESULT,
     S_SKIP,
@@ -110,12 +112,7 @@ _REFUSED = AuditEvent.ACTIVITY_REFUSED.value
 _DEADLETTER = AuditEvent.INPUT_DEADLETTER.value
 _SEALED = AuditEvent.RUN_SEALED.value
 _SEAL = codec.RUN_SEALS
-_ENTRY_V3_HEADER = codec.default_codec().schema(codec.JOURNAL_ENTRY_V3).header
 _SIGNED_ENTRY_TYPES = frozenset({ENTRY_ACTIVITY_RESULT, ENTRY_COMPUTER_USE_ACTION})
-_ACTION_HEADERS = frozenset(codec.default_codec().schema(name).header for name in codec.COMPUTER_USE_ENTRIES)
-_LEGACY_ENTRY_HEADERS = frozenset(
-    codec.default_codec().schema(name).header for name in (codec.JOURNAL_ENTRY, codec.JOURNAL_ENTRY_V2)
-)
 _AUDIT_RECORD = frozenset({codec.AUDIT_RECORD})
 _AUDIT_V2_HEADER = codec.default_codec().schema(codec.AUDIT_RECORD_V2).header
 
@@ -413,13 +410,15 @@ class _ChainWalk:
 
     def feed_many(self, facts: Facts, offsets: list[int], values: list[bytes | None], timestamps: list[int]) -> None:
         """Walk a batch of this run's journal records (offsets, values and Kafka timestamps, in offset order)."""
-        for offset, value, timestamp, fact in zip(offsets, values, timestamps, facts.journal_facts(values), strict=True):
+        journal = facts.journal_facts(values)
+        signed = facts.producer_facts(values, self._public_for)
+        for offset, value, timestamp, fact, producer in zip(offsets, values, timestamps, journal, signed, strict=True):
             self.records += 1
             kind = fact[0]
             if kind == J_ENTRY:
                 self._entry(offset, fact)
                 if fact[6] in _SIGNED_ENTRY_TYPES:
-                    self._producer_entry(offset, value, timestamp)
+                    self._producer_entry(offset, value, timestamp, producer)
             elif kind == J_SEAL:
                 self._seal(offset, value, fact)
             elif kind == J_ENTRY_UNDECODABLE:
@@ -497,34 +496,29 @@ class _ChainWalk:
 
     # -- producer signatures ------------------------------------------------------
 
-    def _producer_entry(self, offset: int, value: bytes | None, timestamp: int) -> None:
-        """A JournalEntry.v3's producer signature, checked with pinned producer keys; older entries are counted."""
-        try:
-            payload = codec.split_envelope(value or b"")[1][0]
-        except (codec.DecodeError, IndexError):
-            return  # the chain walk names it
-        header = bytes(payload[: codec.HEADER_SIZE])
-        if header in _LEGACY_ENTRY_HEADERS:
+    def _public_for(self, key_id: str) -> bytes | None:
+        """The pinned Ed25519 key a producer fact verifies under (whether it may sign that is decided here)."""
+        pinned = self.trusted.entry(key_id)
+        return None if pinned is None or pinned.is_hmac else pinned.material
+
+    def _producer_entry(self, offset: int, value: bytes | None, timestamp: int, fact: tuple[Any, ...]) -> None:
+        """A JournalEntry.v3's producer signature (``verifier.facts`` checked it under the pinned key), with
+        the key's purpose, owner and lifetime; older entries are counted; a computer-use entry's lineage key."""
+        kind = fact[0]
+        if kind == P_LEGACY:
             self.legacy += 1
-            return
-        if header in _ACTION_HEADERS:
+        elif kind == P_ACTION:
+            try:
+                payload = codec.split_envelope(value or b"")[1][0]
+            except (codec.DecodeError, IndexError):
+                return  # the chain walk names it
             self._lineage_key(offset, payload, timestamp)
-            return
-        if header != _ENTRY_V3_HEADER:
-            return
-        try:
-            entry = self.c.decode(payload, expect=frozenset({codec.JOURNAL_ENTRY_V3})).record
-        except codec.DecodeError:
-            return  # ENTRY_UNDECODABLE, named by the chain walk
-        what = f"journal entry seq {entry['seq']} at offset {offset}"
-        key_id = entry["producer_key_id"]
-        try:
-            signed = submission_signing_input(submission_statement(entry, key_id))
-        except CanonicalizationError:
-            signed = None
-        self._producer_signature(
-            what, key_id, entry["producer_id"], entry["producer_signature"], signed, timestamp, offset, entry["seq"]
-        )
+        elif kind == P_SIGNED:
+            _, seq, key_id, producer, verified = fact
+            what = f"journal entry seq {seq} at offset {offset}"
+            self._producer_signature(what, key_id, producer, lambda _pinned: verified is True, timestamp, offset, seq)
+        elif kind == RAISE:
+            raise fact[1]
 
     def _lineage_key(self, offset: int, payload: bytes, timestamp: int) -> None:
         """A computer-use action's lineage signature is its producer's: the key must be a pinned producer key,
@@ -561,15 +555,12 @@ class _ChainWalk:
             )
         except CanonicalizationError:
             signed = None
+
+        def verifies(pinned: TrustedKey) -> bool:
+            return signed is not None and verify_signature(pinned.material, closed["signature"], signed)
+
         self._producer_signature(
-            what,
-            closed["key_id"],
-            closed["producer_id"],
-            closed["signature"],
-            signed,
-            seal["sealed_at_ms"],
-            offset,
-            seal["entry_count"],
+            what, closed["key_id"], closed["producer_id"], verifies, seal["sealed_at_ms"], offset, seal["entry_count"]
         )
 
     def _producer_signature(
@@ -577,13 +568,13 @@ class _ChainWalk:
         what: str,
         key_id: str,
         producer: str,
-        signature: bytes,
-        signed: bytes | None,
+        verifies: Callable[[TrustedKey], bool],
         timestamp: int,
         offset: int,
         seq: int,
     ) -> None:
-        """One producer signature: pinned as a producer key, registered to ``producer``, in force at ``timestamp``."""
+        """One producer signature: pinned as a producer key, registered to ``producer``, in force at ``timestamp``,
+        and ``verifies`` under that pinned key."""
         pinned = self.trusted.entry(key_id)
         if pinned is None:
             allowed = allowed_for(self.trusted, KeyUse.PRODUCER)
@@ -603,7 +594,7 @@ class _ChainWalk:
         if finding is not None:
             self.producers.add(finding.problem(stream="journal", offset=offset, seq=seq))
             return
-        if signed is None or pinned.is_hmac or not verify_signature(pinned.material, signature, signed):
+        if pinned.is_hmac or not verifies(pinned):
             self.producers.add(
                 Problem(
                     "PRODUCER_SIGNATURE_INVALID",
