@@ -399,10 +399,20 @@ def _avro_samples() -> dict[str, dict[str, Any]]:
     }
 
 
-def _producer() -> Any:
-    from substrate.keys import Ed25519Signer
+class _Producer:
+    """The vectors' producer identity (an Ed25519 key from a fixed seed; schemas import no key store)."""
 
-    return Ed25519Signer.from_seed(PRODUCER_SEED)
+    def __init__(self, seed: bytes) -> None:
+        self._key = Ed25519PrivateKey.from_private_bytes(seed)
+        self.public_key_raw = self._key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        self.key_id = canonical.public_key_id(self.public_key_raw)
+
+    def sign(self, data: bytes) -> bytes:
+        return self._key.sign(data)
+
+
+def _producer() -> _Producer:
+    return _Producer(PRODUCER_SEED)
 
 
 def _activity_v2() -> dict[str, Any]:
