@@ -425,10 +425,7 @@ class NativeFacts:
         return facts  # type: ignore[no-any-return]
 
     def producer_facts(self, values: list[bytes | None], public_for: PublicFor) -> list[tuple[Any, ...]]:
-        producer_facts = getattr(self._reader, "producer_facts", None)
-        if producer_facts is None:  # an extension built before it: the reference (same facts)
-            return [producer_fact(v, public_for) for v in values]
-        facts, fallback = producer_facts(values, public_for)
+        facts, fallback = self._reader.producer_facts(values, public_for)
         for i in fallback:
             facts[i] = producer_fact(values[i], public_for)
         return facts  # type: ignore[no-any-return]
@@ -474,6 +471,8 @@ def native_status() -> tuple[bool, str]:
     pinned = getattr(_native, "VERIFIER_SCHEMAS", None)
     if pinned is None or not hasattr(_native, "FactReader"):
         return False, "bernstein_native predates the verifier's facts (rebuild it with `uv sync`)"
+    if not hasattr(_native.FactReader, "producer_facts"):
+        return False, "bernstein_native predates the producer-signature facts (rebuild it with `uv sync`)"
     schemas = {s.name: s.fingerprint for s in codec.default_codec().schemas}
     changed = [name for name, fingerprint in pinned if schemas.get(name) != fingerprint]
     if changed:

@@ -30,6 +30,8 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 use crate::avro::Reader;
 use crate::hashing::{evidence_set_hash_of_digests, journal_entry_hash, AuditMac};
+use crate::producers::{submission_signing_input, ProducerKey};
+use crate::schemas::{Observation, Submission};
 use crate::text::is_digest;
 
 const MAGIC: [u8; 2] = [0xC3, 0x01];
@@ -99,6 +101,10 @@ const A_RECORD: i64 = 1;
 const S_SKIP: i64 = 0;
 const S_NOT_RESULT: i64 = 1;
 const S_RESULT: i64 = 2;
+const P_OTHER: i64 = 0;
+const P_LEGACY: i64 = 1;
+const P_ACTION: i64 = 2;
+const P_SIGNED: i64 = 3;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Layout {
@@ -463,6 +469,95 @@ fn decode_journal_entry(payload: &[u8]) -> Option<FullEntry<'_>> {
         evidence_set_hash,
         observations,
     })
+}
+
+/// A JournalEntry.v3 payload as fastavro decodes it (when the strict reader accepts all of it): the
+/// submission statement's fields, and the producer's key id and signature.
+struct SignedEntry<'a> {
+    seq: i64,
+    submission: Submission<'a>,
+    key_id: &'a str,
+    signature: &'a [u8],
+}
+
+fn decode_signed_entry(payload: &[u8]) -> Option<SignedEntry<'_>> {
+    let body = payload.get(HEADER_SIZE..)?;
+    let mut r = Reader::new(body);
+    let run_id = r.string().ok()?;
+    let seq = r.long().ok()?;
+    let _prev_hash = r.string().ok()?;
+    let _entry_type = r.string().ok()?;
+    let stage_id = r.string().ok()?;
+    let role = r.string().ok()?;
+    let kind = r.string().ok()?;
+    let producer_id = r.string().ok()?;
+    let submission_id = r.string().ok()?;
+    let artifact_hash = r.string().ok()?;
+    let evidence_set_hash = r.string().ok()?;
+    let mut observations = Vec::new();
+    loop {
+        let count = r.block_count().ok()?;
+        if count == 0 {
+            break;
+        }
+        for _ in 0..count {
+            let okind = r.string().ok()?;
+            let reference = r.string().ok()?;
+            let content_hash = r.string().ok()?;
+            let size = r.long().ok()?;
+            observations.push(Observation {
+                kind: okind,
+                reference,
+                content_hash,
+                size,
+            });
+        }
+    }
+    let terminal_state = r.string().ok()?;
+    let reason_code = r.string().ok()?;
+    let _topic = r.string().ok()?;
+    let _partition = r.long().ok()?;
+    let _offset = r.long().ok()?;
+    let occurred_at_ms = r.long().ok()?;
+    let key_id = r.string().ok()?;
+    let signature = r.bytes().ok()?;
+    if r.position() != body.len() {
+        return None;
+    }
+    Some(SignedEntry {
+        seq,
+        submission: Submission {
+            submission_id,
+            run_id,
+            stage_id,
+            role,
+            producer_id,
+            producer_sdk: "",
+            kind,
+            artifact: &[],
+            artifact_hash,
+            evidence_set_hash,
+            observations,
+            terminal_state,
+            reason_code,
+            occurred_at_ms,
+            sized: true,
+            schema: "ActivitySubmission.v3",
+            producer: Some((key_id, signature)),
+        },
+        key_id,
+        signature,
+    })
+}
+
+/// What `producer_fact` decides for one journal record value before any signature is verified.
+enum ProducerItem<'a> {
+    /// `(P_OTHER,)`, `(P_LEGACY,)` or `(P_ACTION,)`.
+    Plain(i64),
+    /// A JournalEntry.v3: verified (or not) below.
+    Signed(Box<SignedEntry<'a>>),
+    /// Handed back to the reference.
+    Fallback,
 }
 
 // ---------------------------------------------------------------------------
@@ -1119,6 +1214,150 @@ impl FactReader {
                 ],
             )?)?;
         }
+        Ok((out, fallback))
+    }
+
+    /// Journal record values -> (facts, fallback indices) of their producer signatures;
+    /// `public_for(key_id)` gives the pinned raw Ed25519 key (bytes) or None.
+    ///
+    /// `(0,)` no entry with a producer signature, `(1,)` a JournalEntry.v1/v2, `(2,)` a
+    /// computer-use entry, `(3, seq, key_id, producer_id, verified)` a JournalEntry.v3 with
+    /// `verified` None when no key is pinned for its key id. The signatures are verified
+    /// without the GIL, on every core (`crate::parallel`).
+    fn producer_facts<'py>(
+        &self,
+        py: Python<'py>,
+        values: &Bound<'py, PyList>,
+        public_for: &Bound<'py, PyAny>,
+    ) -> PyResult<(Bound<'py, PyList>, Vec<usize>)> {
+        let mut items: Vec<ProducerItem<'_>> = Vec::with_capacity(values.len());
+        let mut held: Vec<Bound<'py, PyAny>> = Vec::with_capacity(values.len());
+        for item in values.iter() {
+            held.push(item);
+        }
+        for item in &held {
+            let Some(value) = value_bytes(item) else {
+                items.push(ProducerItem::Fallback);
+                continue;
+            };
+            let Ok(Envelope::Journal { payload, .. }) = split_envelope(&self.schemas, value) else {
+                items.push(ProducerItem::Plain(P_OTHER));
+                continue;
+            };
+            let name = match self.schemas.schema_of(payload) {
+                Ok(schema) => schema.name.as_str(),
+                Err(_) => {
+                    items.push(ProducerItem::Plain(P_OTHER));
+                    continue;
+                }
+            };
+            items.push(match name {
+                "JournalEntry.v1" | "JournalEntry.v2" => ProducerItem::Plain(P_LEGACY),
+                "ComputerUseEntry.v1" | "ComputerUseEntry.v2" => ProducerItem::Plain(P_ACTION),
+                "JournalEntry.v3" => match decode_signed_entry(payload) {
+                    Some(entry) => ProducerItem::Signed(Box::new(entry)),
+                    None => ProducerItem::Fallback,
+                },
+                _ => ProducerItem::Plain(P_OTHER),
+            });
+        }
+        // key id -> Some(key) pinned (None inside: not an Ed25519 key), None not pinned; a
+        // value that is not bytes goes to the reference.
+        let mut keys: Vec<(String, Option<Option<ProducerKey>>)> = Vec::new();
+        let mut jobs: Vec<(usize, usize, Vec<u8>)> = Vec::new();
+        let mut fallback = Vec::new();
+        for (index, item) in items.iter().enumerate() {
+            let ProducerItem::Signed(entry) = item else {
+                continue;
+            };
+            let slot = match keys.iter().position(|(k, _)| k == entry.key_id) {
+                Some(i) => i,
+                None => {
+                    let public = public_for.call1((entry.key_id,))?;
+                    let pinned = if public.is_none() {
+                        None
+                    } else if public.is_exact_instance_of::<PyBytes>() {
+                        let raw = public.cast::<PyBytes>()?.as_bytes();
+                        let key = <[u8; 32]>::try_from(raw)
+                            .ok()
+                            .and_then(|raw| ed25519_dalek::VerifyingKey::from_bytes(&raw).ok());
+                        Some(Some(ProducerKey {
+                            producer: 0,
+                            key,
+                            valid_from_ms: 0,
+                            valid_until_ms: None,
+                        }))
+                    } else {
+                        Some(None)
+                    };
+                    keys.push((entry.key_id.to_owned(), pinned));
+                    keys.len() - 1
+                }
+            };
+            match &keys[slot].1 {
+                None => {}
+                Some(None) => fallback.push(index),
+                Some(Some(_)) => {
+                    // None: an integer canonical JSON cannot carry: no signature verifies
+                    let message = submission_signing_input(&entry.submission, entry.key_id)
+                        .unwrap_or_default();
+                    jobs.push((index, slot, message));
+                }
+            }
+        }
+        let verdicts: Vec<(usize, bool)> = py.detach(|| {
+            crate::parallel::filter_map(
+                &jobs,
+                crate::parallel::cores(),
+                |(index, slot, message)| {
+                    let ProducerItem::Signed(entry) = &items[*index] else {
+                        return None;
+                    };
+                    let Some(Some(key)) = &keys[*slot].1 else {
+                        return None;
+                    };
+                    Some((
+                        *index,
+                        !message.is_empty() && key.verifies(entry.signature, message),
+                    ))
+                },
+            )
+        });
+        let mut verified: Vec<Option<bool>> = vec![None; items.len()];
+        for (index, ok) in verdicts {
+            verified[index] = Some(ok);
+        }
+        let out = PyList::empty(py);
+        for (index, item) in items.iter().enumerate() {
+            let fact = match item {
+                ProducerItem::Fallback => None,
+                _ if fallback.contains(&index) => None,
+                ProducerItem::Plain(kind) => Some(tuple(py, [int(py, (*kind).into())])?),
+                ProducerItem::Signed(entry) => Some(tuple(
+                    py,
+                    [
+                        int(py, P_SIGNED.into()),
+                        int(py, entry.seq.into()),
+                        s(py, entry.key_id),
+                        s(py, entry.submission.producer_id),
+                        match verified[index] {
+                            None => py.None().into_bound(py),
+                            Some(ok) => pyo3::types::PyBool::new(py, ok).to_owned().into_any(),
+                        },
+                    ],
+                )?),
+            };
+            match fact {
+                Some(fact) => out.append(fact)?,
+                None => {
+                    if !fallback.contains(&index) {
+                        fallback.push(index);
+                    }
+                    out.append(py.None())?;
+                }
+            }
+        }
+        fallback.sort_unstable();
         Ok((out, fallback))
     }
 

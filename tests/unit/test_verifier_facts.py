@@ -64,6 +64,7 @@ def native() -> Facts:
 
 def test_native_facts_are_in_use() -> None:
     assert bernstein_native.VERIFIER_SCHEMAS
+    assert hasattr(bernstein_native.FactReader, "producer_facts")
     assert facts.native_status()[0], facts.native_status()[1]
     assert facts.current() is NATIVE
     with facts.use(PYTHON):
@@ -463,6 +464,46 @@ def test_stage_facts_are_the_reference(pristine: Path) -> None:
     assert {facts.S_SKIP, facts.S_NOT_RESULT, facts.S_RESULT} == set(kinds)
     results = [f for f in expected if f[0] == facts.S_RESULT]
     assert any(f[11] is None for f in results) and any(f[11] is not None for f in results)  # malformed and well-formed sets
+
+
+def signed_corpus(pristine: Path) -> list[bytes | None]:
+    """The journal corpus, plus v3 entries whose signature, statement or key id were changed."""
+    values = journal_corpus(pristine)
+    real = [v for v in values_of(pristine, "journal") if v and codec.split_envelope(v)[0] == codec.JOURNAL_RECORD]
+    for value in real[:4]:
+        payload = codec.split_envelope(value)[1][0]
+        entry = dict(C.decode(payload).record)
+        assert C.schema_of(payload).name == codec.JOURNAL_ENTRY_V3
+        for change in (
+            {"producer_signature": bytes([entry["producer_signature"][0] ^ 1]) + entry["producer_signature"][1:]},
+            {"producer_signature": b"short"},
+            {"reason_code": "edited"},
+            {"occurred_at_ms": 2**60},  # no canonical JSON: no signature verifies
+            {"producer_key_id": "sha256:" + "0" * 64},
+            {"stage_id": 'st\u00e4ge \u2603 "q" \\ \n'},
+        ):
+            body = C.encode(codec.JOURNAL_ENTRY_V3, {**entry, **change})
+            values.append(C.encode(codec.JOURNAL_RECORD, {"payload": body, "entry_hash": journal_entry_hash(body)}))
+    return values
+
+
+@pytest.mark.parametrize("keys", ["pinned", "none", "wrong", "not-a-key", "bytearray"])
+def test_producer_facts_are_the_reference(pristine: Path, keys: str) -> None:
+    values = signed_corpus(pristine)
+    pinned = producer_trust()
+    public_for: Callable[[str], Any] = {
+        "pinned": lambda key_id: pinned.public_key(key_id),
+        "none": lambda key_id: None,
+        "wrong": lambda key_id: SIGNER.public_key_raw,
+        "not-a-key": lambda key_id: b"\x01" * 31,
+        "bytearray": lambda key_id: bytearray(pinned.public_key(key_id) or b""),
+    }[keys]
+    expected = PYTHON.producer_facts(values, public_for)
+    assert comparable(native().producer_facts(values, public_for)) == comparable(expected)
+    signed = [f for f in expected if f[0] == facts.P_SIGNED]
+    assert len(signed) > 20 and {f[0] for f in expected} >= {facts.P_OTHER, facts.P_LEGACY, facts.P_SIGNED}
+    verdicts = {f[4] for f in signed}
+    assert verdicts == ({True, False, None} if keys == "pinned" else {None} if keys == "none" else {False})
 
 
 @pytest.mark.parametrize("secrets", ["pinned", "none", "bytearray"])
