@@ -35,7 +35,7 @@ OUTPUT_STREAMS = ("journal", "refusals", "audit", "deadletter", "checkpoints")
 
 _ENVELOPES = {
     codec.JOURNAL_RECORD: codec.JOURNAL_ENTRIES | codec.COMPUTER_USE_ENTRIES,
-    codec.SEAL_RECORD: frozenset({codec.RUN_SEAL}),
+    codec.SEAL_RECORD: codec.RUN_SEALS,
     codec.AUDIT_RECORD: frozenset({codec.AUDIT_ENTRY, codec.AUDIT_ENTRY_V2}),
     codec.AUDIT_RECORD_V2: frozenset({codec.AUDIT_ENTRY, codec.AUDIT_ENTRY_V2}),
     codec.CHECKPOINT_RECORD: frozenset({codec.PARTITION_CHECKPOINT}),
@@ -239,7 +239,11 @@ def produce_all(
 
 
 def scheduler_config(keys: InstallKeys, *, roles: dict[str, str] | None = None, seal_every: int = 1000) -> SchedulerConfig:
-    """The tests' scheduler: every test producer (tests/producer_kit.py) registered with every role of ``roles``."""
+    """The tests' scheduler: every test producer (tests/producer_kit.py) registered with every role of ``roles``.
+
+    They also hold a grant for ``ghost``, a role no manifest declares (a stale grant), so a submission
+    under it is refused as UNKNOWN_ROLE by the roles check rather than by the producer check.
+    """
     granted = dict(ROLES if roles is None else roles)
     return SchedulerConfig(
         roles=granted,
@@ -247,7 +251,7 @@ def scheduler_config(keys: InstallKeys, *, roles: dict[str, str] | None = None, 
         audit_key=keys.audit.secret,
         audit_key_id=keys.audit.key_id,
         seal_every=seal_every,
-        producers=ProducerRegistry.of([test_producer(name, roles=granted) for name in NAMES]),
+        producers=ProducerRegistry.of([test_producer(name, roles=[*granted, "ghost"]) for name in NAMES]),
     )
 
 
