@@ -114,7 +114,7 @@ enum Layout {
     AuditRecordV2,
     CheckpointRecord,
     JournalEntry,
-    /// JournalEntry.v2 and v3 (observations with sizes; v3 also signed): its stage facts are the reference's.
+    /// JournalEntry.v2 and v3 (observations with sizes; v3 also signed).
     JournalEntryV2,
     ComputerUseEntry,
     AuditEntry,
@@ -129,8 +129,7 @@ fn layout_of(name: &str) -> Layout {
         "AuditRecord.v2" => Layout::AuditRecordV2,
         "CheckpointRecord.v1" => Layout::CheckpointRecord,
         "JournalEntry.v1" => Layout::JournalEntry,
-        // JournalEntry.v3 (v2 + the producer's key id and signature) reads like v2: the same head,
-        // and its stage facts are the reference's.
+        // JournalEntry.v3 (v2 + the producer's key id and signature) has the same head as v2.
         "JournalEntry.v2" | "JournalEntry.v3" => Layout::JournalEntryV2,
         "ComputerUseEntry.v1" | "ComputerUseEntry.v2" => Layout::ComputerUseEntry,
         "AuditEntry.v1" | "AuditEntry.v2" => Layout::AuditEntry,
@@ -456,6 +455,61 @@ fn decode_journal_entry(payload: &[u8]) -> Option<FullEntry<'_>> {
     let _partition = r.long().ok()?;
     let _offset = r.long().ok()?;
     let _occurred_at_ms = r.long().ok()?;
+    if r.position() != body.len() {
+        return None;
+    }
+    Some(FullEntry {
+        run_id,
+        seq,
+        stage_id,
+        kind,
+        terminal_state,
+        artifact_hash,
+        evidence_set_hash,
+        observations,
+    })
+}
+
+/// A JournalEntry.v2 or v3 payload (observations with sizes; v3 also the producer's key id and
+/// signature) as fastavro decodes it, when the strict reader accepts all of it.
+fn decode_sized_entry(payload: &[u8], signed: bool) -> Option<FullEntry<'_>> {
+    let body = payload.get(HEADER_SIZE..)?;
+    let mut r = Reader::new(body);
+    let run_id = r.string().ok()?;
+    let seq = r.long().ok()?;
+    let _prev_hash = r.string().ok()?;
+    let _entry_type = r.string().ok()?;
+    let stage_id = r.string().ok()?;
+    let _role = r.string().ok()?;
+    let kind = r.string().ok()?;
+    let _producer_id = r.string().ok()?;
+    let _submission_id = r.string().ok()?;
+    let artifact_hash = r.string().ok()?;
+    let evidence_set_hash = r.string().ok()?;
+    let mut observations = Vec::new();
+    loop {
+        let count = r.block_count().ok()?;
+        if count == 0 {
+            break;
+        }
+        for _ in 0..count {
+            let okind = r.string().ok()?;
+            let reference = r.string().ok()?;
+            let content_hash = r.string().ok()?;
+            let _size = r.long().ok()?;
+            observations.push((okind, reference, content_hash));
+        }
+    }
+    let terminal_state = r.string().ok()?;
+    let _reason_code = r.string().ok()?;
+    let _topic = r.string().ok()?;
+    let _partition = r.long().ok()?;
+    let _offset = r.long().ok()?;
+    let _occurred_at_ms = r.long().ok()?;
+    if signed {
+        let _key_id = r.string().ok()?;
+        let _signature = r.bytes().ok()?;
+    }
     if r.position() != body.len() {
         return None;
     }
@@ -1403,13 +1457,17 @@ impl FactReader {
                 out.append(tuple(py, [int(py, S_NOT_RESULT.into()), s(py, stored)])?)?;
                 continue;
             }
-            if sized {
-                // JournalEntry.v2: the reference decodes it (its observations carry sizes).
-                fallback.push(index);
-                out.append(py.None())?;
-                continue;
-            }
-            let Some(entry) = decode_journal_entry(payload) else {
+            let decoded = if sized {
+                // JournalEntry.v2 or v3: the sizes (and v3's signature) are read and not part of the fact
+                let signed = self
+                    .schemas
+                    .schema_of(payload)
+                    .is_ok_and(|schema| schema.name == "JournalEntry.v3");
+                decode_sized_entry(payload, signed)
+            } else {
+                decode_journal_entry(payload)
+            };
+            let Some(entry) = decoded else {
                 fallback.push(index);
                 out.append(py.None())?;
                 continue;

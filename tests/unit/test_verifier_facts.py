@@ -457,7 +457,7 @@ def test_journal_facts_are_the_reference(pristine: Path) -> None:
 
 
 def test_stage_facts_are_the_reference(pristine: Path) -> None:
-    values = journal_corpus(pristine)
+    values = signed_corpus(pristine)  # v1, v2 and v3 entries, valid and malformed
     expected = PYTHON.stage_facts(values)
     assert comparable(native().stage_facts(values)) == comparable(expected)
     kinds = [f[0] for f in expected]
@@ -467,7 +467,8 @@ def test_stage_facts_are_the_reference(pristine: Path) -> None:
 
 
 def signed_corpus(pristine: Path) -> list[bytes | None]:
-    """The journal corpus, plus v3 entries whose signature, statement or key id were changed."""
+    """The journal corpus, plus v3 entries whose signature, statement or key id were changed, and the same
+    entries as JournalEntry.v2 (written before producer signatures)."""
     values = journal_corpus(pristine)
     real = [v for v in values_of(pristine, "journal") if v and codec.split_envelope(v)[0] == codec.JOURNAL_RECORD]
     for value in real[:4]:
@@ -484,6 +485,11 @@ def signed_corpus(pristine: Path) -> list[bytes | None]:
         ):
             body = C.encode(codec.JOURNAL_ENTRY_V3, {**entry, **change})
             values.append(C.encode(codec.JOURNAL_RECORD, {"payload": body, "entry_hash": journal_entry_hash(body)}))
+        v2 = {k: v for k, v in entry.items() if k not in ("producer_key_id", "producer_signature")}
+        for body in (C.encode(codec.JOURNAL_ENTRY_V2, v2), C.encode(codec.JOURNAL_ENTRY_V2, {**v2, "observations": []})):
+            values.append(C.encode(codec.JOURNAL_RECORD, {"payload": body, "entry_hash": journal_entry_hash(body)}))
+            for mutated in mutations(body, random.Random(len(values))):
+                values.extend(envelopes(mutated))
     return values
 
 
