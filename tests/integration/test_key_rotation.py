@@ -267,6 +267,7 @@ def rotated(services: Any, tmp_path_factory: pytest.TempPathFactory) -> Rotated:
         feeder.wait_sent(9)
         scheduler.wait_consumed(9)
         logs.append(scheduler.stop())
+        time.sleep(0.3)  # submissions stamped before the rotation wait for the restarted scheduler
         # 2. rotations while the feed goes on (the scheduler is down: a backlog builds up)
         bernstein_ok(["keys", "rotate", "--purpose", "seal", "--dir", str(keys_dir)], env)
         time.sleep(0.2)  # a few submissions between the two rotations
