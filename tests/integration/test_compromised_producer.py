@@ -40,8 +40,9 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
+import substrate.kafka
 from bernstein.commands.keys import manifest_snippet, producer_manifest_keys
 from producers.activity import ActivityResult
 from producers.emitter import Emitter, encode_signed_submission
@@ -60,6 +61,7 @@ from substrate.keys import Ed25519Signer, InstallKeys, ProducerKeys, load_keys, 
 from tests.integration import tamper_kit as kit
 from tests.integration.helpers_kafka import Rec, fresh_topics, read_partition, submission_record
 from tests.integration.pipeline_kit import verify_dump_json
+from tests.integration.principals import producer_principal, secure
 from tests.prefixes import fresh_prefix
 from tests.producer_setup import ROLES_TOML
 from verifier.sources import StoredRecord, encode_dump_line
@@ -130,6 +132,8 @@ class Session:
     """stage id -> the scheduler's Refusal record."""
     journalled: set[str] = field(default_factory=set)
     """Stage ids with a journal entry (before any forgery)."""
+    broker_end: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """attempt -> the topic's end offset before and after the producer principal's refused write."""
     audit_head: Rec | None = None
     """The audit chain's last record before any forged audit record (each forgery links to it)."""
 
@@ -139,14 +143,27 @@ class Session:
 
 def producer_client(s: Session) -> Any:
     """The compromised host's own Kafka client: its credentials (the producer principal on a secured broker)."""
-    config = client_config(s.services.bootstrap, **{"acks": "all", "enable.idempotence": True})
+    extra = {"acks": "all", "enable.idempotence": True}
     if s.secure:
-        from substrate.kafka import client_config_as  # type: ignore[attr-defined]  # issue 12, Kafka security
-
-        config = client_config_as(
-            s.services.principal_file("producer"), s.services.bootstrap, **{"acks": "all", "enable.idempotence": True}
-        )
+        # substrate.kafka.client_config_as (Kafka security, issue 12): the producer principal's properties file
+        config = _kafka_security("client_config_as")(s.services.principal_file("producer"), s.services.bootstrap, **extra)
+    else:
+        config = client_config(s.services.bootstrap, **extra)
     return Producer({**config, "message.timeout.ms": 15000})
+
+
+def _kafka_security(name: str) -> Any:
+    """A function of Kafka security (issue 12: substrate.kafka on a secured broker), looked up when it is used."""
+    return vars(substrate.kafka)[name]
+
+
+def high_watermark(s: Session, topic: str) -> int:
+    """The topic's end offset (partition 0), read by the test's own client."""
+    consumer = Consumer(client_config(s.services.bootstrap, **{"group.id": "tests.compromised"}))
+    try:
+        return int(consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=15, cached=False)[1])
+    finally:
+        consumer.close()
 
 
 def admin_client(s: Session) -> Any:
@@ -164,16 +181,20 @@ def produce(client: Any, topic: str, key: bytes, value: bytes, headers: list[tup
 
 
 def write_forgery(s: Session, attempt: str, stream: str, key: bytes, value: bytes, ce_type: bytes) -> None:
-    """The compromised host writes ``value`` to ``stream``'s topic with its own credentials; where the broker
-    refuses it, the test's admin client writes the same bytes (an attacker who got past the broker), so that
-    the verifier's layer is exercised too."""
+    """The compromised host writes ``value`` to ``stream``'s topic with its own credentials. Where the broker
+    refuses it (typed: ``KafkaNotAuthorized``) nothing reaches the topic (its end offset does not move), and the
+    test's admin client writes the same bytes (an attacker who got past the broker), so that the verifier's
+    layer is exercised too."""
     topic = s.topics.by_stream(stream)
     headers = [("ce_specversion", b"1.0"), ("ce_id", b"forged"), ("ce_source", b"bernstein/scheduler"), ("ce_type", ce_type)]
+    end = high_watermark(s, topic)
     err, msg = produce(producer_client(s), topic, key, value, headers)
     if err is None:
         s.add(attempt, Layer(BROKER, False, detail="plaintext broker: no ACLs" if not s.secure else "accepted"))
     else:
-        s.add(attempt, Layer(BROKER, True, err.name(), f"producer principal, write to {stream}"))
+        typed = _kafka_security("delivery_error")(err, topic)  # Kafka security (issue 12): the typed refusal
+        s.add(attempt, Layer(BROKER, True, err.name(), f"{type(typed).__name__} {typed.code}: {typed}"))
+        s.broker_end[attempt] = (end, high_watermark(s, topic))
         err, msg = produce(admin_client(s), topic, key, value, headers)
         assert err is None, err
     s.forged[attempt] = StoredRecord(stream, topic, msg.partition(), msg.offset(), msg.timestamp()[1], key, value)
@@ -217,14 +238,14 @@ def session(services: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     env = kit.cli_env(services, prefix, keys, mallory, manifest)
     trust = workdir / "trust.json"
     bernstein_ok(["keys", "trust", "--dir", str(keys_dir), "--manifest", str(manifest), "--out", str(trust)], env)
-    s = Session(services, topics, env, keys, mallory, alice, trust, workdir, secure=bool(getattr(services, "secure", False)))
+    s = Session(services, topics, env, keys, mallory, alice, trust, workdir, secure=secure(services))
     store = S3BlobStore(services.s3)
 
     # 1. honest activity, then the compromised host's submissions, through the scheduler (a subprocess)
-    with (
-        Emitter(bootstrap=services.bootstrap, store=store, topics=topics, producer=alice) as by_alice,
-        Emitter(bootstrap=services.bootstrap, store=store, topics=topics, producer=mallory) as by_mallory,
-    ):
+    with producer_principal(services):
+        by_alice = Emitter(bootstrap=services.bootstrap, store=store, topics=topics, producer=alice)
+        by_mallory = Emitter(bootstrap=services.bootstrap, store=store, topics=topics, producer=mallory)
+    with by_alice, by_mallory:
         for run_id in (ALICE_RUN, ALICE_RUN_2):
             for i in range(2):
                 by_alice.publish(
@@ -240,7 +261,7 @@ def session(services: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         by_alice.close_run(ALICE_RUN)
         by_alice.close_run(ALICE_RUN_2)
         by_mallory.close_run(MALLORY_RUN)
-    ran = bernstein_ok(["scheduler", "run", "--idle-exit", "1", "--progress-every", "60"], env)
+    ran = bernstein_ok(["scheduler", "run", "--idle-exit", "3", "--progress-every", "60"], env)
     assert "consumed 15 journalled 7 refused 5" in ran.stderr, ran.stderr
     refusals = read_partition(services.bootstrap, topics, "refusals")
     s.refusals = {rec.record["stage_id"]: rec.record for rec in refusals}
@@ -545,9 +566,15 @@ def _problem(document: dict[str, Any], section: str) -> dict[str, Any] | None:
     return None if problem is None else {k: v for k, v in problem.items() if k != "message"}
 
 
-def _broker_layer(s: Session) -> Layer:
+def _broker_layer(s: Session, attempt: ForgedRecord) -> Layer:
     if s.secure:
-        return Layer(BROKER, True, "TOPIC_AUTHORIZATION_FAILED", "producer principal")
+        topic = s.topics.by_stream(s.forged[attempt.name].stream)
+        typed = (
+            f"KafkaNotAuthorized E_KAFKA_NOT_AUTHORIZED: Kafka refused this client's principal to write to topic {topic} "
+            "(TOPIC_AUTHORIZATION_FAILED): check BERNSTEIN_KAFKA_CONFIG_FILE (which principal this client authenticates "
+            "as) and the deployment's ACLs (`bernstein kafka acls --prefix P`)"
+        )
+        return Layer(BROKER, True, "TOPIC_AUTHORIZATION_FAILED", typed)
     return Layer(BROKER, False, detail="plaintext broker: no ACLs")
 
 
@@ -609,7 +636,10 @@ def test_a_forged_record_is_stopped_by_the_broker_or_named_by_the_verifier(sessi
         assert document[section]["further_problems"] == 0, section
     broker = [layer for layer in s.outcomes[attempt.name] if layer.layer == BROKER]
     if attempt.live or attempt in JOURNAL_ATTEMPTS:
-        assert broker == [_broker_layer(s)]
+        assert broker == [_broker_layer(s, attempt)]
+        if s.secure:  # nothing of the producer's write reached the topic
+            before, after = s.broker_end[attempt.name]
+            assert before == after <= s.forged[attempt.name].offset
     else:
         assert broker == [Layer(BROKER, False, detail=DUMP_COPY)]
     verifier = [layer for layer in s.outcomes[attempt.name] if layer.layer == VERIFIER]

@@ -47,6 +47,7 @@ from substrate.keys import KeyPurpose, KeyRing, ProducerKeys, load_keys, load_pr
 from tests.integration import tamper_kit as kit
 from tests.integration.helpers_kafka import Rec, fresh_topics, read_partition
 from tests.integration.pipeline_kit import VERIFIED, verify_dump_json
+from tests.integration.principals import component_env, producer_principal
 from tests.prefixes import fresh_prefix
 from tests.producer_setup import ROLES_TOML
 
@@ -95,7 +96,7 @@ class Scheduler:
                 "0.2",
             ],
             cwd=kit.REPO,
-            env=env,
+            env=component_env(["scheduler", "run"], env),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -150,9 +151,9 @@ class Feeder(threading.Thread):
     asked to (``rotate``), it rotates its own producer key with ``bernstein keys rotate --producer`` between
     two submissions and signs with the new key from then on."""
 
-    def __init__(self, bootstrap: str, store: S3BlobStore, topics: Topics, keys_dir: Path, env: dict[str, str]) -> None:
+    def __init__(self, services: Any, store: S3BlobStore, topics: Topics, keys_dir: Path, env: dict[str, str]) -> None:
         super().__init__(name="feeder", daemon=True)
-        self.bootstrap, self.store, self.topics, self.keys_dir, self.env = bootstrap, store, topics, keys_dir, env
+        self.services, self.store, self.topics, self.keys_dir, self.env = services, store, topics, keys_dir, env
         self.sent: list[Sent] = []
         self.error: BaseException | None = None
         self._stop_asked = threading.Event()
@@ -167,7 +168,8 @@ class Feeder(threading.Thread):
 
     def _emitter(self) -> tuple[ProducerKeys, Emitter]:
         keys = load_producer_keys(self.keys_dir)
-        return keys, Emitter(bootstrap=self.bootstrap, store=self.store, topics=self.topics, producer=keys)
+        with producer_principal(self.services):
+            return keys, Emitter(bootstrap=self.services.bootstrap, store=self.store, topics=self.topics, producer=keys)
 
     def _feed(self) -> None:
         keys, emitter = self._emitter()
@@ -258,7 +260,7 @@ def rotated(services: Any, tmp_path_factory: pytest.TempPathFactory) -> Rotated:
     write_manifest(manifest, load_ring(producer_dir))
     env = kit.cli_env(services, prefix, load_keys(keys_dir), load_producer_keys(producer_dir), manifest)
     store = S3BlobStore(services.s3)
-    feeder = Feeder(services.bootstrap, store, topics, producer_dir, env)
+    feeder = Feeder(services, store, topics, producer_dir, env)
     logs: list[str] = []
     scheduler = Scheduler(env)
     try:
@@ -279,7 +281,9 @@ def rotated(services: Any, tmp_path_factory: pytest.TempPathFactory) -> Rotated:
         scheduler = Scheduler(env)
         feeder.wait_sent(before + 9)
         feeder.finish()
-        with Emitter(bootstrap=services.bootstrap, store=store, topics=topics, producer=load_producer_keys(producer_dir)) as em:
+        with producer_principal(services):
+            closer = Emitter(bootstrap=services.bootstrap, store=store, topics=topics, producer=load_producer_keys(producer_dir))
+        with closer as em:
             for run_id in RUNS:
                 em.close_run(run_id)
         published = len(feeder.sent) + len(RUNS)
@@ -293,7 +297,9 @@ def rotated(services: Any, tmp_path_factory: pytest.TempPathFactory) -> Rotated:
         producer = load_producer_keys(producer_dir)
         (old_key, _) = producer.ring.of(KeyPurpose.PRODUCER)
         assert old_key.signer is not None, "a retired (not revoked) producer key keeps its private part"
-        with Emitter(bootstrap=services.bootstrap, store=store, topics=topics, producer=producer) as em:
+        with producer_principal(services):
+            late = Emitter(bootstrap=services.bootstrap, store=store, topics=topics, producer=producer)
+        with late as em:
             for label, signer in (("new", producer.signer), ("old", old_key.signer)):
                 page = em.capture("file", f"src/after-revocation-{label}.py", f"# signed by the {label} key\n".encode())
                 em.signer = signer  # the producer host still holds both keys
