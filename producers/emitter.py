@@ -47,7 +47,7 @@ from schemas.errors import BernsteinError
 from schemas.records import Observation, Position, is_valid_id
 from substrate.cas import BlobNotFound, BlobStore, CasError, S3BlobStore, check_blob_size
 from substrate.config import Settings, Topics
-from substrate.kafka import emitter_producer_config, ensure_topics, require_bootstrap
+from substrate.kafka import emitter_producer_config, ensure_submissions_topic, require_bootstrap
 from substrate.keys import Ed25519Signer
 
 SDK: Final = "bernstein-python/0.1.0"
@@ -356,7 +356,7 @@ class Emitter:
 
     def _ensure_topics(self) -> None:
         if not self._topics_ready:
-            ensure_topics(self._bootstrap, self.topics, partitions=self._partitions, timeout=self._timeout)
+            ensure_submissions_topic(self._bootstrap, self.topics, partitions=self._partitions, timeout=self._timeout)
             self._topics_ready = True
 
     def _produce(self, run_id: str, submission_id: str, value: bytes) -> Published:

@@ -6,6 +6,16 @@ because a compacted or expired journal would break its own hash chain. All
 output topics have as many partitions as the submissions topic: a scheduler
 writes its outputs to the partition number it reads from, so each input
 partition owns one journal partition, one audit chain and one checkpoint chain.
+
+Security: every client built here (``client_config``) merges the librdkafka
+security settings of the properties file named by ``BERNSTEIN_KAFKA_CONFIG_FILE``
+(environment, else ``.infra/env``): TLS, SASL/SCRAM or mTLS, see the README's
+"Kafka security". Only the keys of ``SECURITY_KEYS`` are accepted; a password is
+never logged nor quoted in an error.
+
+Durability: topics are created with ``BERNSTEIN_TOPIC_REPLICATION_FACTOR``
+replicas and ``min.insync.replicas`` = ``BERNSTEIN_TOPIC_MIN_INSYNC_REPLICAS``
+(both default 1, the single local broker; a production cluster wants 3 and 2).
 """
 
 from __future__ import annotations
@@ -14,10 +24,11 @@ import logging
 import os
 import time
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any, Final
 
 from schemas.errors import BernsteinError
-from substrate.config import Topics
+from substrate.config import Topics, setting
 
 RETAIN_FOREVER: Final = {
     "cleanup.policy": "delete",
@@ -42,6 +53,141 @@ class TopicMismatch(KafkaError):
     code = "E_TOPIC_MISMATCH"
 
 
+class KafkaConfigError(KafkaError):
+    """The client properties file or a topic setting is unusable (names the key, never a secret value)."""
+
+    code = "E_KAFKA_CONFIG"
+
+
+class KafkaNotAuthorized(KafkaError):
+    """The broker refused this client's principal (authentication failed or an ACL denies the operation)."""
+
+    code = "E_KAFKA_NOT_AUTHORIZED"
+
+
+CONFIG_FILE_SETTING: Final = "BERNSTEIN_KAFKA_CONFIG_FILE"
+
+SECURITY_KEYS: Final = frozenset(
+    {
+        "security.protocol",
+        "sasl.mechanism",
+        "sasl.mechanisms",
+        "sasl.username",
+        "sasl.password",
+        "ssl.ca.location",
+        "ssl.certificate.location",
+        "ssl.key.location",
+        "ssl.key.password",
+        "ssl.endpoint.identification.algorithm",
+    }
+)
+"""The librdkafka settings a client properties file may hold (anything else is refused)."""
+
+SECRET_KEYS: Final = frozenset({"sasl.password", "ssl.key.password"})
+PATH_KEYS: Final = frozenset({"ssl.ca.location", "ssl.certificate.location", "ssl.key.location"})
+PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")
+ENDPOINT_CHECKS: Final = ("https", "none")
+
+
+def parse_client_properties(text: str, *, source: str, base: Path | None = None) -> dict[str, str]:
+    """The security settings of a client properties file (``key=value`` lines, ``#``/``!`` comments).
+
+    Relative ``ssl.*.location`` paths are taken relative to ``base`` (the file's directory).
+    Errors name the file, the line and the key, never a value (it may be a password).
+    """
+    values: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        if "=" not in line:
+            raise KafkaConfigError(f"{source}:{number}: expected key=value")
+        key, _, value = line.partition("=")
+        key, value = key.strip(), value.strip()
+        if key not in SECURITY_KEYS:
+            raise KafkaConfigError(
+                f"{source}:{number}: unknown key {key!r}; a Kafka client properties file may set only "
+                + ", ".join(sorted(SECURITY_KEYS))
+            )
+        if key in values:
+            raise KafkaConfigError(f"{source}:{number}: {key} is set twice")
+        if not value:
+            raise KafkaConfigError(f"{source}:{number}: {key} has no value")
+        values[key] = value
+    if "sasl.mechanism" in values and "sasl.mechanisms" in values:
+        raise KafkaConfigError(f"{source}: set sasl.mechanism or sasl.mechanisms, not both")
+    _check_choice(values, "security.protocol", PROTOCOLS, source)
+    for key in ("sasl.mechanism", "sasl.mechanisms"):
+        _check_choice(values, key, MECHANISMS, source)
+    _check_choice(values, "ssl.endpoint.identification.algorithm", ENDPOINT_CHECKS, source)
+    protocol = values.get("security.protocol", "PLAINTEXT")
+    if protocol.startswith("SASL_") and "sasl.username" in values and "sasl.password" not in values:
+        raise KafkaConfigError(f"{source}: sasl.username is set but sasl.password is not")
+    if not protocol.startswith("SASL_") and any(key.startswith("sasl.") for key in values):
+        raise KafkaConfigError(f"{source}: sasl.* settings need security.protocol SASL_SSL or SASL_PLAINTEXT")
+    if base is not None:
+        for key in PATH_KEYS & values.keys():
+            values[key] = str(base / values[key])
+    return values
+
+
+def _check_choice(values: dict[str, str], key: str, choices: tuple[str, ...], source: str) -> None:
+    if key in values:
+        upper = values[key].upper() if key != "ssl.endpoint.identification.algorithm" else values[key].lower()
+        if upper not in choices:
+            raise KafkaConfigError(f"{source}: {key} must be one of {', '.join(choices)}")
+        values[key] = upper
+
+
+def load_client_properties(path: Path) -> dict[str, str]:
+    """Read and check one client properties file (see ``parse_client_properties``)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise KafkaConfigError(f"cannot read the Kafka client properties file {path} ({CONFIG_FILE_SETTING}): {reason}") from None
+    return parse_client_properties(text, source=str(path), base=path.resolve().parent)
+
+
+def security_config(config_file: Path | None = None) -> dict[str, str]:
+    """The security settings every client gets: ``config_file``, else the file ``BERNSTEIN_KAFKA_CONFIG_FILE`` names."""
+    if config_file is None:
+        named = setting(CONFIG_FILE_SETTING)
+        if not named:
+            return {}
+        config_file = Path(named).expanduser()
+    return load_client_properties(config_file)
+
+
+def redacted(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` fit for a log line or an error: secrets replaced by ``***``."""
+    return {key: ("***" if key in SECRET_KEYS else value) for key, value in config.items() if key != "logger"}
+
+
+def replication_settings() -> tuple[int, int]:
+    """(replication factor, min.insync.replicas) of the topics ``ensure_topics`` creates."""
+    factor = _positive_setting("BERNSTEIN_TOPIC_REPLICATION_FACTOR")
+    min_insync = _positive_setting("BERNSTEIN_TOPIC_MIN_INSYNC_REPLICAS")
+    if min_insync > factor:
+        raise KafkaConfigError(
+            f"BERNSTEIN_TOPIC_MIN_INSYNC_REPLICAS={min_insync} exceeds BERNSTEIN_TOPIC_REPLICATION_FACTOR={factor}: "
+            "no write could ever be acknowledged"
+        )
+    return factor, min_insync
+
+
+def _positive_setting(name: str) -> int:
+    text = setting(name, "1") or "1"
+    try:
+        value = int(text)
+    except ValueError:
+        raise KafkaConfigError(f"{name}={text!r} is not a whole number") from None
+    if value < 1:
+        raise KafkaConfigError(f"{name}={value} must be at least 1")
+    return value
+
+
 _LIBRDKAFKA_LOG = logging.getLogger("bernstein.librdkafka")
 if not os.environ.get("BERNSTEIN_DEBUG"):
     # librdkafka logs every failed connection attempt; our own errors say what
@@ -52,6 +198,9 @@ if not os.environ.get("BERNSTEIN_DEBUG"):
 
 def client_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
     """Base librdkafka config: logs routed to a Python logger (silent unless BERNSTEIN_DEBUG).
+
+    The security settings of ``BERNSTEIN_KAFKA_CONFIG_FILE`` (``security_config``) come next;
+    ``extra`` wins over both.
 
     Nagle's algorithm is off, as in Kafka's Java client and broker: a transaction is a chain
     of small requests (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn) that must not wait
@@ -64,6 +213,20 @@ def client_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
         "logger": _LIBRDKAFKA_LOG,
         "socket.nagle.disable": True,
     }
+    config.update(security_config())
+    config.update(extra)
+    return config
+
+
+def client_config_as(config_file: Path, bootstrap: str, **extra: Any) -> dict[str, Any]:
+    """``client_config`` with the security settings of ``config_file`` instead of ``BERNSTEIN_KAFKA_CONFIG_FILE``.
+
+    For code that acts as several principals in one process (tests, ``bernstein kafka``).
+    """
+    config = client_config(bootstrap)
+    for key in SECURITY_KEYS:
+        config.pop(key, None)
+    config.update(security_config(config_file))
     config.update(extra)
     return config
 
@@ -118,11 +281,15 @@ def ensure_topics(bootstrap: str, topics: Topics, *, partitions: int = 1, timeou
 
     Existing topics are kept; the partition count of existing topics wins and
     all of them must agree (an output topic with fewer partitions than the
-    submissions topic would mix audit chains).
+    submissions topic would mix audit chains). New topics get the replication
+    factor and ``min.insync.replicas`` of ``replication_settings``. A principal
+    that may not create topics gets ``KafkaNotAuthorized`` (create them as the
+    Kafka admin: ``bernstein topic create``).
     """
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+    factor, min_insync = replication_settings()
     admin = AdminClient(client_config(bootstrap))
     names = topics.all
     metadata = _cluster_metadata(admin, bootstrap, timeout)
@@ -133,18 +300,84 @@ def ensure_topics(bootstrap: str, topics: Topics, *, partitions: int = 1, timeou
     count = counts.pop() if counts else partitions
     missing = [name for name in names if name not in existing]
     if missing:
+        config = {**RETAIN_FOREVER, "min.insync.replicas": str(min_insync)}
         futures = admin.create_topics(
-            [NewTopic(name, num_partitions=count, replication_factor=1, config=dict(RETAIN_FOREVER)) for name in missing],
+            [NewTopic(name, num_partitions=count, replication_factor=factor, config=dict(config)) for name in missing],
             operation_timeout=timeout,
         )
         for name, future in futures.items():
             try:
                 future.result(timeout)
             except KafkaException as exc:
-                if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                    raise KafkaError(f"cannot create topic {name}: {exc}") from exc
+                if "TOPIC_ALREADY_EXISTS" in str(exc):
+                    continue
+                if _is_authorization(exc):
+                    raise KafkaNotAuthorized(
+                        f"this principal may not create topic {name} (or cannot see it): create the topics of prefix "
+                        f"{topics.prefix!r} as the Kafka admin (`bernstein topic create --prefix {topics.prefix}`) and grant "
+                        f"this principal its ACLs (`bernstein kafka acls --prefix {topics.prefix}`)"
+                    ) from None
+                raise KafkaError(f"cannot create topic {name}: {exc}") from exc
         _wait_for_leaders(admin, missing, count, timeout)
     return count
+
+
+def ensure_submissions_topic(bootstrap: str, topics: Topics, *, partitions: int = 1, timeout: float = 30.0) -> int:
+    """A producer's check: the submissions topic exists (its partition count is returned).
+
+    Needs only Describe on that topic (a producer's ACLs grant nothing else). When it is missing,
+    the deployment's topics are created (``ensure_topics``), which works on an open local broker
+    and fails with ``KafkaNotAuthorized`` under ACLs: topics are then the admin's job.
+    """
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(client_config(bootstrap))
+    try:
+        metadata = admin.list_topics(topic=topics.submissions, timeout=timeout)
+    except KafkaException as exc:
+        if _is_authorization(exc):
+            raise not_authorized(f"describe topic {topics.submissions}") from None
+        raise KafkaUnavailable(f"cannot reach Kafka at {bootstrap}: {exc}; is the broker running? (`infra/up`)") from exc
+    info = metadata.topics.get(topics.submissions)
+    error = None if info is None else info.error
+    if info is not None and error is None and info.partitions:
+        return len(info.partitions)
+    if error is not None and _is_authorization(error):
+        raise not_authorized(f"describe topic {topics.submissions}")
+    return ensure_topics(bootstrap, topics, partitions=partitions, timeout=timeout)
+
+
+_AUTHORIZATION_ERRORS: Final = (
+    "TOPIC_AUTHORIZATION_FAILED",
+    "GROUP_AUTHORIZATION_FAILED",
+    "CLUSTER_AUTHORIZATION_FAILED",
+    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+    "SASL_AUTHENTICATION_FAILED",
+    "_AUTHENTICATION",
+)
+
+
+def _is_authorization(error: Any) -> bool:
+    """True for a KafkaException / KafkaError that says the principal was refused."""
+    inner = error.args[0] if isinstance(error, Exception) and error.args else error
+    name = inner.name() if hasattr(inner, "name") else str(inner)
+    return any(code in name or code in str(inner) for code in _AUTHORIZATION_ERRORS)
+
+
+def not_authorized(action: str) -> KafkaNotAuthorized:
+    """The typed error for a refused operation: what was refused and where the rights come from."""
+    return KafkaNotAuthorized(
+        f"Kafka refused this client's principal to {action}: check BERNSTEIN_KAFKA_CONFIG_FILE (which principal "
+        "this client authenticates as) and the deployment's ACLs (`bernstein kafka acls --prefix P`)"
+    )
+
+
+def delivery_error(error: Any, topic: str) -> KafkaError:
+    """A failed delivery report (confluent_kafka ``KafkaError``) as a typed error; authorization failures are ``KafkaNotAuthorized``."""
+    if _is_authorization(error):
+        return not_authorized(f"write to topic {topic} ({error.name()})")
+    return KafkaError(f"Kafka refused a record for topic {topic}: {error}")
 
 
 def delete_topics_with_prefixes(bootstrap: str, prefixes: Iterable[str], *, timeout: float = 30.0) -> list[str]:
@@ -179,6 +412,8 @@ def _cluster_metadata(admin: Any, bootstrap: str, timeout: float) -> Any:
     try:
         return admin.list_topics(timeout=timeout)
     except KafkaException as exc:
+        if _is_authorization(exc):
+            raise not_authorized("list topics") from None
         raise KafkaUnavailable(f"cannot reach Kafka at {bootstrap}: {exc}; is the broker running? (`infra/up`)") from exc
 
 

@@ -11,19 +11,21 @@ from schemas import codec
 from schemas.canonical import evidence_set_hash, submission_signing_input, submission_statement
 from substrate.cas import DirBlobStore, S3BlobStore, S3Settings
 from substrate.config import Settings, Topics
-from substrate.kafka import KafkaUnavailable
+from substrate.kafka import KafkaUnavailable, client_config
 from substrate.keys import ProducerKeys, verify_signature
 from tests.producer_setup import identity
 
 
 def _read_all(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes]]:
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "test-reader",
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed",
-        }
+        client_config(
+            bootstrap,
+            **{
+                "group.id": "test-reader",
+                "enable.partition.eof": True,
+                "isolation.level": "read_committed",
+            },
+        )
     )
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     out: list[tuple[bytes | None, bytes]] = []
