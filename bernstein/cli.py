@@ -37,6 +37,7 @@ EXIT_INTERNAL: Final = 4
 COMMAND_MODULES: Final = (
     "bernstein.commands.keys",
     "bernstein.commands.topics",
+    "bernstein.commands.kafka",
     "bernstein.commands.scheduler",
     "bernstein.commands.activity",
     "bernstein.commands.coding",

@@ -9,6 +9,7 @@ project venv, so run this with .venv/bin/python (the infra/up, infra/down and
 infra/status wrappers do).
 
     infra.py up             start what is not running, wait until ready, write .infra/env
+    infra.py up --secure    the same with the broker's SASL_SSL listener (SCRAM users, ACLs enforced)
     infra.py down           stop both services (SIGTERM, then SIGKILL after 30 s)
     infra.py status         print state; exit 0 only if both services are ready
     infra.py restart-kafka  stop and start the broker only (data is kept)
@@ -35,11 +36,13 @@ import importlib.util
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 import uuid
@@ -82,6 +85,13 @@ EXTERNAL_READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
 LOG_TAIL_LINES = 40
 
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+SCRAM_USERS = ("admin", "scheduler", "producer", "auditor")
+"""The secure broker's principals: admin (super user, inter-broker), then one per component."""
+BROKER_CN = "bernstein-broker"
+"""The broker certificate's subject; on the mTLS controller listener the broker is User:CN=bernstein-broker."""
+MODES = ("plaintext", "secure")
+
 
 class InfraError(Exception):
     """An expected failure: the message is printed (no traceback) and we exit 1."""
@@ -118,6 +128,15 @@ class Paths:
         self.s3_pid = self.s3 / "s3proxy.pid"
         self.s3_log = self.s3 / "s3proxy.log"
         self.s3data = self.state / "s3data"
+        # secure mode (infra/up --secure): its own data dir, formatted with the SCRAM users
+        self.kafka_data_secure = self.kafka / "data-secure"
+        self.mode = self.kafka / "mode"
+        self.scram = self.kafka / "scram.json"
+        self.tls = self.state / "tls"
+        self.ca_cert = self.tls / "ca.pem"
+        self.ca_key = self.tls / "ca.key"
+        self.broker_pem = self.tls / "broker.pem"
+        self.clients = self.state / "clients"
         # jar cache (see JAR_CACHE)
         self.kafka_libs = JAR_CACHE / "kafka" / "libs"
         self.s3_jar = JAR_CACHE / "s3proxy" / f"s3proxy-{S3PROXY_VERSION}-jar-with-dependencies.jar"
@@ -320,7 +339,7 @@ def load_ports(p: Paths) -> dict[str, int]:
     with contextlib.suppress(OSError):
         text = p.server_props.read_text()
         if m := re.search(
-            r"^listeners=PLAINTEXT://127\.0\.0\.1:(\d+),CONTROLLER://127\.0\.0\.1:(\d+)",
+            r"^listeners=(?:PLAINTEXT|SASL_SSL)://127\.0\.0\.1:(\d+),CONTROLLER://127\.0\.0\.1:(\d+)",
             text,
             re.MULTILINE,
         ):
@@ -339,11 +358,22 @@ def save_ports(p: Paths, ports: dict[str, int]) -> None:
     atomic_write(p.ports, json.dumps(ports, indent=2, sort_keys=True) + "\n")
 
 
-def atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str, mode: int = 0o644) -> None:
+    """Write ``path`` whole or not at all, through an unpredictable temporary name, with ``mode`` from the start.
+
+    Files with secrets (.infra/env, client properties, keys, the broker's config) get 0600.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 # ----------------------------------------------------------------------------- jars
@@ -461,8 +491,149 @@ def new_cluster_id() -> str:
             return cid
 
 
-def ensure_cluster_id(p: Paths) -> str:
-    meta = p.kafka_data / "meta.properties"
+def data_dir(p: Paths, secure: bool) -> Path:
+    """Plaintext and secure brokers keep separate data dirs: switching modes never reformats or mixes them."""
+    return p.kafka_data_secure if secure else p.kafka_data
+
+
+def read_mode(p: Paths) -> str | None:
+    """The mode the broker was last started in ("plaintext" or "secure"), None if never."""
+    with contextlib.suppress(OSError):
+        mode = p.mode.read_text().strip()
+        if mode in MODES:
+            return mode
+    return None
+
+
+def ensure_scram_passwords(p: Paths) -> dict[str, str]:
+    """The SCRAM users' passwords: random on first use, kept in .infra/kafka/scram.json (0600)."""
+    with contextlib.suppress(OSError, ValueError):
+        saved = json.loads(p.scram.read_text())
+        if isinstance(saved, dict) and all(isinstance(saved.get(u), str) and saved[u] for u in SCRAM_USERS):
+            return {u: saved[u] for u in SCRAM_USERS}
+    if (p.kafka_data_secure / "meta.properties").is_file():
+        raise InfraError(
+            f"kafka: {p.kafka_data_secure} is formatted but {p.scram} (its SCRAM passwords) is missing or damaged; "
+            "`infra/infra.py reset` deletes the data and starts over"
+        )
+    passwords = {u: secrets.token_urlsafe(24) for u in SCRAM_USERS}
+    atomic_write(p.scram, json.dumps(passwords, indent=2) + "\n", mode=0o600)
+    say(f"kafka: generated SCRAM passwords for {', '.join(SCRAM_USERS)} ({p.scram}, mode 0600)")
+    return passwords
+
+
+def ensure_tls(p: Paths) -> None:
+    """A local CA and a broker certificate (127.0.0.1 and localhost), PEM, made once with `cryptography`."""
+    if p.ca_cert.is_file() and p.broker_pem.is_file():
+        return
+    try:
+        import datetime
+        import ipaddress
+
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    except ImportError:
+        raise InfraError("python package cryptography missing: run infra with .venv/bin/python (`make venv`)") from None
+    now = datetime.datetime.now(datetime.UTC)
+    until = now + datetime.timedelta(days=825)
+
+    def name(cn: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    ca_name = name("bernstein local CA")
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(until)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name(BROKER_CN))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(until)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    pem = serialization.Encoding.PEM
+    pkcs8 = serialization.PrivateFormat.PKCS8
+    plain = serialization.NoEncryption()
+    atomic_write(p.ca_key, ca_key.private_bytes(pem, pkcs8, plain).decode(), mode=0o600)
+    # Kafka's PEM key store: the private key (PKCS#8), then the certificate chain, in one file
+    atomic_write(
+        p.broker_pem,
+        key.private_bytes(pem, pkcs8, plain).decode() + cert.public_bytes(pem).decode() + ca.public_bytes(pem).decode(),
+        mode=0o600,
+    )
+    atomic_write(p.ca_cert, ca.public_bytes(pem).decode())
+    say(f"kafka: generated a local CA and a broker certificate in {p.tls}")
+
+
+def write_client_properties(p: Paths, passwords: dict[str, str]) -> None:
+    """.infra/clients/<user>.properties (0600): what BERNSTEIN_KAFKA_CONFIG_FILE names for each principal."""
+    for user in SCRAM_USERS:
+        atomic_write(
+            p.clients / f"{user}.properties",
+            f"""\
+# Generated by infra/infra.py up --secure: the local broker's principal User:{user}.
+security.protocol=SASL_SSL
+sasl.mechanism={SCRAM_MECHANISM}
+sasl.username={user}
+sasl.password={passwords[user]}
+ssl.ca.location={p.ca_cert}
+""",
+            mode=0o600,
+        )
+
+
+def client_security(p: Paths, mode: str) -> dict[str, str]:
+    """librdkafka settings for infra's own probe: the admin's in secure mode, none in plaintext."""
+    if mode != "secure":
+        return {}
+    passwords = json.loads(p.scram.read_text())
+    return {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": SCRAM_MECHANISM,
+        "sasl.username": "admin",
+        "sasl.password": passwords["admin"],
+        "ssl.ca.location": str(p.ca_cert),
+    }
+
+
+def external_security() -> dict[str, str]:
+    """For an external cluster: the settings of BERNSTEIN_KAFKA_CONFIG_FILE, read as every client reads them."""
+    if not os.environ.get("BERNSTEIN_KAFKA_CONFIG_FILE"):
+        return {}
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from substrate.kafka import KafkaError, security_config
+
+    try:
+        return security_config()
+    except KafkaError as exc:
+        raise InfraError(str(exc)) from None
+
+
+def ensure_cluster_id(p: Paths, data: Path | None = None) -> str:
+    meta = (data or p.kafka_data) / "meta.properties"
     with contextlib.suppress(OSError):
         # An already formatted data dir wins: its id is what the broker will use.
         if m := re.search(r"^cluster\.id=(\S+)", meta.read_text(), re.MULTILINE):
@@ -479,7 +650,41 @@ def ensure_cluster_id(p: Paths) -> str:
     return cid
 
 
-def write_kafka_configs(p: Paths, port: int, cport: int) -> None:
+def _listener_config(p: Paths, port: int, cport: int, passwords: dict[str, str] | None) -> str:
+    if passwords is None:
+        return f"""\
+listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}
+advertised.listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs={p.kafka_data}
+"""
+    return f"""\
+# Secure mode (infra/up --secure): clients speak SASL_SSL with SCRAM-SHA-512; the controller
+# listener (127.0.0.1) takes only the broker's own certificate (mTLS, User:CN={BROKER_CN}).
+listeners=SASL_SSL://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}
+advertised.listeners=SASL_SSL://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=SASL_SSL
+listener.security.protocol.map=CONTROLLER:SSL,SASL_SSL:SASL_SSL
+sasl.enabled.mechanisms={SCRAM_MECHANISM}
+sasl.mechanism.inter.broker.protocol={SCRAM_MECHANISM}
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="{passwords["admin"]}";
+listener.name.controller.ssl.client.auth=required
+ssl.keystore.type=PEM
+ssl.keystore.location={p.broker_pem}
+ssl.truststore.type=PEM
+ssl.truststore.location={p.ca_cert}
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:admin;User:CN={BROKER_CN}
+allow.everyone.if.no.acl.found=false
+log.dirs={p.kafka_data_secure}
+"""
+
+
+def write_kafka_configs(p: Paths, port: int, cport: int, passwords: dict[str, str] | None = None) -> None:
+    """server.properties (0600: in secure mode it holds the admin's SCRAM password) and the Log4j config."""
     atomic_write(
         p.server_props,
         f"""\
@@ -488,13 +693,7 @@ process.roles=broker,controller
 node.id=1
 # Dynamic KRaft quorum (official 4.x layout); storage is formatted with --standalone.
 controller.quorum.bootstrap.servers=127.0.0.1:{cport}
-listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}
-advertised.listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}
-controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
-log.dirs={p.kafka_data}
-num.partitions=1
+{_listener_config(p, port, cport, passwords)}num.partitions=1
 default.replication.factor=1
 min.insync.replicas=1
 auto.create.topics.enable=false
@@ -515,6 +714,7 @@ num.io.threads=2
 log.retention.ms=-1
 log.retention.bytes=-1
 """,
+        mode=0o600,
     )
     atomic_write(
         p.log4j,
@@ -542,7 +742,7 @@ shutdownHook = disable
     )
 
 
-def format_kafka_if_needed(p: Paths, java: str, cid: str) -> None:
+def format_kafka_if_needed(p: Paths, java: str, cid: str, passwords: dict[str, str] | None = None) -> None:
     # Format exactly once per data dir. The controller port may still change later (when the
     # persisted one is taken by a foreign process): with the dynamic quorum (KIP-853),
     # `format --standalone` records this controller's endpoint in the voter set inside the
@@ -551,9 +751,12 @@ def format_kafka_if_needed(p: Paths, java: str, cid: str) -> None:
     # restart with a new controller port keeps all topics and transactions work, and the log then
     # holds the new endpoint. So no wipe/reformat is needed. (If a future Kafka refused this, the
     # fix would be `infra.py reset`, which deletes data; we never wipe data automatically.)
-    if (p.kafka_data / "meta.properties").is_file():
+    data = data_dir(p, passwords is not None)
+    if (data / "meta.properties").is_file():
         return
-    p.kafka_data.mkdir(parents=True, exist_ok=True)
+    data.mkdir(parents=True, exist_ok=True)
+    # SCRAM users exist from the first start (KIP-900): the broker itself authenticates as admin.
+    scram = [f"--add-scram={SCRAM_MECHANISM}=[name={u},password={pw}]" for u, pw in (passwords or {}).items()]
     cmd = [
         java,
         "-Xmx256m",
@@ -567,8 +770,9 @@ def format_kafka_if_needed(p: Paths, java: str, cid: str) -> None:
         # "--opt=value" so that even a stored id starting with "-" is read as a value
         f"--cluster-id={cid}",
         f"--config={p.server_props}",
+        *scram,
     ]
-    say(f"kafka: formatting {p.kafka_data} (cluster id {cid})")
+    say(f"kafka: formatting {data} (cluster id {cid}{', SCRAM users ' + ', '.join(passwords) if passwords else ''})")
     r = subprocess.run(cmd, check=False, capture_output=True, text=True)
     if r.returncode != 0:
         raise InfraError(
@@ -578,13 +782,20 @@ def format_kafka_if_needed(p: Paths, java: str, cid: str) -> None:
         )
 
 
-def start_kafka(p: Paths, svc: Service, ports: dict[str, int]) -> int:
+def start_kafka(p: Paths, svc: Service, ports: dict[str, int], mode: str = "plaintext") -> int:
     java = java_exe()
     ensure_kafka_jars(p)
     p.kafka_logs.mkdir(parents=True, exist_ok=True)
-    cid = ensure_cluster_id(p)
-    write_kafka_configs(p, ports["kafka"], ports["controller"])
-    format_kafka_if_needed(p, java, cid)
+    secure = mode == "secure"
+    passwords = None
+    if secure:
+        passwords = ensure_scram_passwords(p)
+        ensure_tls(p)
+        write_client_properties(p, passwords)
+    cid = ensure_cluster_id(p, data_dir(p, secure))
+    write_kafka_configs(p, ports["kafka"], ports["controller"], passwords)
+    format_kafka_if_needed(p, java, cid, passwords)
+    atomic_write(p.mode, mode + "\n")
     argv = [
         java,
         *KAFKA_JVM_OPTS,
@@ -596,14 +807,14 @@ def start_kafka(p: Paths, svc: Service, ports: dict[str, int]) -> int:
         str(p.server_props),
     ]
     pid = svc.spawn(argv)
-    say(f"kafka: started broker pid {pid} on 127.0.0.1:{ports['kafka']} (log {p.broker_out})")
+    say(f"kafka: started broker pid {pid} on 127.0.0.1:{ports['kafka']}, {mode} (log {p.broker_out})")
     return pid
 
 
 _quiet_logger: Any = None
 
 
-def _kafka_probe(bootstrap: str, timeout: float = 1.0) -> bool:
+def _kafka_probe(bootstrap: str, timeout: float = 1.0, security: dict[str, str] | None = None) -> bool:
     global _quiet_logger
     try:
         from confluent_kafka import KafkaException
@@ -624,6 +835,7 @@ def _kafka_probe(bootstrap: str, timeout: float = 1.0) -> bool:
         "logger": _quiet_logger,  # keep librdkafka's connection-refused chatter off the terminal
         "log_level": 0,
         "socket.connection.setup.timeout.ms": 1000,
+        **(security or {}),
     }
     admin = AdminClient(conf)
     try:
@@ -645,7 +857,13 @@ def _split_hostport(hostport: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-def wait_kafka(bootstrap: str, deadline: float, svc: Service | None = None, pid: int | None = None) -> float:
+def wait_kafka(
+    bootstrap: str,
+    deadline: float,
+    svc: Service | None = None,
+    pid: int | None = None,
+    security: dict[str, str] | None = None,
+) -> float:
     t0 = time.monotonic()
     first = bootstrap.split(",")[0]
     try:
@@ -659,7 +877,7 @@ def wait_kafka(bootstrap: str, deadline: float, svc: Service | None = None, pid:
                 f"{tail(svc.log)}\n  fix the cause above, or `infra/infra.py reset` to start from scratch"
             )
         # cheap TCP check first so librdkafka is not spun up while the JVM is still booting
-        if _tcp_open(host, port) and _kafka_probe(bootstrap):
+        if _tcp_open(host, port) and _kafka_probe(bootstrap, security=security):
             return time.monotonic() - t0
         if time.monotonic() >= deadline:
             if svc is not None:
@@ -781,9 +999,11 @@ def ensure_bucket(endpoint: str, access: str, secret: str, bucket: str) -> None:
 
 
 class Ctx:
-    def __init__(self, root: Path, timeout: float | None) -> None:
+    def __init__(self, root: Path, timeout: float | None, secure: bool = False, keep_mode: bool = False) -> None:
         self.p = Paths(root)
         self.timeout = timeout
+        self.secure = secure
+        self.keep_mode = keep_mode
         self.kafka = Service(
             "kafka",
             "kafka.Kafka",
@@ -846,20 +1066,17 @@ class Ctx:
             save_ports(self.p, self.ports)
 
     # env file ---------------------------------------------------------------------
-    def write_env(self, bootstrap: str, s3_endpoint: str, ak: str, sk: str, bucket: str) -> None:
-        atomic_write(
-            self.p.env,
-            "".join(
-                f"{k}={v}\n"
-                for k, v in (
-                    ("BERNSTEIN_KAFKA_BOOTSTRAP", bootstrap),
-                    ("BERNSTEIN_S3_ENDPOINT", s3_endpoint),
-                    ("BERNSTEIN_S3_ACCESS_KEY", ak),
-                    ("BERNSTEIN_S3_SECRET_KEY", sk),
-                    ("BERNSTEIN_S3_BUCKET", bucket),
-                )
-            ),
-        )
+    def write_env(self, bootstrap: str, s3_endpoint: str, ak: str, sk: str, bucket: str, config_file: str | None) -> None:
+        """.infra/env, mode 0600 (it holds the S3 secret); in secure mode it names the admin's client properties."""
+        values = [
+            ("BERNSTEIN_KAFKA_BOOTSTRAP", bootstrap),
+            *([("BERNSTEIN_KAFKA_CONFIG_FILE", config_file)] if config_file else []),
+            ("BERNSTEIN_S3_ENDPOINT", s3_endpoint),
+            ("BERNSTEIN_S3_ACCESS_KEY", ak),
+            ("BERNSTEIN_S3_SECRET_KEY", sk),
+            ("BERNSTEIN_S3_BUCKET", bucket),
+        ]
+        atomic_write(self.p.env, "".join(f"{k}={v}\n" for k, v in values), mode=0o600)
 
 
 @contextlib.contextmanager
@@ -884,6 +1101,14 @@ def cmd_up(ctx: Ctx) -> int:
         ak, sk, bucket = ctx.s3_creds(bool(s_ext))
         kpid = None if k_ext else ctx.kafka.running_pid()
         spid = None if s_ext else ctx.s3.running_pid()
+        wanted = "secure" if ctx.secure else "plaintext"
+        running_mode = read_mode(p) or "plaintext"
+        if kpid is not None and ctx.keep_mode:
+            wanted = running_mode
+        elif kpid is not None and running_mode != wanted:
+            say(f"kafka: the running broker is {running_mode}; restarting it {wanted} (separate data dirs, nothing is lost)")
+            stop_services([(ctx.kafka, kpid)])
+            kpid = None
 
         to_start = [k for k, running, ext in (("kafka", kpid, k_ext), ("s3", spid, s_ext)) if not running and not ext]
         if to_start:
@@ -898,7 +1123,7 @@ def cmd_up(ctx: Ctx) -> int:
                 ensure_s3proxy_jar(p)
         # Start both JVMs before waiting for either: they boot in parallel.
         if "kafka" in to_start:
-            k_new = start_kafka(p, ctx.kafka, ctx.ports)
+            k_new = start_kafka(p, ctx.kafka, ctx.ports, wanted)
         if "s3" in to_start:
             try:
                 s_new = start_s3(p, ctx.s3, ctx.ports["s3"])
@@ -912,11 +1137,13 @@ def cmd_up(ctx: Ctx) -> int:
 
         if k_ext:
             say(f"kafka: using external cluster {bootstrap} (BERNSTEIN_KAFKA_BOOTSTRAP); not starting one")
+        security = external_security() if k_ext else client_security(p, wanted)
         dt = wait_kafka(
             bootstrap,
             ctx.deadline(bool(k_ext)),
             None if k_ext else ctx.kafka,
             None if k_ext else (k_new or kpid),
+            security,
         )
         if k_new:
             say(f"kafka: ready in {dt:.1f}s")
@@ -931,13 +1158,19 @@ def cmd_up(ctx: Ctx) -> int:
         if s_new:
             say(f"s3: ready in {dt:.1f}s")
         ensure_bucket(s3_endpoint, ak, sk, bucket)
-        ctx.write_env(bootstrap, s3_endpoint, ak, sk, bucket)
+        if k_ext:
+            config_file = os.environ.get("BERNSTEIN_KAFKA_CONFIG_FILE") or None
+        else:
+            config_file = str(p.clients / "admin.properties") if wanted == "secure" else None
+        ctx.write_env(bootstrap, s3_endpoint, ak, sk, bucket, config_file)
 
     if not to_start:
         say("already running")
     kdesc = "external" if k_ext else f"pid {ctx.kafka.running_pid(adopt=False)}"
     sdesc = "external" if s_ext else f"pid {ctx.s3.running_pid(adopt=False)}"
-    say(f"kafka  BERNSTEIN_KAFKA_BOOTSTRAP={bootstrap}  ({kdesc})")
+    say(f"kafka  BERNSTEIN_KAFKA_BOOTSTRAP={bootstrap}  ({kdesc}{'' if k_ext else ', ' + wanted})")
+    if not k_ext and wanted == "secure":
+        say(f"kafka  BERNSTEIN_KAFKA_CONFIG_FILE={p.clients / 'admin.properties'}  (one file per principal in {p.clients})")
     say(f"s3     BERNSTEIN_S3_ENDPOINT={s3_endpoint}  bucket={bucket}  ({sdesc})")
     say(f"env    {p.env}  (load with: set -a; . {p.env}; set +a)")
     say(f"up done in {time.monotonic() - t0:.1f}s")
@@ -962,14 +1195,20 @@ def cmd_status(ctx: Ctx) -> int:
     ok = True
     # Kafka
     if k_ext:
-        ready = _tcp_open(*_split_hostport(k_ext.split(",")[0])) and _kafka_probe(k_ext, timeout=3)
+        ready = _tcp_open(*_split_hostport(k_ext.split(",")[0])) and _kafka_probe(k_ext, timeout=3, security=external_security())
         say(f"kafka  external  endpoint={k_ext}  ready={'yes' if ready else 'no'}")
     else:
         pid = ctx.kafka.running_pid(adopt=False)
         ep = f"127.0.0.1:{ctx.ports['kafka']}" if "kafka" in ctx.ports else "-"
-        ready = bool(pid) and ep != "-" and _tcp_open("127.0.0.1", ctx.ports["kafka"]) and _kafka_probe(ep, timeout=3)
+        mode = read_mode(ctx.p) or "plaintext"
+        ready = (
+            bool(pid)
+            and ep != "-"
+            and _tcp_open("127.0.0.1", ctx.ports["kafka"])
+            and _kafka_probe(ep, timeout=3, security=client_security(ctx.p, mode))
+        )
         state = "running" if pid else "stopped"
-        say(f"kafka  {state}  pid={pid or '-'}  endpoint={ep}  ready={'yes' if ready else 'no'}")
+        say(f"kafka  {state}  pid={pid or '-'}  endpoint={ep}  mode={mode}  ready={'yes' if ready else 'no'}")
     ok &= ready
     # S3
     if s_ext:
@@ -1001,9 +1240,10 @@ def cmd_restart_kafka(ctx: Ctx) -> int:
         else:
             say("kafka: not running; starting it")
         ctx.settle_ports(["kafka", "controller"])
-        new = start_kafka(ctx.p, ctx.kafka, ctx.ports)
+        mode = read_mode(ctx.p) or "plaintext"
+        new = start_kafka(ctx.p, ctx.kafka, ctx.ports, mode)
         bootstrap = f"127.0.0.1:{ctx.ports['kafka']}"
-        dt = wait_kafka(bootstrap, ctx.deadline(False), ctx.kafka, new)
+        dt = wait_kafka(bootstrap, ctx.deadline(False), ctx.kafka, new, client_security(ctx.p, mode))
         say(f"kafka: ready in {dt:.1f}s")
         # keep .infra/env in step if the port had to move
         if ctx.p.env.is_file():
@@ -1013,7 +1253,7 @@ def cmd_restart_kafka(ctx: Ctx) -> int:
                 ctx.p.env.read_text(),
                 flags=re.MULTILINE,
             )
-            atomic_write(ctx.p.env, text)
+            atomic_write(ctx.p.env, text, mode=0o600)
     say(f"kafka  BERNSTEIN_KAFKA_BOOTSTRAP={bootstrap}  (pid {new}); restart took {time.monotonic() - t0:.1f}s")
     return 0
 
@@ -1023,9 +1263,11 @@ def cmd_reset(ctx: Ctx) -> int:
     cmd_down(ctx)
     p = ctx.p
     with locked(p):
-        for d in (p.kafka_data, p.s3data, p.kafka_logs):
+        for d in (p.kafka_data, p.kafka_data_secure, p.s3data, p.kafka_logs, p.tls, p.clients):
             shutil.rmtree(d, ignore_errors=True)
         for f in (
+            p.mode,
+            p.scram,
             p.cluster_id,
             p.ports,
             p.env,
@@ -1035,7 +1277,9 @@ def cmd_reset(ctx: Ctx) -> int:
             p.s3_log,
         ):
             f.unlink(missing_ok=True)
-    say(f"reset: deleted Kafka data, S3 data, cluster id, ports and logs under {p.state} (jars kept)")
+    say(
+        f"reset: deleted Kafka data (both modes), S3 data, certificates, SCRAM users, cluster id, ports and logs under {p.state} (jars kept)"
+    )
     return 0
 
 
@@ -1070,7 +1314,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     sub = ap.add_subparsers(dest="command", required=True, metavar="{" + ",".join(COMMANDS) + "}")
     for name, func in COMMANDS.items():
-        sub.add_parser(name, parents=[common], help=(func.__doc__ or "").strip() or None)
+        parser = sub.add_parser(name, parents=[common], help=(func.__doc__ or "").strip() or None)
+        if name == "up":
+            parser.add_argument(
+                "--secure",
+                action="store_true",
+                help="broker with a SASL_SSL listener (SCRAM-SHA-512 users admin, scheduler, producer, auditor), "
+                "the KRaft authorizer and no access without an ACL; without it the broker is plaintext. "
+                "A running broker of the other mode is restarted (each mode has its own data dir)",
+            )
+            parser.add_argument(
+                "--keep-mode",
+                action="store_true",
+                help="a running broker keeps its mode (--secure then only applies when the broker is started)",
+            )
     return ap.parse_args(argv)
 
 
@@ -1099,7 +1356,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     root = Path(getattr(args, "root", REPO)).expanduser().resolve()
     try:
-        return COMMANDS[args.command](Ctx(root, getattr(args, "timeout", None)))
+        ctx = Ctx(root, getattr(args, "timeout", None), getattr(args, "secure", False), getattr(args, "keep_mode", False))
+        return COMMANDS[args.command](ctx)
     except InfraError as e:
         warn(f"error: {e}")
         return 1
