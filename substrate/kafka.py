@@ -287,12 +287,12 @@ def ensure_topics(bootstrap: str, topics: Topics, *, partitions: int = 1, timeou
     Kafka admin: ``bernstein topic create``).
     """
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
     factor, min_insync = replication_settings()
-    admin = AdminClient(client_config(bootstrap))
+    admin, errors = _admin(bootstrap)
     names = topics.all
-    metadata = _cluster_metadata(admin, bootstrap, timeout)
+    metadata = _cluster_metadata(admin, bootstrap, timeout, errors)
     existing = {name: len(metadata.topics[name].partitions) for name in names if name in metadata.topics}
     counts = set(existing.values())
     if len(counts) > 1:
@@ -330,22 +330,32 @@ def ensure_submissions_topic(bootstrap: str, topics: Topics, *, partitions: int 
     and fails with ``KafkaNotAuthorized`` under ACLs: topics are then the admin's job.
     """
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient(client_config(bootstrap))
+    admin, errors = _admin(bootstrap)
     try:
         metadata = admin.list_topics(topic=topics.submissions, timeout=timeout)
     except KafkaException as exc:
         if _is_authorization(exc):
-            raise not_authorized(f"describe topic {topics.submissions}") from None
-        raise KafkaUnavailable(f"cannot reach Kafka at {bootstrap}: {exc}; is the broker running? (`infra/up`)") from exc
+            raise _no_topic(topics) from None
+        raise _unreachable(exc, bootstrap, errors, admin) from exc
     info = metadata.topics.get(topics.submissions)
     error = None if info is None else info.error
     if info is not None and error is None and info.partitions:
         return len(info.partitions)
     if error is not None and _is_authorization(error):
-        raise not_authorized(f"describe topic {topics.submissions}")
+        raise _no_topic(topics)
     return ensure_topics(bootstrap, topics, partitions=partitions, timeout=timeout)
+
+
+def _no_topic(topics: Topics) -> KafkaNotAuthorized:
+    # Kafka answers TOPIC_AUTHORIZATION_FAILED for a topic that does not exist too (it never tells
+    # a principal without Describe whether a topic exists)
+    return KafkaNotAuthorized(
+        f"this principal may not describe topic {topics.submissions}, or it does not exist: the Kafka admin creates "
+        f"the deployment's topics (`bernstein topic create --prefix {topics.prefix}`) and grants the ACLs "
+        f"(`bernstein kafka acls --prefix {topics.prefix} --apply`); check BERNSTEIN_KAFKA_CONFIG_FILE names this "
+        "producer's client properties"
+    )
 
 
 _AUTHORIZATION_ERRORS: Final = (
@@ -387,13 +397,12 @@ def delete_topics_with_prefixes(bootstrap: str, prefixes: Iterable[str], *, time
     piles up on the local broker (about a gigabyte per scheduler benchmark run) and slows it down.
     """
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
 
     starts = tuple(prefixes)
     if not starts:
         return []
-    admin = AdminClient(client_config(bootstrap))
-    doomed = sorted(name for name in _cluster_metadata(admin, bootstrap, timeout).topics if name.startswith(starts))
+    admin, errors = _admin(bootstrap)
+    doomed = sorted(name for name in _cluster_metadata(admin, bootstrap, timeout, errors).topics if name.startswith(starts))
     if not doomed:
         return []
     for name, future in admin.delete_topics(doomed, operation_timeout=timeout).items():
@@ -405,8 +414,36 @@ def delete_topics_with_prefixes(bootstrap: str, prefixes: Iterable[str], *, time
     return doomed
 
 
-def _cluster_metadata(admin: Any, bootstrap: str, timeout: float) -> Any:
-    """``admin.list_topics()``, an unreachable broker translated into ``KafkaUnavailable``."""
+def _admin(bootstrap: str) -> tuple[Any, list[Any]]:
+    """An AdminClient and the errors librdkafka reports out of band (a refused SASL login, a failed TLS handshake)."""
+    from confluent_kafka.admin import AdminClient
+
+    errors: list[Any] = []
+    return AdminClient(client_config(bootstrap, error_cb=errors.append)), errors
+
+
+def _unreachable(exc: Exception, bootstrap: str, errors: list[Any], admin: Any = None) -> KafkaError:
+    """A failed request as a typed error: refused credentials, a TLS failure, or no broker at all."""
+    if admin is not None:
+        admin.poll(0)  # serve the error callbacks waiting in librdkafka's queue
+    if _is_authorization(exc) or any(_is_authorization(error) for error in errors):
+        return KafkaNotAuthorized(
+            f"Kafka at {bootstrap} refused this client's login: check the SASL user and password (or the client "
+            "certificate) in the file BERNSTEIN_KAFKA_CONFIG_FILE names"
+        )
+    if any(getattr(error, "name", lambda: "")() == "_SSL" for error in errors):
+        return KafkaUnavailable(
+            f"TLS with Kafka at {bootstrap} failed: check ssl.ca.location (and the broker's certificate) in the file "
+            "BERNSTEIN_KAFKA_CONFIG_FILE names"
+        )
+    return KafkaUnavailable(
+        f"cannot reach Kafka at {bootstrap}: {exc}; is the broker running (`infra/up`), and does "
+        "BERNSTEIN_KAFKA_CONFIG_FILE match its listener (security.protocol)?"
+    )
+
+
+def _cluster_metadata(admin: Any, bootstrap: str, timeout: float, errors: list[Any] | None = None) -> Any:
+    """``admin.list_topics()``, failures translated into typed errors (``_unreachable``)."""
     from confluent_kafka import KafkaException
 
     try:
@@ -414,7 +451,7 @@ def _cluster_metadata(admin: Any, bootstrap: str, timeout: float) -> Any:
     except KafkaException as exc:
         if _is_authorization(exc):
             raise not_authorized("list topics") from None
-        raise KafkaUnavailable(f"cannot reach Kafka at {bootstrap}: {exc}; is the broker running? (`infra/up`)") from exc
+        raise _unreachable(exc, bootstrap, errors or [], admin) from exc
 
 
 def _wait_for_leaders(admin: Any, names: list[str], count: int, timeout: float) -> None:
@@ -436,12 +473,12 @@ def _wait_for_leaders(admin: Any, names: list[str], count: int, timeout: float) 
 
 def partition_count(bootstrap: str, topic: str, timeout: float = 10.0) -> int:
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
 
+    admin, errors = _admin(bootstrap)
     try:
-        metadata = AdminClient(client_config(bootstrap)).list_topics(topic=topic, timeout=timeout)
+        metadata = admin.list_topics(topic=topic, timeout=timeout)
     except KafkaException as exc:
-        raise KafkaUnavailable(f"cannot reach Kafka at {bootstrap}: {exc}") from exc
+        raise _unreachable(exc, bootstrap, errors, admin) from exc
     info = metadata.topics.get(topic)
     if info is None or info.error is not None:
         raise TopicMismatch(f"topic {topic} does not exist; publish something or run `bernstein topics create`")

@@ -5,6 +5,12 @@ Unit tests (``tests/unit``) need no network. Integration tests
 and S3 server that ``infra/up`` starts; the ``services`` fixture starts them
 when they are not running (idempotent) and every test isolates itself with a
 fresh topic prefix and its own key directory.
+
+Against a secured broker (``infra/up --secure``, what ``make test`` uses) the
+in-process test code is the Kafka admin (``.infra/clients/admin.properties``,
+exported as ``BERNSTEIN_KAFKA_CONFIG_FILE`` for the session), every test prefix
+gets the deployment's ACLs (``grant``), and ``principal_env`` gives a subprocess
+the client properties of the scheduler, producer or auditor principal.
 """
 
 from __future__ import annotations
@@ -42,6 +48,17 @@ class Services:
     bootstrap: str
     s3: S3Settings
     env_file: Path
+    config_file: Path | None = None
+    """The admin's client properties when the broker is secured (None: plaintext)."""
+
+    @property
+    def secure(self) -> bool:
+        return self.config_file is not None
+
+    def principal_file(self, principal: str) -> Path:
+        """``.infra/clients/<principal>.properties`` of the secured local broker."""
+        assert self.config_file is not None, "the broker is plaintext"
+        return self.config_file.parent / f"{principal}.properties"
 
 
 def _read_env(path: Path) -> dict[str, str]:
@@ -58,10 +75,18 @@ def services() -> Iterator[Services]:
     """The real broker and S3 server (started by infra/up if needed)."""
     env_file = REPO / ".infra" / "env"
     if not (os.environ.get("BERNSTEIN_KAFKA_BOOTSTRAP") and os.environ.get("BERNSTEIN_S3_ENDPOINT")):
-        result = subprocess.run([sys.executable, str(REPO / "infra" / "infra.py"), "up"], capture_output=True, text=True)
+        # a running broker keeps its mode (a plaintext one stays plaintext); a stopped one starts secured
+        command = [sys.executable, str(REPO / "infra" / "infra.py"), "up", "--secure", "--keep-mode"]
+        result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             pytest.fail(f"infra/up failed:\n{result.stdout}\n{result.stderr}")
-    values = {**_read_env(env_file), **{k: v for k, v in os.environ.items() if k.startswith("BERNSTEIN_")}}
+    from_file = _read_env(env_file)
+    values = {**from_file, **{k: v for k, v in os.environ.items() if k.startswith("BERNSTEIN_")}}
+    if "BERNSTEIN_KAFKA_BOOTSTRAP" in os.environ and "BERNSTEIN_KAFKA_CONFIG_FILE" not in os.environ:
+        values.pop("BERNSTEIN_KAFKA_CONFIG_FILE", None)  # an external cluster: .infra/env's file is the local broker's
+    config_file = Path(values["BERNSTEIN_KAFKA_CONFIG_FILE"]) if values.get("BERNSTEIN_KAFKA_CONFIG_FILE") else None
+    if config_file is not None:
+        os.environ["BERNSTEIN_KAFKA_CONFIG_FILE"] = str(config_file)  # in-process clients are the admin
     s3 = S3Settings(
         endpoint=values["BERNSTEIN_S3_ENDPOINT"],
         access_key=values.get("BERNSTEIN_S3_ACCESS_KEY", "bernstein"),
@@ -70,7 +95,7 @@ def services() -> Iterator[Services]:
     )
     S3BlobStore(s3).ensure_bucket()
     bootstrap = values["BERNSTEIN_KAFKA_BOOTSTRAP"]
-    yield Services(bootstrap=bootstrap, s3=s3, env_file=env_file)
+    yield Services(bootstrap=bootstrap, s3=s3, env_file=env_file, config_file=config_file)
     if not os.environ.get("BERNSTEIN_KEEP_TOPICS"):
         try:
             delete_topics_with_prefixes(bootstrap, ISSUED, timeout=10.0)
@@ -118,6 +143,22 @@ def trusted(install_keys: InstallKeys, manifest: Path) -> TrustedKeys:
     return trusted_keys(install_keys, manifest)
 
 
+def grant(services: Services, prefix: str) -> None:
+    """On a secured broker: the deployment ACLs of ``prefix`` (config/kafka-acls.toml) for the local principals."""
+    if services.secure:
+        from bernstein.commands.kafka import ROLES as ACL_ROLES
+        from bernstein.commands.kafka import acls_for, apply_acls, load_spec
+
+        apply_acls(services.bootstrap, acls_for(prefix, {r: f"User:{r}" for r in ACL_ROLES}, load_spec()))
+
+
+def principal_env(env: dict[str, str], services: Services, principal: str) -> dict[str, str]:
+    """``env`` for a subprocess acting as ``principal`` (scheduler, producer, auditor); unchanged on a plaintext broker."""
+    if not services.secure:
+        return env
+    return {**env, "BERNSTEIN_KAFKA_CONFIG_FILE": str(services.principal_file(principal))}
+
+
 def bernstein_env(
     services: Services, prefix: str, keys: InstallKeys, producer: ProducerKeys | None = None, manifest: Path | None = None
 ) -> dict[str, str]:
@@ -126,7 +167,9 @@ def bernstein_env(
     The scheduler's commands get the scheduler's key directory and ``manifest`` (default: config/roles.toml,
     which registers no producer); producer commands get ``producer``'s key directory.
     """
+    security = {"BERNSTEIN_KAFKA_CONFIG_FILE": str(services.config_file)} if services.config_file else {}
     env = {
+        **security,
         "BERNSTEIN_KAFKA_BOOTSTRAP": services.bootstrap,
         "BERNSTEIN_S3_ENDPOINT": services.s3.endpoint,
         "BERNSTEIN_S3_ACCESS_KEY": services.s3.access_key,
@@ -149,4 +192,5 @@ def cli_env(
     sign with ``producer_keys``, the scheduler uses ``install_keys`` and ``manifest``."""
     env = dict(os.environ)
     env.update(bernstein_env(services, prefix, install_keys, producer_keys, manifest))
+    grant(services, prefix)
     yield env

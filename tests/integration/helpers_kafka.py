@@ -256,9 +256,22 @@ def scheduler_config(keys: InstallKeys, *, roles: dict[str, str] | None = None, 
 
 
 def fresh_topics(bootstrap: str, prefix: str, partitions: int = 1) -> Topics:
+    """The prefix's topics, created (by the admin on a secured broker) with the deployment's ACLs granted."""
     topics = Topics(prefix)
     ensure_topics(bootstrap, topics, partitions=partitions)
+    _grant(bootstrap, prefix)
     return topics
+
+
+def _grant(bootstrap: str, prefix: str) -> None:
+    """``tests.conftest.grant`` without the fixture: the ACLs of ``prefix`` when the clients speak SASL (secured broker)."""
+    from substrate.kafka import security_config
+
+    if security_config().get("security.protocol", "PLAINTEXT").startswith("SASL"):
+        from bernstein.commands.kafka import ROLES as ACL_ROLES
+        from bernstein.commands.kafka import acls_for, apply_acls, load_spec
+
+        apply_acls(bootstrap, acls_for(prefix, {r: f"User:{r}" for r in ACL_ROLES}, load_spec()))
 
 
 def run_scheduler(
