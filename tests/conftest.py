@@ -18,16 +18,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 import pytest
 from hypothesis import settings
 
 from substrate.cas import S3BlobStore, S3Settings
 from substrate.config import Settings, Topics
-from substrate.kafka import KafkaError, delete_topics_with_prefixes
+from substrate.kafka import KafkaError, delete_topics_with_prefixes, ensure_topics
 from substrate.keys import InstallKeys, ProducerKeys, TrustedKeys, init_keys, init_producer_keys
 from tests.prefixes import ISSUED, fresh_prefix
 from tests.producer_setup import PRODUCER_NAME, trusted_keys, write_manifest
@@ -159,15 +160,54 @@ def principal_env(env: dict[str, str], services: Services, principal: str) -> di
     return {**env, "BERNSTEIN_KAFKA_CONFIG_FILE": str(services.principal_file(principal))}
 
 
+_COMMAND_PRINCIPALS: Final = (
+    (("scheduler",), "scheduler"),
+    (("research", "run"), "producer"),
+    (("browser", "run"), "producer"),
+    (("dataops", "run"), "producer"),
+    (("activity", "verify"), "auditor"),
+    (("topic", "export"), "auditor"),
+    (("browser", "replay"), "auditor"),
+)
+"""Which principal a `bernstein` command runs as in a deployment (anything else: the admin)."""
+
+
+def as_component(args: Sequence[str], env: dict[str, str]) -> dict[str, str]:
+    """``env`` for ``bernstein ARGS`` (or a whole command line) under its own principal, when ``env`` names the secured broker's admin.
+
+    The scheduler runs as User:scheduler, the research/browser/data-ops workers as User:producer,
+    verify/export/replay as User:auditor, each with the ACLs ``grant`` gave the test's prefix.
+    """
+    config = env.get("BERNSTEIN_KAFKA_CONFIG_FILE")
+    if not config or Path(config).name != "admin.properties":
+        return env
+    args = list(args)
+    starts = [i for i, arg in enumerate(args) if arg == "bernstein" or arg.endswith("/bernstein")]
+    if starts:  # a whole command line ("python -m bernstein ...", ".venv/bin/bernstein ..."): its arguments
+        args = args[starts[-1] + 1 :]
+    words = tuple(arg for arg in args if not arg.startswith("-"))
+    for command, principal in _COMMAND_PRINCIPALS:
+        if words[: len(command)] == command:
+            if principal != "auditor" and env.get("BERNSTEIN_KAFKA_BOOTSTRAP") and env.get("BERNSTEIN_TOPIC_PREFIX"):
+                # the deployment step a real operator does first: the admin creates the topics (as the
+                # component would have on an open broker: missing ones, 1 partition unless they exist)
+                ensure_topics(env["BERNSTEIN_KAFKA_BOOTSTRAP"], Topics(env["BERNSTEIN_TOPIC_PREFIX"]))
+            return {**env, "BERNSTEIN_KAFKA_CONFIG_FILE": str(Path(config).parent / f"{principal}.properties")}
+    return env
+
+
 def bernstein_env(
     services: Services, prefix: str, keys: InstallKeys, producer: ProducerKeys | None = None, manifest: Path | None = None
 ) -> dict[str, str]:
     """The BERNSTEIN_* variables that point `bernstein` at these services, this topic prefix and these keys.
 
     The scheduler's commands get the scheduler's key directory and ``manifest`` (default: config/roles.toml,
-    which registers no producer); producer commands get ``producer``'s key directory.
+    which registers no producer); producer commands get ``producer``'s key directory. On a secured broker
+    the prefix's ACLs are granted here, so that ``as_component`` can run each command under its own
+    principal; the variables name the admin's client properties.
     """
     security = {"BERNSTEIN_KAFKA_CONFIG_FILE": str(services.config_file)} if services.config_file else {}
+    grant(services, prefix)
     env = {
         **security,
         "BERNSTEIN_KAFKA_BOOTSTRAP": services.bootstrap,
@@ -192,5 +232,4 @@ def cli_env(
     sign with ``producer_keys``, the scheduler uses ``install_keys`` and ``manifest``."""
     env = dict(os.environ)
     env.update(bernstein_env(services, prefix, install_keys, producer_keys, manifest))
-    grant(services, prefix)
     yield env

@@ -31,6 +31,7 @@ from typing import Any
 from schemas import codec
 from schemas.canonical import journal_entry_hash
 from substrate.keys import InstallKeys, ProducerKeys, init_keys, init_producer_keys
+from tests.conftest import as_component
 from tests.integration import tamper_kit as kit
 from tests.prefixes import fresh_prefix
 from tests.producer_setup import PRODUCER_NAME, identity, trusted_keys, write_manifest
@@ -102,7 +103,12 @@ class Pipeline:
         env = {**self.env, **(extra_env or {})}
         procs = [
             subprocess.Popen(
-                [str(kit.BERNSTEIN), *args], env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                [str(kit.BERNSTEIN), *args],
+                env=as_component(args, env),
+                cwd=REPO,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
             )
             for args in commands
         ]

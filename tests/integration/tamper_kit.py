@@ -28,7 +28,7 @@ from typing import Any
 from schemas import codec
 from schemas.canonical import content_hash, journal_entry_hash, seal_signing_input, sha256_digest
 from substrate.keys import Ed25519Signer, InstallKeys, ProducerKeys, TrustedKeys, init_keys
-from tests.conftest import bernstein_env
+from tests.conftest import as_component, bernstein_env
 from tests.prefixes import fresh_prefix
 from tests.producer_kit import TEST_PRODUCERS, encode_signed_close, encode_signed_submission, producer_trust, registry
 from tests.producer_setup import identity
@@ -224,7 +224,7 @@ def bernstein(
     """Run the real console script."""
     return subprocess.run(
         [*(prefix_cmd or []), str(BERNSTEIN), *args],
-        env=env,
+        env=as_component(args, env),
         cwd=cwd,
         capture_output=True,
         text=True,

@@ -15,7 +15,7 @@ from producers.emitter import Emitter
 from substrate.cas import S3BlobStore
 from substrate.config import Topics
 from substrate.keys import InstallKeys, ProducerKeys
-from tests.conftest import Services
+from tests.conftest import Services, as_component
 from tests.integration.test_browser_kit import SIGNUP_FLOW, SITE, all_topic_records, chromium_processes, refusals, run_scheduler
 from tests.producer_setup import identity
 
@@ -23,7 +23,9 @@ pytestmark = pytest.mark.browser
 
 
 def bernstein(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bernstein", *args], env=env, capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "bernstein", *args], env=as_component(args, env), capture_output=True, text=True, timeout=180
+    )
 
 
 def test_run_replay_and_verify_from_the_command_line(

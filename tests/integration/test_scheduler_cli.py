@@ -12,6 +12,7 @@ from producers.activity import ActivityResult
 from producers.emitter import Emitter
 from substrate.config import Settings
 from substrate.keys import ProducerKeys
+from tests.conftest import as_component
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,7 +30,7 @@ def test_sigterm_stops_cleanly_after_committing(
     process = subprocess.Popen(
         [sys.executable, "-m", "bernstein", "scheduler", "run", "--progress-every", "0.2"],
         cwd=REPO,
-        env=cli_env,
+        env=as_component(["scheduler"], cli_env),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -58,7 +59,7 @@ def test_sigterm_stops_cleanly_after_committing(
     again = subprocess.run(
         [sys.executable, "-m", "bernstein", "scheduler", "run", "--idle-exit", "1"],
         cwd=REPO,
-        env=cli_env,
+        env=as_component(["scheduler"], cli_env),
         capture_output=True,
         text=True,
         timeout=120,

@@ -45,6 +45,7 @@ from schemas.records import DeadLetterCode, RefusalCode
 from substrate.cas import DirBlobStore
 from substrate.config import Settings, Topics
 from substrate.keys import InstallKeys, TrustedKeys
+from tests.conftest import as_component
 from tests.integration.helpers_kafka import (
     CachedSource,
     crossings,
@@ -279,7 +280,7 @@ class SchedulerProcess:
         if idle_exit is not None:
             args += ["--idle-exit", str(idle_exit)]
         self._file = self.log.open("wb")
-        self.proc = subprocess.Popen(args, env=env, cwd=REPO, stdout=self._file, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(args, env=as_component(args, env), cwd=REPO, stdout=self._file, stderr=subprocess.STDOUT)
 
     def text(self) -> str:
         return self.log.read_text(encoding="utf-8", errors="replace")
@@ -878,7 +879,7 @@ def test_start_up_refuses_output_topics_smaller_than_the_largest_output(settings
     topics = fresh_topics(bootstrap, settings.topics.prefix)
     set_max_message_bytes(bootstrap, topics.refusals, 1_000_000)
     base = [str(REPO / ".venv" / "bin" / "python"), "-m", "bernstein", "scheduler", "run", "--idle-exit", "0.5"]
-    refused = subprocess.run(base, env=cli_env, cwd=REPO, capture_output=True, text=True, timeout=120)
+    refused = subprocess.run(base, env=as_component(base, cli_env), cwd=REPO, capture_output=True, text=True, timeout=120)
     assert refused.returncode == 3, refused.stderr
     assert (
         f"bernstein: error: partition 0: max.message.bytes of {topics.refusals} (1000000) is below 2097152, the largest "
@@ -887,7 +888,12 @@ def test_start_up_refuses_output_topics_smaller_than_the_largest_output(settings
     assert "Traceback" not in refused.stderr
     # a smaller bound fits the topic: the scheduler starts (and stops when idle)
     fits = subprocess.run(
-        [*base, "--max-output-bytes", str(1_000_000 - 16384)], env=cli_env, cwd=REPO, capture_output=True, text=True, timeout=120
+        [*base, "--max-output-bytes", str(1_000_000 - 16384)],
+        env=as_component(base, cli_env),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert fits.returncode == 0, fits.stderr
     assert "stopped: offset -1 | consumed 0" in fits.stderr
