@@ -1,6 +1,7 @@
 # The two commands of the README:
 #   make demo   run the whole system on this machine (Kafka + S3 + scheduler + agents + offline verify)
-#   make test   install everything, start the services, run every check and test, stop the services
+#   make test   install everything, start the services (broker secured: SASL_SSL + ACLs), run every check
+#               and test, a plaintext smoke test of the demo's broker, stop the services
 SHELL := /bin/bash
 UV_VERSION := 0.13.8
 UV := .infra/uv/bin/uv
@@ -37,7 +38,7 @@ unit: venv
 	$(VENV)/bin/pytest -q tests/unit
 
 integration: venv system-deps
-	infra/up
+	infra/up --secure
 	$(VENV)/bin/pytest -q tests/integration
 
 bench: venv system-deps

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command (make test): static checks, then unit tests with the network
-# unused, then the services (Kafka, S3) are started, integration tests run against them,
-# and the services are stopped again whatever happened.
+# unused, then the services are started with the broker secured (infra/up --secure: SASL_SSL,
+# SCRAM users, ACLs; each component under its own principal) and the integration tests run
+# against them; then a short plaintext smoke test (the broker restarted as `infra/up` starts it
+# for `make demo`). The services are stopped again whatever happened, if this script started them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=0
@@ -14,7 +16,12 @@ scripts/check.sh
 echo "test: unit tests"
 .venv/bin/pytest -q -p no:cacheprovider tests/unit
 if ! infra/status >/dev/null 2>&1; then started=1; fi
-infra/up
-echo "test: integration tests (real Kafka and S3)"
+infra/up --secure
+echo "test: integration tests (real Kafka with SASL_SSL and ACLs, real S3)"
 .venv/bin/pytest -q -p no:cacheprovider tests/integration
+t1=$(date +%s)
+echo "test: plaintext smoke test (the broker of make demo)"
+infra/up
+env -u BERNSTEIN_KAFKA_CONFIG_FILE .venv/bin/pytest -q -p no:cacheprovider tests/integration/test_demo.py
+echo "test: smoke test took $(( $(date +%s) - t1 ))s"
 echo "test: all passed in $(( $(date +%s) - t0 ))s"
