@@ -61,7 +61,7 @@ def test_principals_are_substituted_and_lines_are_stable() -> None:
 
 
 def test_bindings_are_confluent_acl_bindings() -> None:
-    from confluent_kafka.admin import AclOperation, ResourcePatternType, ResourceType
+    from confluent_kafka.admin import AclOperation, ResourcePatternType, ResourceType  # type: ignore[attr-defined]
 
     (binding,) = bindings([Acl("User:scheduler", "transactional_id", "prefixed", "p.scheduler", "write")])
     assert binding.restype == ResourceType.TRANSACTIONAL_ID
