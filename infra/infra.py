@@ -608,7 +608,10 @@ def client_security(p: Paths, mode: str) -> dict[str, str]:
     """librdkafka settings for infra's own probe: the admin's in secure mode, none in plaintext."""
     if mode != "secure":
         return {}
-    passwords = json.loads(p.scram.read_text())
+    try:
+        passwords = json.loads(p.scram.read_text())
+    except (OSError, ValueError):
+        raise InfraError(f"kafka: the broker runs secured but {p.scram} (its SCRAM passwords) is unreadable") from None
     return {
         "security.protocol": "SASL_SSL",
         "sasl.mechanism": SCRAM_MECHANISM,
