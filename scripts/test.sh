@@ -22,6 +22,9 @@ echo "test: integration tests (real Kafka with SASL_SSL and ACLs, real S3)"
 t1=$(date +%s)
 echo "test: plaintext smoke test (the broker of make demo)"
 infra/up
-env -u BERNSTEIN_KAFKA_CONFIG_FILE .venv/bin/pytest -q -p no:cacheprovider tests/integration/test_demo.py
+# test_demo: submit -> journal -> verify as `make demo` does it; the kcat round trips need a plaintext broker
+# (Debian's kcat links librdkafka 2.0.2, whose SCRAM Kafka 4 refuses), so they run here
+env -u BERNSTEIN_KAFKA_CONFIG_FILE .venv/bin/pytest -q -p no:cacheprovider tests/integration/test_demo.py \
+  tests/integration/test_verifier_roundtrip.py -k "demo or kcat"
 echo "test: smoke test took $(( $(date +%s) - t1 ))s"
 echo "test: all passed in $(( $(date +%s) - t0 ))s"

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from substrate.config import Topics
+from tests.conftest import kcat_security
 from tests.integration import pipeline_kit as pk
 from tests.integration import tamper_kit as kit
 from tests.producer_kit import producer_signer
@@ -104,7 +105,10 @@ def kcat_export(run: kit.RealisticRun, directory: Path) -> dict[str, Path]:
         path = directory / f"{stream}.json"
         with path.open("wb") as out:
             result = subprocess.run(
-                [kcat, "-C", "-J", "-e", "-q", "-b", run.bootstrap, "-t", topic], stdout=out, stderr=subprocess.PIPE, timeout=60
+                [kcat, *kcat_security(), "-C", "-J", "-e", "-q", "-b", run.bootstrap, "-t", topic],
+                stdout=out,
+                stderr=subprocess.PIPE,
+                timeout=60,
             )
         assert result.returncode == 0, result.stderr.decode()
         files[stream] = path
