@@ -34,6 +34,7 @@ from substrate.kafka import (
     ensure_topics,
     partition_count,
 )
+from substrate.keys import ProducerKeys
 from tests.conftest import Services, grant, principal_env
 from tests.integration.helpers_kafka import read_partition
 
@@ -120,10 +121,17 @@ def test_producer_only_checks_its_topic_and_may_not_create_topics(
 
 
 def test_scheduler_runs_end_to_end_under_its_own_principal(
-    secured: Services, topics: Topics, settings: Settings, s3_store: S3BlobStore, cli_env: dict[str, str], as_principal: Any
+    secured: Services,
+    topics: Topics,
+    settings: Settings,
+    s3_store: S3BlobStore,
+    cli_env: dict[str, str],
+    producer_keys: ProducerKeys,
+    as_principal: Any,
 ) -> None:
     as_principal("producer")
-    with Emitter.from_settings(settings, producer_id="t", store=s3_store) as emitter:
+    # the producer signs with its own keys; the scheduler runs with the manifest that registers them (cli_env)
+    with Emitter.from_settings(settings, producer=producer_keys, store=s3_store) as emitter:
         for i in range(3):
             page = emitter.capture("file", f"f{i}.py", f"print({i})\n".encode())
             emitter.publish(
