@@ -544,7 +544,8 @@ class SchedulerCore:
                 _clip(shown),
                 sha256_digest(signed_bytes),
             )
-        if role is not None and role not in producer.roles:
+        # An undeclared role is refused by the stage rules as UNKNOWN_ROLE, not as a missing grant.
+        if role is not None and role in self.config.roles and role not in producer.roles:
             return _Refusal(
                 RefusalCode.PRODUCER_ROLE_NOT_ALLOWED,
                 f"producer {producer.name!r} is not granted role {role!r} in the roles manifest",

@@ -1367,7 +1367,8 @@ impl Core {
             ));
         }
         if let Some(role) = role {
-            if !producer.may_take(role) {
+            // An undeclared role is the stage rule's UNKNOWN_ROLE, not a missing grant.
+            if self.cfg.roles.contains_key(role) && !producer.may_take(role) {
                 let name = py_repr(&producer.name, host)?;
                 let shown_role = py_repr(role, host)?;
                 return Ok(Some(

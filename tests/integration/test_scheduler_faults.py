@@ -62,6 +62,7 @@ from tests.integration.helpers_kafka import (
     stored_form,
     submission_record,
 )
+from tests.producer_kit import encode_signed_submission
 from verifier.verify import verify
 
 REPO = Path(__file__).resolve().parents[2]
@@ -833,7 +834,7 @@ def test_an_output_the_broker_refuses_dead_letters_only_its_input(
         after = small_plan(store, ("wide-a",), 21)[11:21]
         items = [
             *before,
-            (b"wide-a", codec.encode(codec.ACTIVITY_SUBMISSION_V2, wide)),
+            (b"wide-a", encode_signed_submission(wide)),
             *after,
             (b"wide-a", encode_close("wide-a")),
         ]

@@ -523,6 +523,10 @@ RULES: dict[str, Rule] = {
     "invalid-role": Rule(RefusalCode.INVALID_ROLE, {"role": "scout/../x"}, "role", "scout/../x"),
     "unknown-kind": Rule(RefusalCode.UNKNOWN_KIND, {"kind": "poetry"}, "kind", "poetry"),
     "unknown-role": Rule(RefusalCode.UNKNOWN_ROLE, {"role": "ghost"}, "role", "ghost"),
+    # a producer not granted an undeclared role: the role is unknown, not a missing grant
+    "unknown-role-ungranted": Rule(
+        RefusalCode.UNKNOWN_ROLE, {"role": "ghost", "producer": {"id": "scout@test", "sdk": "x"}}, "role", "ghost"
+    ),
     "kind-not-allowed-for-role": Rule(
         RefusalCode.KIND_NOT_ALLOWED_FOR_ROLE, {"role": "scout", "kind": "coding"}, "kind", "coding", "research"
     ),

@@ -460,7 +460,7 @@ def forged_refusal(b: Built, key_id: str | None) -> MemorySource:
     """H3's repro: the refusal edited, its audit mirror's record_hash made to match, and (optionally) the
     envelope key id replaced (it is outside the MAC), the MAC left as it was."""
     (refusal,) = [r for r in b.records("refusals") if r.key == RUN.encode()]
-    forged = (refusal.value or b"").replace(b"PRODUCER_ROLE_NOT_ALLOWED", b"PRODUCER_ROLE_NOT_ALLOWEX")
+    forged = (refusal.value or b"").replace(b"UNKNOWN_ROLE", b"UNKNOWN_ROLX")
     assert forged != refusal.value
     refusals = [with_value(r, forged) if r is refusal else r for r in b.records("refusals")]
     index = audit_index(b, "activity.refused")
