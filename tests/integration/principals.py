@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import tests.conftest
+from tests.conftest import as_component
 
 CONFIG_FILE = "BERNSTEIN_KAFKA_CONFIG_FILE"
 
@@ -44,5 +44,4 @@ def producer_principal(services: Any) -> Iterator[None]:
 def component_env(args: Sequence[str], env: dict[str, str]) -> dict[str, str]:
     """``env`` for ``bernstein ARGS`` started without ``tamper_kit.bernstein`` (a long-running ``Popen``): the
     component's own principal on a secured broker (``tests.conftest.as_component``), else ``env``."""
-    as_component = vars(tests.conftest).get("as_component")
-    return env if as_component is None else dict(as_component(list(args), env))
+    return as_component(args, env)

@@ -42,7 +42,6 @@ from typing import Any, Final
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-import substrate.kafka
 from bernstein.commands.keys import manifest_snippet, producer_manifest_keys
 from producers.activity import ActivityResult
 from producers.emitter import Emitter, encode_signed_submission
@@ -56,7 +55,7 @@ from schemas.canonical import (
 )
 from substrate.cas import S3BlobStore
 from substrate.config import Topics
-from substrate.kafka import client_config
+from substrate.kafka import client_config, client_config_as, delivery_error
 from substrate.keys import Ed25519Signer, InstallKeys, ProducerKeys, load_keys, load_producer_keys
 from tests.integration import tamper_kit as kit
 from tests.integration.helpers_kafka import Rec, fresh_topics, read_partition, submission_record
@@ -145,16 +144,10 @@ def producer_client(s: Session) -> Any:
     """The compromised host's own Kafka client: its credentials (the producer principal on a secured broker)."""
     extra = {"acks": "all", "enable.idempotence": True}
     if s.secure:
-        # substrate.kafka.client_config_as (Kafka security, issue 12): the producer principal's properties file
-        config = _kafka_security("client_config_as")(s.services.principal_file("producer"), s.services.bootstrap, **extra)
+        config = client_config_as(s.services.principal_file("producer"), s.services.bootstrap, **extra)
     else:
         config = client_config(s.services.bootstrap, **extra)
     return Producer({**config, "message.timeout.ms": 15000})
-
-
-def _kafka_security(name: str) -> Any:
-    """A function of Kafka security (issue 12: substrate.kafka on a secured broker), looked up when it is used."""
-    return vars(substrate.kafka)[name]
 
 
 def high_watermark(s: Session, topic: str) -> int:
@@ -192,7 +185,7 @@ def write_forgery(s: Session, attempt: str, stream: str, key: bytes, value: byte
     if err is None:
         s.add(attempt, Layer(BROKER, False, detail="plaintext broker: no ACLs" if not s.secure else "accepted"))
     else:
-        typed = _kafka_security("delivery_error")(err, topic)  # Kafka security (issue 12): the typed refusal
+        typed = delivery_error(err, topic)  # the typed refusal
         s.add(attempt, Layer(BROKER, True, err.name(), f"{type(typed).__name__} {typed.code}: {typed}"))
         s.broker_end[attempt] = (end, high_watermark(s, topic))
         err, msg = produce(admin_client(s), topic, key, value, headers)
