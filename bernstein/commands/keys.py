@@ -263,6 +263,11 @@ def _rotate(args: argparse.Namespace) -> int:
         print("then restart the scheduler and re-export trust: bernstein keys trust --manifest <roles.toml> --out <file>")
     elif purpose in (KeyPurpose.SEAL, KeyPurpose.AUDIT):
         print("restart the scheduler, then re-export trust for verifiers: bernstein keys trust --out <file>")
+        print(
+            "(a scheduler still running keeps its old ring: inputs stamped from the rotation time on would be signed "
+            "outside the old key's lifetime. Stop it before rotating, or rotate with --at-ms a moment ahead and restart "
+            "before then.)"
+        )
     return 0
 
 
