@@ -37,6 +37,16 @@ RETAIN_FOREVER: Final = {
     "message.timestamp.type": "CreateTime",
     "max.message.bytes": "2097152",
 }
+BROKER_STAMPED: Final = {"message.timestamp.type": "LogAppendTime"}
+"""The submissions topic's timestamps come from the broker, not the producer: the scheduler decides
+which producer key was valid by its input's timestamp, so a producer holding a revoked key must not
+be able to backdate a submission (docs/security.md). Output topics keep CreateTime: the scheduler
+stamps each output with its input's timestamp, so a replay writes the same records."""
+
+
+def topic_config(topics: Topics, name: str) -> dict[str, str]:
+    """The settings a new topic of the deployment gets."""
+    return {**RETAIN_FOREVER, **(BROKER_STAMPED if name == topics.submissions else {})}
 
 
 class KafkaError(BernsteinError):
@@ -300,9 +310,16 @@ def ensure_topics(bootstrap: str, topics: Topics, *, partitions: int = 1, timeou
     count = counts.pop() if counts else partitions
     missing = [name for name in names if name not in existing]
     if missing:
-        config = {**RETAIN_FOREVER, "min.insync.replicas": str(min_insync)}
         futures = admin.create_topics(
-            [NewTopic(name, num_partitions=count, replication_factor=factor, config=dict(config)) for name in missing],
+            [
+                NewTopic(
+                    name,
+                    num_partitions=count,
+                    replication_factor=factor,
+                    config={**topic_config(topics, name), "min.insync.replicas": str(min_insync)},
+                )
+                for name in missing
+            ],
             operation_timeout=timeout,
         )
         for name, future in futures.items():
