@@ -328,7 +328,7 @@ def ensure_topics(bootstrap: str, topics: Topics, *, partitions: int = 1, timeou
             except KafkaException as exc:
                 if "TOPIC_ALREADY_EXISTS" in str(exc):
                     continue
-                if _is_authorization(exc):
+                if is_authorization_error(exc):
                     raise KafkaNotAuthorized(
                         f"this principal may not create topic {name} (or cannot see it): create the topics of prefix "
                         f"{topics.prefix!r} as the Kafka admin (`bernstein topic create --prefix {topics.prefix}`) and grant "
@@ -352,14 +352,14 @@ def ensure_submissions_topic(bootstrap: str, topics: Topics, *, partitions: int 
     try:
         metadata = admin.list_topics(topic=topics.submissions, timeout=timeout)
     except KafkaException as exc:
-        if _is_authorization(exc):
+        if is_authorization_error(exc):
             raise _no_topic(topics) from None
         raise _unreachable(exc, bootstrap, errors, admin) from exc
     info = metadata.topics.get(topics.submissions)
     error = None if info is None else info.error
     if info is not None and error is None and info.partitions:
         return len(info.partitions)
-    if error is not None and _is_authorization(error):
+    if error is not None and is_authorization_error(error):
         raise _no_topic(topics)
     return ensure_topics(bootstrap, topics, partitions=partitions, timeout=timeout)
 
@@ -385,7 +385,7 @@ _AUTHORIZATION_ERRORS: Final = (
 )
 
 
-def _is_authorization(error: Any) -> bool:
+def is_authorization_error(error: Any) -> bool:
     """True for a KafkaException / KafkaError that says the principal was refused."""
     inner = error.args[0] if isinstance(error, Exception) and error.args else error
     name = inner.name() if hasattr(inner, "name") else str(inner)
@@ -402,7 +402,7 @@ def not_authorized(action: str) -> KafkaNotAuthorized:
 
 def delivery_error(error: Any, topic: str) -> KafkaError:
     """A failed delivery report (confluent_kafka ``KafkaError``) as a typed error; authorization failures are ``KafkaNotAuthorized``."""
-    if _is_authorization(error):
+    if is_authorization_error(error):
         return not_authorized(f"write to topic {topic} ({error.name()})")
     return KafkaError(f"Kafka refused a record for topic {topic}: {error}")
 
@@ -443,7 +443,7 @@ def _unreachable(exc: Exception, bootstrap: str, errors: list[Any], admin: Any =
     """A failed request as a typed error: refused credentials, a TLS failure, or no broker at all."""
     if admin is not None:
         admin.poll(0)  # serve the error callbacks waiting in librdkafka's queue
-    if _is_authorization(exc) or any(_is_authorization(error) for error in errors):
+    if is_authorization_error(exc) or any(is_authorization_error(error) for error in errors):
         return KafkaNotAuthorized(
             f"Kafka at {bootstrap} refused this client's login: check the SASL user and password (or the client "
             "certificate) in the file BERNSTEIN_KAFKA_CONFIG_FILE names"
@@ -466,7 +466,7 @@ def _cluster_metadata(admin: Any, bootstrap: str, timeout: float, errors: list[A
     try:
         return admin.list_topics(timeout=timeout)
     except KafkaException as exc:
-        if _is_authorization(exc):
+        if is_authorization_error(exc):
             raise not_authorized("list topics") from None
         raise _unreachable(exc, bootstrap, errors or [], admin) from exc
 

@@ -37,6 +37,7 @@ from substrate.kafka import (
 from substrate.keys import ProducerKeys
 from tests.conftest import Services, grant, principal_env
 from tests.integration.helpers_kafka import read_partition
+from verifier.kafka_source import KafkaSource
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -219,3 +220,15 @@ def test_acls_cli_prints_and_applies(secured: Services, cli_env: dict[str, str],
         in refused.stderr
     )
     assert "Traceback" not in refused.stderr
+
+
+def test_an_auditor_without_the_prefix_acls_is_told_so_not_shown_missing_streams(
+    secured: Services, prefix: str, as_principal: Any
+) -> None:
+    """A topic the auditor may not Describe must not read as a deleted stream (a tamper verdict)."""
+    ungranted = Topics(prefix + "-ungranted")
+    ensure_topics(secured.bootstrap, ungranted)  # as the admin, and no ACLs for this prefix
+    as_principal("auditor")
+    source = KafkaSource(secured.bootstrap, ungranted)
+    with pytest.raises(KafkaNotAuthorized, match=r"refused this client's principal to describe topic .*-ungranted\.audit"):
+        source.partitions("audit")
