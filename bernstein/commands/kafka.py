@@ -150,6 +150,37 @@ def apply_acls(bootstrap: str, acls: list[Acl], *, config_file: Path | None = No
                     raise KafkaError("this cluster has no authorizer configured: ACLs cannot be created") from None
                 raise not_authorized("create ACLs (run `bernstein kafka acls --apply` as the Kafka admin)") from None
             raise KafkaError(f"cannot create ACL {binding}: {exc}") from exc
+    _await_visible(admin, futures, timeout)
+
+
+def _await_visible(admin: Any, created: Any, timeout: float) -> None:
+    """Wait until the broker answers with every new binding: the controller has committed them before
+    its future returns, but the broker's authorizer applies them a moment later (a client acting on
+    them at once was refused once in CI). Best effort: a broker that cannot describe ACLs is not waited for."""
+    import time
+
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    wanted = {str(binding) for binding in created}
+    anything: Any = None  # the filter's wildcard (the stubs say str)
+    everything = AclBindingFilter(
+        ResourceType.ANY, anything, ResourcePatternType.ANY, anything, anything, AclOperation.ANY, AclPermissionType.ANY
+    )
+    deadline = time.monotonic() + min(timeout, 15.0)
+    while time.monotonic() < deadline:
+        try:
+            seen = {str(binding) for binding in admin.describe_acls(everything, request_timeout=5).result(10)}
+        except Exception:  # noqa: BLE001 - waiting is an optimisation; the bindings exist either way
+            return
+        if wanted <= seen:
+            return
+        time.sleep(0.1)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
