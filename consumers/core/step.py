@@ -66,6 +66,8 @@ from consumers.core.model import (
     MIN_MAX_OUTPUT_BYTES,
     InputRecord,
     OutputRecord,
+    Producer,
+    ProducerKey,
     RunState,
     SchedulerConfig,
     SchedulerState,
@@ -499,24 +501,9 @@ class SchedulerCore:
             )
         producer, key = found
         producer_id: str = item["producer"]["id"]
-        if producer_id != producer.name:
-            return _Refusal(
-                RefusalCode.PRODUCER_MISMATCH,
-                f"producer.id {producer_id!r} is not {producer.name!r}, the producer key {key_id} is registered to",
-                "producer.id",
-                producer_id,
-                _clip(producer.name),
-            )
-        if not key.lifetime.contains(record.timestamp_ms):
-            valid = _lifetime_text(key.lifetime.valid_from_ms, key.lifetime.valid_until_ms)
-            return _Refusal(
-                RefusalCode.PRODUCER_KEY_NOT_VALID,
-                f"producer key {key_id} of {producer.name!r} signs inputs stamped {valid}; this input is stamped "
-                f"{record.timestamp_ms} (retired, revoked or not yet valid)",
-                "producer_key_id",
-                str(record.timestamp_ms),
-                valid,
-            )
+        refusal = _key_holder_refusal(producer, key, key_id, producer_id, record.timestamp_ms, "producer_key_id")
+        if refusal is not None:
+            return refusal
         signature: bytes = item["producer_signature"]
         shown = signature[:_MAX_SIGNATURE_SHOWN].hex()
         try:
@@ -859,25 +846,9 @@ class SchedulerCore:
                 _clip(key_id),
             )
         producer, key = found
-        producer_id = act["producer"]["id"]
-        if producer_id != producer.name:
-            return _Refusal(
-                RefusalCode.PRODUCER_MISMATCH,
-                f"producer.id {producer_id!r} is not {producer.name!r}, the producer key {key_id} is registered to",
-                "producer.id",
-                producer_id,
-                _clip(producer.name),
-            )
-        if not key.lifetime.contains(record.timestamp_ms):
-            valid = _lifetime_text(key.lifetime.valid_from_ms, key.lifetime.valid_until_ms)
-            return _Refusal(
-                RefusalCode.PRODUCER_KEY_NOT_VALID,
-                f"producer key {key_id} of {producer.name!r} signs inputs stamped {valid}; this input is stamped "
-                f"{record.timestamp_ms} (retired, revoked or not yet valid)",
-                "lineage.key_id",
-                str(record.timestamp_ms),
-                valid,
-            )
+        refusal = _key_holder_refusal(producer, key, key_id, act["producer"]["id"], record.timestamp_ms, "lineage.key_id")
+        if refusal is not None:
+            return refusal
         if not verify_signature(key.public_key, lineage["signature"], lineage_signing_input(entry_bytes)):
             return _Refusal(RefusalCode.LINEAGE_SIGNATURE_INVALID, "lineage entry signature does not verify", "lineage.signature")
         if "browser" not in producer.agent_kinds:
@@ -1137,6 +1108,31 @@ _HEADER_NAMES_SIZE = len(b"ce_specversion1.0ce_idce_sourcece_type") + len(_CE_SO
 def _size(key: bytes, value: bytes, headers: tuple[tuple[str, bytes], ...]) -> int:
     """key + value + the four CloudEvents headers' names and values (ASCII names), in bytes."""
     return len(key) + len(value) + _HEADER_NAMES_SIZE + len(headers[1][1]) + len(headers[3][1])
+
+
+def _key_holder_refusal(
+    producer: Producer, key: ProducerKey, key_id: str, producer_id: str, timestamp_ms: int, key_field: str
+) -> _Refusal | None:
+    """A registered key must sign for the producer it belongs to, inside its lifetime (submissions and lineage alike)."""
+    if producer_id != producer.name:
+        return _Refusal(
+            RefusalCode.PRODUCER_MISMATCH,
+            f"producer.id {producer_id!r} is not {producer.name!r}, the producer key {key_id} is registered to",
+            "producer.id",
+            producer_id,
+            _clip(producer.name),
+        )
+    if not key.lifetime.contains(timestamp_ms):
+        valid = _lifetime_text(key.lifetime.valid_from_ms, key.lifetime.valid_until_ms)
+        return _Refusal(
+            RefusalCode.PRODUCER_KEY_NOT_VALID,
+            f"producer key {key_id} of {producer.name!r} signs inputs stamped {valid}; this input is stamped "
+            f"{timestamp_ms} (retired, revoked or not yet valid)",
+            key_field,
+            str(timestamp_ms),
+            valid,
+        )
+    return None
 
 
 def _clip(value: object, limit: int = _MAX_EVIDENCE_CHARS) -> str:
