@@ -77,11 +77,7 @@ def roles_from_document(document: dict[str, Any], *, source: str = "<manifest>")
     roles: dict[str, str] = {}
     for index, entry in enumerate(entries):
         where = f"{source}: roles[{index}]"
-        if not isinstance(entry, dict):
-            raise ManifestError(f"{where} must be a table")
-        unknown = set(entry) - _ROLE_KEYS
-        if unknown:
-            raise ManifestError(f"{where} has unknown keys {sorted(unknown)}; allowed: {sorted(_ROLE_KEYS)}")
+        entry = _table(entry, where, _ROLE_KEYS)
         role = entry.get("role")
         if not is_valid_id(role):
             raise ManifestError(f"{where}: role {ID_RULE} (got {role!r})")
@@ -103,11 +99,7 @@ def producers_from_document(document: dict[str, Any], roles: dict[str, str], *, 
     producers: list[Producer] = []
     for index, entry in enumerate(entries):
         where = f"{source}: producers[{index}]"
-        if not isinstance(entry, dict):
-            raise ManifestError(f"{where} must be a table")
-        unknown = set(entry) - _PRODUCER_KEYS
-        if unknown:
-            raise ManifestError(f"{where} has unknown keys {sorted(unknown)}; allowed: {sorted(_PRODUCER_KEYS)}")
+        entry = _table(entry, where, _PRODUCER_KEYS)
         name = entry.get("name")
         if not isinstance(name, str) or not name or len(name) > 256 or not name.isprintable():
             raise ManifestError(f"{where}: name must be the producer.id its submissions carry (1 to 256 printable characters)")
@@ -141,11 +133,7 @@ def producers_from_document(document: dict[str, Any], roles: dict[str, str], *, 
 
 
 def _producer_key(entry: object, where: str) -> ProducerKey:
-    if not isinstance(entry, dict):
-        raise ManifestError(f"{where} must be a table")
-    unknown = set(entry) - _KEY_KEYS
-    if unknown:
-        raise ManifestError(f"{where} has unknown keys {sorted(unknown)}; allowed: {sorted(_KEY_KEYS)}")
+    entry = _table(entry, where, _KEY_KEYS)
     text = entry.get("public_key")
     try:
         raw = bytes.fromhex(text) if isinstance(text, str) else b""
@@ -190,6 +178,16 @@ def _read(path: Path) -> str:
         raise ManifestError(f"no roles manifest at {path}; pass --roles FILE (see config/roles.toml)") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ManifestError(f"cannot read roles manifest {path}: {exc}") from exc
+
+
+def _table(entry: object, where: str, allowed: frozenset[str]) -> dict[str, Any]:
+    """A manifest entry: a TOML table with only the ``allowed`` keys."""
+    if not isinstance(entry, dict):
+        raise ManifestError(f"{where} must be a table")
+    unknown = set(entry) - allowed
+    if unknown:
+        raise ManifestError(f"{where} has unknown keys {sorted(unknown)}; allowed: {sorted(allowed)}")
+    return entry
 
 
 def load_roles(path: Path) -> dict[str, str]:
