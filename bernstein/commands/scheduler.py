@@ -37,6 +37,7 @@ from consumers.manifest import load_manifest
 from consumers.shell import SchedulerFenced, SchedulerShell, ShellOptions
 from substrate.kafka import ensure_topics, partition_count, require_bootstrap
 from substrate.keys import InstallKeys, KeyPurpose, RingKey
+from substrate.topic_policy import require_history_kept
 
 DEFAULT_ROLES = Path("config") / "roles.toml"
 EXIT_FENCED: Final = 7
@@ -204,6 +205,7 @@ def _run(args: argparse.Namespace) -> int:
         accept_undeclared_sizes=args.accept_undeclared_sizes,
     )
     ensure_topics(bootstrap, settings.topics)
+    require_history_kept(bootstrap, settings.topics.all)
     if args.all_partitions:
         if args.quarantine:
             raise UsageError("--quarantine names offsets of one partition's journal: use it with --partition")
