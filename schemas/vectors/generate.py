@@ -580,6 +580,14 @@ def modality_vectors() -> dict[str, Any]:
     }
 
 
+def steps() -> dict[str, Any]:
+    """Scheduler-step vectors: submission bytes -> the exact journal, refusal, audit and dead-letter bytes
+    (the cases, keys and manifest are in ``schemas/vectors/step_cases.py``)."""
+    from schemas.vectors.step_cases import steps_vectors
+
+    return steps_vectors()
+
+
 FILES = {
     "canonical_json.json": canonical_vectors,
     "digests.json": digest_vectors,
@@ -588,6 +596,7 @@ FILES = {
     "modalities.json": modality_vectors,
     "checkpoints.json": checkpoint_vectors,
     "signatures.json": signature_vectors,
+    "steps.json": steps,
 }
 
 
