@@ -32,7 +32,7 @@ from consumers.core.model import (
     SchedulerConfig,
     SealKey,
 )
-from consumers.core.native import NativeSchedulerCore, SchedulerCoreLike, make_core
+from consumers.core.native import NATIVE_LABEL, NativeSchedulerCore, SchedulerCoreLike, choose_core
 from consumers.manifest import load_manifest
 from consumers.shell import SchedulerFenced, SchedulerShell, ShellOptions
 from substrate.kafka import ensure_topics, partition_count, require_bootstrap
@@ -174,15 +174,18 @@ NO_PRODUCERS_WARNING: Final = (
 )
 
 
-def startup_report(config: SchedulerConfig, core: SchedulerCoreLike, roles_path: Path) -> list[str]:
-    """What the scheduler logs at start: registered producers and keys, key rings and the core that runs."""
+def startup_report(
+    config: SchedulerConfig, core: SchedulerCoreLike, roles_path: Path, core_label: str | None = None
+) -> list[str]:
+    """What the scheduler logs at start: registered producers and keys, key rings and the core that runs
+    (``core_label``: ``choose_core``'s description, which says why the Python core runs when it fell back)."""
     producers = config.producers.producers
     lines = [
         f"{len(producers)} producer(s) registered with {len(config.producers.by_key)} key(s) from {roles_path}"
         + (f": {', '.join(sorted(producers))}" if producers else ""),
         f"seal keys: {len(config.seal_keys) or 1}, audit keys: {len(config.audit_keys) or 1} "
         f"(current seal {config.signer.key_id}, audit {config.audit_key_id})",
-        "core: native (bernstein_native, Rust)" if isinstance(core, NativeSchedulerCore) else "core: python reference",
+        f"core: {core_label or (NATIVE_LABEL if isinstance(core, NativeSchedulerCore) else 'python reference')}",
     ]
     if not producers:
         lines.append(NO_PRODUCERS_WARNING.format(path=roles_path))
@@ -214,8 +217,8 @@ def _run(args: argparse.Namespace) -> int:
     count = partition_count(bootstrap, settings.topics.submissions)
     if not 0 <= partition < count:
         raise UsageError(f"--partition {partition}: {settings.topics.submissions} has partitions 0..{count - 1}")
-    core = make_core(config, partition, args.core, environ=os.environ)
-    for line in startup_report(config, core, _roles_path(args)):
+    core, core_label = choose_core(config, partition, args.core, environ=os.environ)
+    for line in startup_report(config, core, _roles_path(args), core_label):
         print(f"scheduler p{partition}: {line}", file=sys.stderr, flush=True)
     shell = SchedulerShell(
         bootstrap=bootstrap,

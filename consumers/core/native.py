@@ -806,6 +806,39 @@ def _self_check(core: NativeSchedulerCore) -> None:
 # ---------------------------------------------------------------------------
 
 
+NATIVE_LABEL: Final = "native (bernstein_native, Rust)"
+"""``describe``'s text for the native core (the scheduler's start line: ``core: native (bernstein_native, Rust)``)."""
+INSTALL_HINT: Final = "pip install ./native from a checkout, needs Rust >= 1.85; `make venv` builds it"
+
+
+def choose_core(
+    config: SchedulerConfig,
+    partition: int,
+    prefer: Literal["auto", "native", "python"] | str = "auto",
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> tuple[SchedulerCore | NativeSchedulerCore, str]:
+    """``make_core``'s core and a one-line description of it, saying why when ``auto`` ran the Python core.
+
+    ``native (bernstein_native, Rust)``; ``python reference`` when the Python core was asked for;
+    ``python reference (bernstein-native not installed: ...)`` or ``python reference (<why the extension
+    was not usable>)`` when ``auto`` fell back. The core package reads no environment: callers pass theirs.
+    """
+    choice = ((environ or {}).get(ENV_VAR) or prefer).strip().lower()
+    if choice not in CHOICES:
+        raise ValueError(f"{ENV_VAR} / prefer must be one of {', '.join(CHOICES)}, got {choice!r}")
+    if choice == "python":
+        return SchedulerCore(config), "python reference"
+    try:
+        return NativeSchedulerCore(config, partition), NATIVE_LABEL
+    except NativeUnavailable as exc:
+        if choice == "native":
+            raise
+        if _native is None:
+            return SchedulerCore(config), f"python reference (bernstein-native not installed: {INSTALL_HINT})"
+        return SchedulerCore(config), f"python reference ({exc.message})"
+
+
 def make_core(
     config: SchedulerConfig,
     partition: int,
@@ -816,18 +849,10 @@ def make_core(
     """The scheduler core to run: ``prefer``, unless ``environ`` sets ``BERNSTEIN_CORE`` (it wins).
 
     ``python`` -> the reference; ``native`` -> the extension or NativeUnavailable;
-    ``auto`` -> the extension when it is usable here, else the reference. The
-    core package reads no environment (tests/unit/test_scheduler_core.py scans
-    it): callers pass theirs, e.g. ``make_core(config, partition, environ=os.environ)``.
+    ``auto`` -> the extension when it is usable here (installed, built for this tree, passing its
+    self-check), else the reference: the extension is an optional accelerator (``pip install``
+    without a Rust toolchain runs the reference). The core package reads no environment
+    (tests/unit/test_scheduler_core.py scans it): callers pass theirs, e.g.
+    ``make_core(config, partition, environ=os.environ)``. ``choose_core`` also says which and why.
     """
-    choice = ((environ or {}).get(ENV_VAR) or prefer).strip().lower()
-    if choice not in CHOICES:
-        raise ValueError(f"{ENV_VAR} / prefer must be one of {', '.join(CHOICES)}, got {choice!r}")
-    if choice == "python":
-        return SchedulerCore(config)
-    try:
-        return NativeSchedulerCore(config, partition)
-    except NativeUnavailable:
-        if choice == "native":
-            raise
-        return SchedulerCore(config)
+    return choose_core(config, partition, prefer, environ=environ)[0]

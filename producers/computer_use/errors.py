@@ -11,7 +11,8 @@ Tree (all under ``schemas.errors.BernsteinError``)::
     │   ├── ActionLimitExceeded         the session's action budget is spent
     │   ├── InvalidAction               the agent proposed an action the boundary cannot anchor
     │   └── NavigationRefused           a navigation (or a redirect / page navigation it led to) outside the session's origins
-    └── FlowError                       a scripted agent's flow file is malformed (agents.py)
+    ├── FlowError                       a scripted agent's flow file is malformed (agents.py)
+    └── BrowserExtraMissing             Playwright is not installed (pip install 'bernstein-journal[browser]')
 
 Elsewhere: ``MalformedSessionDocument`` (a MalformedInput; bytes that are not a
 session document or action log) is the format's, in
@@ -24,7 +25,7 @@ leave ``playwright_driver.py``; they become ``ComputerUseDriverError``.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from schemas.errors import BernsteinError
 
@@ -118,3 +119,19 @@ class FlowError(ComputerUseError):
     """A flow file that cannot drive a scripted agent (raised before any browser starts)."""
 
     code: ClassVar[str] = "E_FLOW"
+
+
+BROWSER_EXTRA: Final = "bernstein-journal[browser]"
+"""The extra that installs Playwright (a producer-only install does without it)."""
+
+
+class BrowserExtraMissing(ComputerUseError):
+    """The browser driver was asked for in an install without Playwright (the ``browser`` extra)."""
+
+    code: ClassVar[str] = "E_BROWSER_EXTRA_MISSING"
+
+    def __init__(self, missing: str = "playwright") -> None:
+        super().__init__(
+            f"the browser modality needs Playwright ({missing} is not installed): "
+            f"pip install '{BROWSER_EXTRA}' (it drives Debian's Chromium, see docs/computer_use.md)"
+        )

@@ -91,9 +91,16 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote, quote_plus
 
-from playwright.sync_api import BrowserContext, Page, Playwright, Request, Route, WebSocketRoute, sync_playwright
-from playwright.sync_api import Error as PlaywrightError
-from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+from producers.computer_use.errors import BrowserExtraMissing
+
+try:  # the [browser] extra: without it, asking for this driver is a typed error naming the extra
+    from playwright.sync_api import BrowserContext, Page, Playwright, Request, Route, WebSocketRoute, sync_playwright
+    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+except ModuleNotFoundError as _exc:
+    if _exc.name is None or _exc.name.split(".")[0] not in ("playwright", "greenlet", "pyee"):
+        raise
+    raise BrowserExtraMissing(_exc.name) from None
 
 from producers.computer_use.boundary import DriverFactory, Frame, ProposedAction
 from producers.computer_use.errors import NavigationRefused
