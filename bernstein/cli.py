@@ -40,6 +40,7 @@ COMMAND_MODULES: Final = (
     "bernstein.commands.kafka",
     "bernstein.commands.scheduler",
     "bernstein.commands.activity",
+    "bernstein.commands.audit",
     "bernstein.commands.coding",
     "bernstein.commands.demo",
     "producers.research.cli",
