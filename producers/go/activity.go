@@ -1,0 +1,90 @@
+package bernstein
+
+import "fmt"
+
+// ActivityResult is what an activity returns: the artifact and the hashes needed to replay it
+// (producers/activity.py). Build one with BuildResult or a kind's helper (CodingResult,
+// ResearchReport.Result, DataOpsActivity.Finish, BrowserSession.Result).
+type ActivityResult struct {
+	Kind            string
+	Artifact        []byte
+	ArtifactHash    string
+	EvidenceSetHash string
+	TerminalState   string
+	ReasonCode      string
+	Observations    []Observation
+}
+
+// Outcome is a result's terminal state and reason code (Completed/"ok" when zero).
+type Outcome struct {
+	TerminalState string
+	ReasonCode    string
+}
+
+// ArtifactBytes are an artifact's bytes: []byte as given, anything else as RFC 8785 canonical JSON.
+func ArtifactBytes(artifact any) ([]byte, error) {
+	switch a := artifact.(type) {
+	case []byte:
+		return a, nil
+	default:
+		return CanonicalJSON(a)
+	}
+}
+
+// BuildResult is the generic builder: computes both hashes and refuses what the scheduler would
+// refuse anyway (unknown kind or terminal state, empty or invalid reason code, an artifact over
+// the inline limit, a malformed observation hash). artifact is []byte or a JSON value.
+func BuildResult(kind string, artifact any, observations []Observation, outcome Outcome) (*ActivityResult, error) {
+	if outcome.TerminalState == "" {
+		outcome.TerminalState = Completed
+	}
+	if outcome.ReasonCode == "" && outcome.TerminalState == Completed {
+		outcome.ReasonCode = "ok"
+	}
+	if !kinds[kind] {
+		return nil, &ActivityRejected{Reason: "UNKNOWN_KIND", Msg: fmt.Sprintf("unknown activity kind %q", kind)}
+	}
+	if !terminalStates[outcome.TerminalState] {
+		return nil, &ActivityRejected{Reason: "UNKNOWN_TERMINAL_STATE", Msg: fmt.Sprintf("unknown terminal state %q", outcome.TerminalState)}
+	}
+	if outcome.ReasonCode == "" {
+		return nil, &ActivityRejected{Reason: "EMPTY_REASON_CODE", Msg: "reason_code must not be empty"}
+	}
+	if !IsValidReasonCode(outcome.ReasonCode) {
+		return nil, &ActivityRejected{Reason: "INVALID_REASON_CODE", Msg: "reason_code must be at most 128 characters without control characters"}
+	}
+	body, err := ArtifactBytes(artifact)
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > MaxInlineArtifactBytes {
+		return nil, &ActivityRejected{
+			Reason:   "ARTIFACT_TOO_LARGE",
+			Msg:      fmt.Sprintf("artifact has %d bytes; the inline limit is %d (store large evidence as observations and keep the artifact a small manifest of their hashes)", len(body), MaxInlineArtifactBytes),
+			Evidence: map[string]string{"size": fmt.Sprint(len(body)), "limit": fmt.Sprint(MaxInlineArtifactBytes)},
+		}
+	}
+	if len(observations) > MaxObservations {
+		return nil, &ActivityRejected{Reason: "TOO_MANY_OBSERVATIONS", Msg: fmt.Sprintf("%d observations; at most %d", len(observations), MaxObservations)}
+	}
+	hashes := make([]string, 0, len(observations))
+	for i, o := range observations {
+		if o.Kind == "" || len(o.Kind) > MaxKindLength || len(o.Ref) > MaxRefLength || o.Size < 0 || o.Size > MaxRunEvidenceBytes {
+			return nil, &ActivityRejected{Reason: "INVALID_OBSERVATION", Msg: fmt.Sprintf("observation %d (%q) has an empty or too long kind, a too long ref or an invalid size", i, o.Ref)}
+		}
+		hashes = append(hashes, o.ContentHash)
+	}
+	evidence, err := EvidenceSetHash(hashes)
+	if err != nil {
+		return nil, &ActivityRejected{Reason: "MALFORMED_DIGEST", Msg: err.Error()}
+	}
+	return &ActivityResult{
+		Kind:            kind,
+		Artifact:        body,
+		ArtifactHash:    ArtifactHash(body),
+		EvidenceSetHash: evidence,
+		TerminalState:   outcome.TerminalState,
+		ReasonCode:      outcome.ReasonCode,
+		Observations:    append([]Observation{}, observations...),
+	}, nil
+}
