@@ -82,6 +82,21 @@ class Checkpoint:
         )
 
 
+def resume_mismatch(checkpoint: Checkpoint, offset: int | None, value: bytes | None) -> str | None:
+    """How the first record read on resume differs from the one the checkpoint names, or None when it is that record.
+
+    ``offset`` None: the partition no longer holds the checkpoint's offset at all.
+    """
+    if offset is None or offset > checkpoint.offset:
+        found = "nothing" if offset is None else f"the next record is at offset {offset}"
+        return f"has vanished ({found})"
+    if offset != checkpoint.offset:
+        return f"is not where it was (a record at offset {offset} came first)"
+    if value_digest(value) != checkpoint.value_sha256:
+        return f"has changed (its value is now {value_digest(value)})"
+    return None
+
+
 class CheckpointStore:
     """The checkpoints of one follower state directory (see the module doc)."""
 

@@ -33,7 +33,7 @@ from substrate.keys import TrustedKeys
 from verifier import facts
 from verifier.follow.alerts import Alert, AlertKind
 from verifier.follow.checker import PartitionChecker, Policy
-from verifier.follow.checkpoint import Checkpoint, CheckpointStore, value_digest
+from verifier.follow.checkpoint import Checkpoint, CheckpointStore, resume_mismatch, value_digest
 
 _TIMEOUT: Final = 30.0
 _BATCH: Final = 5000
@@ -203,7 +203,7 @@ class Follower:
         state = None
         if checkpoint is not None:
             if not low <= checkpoint.offset < high:
-                self._rewritten(checkpoint, f"offset {checkpoint.offset} is no longer in the topic (it holds {low}..{high - 1})")
+                self._rewritten(checkpoint, f"has vanished (the partition now holds offsets {low}..{high - 1})")
                 checkpoint = None
             else:
                 state = checkpoint.state
@@ -293,15 +293,11 @@ class Follower:
                 entry.done = True  # (records at or after the pinned end are dropped below)
             if entry.resume is not None:
                 first = batch[0]
-                if first.offset() == entry.resume.offset and value_digest(first.value()) == entry.resume.value_sha256:
+                what = resume_mismatch(entry.resume, first.offset(), first.value())
+                if what is None:
                     entry.resume = None
                     batch = batch[1:]
                 else:
-                    what = (
-                        "has changed"
-                        if first.offset() == entry.resume.offset
-                        else f"has vanished (the next record is {first.offset()})"
-                    )
                     self._rewritten(entry.resume, what)
                     self._restart(partition)
                     continue
