@@ -43,6 +43,8 @@ COMMAND_MODULES: Final = (
     "bernstein.commands.audit",
     "bernstein.commands.coding",
     "bernstein.commands.demo",
+    "bernstein.commands.submit",
+    "bernstein.commands.submission",
     "producers.research.cli",
     "producers.dataops.cli",
     "producers.computer_use.cli",
