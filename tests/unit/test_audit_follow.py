@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from schemas.canonical import hmac_key_id
 from substrate.keys import KeyPurpose, TrustedKey, TrustedKeys, Validity
 from tests.audit_forge import chain, edited, entry, genuine, parts, remac
 from verifier.facts import PYTHON, audit_fact
-from verifier.follow.alerts import Alert
+from verifier.follow.alerts import INTEGRITY, Alert, AlertKind
 from verifier.follow.checker import ChainState, PartitionChecker, Policy
 from verifier.follow.checkpoint import Checkpoint, CheckpointError, CheckpointStore, resume_mismatch, value_digest
 
@@ -268,3 +269,12 @@ def test_the_python_facts_are_the_verifiers_audit_facts() -> None:
     value, mac = chain(SECRET, KEY, 0, [RESULT])[0]
     fact: Any = audit_fact(value, trusted(SECRET).audit_secret)
     assert fact[2] == fact[3] == mac
+
+
+def test_every_alert_kind_is_documented_and_every_documented_kind_exists() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text(encoding="utf-8")
+    section = text.split("### Alert kinds", 1)[1]
+    documented = re.findall(r"^\| `([a-z_]+)` \|", section, re.MULTILINE)
+    assert len(documented) == len(set(documented))
+    assert set(documented) == {kind.value for kind in AlertKind}
+    assert INTEGRITY == {AlertKind(kind) for kind in documented[:10]}  # the table lists the integrity kinds first
