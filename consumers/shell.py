@@ -52,7 +52,7 @@ from consumers.core.rebuild import rebuild_state
 from schemas.errors import BernsteinError
 from schemas.records import DeadLetterCode
 from substrate.config import Topics
-from substrate.kafka import client_config, transactional_producer_config
+from substrate.kafka import client_config, partition_count, transactional_producer_config
 
 _TXN_TIMEOUT_S: Final = 30.0
 _PRODUCER_MAX_MESSAGE_BYTES: Final = 2097152
@@ -119,6 +119,12 @@ class TopicLimitTooSmall(BernsteinError):
     """An output topic's max.message.bytes is below what the scheduler may write to it."""
 
     code = "E_TOPIC_LIMIT_TOO_SMALL"
+
+
+class SubmissionPartitionsMismatch(BernsteinError):
+    """The core was configured for another partition count than the input topic has."""
+
+    code = "E_SUBMISSION_PARTITIONS_MISMATCH"
 
 
 class _Abort(Exception):
@@ -436,6 +442,7 @@ class SchedulerShell:
 
     def _start(self) -> None:
         self._check_topic_limits()
+        self._check_partitioning()
         self._producer = self._new_producer()
         self._state = self._rebuild()
         self._consumer = Consumer(
@@ -564,6 +571,26 @@ class SchedulerShell:
                 f"--entity-name <topic> --add-config max.message.bytes={needed}) or lower --max-output-bytes"
             )
         self._max_request, self._batch_bytes = _producer_sizes(min(limits.values()), needed)
+
+    def _check_partitioning(self) -> None:
+        """The core checks every input's partition against the input topic's partition count, read here.
+
+        A record must sit on ``partition_for(key, N)`` (Kafka's murmur2 partitioner), else it is refused
+        with WRONG_PARTITION. ``N`` is read at every start: partitions added to the topic later (which
+        the README says never to do) are seen by the next start, which then refuses the records of runs
+        whose key moved to another partition. A core configured with another count is refused.
+        """
+        count = partition_count(self.bootstrap, self.input_topic)
+        configured = self.core.config.submission_partitions
+        if configured is None:
+            self.core.set_submission_partitions(count)
+        elif configured != count:
+            raise SubmissionPartitionsMismatch(
+                f"partition {self.partition}: the scheduler core checks records against {configured} partition(s), "
+                f"but {self.input_topic} has {count}: configure submission_partitions={count} (or None, and the "
+                "scheduler reads it from the topic)"
+            )
+        self._log(f"input records must sit on their key's murmur2 partition of {count} ({self.input_topic})")
 
     def _producer_config(self) -> dict[str, Any]:
         config = transactional_producer_config(self.bootstrap, self.transactional_id)

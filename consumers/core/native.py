@@ -109,6 +109,8 @@ class SchedulerCoreLike(Protocol):
 
     def step(self, state: Any, record: InputRecord) -> tuple[Any, list[OutputRecord]]: ...
 
+    def set_submission_partitions(self, partitions: int) -> None: ...
+
 
 class NativeUnavailable(BernsteinError):
     """The native core cannot be used here (not built, or out of step with this tree)."""
@@ -250,6 +252,7 @@ class NativeSchedulerCore:
                 seal_keys,
                 audit_keys,
                 producers,
+                config.submission_partitions,
             )
         except (ValueError, TypeError, OverflowError) as exc:
             raise NativeUnavailable(f"the native core refused this configuration: {exc}") from exc
@@ -291,6 +294,12 @@ class NativeSchedulerCore:
             self._current = None
             raise
         return self._advance(), results
+
+    def set_submission_partitions(self, partitions: int) -> None:
+        """``SchedulerCore.set_submission_partitions``, in both this core and its reference."""
+        self._reference.set_submission_partitions(partitions)
+        self._native.set_submission_partitions(partitions)
+        self.config = self._reference.config
 
     @property
     def reference(self) -> SchedulerCore:
