@@ -1,6 +1,9 @@
 package bernstein
 
-import "fmt"
+import (
+	"fmt"
+	"unicode/utf8"
+)
 
 // ActivityResult is what an activity returns: the artifact and the hashes needed to replay it
 // (producers/activity.py). Build one with BuildResult or a kind's helper (CodingResult,
@@ -69,8 +72,14 @@ func BuildResult(kind string, artifact any, observations []Observation, outcome 
 	}
 	hashes := make([]string, 0, len(observations))
 	for i, o := range observations {
-		if o.Kind == "" || len(o.Kind) > MaxKindLength || len(o.Ref) > MaxRefLength || o.Size < 0 || o.Size > MaxRunEvidenceBytes {
-			return nil, &ActivityRejected{Reason: "INVALID_OBSERVATION", Msg: fmt.Sprintf("observation %d (%q) has an empty or too long kind, a too long ref or an invalid size", i, o.Ref)}
+		kindLen, refLen := utf8.RuneCountInString(o.Kind), utf8.RuneCountInString(o.Ref)
+		if kindLen == 0 || kindLen > MaxKindLength || refLen > MaxRefLength || controlRE.MatchString(o.Kind+o.Ref) {
+			return nil, &ActivityRejected{Reason: "INVALID_OBSERVATION", Msg: fmt.Sprintf(
+				"observations[%d] needs a kind of 1-%d characters and a ref of at most %d, without control characters", i, MaxKindLength, MaxRefLength)}
+		}
+		if o.Size < 0 || o.Size > MaxRunEvidenceBytes {
+			return nil, &ActivityRejected{Reason: "INVALID_EVIDENCE_SIZE", Msg: fmt.Sprintf(
+				"observations[%d].size must be 0 to %d bytes (the per-run evidence cap), got %d", i, MaxRunEvidenceBytes, o.Size)}
 		}
 		hashes = append(hashes, o.ContentHash)
 	}
