@@ -698,8 +698,36 @@ def cases() -> list[Case]:
 
 
 def wrong_partition_cases() -> list[Case]:
-    """The wrong-partition refusal: a submission on partition 1 of a 2-partition topic whose run id maps elsewhere."""
-    return []
+    """WRONG_PARTITION: a stage of run-1 on the wrong partition of a 4-partition submissions topic, and one on the right one.
+
+    Only when this tree's scheduler checks partitions (``RefusalCode.WRONG_PARTITION``); these cases state their own
+    ``submission_partitions`` and input partition.
+    """
+    from schemas.records import RefusalCode
+
+    if "WRONG_PARTITION" not in RefusalCode.__members__:
+        return []
+    from schemas.partitioning import partition_for
+
+    partitions = 4
+    right = partition_for(b"run-1", partitions)
+    wrong = (right + 1) % partitions
+    return [
+        Case(
+            "wrong_partition",
+            "WRONG_PARTITION",
+            [stage()],
+            note=f"run-1 belongs on partition {right} of {partitions} (murmur2); this input sits on partition {wrong}",
+            config={"submission_partitions": partitions, "partition": wrong},
+        ),
+        Case(
+            "right_partition_of_four",
+            "journal",
+            [stage()],
+            note=f"run-1 on partition {right} of {partitions}, where murmur2 puts it",
+            config={"submission_partitions": partitions, "partition": right},
+        ),
+    ]
 
 
 def _b64(data: bytes) -> str:
@@ -745,22 +773,18 @@ def _late_observations() -> list[dict[str, Any]]:
 
 def scheduler_config(submission_partitions: int | None = SUBMISSION_PARTITIONS) -> Any:
     """The vectors' ``SchedulerConfig``: ``MANIFEST_TOML``'s roles and producers, the fixed seal and audit keys."""
-    import dataclasses
-
     from consumers.core.model import SchedulerConfig
     from consumers.manifest import parse_manifest
 
     manifest = parse_manifest(manifest_toml(), source="steps.json manifest_toml")
-    config = SchedulerConfig(
+    return SchedulerConfig(
         roles=manifest.roles,
         signer=_Key(SEAL_SEED),
         audit_key=AUDIT_KEY,
         audit_key_id=canonical.hmac_key_id(AUDIT_KEY),
         producers=manifest.producers,
+        submission_partitions=submission_partitions,
     )
-    if submission_partitions is not None and "submission_partitions" in {f.name for f in dataclasses.fields(config)}:
-        config = dataclasses.replace(config, submission_partitions=submission_partitions)  # type: ignore[call-arg]
-    return config
 
 
 def input_records(case: dict[str, Any]) -> list[Any]:
@@ -834,6 +858,8 @@ def run_case(case: Case, config: Any) -> dict[str, Any]:
     from consumers.core.step import SchedulerCore, initial_state
 
     partition = case.config.get("partition", PARTITION)
+    if "submission_partitions" in case.config:
+        config = scheduler_config(case.config["submission_partitions"])
     core = SchedulerCore(config)
     state = initial_state(config, partition)
     inputs, outputs = [], []
@@ -864,6 +890,8 @@ def run_case(case: Case, config: Any) -> dict[str, Any]:
     result: dict[str, Any] = {"name": case.name, "expect": case.expect}
     if case.note:
         result["note"] = case.note
+    if "submission_partitions" in case.config:
+        result["submission_partitions"] = case.config["submission_partitions"]
     result["inputs"] = inputs
     result["outputs"] = outputs
     return result
@@ -877,7 +905,8 @@ def steps_vectors() -> dict[str, Any]:
             "step (consumers/core/step.py; native/src/core.rs reproduces every byte), input i at offset i stamped "
             f"{BASE_TS} + i on partition {PARTITION} of {TOPIC}. The scheduler runs with manifest_toml, the seal key "
             "from keys.seal_ed25519_seed_hex, the audit key keys.audit_hmac_key_hex, seal_every 1000, checkpoint_every "
-            "1000, max_output_bytes 2080768, accept_undeclared_sizes false, and submission_partitions. `expect` is "
+            "1000, max_output_bytes 2080768, accept_undeclared_sizes false, and submission_partitions (a case's own "
+            "submission_partitions, when it states one, instead). `expect` is "
             "what the LAST input gets: journal, a RefusalCode, or deadletter. outputs lists every output of every "
             "input (input_index) in order; an envelope output (JournalRecord, SealRecord, AuditRecord.v2, "
             "CheckpointRecord) also gives its decoded payload. Bytes are hex; a bytes field of a record is "
