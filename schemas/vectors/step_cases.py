@@ -543,8 +543,9 @@ def cases() -> list[Case]:
         "artifact_hash_mismatch",
         "ARTIFACT_HASH_MISMATCH",
         mismatch,
-        note="the case SDK integration tests replay: publish `stage` (a D3 activity description) as producer worker@host "
-        "with the wrong artifact_hash; the Refusal.v1 record is this one but for submission_id, occurred_at_ms and input",
+        note="the case SDK integration tests replay: publish `stage` (a D3 activity description, with its wrong "
+        "artifact_hash) as any producer granted role developer; the Refusal.v1 record is this one but for "
+        "submission_id, occurred_at_ms and input (and the input's bytes differ by producer, key and signature)",
     )
     # the count is checked before any observation's fields: 4097 empty ones keep the vector small
     many = [{"kind": "", "ref": "", "content_hash": "", "size": 0}] * (MAX_OBSERVATIONS + 1)
