@@ -82,20 +82,27 @@ def bernstein(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture
-def producer(tmp_path: Path) -> tuple[Path, Path]:
-    """A producer key directory (worker@check) and a manifest registering it for developer and scout."""
-    made = bernstein("keys", "init", "--producer", "worker@check", "--dir", "pk", cwd=tmp_path)
+@pytest.fixture(scope="module")
+def registered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A producer key directory (worker@check) and a manifest registering it for developer and scout (made once)."""
+    home = tmp_path_factory.mktemp("producer")
+    made = bernstein("keys", "init", "--producer", "worker@check", "--dir", "pk", cwd=home)
     assert made.returncode == 0, made.stderr
-    ring = json.loads((tmp_path / "pk" / "keyring.json").read_text())
+    ring = json.loads((home / "pk" / "keyring.json").read_text())
     public = next(k["public_key"] for k in ring["keys"] if k["purpose"] == "producer")
-    manifest = tmp_path / "manifest.toml"
+    manifest = home / "manifest.toml"
     manifest.write_text(
         (REPO / "config" / "roles.toml").read_text() + f'\n[[producers]]\nname = "worker@check"\nroles = ["developer", "scout"]\n'
         f'  [[producers.keys]]\n  public_key = "{public}"\n'
     )
+    return home / "pk", manifest
+
+
+@pytest.fixture
+def producer(tmp_path: Path, registered: tuple[Path, Path]) -> tuple[Path, Path]:
+    """``registered``, and the observed file the descriptions name (page.txt in the test's directory)."""
     (tmp_path / "page.txt").write_text("page one\n")
-    return tmp_path / "pk", manifest
+    return registered
 
 
 def stage(**fields: Any) -> str:
