@@ -234,6 +234,19 @@ def test_clean_traffic_raises_nothing_and_once_exits_0(deployment: Deployment) -
     assert '"records":200' in err
     code, alerts, err = deployment.once()  # from its checkpoint: the last record is read again, nothing new
     assert (code, alerts, err) == (0, [], "")
+    text = subprocess.run(
+        [sys.executable, "-m", "bernstein", "audit", "follow", "--once", "--format", "text"]
+        + ["--trusted-keys", str(deployment.trusted_file), "--state", str(deployment.tmp / "text")],
+        env=deployment.env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = text.stdout.splitlines()
+    assert text.returncode == 0 and lines[-1] == "checked 200 records, 0 alerts", text.stderr
+    assert len(lines) == 201 and all(line.endswith(" ok") for line in lines[:-1])
+    assert lines[0] == f"{deployment.topics.audit}[0]@0 seq 0 activity.result run-a-0 ok"
 
 
 def test_forged_gap_and_wrong_key_records_alert_within_5_s_while_the_scheduler_runs(deployment: Deployment) -> None:
@@ -358,3 +371,39 @@ def test_a_rewritten_topic_is_reported_on_resume_and_its_deleted_record_as_a_gap
     assert code == 2, err
     assert [a["alert"] for a in alerts] == ["history_rewritten", "gap"]
     assert alerts[0]["offset"] == audit[-1].offset and alerts[1]["offset"] == 5 and alerts[1]["expected_seq"] == 5
+
+
+def test_kafka_errors_are_typed_exit_3_never_a_traceback(deployment: Deployment, services: Services) -> None:
+    # a consumer group the auditor is not granted
+    follower = deployment.follow("--group", "not-granted")
+    code = follower.process.wait(60)
+    time.sleep(0.1)
+    err = "".join(follower.stderr)
+    assert code == 3 and "Read on consumer group 'not-granted'" in err and "Traceback" not in err, err
+    # a principal that may not read the audit topic (the producer)
+    env = principal_env(deployment.env, services, "producer")
+    result = subprocess.run(
+        [sys.executable, "-m", "bernstein", "audit", "follow", "--once", "--trusted-keys", str(deployment.trusted_file)]
+        + ["--state", str(deployment.tmp / "p")],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 3 and "refused this client's principal" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    # no broker at all
+    env = {**deployment.env, "BERNSTEIN_KAFKA_BOOTSTRAP": "127.0.0.1:9"}
+    env.pop("BERNSTEIN_KAFKA_CONFIG_FILE", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "bernstein", "audit", "follow", "--once", "--trusted-keys", str(deployment.trusted_file)]
+        + ["--state", str(deployment.tmp / "q")],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 3 and "cannot reach Kafka at 127.0.0.1:9" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr

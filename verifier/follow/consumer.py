@@ -37,6 +37,7 @@ from verifier.follow.checkpoint import Checkpoint, CheckpointStore, resume_misma
 
 _TIMEOUT: Final = 30.0
 _BATCH: Final = 5000
+_METADATA_TIMEOUT: Final = 10.0
 
 
 @dataclass
@@ -143,7 +144,7 @@ class Follower:
         from confluent_kafka import KafkaException
 
         try:
-            metadata = consumer.list_topics(topic=self.topic, timeout=_TIMEOUT)
+            metadata = consumer.list_topics(topic=self.topic, timeout=_METADATA_TIMEOUT)
         except KafkaException as exc:
             self._raise_errors()
             if is_authorization_error(exc):
