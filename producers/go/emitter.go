@@ -25,6 +25,7 @@ type Emitter struct {
 	Timeout    time.Duration // per attempt (default 30s)
 	Retries    int           // extra attempts of a retriable failure (default 2)
 	client     *kgo.Client
+	pinged     bool
 }
 
 // Published says where a record landed.
@@ -198,6 +199,19 @@ func (e *Emitter) requireEvidence(ctx context.Context, result *ActivityResult) e
 }
 
 func (e *Emitter) produce(ctx context.Context, runID, submissionID string, value []byte) (*Published, error) {
+	if !e.pinged {
+		// A refused login or an untrusted broker certificate fails here within seconds instead of
+		// after the whole delivery timeout; anything else is left to the produce and its retries.
+		e.pinged = true
+		pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := e.client.Ping(pingCtx)
+		cancel()
+		if err != nil {
+			if failed := publishError(err, e.Topic, runID, submissionID, value, e.Timeout); !failed.Retriable && failed.Reason != "" {
+				return nil, failed
+			}
+		}
+	}
 	attempt := 0
 	for {
 		published, err := e.produceOnce(ctx, runID, submissionID, value)

@@ -123,8 +123,14 @@ func publishError(err error, topic, runID, submissionID string, value []byte, ti
 	case errors.Is(err, kerr.UnknownTopicOrPartition):
 		pf.Reason = "E_TOPIC_MISSING"
 		pf.Msg = fmt.Sprintf("topic %s does not exist: producers never create topics, the admin does (`bernstein topic create`)", topic)
+	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.IllegalSaslState), errors.Is(err, kerr.UnsupportedSaslMechanism):
+		pf.Reason = "E_KAFKA_NOT_AUTHORIZED"
+		pf.Msg = fmt.Sprintf("the broker refused this client's login: check sasl.mechanism, sasl.username and sasl.password in BERNSTEIN_KAFKA_CONFIG_FILE: %v", err)
+	case errors.As(err, new(*tls.CertificateVerificationError)):
+		pf.Reason = "E_KAFKA_TLS"
+		pf.Msg = fmt.Sprintf("TLS with Kafka failed: check ssl.ca.location (and the broker's certificate) in BERNSTEIN_KAFKA_CONFIG_FILE: %v", err)
 	case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed),
-		errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
+		errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
 		pf.Reason = "E_KAFKA_NOT_AUTHORIZED"
 		pf.Msg = fmt.Sprintf("the broker refused submission %q for run %q: %v (the producer's principal needs Write and Describe on %s: `bernstein kafka acls`)", submissionID, runID, err, topic)
 	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):

@@ -68,6 +68,9 @@ func run(stdin io.Reader, stdout, stderr io.Writer) (code int) {
 		return fail(stderr, err)
 	}
 	defer emitter.Close()
+	// franz-go already retries within the 30 s delivery timeout; a command should not wait 90 s
+	// before saying Kafka is unreachable (a library caller keeps Emitter.Retries = 2).
+	emitter.Retries = 0
 	cwd, _ := os.Getwd()
 	ctx := context.Background()
 	reader := bufio.NewReaderSize(stdin, 1<<20)
