@@ -4,8 +4,8 @@
 #
 #   scripts/clean-install.sh [PYTHON]    PYTHON: python3.11 (default), python3.13, 3.13, or a path
 #
-# pythonX.Y / X.Y: the pythonX.Y on PATH (what a pyenv shim runs, if it is X.Y), else pyenv's build
-# (`pyenv root`, else ~/.pyenv: versions/X.Y*/bin/pythonX.Y, newest first); none: exit 2. Steps, in a temporary directory removed at exit:
+# pythonX.Y / X.Y: found by scripts/find-python.sh (on PATH, else pyenv's build); none: exit 2.
+# Steps, in a temporary directory removed at exit:
 #   1. the dev environment (.venv, Rust core) writes an exported dump of a closed run, offline
 #      (scripts/offline_dump.py);
 #   2. a venv made with PYTHON, run with a clean environment: PATH without any directory holding
@@ -24,24 +24,8 @@ say() { echo "clean-install: $*" >&2; }
 fail() { say "FAILED: $*"; exit 1; }
 
 # -- the interpreter -------------------------------------------------------------------------
-find_python() {
-  local w=$1 version root candidate
-  if [[ $w == */* ]]; then [ -x "$w" ] && { echo "$w"; return 0; }; return 1; fi
-  version=${w#python}
-  [[ $version =~ ^3\.[0-9]+$ ]] || { command -v "$w" 2>/dev/null && return 0; return 1; }
-  # on PATH (a pyenv shim resolves to the interpreter it runs), if it is that version
-  if candidate=$("python$version" -c 'import sys; print(sys.executable)' 2>/dev/null) \
-    && [ "$("$candidate" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" = "$version" ]; then
-    echo "$candidate"
-    return 0
-  fi
-  # else pyenv's builds, newest patch release first
-  root=$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")
-  for candidate in $(ls -d "$root"/versions/"$version"*/bin/python"$version" 2>/dev/null | sort -V -r); do
-    [ -x "$candidate" ] && { echo "$candidate"; return 0; }
-  done
-  return 1
-}
+# shellcheck source=scripts/find-python.sh
+source "$repo/scripts/find-python.sh"
 python=$(find_python "$want") || {
   say "no interpreter for '$want': not on PATH and not in $(pyenv root 2>/dev/null || echo "$HOME/.pyenv")/versions/${want#python}*/bin/"
   say "install it (e.g. \`pyenv install ${want#python}\`) or pass its path"
