@@ -36,6 +36,10 @@ JSON
 
 BERNSTEIN_KAFKA_CONFIG_FILE="$repo/.infra/clients/producer.properties" BERNSTEIN_TOPIC_PREFIX="$prefix" \
   BERNSTEIN_PRODUCER_KEYS_DIR="$work/producer-keys" node "$here/dist/bin/emit.js" < "$work/in.jsonl" | tee "$work/out.jsonl"
+BERNSTEIN_KAFKA_CONFIG_FILE="$repo/.infra/clients/producer.properties" BERNSTEIN_TOPIC_PREFIX="$prefix" \
+  BERNSTEIN_PRODUCER_KEYS_DIR="$work/producer-keys" node "$here/scripts/live-sdk.js" run-ts-2
+echo '{"close_run": "run-ts-2"}' | BERNSTEIN_KAFKA_CONFIG_FILE="$repo/.infra/clients/producer.properties" \
+  BERNSTEIN_TOPIC_PREFIX="$prefix" BERNSTEIN_PRODUCER_KEYS_DIR="$work/producer-keys" node "$here/dist/bin/emit.js"
 
 BERNSTEIN_KAFKA_CONFIG_FILE="$repo/.infra/clients/scheduler.properties" BERNSTEIN_TOPIC_PREFIX="$prefix" \
   BERNSTEIN_KEYS_DIR="$work/scheduler-keys" BERNSTEIN_ROLES="$work/roles.toml" \
@@ -77,10 +81,29 @@ for name in (topics.journal, topics.refusals):
     consumer.close()
 for stage, verdict in sorted(got.items()):
     print(f"{stage}: {verdict}")
-expected = {"code-0": "journal activity.result", "code-1": "refused ARTIFACT_HASH_MISMATCH", "seal": "journal final seal"}
+expected = {
+    "code-0": "journal activity.result",
+    "code-1": "refused ARTIFACT_HASH_MISMATCH",
+    "seal": "journal final seal",
+    "research-0": "journal activity.result",
+    "research-1": "journal activity.result",
+    "rollup-0": "journal activity.result",
+    "deploy-0": "journal activity.result",
+    "code-9": "journal activity.result",
+}
 missing = {k: v for k, v in expected.items() if got.get(k) != v}
 if missing:
     print("MISSING", missing)
     sys.exit(1)
-print("live check: ok")
+print("scheduler verdicts: ok")
 PY
+
+$bern keys trust --dir "$work/scheduler-keys" --manifest "$work/roles.toml" --out "$work/trust.json" >/dev/null
+for run in run-ts-1 run-ts-2; do
+  status=0
+  BERNSTEIN_KAFKA_CONFIG_FILE="$repo/.infra/clients/auditor.properties" BERNSTEIN_TOPIC_PREFIX="$prefix" \
+    $bern activity verify "$run" --trusted-keys "$work/trust.json" --roles "$work/roles.toml" > "$work/verify-$run.txt" 2>&1 || status=$?
+  tail -1 "$work/verify-$run.txt"
+  if [ "$status" != 0 ]; then cat "$work/verify-$run.txt"; echo "activity verify $run: exit $status"; exit 1; fi
+done
+echo "live check: ok"
