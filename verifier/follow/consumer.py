@@ -314,7 +314,7 @@ class Follower:
 
     def _check_records(self, entry: _Partition, partition: int, batch: list[Any], trusted: TrustedKeys, now: int) -> None:
         values = [m.value() for m in batch]
-        found = facts.current().audit_facts(values, trusted.audit_secret)
+        found = facts.current().audit_facts(values, trusted.hmac.get)
         check = entry.checker.check
         on_record = self._on_record
         for message, fact in zip(batch, found, strict=True):
