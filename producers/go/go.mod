@@ -6,6 +6,7 @@ require (
 	github.com/hamba/avro/v2 v2.31.0
 	github.com/minio/minio-go/v7 v7.4.1
 	github.com/twmb/franz-go v1.22.3
+	golang.org/x/text v0.42.0
 )
 
 require (
@@ -31,6 +32,5 @@ require (
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
-	golang.org/x/text v0.42.0 // indirect
 	gopkg.in/ini.v1 v1.67.3 // indirect
 )

@@ -3,6 +3,7 @@ package bernstein
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -194,3 +195,5 @@ func RunCloseStatement(submissionID, runID, producerID string, occurredAtMS int6
 func SubmissionSigningInput(statement map[string]any) ([]byte, error) {
 	return SigningInput(DomainSubmission, statement)
 }
+
+func sortStrings(s []string) { slices.Sort(s) }
