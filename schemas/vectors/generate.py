@@ -580,14 +580,6 @@ def modality_vectors() -> dict[str, Any]:
     }
 
 
-def steps() -> dict[str, Any]:
-    """Scheduler-step vectors: submission bytes -> the exact journal, refusal, audit and dead-letter bytes
-    (the cases, keys and manifest are in ``schemas/vectors/step_cases.py``)."""
-    from schemas.vectors.step_cases import steps_vectors
-
-    return steps_vectors()
-
-
 def partitions() -> dict[str, Any]:
     """Record key -> Kafka's murmur2 and the partition for several partition counts (docs/producing.md)."""
     from schemas.partitioning import SEED as MURMUR2_SEED
@@ -628,7 +620,6 @@ FILES = {
     "modalities.json": modality_vectors,
     "checkpoints.json": checkpoint_vectors,
     "signatures.json": signature_vectors,
-    "steps.json": steps,
     "partitions.json": partitions,
 }
 

@@ -20,9 +20,9 @@ from consumers.core.model import InputRecord, OutputRecord, SchedulerConfig
 from consumers.core.native import make_core
 from consumers.core.step import SchedulerCore, initial_state
 from consumers.manifest import parse_manifest
+from consumers.step_vectors import render
 from schemas import canonical, codec
 from schemas.records import RefusalCode
-from schemas.vectors.generate import render
 from substrate.keys import Ed25519Signer
 
 PATH = Path(__file__).resolve().parents[2] / "schemas" / "vectors" / "steps.json"
@@ -162,7 +162,7 @@ def test_expect_is_what_the_last_input_gets(name: str) -> None:
 def test_every_refusal_code_has_a_case() -> None:
     covered = {case["expect"] for case in document()["cases"]}
     missing = sorted(code.value for code in RefusalCode if code.value not in covered)
-    assert missing == [], f"steps.json has no case for {missing}: add one to schemas/vectors/step_cases.py"
+    assert missing == [], f"steps.json has no case for {missing}: add one to consumers/step_vectors.py"
 
 
 def test_accepted_stages_of_every_kind_a_seal_and_a_dead_letter() -> None:
@@ -205,6 +205,6 @@ def test_the_artifact_hash_mismatch_case_states_what_an_sdk_publishes() -> None:
 
 
 def test_make_vectors_regenerates_steps_json_identically() -> None:
-    first = render("steps.json")
-    assert first == render("steps.json")  # no clock, no randomness
-    assert PATH.read_text(encoding="utf-8") == first, "steps.json is stale: run make vectors"
+    first = render()
+    assert first == render()  # no clock, no randomness
+    assert PATH.read_text(encoding="utf-8") == first, "steps.json is stale: run make vectors (python -m consumers.step_vectors)"
