@@ -42,7 +42,11 @@ func Murmur2(key []byte) int32 {
 
 // PartitionFor is the partition of a record key on a topic of n partitions:
 // (murmur2(key) & 0x7fffffff) % n, the partition the scheduler requires (WRONG_PARTITION otherwise).
+// It is -1 when n < 1.
 func PartitionFor(key []byte, n int) int {
+	if n < 1 {
+		return -1
+	}
 	return int(uint32(Murmur2(key))&0x7fffffff) % n
 }
 

@@ -3,6 +3,7 @@ package conformance
 import (
 	"bytes"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -57,8 +58,12 @@ func runSteps(r *Runner, doc obj) {
 	}
 
 	for _, c := range doc.objs("cases") {
-		c.onlyKeys("name", "note", "expect", "inputs", "outputs")
+		c.onlyKeys("name", "note", "expect", "inputs", "outputs", "submission_partitions")
 		name := "steps/" + c.str("name")
+		partitions := partitions
+		if c.has("submission_partitions") {
+			partitions = int(c.int("submission_partitions"))
+		}
 		expect := c.str("expect")
 		inputs := c.objs("inputs")
 		outputs := c.objs("outputs")
@@ -112,6 +117,9 @@ func (r *Runner) stepInput(name string, in obj, expect string, last, journalled 
 		return
 	}
 	r.reproduceRecord(name+"/value", schemaName, record, value)
+	if stage, ok := in.m["stage"]; ok {
+		r.describedStage(name+"/stage", stage, value, signers)
+	}
 	// The signature, recomputed from the producer's seed over the statement of the decoded record.
 	var sig, wantSig []byte
 	var keyID string
@@ -232,5 +240,44 @@ func (r *Runner) stepOutput(name string, out obj, auditKey []byte, seal *bernste
 		}
 	default:
 		r.miss(name+"/payload", "not covered: an envelope of schema %s", schemaName)
+	}
+}
+
+// describedStage publishes-without-Kafka a D3 activity description the way bernstein-go-emit does
+// (ParseDescription -> Result -> NewSubmission -> Sign -> Encode), with the submission id,
+// occurred_at_ms and producer of the stated record, and requires the stated bytes.
+func (r *Runner) describedStage(name string, stage any, want []byte, signers map[string]*bernstein.Signer) {
+	var sub bernstein.ActivitySubmission
+	if _, err := r.codec.Decode(want, &sub); !r.ok(name, err) {
+		return
+	}
+	text, err := json.Marshal(stage)
+	if !r.ok(name, err) {
+		return
+	}
+	d, err := bernstein.ParseDescription(text, 1, ".")
+	if !r.ok(name, err) {
+		return
+	}
+	result, err := d.Result()
+	if !r.ok(name, err) {
+		return
+	}
+	built, err := bernstein.NewSubmission(result, sub.SubmissionID, d.RunID, d.StageID, d.Role, sub.Producer.ID, sub.OccurredAtMS)
+	if !r.ok(name, err) {
+		return
+	}
+	built.Producer.SDK = sub.Producer.SDK
+	signer := signers[sub.ProducerKeyID]
+	if signer == nil {
+		r.miss(name, "no seed for the signing key %s", sub.ProducerKeyID)
+		return
+	}
+	if !r.ok(name, built.Sign(signer)) {
+		return
+	}
+	got, err := built.Encode()
+	if r.ok(name, err) {
+		r.same(name, hexs(got), hexs(want))
 	}
 }
