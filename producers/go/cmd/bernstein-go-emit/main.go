@@ -41,17 +41,17 @@ type output struct {
 }
 
 func main() {
-	os.Exit(run(os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-func run(stdin io.Reader, stdout, stderr io.Writer) (code int) {
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	defer func() {
 		if p := recover(); p != nil {
 			fmt.Fprintf(stderr, "bernstein-go-emit: internal error (a bug, please report it): %v\n", p)
 			code = 1
 		}
 	}()
-	for _, arg := range os.Args[1:] {
+	for _, arg := range args {
 		if arg == "-h" || arg == "--help" {
 			fmt.Fprintln(stdout, "usage: bernstein-go-emit < descriptions.jsonl  (activity descriptions as JSON lines; see producers/go/README.md)")
 			return 0
