@@ -106,4 +106,18 @@ for run in run-ts-1 run-ts-2; do
   tail -1 "$work/verify-$run.txt"
   if [ "$status" != 0 ]; then cat "$work/verify-$run.txt"; echo "activity verify $run: exit $status"; exit 1; fi
 done
+
+# Refused before anything is produced, typed, exit 3: a prefix the producer was not granted, and a
+# granted prefix whose topics the admin has not created.
+line='{"run_id":"run-x","stage_id":"s","role":"developer","kind":"coding","artifact":1}'
+$bern kafka acls --prefix "${prefix}nt" --apply >/dev/null
+for case in "${prefix}ng:not authorized" "${prefix}nt:does not exist; producers never create topics"; do
+  status=0
+  echo "$line" | BERNSTEIN_KAFKA_CONFIG_FILE="$repo/.infra/clients/producer.properties" BERNSTEIN_TOPIC_PREFIX="${case%%:*}" \
+    BERNSTEIN_PRODUCER_KEYS_DIR="$work/producer-keys" node "$here/dist/bin/emit.js" > "$work/refused.out" 2> "$work/refused.err" || status=$?
+  if [ "$status" != 3 ] || ! grep -q "${case#*:}" "$work/refused.err" || [ -s "$work/refused.out" ]; then
+    echo "prefix ${case%%:*}: expected exit 3 and '${case#*:}', got $status:"; cat "$work/refused.err"; exit 1
+  fi
+  echo "prefix ${case%%:*}: exit 3, $(cut -c1-90 "$work/refused.err")"
+done
 echo "live check: ok"

@@ -22,6 +22,7 @@ import { Topics } from "../config";
 import { runConformance } from "../conformance";
 import { parseDescription, stageResult } from "../description";
 import { Emitter, signedCloseRecord, signedSubmissionRecord } from "../emitter";
+import { KafkaNotAuthorized, PublishFailed } from "../errors";
 import { Ed25519Signer } from "../identity";
 import { parseJson } from "../json";
 
@@ -133,6 +134,37 @@ test("blobs first: the emitter stores the artifact and the observed bytes, and r
   assert.throws(() => emitter.submissionValue({ runId: "bad id", stageId: "s", role: "r", result }), { code: "INVALID_RUN_ID" });
   assert.equal(blobKey(page.observation.content_hash), `sha256/${page.observation.content_hash.slice(7, 9)}/${page.observation.content_hash.slice(7)}`);
   await assert.rejects(emitter.closeRun("-bad"), { code: "INVALID_RUN_ID" });
+});
+
+test("retries produce the very same bytes again, only while the failure is retriable", async () => {
+  const settings = { kafkaBootstrap: "127.0.0.1:1", kafkaSecurity: {}, s3: undefined, topics: new Topics("t"), producerKeysDir: undefined };
+  const emitter = new Emitter({ settings, producer: { name: "p@h", signer }, store: new MemoryBlobStore(), retries: 2 });
+  const sent: Buffer[] = [];
+  let failures: Error[] = [];
+  (emitter as unknown as { produceOnce: unknown }).produceOnce = async (runId: string, submissionId: string, value: Buffer) => {
+    sent.push(value);
+    const failure = failures.shift();
+    if (failure !== undefined) throw failure;
+    return { submissionId, runId, topic: "t.activity.submissions", partition: 0, offset: sent.length, value };
+  };
+  const result = buildResult("coding", { diff: "+1" });
+  failures = [new PublishFailed("timeout", { retriable: true }), new PublishFailed("timeout", { retriable: true })];
+  const landed = await emitter.publish({ runId: "run-1", stageId: "s", role: "developer", result, submissionId: "sub-1" });
+  assert.equal(sent.length, 3);
+  assert.ok(sent.every((v) => v.equals(landed.value)), "every attempt sent the same bytes");
+  sent.length = 0;
+  failures = [new PublishFailed("t", { retriable: true }), new PublishFailed("t", { retriable: true }), new PublishFailed("t", { retriable: true })];
+  await assert.rejects(emitter.publish({ runId: "run-1", stageId: "s", role: "developer", result, submissionId: "sub-2" }), { code: "E_PUBLISH_FAILED" });
+  assert.equal(sent.length, 3, "1 + 2 retries, then the error");
+  sent.length = 0;
+  failures = [new KafkaNotAuthorized("denied")];
+  await assert.rejects(emitter.publish({ runId: "run-1", stageId: "s", role: "developer", result }), { code: "E_KAFKA_NOT_AUTHORIZED" });
+  assert.equal(sent.length, 1, "not retried");
+  const failed = new PublishFailed("later", { runId: "run-1", submissionId: "sub-3", value: Buffer.from("c301", "hex"), retriable: true });
+  sent.length = 0;
+  await emitter.retry(failed);
+  assert.deepEqual(sent, [Buffer.from("c301", "hex")]);
+  await assert.rejects(emitter.retry(new PublishFailed("x")), { code: "E_EMIT" });
 });
 
 test("descriptions (D3): defaults, sources, and every mistake names its line and field", () => {
