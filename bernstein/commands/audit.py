@@ -76,7 +76,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default="json",
         help="json: alerts as JSON lines; text: every record and alert for a human",
     )
-    follow.add_argument("--progress", action="store_true", help="one JSON line on stderr per checkpointed range of records")
+    follow.add_argument(
+        "--progress",
+        action="store_true",
+        help="JSON lines on stderr: one per checkpointed range of records, and per partitions assigned or revoked",
+    )
     follow.add_argument(
         "--refusal-burst",
         type=non_negative_int,

@@ -33,6 +33,7 @@ import pytest
 
 from consumers.core.step import SchedulerCore
 from consumers.shell import SchedulerShell
+from schemas.partitioning import partition_for
 from substrate.config import Topics
 from substrate.kafka import ensure_topics
 from substrate.keys import InstallKeys, TrustedKeys
@@ -55,11 +56,11 @@ ALERT_WITHIN = 5.0
 class Scheduler:
     """The scheduler shell on a thread, until ``stop``."""
 
-    def __init__(self, bootstrap: str, topics: Topics, keys: InstallKeys) -> None:
+    def __init__(self, bootstrap: str, topics: Topics, keys: InstallKeys, partition: int = 0) -> None:
         self._stop = threading.Event()
         self.log = io.StringIO()
         self.shell = SchedulerShell(
-            bootstrap=bootstrap, topics=topics, partition=0, core=SchedulerCore(scheduler_config(keys)), progress=self.log
+            bootstrap=bootstrap, topics=topics, partition=partition, core=SchedulerCore(scheduler_config(keys)), progress=self.log
         )
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -86,6 +87,8 @@ class Follower:
         self.alerts: queue.Queue[tuple[float, dict[str, Any]]] = queue.Queue()
         self.seen: list[dict[str, Any]] = []
         self.progress: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []
+        """Partitions assigned and revoked."""
         self.stderr: list[str] = []
         threading.Thread(target=self._read_alerts, daemon=True).start()
         threading.Thread(target=self._read_progress, daemon=True).start()
@@ -100,6 +103,8 @@ class Follower:
         for line in self.process.stderr:
             if line.startswith('{"event":"checked"'):
                 self.progress.append(json.loads(line))
+            elif line.startswith('{"event":'):
+                self.events.append(json.loads(line))
             else:
                 self.stderr.append(line)
 
@@ -124,9 +129,9 @@ class Follower:
             if alert["alert"] == kind and alert["offset"] == offset:
                 return at - since
 
-    def wait_checked(self, last_offset: int, timeout: float = 30.0) -> None:
+    def wait_checked(self, last_offset: int, timeout: float = 30.0, partition: int = 0) -> None:
         deadline = time.monotonic() + timeout
-        while not any(p["last_offset"] >= last_offset for p in self.progress):
+        while not any(p["last_offset"] >= last_offset and p["partition"] == partition for p in self.progress):
             assert self.process.poll() is None, f"follower exited {self.process.returncode}: {''.join(self.stderr)}"
             assert time.monotonic() < deadline, f"follower did not check up to {last_offset}: {self.progress[-3:]}"
             time.sleep(0.05)
@@ -298,9 +303,9 @@ def test_forged_gap_and_wrong_key_records_alert_within_5_s_while_the_scheduler_r
 
 
 def _ranges_cover_exactly(progress: list[dict[str, Any]], offsets: list[int]) -> None:
-    """The checked ranges follow each other without overlap and hold every record once."""
+    """The checked ranges (of one partition) follow each other without overlap and hold every record once."""
     covered: list[int] = []
-    for p in progress:
+    for p in sorted(progress, key=lambda p: int(p["first_offset"])):
         inside = [o for o in offsets if p["first_offset"] <= o <= p["last_offset"]]
         assert len(inside) == p["records"], p
         assert not covered or inside[0] > covered[-1], f"range {p} overlaps what was checked before"
@@ -407,3 +412,60 @@ def test_kafka_errors_are_typed_exit_3_never_a_traceback(deployment: Deployment,
     )
     assert result.returncode == 3 and "cannot reach Kafka at 127.0.0.1:9" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_two_followers_share_the_partitions_and_one_takes_over_when_the_other_leaves(
+    services: Services, prefix: str, install_keys: InstallKeys, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    bootstrap = services.bootstrap
+    topics = fresh_topics(bootstrap, prefix, partitions=2)
+    trusted_file = tmp_path / "trusted-keys.json"
+    trusted_file.write_text(json.dumps(TrustedKeys.from_install(install_keys).to_json()))
+    deployment = Deployment(services, topics, install_keys, trusted_file, principal_env(cli_env, services, "auditor"), tmp_path)
+    runs = {p: [r for r in (f"run-{i}" for i in range(200)) if partition_for(r.encode(), 2) == p][:4] for p in (0, 1)}
+
+    def traffic(tag: str) -> None:
+        for partition, run_ids in runs.items():
+            items: list[tuple[bytes | None, bytes | None]] = [
+                (r.encode(), encode_submission(run_id=r, stage_id=f"{tag}{s}", pages=(f"page {r}/{tag}{s}".encode(),)))
+                for r in run_ids
+                for s in range(10)
+            ]
+            produce_all(bootstrap, topics.submissions, items, partition=partition)
+
+    def audited(partition: int, count: int) -> list[int]:
+        deadline = time.monotonic() + 60
+        while True:
+            offsets = [r.offset for r in read_partition(bootstrap, topics, "audit", partition)]
+            if len(offsets) >= count:
+                return offsets
+            assert time.monotonic() < deadline, f"partition {partition}: {len(offsets)} of {count} audit records"
+            time.sleep(0.2)
+
+    schedulers = [Scheduler(bootstrap, topics, install_keys, partition) for partition in (0, 1)]
+    a = deployment.follow()
+    b = deployment.follow()
+    try:
+        deadline = time.monotonic() + 60
+        while not all(f.events and f.events[-1]["event"] == "assigned" and f.events[-1]["partitions"] for f in (a, b)):
+            assert time.monotonic() < deadline, f"the group did not share the partitions: {a.events} {b.events}"
+            time.sleep(0.1)
+        assert sorted(a.events[-1]["partitions"] + b.events[-1]["partitions"]) == [0, 1]
+        traffic("x")
+        for partition in (0, 1):
+            last = audited(partition, 40)[-1]
+            owner = a if partition in a.events[-1]["partitions"] else b
+            owner.wait_checked(last, partition=partition)
+        assert a.stop() == 0  # leaves the group: b gets both partitions, from a's checkpoints
+        traffic("y")
+        for partition in (0, 1):
+            b.wait_checked(audited(partition, 80)[-1], partition=partition)
+    finally:
+        for scheduler in schedulers:
+            scheduler.stop()
+        code = b.stop()
+    assert a.seen == b.seen == [] and code == 0
+    assert {"event": "assigned", "topic": topics.audit, "partitions": [0, 1]} in b.events
+    for partition in (0, 1):
+        ranges = [p for p in a.progress + b.progress if p["partition"] == partition]
+        _ranges_cover_exactly(ranges, audited(partition, 80))

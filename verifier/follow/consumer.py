@@ -252,6 +252,9 @@ class Follower:
         except KafkaError as exc:
             self._failure = exc
             consumer.assign([])
+            return
+        if self._progress is not None:
+            self._progress({"event": "assigned", "topic": self.topic, "partitions": sorted(tp.partition for tp in assigned)})
 
     def _on_revoke(self, consumer: Any, revoked: list[Any]) -> None:
         try:
@@ -260,6 +263,8 @@ class Follower:
             self._failure = exc
         for tp in revoked:
             self.partitions.pop(tp.partition, None)
+        if self._progress is not None and revoked:
+            self._progress({"event": "revoked", "topic": self.topic, "partitions": sorted(tp.partition for tp in revoked)})
 
     def _on_lost(self, consumer: Any, lost: list[Any]) -> None:
         self._on_revoke(consumer, lost)
