@@ -209,6 +209,17 @@ export function stageResult(stage: StageDescription): ActivityResult {
   }
 }
 
+/** A run close's checks (the run id), as the SDK makes them before publishing. */
+export function checkClose(close: CloseDescription): CloseDescription {
+  try {
+    requireValidIds(["run_id", close.runId]);
+  } catch (exc) {
+    if (exc instanceof ActivityRejected) throw new DescriptionError(`${exc.message} (${exc.code})`, close.line, "close_run");
+    throw exc;
+  }
+  return close;
+}
+
 const FIELD_OF: Record<string, string> = {
   INVALID_RUN_ID: "run_id",
   INVALID_STAGE_ID: "stage_id",

@@ -15,11 +15,10 @@
  * Configuration: the environment (D4; see README.md).
  */
 
-import { createInterface } from "node:readline";
 
 import { Emitter, Published, newSubmissionId } from "../emitter";
-import { DescriptionError, parseDescription, stageResult } from "../description";
-import { BernsteinError, ProducerKeysError } from "../errors";
+import { DescriptionError, checkClose, parseDescription, stageResult } from "../description";
+import { ActivityRejected, BernsteinError, ProducerKeysError } from "../errors";
 import { SigningProducer, defaultProducerKeysDir, loadProducer } from "../identity";
 
 const EXIT_PUBLISHED = 0;
@@ -38,6 +37,30 @@ function fail(message: string, code: number): number {
   return code;
 }
 
+const UTF8 = new TextDecoder("utf-8", { fatal: true });
+
+/** stdin's lines as they arrive (a producer may stream them), decoded strictly: undefined for a line that is not UTF-8. */
+async function* stdinLines(): AsyncGenerator<string | undefined> {
+  let pending: Buffer = Buffer.alloc(0);
+  const decode = (bytes: Buffer): string | undefined => {
+    const line = bytes.length > 0 && bytes[bytes.length - 1] === 0x0d ? bytes.subarray(0, bytes.length - 1) : bytes;
+    try {
+      return UTF8.decode(line);
+    } catch {
+      return undefined;
+    }
+  };
+  for await (const chunk of process.stdin as AsyncIterable<Buffer>) {
+    pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+    let newline: number;
+    while ((newline = pending.indexOf(0x0a)) >= 0) {
+      yield decode(pending.subarray(0, newline));
+      pending = pending.subarray(newline + 1);
+    }
+  }
+  if (pending.length > 0) yield decode(pending);
+}
+
 async function main(argv: string[]): Promise<number> {
   if (argv.includes("-h") || argv.includes("--help")) {
     process.stdout.write(USAGE);
@@ -52,17 +75,19 @@ async function main(argv: string[]): Promise<number> {
     throw exc;
   }
   let emitter: Emitter | undefined;
-  const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
   let number = 0;
   try {
-    for await (const text of lines) {
+    for await (const line of stdinLines()) {
       number++;
+      if (line === undefined) return fail(`stdin is not UTF-8 text (line ${number})`, EXIT_BAD_DESCRIPTION);
+      const text = line;
       if (text.trim() === "") continue;
       let description;
       let result;
       try {
         description = parseDescription(text, number);
         result = description.type === "stage" ? stageResult(description) : undefined;
+        if (description.type === "close") checkClose(description);
       } catch (exc) {
         if (exc instanceof DescriptionError) return fail(exc.message, EXIT_BAD_DESCRIPTION);
         throw exc;
@@ -71,19 +96,19 @@ async function main(argv: string[]): Promise<number> {
       try {
         emitter ??= new Emitter({ producer });
         if (description.type === "close") {
-          published = await emitter.closeRun(description.runId, { submissionId: description.submissionId ?? newSubmissionId() });
+          published = await emitter.closeRun(description.runId, { submissionId: description.submissionId || newSubmissionId() });
         } else {
           published = await emitter.publish({
             runId: description.runId,
             stageId: description.stageId,
             role: description.role,
             result: result!,
-            submissionId: description.submissionId ?? newSubmissionId(),
+            submissionId: description.submissionId || newSubmissionId(),
             ...(description.occurredAtMs !== undefined ? { occurredAtMs: description.occurredAtMs } : {}),
           });
         }
       } catch (exc) {
-        if (exc instanceof ProducerKeysError) return fail(exc.message, EXIT_BAD_DESCRIPTION);
+        if (exc instanceof ProducerKeysError || exc instanceof ActivityRejected) return fail(`line ${number}: ${exc.message}`, EXIT_BAD_DESCRIPTION);
         if (exc instanceof BernsteinError) {
           return fail(`line ${number}: nothing published for this line: ${exc.message}`, EXIT_UNAVAILABLE);
         }
@@ -100,7 +125,6 @@ async function main(argv: string[]): Promise<number> {
       );
     }
   } finally {
-    lines.close();
     if (emitter !== undefined) await emitter.close();
   }
   return EXIT_PUBLISHED;

@@ -241,6 +241,12 @@ test("bernstein-ts-emit: exit 2 for a bad description or missing keys, exit 3 wh
   assert.equal(badProps.status, 3);
   assert.match(badProps.stderr, /keyring.json:1: expected key=value/);
   assert.equal(runEmit("", env).status, 0, "no lines: nothing to publish");
+  const badClose = runEmit('{"close_run": ".r"}\n', env);
+  assert.equal(badClose.status, 2);
+  assert.match(badClose.stderr, /^bernstein-ts-emit: error: line 1, field close_run: run_id "\.r" must be .*\(INVALID_RUN_ID\)\n$/);
+  const notUtf8 = spawnSync(process.execPath, [EMIT], { input: Buffer.from("\n\xff\n", "latin1"), env: { ...process.env, ...env }, encoding: "utf8" });
+  assert.equal(notUtf8.status, 2);
+  assert.equal(notUtf8.stderr, "bernstein-ts-emit: error: stdin is not UTF-8 text (line 2)\n");
 });
 
 test("the conformance runner reproduces the repository's vectors and fails on an unknown file, an unknown section or a changed value", () => {
