@@ -22,6 +22,12 @@ structure, plan and order, decided by ``schemas/documents/`` from the
 submission's own bytes: docs/modality_rules.md) -> the per-run evidence cap
 (a v1 submission with observations: EVIDENCE_SIZES_UNDECLARED instead).
 
+A RunClose and a ComputerUseAction are keyed by their run id too, and get the same
+record-key and partition checks at the same place (``_envelope_refusal``): a close on
+the wrong partition is refused (WRONG_PARTITION) and leaves the run open, so a
+producer on another partitioner can neither close a run nor start a second chain of it
+elsewhere. The refusal is written on the partition the record sat on.
+
 The evidence cap: ActivitySubmission.v2 observations and ComputerUseAction.v2
 screenshots and DOM snapshots declare each blob's byte size (0 to 64 MiB, else
 INVALID_EVIDENCE_SIZE, checked with the observation or digest it belongs to).
