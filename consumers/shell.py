@@ -576,9 +576,10 @@ class SchedulerShell:
         """The core checks every input's partition against the input topic's partition count, read here.
 
         A record must sit on ``partition_for(key, N)`` (Kafka's murmur2 partitioner), else it is refused
-        with WRONG_PARTITION. ``N`` is read at every start: partitions added to the topic later (which
-        the README says never to do) are seen by the next start, which then refuses the records of runs
-        whose key moved to another partition. A core configured with another count is refused.
+        with WRONG_PARTITION. ``N`` is read at every start. Partitions added to the topic later (the
+        README says never to) are not seen by a running scheduler, which refuses the records producers
+        then move to another partition; a restarted one adopts the new count (README, "A record sits on
+        its run id's murmur2 partition"). A core configured with another count is refused.
         """
         count = partition_count(self.bootstrap, self.input_topic)
         configured = self.core.config.submission_partitions
