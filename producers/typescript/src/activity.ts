@@ -195,15 +195,59 @@ export interface ClaimInput {
   claimId?: string;
 }
 
+const HTML_TYPES = new Set(["text/html", "application/xhtml+xml"]);
+const UTF8_LABELS = new Set(["utf-8", "utf8", "utf_8", "u8", "utf", "cp65001"]);
+// Python's str.splitlines() boundaries.
+const PY_LINE_BREAK = /\r\n|[\n\r\u000b\u000c\u001c\u001d\u001e\u0085\u2028\u2029]/;
+
+/**
+ * The normalised text of a page under `bernstein.quote-normalisation/v1` (schemas/documents/quotes.py),
+ * for the pages this SDK can read exactly: not HTML, and UTF-8 (no charset, or a UTF-8 one). Undefined
+ * for any other page (HTML needs Python's html.parser; other charsets its codec registry): the
+ * verifier checks those quotes on the reattached bytes.
+ */
+export function plainPageText(data: Uint8Array, contentType?: string | null): string | undefined {
+  const [media = "", ...params] = (contentType ?? "").split(";");
+  const declared = media.trim().toLowerCase();
+  if (declared !== "" ? HTML_TYPES.has(declared) : /^(<!doctype html|<html)/.test(Buffer.from(data.subarray(0, 512)).toString("latin1").replace(/^(\xef\xbb\xbf|[ \t\r\n\f])+/, "").toLowerCase())) {
+    return undefined;
+  }
+  for (const param of params) {
+    const eq = param.indexOf("=");
+    if (eq >= 0 && param.slice(0, eq).trim().toLowerCase() === "charset") {
+      const label = param.slice(eq + 1).trim().replace(/^["']|["']$/g, "").trim().toLowerCase();
+      if (!UTF8_LABELS.has(label)) return undefined;
+      break;
+    }
+  }
+  let text = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true }).decode(data);
+  if (text.startsWith("\ufeff")) text = text.slice(1);
+  const blocks: string[] = [];
+  let current: string[] = [];
+  for (const line of text.split(PY_LINE_BREAK)) {
+    if (normaliseText(line) !== "") current.push(line);
+    else if (current.length > 0) {
+      blocks.push(current.join("\n"));
+      current = [];
+    }
+  }
+  if (current.length > 0) blocks.push(current.join("\n"));
+  return blocks
+    .map(normaliseText)
+    .filter((b) => b !== "")
+    .join(" ");
+}
+
 /**
  * Builds a `bernstein.research.report/v1` report. Every rule the scheduler refuses
- * (RESEARCH_* codes) is refused here first with the same code without the prefix; the
- * quote-in-page rule (QUOTE_NOT_IN_PAGE, which needs HTML text extraction) is left to the
- * verifier, which checks it on the reattached page bytes.
+ * (RESEARCH_* codes) is refused here first with the same code without the prefix. The
+ * quote-in-page rule (QUOTE_NOT_IN_PAGE) is checked here for plain-text UTF-8 pages
+ * (`plainPageText`); for HTML pages it is left to the verifier, which checks it on the
+ * reattached page bytes with Python's HTML text extraction.
  */
 export class ResearchReportBuilder {
   private readonly plan: string[] = [];
-  private readonly sources = new Map<string, { record: Record<string, unknown>; evidence: Evidence }>();
+  private readonly sources = new Map<string, { record: Record<string, unknown>; evidence: Evidence; text: string | undefined }>();
   private readonly claims: Record<string, unknown>[] = [];
 
   constructor(private readonly query: string) {
@@ -225,6 +269,7 @@ export class ResearchReportBuilder {
     const evidence = observe("page", source.sourceRef, source.data);
     this.sources.set(source.sourceRef, {
       evidence,
+      text: plainPageText(source.data, source.contentType),
       record: {
         source_ref: source.sourceRef,
         final_url: source.finalUrl ?? source.sourceRef,
@@ -270,6 +315,13 @@ export class ResearchReportBuilder {
           `claim '${claimId}' citation ${index}: cites source ${JSON.stringify(c.sourceRef)} that the run did not fetch`,
           "SOURCE_NOT_FETCHED",
           { claim_id: claimId, source_ref: c.sourceRef },
+        );
+      }
+      if (source.text !== undefined && !source.text.includes(quote)) {
+        throw new ActivityRejected(
+          `claim '${claimId}' citation ${index}: quoted span ${JSON.stringify(quote.slice(0, 120))} does not occur in the page fetched from ${JSON.stringify(c.sourceRef)} (${source.evidence.observation.content_hash}) under ${QUOTE_NORMALISATION}`,
+          "QUOTE_NOT_IN_PAGE",
+          { claim_id: claimId, citation: String(index), source_ref: c.sourceRef, quote: quote.slice(0, 120) },
         );
       }
       return {

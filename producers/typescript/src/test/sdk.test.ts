@@ -13,6 +13,7 @@ import {
   codingResult,
   normaliseText,
   observe,
+  plainPageText,
   researchAbort,
 } from "../activity";
 import { ACTIVITY_SUBMISSION_V3, RUN_CLOSE_V2, defaultCodec } from "../avro";
@@ -72,6 +73,14 @@ test("research: the report builder writes the v1 report and refuses what the sch
   assert.throws(() => b.addClaim({ claimId: "c1", statement: "s", citations: [{ sourceRef: "https://a/notes", quote: "q" }] }), { code: "DUPLICATE_CLAIM_ID" });
   assert.throws(() => b.addClaim({ claimId: "-bad", statement: "s", citations: [{ sourceRef: "https://a/notes", quote: "q" }] }), { code: "INVALID_CLAIM_ID" });
   assert.equal(normaliseText("e\u0301  a\u001fb\u3000"), "\u00e9 a b");
+  const plain = new ResearchReportBuilder("q").addSource({ sourceRef: "https://t/notes.txt", data: Buffer.from("\ufeffQuill 2.0\nis twice\n\nas fast."), contentType: "text/plain; charset=utf-8" });
+  plain.addClaim({ statement: "fast", citations: [{ sourceRef: "https://t/notes.txt", quote: "2.0 is twice as fast." }] });
+  assert.throws(
+    () => plain.addClaim({ statement: "slow", citations: [{ sourceRef: "https://t/notes.txt", quote: "three times as fast" }] }),
+    { code: "QUOTE_NOT_IN_PAGE", evidence: { claim_id: "c2", citation: "0", source_ref: "https://t/notes.txt", quote: "three times as fast" } },
+  );
+  assert.equal(plainPageText(Buffer.from("<html><p>x</p>"), null), undefined, "HTML is left to the verifier");
+  assert.equal(plainPageText(Buffer.from("x"), "text/plain; charset=latin-1"), undefined, "other charsets too");
   const abort = researchAbort("refusal", "q", ["https://a"], { code: "BUDGET_EXCEEDED", cap: "max_fetches", limit: 0, attempted: 1, source: "https://a" });
   assert.deepEqual([abort.terminal_state, abort.reason_code], ["refused", "budget_exhausted"]);
 });
