@@ -44,7 +44,7 @@ var handlers = map[string]handler{
 	"digests.json":        {[]string{"content_hash", "artifact_hash", "evidence_set_hash", "malformed_digests"}, runDigests},
 	"modalities.json":     {[]string{"dataops_plan", "computer_use"}, runModalities},
 	"signatures.json":     {[]string{"producer", "activity_submission", "run_close", "lineage", "typed_value"}, runSignatures},
-	"partitions.json":     {[]string{"algorithm", "seed", "cases", "description", "rule"}, runPartitions},
+	"partitions.json":     {[]string{"algorithm", "seed", "cases"}, runPartitions},
 	"steps.json":          {[]string{"description", "keys", "manifest_toml", "submission_partitions", "cases"}, runSteps},
 }
 
