@@ -71,6 +71,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     follow.add_argument("--once", action="store_true", help="check up to the current end of every partition, then exit")
     follow.add_argument(
+        "--check-journal",
+        action="store_true",
+        help="also read the journal and alert (journal_missing) when a journal record the audit chain mirrors is not there",
+    )
+    follow.add_argument(
         "--format",
         choices=("json", "text"),
         default="json",
@@ -190,6 +195,7 @@ def _follow(args: argparse.Namespace) -> int:
         store=CheckpointStore(_state_dir(args, topics.prefix)),
         group=args.group or f"{topics.prefix}.audit-follow",
         once=bool(args.once),
+        check_journal=bool(args.check_journal),
         policy=policy,
         checkpoint_every=float(args.checkpoint_every),
         instance_id=args.instance_id,

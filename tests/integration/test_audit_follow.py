@@ -231,7 +231,7 @@ def test_clean_traffic_raises_nothing_and_once_exits_0(deployment: Deployment) -
         follower.wait_checked(audit[-1].offset)
     finally:
         scheduler.stop()
-        assert follower.stop() == 0, (follower.seen, follower.stderr)
+        assert follower.stop() == 0, (follower.seen, "".join(follower.stderr))
     assert follower.seen == []
     assert sum(p["records"] for p in follower.progress) == 200 and follower.progress[-1]["next_seq"] == 200
     code, alerts, err = deployment.once()
@@ -239,6 +239,8 @@ def test_clean_traffic_raises_nothing_and_once_exits_0(deployment: Deployment) -
     assert '"records":200' in err
     code, alerts, err = deployment.once()  # from its checkpoint: the last record is read again, nothing new
     assert (code, alerts, err) == (0, [], "")
+    code, alerts, err = deployment.once("--check-journal", state="journal")  # every mirrored record is there
+    assert (code, alerts) == (0, []), err
     text = subprocess.run(
         [sys.executable, "-m", "bernstein", "audit", "follow", "--once", "--format", "text"]
         + ["--trusted-keys", str(deployment.trusted_file), "--state", str(deployment.tmp / "text")],
@@ -469,3 +471,27 @@ def test_two_followers_share_the_partitions_and_one_takes_over_when_the_other_le
     for partition in (0, 1):
         ranges = [p for p in a.progress + b.progress if p["partition"] == partition]
         _ranges_cover_exactly(ranges, audited(partition, 80))
+
+
+def test_check_journal_reports_a_mirror_the_journal_lacks_within_5_s(deployment: Deployment) -> None:
+    scheduler = Scheduler(deployment.services.bootstrap, deployment.topics, deployment.keys)
+    follower = deployment.follow("--check-journal")
+    try:
+        deployment.traffic(runs=2, stages=5)
+        audit = deployment.wait_audited(12)
+        follower.wait_checked(audit[-1].offset)
+        # an audit record that links and verifies (the key's holder wrote it) but mirrors no journal record
+        fields, key_id, head = parts(audit[-1].value)
+        claim = {**fields, "seq": fields["seq"] + 1, "prev_mac": head, "event": "activity.result", "run_id": "run-a-0"}
+        claim["record_hash"] = "sha256:" + "0" * 64
+        offset, at = deployment.forge(genuine_record(deployment.keys.audit.secret, key_id, claim)[0])
+        assert follower.wait_alert("journal_missing", offset, at) < ALERT_WITHIN
+        deployment.traffic(runs=1, stages=3, tag="b")  # the scheduler goes on (its next seq repeats the claim's)
+        follower.wait_checked(deployment.wait_audited(17)[-1].offset)
+    finally:
+        scheduler.stop()
+        code = follower.stop()
+    assert kinds(follower.seen)[0] == ("journal_missing", offset) and code == 2
+    assert {a["alert"] for a in follower.seen[1:]} <= {"out_of_order", "chain_break"}  # the chain the claim forked
+    code, alerts, _ = deployment.once("--check-journal")
+    assert code == 2 and sorted(kinds(alerts)) == sorted(kinds(follower.seen))  # (journal alerts come when the journal is read)

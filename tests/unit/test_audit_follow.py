@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Sequence
@@ -17,6 +18,7 @@ from verifier.facts import PYTHON, audit_fact
 from verifier.follow.alerts import INTEGRITY, Alert, AlertKind
 from verifier.follow.checker import ChainState, PartitionChecker, Policy
 from verifier.follow.checkpoint import Checkpoint, CheckpointError, CheckpointStore, resume_mismatch, value_digest
+from verifier.follow.journal import Expected, JournalJoin
 
 SECRET = bytes(range(32))
 KEY = hmac_key_id(SECRET)
@@ -277,4 +279,32 @@ def test_every_alert_kind_is_documented_and_every_documented_kind_exists() -> No
     documented = re.findall(r"^\| `([a-z_]+)` \|", section, re.MULTILINE)
     assert len(documented) == len(set(documented))
     assert set(documented) == {kind.value for kind in AlertKind}
-    assert INTEGRITY == {AlertKind(kind) for kind in documented[:10]}  # the table lists the integrity kinds first
+    assert INTEGRITY == {AlertKind(kind) for kind in documented[:11]}  # the table lists the integrity kinds first
+
+
+def test_the_journal_join_reports_a_mirror_the_journal_passed_without_it() -> None:
+    join = JournalJoin(TOPIC, 0)
+    join.journal("sha256:early")  # read from the journal before its audit record
+    join.expect("sha256:early", Expected(3, 3, "run-1", 1, journal_end=10))
+    join.expect("sha256:late", Expected(4, 4, "run-1", 2, journal_end=10))
+    join.expect("sha256:lost", Expected(5, 5, "run-1", 3, journal_end=10))
+    join.expect("sha256:next", Expected(6, 6, "run-1", 4, journal_end=20))
+    assert join.reached(9) == []  # the journal is not past the end the records were read with
+    join.journal("sha256:late")
+    alerts = join.reached(10)
+    assert kinds(alerts) == [("journal_missing", 5)]
+    assert alerts[0].extra == {"seq": 5, "record_hash": "sha256:lost", "run_id": "run-1", "journal_seq": 3}
+    assert join.reached(11) == [] and list(join.expected) == ["sha256:next"] and join.next_offset == 11
+    restored = JournalJoin.from_json(TOPIC, 0, json.loads(json.dumps(join.to_json())))
+    assert restored.to_json() == join.to_json()
+    assert kinds(restored.reached(20)) == [("journal_missing", 6)]
+
+
+def test_the_checker_hands_every_mirror_of_an_authentic_record_to_the_join() -> None:
+    records = chain(SECRET, KEY, 0, [RESULT, ("activity.refused", "run-1"), ("run.sealed", "run-1")])
+    forged = edited(records[0][0], run_id="run-evil")
+    c = checker()
+    mirrored: list[tuple[int, int, str]] = []
+    c.mirror = lambda offset, seq, run_id, _hash, _jseq: mirrored.append((offset, seq, run_id))
+    feed(c, [forged, *values(records)])
+    assert mirrored == [(1, 0, "run-1"), (3, 2, "run-1")]  # the result and the seal; not the refusal nor the forgery

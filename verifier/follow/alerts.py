@@ -37,6 +37,8 @@ class AlertKind(StrEnum):
     """A record names another partition than the one it is stored in (copied from another chain)."""
     HISTORY_REWRITTEN = "history_rewritten"
     """On resume, the record the checkpoint names has changed or vanished: the topic was rewritten."""
+    JOURNAL_MISSING = "journal_missing"
+    """(``--check-journal``) A journal record the audit chain mirrors is not in the journal."""
     DEADLETTER = "deadletter"
     """The scheduler dead-lettered an input (the audit chain mirrors every dead letter)."""
     REFUSAL_BURST = "refusal_burst"
@@ -59,6 +61,7 @@ INTEGRITY: frozenset[AlertKind] = frozenset(
         AlertKind.OUT_OF_ORDER,
         AlertKind.WRONG_PARTITION,
         AlertKind.HISTORY_REWRITTEN,
+        AlertKind.JOURNAL_MISSING,
     }
 )
 """Kinds that say the chain itself is not what the scheduler wrote (the rest are operational)."""

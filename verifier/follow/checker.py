@@ -35,6 +35,7 @@ for, and no audit record came for the threshold; once until the chain moves).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,7 @@ from verifier.facts import A_RECORD, RAISE
 from verifier.follow.alerts import Alert, AlertKind
 from verifier.keyuse import KeyUse, key_problem
 
+Mirror = Callable[[int, int, str, str, int], None]
 _RESULT_EVENTS = frozenset({AuditEvent.ACTIVITY_RESULT.value, AuditEvent.COMPUTER_USE_ACTION.value})
 _REFUSED = AuditEvent.ACTIVITY_REFUSED.value
 _DEADLETTER = AuditEvent.INPUT_DEADLETTER.value
@@ -133,6 +135,9 @@ class PartitionChecker:
         self.state = state if state is not None else ChainState()
         self.checked = 0
         """Records checked by this checker (authentic or not)."""
+        self.mirror: Mirror | None = None
+        """Called with (offset, seq, run id, record hash, journal seq) for every authentic record that mirrors a
+        journal record (an entry or a seal): ``--check-journal``'s expectations."""
 
     @property
     def trusted(self) -> TrustedKeys:
@@ -166,9 +171,14 @@ class PartitionChecker:
                     state.progress_ms = now_ms
                     state.silent_alerted = False
                     event = fact[7]
+                    mirror = self.mirror
                     if event in _RESULT_EVENTS:
                         state.open_runs.setdefault(fact[8], timestamp_ms)
+                        if mirror is not None:
+                            mirror(offset, seq, fact[8], fact[9], fact[10])
                         return []
+                    if mirror is not None and event == _SEALED:
+                        mirror(offset, seq, fact[8], fact[9], fact[10])
                     return self._event(offset, seq, event, fact[8], fact[12], timestamp_ms)
         return self._check(offset, fact, timestamp_ms, now_ms)
 
@@ -178,7 +188,21 @@ class PartitionChecker:
         if kind != A_RECORD:
             reason = str(fact[1]) if kind != RAISE else f"{type(fact[1]).__name__}: {fact[1]}"
             return [self._alert(AlertKind.UNDECODABLE, offset, f"audit record does not decode: {reason}")]
-        (_, key_id, mac, recomputed, partition, seq, prev_mac, event, run_id, _hash, _jseq, input_partition, input_offset) = fact
+        (
+            _,
+            key_id,
+            mac,
+            recomputed,
+            partition,
+            seq,
+            prev_mac,
+            event,
+            run_id,
+            record_hash,
+            journal_seq,
+            input_partition,
+            input_offset,
+        ) = fact
         where = f"seq {seq}"
         entry = self.trusted.entry(key_id)
         if recomputed is None:
@@ -274,6 +298,8 @@ class PartitionChecker:
         state.last_input = input_offset
         state.progress_ms = now_ms
         state.silent_alerted = False
+        if self.mirror is not None and (event in _RESULT_EVENTS or event == _SEALED):
+            self.mirror(offset, seq, run_id, record_hash, journal_seq)
         alerts.extend(self._event(offset, seq, event, run_id, input_offset, timestamp_ms))
         return alerts
 

@@ -27,6 +27,7 @@ from typing import Any, Final
 
 from schemas.errors import BernsteinError
 from verifier.follow.checker import ChainState
+from verifier.follow.journal import JournalJoin
 
 FORMAT: Final = "bernstein.audit-follow-checkpoint/v1"
 
@@ -53,9 +54,12 @@ class Checkpoint:
     checked: int
     """Records of the partition checked so far (over every run of the follower)."""
     state: ChainState
+    journal: JournalJoin | None = None
+    """``--check-journal``: the journal position and the mirrors not matched yet."""
 
     def to_json(self) -> dict[str, Any]:
         return {
+            **({"journal": self.journal.to_json()} if self.journal is not None else {}),
             "format": FORMAT,
             "topic": self.topic,
             "partition": self.partition,
@@ -79,6 +83,7 @@ class Checkpoint:
             value_sha256=str(data["value_sha256"]),
             checked=checked,
             state=ChainState.from_json(data["state"]),
+            journal=JournalJoin.from_json(str(data["topic"]), partition, data["journal"]) if "journal" in data else None,
         )
 
 

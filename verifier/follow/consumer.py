@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from schemas.canonical import sha256_digest
 from substrate.config import Topics
 from substrate.kafka import KafkaError, KafkaNotAuthorized, KafkaUnavailable, client_config, is_authorization_error
 from substrate.keys import TrustedKeys
@@ -34,6 +35,7 @@ from verifier import facts
 from verifier.follow.alerts import Alert, AlertKind
 from verifier.follow.checker import PartitionChecker, Policy
 from verifier.follow.checkpoint import Checkpoint, CheckpointStore, resume_mismatch, value_digest
+from verifier.follow.journal import Expected, JournalJoin
 
 _TIMEOUT: Final = 30.0
 _BATCH: Final = 5000
@@ -52,6 +54,8 @@ class FollowOptions:
     """Seconds between checkpoint saves (also at revocation and at the end)."""
     tick_every: float = 1.0
     """Seconds between the time-based checks (unsealed runs, a silent scheduler)."""
+    check_journal: bool = False
+    """Also read the journal partitions and check that every record the audit chain mirrors is there."""
     instance_id: str | None = None
     """Static group membership (``group.instance.id``): a restarted follower takes its partitions back at once."""
 
@@ -74,6 +78,10 @@ class _Partition:
     end: int | None = None
     """``once``: the last stable offset pinned at the start (records at or after it are left for the next run)."""
     done: bool = False
+    join: JournalJoin | None = None
+    """``check_journal``: the mirrors expected and the journal hashes seen."""
+    journal_end: int | None = None
+    """``check_journal``: the journal end each expectation of the current audit batch gets (``once``: pinned)."""
 
 
 Emit = Callable[[Alert], None]
@@ -108,6 +116,8 @@ class Follower:
         """Records checked by this run."""
         self._errors: list[Any] = []
         self._consumer: Any = None
+        self._journal: Any = None
+        """``check_journal``: the journal's consumer (assigned the audit partitions' numbers, never in the group)."""
         self._failure: KafkaError | None = None
 
     # -- alerts -------------------------------------------------------------------
@@ -123,7 +133,8 @@ class Follower:
 
     # -- the consumer ---------------------------------------------------------------
 
-    def _make_consumer(self) -> Any:
+    def _make_consumer(self, *, group: bool = True) -> Any:
+        """The audit topic's consumer (in the group, unless ``once``); ``group`` False: the journal's, assigned only."""
         from confluent_kafka import Consumer
 
         extra: dict[str, Any] = {
@@ -136,7 +147,7 @@ class Follower:
             "fetch.wait.max.ms": 100,
             "error_cb": self._errors.append,
         }
-        if self.options.instance_id:
+        if self.options.instance_id and group:
             extra["group.instance.id"] = self.options.instance_id
         return Consumer(client_config(self.options.bootstrap, **extra))
 
@@ -182,17 +193,17 @@ class Follower:
 
     # -- partitions -------------------------------------------------------------------
 
-    def _watermarks(self, partition: int) -> tuple[int, int]:
+    def _watermarks(self, partition: int, topic: str | None = None) -> tuple[int, int]:
+        """(log start, last stable offset) of a partition of the audit topic (or ``topic``)."""
         from confluent_kafka import KafkaException, TopicPartition
 
+        topic = topic or self.topic
         try:
-            low, high = self._consumer.get_watermark_offsets(
-                TopicPartition(self.topic, partition), timeout=_TIMEOUT, cached=False
-            )
+            low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=_TIMEOUT, cached=False)
         except KafkaException as exc:
             if is_authorization_error(exc):
                 raise self._refused() from None
-            raise KafkaUnavailable(f"cannot read the offsets of {self.topic}[{partition}]: {exc}") from None
+            raise KafkaUnavailable(f"cannot read the offsets of {topic}[{partition}]: {exc}") from None
         return int(low), int(high)
 
     def _open(self, partition: int) -> int:
@@ -215,8 +226,23 @@ class Follower:
         if self.options.once:
             entry.end = high
             entry.done = checkpoint is None and high <= low
+        if self.options.check_journal:
+            join = checkpoint.journal if checkpoint is not None else None
+            self._join(entry, partition, join or JournalJoin(self.topic, partition))
         self.partitions[partition] = entry
         return checkpoint.offset if checkpoint is not None else OFFSET_BEGINNING
+
+    def _join(self, entry: _Partition, partition: int, join: JournalJoin) -> None:
+        """Set up ``--check-journal`` for the partition (after its audit end was pinned: the journal's is pinned later)."""
+        entry.join = join
+        if self.options.once:
+            entry.journal_end = self._watermarks(partition, self.options.topics.journal)[1]
+
+        def mirror(offset: int, seq: int, run_id: str, record_hash: str, journal_seq: int) -> None:
+            assert entry.journal_end is not None
+            join.expect(record_hash, Expected(offset, seq, run_id, journal_seq, entry.journal_end))
+
+        entry.checker.mirror = mirror
 
     def _rewritten(self, checkpoint: Checkpoint, what: str) -> None:
         self._emit(
@@ -243,12 +269,16 @@ class Follower:
         entry.end = old.end
         self.partitions[partition] = entry
         self._consumer.seek(TopicPartition(self.topic, partition, OFFSET_BEGINNING))
+        if old.join is not None:  # the journal is read again from its start too
+            self._join(entry, partition, JournalJoin(self.topic, partition))
+            self._journal.seek(TopicPartition(self.options.topics.journal, partition, OFFSET_BEGINNING))
 
     def _on_assign(self, consumer: Any, assigned: list[Any]) -> None:
         from confluent_kafka import TopicPartition
 
         try:
             consumer.assign([TopicPartition(self.topic, tp.partition, self._open(tp.partition)) for tp in assigned])
+            self._assign_journal([tp.partition for tp in assigned])
         except KafkaError as exc:
             self._failure = exc
             consumer.assign([])
@@ -263,6 +293,8 @@ class Follower:
             self._failure = exc
         for tp in revoked:
             self.partitions.pop(tp.partition, None)
+        if self._journal is not None:
+            self._journal.assign([])
         if self._progress is not None and revoked:
             self._progress({"event": "revoked", "topic": self.topic, "partitions": sorted(tp.partition for tp in revoked)})
 
@@ -338,6 +370,79 @@ class Follower:
         entry.last_offset = batch[-1].offset()
         entry.last_value = values[-1]
 
+    def _assign_journal(self, partitions: list[int]) -> None:
+        """``check_journal``: the journal partitions of the audit partitions assigned, each from its saved position."""
+        from confluent_kafka import TopicPartition
+
+        if self._journal is None:
+            return
+        self._journal.assign(
+            [
+                TopicPartition(self.options.topics.journal, p, join.next_offset)
+                for p in partitions
+                if (join := self.partitions[p].join) is not None
+            ]
+        )
+
+    def _read_journal(self) -> None:
+        """``check_journal``: what the journal consumer has now; the mirrors its position passed and were not seen."""
+        from confluent_kafka import KafkaError as RdKafkaError
+        from confluent_kafka import KafkaException, TopicPartition
+
+        journal = self._journal
+        if journal is None:
+            return
+        try:
+            messages = journal.consume(_BATCH, 0)
+        except KafkaException as exc:
+            raise KafkaUnavailable(f"error reading {self.options.topics.journal}: {exc}") from None
+        touched: set[int] = set()
+        by_partition: dict[int, list[Any]] = {}
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                if error.code() == RdKafkaError._PARTITION_EOF:
+                    touched.add(message.partition())
+                    continue
+                if is_authorization_error(error):
+                    raise self._refused()
+                if error.fatal() or self.options.once:
+                    raise KafkaUnavailable(f"error reading {self.options.topics.journal}: {error}")
+                continue
+            by_partition.setdefault(message.partition(), []).append(message)
+        for partition, batch in by_partition.items():
+            entry = self.partitions.get(partition)
+            if entry is None or entry.join is None:
+                continue
+            touched.add(partition)
+            values = [m.value() for m in batch]
+            for value, fact in zip(values, facts.current().journal_facts(values), strict=True):
+                if fact[0] == facts.J_ENTRY:
+                    entry.join.journal(fact[2])
+                elif fact[0] == facts.J_SEAL:
+                    entry.join.journal(sha256_digest(value or b""))
+        # every partition with mirrors pending: an expectation may be due without a new journal record
+        touched |= {p for p, e in self.partitions.items() if e.join is not None and (e.join.expected or self.options.once)}
+        for partition in sorted(touched):
+            entry = self.partitions.get(partition)
+            if entry is None or entry.join is None:
+                continue
+            (position,) = journal.position([TopicPartition(self.options.topics.journal, partition)])
+            if position.offset < 0:
+                continue
+            moved = position.offset != entry.join.next_offset
+            alerts = entry.join.reached(position.offset)
+            if moved or alerts:
+                entry.dirty = True
+                self._emit(alerts)
+
+    def _journal_ends(self, partitions: list[int]) -> None:
+        """``check_journal`` (following): the journal end the expectations of the next audit batch get."""
+        for partition in partitions:
+            entry = self.partitions.get(partition)
+            if entry is not None and entry.join is not None:
+                entry.journal_end = self._watermarks(partition, self.options.topics.journal)[1]
+
     def _save(self, partitions: list[int] | None = None) -> None:
         from confluent_kafka import KafkaException, TopicPartition
 
@@ -349,7 +454,13 @@ class Follower:
             entry.dirty = False
             self.options.store.save(
                 Checkpoint(
-                    self.topic, partition, entry.last_offset, value_digest(entry.last_value), entry.checked, entry.checker.state
+                    self.topic,
+                    partition,
+                    entry.last_offset,
+                    value_digest(entry.last_value),
+                    entry.checked,
+                    entry.checker.state,
+                    entry.join,
                 )
             )
             if self._progress is not None and entry.unsaved:
@@ -404,10 +515,13 @@ class Follower:
         from confluent_kafka import KafkaException, TopicPartition
 
         self._consumer = consumer = self._make_consumer()
+        if self.options.check_journal:
+            self._journal = self._make_consumer(group=False)
         try:
             partitions = self._audit_partitions(consumer)
             if self.options.once:
                 consumer.assign([TopicPartition(self.topic, p, self._open(p)) for p in partitions])
+                self._assign_journal(partitions)
             else:
                 consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
             last_save = last_tick = time.monotonic()
@@ -421,13 +535,16 @@ class Follower:
                 if self._failure is not None:
                     raise self._failure
                 self._raise_errors()
+                if self._journal is not None and not self.options.once:
+                    self._journal_ends(sorted({m.partition() for m in messages if m.error() is None}))
                 self._check_batch(messages)
+                self._read_journal()
                 moment = time.monotonic()
                 if moment - last_save >= self.options.checkpoint_every:
                     self._save()
                     last_save = moment
                 if self.options.once:
-                    if all(entry.done for entry in self.partitions.values()):
+                    if all(entry.done and self._journal_done(entry) for entry in self.partitions.values()):
                         break
                 elif moment - last_tick >= self.options.tick_every:
                     self._tick()
@@ -436,11 +553,18 @@ class Follower:
             self._tick()
             self._save()  # what the last tick alerted on (runs, silence) is not alerted again by the next run
         finally:
-            try:
-                consumer.close()
-            except (KafkaException, RuntimeError):
-                pass
+            for client in (consumer, self._journal):
+                try:
+                    if client is not None:
+                        client.close()
+                except (KafkaException, RuntimeError):
+                    pass
         return self.alerts
+
+    @staticmethod
+    def _journal_done(entry: _Partition) -> bool:
+        """``once``: the journal was read up to its end pinned at the start (or is not checked)."""
+        return entry.join is None or entry.journal_end is None or entry.join.next_offset >= entry.journal_end
 
 
 def _all_brokers_down() -> Any:
