@@ -412,6 +412,7 @@ export class DataOpsActivity {
   private steps: string[] | undefined;
   private planHashValue: string | undefined;
   private finished = false;
+  private violation: ActivityRejected | undefined;
 
   constructor(
     readonly runId: string,
@@ -425,14 +426,14 @@ export class DataOpsActivity {
 
   addInput(ref: string, data: Uint8Array): Observation {
     this.open();
-    if (this.steps !== undefined) throw new ActivityRejected("an input after the plan was derived", "INPUT_AFTER_PLAN");
+    if (this.steps !== undefined) throw this.violated(new ActivityRejected("an input after the plan was derived", "INPUT_AFTER_PLAN"));
     return this.record("input", ref, data, this.inputs, null);
   }
 
   /** Derive the plan from the inputs and the declared steps; returns the plan hash. */
   plan(steps: readonly string[]): string {
     this.open();
-    if (this.steps !== undefined) throw new ActivityRejected("the plan was already derived", "PLAN_ALREADY_DERIVED");
+    if (this.steps !== undefined) throw this.violated(new ActivityRejected("the plan was already derived", "PLAN_ALREADY_DERIVED"));
     this.steps = [...steps];
     this.planHashValue = planHash(
       this.inputs.map((i) => i.item.content_hash),
@@ -443,13 +444,17 @@ export class DataOpsActivity {
 
   addOutput(ref: string, data: Uint8Array): Observation {
     this.open();
-    if (this.steps === undefined) throw new ActivityRejected("an effect before the plan was derived", "EFFECT_BEFORE_PLAN");
+    if (this.steps === undefined) throw this.violated(new ActivityRejected("an effect before the plan was derived", "EFFECT_BEFORE_PLAN"));
     return this.record("output", ref, data, this.outputs, this.planHashValue ?? null);
   }
 
-  /** The signed receipt as a `completed` result (observations: the inputs, then the outputs). */
+  /**
+   * The signed receipt as a `completed` result (observations: the inputs, then the outputs).
+   * A broken phase rule is sticky: `finish` raises it again, and only `refusedResult` remains.
+   */
   finish(): ActivityResult {
     this.open();
+    if (this.violation !== undefined) throw this.violation;
     if (this.steps === undefined || this.planHashValue === undefined) throw new ActivityRejected("finish before a plan", "NO_PLAN");
     this.finished = true;
     const inputHashes = [...new Set(this.inputs.map((i) => i.item.content_hash))].sort();
@@ -485,6 +490,11 @@ export class DataOpsActivity {
       terminalState: "refused",
       reasonCode: code.toLowerCase(),
     });
+  }
+
+  private violated(error: ActivityRejected): ActivityRejected {
+    this.violation ??= error;
+    return error;
   }
 
   private open(): void {

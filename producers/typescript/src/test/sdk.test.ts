@@ -86,14 +86,16 @@ test("research: the report builder writes the v1 report and refuses what the sch
 });
 
 test("data/ops: phase rules, signed items and a signed receipt that verifies", () => {
+  assert.throws(() => new DataOpsActivity("run-1", "rollup", signer, "data").finish(), { code: "NO_PLAN" });
   const a = new DataOpsActivity("run-1", "rollup", signer, "data");
-  assert.throws(() => a.addOutput("out.csv", Buffer.from("x")), { code: "EFFECT_BEFORE_PLAN" });
-  assert.throws(() => a.finish(), { code: "NO_PLAN" });
   a.addInput("orders.csv", Buffer.from("a,b\n"));
   const plan = a.plan(["sum b"]);
   assert.equal(plan, c.planHash([c.contentHash(Buffer.from("a,b\n"))], ["sum b"]));
-  assert.throws(() => a.addInput("late.csv", Buffer.from("y")), { code: "INPUT_AFTER_PLAN" });
-  assert.throws(() => a.plan(["again"]), { code: "PLAN_ALREADY_DERIVED" });
+  const v = new DataOpsActivity("run-1", "rollup", signer, "data");
+  v.plan([]);
+  assert.throws(() => v.addInput("late.csv", Buffer.from("y")), { code: "INPUT_AFTER_PLAN" });
+  assert.throws(() => v.plan(["again"]), { code: "PLAN_ALREADY_DERIVED" });
+  assert.throws(() => v.finish(), { code: "INPUT_AFTER_PLAN" }, "the first violation is the one finish raises");
   a.addOutput("sum.csv", Buffer.from("1\n"));
   const result = a.finish();
   assert.throws(() => a.addOutput("x", Buffer.from("x")), { code: "ACTIVITY_FINISHED" });
@@ -110,6 +112,11 @@ test("data/ops: phase rules, signed items and a signed receipt that verifies", (
   const r = refused.refusedResult("UNSAFE_STEP", "no");
   assert.deepEqual([r.kind, r.terminal_state, r.reason_code], ["ops", "refused", "unsafe_step"]);
   assert.equal(JSON.parse(r.artifact.toString()).plan_hash, null);
+  const sticky = new DataOpsActivity("run-1", "s", signer, "data");
+  assert.throws(() => sticky.addOutput("early", Buffer.from("x")), { code: "EFFECT_BEFORE_PLAN" });
+  sticky.plan([]);
+  assert.throws(() => sticky.finish(), { code: "EFFECT_BEFORE_PLAN" }, "a violation is sticky");
+  assert.equal(sticky.refusedResult("EFFECT_BEFORE_PLAN", "early output").reason_code, "effect_before_plan");
 });
 
 test("a signed submission: the statement signature verifies, and the same inputs give the same bytes (retries reuse them)", () => {
