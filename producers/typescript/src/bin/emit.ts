@@ -24,12 +24,13 @@ import { SigningProducer, defaultProducerKeysDir, loadProducer } from "../identi
 const EXIT_PUBLISHED = 0;
 const EXIT_BAD_DESCRIPTION = 2;
 const EXIT_UNAVAILABLE = 3;
-const USAGE = `usage: bernstein-ts-emit < descriptions.jsonl
+const USAGE = `usage: bernstein-ts-emit [--timeout SECONDS] < descriptions.jsonl
 
 Publish one activity per JSON line on stdin (a stage or {"close_run": RUN_ID}); print where each landed.
 Environment: BERNSTEIN_KAFKA_BOOTSTRAP, BERNSTEIN_KAFKA_CONFIG_FILE, BERNSTEIN_TOPIC_PREFIX,
 BERNSTEIN_S3_ENDPOINT, BERNSTEIN_S3_ACCESS_KEY, BERNSTEIN_S3_SECRET_KEY, BERNSTEIN_S3_BUCKET,
-BERNSTEIN_PRODUCER_KEYS_DIR. Exit 0 published, 2 bad description or producer keys, 3 Kafka/S3 unavailable or refusing.
+BERNSTEIN_PRODUCER_KEYS_DIR. --timeout: wait at most this long for each acknowledgement (default 30).
+Exit 0 published, 2 bad description or producer keys, 3 Kafka/S3 unavailable or refusing (or bad flags).
 `;
 
 function fail(message: string, code: number): number {
@@ -66,7 +67,21 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(USAGE);
     return EXIT_PUBLISHED;
   }
-  if (argv.length > 0) return fail(`unexpected arguments: ${argv.join(" ")} (descriptions come on stdin; see --help)`, EXIT_BAD_DESCRIPTION);
+  let ackTimeoutMs = 30000;
+  const args = [...argv];
+  while (args.length > 0) {
+    const arg = args.shift() as string;
+    const value = arg === "--timeout" ? args.shift() : arg.startsWith("--timeout=") ? arg.slice("--timeout=".length) : undefined;
+    const seconds = Number(value);
+    if (value === undefined || value.trim() === "" || !Number.isFinite(seconds) || seconds <= 0) {
+      // As for `bernstein submit` (and every bernstein command), flags that do not parse exit 3.
+      return fail(
+        value === undefined && arg !== "--timeout" ? `unexpected argument ${JSON.stringify(arg)} (descriptions come on stdin; see --help)` : `--timeout needs a positive number of seconds`,
+        EXIT_UNAVAILABLE,
+      );
+    }
+    ackTimeoutMs = Math.round(seconds * 1000);
+  }
   let producer: SigningProducer;
   try {
     producer = loadProducer(defaultProducerKeysDir());
@@ -94,7 +109,7 @@ async function main(argv: string[]): Promise<number> {
       }
       let published: Published;
       try {
-        emitter ??= new Emitter({ producer });
+        emitter ??= new Emitter({ producer, ackTimeoutMs });
         if (description.type === "close") {
           published = await emitter.closeRun(description.runId, { submissionId: description.submissionId || newSubmissionId() });
         } else {

@@ -257,6 +257,10 @@ test("bernstein-ts-emit: exit 2 for a bad description or missing keys, exit 3 wh
   assert.equal(badProps.status, 3);
   assert.match(badProps.stderr, /keyring.json:1: expected key=value/);
   assert.equal(runEmit("", env).status, 0, "no lines: nothing to publish");
+  const flag = spawnSync(process.execPath, [EMIT, "--timeout", "0"], { input: "", env: { ...process.env, ...env }, encoding: "utf8" });
+  assert.equal(flag.status, 3, "bad flags exit 3, as bernstein submit");
+  assert.equal(flag.stderr, "bernstein-ts-emit: error: --timeout needs a positive number of seconds\n");
+  assert.equal(spawnSync(process.execPath, [EMIT, "--timeout=2.5"], { input: "", env: { ...process.env, ...env } }).status, 0);
   const badClose = runEmit('{"close_run": ".r"}\n', env);
   assert.equal(badClose.status, 2);
   assert.match(badClose.stderr, /^bernstein-ts-emit: error: line 1, field close_run: run_id "\.r" must be .*\(INVALID_RUN_ID\)\n$/);
