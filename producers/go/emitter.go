@@ -22,7 +22,7 @@ type Emitter struct {
 	ProducerID string
 	Signer     *Signer
 	Topic      string
-	Timeout    time.Duration // per attempt (default 30s)
+	Timeout    time.Duration // how long one attempt waits for its acknowledgement (default 30 s; the client's record delivery timeout is fixed at NewEmitter)
 	Retries    int           // extra attempts of a retriable failure (default 2)
 	client     *kgo.Client
 	pinged     bool
