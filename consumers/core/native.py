@@ -376,6 +376,13 @@ class NativeSchedulerCore:
                 return tallies
             producer.poll(0.05)
 
+    def plan_codes(self) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+        """The plan's refusals and dead letters by code, ``([(code, count)], [(code, count)])``: each code as
+        written in its record (a refusal's ``code``, a dead letter's ``code``), read back by the extension.
+        For the shell's metrics; the outputs are not changed."""
+        refused, dead_letters = self._native.plan_codes()
+        return list(refused), list(dead_letters)
+
     # -- state ------------------------------------------------------------------------
 
     def initial_state(self) -> NativeState:

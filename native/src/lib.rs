@@ -952,6 +952,16 @@ impl NativeCore {
         )
     }
 
+    /// The plan's refusals and dead letters by code: `([(code, count)], [(code, count)])`, in
+    /// first-seen order (the code as written in each record; the shell's metrics).
+    #[allow(clippy::type_complexity)]
+    fn plan_codes(&self) -> (Vec<(String, u64)>, Vec<(String, u64)>) {
+        (
+            self.plan.codes.refused.clone(),
+            self.plan.codes.dead_letters.clone(),
+        )
+    }
+
     /// Number of planned outputs, and how many of them were produced.
     fn plan_progress(&self) -> (usize, usize) {
         (self.plan.outputs.len(), self.plan.cursor)
