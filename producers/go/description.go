@@ -73,6 +73,10 @@ func ParseDescription(text []byte, line int, cwd string) (*Description, error) {
 	fail := func(field, format string, args ...any) error {
 		return &DescriptionError{Line: line, Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
+	if hasLoneSurrogateEscape(text) {
+		// Go's JSON decoder would turn it into U+FFFD, silently publishing other bytes than described.
+		return nil, fail("", "a string holds a lone UTF-16 surrogate escape (\\uD800-\\uDFFF without its pair): it has no UTF-8 form")
+	}
 	if field, err := duplicateKey(text); err != nil {
 		return nil, fail("", "not JSON: %v", err)
 	} else if field != "" {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -16,7 +17,8 @@ import (
 // can always be reattached. Publishing waits for the broker's acknowledgement; a failure is a typed
 // error, never a silent loss. Retries reuse the same bytes (same submission_id, same
 // occurred_at_ms and, Ed25519 being deterministic, the same signature): the scheduler journals a
-// submission_id once and refuses a repeat as DUPLICATE_SUBMISSION.
+// submission_id once and refuses a repeat as DUPLICATE_SUBMISSION. Safe for concurrent use
+// (set Timeout and Retries before the first publish).
 type Emitter struct {
 	Store      *BlobStore
 	ProducerID string
@@ -25,7 +27,8 @@ type Emitter struct {
 	Timeout    time.Duration // how long one attempt waits for its acknowledgement (default 30 s; the client's record delivery timeout is fixed at NewEmitter)
 	Retries    int           // extra attempts of a retriable failure (default 2)
 	client     *kgo.Client
-	pinged     bool
+	pingOnce   sync.Once
+	pingErr    error
 }
 
 // Published says where a record landed.
@@ -199,17 +202,17 @@ func (e *Emitter) requireEvidence(ctx context.Context, result *ActivityResult) e
 }
 
 func (e *Emitter) produce(ctx context.Context, runID, submissionID string, value []byte) (*Published, error) {
-	if !e.pinged {
-		// A refused login or an untrusted broker certificate fails here within seconds instead of
-		// after the whole delivery timeout; anything else is left to the produce and its retries.
-		e.pinged = true
+	// The first publish pings the cluster: a refused login or an untrusted broker certificate fails
+	// within seconds instead of after the whole delivery timeout; anything else is left to the
+	// produce and its retries.
+	e.pingOnce.Do(func() {
 		pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := e.client.Ping(pingCtx)
-		cancel()
-		if err != nil {
-			if failed := publishError(err, e.Topic, runID, submissionID, value, e.Timeout); !failed.Retriable && failed.Reason != "" {
-				return nil, failed
-			}
+		defer cancel()
+		e.pingErr = e.client.Ping(pingCtx)
+	})
+	if e.pingErr != nil {
+		if failed := publishError(e.pingErr, e.Topic, runID, submissionID, value, e.Timeout); !failed.Retriable && failed.Reason != "" {
+			return nil, failed
 		}
 	}
 	attempt := 0
