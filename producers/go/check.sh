@@ -10,6 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")"
 start=$(date +%s%N)
 
+if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
+    PATH="/usr/local/go/bin:$PATH"  # the official tarball's place, not always on a non-login PATH
+fi
 if ! command -v go >/dev/null 2>&1; then
     echo "producers/go/check.sh: go is not on PATH (Go >= 1.26 is needed: README Prerequisites)" >&2
     exit 2
