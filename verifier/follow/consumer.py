@@ -339,7 +339,7 @@ class Follower:
                     self._rewritten(entry.resume, what)
                     self._restart(partition)
                     continue
-            if entry.end is not None:
+            if entry.end is not None and batch and batch[-1].offset() >= entry.end:
                 batch = [m for m in batch if m.offset() < entry.end]
             if batch:
                 self._check_records(entry, partition, batch, trusted, now)
