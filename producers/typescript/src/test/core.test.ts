@@ -9,7 +9,7 @@ import { Partitioners } from "kafkajs";
 
 import { Codec, SCHEMA_DIR, crc64Avro, defaultCodec } from "../avro";
 import * as c from "../canonical";
-import { parseClientProperties } from "../config";
+import { loadSettings, parseClientProperties } from "../config";
 import { kafkaClientConfig } from "../emitter";
 import { Ed25519Signer, loadProducer, resolveProducerId } from "../identity";
 import { DuplicateKey, JsonFloat, parseJson } from "../json";
@@ -177,4 +177,18 @@ test("client properties: substrate/kafka.py's allow-list and checks; kafkajs opt
   assert.throws(() => kafkaClientConfig("h:1", { "security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI" }), { code: "E_KAFKA_CONFIG" });
   assert.throws(() => kafkaClientConfig("h:1", { "security.protocol": "SSL", "ssl.ca.location": "/nonexistent/ca.pem" }), /ENOENT/);
   assert.throws(() => kafkaClientConfig(" , ", {}), { code: "E_NO_BOOTSTRAP" });
+});
+
+test("settings come from the environment with the Python SDK's defaults", () => {
+  const none = loadSettings({});
+  assert.equal(none.kafkaBootstrap, undefined);
+  assert.equal(none.s3, undefined);
+  assert.equal(none.topics.submissions, "bernstein.activity.submissions");
+  assert.deepEqual(none.kafkaSecurity, {});
+  const some = loadSettings({ BERNSTEIN_S3_ENDPOINT: "http://h:9000", BERNSTEIN_TOPIC_PREFIX: "p1", BERNSTEIN_KAFKA_BOOTSTRAP: "k:1", BERNSTEIN_PRODUCER_KEYS_DIR: "/keys" });
+  assert.deepEqual(some.s3, { endpoint: "http://h:9000", accessKey: "bernstein", secretKey: "bernstein-secret-key", bucket: "bernstein-cas", region: "us-east-1" });
+  assert.equal(some.topics.submissions, "p1.activity.submissions");
+  assert.equal(some.kafkaBootstrap, "k:1");
+  assert.equal(some.producerKeysDir, "/keys");
+  assert.throws(() => loadSettings({ BERNSTEIN_KAFKA_CONFIG_FILE: "/nonexistent.properties" }), { code: "E_KAFKA_CONFIG", message: /ENOENT/ });
 });
