@@ -2,6 +2,7 @@ package bernstein
 
 import (
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -18,7 +19,7 @@ type ActivityResult struct {
 	Observations    []Observation
 }
 
-// Outcome is a result's terminal state and reason code (Completed/"ok" when zero).
+// Outcome is a result's terminal state and reason code (each defaults: completed, "ok").
 type Outcome struct {
 	TerminalState string
 	ReasonCode    string
@@ -36,13 +37,14 @@ func ArtifactBytes(artifact any) ([]byte, error) {
 
 // BuildResult is the generic builder: computes both hashes and refuses what the scheduler would
 // refuse anyway (unknown kind or terminal state, empty or invalid reason code, an artifact over
-// the inline limit, a malformed observation hash). artifact is []byte or a JSON value.
+// the inline limit, a malformed observation hash). artifact is []byte or a JSON value. A blank
+// reason code (not empty) is refused as EMPTY_REASON_CODE.
 func BuildResult(kind string, artifact any, observations []Observation, outcome Outcome) (*ActivityResult, error) {
 	if outcome.TerminalState == "" {
 		outcome.TerminalState = Completed
 	}
-	if outcome.ReasonCode == "" && outcome.TerminalState == Completed {
-		outcome.ReasonCode = "ok"
+	if outcome.ReasonCode == "" {
+		outcome.ReasonCode = "ok" // as the Python SDK's ActivityResult.build and D3 descriptions
 	}
 	if !kinds[kind] {
 		return nil, &ActivityRejected{Reason: "UNKNOWN_KIND", Msg: fmt.Sprintf("unknown activity kind %q", kind)}
@@ -50,7 +52,7 @@ func BuildResult(kind string, artifact any, observations []Observation, outcome 
 	if !terminalStates[outcome.TerminalState] {
 		return nil, &ActivityRejected{Reason: "UNKNOWN_TERMINAL_STATE", Msg: fmt.Sprintf("unknown terminal state %q", outcome.TerminalState)}
 	}
-	if outcome.ReasonCode == "" {
+	if strings.TrimFunc(outcome.ReasonCode, isPySpace) == "" {
 		return nil, &ActivityRejected{Reason: "EMPTY_REASON_CODE", Msg: "reason_code must not be empty"}
 	}
 	if !IsValidReasonCode(outcome.ReasonCode) {

@@ -83,6 +83,8 @@ func TestDescriptionErrors(t *testing.T) {
 		`{"run_id": "bad id", "stage_id": "s", "role": "developer", "kind": "coding", "artifact": 1}`:                      "line 7, field run_id: run_id \"bad id\" must be 1-128 characters",
 		`{"run_id": "r", "stage_id": "s", "role": "developer", "kind": "poetry", "artifact": 1}`:                           "line 7, field kind: unknown activity kind \"poetry\" (UNKNOWN_KIND)",
 		`{"run_id": "r", "stage_id": "s", "role": "developer", "kind": "coding", "artifact": 1, "terminal_state": "done"}`: "line 7, field terminal_state: unknown terminal state",
+		`{"run_id": "r", "stage_id": "s", "role": "developer", "kind": "coding", "artifact": 1, "reason_code": " \t"}`:     "line 7, field reason_code: reason_code must not be empty (EMPTY_REASON_CODE)",
+		`{"run_id": "r", "stage_id": "s", "role": "developer", "kind": "coding", "artifact": 1, "reason_code": "a\u0001"}`: "line 7, field reason_code: reason_code must be at most 128 characters without control characters (INVALID_REASON_CODE)",
 	} {
 		d, err := ParseDescription([]byte(line), 7, ".")
 		must(t, err)
