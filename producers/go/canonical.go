@@ -195,9 +195,7 @@ func writeCanonical(buf *bytes.Buffer, v reflect.Value, depth int) error {
 		f := v.Float()
 		return &CanonicalizationError{Msg: fmt.Sprintf("floats are not allowed in hashed documents (got %s); use an integer or a string", formatFloat(f))}
 	case reflect.Slice, reflect.Array:
-		if v.Kind() == reflect.Slice && v.IsNil() {
-			// a nil slice is the empty array: Go code builds lists with append
-		}
+		// A nil slice is the empty array (Go code builds lists with append).
 		if depth >= MaxJSONDepth {
 			return &CanonicalizationError{Msg: fmt.Sprintf("value nests arrays and objects deeper than %d levels", MaxJSONDepth)}
 		}

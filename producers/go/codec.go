@@ -3,7 +3,6 @@ package bernstein
 import (
 	"bytes"
 	"embed"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"io/fs"
@@ -193,6 +192,3 @@ func derefAny(out any) any {
 	}
 	return out
 }
-
-// FingerprintLE is the 8-byte fingerprint as read from a header.
-func FingerprintLE(fp [8]byte) uint64 { return binary.LittleEndian.Uint64(fp[:]) }

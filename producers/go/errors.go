@@ -3,7 +3,6 @@ package bernstein
 import (
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // Every error this package returns on purpose has a stable machine-readable Code (as the Python
@@ -143,11 +142,3 @@ func (e *PublishFailed) Code() string {
 	return "E_PUBLISH_FAILED"
 }
 func (e *PublishFailed) Unwrap() error { return e.Err }
-
-func clip(s string, n int) string {
-	s = strings.ToValidUTF8(s, "?")
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
-}
