@@ -14,6 +14,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -276,3 +277,54 @@ def test_the_shell_logs_events_through_its_emit_hook() -> None:
     shell.emit = None
     shell._report()
     assert shell.progress.getvalue().startswith(f"scheduler p{PARTITION}: running: offset -1 | consumed 3")
+
+
+def test_a_failing_start_is_one_json_error_line_with_its_code_and_exit_3(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "BERNSTEIN_KEYS_DIR": str(tmp_path / "no-keys"), "BERNSTEIN_LOG_FORMAT": "json"}
+    result = subprocess.run(
+        [sys.executable, "-m", "bernstein", "scheduler", "run"], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert result.returncode == 3
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    event = json.loads(lines[0])
+    assert (event["level"], event["event"], event["code"], event["partition"]) == ("error", "error", "E_KEY_MISSING", 0)
+    assert event["message"].startswith(f"no key at {tmp_path / 'no-keys'}")
+
+
+def test_all_partitions_gives_each_child_its_own_metrics_port_and_the_log_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bernstein.cli import build_parser
+    from bernstein.commands import scheduler
+
+    started: list[list[str]] = []
+
+    class Child:
+        def __init__(self, command: list[str]) -> None:
+            started.append(command)
+
+        def wait(self) -> int:
+            return 0
+
+        def send_signal(self, signum: int) -> None:
+            pass
+
+    monkeypatch.setattr("bernstein.commands.scheduler.subprocess.Popen", Child)
+    monkeypatch.setattr("bernstein.commands.scheduler.signal.signal", lambda *a: None)
+    for port, expected in (("9400", ["9400", "9401", "9402"]), ("0", ["0", "0", "0"])):
+        started.clear()
+        args = build_parser().parse_args(
+            ["scheduler", "run", "--all-partitions", "--metrics-port", port, "--metrics-host", "0.0.0.0", "--log-format", "json"]
+        )
+        assert scheduler._supervise(args, 3) == 0
+        for p, command in enumerate(started):
+            assert command[command.index("--partition") + 1] == str(p)
+            assert command[command.index("--metrics-port") + 1] == expected[p]
+            assert command[command.index("--metrics-host") + 1] == "0.0.0.0"
+            assert command[command.index("--log-format") + 1] == "json"
+    started.clear()
+    scheduler._supervise(build_parser().parse_args(["scheduler", "run", "--all-partitions"]), 2)
+    assert all("--metrics-port" not in command and "--log-format" not in command for command in started)
