@@ -151,6 +151,9 @@ func (r *Runner) stepInput(name string, in obj, expect string, last, journalled 
 				sig = resigned.ProducerSignature
 			}
 		}
+	case "ComputerUseAction.v2":
+		r.computerUseAction(name, record, expect, last, signers)
+		return
 	default:
 		return
 	}
@@ -279,5 +282,51 @@ func (r *Runner) describedStage(name string, stage any, want []byte, signers map
 	got, err := built.Encode()
 	if r.ok(name, err) {
 		r.same(name, hexs(got), hexs(want))
+	}
+}
+
+// computerUseAction recomputes what a browser producer derives for an action: the anchor from
+// prev_anchor, observation_hash and the action; and the Ed25519 signature of its lineage entry
+// from the producer's seed. The case that breaks one of them must differ there (and only the last
+// input of a case may be broken). The lineage HMAC key is not stated by the vectors, so the HMAC
+// is not recomputed.
+func (r *Runner) computerUseAction(name string, record any, expect string, last bool, signers map[string]*bernstein.Signer) {
+	rec, _ := record.(map[string]any)
+	action, _ := rec["action"].(map[string]any)
+	anchor, err := bernstein.ActionAnchor(fmt.Sprint(rec["prev_anchor"]), fmt.Sprint(rec["observation_hash"]), action)
+	if !r.ok(name+"/anchor", err) {
+		return
+	}
+	r.expectSame(name+"/anchor", anchor, fmt.Sprint(rec["anchor"]), last && expect == "ANCHOR_MISMATCH")
+	lineage, _ := rec["lineage"].(map[string]any)
+	entryHex, _ := lineage["entry"].(map[string]any)
+	entry, err := hex.DecodeString(fmt.Sprint(entryHex["hex"]))
+	if !r.ok(name+"/lineage_signature", err) {
+		return
+	}
+	sigHex, _ := lineage["signature"].(map[string]any)
+	stated := fmt.Sprint(sigHex["hex"])
+	signer := signers[fmt.Sprint(lineage["key_id"])]
+	if signer == nil {
+		if last && expect == "LINEAGE_KEY_NOT_PINNED" {
+			r.pass(name + "/lineage_signature")
+		} else {
+			r.miss(name+"/lineage_signature", "signed by key %v, which keys.producers does not list", lineage["key_id"])
+		}
+		return
+	}
+	broken := last && (expect == "LINEAGE_SIGNATURE_INVALID" || expect == "LINEAGE_MALFORMED")
+	r.expectSame(name+"/lineage_signature", hexs(signer.Sign(bernstein.LineageSigningInput(entry))), stated, broken)
+}
+
+// expectSame: got equals want, or (broken) must differ.
+func (r *Runner) expectSame(name, got, want string, broken bool) {
+	switch {
+	case !broken:
+		r.same(name, got, want)
+	case got == want:
+		r.miss(name, "the case that breaks this value states a correct one (%s)", clip(got))
+	default:
+		r.pass(name)
 	}
 }
