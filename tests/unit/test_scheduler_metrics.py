@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import socket
 import time
 import urllib.error
@@ -328,3 +329,24 @@ def test_all_partitions_gives_each_child_its_own_metrics_port_and_the_log_format
     started.clear()
     scheduler._supervise(build_parser().parse_args(["scheduler", "run", "--all-partitions"]), 2)
     assert all("--metrics-port" not in command and "--log-format" not in command for command in started)
+
+
+def test_docs_operations_lists_exactly_the_metrics_the_scheduler_serves() -> None:
+    from consumers.shell import Counters
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text(encoding="utf-8")
+    section = doc.split("## Metrics and health", 1)[1].split("\n## ", 1)[0]
+    documented = dict(re.findall(r"^\| `(bernstein_scheduler_[a-z_]+)` \| ([a-z ()]+) \|", section, flags=re.M))
+    shell = _shell()
+    metrics = SchedulerMetrics(shell, "python reference")
+    c: Counters = shell.counters
+    c.next_offset, c.high_watermark, c.last_seal_time, c.rebuilds = 1, 2, 3.0, 1  # every conditional family present
+    c.refused_codes["X"] = c.dead_letter_codes["Y"] = 1
+    suffix = {"counter": "_total", "info": "_info"}
+    kind = {"info": "gauge (info)"}
+    served = {
+        family.name + suffix.get(family.type, ""): kind.get(family.type, family.type)
+        for family in metrics.registry.collect()
+        if family.name.startswith("bernstein_scheduler_")
+    }
+    assert served == documented
