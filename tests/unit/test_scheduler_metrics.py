@@ -350,3 +350,33 @@ def test_docs_operations_lists_exactly_the_metrics_the_scheduler_serves() -> Non
         if family.name.startswith("bernstein_scheduler_")
     }
     assert served == documented
+
+
+def test_docs_operations_lists_every_event_the_scheduler_logs() -> None:
+    root = Path(__file__).resolve().parents[2]
+    doc = (root / "docs" / "operations.md").read_text(encoding="utf-8")
+    section = doc.split("## Structured logs", 1)[1].split("\n## ", 1)[0]
+    documented = {name for row in re.findall(r"^\| (`[^|]+) \|", section, flags=re.M) for name in re.findall(r"`([a-z_]+)`", row)}
+    logged = _event_names(root / "consumers" / "shell.py", "_log", 1) | _event_names(
+        root / "bernstein" / "commands" / "scheduler.py", "emit", 0
+    )
+    from bernstein.commands.scheduler import STARTUP_EVENTS
+
+    logged |= set(STARTUP_EVENTS)
+    assert {"progress", "stopped", "state_rebuilt", "consuming", "metrics_listening", "fenced", "error"} <= logged
+    assert logged == documented
+
+
+def _event_names(path: Path, method: str, position: int) -> set[str]:
+    """The string constants given as argument ``position`` of every ``.method(...)`` call in ``path``."""
+    import ast
+
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == method:
+            if len(node.args) > position:
+                arg = node.args[position]
+                for value in (arg.body, arg.orelse) if isinstance(arg, ast.IfExp) else (arg,):
+                    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                        names.add(value.value)
+    return names
