@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import re
@@ -344,3 +345,22 @@ def test_the_checkpoint_writer_saves_in_order_then_reports_and_surfaces_a_failur
             broken.save(Checkpoint(TOPIC, 0, 6, value_digest(b""), 7, state))
     finally:
         broken.close()
+
+
+def test_the_command_refuses_keys_without_an_audit_key_and_bad_flags_before_any_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bernstein.cli import main
+
+    monkeypatch.setenv("BERNSTEIN_KAFKA_BOOTSTRAP", "127.0.0.1:9")  # never reached
+    seal_only = tmp_path / "seal-only.json"
+    seal_key = TrustedKey("sha256:" + hashlib.sha256(b"\x01" * 32).hexdigest(), KeyPurpose.SEAL, b"\x01" * 32)
+    seal_only.write_text(json.dumps(TrustedKeys.of([seal_key]).to_json()))
+    assert main(["audit", "follow", "--once", "--trusted-keys", str(seal_only), "--state", str(tmp_path / "s")]) == 3
+    assert "pin no audit key" in capsys.readouterr().err
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps(trusted(SECRET).to_json()))
+    assert main(["audit", "follow", "--once", "--trusted-keys", str(keys), "--checkpoint-every", "0"]) == 3
+    assert "--checkpoint-every 0.0: must be a positive number of seconds" in capsys.readouterr().err
+    assert main(["audit", "follow", "--once", "--trusted-keys", str(tmp_path / "missing.json")]) == 3
+    assert "no trusted-keys file" in capsys.readouterr().err
