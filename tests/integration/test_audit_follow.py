@@ -354,7 +354,8 @@ def test_a_killed_follower_resumes_without_rechecking_or_skipping_and_reports_a_
     _ranges_cover_exactly(first_run + follower.progress, offsets)
 
 
-def test_a_rewritten_topic_is_reported_on_resume_and_its_deleted_record_as_a_gap(deployment: Deployment) -> None:
+@pytest.mark.parametrize("padded", [False, True], ids=["record-vanished", "record-changed"])
+def test_a_rewritten_topic_is_reported_on_resume_and_its_deleted_record_as_a_gap(deployment: Deployment, padded: bool) -> None:
     bootstrap = deployment.services.bootstrap
     scheduler = Scheduler(bootstrap, deployment.topics, deployment.keys)
     try:
@@ -382,12 +383,16 @@ def test_a_rewritten_topic_is_reported_on_resume_and_its_deleted_record_as_a_gap
             assert time.monotonic() < deadline
             time.sleep(0.5)
     kept = [(r.key, r.value) for r in audit if parts(r.value)[0]["seq"] != 5]
+    if padded:  # copies after them, so that the checkpoint's offset holds a record again (another one)
+        kept += kept * (audit[-1].offset // len(kept) + 1)
     produce_all(bootstrap, topic, kept)
     wait_stable(bootstrap, topic)
     code, alerts, err = deployment.once(state="rw")
     assert code == 2, err
-    assert [a["alert"] for a in alerts] == ["history_rewritten", "gap"]
+    assert [a["alert"] for a in alerts[:2]] == ["history_rewritten", "gap"]
+    assert ("has changed" in alerts[0]["detail"]) is padded and ("has vanished" in alerts[0]["detail"]) is not padded
     assert alerts[0]["offset"] == audit[-1].offset and alerts[1]["offset"] == 5 and alerts[1]["expected_seq"] == 5
+    assert {a["alert"] for a in alerts[2:]} == ({"out_of_order"} if padded else set())  # the copies replay seqs
 
 
 def test_kafka_errors_are_typed_exit_3_never_a_traceback(deployment: Deployment, services: Services) -> None:
