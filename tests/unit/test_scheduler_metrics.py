@@ -380,3 +380,31 @@ def _event_names(path: Path, method: str, position: int) -> set[str]:
                     if isinstance(value, ast.Constant) and isinstance(value.value, str):
                         names.add(value.value)
     return names
+
+
+def test_a_defect_is_one_json_internal_error_line_exit_4_and_debug_still_raises(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bernstein.cli import build_parser
+    from bernstein.commands import scheduler
+
+    def broken(args: Any, log: Any) -> int:
+        raise RuntimeError("a defect")
+
+    monkeypatch.setattr(scheduler, "_run_logged", broken)
+    monkeypatch.setattr(scheduler, "install_json_logging", lambda log: None)  # leave this process's logging alone
+    monkeypatch.delenv("BERNSTEIN_DEBUG", raising=False)
+    args = build_parser().parse_args(["scheduler", "run", "--partition", "1", "--log-format", "json"])
+    assert scheduler._run(args) == 4
+    (line,) = capsys.readouterr().err.splitlines()
+    event = json.loads(line)
+    assert (event["event"], event["level"], event["exception"], event["partition"]) == (
+        "internal_error",
+        "error",
+        "RuntimeError",
+        1,
+    )
+    assert event["message"] == "RuntimeError: a defect (a defect; rerun with --debug and report it)"
+    debug = build_parser().parse_args(["--debug", "scheduler", "run", "--log-format", "json"])
+    with pytest.raises(RuntimeError, match="a defect"):
+        scheduler._run(debug)
