@@ -351,8 +351,11 @@ def _supervise(args: argparse.Namespace, partitions: int) -> int:
     if args.accept_undeclared_sizes:
         passthrough.append("--accept-undeclared-sizes")
 
+    port = args.metrics_port
+    if port and port + partitions - 1 > 65535:
+        raise UsageError(f"--metrics-port {port}: partition p serves on {port}+p, past 65535 for {partitions} partitions")
+
     def metrics(p: int) -> list[str]:
-        port = args.metrics_port
         return [] if port is None else ["--metrics-port", str(port + p if port else 0)]
 
     children = [

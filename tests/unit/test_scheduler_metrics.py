@@ -300,6 +300,7 @@ def test_a_failing_start_is_one_json_error_line_with_its_code_and_exit_3(tmp_pat
 def test_all_partitions_gives_each_child_its_own_metrics_port_and_the_log_format(monkeypatch: pytest.MonkeyPatch) -> None:
     from bernstein.cli import build_parser
     from bernstein.commands import scheduler
+    from bernstein.commands.common import UsageError
 
     started: list[list[str]] = []
 
@@ -327,6 +328,9 @@ def test_all_partitions_gives_each_child_its_own_metrics_port_and_the_log_format
             assert command[command.index("--metrics-host") + 1] == "0.0.0.0"
             assert command[command.index("--log-format") + 1] == "json"
     started.clear()
+    with pytest.raises(UsageError, match="--metrics-port 65534: partition p serves on 65534\\+p, past 65535 for 3"):
+        scheduler._supervise(build_parser().parse_args(["scheduler", "run", "--all-partitions", "--metrics-port", "65534"]), 3)
+    assert started == []
     scheduler._supervise(build_parser().parse_args(["scheduler", "run", "--all-partitions"]), 2)
     assert all("--metrics-port" not in command and "--log-format" not in command for command in started)
 
