@@ -21,12 +21,14 @@ from bernstein.commands.common import (
     add_keys_flag,
     add_prefix_flag,
     command_group,
+    metrics_port,
     non_negative_int,
     settings_from,
     trusted_from,
 )
 from substrate.kafka import require_bootstrap
 from substrate.keys import TrustedKeys
+from substrate.ops_http import DEFAULT_HOST, OpsServer
 from verifier.facts import A_RECORD
 from verifier.follow.alerts import Alert
 from verifier.follow.checker import Policy
@@ -103,6 +105,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="seconds without an audit record while submissions wait (0: off; default 60)",
     )
     follow.add_argument("--checkpoint-every", type=float, default=1.0, help="seconds between checkpoint saves (default 1)")
+    follow.add_argument(
+        "--metrics-port",
+        type=metrics_port,
+        default=None,
+        help="serve /metrics (Prometheus), /healthz and /readyz on this port (0: any free port, printed on stderr). "
+        "Default: no server (docs/operations.md)",
+    )
+    follow.add_argument(
+        "--metrics-host",
+        default=DEFAULT_HOST,
+        help=f"address the metrics server listens on (default {DEFAULT_HOST}; 0.0.0.0 for every interface)",
+    )
     follow.set_defaults(func=_follow)
 
 
@@ -213,6 +227,14 @@ def _follow(args: argparse.Namespace) -> int:
         on_record=_record_view(sys.stdout, topics.audit) if text else None,
         progress=progress if args.progress else None,
     )
+    server = None
+    if args.metrics_port is not None:
+        from verifier.follow.metrics import FollowerMetrics, FollowerProbe
+
+        server = OpsServer(
+            FollowerMetrics(follower).registry, FollowerProbe(follower), host=args.metrics_host, port=args.metrics_port
+        ).start()
+        progress({"event": "metrics_listening", "url": server.url, "port": server.port})
     stopping: list[int] = []
 
     def stop(signum: int, _frame: FrameType | None) -> None:
@@ -224,6 +246,8 @@ def _follow(args: argparse.Namespace) -> int:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        if server is not None:
+            server.close()
     if text:
         print(f"checked {follower.checked} records, {alerts} alerts", file=sys.stdout)
     return EXIT_ALERTS if alerts else EXIT_CLEAN

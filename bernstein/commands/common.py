@@ -104,6 +104,17 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def metrics_port(text: str) -> int:
+    """argparse type of ``--metrics-port``: 0 (any free port) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--metrics-port takes a port number, not {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"--metrics-port takes 0 to 65535, not {value}")
+    return value
+
+
 def positive_seconds(text: str) -> float:
     """argparse type: a number of seconds > 0."""
     try:

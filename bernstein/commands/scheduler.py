@@ -22,7 +22,15 @@ from types import FrameType
 from typing import Final
 
 from bernstein.cli import EXIT_INTERNAL, EXIT_USAGE
-from bernstein.commands.common import UsageError, add_keys_flag, add_prefix_flag, command_group, keys_from, settings_from
+from bernstein.commands.common import (
+    UsageError,
+    add_keys_flag,
+    add_prefix_flag,
+    command_group,
+    keys_from,
+    metrics_port,
+    settings_from,
+)
 from consumers.core.model import (
     DEFAULT_MAX_OUTPUT_BYTES,
     MAX_CHECKPOINT_EVERY,
@@ -111,7 +119,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     run.add_argument(
         "--metrics-port",
-        type=_port,
+        type=metrics_port,
         default=None,
         help="serve /metrics (Prometheus), /healthz and /readyz on this port (0: any free port, logged at start; "
         "with --all-partitions partition p serves on PORT+p). Default: no server (docs/operations.md)",
@@ -128,16 +136,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="stderr lines as text (default) or one JSON object per line ($BERNSTEIN_LOG_FORMAT sets the default)",
     )
     run.set_defaults(func=_run)
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--metrics-port takes a port number, not {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"--metrics-port takes 0 to 65535, not {value}")
-    return value
 
 
 def _journal_offset(text: str) -> int:

@@ -540,3 +540,59 @@ def test_operational_alerts_dead_letter_refusal_burst_unsealed_run_and_silent_sc
     assert (silent["offset"], silent["waiting"], silent["last_input"]) == (None, 1, 4)
     assert follower.stop() == 2
     assert sorted(a["alert"] for a in follower.seen) == ["deadletter", "refusal_burst", "run_unsealed", "scheduler_silent"]
+
+
+def _scrape(url: str) -> dict[str, float]:
+    """``/metrics`` as {'name{labels}': value} (the samples only)."""
+    import urllib.request
+
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    samples: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    return samples
+
+
+def _status(url: str) -> int:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def test_metrics_count_the_records_checked_and_the_alerts_raised(deployment: Deployment) -> None:
+    scheduler = Scheduler(deployment.services.bootstrap, deployment.topics, deployment.keys)
+    follower = deployment.follow("--metrics-port", "0")
+    try:
+        deadline = time.monotonic() + 30
+        while not any(e.get("event") == "metrics_listening" for e in follower.events):
+            assert time.monotonic() < deadline and follower.process.poll() is None, "".join(follower.stderr)
+            time.sleep(0.05)
+        url = next(e["url"] for e in follower.events if e.get("event") == "metrics_listening")
+        deployment.traffic(runs=4, stages=4)
+        audit = deployment.wait_audited(20)
+        follower.wait_checked(audit[-1].offset)
+        clean = _scrape(url)
+        assert clean['bernstein_audit_records_verified_total{partition="0"}'] == len(audit) == 20
+        assert all(v == 0 for k, v in clean.items() if k.startswith("bernstein_audit_alerts_total")), clean
+        assert clean['bernstein_audit_lag_records{partition="0"}'] == 0
+        assert clean["bernstein_audit_ready"] == 1
+        assert clean['bernstein_audit_last_record_timestamp_seconds{partition="0"}'] == audit[-1].timestamp_ms / 1000
+        assert (_status(url + "/healthz"), _status(url + "/readyz")) == (200, 200)
+
+        offset, at = deployment.forge(remac(audit[-1].value, os.urandom(32), "hmac-sha256-key:unpinned"))
+        follower.wait_alert("unknown_key", offset, at)
+        after = _scrape(url)
+        assert after['bernstein_audit_alerts_total{kind="unknown_key"}'] == 1
+        assert sum(v for k, v in after.items() if k.startswith("bernstein_audit_alerts_total")) == 1
+        assert after['bernstein_audit_records_verified_total{partition="0"}'] == 21
+    finally:
+        scheduler.stop()
+        follower.stop()

@@ -122,6 +122,13 @@ class Follower:
         self._journal: Any = None
         """``check_journal``: the journal's consumer (assigned the audit partitions' numbers, never in the group)."""
         self._failure: BernsteinError | None = None
+        # what the metrics endpoint reads (verifier.follow.metrics), kept by the loop at no cost per record
+        self.verified_by_partition: dict[int, int] = {}
+        self.last_timestamp_ms: dict[int, int] = {}
+        self._high: dict[int, int] = {}
+        self._position: dict[int, int] = {}
+        self._beat = time.monotonic()
+        self._state = (False, "starting")
 
     # -- alerts -------------------------------------------------------------------
 
@@ -370,6 +377,11 @@ class Follower:
         entry.unsaved += len(batch)
         entry.checked += len(batch)
         self.checked += len(batch)
+        self.verified_by_partition[partition] = self.verified_by_partition.get(partition, 0) + len(batch)
+        ts_type, ts = batch[-1].timestamp()
+        if ts_type != 0:
+            self.last_timestamp_ms[partition] = ts
+        self._note_end(partition)
         if entry.first_unsaved is None:
             entry.first_unsaved = batch[0].offset()
         entry.last_offset = batch[-1].offset()
@@ -532,6 +544,12 @@ class Follower:
                 consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
             last_save = last_tick = time.monotonic()
             while not stop():
+                self._beat = time.monotonic()
+                self._state = (
+                    (True, f"following {len(self.partitions)} partition(s)")
+                    if self.partitions
+                    else (False, "no partition assigned")
+                )
                 try:
                     messages = consumer.consume(_BATCH, 0.1)
                 except KafkaException as exc:
@@ -548,6 +566,8 @@ class Follower:
                 moment = time.monotonic()
                 if moment - last_save >= self.options.checkpoint_every:
                     self._save()
+                    for partition in list(self.partitions):  # the lag metric, also while nothing arrives
+                        self._note_end(partition)
                     last_save = moment
                 if self.options.once:
                     if all(entry.done and self._journal_done(entry) for entry in self.partitions.values()):
@@ -559,7 +579,12 @@ class Follower:
             self._tick()
             self._save()  # what the last tick alerted on (runs, silence) is not alerted again by the next run
             self._writer.flush()
+        except BaseException as exc:
+            self._state = (False, f"failed: {exc}")
+            raise
         finally:
+            if self._state[0]:
+                self._state = (False, "stopped")
             for client in (consumer, self._journal):
                 try:
                     if client is not None:
@@ -568,6 +593,42 @@ class Follower:
                     pass
             self._writer.close()
         return self.alerts
+
+    # -- what the metrics endpoint reads ---------------------------------------------
+
+    def _note_end(self, partition: int) -> None:
+        """The partition's end offset as the consumer last fetched it (no request: librdkafka's cached value)."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        if self._consumer is None:
+            return
+        tp = TopicPartition(self.topic, partition)
+        try:
+            _, high = self._consumer.get_watermark_offsets(tp, cached=True)
+            (position,) = self._consumer.position([tp])
+        except (KafkaException, RuntimeError, ValueError):
+            return
+        if high is not None and high >= 0:
+            self._high[partition] = int(high)
+        if position.offset >= 0:
+            self._position[partition] = int(position.offset)
+
+    def lag_by_partition(self) -> dict[int, int]:
+        """Records not checked yet per partition with a known end and position (end minus the next offset)."""
+        lag: dict[int, int] = {}
+        for partition in list(self.partitions):
+            high, position = self._high.get(partition), self._position.get(partition)
+            if high is not None and position is not None:
+                lag[partition] = max(0, high - position)
+        return lag
+
+    def since_beat(self) -> float:
+        """Seconds since the check loop last went round."""
+        return time.monotonic() - self._beat
+
+    def readiness(self) -> tuple[bool, str]:
+        """(ready, why): ready while following with partitions assigned and nothing failed."""
+        return self._state
 
     @staticmethod
     def _journal_done(entry: _Partition) -> bool:

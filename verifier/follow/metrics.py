@@ -1,0 +1,92 @@
+"""The audit follower's Prometheus metrics (``bernstein audit follow --metrics-port``).
+
+A custom collector reads the ``Follower``'s own tallies when Prometheus scrapes, so the check
+loop pays nothing per record. The alert rules in ``ops/prometheus/alerts.yml`` and the
+dashboard use exactly these names (docs/operations.md, "Metrics and health"):
+
+- ``bernstein_audit_records_verified_total{partition}``: audit records this process checked;
+- ``bernstein_audit_alerts_total{kind}``: alerts raised, by kind (``AlertKind``);
+- ``bernstein_audit_last_record_timestamp_seconds{partition}``: Kafka timestamp of the last record checked;
+- ``bernstein_audit_lag_records{partition}``: records on the partition not checked yet;
+- ``bernstein_audit_ready``: 1 while following (partitions assigned, no failure), else 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Final
+
+from prometheus_client import CollectorRegistry, ProcessCollector
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from substrate.ops_http import DEFAULT_STALL_S
+from verifier.follow.alerts import AlertKind
+from verifier.follow.consumer import Follower
+
+PREFIX: Final = "bernstein_audit_"
+
+
+class FollowerMetrics:
+    """One registry with the follower's metrics."""
+
+    def __init__(self, follower: Follower) -> None:
+        self.registry = CollectorRegistry()
+        self.registry.register(_FollowerCollector(follower))
+        ProcessCollector(registry=self.registry)
+
+
+class FollowerProbe:
+    """``/healthz``: the check loop beats; ``/readyz``: partitions are assigned and nothing failed."""
+
+    def __init__(self, follower: Follower, *, stall_after: float = DEFAULT_STALL_S) -> None:
+        self.follower = follower
+        self.stall_after = stall_after
+
+    def health(self) -> tuple[bool, str]:
+        silent = self.follower.since_beat()
+        if silent > self.stall_after:
+            return False, f"stalled: the check loop has not moved for {silent:.0f}s (limit {self.stall_after:.0f}s)"
+        return True, "ok"
+
+    def readiness(self) -> tuple[bool, str]:
+        return self.follower.readiness()
+
+
+class _FollowerCollector(Collector):
+    def __init__(self, follower: Follower) -> None:
+        self.follower = follower
+
+    def collect(self) -> Iterator[Metric]:
+        f = self.follower
+        verified = CounterMetricFamily(
+            PREFIX + "records_verified", "Audit records this process checked (MAC, key, link, sequence).", labels=["partition"]
+        )
+        for partition, count in sorted(f.verified_by_partition.items()):
+            verified.add_metric([str(partition)], count)
+        yield verified
+        alerts = CounterMetricFamily(PREFIX + "alerts", "Alerts this process raised, by kind.", labels=["kind"])
+        for kind in AlertKind:
+            alerts.add_metric([kind.value], f.alert_kinds.get(kind.value, 0))
+        yield alerts
+        stamp = GaugeMetricFamily(
+            PREFIX + "last_record_timestamp_seconds",
+            "Kafka timestamp of the last audit record checked (age: time() minus it).",
+            labels=["partition"],
+        )
+        for partition, ms in sorted(f.last_timestamp_ms.items()):
+            stamp.add_metric([str(partition)], ms / 1000)
+        yield stamp
+        lag = GaugeMetricFamily(
+            PREFIX + "lag_records",
+            "Records on the audit partition not checked yet (end offset minus next).",
+            labels=["partition"],
+        )
+        for partition, records in sorted(f.lag_by_partition().items()):
+            lag.add_metric([str(partition)], records)
+        yield lag
+        ready, _ = f.readiness()
+        yield GaugeMetricFamily(
+            PREFIX + "ready", "1 while following (partitions assigned, no failure), else 0.", value=1 if ready else 0
+        )
