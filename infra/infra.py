@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Local infrastructure for bernstein: one Kafka 4.x broker (KRaft, combined
-broker+controller) and one S3Proxy server (S3 API on the local filesystem).
+broker+controller), or a three-node cluster of such nodes (`up --brokers 3`), and
+one S3Proxy server (S3 API on the local filesystem).
 
 No Docker needed: both run as plain JVM processes from jars fetched once from
 Maven Central (see infra/kafka/pom.xml). Standard library only; confluent_kafka
