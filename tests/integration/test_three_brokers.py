@@ -42,8 +42,9 @@ INFRA = REPO / "infra" / "infra.py"
 RUNS = ("rf3-a", "rf3-b", "rf3-c")
 SUBMISSIONS = 150
 STOP_AFTER = 50
-"""The node is stopped once this many submissions are published (the feeder goes on meanwhile)."""
-PACE_S = 0.02
+"""The feeder publishes this many, then waits until the node stop begins, and goes on publishing during and after it."""
+PACE_S = 0.04
+"""At least 4 s of publishing after the stop began, longer than a node's clean shutdown takes."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,13 @@ class Cluster:
 
 
 def run_infra(root: Path, services: Services, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    process = start_infra(root, services, *args)
+    out, err = process.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+def start_infra(root: Path, services: Services, *args: str) -> subprocess.Popen[str]:
+    """``infra/infra.py --root ROOT ARGS`` without Kafka settings of its own (S3: the session's, external)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("BERNSTEIN_")}
     env.update(
         BERNSTEIN_S3_ENDPOINT=services.s3.endpoint,
@@ -68,7 +76,7 @@ def run_infra(root: Path, services: Services, *args: str, timeout: float = 180) 
         BERNSTEIN_S3_BUCKET=services.s3.bucket,
     )
     command = [sys.executable, str(INFRA), "--root", str(root), *args]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def read_env(path: Path) -> dict[str, str]:
@@ -125,10 +133,13 @@ class Feeder(threading.Thread):
         self.emitter = emitter
         self.published = 0
         self.error: BaseException | None = None
+        self.go_on = threading.Event()
 
     def run(self) -> None:
         try:
             for n in range(SUBMISSIONS):
+                if n == STOP_AFTER:
+                    self.go_on.wait(120)
                 run_id = RUNS[n % len(RUNS)]
                 page = self.emitter.capture("file", f"f{n}.py", f"print({n})\n".encode())
                 self.emitter.publish(
@@ -195,9 +206,9 @@ def test_scheduler_keeps_committing_when_a_broker_stops(
             flow_started = time.monotonic()
             feeder = Feeder(emitter)
             feeder.start()
-            wait_for("the first submissions committed", lambda: committed_offset(bootstrap, topics) >= 20, 90, scheduler)
             wait_for(f"{STOP_AFTER} submissions published", lambda: feeder.published >= STOP_AFTER or not feeder.is_alive(), 90)
             assert feeder.error is None, feeder.error
+            wait_for("the first submissions committed", lambda: committed_offset(bootstrap, topics) >= 20, 90, scheduler)
 
             # the node that coordinates the scheduler's transactions (the leader of __transaction_state)
             coordinator, _ = partition_leaders(bootstrap, "__transaction_state")
@@ -205,6 +216,7 @@ def test_scheduler_keeps_committing_when_a_broker_stops(
             assert journal_isr == [1, 2, 3]
             victim = coordinator  # node N runs as broker N (node.id=N)
             stop_started = time.monotonic()
+            feeder.go_on.set()  # submissions flow on while the node stops
             stopped = cluster.infra("node", "stop", str(victim))
             assert stopped.returncode == 0, f"{stopped.stdout}\n{stopped.stderr}"
             timings["node stop"] = time.monotonic() - stop_started
@@ -243,6 +255,10 @@ def test_scheduler_keeps_committing_when_a_broker_stops(
     stages = [r.inner["stage_id"] for r in journal if "stage_id" in r.inner]
     assert sorted(stages, key=lambda s: int(s.split("-")[1])) == [f"st-{n}" for n in range(SUBMISSIONS)]
 
+    # the node comes back (it boots while the runs are verified) and rejoins the journal's replicas at the end
+    restart_started = time.monotonic()
+    restarting = start_infra(cluster.root, cluster.services, "node", "start", str(victim))
+
     # every run is closed and sealed: `bernstein activity verify` exits 0 (an open run is exit 5), run in parallel
     verify_started = time.monotonic()
     trust_file = tmp_path / "trusted-keys.json"
@@ -264,10 +280,8 @@ def test_scheduler_keeps_committing_when_a_broker_stops(
         assert "verified" in out, out
     timings["verify 3 runs"] = time.monotonic() - verify_started
 
-    # the node comes back and rejoins the journal's replicas
-    restart_started = time.monotonic()
-    restarted = cluster.infra("node", "start", str(victim))
-    assert restarted.returncode == 0, f"{restarted.stdout}\n{restarted.stderr}"
+    out, err = restarting.communicate(timeout=180)
+    assert restarting.returncode == 0, f"{out}\n{err}"
     wait_for("the restarted node back in sync", lambda: partition_leaders(bootstrap, topics.journal)[1] == [1, 2, 3], 60)
     timings["node start until in sync"] = time.monotonic() - restart_started
     status = cluster.infra("status")
