@@ -48,6 +48,7 @@ bench: venv system-deps
 
 vectors: venv
 	$(VENV)/bin/python -m schemas.vectors.generate
+	$(VENV)/bin/python -m consumers.step_vectors
 
 infra-up: venv
 	infra/up

@@ -52,7 +52,7 @@ from consumers.core.rebuild import rebuild_state
 from schemas.errors import BernsteinError
 from schemas.records import DeadLetterCode
 from substrate.config import Topics
-from substrate.kafka import client_config, transactional_producer_config
+from substrate.kafka import client_config, partition_count, transactional_producer_config
 
 _TXN_TIMEOUT_S: Final = 30.0
 _PRODUCER_MAX_MESSAGE_BYTES: Final = 2097152
@@ -119,6 +119,12 @@ class TopicLimitTooSmall(BernsteinError):
     """An output topic's max.message.bytes is below what the scheduler may write to it."""
 
     code = "E_TOPIC_LIMIT_TOO_SMALL"
+
+
+class SubmissionPartitionsMismatch(BernsteinError):
+    """The core was configured for another partition count than the input topic has."""
+
+    code = "E_SUBMISSION_PARTITIONS_MISMATCH"
 
 
 class _Abort(Exception):
@@ -288,11 +294,15 @@ class _Inflight:
     dead_letters: int
     dead_lettered: int = -1
     """The input offset this transaction dead-letters because Kafka refused an output of it, or -1."""
+    codes: tuple[list[tuple[str, int]], list[tuple[str, int]]] = ([], [])
+    """The batch's refusals and dead letters by code (counted once the transaction committed)."""
+    timing: list[float] = field(default_factory=list)
+    """[began, commit seconds, committed]: monotonic times the commit call fills in (metrics)."""
 
 
 @dataclass
 class Counters:
-    """What the scheduler has done since it started (shown as progress)."""
+    """What the scheduler has done since it started (shown as progress, read by ``consumers.metrics``)."""
 
     consumed: int = 0
     journalled: int = 0
@@ -302,8 +312,29 @@ class Counters:
     transactions: int = 0
     aborts: int = 0
     recoveries: int = 0
+    """Recoveries since the last commit (the budget ``max_recoveries`` bounds)."""
     last_offset: int = -1
     started: float = field(default_factory=time.monotonic)
+    refused_codes: dict[str, int] = field(default_factory=dict)
+    """Committed refusal records by code (their sum is ``refused``)."""
+    dead_letter_codes: dict[str, int] = field(default_factory=dict)
+    """Committed dead letters by code (their sum is ``dead_letters``)."""
+    recoveries_total: int = 0
+    native_fallbacks: int = 0
+    """Batches redone with the Python reference because the native batch path failed."""
+    rebuilds: int = 0
+    rebuild_seconds: float = field(default=0.0, compare=False)
+    """How long the last rebuild took."""
+    next_offset: int = -1
+    """The next input offset, as committed with the outputs (-1 until the consumer is placed)."""
+    high_watermark: int = -1
+    """The input partition's high watermark as last fetched (-1 until known)."""
+    last_seal_time: float = field(default=0.0, compare=False)
+    """Unix time of the commit of the last seal this process wrote (0: none yet)."""
+    phase: str = "starting"
+    """starting, rebuilding, consuming, stopped or failed (``/readyz``: ready while consuming)."""
+    heartbeat: float = field(default_factory=time.monotonic, compare=False)
+    """When the loop (or a rebuild) last moved (``/healthz``)."""
 
 
 @dataclass(frozen=True)
@@ -345,6 +376,10 @@ class SchedulerShell:
         self.group_id = group_id or f"{topics.prefix}.scheduler"
         self.transactional_id = f"{topics.prefix}.scheduler.p{partition}"
         self.counters = Counters()
+        self.observer: Callable[[int, float, float], None] | None = None
+        self.emit: Callable[[str, str, str, dict[str, Any]], None] | None = None
+        """Writes a log event (event, message, level, fields) instead of the text line (``substrate.logs``)."""
+        """Called once per committed transaction with (records, transaction seconds, commit seconds) (metrics)."""
         self._stop = False
         self._producer: Any = None
         self._txn: _TxnCaller | None = None
@@ -394,16 +429,22 @@ class SchedulerShell:
         Raises ``SchedulerFenced`` when another instance took the partition over (nothing more is
         committed by this one), ``SchedulerFailed`` when Kafka errors keep recurring.
         """
+        counters = self.counters
         try:
             self._start()
         except KafkaException as exc:
+            counters.phase = "failed"
             self._close()
             self._raise_if_fenced(exc)
             raise self._kafka_failed(exc, "starting") from exc
+        except BaseException:
+            counters.phase = "failed"
+            raise
         idle_since = time.monotonic()
         try:
             while not self._stop:
-                if until is not None and until(self.counters):
+                counters.heartbeat = time.monotonic()
+                if until is not None and until(counters):
                     break
                 try:
                     processed = self._one_batch()
@@ -414,7 +455,7 @@ class SchedulerShell:
                 except KafkaException as exc:
                     self._raise_if_fenced(exc)
                     self._raise_if_paused(exc)
-                    self._log(f"fatal Kafka error, recreating the producer: {exc}")
+                    self._log(f"fatal Kafka error, recreating the producer: {exc}", "producer_recreated", "error", error=str(exc))
                     self._recover(abortable=False)
                     continue
                 now = time.monotonic()
@@ -425,9 +466,14 @@ class SchedulerShell:
                 if self.progress is not None and now - self._last_progress >= self.options.progress_every:
                     self._report()
             self._settle_quietly()
+            counters.phase = "stopped"
         except KafkaException as exc:  # e.g. from a recovery's own calls
+            counters.phase = "failed"
             self._raise_if_fenced(exc)
             raise self._kafka_failed(exc, "recovering") from exc
+        except BaseException:
+            counters.phase = "failed"
+            raise
         finally:
             self._close()
         if self.progress is not None:
@@ -436,6 +482,7 @@ class SchedulerShell:
 
     def _start(self) -> None:
         self._check_topic_limits()
+        self._check_partitioning()
         self._producer = self._new_producer()
         self._state = self._rebuild()
         self._consumer = Consumer(
@@ -453,6 +500,7 @@ class SchedulerShell:
             )
         )
         self._seek_to_committed()
+        self.counters.phase = "consuming"
 
     def _close(self) -> None:
         if self._consumer is not None:
@@ -565,6 +613,32 @@ class SchedulerShell:
             )
         self._max_request, self._batch_bytes = _producer_sizes(min(limits.values()), needed)
 
+    def _check_partitioning(self) -> None:
+        """The core checks every input's partition against the input topic's partition count, read here.
+
+        A record must sit on ``partition_for(key, N)`` (Kafka's murmur2 partitioner), else it is refused
+        with WRONG_PARTITION. ``N`` is read at every start. Partitions added to the topic later (the
+        README says never to) are not seen by a running scheduler, which refuses the records producers
+        then move to another partition; a restarted one adopts the new count (README, "A record sits on
+        its run id's murmur2 partition"). A core configured with another count is refused.
+        """
+        count = partition_count(self.bootstrap, self.input_topic)
+        configured = self.core.config.submission_partitions
+        if configured is None:
+            self.core.set_submission_partitions(count)
+        elif configured != count:
+            raise SubmissionPartitionsMismatch(
+                f"partition {self.partition}: the scheduler core checks records against {configured} partition(s), "
+                f"but {self.input_topic} has {count}: configure submission_partitions={count} (or None, and the "
+                "scheduler reads it from the topic)"
+            )
+        self._log(
+            f"input records must sit on their key's murmur2 partition of {count} ({self.input_topic})",
+            "partitioning",
+            partitions=count,
+            topic=self.input_topic,
+        )
+
     def _producer_config(self) -> dict[str, Any]:
         config = transactional_producer_config(self.bootstrap, self.transactional_id)
         # the client's own size check must not refuse what the topics take, nor pass what one refuses
@@ -595,15 +669,24 @@ class SchedulerShell:
     def _rebuild(self) -> SchedulerState:
         """Fold the committed journal, audit and checkpoints partitions (records no key vouches for are logged, not adopted)."""
         started = time.monotonic()
+        counters = self.counters
+        counters.phase = "rebuilding"
         for topic in (self.topics.journal, self.topics.audit, self.topics.checkpoints):
+            counters.heartbeat = time.monotonic()
             # a transaction this instance committed a moment ago is visible once its markers are written
             if not _wait_stable(self.bootstrap, topic, self.partition):
-                self._log(f"{topic}[{self.partition}] keeps a transaction open; rebuilding from what is committed")
+                self._log(
+                    f"{topic}[{self.partition}] keeps a transaction open; rebuilding from what is committed",
+                    "transaction_open",
+                    "warning",
+                    topic=topic,
+                )
         read = [0]
 
         def journal() -> Iterator[tuple[int, bytes]]:
             for item in _stream_partition(self.bootstrap, self.topics.journal, self.partition):
                 read[0] += 1
+                counters.heartbeat = time.monotonic()
                 yield item
 
         state = rebuild_state(
@@ -616,11 +699,18 @@ class SchedulerShell:
             quarantined=self.options.quarantine,
             checkpoint_values=_stream_partition(self.bootstrap, self.topics.checkpoints, self.partition),
             checkpoints_topic=self.topics.checkpoints,
-            report=lambda skipped: self._log(f"warning: {skipped}"),
+            report=lambda skipped: self._log(f"warning: {skipped}", "rebuild_skipped", "warning"),
         )
+        counters.rebuilds += 1
+        counters.rebuild_seconds = time.monotonic() - started
         self._log(
-            f"state rebuilt from {read[0]} journal records in {time.monotonic() - started:.2f}s: "
-            f"{len(state.runs)} runs, audit seq {state.audit_seq}"
+            f"state rebuilt from {read[0]} journal records in {counters.rebuild_seconds:.2f}s: "
+            f"{len(state.runs)} runs, audit seq {state.audit_seq}",
+            "state_rebuilt",
+            journal_records=read[0],
+            seconds=round(counters.rebuild_seconds, 3),
+            runs=len(state.runs),
+            audit_seq=state.audit_seq,
         )
         return state
 
@@ -636,16 +726,32 @@ class SchedulerShell:
                 moved = isinstance(error, KafkaError) and (error.retriable() or error.code() in _COORDINATOR_MOVED)
                 if not moved or time.monotonic() >= deadline:
                     raise
-                self._log(f"committed offset: {error}; retrying")
+                self._log(f"committed offset: {error}; retrying", "retrying", "warning", call="committed", error=str(error))
                 time.sleep(0.2)
         offset = committed.offset if committed.offset >= 0 else OFFSET_BEGINNING
+        try:  # where the lag counts from (the metrics): the committed offset, else the partition's start
+            low, high = self._consumer.get_watermark_offsets(tp, timeout=_TXN_TIMEOUT_S, cached=False)
+            self.counters.next_offset, self.counters.high_watermark = (offset if offset >= 0 else low), high
+        except KafkaException as exc:
+            self._log(
+                f"cannot read the input's watermarks ({exc}); the lag is known after the first fetch",
+                "watermarks_unknown",
+                "warning",
+                error=str(exc),
+            )
         self._consumer.assign([TopicPartition(self.input_topic, self.partition, offset)])
-        self._log(f"reading {self.input_topic}[{self.partition}] from {'the beginning' if offset < 0 else offset}")
+        self._log(
+            f"reading {self.input_topic}[{self.partition}] from {'the beginning' if offset < 0 else offset}",
+            "consuming",
+            topic=self.input_topic,
+            offset=offset if offset >= 0 else None,
+        )
 
     def _recover(self, *, abortable: bool, txn_open: bool = True) -> None:
         self._inflight = None  # its transaction failed: the batch is redone from the committed offset
         self._undelivered.clear()
         self.counters.recoveries += 1
+        self.counters.recoveries_total += 1
         if self.counters.recoveries > self.options.max_recoveries:
             raise SchedulerFailed(
                 f"partition {self.partition}: {self.counters.recoveries - 1} recoveries without lasting progress; "
@@ -658,12 +764,13 @@ class SchedulerShell:
             except KafkaException as exc:
                 self._raise_if_fenced(exc)
                 self._raise_if_paused(exc)
-                self._log(f"abort failed ({exc}); recreating the producer")
+                self._log(f"abort failed ({exc}); recreating the producer", "producer_recreated", "error", error=str(exc))
                 abortable = False
         if not abortable:
             self._producer = self._new_producer()
         self._state = self._rebuild()
         self._seek_to_committed()
+        self.counters.phase = "consuming"
 
     def _note(self, abort: _Abort) -> None:
         """Remember what an abort taught: an input to dead-letter, or a batch the native path cannot do."""
@@ -672,13 +779,20 @@ class SchedulerShell:
             self._reference_until = max(self._reference_until, abort.offset)
             self._log(
                 f"input offset {abort.offset}: Kafka refused an output of it ({abort.detail}); "
-                f"redoing the batch up to it, then dead-lettering it ({DeadLetterCode.PRODUCE_REJECTED.value})"
+                f"redoing the batch up to it, then dead-lettering it ({DeadLetterCode.PRODUCE_REJECTED.value})",
+                "output_rejected",
+                "warning",
+                input_offset=abort.offset,
             )
         elif isinstance(abort, _NativeFailed):
+            self.counters.native_fallbacks += 1
             self._reference_until = max(self._reference_until, abort.last_offset)
             self._log(
                 f"the native core failed on a batch ending at input offset {abort.last_offset} ({abort}); "
-                "redoing it with the Python reference"
+                "redoing it with the Python reference",
+                "native_failed",
+                "error",
+                input_offset=abort.last_offset,
             )
 
     # -- the loop -----------------------------------------------------------------
@@ -698,6 +812,10 @@ class SchedulerShell:
         of the native path, or to find the input a broker-side rejection was about).
         """
         messages = self._consumer.consume(self.options.batch_max, self.options.batch_timeout)
+        if self.observer is not None:  # metrics on: the high watermark the last fetch brought (no request)
+            high = self._consumer.get_watermark_offsets(TopicPartition(self.input_topic, self.partition), cached=True)[1]
+            if high >= 0:
+                self.counters.high_watermark = high
         native = self._native
         records = messages if native is not None and self._messages_ok(native, messages) else self._usable(messages)
         if not records:
@@ -742,8 +860,10 @@ class SchedulerShell:
             self._txn_began = time.monotonic()
             if native is not None:
                 tallies = self._produce_native(native, producer, last)
+                codes = native.plan_codes() if tallies[2] or tallies[3] else _NO_CODES
             else:
                 tallies = self._produce_all(producer, planned, records, dead_lettering=rejection is not None)
+                codes = _codes_of(planned) if tallies[2] or tallies[3] else _NO_CODES
             # The offsets go after the outputs, on the watchdog thread (their round trips overlap the
             # produce acknowledgements). Sent before or during the produce calls, AddOffsetsToTxn
             # races the AddPartitionsToTxn that the first output triggers, and the coordinator
@@ -761,17 +881,29 @@ class SchedulerShell:
             self._raise_for(exc, last)
 
         clock = self._clock
+        timing = [self._txn_began or time.monotonic()]
 
         def commit() -> tuple[int, float]:
             # Runs on the watchdog thread after the offsets call (one queue, in order). Its outcome is
             # re-raised here, so a transaction whose offsets were not sent is never committed.
             offsets_sent.result()
+            calling = time.monotonic()
             self._attempts(lambda: producer.commit_transaction(_TXN_TIMEOUT_S), "commit_transaction")
+            done = time.monotonic()
+            timing.extend((done - calling, done))
             return clock.pauses()  # the commit proved ownership up to here
 
         pending = txn.submit(commit, "send_offsets_to_transaction/commit_transaction", _TXN_TIMEOUT_S + _TXN_GRACE_S)
         self._state = state
-        self._inflight = _Inflight(pending, len(records), last, *tallies, dead_lettered=first if rejection is not None else -1)
+        self._inflight = _Inflight(
+            pending,
+            len(records),
+            last,
+            *tallies,
+            dead_lettered=first if rejection is not None else -1,
+            codes=codes,
+            timing=timing,
+        )
         return len(records)
 
     def _messages_ok(self, native: NativeSchedulerCore, messages: list[Any]) -> bool:
@@ -828,7 +960,7 @@ class SchedulerShell:
                     continue
                 if error.fatal():
                     raise KafkaException(error)
-                self._log(f"consumer error (will retry): {error}")
+                self._log(f"consumer error (will retry): {error}", "consumer_error", "warning", error=str(error))
                 continue
             records.append(message)
         return records
@@ -927,6 +1059,17 @@ class SchedulerShell:
         counters.consumed += inflight.records
         counters.transactions += 1
         counters.last_offset = inflight.last_offset
+        counters.next_offset = inflight.last_offset + 1
+        if inflight.seals:
+            counters.last_seal_time = time.time()
+        refused_codes, dead_letter_codes = inflight.codes
+        for code, count in refused_codes:
+            counters.refused_codes[code] = counters.refused_codes.get(code, 0) + count
+        for code, count in dead_letter_codes:
+            counters.dead_letter_codes[code] = counters.dead_letter_codes.get(code, 0) + count
+        if self.observer is not None and len(inflight.timing) == 3:
+            began, commit_s, done = inflight.timing
+            self.observer(inflight.records, done - began, commit_s)
         self._owned_since = owned_since
         self._txn_began = None  # no transaction is open until the next batch begins one
         if inflight.dead_lettered >= 0:
@@ -940,7 +1083,12 @@ class SchedulerShell:
             self._settle()
         except (_Abort, KafkaException) as exc:
             self._raise_if_fenced(exc)
-            self._log(f"the last transaction did not commit ({exc}); its input will be processed again on restart")
+            self._log(
+                f"the last transaction did not commit ({exc}); its input will be processed again on restart",
+                "last_transaction_lost",
+                "warning",
+                error=str(exc),
+            )
 
     def _raise_for(self, exc: KafkaException, last_offset: int) -> NoReturn:
         """Raise ``_Abort`` for an abortable error of the transaction of a batch ending at ``last_offset``, else ``exc``."""
@@ -952,7 +1100,9 @@ class SchedulerShell:
                 pass
             if self._undelivered:
                 self._learn_refused_output(last_offset)
-            self._log(f"transaction must be aborted ({error}); replaying the batch")
+            self._log(
+                f"transaction must be aborted ({error}); replaying the batch", "transaction_aborted", "warning", error=str(error)
+            )
             raise _Abort() from exc
         raise exc
 
@@ -1001,7 +1151,7 @@ class SchedulerShell:
             except KafkaException as exc:
                 error = exc.args[0] if exc.args else None
                 if isinstance(error, KafkaError) and error.retriable() and attempt + 1 < attempts:
-                    self._log(f"{what}: retriable error ({error}); retrying")
+                    self._log(f"{what}: retriable error ({error}); retrying", "retrying", "warning", call=what, error=str(error))
                     time.sleep(min(0.1 * (attempt + 1), 1.0))
                     continue
                 raise
@@ -1017,12 +1167,72 @@ class SchedulerShell:
         self._log(
             f"{label}: offset {c.last_offset} | consumed {c.consumed} journalled {c.journalled} refused {c.refused} "
             f"dead-lettered {c.dead_letters} seals {c.seals} | {c.transactions} txns {c.aborts} aborts | "
-            f"{c.consumed / elapsed:.0f} rec/s"
+            f"{c.consumed / elapsed:.0f} rec/s",
+            "stopped" if final else "progress",
+            offset=c.last_offset,
+            consumed=c.consumed,
+            journalled=c.journalled,
+            refused=c.refused,
+            dead_lettered=c.dead_letters,
+            seals=c.seals,
+            transactions=c.transactions,
+            aborts=c.aborts,
+            records_per_second=round(c.consumed / elapsed),
         )
 
-    def _log(self, text: str) -> None:
-        if self.progress is not None:
+    def _log(self, text: str, event: str = "log", level: str = "info", **fields: Any) -> None:
+        """One log event: the text line as always (``scheduler p0: ...``), or ``self.emit``'s (``--log-format json``)."""
+        if self.progress is None:
+            return
+        if self.emit is not None:
+            self.emit(event, text, level, fields)
+        else:
             print(f"scheduler p{self.partition}: {text}", file=self.progress, flush=True)
+
+
+_NO_CODES: Final[tuple[list[tuple[str, int]], list[tuple[str, int]]]] = ([], [])
+
+
+def _codes_of(planned: list[list[OutputRecord]]) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """The refusals and dead letters of a batch by code (``NativeSchedulerCore.plan_codes`` for the reference's outputs)."""
+    refused: dict[str, int] = {}
+    dead_letters: dict[str, int] = {}
+    for outputs in planned:
+        for out in outputs:
+            if out.stream is _REFUSALS:
+                code = record_code(out.value, 1)
+                refused[code] = refused.get(code, 0) + 1
+            elif out.stream is _DEADLETTER:
+                code = record_code(out.value, 0)
+                dead_letters[code] = dead_letters.get(code, 0) + 1
+    return list(refused.items()), list(dead_letters.items())
+
+
+def record_code(value: bytes, skip: int) -> str:
+    """The string after ``skip`` strings of a single-object-encoded record's body: a refusal's code (skip 1,
+    after ``exception``), a dead letter's (skip 0). ``UNKNOWN`` if the bytes do not hold one."""
+    pos = 10  # the single-object header: 2 magic bytes, 8 of fingerprint
+    for index in range(skip + 1):
+        length = shift = 0
+        while True:
+            if pos >= len(value) or shift > 63:
+                return "UNKNOWN"
+            byte = value[pos]
+            pos += 1
+            length |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        length = (length >> 1) ^ -(length & 1)
+        if length < 0 or pos + length > len(value):
+            return "UNKNOWN"
+        if index == skip:
+            try:
+                return value[pos : pos + length].decode()
+            except UnicodeDecodeError:
+                return "UNKNOWN"
+        pos += length
+    return "UNKNOWN"
 
 
 def _max_message_bytes(bootstrap: str, topics: tuple[str, ...]) -> dict[str, int]:

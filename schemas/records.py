@@ -222,6 +222,9 @@ class RefusalCode(StrEnum):
     """The Ed25519 signature does not verify over the submission statement."""
     PRODUCER_ROLE_NOT_ALLOWED = "PRODUCER_ROLE_NOT_ALLOWED"
     """The producer may not take this role (or act as this agent kind)."""
+    WRONG_PARTITION = "WRONG_PARTITION"
+    """The record is not on the submissions partition Kafka's murmur2 partitioner gives its key (issue 13,
+    ``schemas.partitioning``): checked right after the record key, for submissions, run closes and actions."""
 
 
 class DeadLetterCode(StrEnum):

@@ -10,3 +10,4 @@ echo "check: mypy"
 $V/mypy schemas substrate producers consumers verifier bernstein bench infra/infra.py
 echo "check: golden vectors"
 $V/python -m schemas.vectors.generate --check
+$V/python -m consumers.step_vectors --check

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command (make test): static checks, then unit tests with the network
-# unused, then the services are started with the broker secured (infra/up --secure: SASL_SSL,
-# SCRAM users, ACLs; each component under its own principal) and the integration tests run
-# against them; then a short plaintext smoke test (the broker restarted as `infra/up` starts it
+# unused (on Python 3.11, then 3.13), the Go and TypeScript SDKs' checks (unit tests and the
+# conformance runners over schemas/vectors), then the services are started with the broker
+# secured (infra/up --secure: SASL_SSL, SCRAM users, ACLs; each component under its own
+# principal) and the integration tests run against them; then a short plaintext smoke test (the broker restarted as `infra/up` starts it
 # for `make demo`). The services are stopped again whatever happened, if this script started them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +16,14 @@ t0=$(date +%s)
 scripts/check.sh
 echo "test: unit tests"
 .venv/bin/pytest -q -p no:cacheprovider tests/unit
+echo "test: unit tests on Python 3.13"
+scripts/unit-py313.sh
+t_sdk=$(date +%s)
+echo "test: Go SDK (vet, unit tests, conformance over schemas/vectors, the emit command)"
+producers/go/check.sh
+echo "test: TypeScript SDK (npm ci, tsc, unit tests, conformance over schemas/vectors)"
+producers/typescript/check.sh
+echo "test: SDK checks took $(( $(date +%s) - t_sdk ))s"
 if ! infra/status >/dev/null 2>&1; then started=1; fi
 infra/up --secure
 echo "test: integration tests (real Kafka with SASL_SSL and ACLs, real S3)"

@@ -242,12 +242,18 @@ def client_config_as(config_file: Path, bootstrap: str, **extra: Any) -> dict[st
 
 
 def emitter_producer_config(bootstrap: str) -> dict[str, Any]:
-    """Idempotent producer, acks from every in-sync replica, bounded delivery time."""
+    """Idempotent producer, acks from every in-sync replica, bounded delivery time, Kafka's murmur2 partitioner.
+
+    ``murmur2_random`` places a keyed record where the Java client, franz-go and kafkajs do
+    (``schemas.partitioning.partition_for``), not on librdkafka's default CRC-32 partition: the
+    scheduler refuses a record on another partition than its run id's (``WRONG_PARTITION``).
+    """
     return client_config(
         bootstrap,
         **{
             "enable.idempotence": True,
             "acks": "all",
+            "partitioner": "murmur2_random",
             "linger.ms": 2,
             "message.timeout.ms": 30000,
             "message.max.bytes": 2097152,

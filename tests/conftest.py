@@ -165,6 +165,7 @@ _COMMAND_PRINCIPALS: Final = (
     (("research", "run"), "producer"),
     (("browser", "run"), "producer"),
     (("dataops", "run"), "producer"),
+    (("submit",), "producer"),
     (("activity", "verify"), "auditor"),
     (("topic", "export"), "auditor"),
     (("browser", "replay"), "auditor"),

@@ -247,19 +247,9 @@ class CheckpointWalk:
         The scheduler wrote a checkpoint as the last output of that step, so one
         must commit to exactly ``seal_audit_seq + 1`` audit records.
         """
-        if self.last_seen == seal_audit_seq + 1:
-            return
-        self.add(
-            Problem(
-                "CHECKPOINT_MISSING",
-                f"the final seal of run {run_id!r} (audit seq {seal_audit_seq}, offset {audit_offset}) is followed by no "
-                f"checkpoint at audit seq {seal_audit_seq + 1} (checkpoints deleted)",
-                stream="audit",
-                offset=audit_offset,
-                audit_seq=seal_audit_seq,
-                expected=str(seal_audit_seq + 1),
-            )
-        )
+        problem = final_seal_checkpoint_missing(run_id, seal_audit_seq, audit_offset, self.last_seen)
+        if problem is not None:
+            self.add(problem)
 
     def finish(self, chain_length: int, tail_written_by_checkpointer: bool) -> int:
         """After the last audit record: checkpoints beyond the chain, a missing last checkpoint; returns the uncovered count.
@@ -304,3 +294,22 @@ class CheckpointWalk:
                 )
             )
         return max(0, chain_length - self.covered)
+
+
+def final_seal_checkpoint_missing(run_id: str, seal_audit_seq: int, audit_offset: int, last_seen: int) -> Problem | None:
+    """CHECKPOINT_MISSING when no checkpoint commits to exactly the audit records up to a run's final seal.
+
+    ``last_seen`` is ``CheckpointWalk.last_seen`` right after the seal's audit record was read: the
+    ``audit_seq`` of the last checkpoint written up to it (the step's checkpoint commits to
+    ``seal_audit_seq + 1``)."""
+    if last_seen == seal_audit_seq + 1:
+        return None
+    return Problem(
+        "CHECKPOINT_MISSING",
+        f"the final seal of run {run_id!r} (audit seq {seal_audit_seq}, offset {audit_offset}) is followed by no "
+        f"checkpoint at audit seq {seal_audit_seq + 1} (checkpoints deleted)",
+        stream="audit",
+        offset=audit_offset,
+        audit_seq=seal_audit_seq,
+        expected=str(seal_audit_seq + 1),
+    )

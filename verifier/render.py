@@ -30,6 +30,7 @@ from typing import Any, TextIO
 from substrate.text import plural
 from verifier.report import (
     EXIT_MISMATCH,
+    EXIT_NOT_FOUND,
     EXIT_NOT_FULLY_VERIFIED,
     EXIT_OPEN,
     EXIT_VERIFIED,
@@ -189,6 +190,13 @@ def render_text(header: RunHeader, stages: Iterable[StageVerdict], out: TextIO) 
 
 def render_json(header: RunHeader, stages: Iterable[StageVerdict], out: TextIO) -> int:
     """Print the report as one JSON document (stages streamed into the array)."""
+    document, code = report_document(header, stages)
+    out.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
+    return code
+
+
+def report_document(header: RunHeader, stages: Iterable[StageVerdict]) -> tuple[dict[str, Any], int]:
+    """The --json document of one run's report, and its exit code."""
     stage_list: list[dict[str, Any]] = []
     tally = StageTally()
     for stage in stages:
@@ -214,8 +222,55 @@ def render_json(header: RunHeader, stages: Iterable[StageVerdict], out: TextIO) 
         "keys": None if header.keys is None else header.keys.to_json(),
         "stages": stage_list,
     }
-    out.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
-    return code
+    return document, code
+
+
+WORST_FIRST = (EXIT_MISMATCH, EXIT_NOT_FOUND, EXIT_NOT_FULLY_VERIFIED, EXIT_OPEN, EXIT_VERIFIED)
+"""Exit codes of many runs, worst first: the command exits with the worst of its runs' codes."""
+
+
+def worst_code(codes: Iterable[int]) -> int:
+    """The worst of several runs' exit codes (``WORST_FIRST``); 0 for none."""
+    found = set(codes)
+    return next((code for code in WORST_FIRST if code in found), EXIT_VERIFIED)
+
+
+def summary_line(runs: list[tuple[str, int, str]]) -> str:
+    """The last line of a many-run text report: how many runs got each verdict, the runs that did not verify."""
+    counts: dict[str, int] = {}
+    for _, _, verdict in runs:
+        counts[verdict] = counts.get(verdict, 0) + 1
+    order = ("verified", "open", "not_fully_verified", "no_activity", "not_found", "mismatch")
+    parts = [f"{counts[name]} {name.replace('_', ' ')}" for name in order if name in counts]
+    line = f"summary -- {plural(len(runs), 'run')}: {', '.join(parts) or 'none'}"
+    failed = [run for run, code, _ in runs if code == EXIT_MISMATCH]
+    if failed:
+        line += f"; mismatch: {', '.join(failed)}"
+    return f"{line}; exit {worst_code(code for _, code, _ in runs)}"
+
+
+def render_many_text(reports: Iterable[tuple[RunHeader, Iterable[StageVerdict]]], out: TextIO) -> int:
+    """Each run's report as ``render_text`` prints it, a blank line between them, then the summary line."""
+    runs: list[tuple[str, int, str]] = []
+    for header, stages in reports:
+        if runs:
+            out.write("\n")
+        code = render_text(header, stages, out)
+        runs.append((header.run_id, code, verdict_name(header, code)))
+    out.write(escape(summary_line(runs)) + "\n")
+    return worst_code(code for _, code, _ in runs)
+
+
+def render_many_json(reports: Iterable[tuple[RunHeader, Iterable[StageVerdict]]], out: TextIO) -> int:
+    """A JSON list of the runs' documents (each as ``render_json`` prints it); returns the worst exit code."""
+    documents = []
+    codes = []
+    for header, stages in reports:
+        document, code = report_document(header, stages)
+        documents.append(document)
+        codes.append(code)
+    out.write(json.dumps(documents, indent=2, sort_keys=True) + "\n")
+    return worst_code(codes)
 
 
 def _section(verdict: HeaderCheckVerdict | None) -> dict[str, Any] | None:

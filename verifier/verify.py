@@ -45,8 +45,11 @@ Memory stays flat: records are read, and facts computed, a chunk at a time.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from bisect import bisect_right
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Final
 
 from schemas import codec
@@ -68,7 +71,7 @@ from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError,
 from substrate.keys import TrustedKey, TrustedKeys, verify_signature
 from substrate.text import plural
 from verifier import facts as _facts
-from verifier.checkpoints import CheckpointWalk
+from verifier.checkpoints import CheckpointWalk, final_seal_checkpoint_missing
 from verifier.checks import CheckContext, DetailLine, ModalityCheck, check_for
 from verifier.facts import (
     A_RECORD,
@@ -147,83 +150,211 @@ def verify_stream(
     # With one partition the chain walk itself finds out whether the run is there.
     partitions = every if len(every) == 1 else [p for p in every if _has_key(source.records("journal", p, headers=False), key)]
     if not partitions:
-        return _not_found(run_id, source, trusted), iter(())
+        return _not_found(run_id, source, _audit_mentions(source, run_id, trusted)), iter(())
     if len(partitions) > 1:
-        problem = Problem(
-            "RUN_ON_SEVERAL_PARTITIONS",
-            f"run {run_id!r} has journal records on partitions {partitions}; a run lives on exactly one",
-        )
-        header = RunHeader(run_id, source.describe(), found=True, dump_problems=(problem,))
-        return _with_torn(header, source), iter(())
+        return _several_partitions(run_id, source, partitions), iter(())
     partition = partitions[0]
 
     facts = _facts.current()
-    audit = _AuditWalk(c, _audit_facts(source, partition, facts, trusted), run_id, partition, trusted)
-    audit.input_start = _input_log_start(source, partition)
-    audit.checkpoints = CheckpointWalk(c, source, partition, trusted, audit.findings.add)
-    # a capture that left the checkpoints topic out cannot say whether checkpoints are missing
-    audit.checkpoints_captured = audit.checkpoints.present or not isinstance(source, KcatSource)
-    ledger = KeyLedger()
-    chain = _ChainWalk(c, run_id, partition, trusted, audit, ledger)
+    walk = _RunWalk(c, run_id, partition, trusted, _partition_audit(c, source, partition, facts, trusted, frozenset({run_id})))
     for rows in _row_chunks(source, "journal", partition):
         mine = [row for row in rows if row[2] == key]
         if mine:
-            chain.feed_many(facts, [row[0] for row in mine], [row[3] for row in mine], [row[1] for row in mine])
-    if chain.records == 0:
-        return _not_found(run_id, source, trusted), iter(())
-    truncated = audit.finish(chain.expected_seq)
-    audit.finish_checkpoints()
-    is_open = chain.finish(truncated)
-    audit.check_refusals(source, key)
-    audit.check_deadletters(source)
+            walk.feed(facts, mine)
+    if walk.chain.records == 0:
+        return _not_found(run_id, source, _audit_mentions(source, run_id, trusted)), iter(())
+    header = walk.header(source, _refusal_records(source, {key}).get(key, []), cas=cas, records_only=records_only)
+    header = _finish_header(header, walk, source)
+    why_unchecked = "--records-only" if records_only else "no content store"
+    return header, _stages(c, facts, source, partition, key, cas, trusted, why_unchecked)
 
-    unchecked = list(audit.unchecked())
-    dump_problems: tuple[Problem, ...] = ()
+
+def verify_many(
+    runs: Sequence[str] | None,
+    source: RecordSource,
+    *,
+    cas: BlobStore | None,
+    trusted: TrustedKeys,
+    records_only: bool = False,
+) -> list[RunReport]:
+    """Verify many runs reading each partition of ``source`` once: every run (``runs`` None) or the listed ones.
+
+    One pass over each partition's journal feeds every run's chain and stage checks, and
+    each run's journal crossings are joined with the partition's audit chain, which is read
+    (and its MACs, links, checkpoints and dead letters checked) once, alongside. Each
+    refusals partition is read once, before. The reports are the ones ``verify`` gives for
+    each run alone. ``runs`` None means every run the journal holds and every run whose
+    journal crossings the audit chain mirrors without a journal record (``JOURNAL_MISSING``);
+    the reports are then in run id order, else in the order given (duplicates once).
+
+    Memory: one walk per run of the partition being read and the stage verdicts of every
+    run (never the records).
+    """
     if records_only:
-        unchecked.insert(
-            0,
-            Problem(
-                "RECORDS_ONLY",
-                "--records-only: the records were checked, the evidence was NOT (no blob reattached or re-hashed)",
-            ),
-        )
-    elif cas is None:
-        missing = _cas_missing(source)
-        if missing is not None:
-            dump_problems = (missing,)
+        cas = None
+    c = codec.default_codec()
+    facts = _facts.current()
+    wanted = None if runs is None else frozenset(runs)
+    keys = None if wanted is None else {run.encode() for run in wanted}
+    why_unchecked = "--records-only" if records_only else "no content store"
+    refusals = _refusal_records(source, keys)
+    found: dict[str, list[tuple[RunHeader, _RunWalk, list[StageVerdict]]]] = {}
+    mentions: dict[str, int] = {}
+    crossing_runs: set[str] = set()
+    journal = source.partitions("journal")
+    for partition in sorted(set(journal) | set(source.partitions("audit"))):
+        part = _partition_audit(c, source, partition, facts, trusted, wanted)
+        here: dict[bytes, tuple[_RunWalk, _StageBuilder, list[StageVerdict]]] = {}
+        skipped: set[bytes] = set()
+        for rows in _row_chunks(source, "journal", partition) if partition in journal else ():
+            by_key: dict[bytes, list[Row]] = {}
+            for row in rows:
+                key = row[2]
+                if key is not None and (keys is None or key in keys) and key not in skipped:
+                    by_key.setdefault(key, []).append(row)
+            for key, mine in by_key.items():
+                state = here.get(key)
+                if state is None:
+                    try:
+                        run_id = key.decode()
+                    except UnicodeDecodeError:
+                        skipped.add(key)  # no run id can name it: no run's record (as for ``verify``)
+                        continue
+                    builder = _StageBuilder(c, facts, run_id, cas, trusted, why_unchecked)
+                    state = here[key] = (_RunWalk(c, run_id, partition, trusted, part), builder, [])
+                walk, builder, stages = state
+                walk.feed(facts, mine)
+                stages.extend(builder.feed(mine))
+        part.drain()
+        for key, (walk, builder, stages) in here.items():
+            header = walk.header(source, refusals.get(key, []), cas=cas, records_only=records_only)
+            stages.extend(builder.finish())
+            found.setdefault(walk.run_id, []).append((header, walk, stages))
+        for run_id, count in part.mentions.items():
+            mentions[run_id] = mentions.get(run_id, 0) + count
+        crossing_runs |= part.crossing_runs
+    names = list(dict.fromkeys(runs)) if runs is not None else sorted(set(found) | crossing_runs)
+    reports = []
+    for run_id in names:
+        places = found.get(run_id, [])
+        if len(places) > 1:
+            header = _several_partitions(run_id, source, sorted(walk.partition for _, walk, _ in places))
+            reports.append(RunReport(header, ()))
+        elif places:
+            header, walk, stages = places[0]
+            reports.append(RunReport(_finish_header(header, walk, source), tuple(stages)))
         else:
+            reports.append(RunReport(_not_found(run_id, source, mentions.get(run_id, 0)), ()))
+    return reports
+
+
+class _RunWalk:
+    """One run's chain, seal, producer and audit walks over its partition."""
+
+    def __init__(self, c: codec.Codec, run_id: str, partition: int, trusted: TrustedKeys, part: _PartitionAudit) -> None:
+        self.run_id = run_id
+        self.partition = partition
+        self.audit = _AuditWalk(part, run_id)
+        self.ledger = KeyLedger()
+        self.chain = _ChainWalk(c, run_id, partition, trusted, self.audit, self.ledger)
+
+    def feed(self, facts: Facts, rows: list[Row]) -> None:
+        """This run's journal records, in offset order."""
+        self.chain.feed_many(facts, [row[0] for row in rows], [row[3] for row in rows], [row[1] for row in rows])
+
+    def header(
+        self, source: RecordSource, refusals: list[tuple[int, int, str]], *, cas: BlobStore | None, records_only: bool
+    ) -> RunHeader:
+        """The run's header once its journal is read: the audit chain is drained, refusals and dead letters checked."""
+        audit, chain = self.audit, self.chain
+        truncated = audit.finish(chain.expected_seq)
+        audit.finish_checkpoints()
+        is_open = chain.finish(truncated)
+        audit.check_refusals(source, refusals)
+        audit.check_deadletters(source)
+        part = audit.part
+        unchecked = list(audit.unchecked())
+        dump_problems: tuple[Problem, ...] = ()
+        if records_only:
             unchecked.insert(
                 0,
                 Problem(
-                    "NO_CONTENT_STORE",
-                    f"no content store for {source.describe()}: no evidence blob was reattached or re-hashed "
-                    "(pass --cas DIR or --cas s3, or --records-only to check the records alone)",
+                    "RECORDS_ONLY",
+                    "--records-only: the records were checked, the evidence was NOT (no blob reattached or re-hashed)",
                 ),
             )
-    header = RunHeader(
-        run_id=run_id,
-        source=source.describe(),
-        found=True,
-        chain=chain.chain_verdict(),
-        seal=chain.seal_verdict(),
-        audit=audit.verdict(),
-        producers=chain.producer_verdict(),
-        keys=KeysUsed(
-            seal=tuple(sorted(chain.seal_keys)),
-            checkpoint=tuple(sorted(audit.checkpoints.key_ids)) if audit.checkpoints is not None else (),
-            audit=tuple(sorted(audit.key_ids)),
-            producer=_producer_keys(ledger),
-        ),
-        dump_problems=dump_problems,
-        unchecked=tuple(unchecked),
-        open=is_open,
-        records_only=records_only,
-    )
-    header = _with_torn(header, source)
-    if chain.results == 0 and header.ok:
+        elif cas is None:
+            missing = _cas_missing(source)
+            if missing is not None:
+                dump_problems = (missing,)
+            else:
+                unchecked.insert(
+                    0,
+                    Problem(
+                        "NO_CONTENT_STORE",
+                        f"no content store for {source.describe()}: no evidence blob was reattached or re-hashed "
+                        "(pass --cas DIR or --cas s3, or --records-only to check the records alone)",
+                    ),
+                )
+        return RunHeader(
+            run_id=self.run_id,
+            source=source.describe(),
+            found=True,
+            chain=chain.chain_verdict(),
+            seal=chain.seal_verdict(),
+            audit=audit.verdict(),
+            producers=chain.producer_verdict(),
+            keys=KeysUsed(
+                seal=tuple(sorted(chain.seal_keys)),
+                checkpoint=tuple(sorted(part.checkpoints.key_ids)) if part.checkpoints is not None else (),
+                audit=tuple(sorted(part.key_ids)),
+                producer=_producer_keys(self.ledger),
+            ),
+            dump_problems=dump_problems,
+            unchecked=tuple(unchecked),
+            open=is_open,
+            records_only=records_only,
+        )
+
+
+def _finish_header(header: RunHeader, walk: _RunWalk, source: RecordSource) -> RunHeader:
+    header = _with_torn(header, source, walk.partition)
+    if walk.chain.results == 0 and header.ok:
         header = replace(header, reason="run journal holds no activity.result entries")
-    why_unchecked = "--records-only" if records_only else "no content store"
-    return header, _stages(c, facts, source, partition, key, cas, trusted, why_unchecked)
+    return header
+
+
+def _several_partitions(run_id: str, source: RecordSource, partitions: list[int]) -> RunHeader:
+    problem = Problem(
+        "RUN_ON_SEVERAL_PARTITIONS",
+        f"run {run_id!r} has journal records on partitions {partitions}; a run lives on exactly one",
+    )
+    header = RunHeader(run_id, source.describe(), found=True, dump_problems=(problem,))
+    return _with_torn(header, source, None, journal_only=True)
+
+
+def _partition_audit(
+    c: codec.Codec, source: RecordSource, partition: int, facts: Facts, trusted: TrustedKeys, wanted: frozenset[str] | None
+) -> _PartitionAudit:
+    part = _PartitionAudit(c, _audit_facts(source, partition, facts, trusted), partition, trusted, wanted)
+    part.input_start = _input_log_start(source, partition)
+    part.checkpoints = CheckpointWalk(c, source, partition, trusted, part.add)
+    # a capture that left the checkpoints topic out cannot say whether checkpoints are missing
+    part.checkpoints_captured = part.checkpoints.present or not isinstance(source, KcatSource)
+    return part
+
+
+def _refusal_records(source: RecordSource, keys: set[bytes] | None) -> dict[bytes, list[tuple[int, int, str]]]:
+    """(refusals partition, offset, sha256 of the value) of each run's refusal records (every run for ``keys``
+    None), every refusals partition read once, in partition and offset order."""
+    found: dict[bytes, list[tuple[int, int, str]]] = {}
+    for partition in source.partitions("refusals"):
+        for rows in _row_chunks(source, "refusals", partition):
+            for row in rows:
+                key = row[2]
+                if key is not None and (keys is None or key in keys):
+                    found.setdefault(key, []).append((partition, row[0], sha256_digest(row[3] or b"")))
+    return found
 
 
 def _producer_keys(ledger: KeyLedger) -> tuple[ProducerKeyUse, ...]:
@@ -261,8 +392,8 @@ def _row_chunks(source: RecordSource, stream: str, partition: int) -> Iterator[l
 
 def _audit_facts(
     source: RecordSource, partition: int, facts: Facts, trusted: TrustedKeys
-) -> Iterator[tuple[int, tuple[Any, ...], int, int]]:
-    """(offset, fact, envelope version, Kafka timestamp) of every audit record of the partition, in offset order.
+) -> Iterator[tuple[int, tuple[Any, ...], int, int, bytes | None]]:
+    """(offset, fact, envelope version, Kafka timestamp, value) of every audit record of the partition, in offset order.
 
     The version is 2 for an ``AuditRecord.v2`` (what schedulers that write checkpoints write), else 1;
     it only decides which checkpoints must exist, the fact says whether the record decodes.
@@ -275,6 +406,7 @@ def _audit_facts(
             facts.audit_facts(values, trusted.audit_secret),
             versions,
             [row[1] for row in rows],
+            values,
             strict=True,
         )
 
@@ -286,23 +418,34 @@ def _input_log_start(source: RecordSource, partition: int) -> int:
     return int(log_start("submissions", partition)) if callable(log_start) else 0
 
 
-def _not_found(run_id: str, source: RecordSource, trusted: TrustedKeys) -> RunHeader:
-    mentions = _audit_mentions(source, run_id, trusted)
+def _not_found(run_id: str, source: RecordSource, mentions: int) -> RunHeader:
+    """The header of a run the journal does not hold; ``mentions`` counts the audit records that name it
+    (``_audit_mentions``)."""
     if mentions:
         problem = Problem(
             "JOURNAL_MISSING",
             f"the journal holds no records of run {run_id!r}, but the audit chain mirrors {mentions} crossings of it "
             "(journal records deleted)",
         )
-        return _with_torn(RunHeader(run_id, source.describe(), found=True, dump_problems=(problem,)), source)
+        return _with_torn(RunHeader(run_id, source.describe(), found=True, dump_problems=(problem,)), source, None)
     header = RunHeader(
         run_id, source.describe(), found=False, reason=f"no journal records for run {run_id!r} in {source.describe()}"
     )
-    return _with_torn(header, source)
+    return _with_torn(header, source, None)
 
 
-def _with_torn(header: RunHeader, source: RecordSource) -> RunHeader:
-    """The header with the damage the source found in its files (``verifier.sources.DumpProblem``)."""
+_STREAM_ORDER: Final = {"journal": 0, "audit": 1, "checkpoints": 2, "refusals": 3, "deadletter": 4}
+
+
+def _with_torn(header: RunHeader, source: RecordSource, partition: int | None, *, journal_only: bool = False) -> RunHeader:
+    """The header with the damage the source found in the files its verification reads (``verifier.sources.DumpProblem``).
+
+    A run on ``partition`` reads every journal and refusals file and its partition's audit, checkpoints
+    and dead-letter files; a run not found (``partition`` None) the journal and audit files (only the
+    journal's with ``journal_only``). Damage in a file that no check of the run reads belongs to other
+    runs' reports, so a run reports the same whether verified alone or with others (``verify_many``). The
+    damage is listed by stream, partition and line (a capture file: in the order found).
+    """
     found = getattr(source, "dump_problems", None)
     if found is None:  # a source that lists only torn lines
         found = [
@@ -313,7 +456,32 @@ def _with_torn(header: RunHeader, source: RecordSource) -> RunHeader:
         ]
     if not found:
         return header
-    return replace(header, dump_problems=header.dump_problems + tuple(_dump_problem(p) for p in found))
+    ranked = []
+    for problem in found:
+        where = _dump_file(problem.path)
+        if where is not None:
+            stream, file_partition = where
+            if partition is None:
+                if stream != "journal" and (journal_only or stream != "audit"):
+                    continue
+            elif stream not in ("journal", "refusals") and file_partition != partition:
+                continue
+            rank = (_STREAM_ORDER.get(stream, len(_STREAM_ORDER)), file_partition, problem.line)
+        else:
+            rank = (-1, 0, 0)  # a capture file: kept in the order found
+        ranked.append((rank, problem))
+    ranked.sort(key=lambda item: item[0])
+    if not ranked:
+        return header
+    return replace(header, dump_problems=header.dump_problems + tuple(_dump_problem(p) for _, p in ranked))
+
+
+def _dump_file(path: str) -> tuple[str, int] | None:
+    """(stream, partition) of a dump's ``topics/<stream>/<partition>.jsonl``; None for any other file (a capture)."""
+    file = Path(path)
+    if file.parent.parent.name != "topics" or file.suffix != ".jsonl" or not file.stem.isdigit():
+        return None
+    return file.parent.name, int(file.stem)
 
 
 def _dump_problem(found: DumpProblem) -> Problem:
@@ -349,14 +517,8 @@ def _audit_mentions(source: RecordSource, run_id: str, trusted: TrustedKeys) -> 
     for partition in source.partitions("audit"):
         for rows in _row_chunks(source, "audit", partition):
             for fact in facts.audit_facts([row[3] for row in rows], trusted.audit_secret):
-                if fact[0] != A_RECORD or fact[8] != run_id:
-                    continue
-                mac, recomputed = fact[2], fact[3]
-                if recomputed is None and trusted.hmac:
-                    continue  # a key id that is not pinned: not authenticated
-                if recomputed is not None and recomputed != mac and not macs_equal(recomputed, mac):
-                    continue
-                count += 1
+                if fact[0] == A_RECORD and fact[8] == run_id and _authenticated(fact, trusted):
+                    count += 1
     return count
 
 
@@ -773,7 +935,18 @@ class _ChainWalk:
 
 
 class _AuditEvent:
-    __slots__ = ("seq", "offset", "event", "journal_seq", "record_hash", "prev_mac", "tainted", "version")
+    __slots__ = (
+        "seq",
+        "offset",
+        "event",
+        "journal_seq",
+        "record_hash",
+        "prev_mac",
+        "tainted",
+        "version",
+        "position",
+        "checkpoints_seen",
+    )
 
     def __init__(
         self,
@@ -785,6 +958,8 @@ class _AuditEvent:
         prev_mac: str,
         tainted: bool,
         version: int = 1,
+        position: int = 0,
+        checkpoints_seen: int = 0,
     ) -> None:
         self.seq = seq
         self.offset = offset
@@ -795,33 +970,52 @@ class _AuditEvent:
         self.tainted = tainted
         self.version = version
         """The AuditRecord envelope version: 2 is written by schedulers that also write checkpoints."""
+        self.position = position
+        """How many audit records of the partition were read up to and including this one."""
+        self.checkpoints_seen = checkpoints_seen
+        """``CheckpointWalk.last_seen`` right after this record: the last checkpoint written up to it."""
 
 
 @dataclass
-class _AuditWalk:
-    c: codec.Codec
-    records: Iterator[tuple[int, tuple[Any, ...], int, int]]
-    """(offset, audit fact, envelope version, Kafka timestamp) of every audit record of the partition (``verifier.facts``)."""
-    run_id: str
-    partition: int
-    trusted: TrustedKeys
-    count: int = 0
-    run_count: int = 0
+class _RunCrossings:
+    """What the partition's audit chain says about one run, counted as the chain is read."""
+
+    records: int = 0
     refusals: int = 0
     refusal_hashes: list[tuple[int, int, str]] = field(default_factory=list)
-    """(audit seq, audit offset, sha256 of the refusal value) of this run's refusals."""
-    notes: list[str] = field(default_factory=list)
+    """(audit seq, audit offset, sha256 of the refusal value) of the run's refusals."""
+    events: deque[_AuditEvent] = field(default_factory=deque)
+    """The run's result and seal crossings read but not yet joined with its journal."""
+
+
+@dataclass
+class _PartitionAudit:
+    """The audit chain of one partition, read once, however many runs are joined with it.
+
+    Everything that concerns the chain itself (MACs, keys, sequence, links, input accounting,
+    checkpoints, dead letters) is checked here once; each run's result and seal crossings are queued
+    for that run's ``_AuditWalk``. A finding of the chain is kept with its position (how many records
+    had been read), so each run's report lists it where a walk of that run alone would have met it.
+    """
+
+    c: codec.Codec
+    records: Iterator[tuple[int, tuple[Any, ...], int, int, bytes | None]]
+    """(offset, audit fact, envelope version, Kafka timestamp, value) of every audit record of the partition."""
+    partition: int
+    trusted: TrustedKeys
+    wanted: frozenset[str] | None = None
+    """The runs whose crossings are kept (None: every run)."""
+    count: int = 0
     last_mac: str = ""
     expected_seq: int = 0
     key_ids: set[str] = field(default_factory=set)
     macs_verified: bool = True
     missing_key: str = ""
-    findings: _Findings = field(default_factory=_Findings)
-    pending: _AuditEvent | None = None
-    exhausted: bool = False
     genesis_checked: bool = False
     deadletters: list[tuple[int, int, int, str]] = field(default_factory=list)
     """(audit seq, audit offset, input offset, raw sha256) of the partition's dead letters."""
+    deadletter_codes: dict[int, str] = field(default_factory=dict)
+    """audit offset -> ``reason_code`` of the audit records that mirror those dead letters."""
     last_input: int | None = None
     """Input offset of the previous audit record (None at the start, and after a record already reported)."""
     last_event: str = ""
@@ -829,8 +1023,6 @@ class _AuditWalk:
     """The input partition's first offset (its log start): the first audit record must account for it."""
     started: bool = False
     """An audit record was read: the next one is not the chain's first."""
-    refusals_not_captured: int = 0
-    deadletters_not_captured: int = 0
     checkpoints: CheckpointWalk | None = None
     """The partition's checkpoints, merged with the chain as it is read."""
     checkpoints_captured: bool = True
@@ -840,29 +1032,60 @@ class _AuditWalk:
     last_version: int = 0
     """Envelope version of the last decodable audit record."""
     uncovered: int = 0
+    exhausted: bool = False
+    found: list[Problem] = field(default_factory=list)
+    """Findings of the chain itself, in the order met."""
+    found_at: list[int] = field(default_factory=list)
+    """``count`` when each of ``found`` was met."""
+    end_found: list[Problem] | None = None
+    """Findings of the checkpoints after the chain's end (``finish_checkpoints``)."""
+    deadletter_found: list[Problem] | None = None
+    deadletters_not_captured: int = 0
+    runs: dict[str, _RunCrossings] = field(default_factory=dict)
+    mentions: dict[str, int] = field(default_factory=dict)
+    """Records naming each run whose MAC verifies (``_authenticated``): what JOURNAL_MISSING counts."""
+    crossing_runs: set[str] = field(default_factory=set)
+    """Runs the chain mirrors a journal crossing of (a result, an action or a seal), authenticated."""
 
-    # -- pulling records ---------------------------------------------------------
+    def add(self, problem: Problem) -> None:
+        self.found.append(problem)
+        self.found_at.append(self.count)
 
-    def _next_run_event(self) -> _AuditEvent | None:
-        """The next result or seal audit event of this run (refusals are counted and skipped)."""
-        pending = self.pending
-        if pending is not None:
-            self.pending = None
-            return pending
+    def run(self, run_id: str) -> _RunCrossings:
+        crossings = self.runs.get(run_id)
+        if crossings is None:
+            crossings = self.runs[run_id] = _RunCrossings()
+        return crossings
+
+    def next_event(self, run_id: str) -> _AuditEvent | None:
+        """The next result or seal crossing of ``run_id``, reading the chain only as far as it takes."""
+        queued = self.run(run_id).events
+        if queued:
+            return queued.popleft()
         check = self._check
-        for offset, fact, version, timestamp in self.records:
-            event = check(offset, fact, version, timestamp)
-            if event is not None:
-                return event
+        for offset, fact, version, timestamp, value in self.records:
+            event = check(offset, fact, version, timestamp, value)
+            if event is None:
+                continue
+            if event[0] == run_id:
+                return event[1]
+            self.runs[event[0]].events.append(event[1])
         self.exhausted = True
         return None
 
-    def _check(self, offset: int, fact: tuple[Any, ...], version: int, timestamp: int) -> _AuditEvent | None:
+    def drain(self) -> None:
+        """Read the rest of the chain (every run's crossings are queued)."""
+        while not self.exhausted:
+            self.next_event("")
+
+    def _check(
+        self, offset: int, fact: tuple[Any, ...], version: int, timestamp: int, value: bytes | None
+    ) -> tuple[str, _AuditEvent] | None:
         self.count += 1
         if fact[0] != A_RECORD:
             if fact[0] == RAISE:
                 raise fact[1]
-            self.findings.add(
+            self.add(
                 Problem(
                     "AUDIT_UNDECODABLE",
                     f"audit record at offset {offset} does not decode: {fact[1]}",
@@ -904,12 +1127,12 @@ class _AuditWalk:
             tainted = True
             finding = key_problem(pinned, KeyUse.AUDIT, f"audit seq {seq} at offset {offset}", timestamp)
             if finding is not None:  # always: an Ed25519 key is never allowed for audit
-                self.findings.add(finding.problem(stream="audit", offset=offset, audit_seq=seq))
+                self.add(finding.problem(stream="audit", offset=offset, audit_seq=seq))
         elif recomputed is None and self.trusted.hmac:
             # An audit key is pinned, but not this record's: its MAC cannot be checked,
             # and the key id is not covered by the MAC. Never a quiet pass.
             tainted = True
-            self.findings.add(
+            self.add(
                 Problem(
                     "AUDIT_KEY_NOT_PINNED",
                     f"audit seq {seq} at offset {offset} names key {key_id}, which is not among the pinned audit keys: "
@@ -930,10 +1153,10 @@ class _AuditWalk:
                 self.key_ids.add(key_id)
                 finding = key_problem(pinned, KeyUse.AUDIT, f"audit seq {seq} at offset {offset}", timestamp) if pinned else None
                 if finding is not None:  # MACed by that key, but outside its lifetime
-                    self.findings.add(finding.problem(stream="audit", offset=offset, audit_seq=seq))
+                    self.add(finding.problem(stream="audit", offset=offset, audit_seq=seq))
             else:
                 tainted = True
-                self.findings.add(
+                self.add(
                     Problem(
                         "AUDIT_MAC_MISMATCH",
                         f"audit seq {seq} at offset {offset}: MAC mismatch (stored '{mac}', recomputed '{recomputed}')",
@@ -952,10 +1175,10 @@ class _AuditWalk:
             else:
                 message = f"audit seq {seq} at offset {offset} comes after seq {self.expected_seq - 1} (reordered or duplicated)"
                 code = "AUDIT_OUT_OF_ORDER"
-            self.findings.add(Problem(code, message, stream="audit", offset=offset, audit_seq=seq))
+            self.add(Problem(code, message, stream="audit", offset=offset, audit_seq=seq))
         elif prev_mac != self.last_mac and not macs_equal(prev_mac, self.last_mac):
             tainted = True
-            self.findings.add(
+            self.add(
                 Problem(
                     "AUDIT_LINK_BROKEN",
                     f"audit seq {seq} at offset {offset} does not link to its predecessor "
@@ -969,7 +1192,7 @@ class _AuditWalk:
             )
         if partition != self.partition or input_partition != self.partition:
             tainted = True
-            self.findings.add(
+            self.add(
                 Problem(
                     "AUDIT_WRONG_PARTITION",
                     f"audit record at offset {offset} names partition {partition} (input partition {input_partition})",
@@ -987,17 +1210,25 @@ class _AuditWalk:
         self.last_mac = mac
         if event == _DEADLETTER and not tainted:
             self.deadletters.append((seq, offset, input_offset, record_hash))
-        if run_id != self.run_id:
+            reason = _deadletter_code(self.c, value)
+            if reason is not None:
+                self.deadletter_codes[offset] = reason
+        if _authenticated(fact, self.trusted):
+            self.mentions[run_id] = self.mentions.get(run_id, 0) + 1
+            if event in _JOIN_EVENTS:
+                self.crossing_runs.add(run_id)
+        if self.wanted is not None and run_id not in self.wanted:
             return None
-        self.run_count += 1
+        crossings = self.run(run_id)
+        crossings.records += 1
         if event == _REFUSED:
-            self.refusals += 1
+            crossings.refusals += 1
             if not tainted:
-                self.refusal_hashes.append((seq, offset, record_hash))
+                crossings.refusal_hashes.append((seq, offset, record_hash))
             return None
         if event not in _JOIN_EVENTS:
             return None
-        return _AuditEvent(
+        return run_id, _AuditEvent(
             seq=seq,
             offset=offset,
             event=_RESULT if event in _ENTRY_EVENTS else event,
@@ -1006,6 +1237,8 @@ class _AuditWalk:
             prev_mac=prev_mac,
             tainted=tainted,
             version=version,
+            position=self.count,
+            checkpoints_seen=self.checkpoints.last_seen if self.checkpoints is not None else 0,
         )
 
     def _account(self, offset: int, seq: int, event: str, input_offset: int) -> None:
@@ -1027,7 +1260,7 @@ class _AuditWalk:
                 f"but the input partition starts at offset {start}: input {missing} produced no output (the scheduler "
                 "started past them, e.g. from a reset group offset, or their outputs deleted)"
             )
-            self.findings.add(
+            self.add(
                 Problem(
                     "INPUT_OFFSET_GAP",
                     message,
@@ -1059,25 +1292,195 @@ class _AuditWalk:
         else:
             code = "INPUT_OFFSET_OUT_OF_ORDER"
             message = f"audit seq {seq} at offset {offset} accounts for input offset {input_offset} after {last}"
-        self.findings.add(
+        self.add(
             Problem(
                 code, message, stream="audit", offset=offset, audit_seq=seq, expected=str(last + 1), recomputed=str(input_offset)
             )
         )
 
+    def finish_checkpoints(self) -> list[Problem]:
+        """After the chain's end: checkpoints beyond it, a missing last one, and what none covers yet (once)."""
+        if self.end_found is None:
+            self.drain()
+            self.end_found = []
+            walk = self.checkpoints
+            if walk is not None:
+                if not self.checkpoints_captured:
+                    self.uncovered = self.expected_seq
+                else:
+                    before = len(self.found)
+                    self.uncovered = walk.finish(self.expected_seq, self.last_version == 2)
+                    self.end_found = self.found[before:]
+                    del self.found[before:], self.found_at[before:]
+        return self.end_found
+
+    def check_deadletters(self, source: RecordSource) -> list[Problem]:
+        """When the source holds the partition's dead letters: each is one the audit chain mirrors
+        (input offset and sha256 of the raw input), and vice versa (once per partition)."""
+        if self.deadletter_found is None:
+            self.drain()
+            found: list[Problem] = []
+            self.deadletter_found = found
+            self._deadletters(source, found.append)
+        return self.deadletter_found
+
+    def _deadletters(self, source: RecordSource, add: Callable[[Problem], None]) -> None:
+        if self.partition not in source.partitions("deadletter"):
+            if not self.deadletters:
+                return
+            if isinstance(source, KcatSource):  # a capture lists the topics it was given
+                self.deadletters_not_captured = len(self.deadletters)
+                return
+            seq, offset, input_offset, digest = self.deadletters[0]
+            add(
+                Problem(
+                    "DEADLETTER_STREAM_MISSING",
+                    f"the audit chain mirrors {plural(len(self.deadletters), 'dead letter')} on this partition (the first "
+                    f"of input offset {input_offset} at audit seq {seq}, offset {offset}), but {source.describe()} has no "
+                    "dead-letter stream for it (deleted)",
+                    stream="audit",
+                    offset=offset,
+                    audit_seq=seq,
+                    expected=digest,
+                )
+            )
+            return
+        expected: dict[tuple[int, str], list[tuple[int, int]]] = {}
+        for seq, offset, input_offset, digest in self.deadletters:
+            expected.setdefault((input_offset, digest), []).append((seq, offset))
+        codes = self.deadletter_codes
+        for record in source.records("deadletter", self.partition, headers=False):
+            problem = ""
+            try:
+                letter = self.c.decode(record.value or b"", expect=_DEAD_LETTER).record
+            except codec.DecodeError as exc:
+                problem = f"does not decode ({exc})"
+                digest = sha256_digest(record.value or b"")
+            else:
+                digest = letter["raw_sha256"]
+                raw = letter["raw"]
+                if raw and sha256_digest(raw) != digest:
+                    problem = f"holds raw bytes hashing to '{sha256_digest(raw)}', not its raw_sha256 '{digest}'"
+                elif expected.get((letter["input"]["offset"], digest)):
+                    seq, offset = expected[(letter["input"]["offset"], digest)].pop()
+                    audited = codes.get(offset)
+                    if audited is not None and audited != letter["code"]:
+                        add(
+                            Problem(
+                                "DEADLETTER_CODE_MISMATCH",
+                                f"dead letter at offset {record.offset} (input offset {letter['input']['offset']}) has code "
+                                f"{letter['code']!r}, but audit seq {seq} (offset {offset}) records reason "
+                                f"{audited!r} (altered)",
+                                stream="deadletter",
+                                offset=record.offset,
+                                audit_seq=seq,
+                                expected=audited,
+                                recomputed=letter["code"],
+                            )
+                        )
+                    continue
+                else:
+                    problem = f"(input offset {letter['input']['offset']}, raw '{digest}') is mirrored by no audit record"
+            add(
+                Problem(
+                    "DEADLETTER_NOT_AUDITED",
+                    f"dead letter at offset {record.offset} {problem} (altered or inserted)",
+                    stream="deadletter",
+                    offset=record.offset,
+                    recomputed=digest,
+                )
+            )
+        for (input_offset, digest), places in sorted(expected.items()):
+            for seq, offset in places:
+                add(
+                    Problem(
+                        "DEADLETTER_MISSING",
+                        f"audit seq {seq} (offset {offset}) mirrors a dead letter of input offset {input_offset} "
+                        f"('{digest}') that the dead-letter topic lacks (deleted)",
+                        stream="audit",
+                        offset=offset,
+                        audit_seq=seq,
+                        expected=digest,
+                    )
+                )
+
+
+def _deadletter_code(c: codec.Codec, value: bytes | None) -> str | None:
+    """The ``reason_code`` of an audit record that mirrors a dead letter (None when it does not decode)."""
+    try:
+        payload = codec.split_envelope(value or b"")[1][0]
+        return str(c.decode(payload, expect=_AUDIT_ENTRY).record["reason_code"])
+    except (codec.DecodeError, IndexError, KeyError):
+        return None  # the walk already named an audit record that does not decode
+
+
+def _authenticated(fact: tuple[Any, ...], trusted: TrustedKeys) -> bool:
+    """Whether a decoded audit record's payload may be believed: its MAC verifies under a pinned audit key,
+    or no audit key is pinned at all (the verdict then says MACs were not verified)."""
+    mac, recomputed = fact[2], fact[3]
+    if recomputed is None:
+        return not trusted.hmac  # a key id that is not pinned: not authenticated
+    return recomputed == mac or macs_equal(recomputed, mac)
+
+
+@dataclass
+class _AuditWalk:
+    """One run's view of its partition's audit chain: its crossings joined with its journal, in order."""
+
+    part: _PartitionAudit
+    run_id: str
+    findings: _Findings = field(default_factory=_Findings)
+    pending: _AuditEvent | None = None
+    flushed: int = 0
+    """How many of the partition's findings this run's report holds already."""
+    refusals_not_captured: int = 0
+    deadletters_not_captured: int = 0
+
+    # -- pulling records ---------------------------------------------------------
+
+    def _next_run_event(self) -> _AuditEvent | None:
+        """The next result or seal audit event of this run (refusals are counted and skipped).
+
+        The chain's own findings up to that record join this run's findings first, in
+        chain order, as if this run's walk had read the chain alone.
+        """
+        pending = self.pending
+        if pending is not None:
+            self.pending = None
+            return pending
+        event = self.part.next_event(self.run_id)
+        self._flush(len(self.part.found) if event is None else bisect_right(self.part.found_at, event.position))
+        return event
+
+    def _flush(self, upto: int) -> None:
+        if upto <= self.flushed:
+            return
+        found = self.part.found
+        if self.findings.first is None:
+            self.findings.first = found[self.flushed]
+            self.findings.further += upto - self.flushed - 1
+        else:
+            self.findings.further += upto - self.flushed
+        self.flushed = upto
+
+    def _add_all(self, problems: list[Problem]) -> None:
+        for problem in problems:
+            self.findings.add(problem)
+
     def unchecked(self) -> Iterator[Problem]:
         """What the walk could not check, as named verdicts (exit 6, never a quiet note)."""
-        if not self.macs_verified:
+        part = self.part
+        if not part.macs_verified:
             yield Problem(
                 "AUDIT_MACS_NOT_VERIFIED",
-                f"no audit key is pinned: the MACs of the partition's audit records (key {self.missing_key}) were not "
+                f"no audit key is pinned: the MACs of the partition's audit records (key {part.missing_key}) were not "
                 "verified, so refusals, dead letters and audit payloads are unauthenticated (add the audit key to --trusted-keys)",
             )
-        if not self.checkpoints_captured and self.v2_records:
+        if not part.checkpoints_captured and part.v2_records:
             yield Problem(
                 "CHECKPOINTS_NOT_CAPTURED",
                 f"the partition's audit chain was written by a scheduler that signs checkpoints, but the capture has no "
-                f"checkpoints topic: the {plural(self.expected_seq, 'audit record')} were not checked against a signed "
+                f"checkpoints topic: the {plural(part.expected_seq, 'audit record')} were not checked against a signed "
                 "checkpoint, so a truncated tail would not show (add a kcat capture of the checkpoints topic)",
             )
         if self.refusals_not_captured:
@@ -1146,7 +1549,7 @@ class _AuditWalk:
             if event is None:
                 self._disagree(
                     "AUDIT_TRUNCATED",
-                    f"seal at offset {offset} commits audit seq {seal['audit_seq']} but the audit chain ends at seq {self.expected_seq - 1} "
+                    f"seal at offset {offset} commits audit seq {seal['audit_seq']} but the audit chain ends at seq {self.part.expected_seq - 1} "
                     "(audit tail truncated)",
                     stream="journal",
                     offset=offset,
@@ -1182,20 +1585,16 @@ class _AuditWalk:
                     expected=seal["audit_head"],
                     recomputed=event.prev_mac,
                 )
-            elif seal["final"] and event.version == 2 and self.checkpoints is not None and self.checkpoints_captured:
+            elif seal["final"] and event.version == 2 and self.part.checkpoints is not None and self.part.checkpoints_captured:
                 # the step that wrote this final seal ended with a checkpoint over it
-                self.checkpoints.require_after_final_seal(self.run_id, event.seq, event.offset)
+                missing = final_seal_checkpoint_missing(self.run_id, event.seq, event.offset, event.checkpoints_seen)
+                if missing is not None:
+                    self.findings.add(missing)
             return
 
     def finish_checkpoints(self) -> None:
         """After ``finish``: checkpoints beyond the chain's end, a missing last one, and what none covers yet."""
-        walk = self.checkpoints
-        if walk is None:
-            return
-        if not self.checkpoints_captured:
-            self.uncovered = self.expected_seq
-            return
-        self.uncovered = walk.finish(self.expected_seq, self.last_version == 2)
+        self._add_all(self.part.finish_checkpoints())
 
     def finish(self, journal_entries: int) -> bool:
         """Drain the audit chain; crossings of this run left over mean the journal lost its tail (returns whether any)."""
@@ -1221,20 +1620,24 @@ class _AuditWalk:
             )
         return seen
 
-    def check_refusals(self, source: RecordSource, key: bytes) -> None:
-        """Every refusal record of the run must be one the audit chain mirrors, and vice versa."""
+    def check_refusals(self, source: RecordSource, records: list[tuple[int, int, str]]) -> None:
+        """Every refusal record of the run must be one the audit chain mirrors, and vice versa.
+
+        ``records`` are the run's refusal records, (refusals partition, offset, sha256 of the value),
+        in partition and offset order (``_refusal_records``)."""
+        refusal_hashes = self.part.run(self.run_id).refusal_hashes
         partitions = source.partitions("refusals")
         if not partitions:
-            if not self.refusal_hashes:
+            if not refusal_hashes:
                 return
             if isinstance(source, KcatSource):  # a capture lists the topics it was given
-                self.refusals_not_captured = len(self.refusal_hashes)
+                self.refusals_not_captured = len(refusal_hashes)
                 return
-            seq, offset, digest = self.refusal_hashes[0]
+            seq, offset, digest = refusal_hashes[0]
             self.findings.add(
                 Problem(
                     "REFUSALS_STREAM_MISSING",
-                    f"the audit chain mirrors {plural(len(self.refusal_hashes), 'refusal')} of this run (the first at audit "
+                    f"the audit chain mirrors {plural(len(refusal_hashes), 'refusal')} of this run (the first at audit "
                     f"seq {seq}, offset {offset}), but {source.describe()} has no refusals stream (deleted)",
                     stream="audit",
                     offset=offset,
@@ -1244,26 +1647,22 @@ class _AuditWalk:
             )
             return
         expected: dict[str, list[tuple[int, int]]] = {}
-        for seq, offset, digest in self.refusal_hashes:
+        for seq, offset, digest in refusal_hashes:
             expected.setdefault(digest, []).append((seq, offset))
-        for partition in partitions:
-            for record in source.records("refusals", partition, headers=False):
-                if record.key != key:
-                    continue
-                digest = sha256_digest(record.value or b"")
-                if expected.get(digest):
-                    expected[digest].pop()
-                    continue
-                self.findings.add(
-                    Problem(
-                        "REFUSAL_NOT_AUDITED",
-                        f"refusal record at offset {record.offset} (refusals partition {partition}) hashes to '{digest}', "
-                        "which no audit record of this run mirrors (altered or inserted)",
-                        stream="refusals",
-                        offset=record.offset,
-                        recomputed=digest,
-                    )
+        for partition, record_offset, digest in records:
+            if expected.get(digest):
+                expected[digest].pop()
+                continue
+            self.findings.add(
+                Problem(
+                    "REFUSAL_NOT_AUDITED",
+                    f"refusal record at offset {record_offset} (refusals partition {partition}) hashes to '{digest}', "
+                    "which no audit record of this run mirrors (altered or inserted)",
+                    stream="refusals",
+                    offset=record_offset,
+                    recomputed=digest,
                 )
+            )
         for digest, places in sorted(expected.items()):
             for seq, offset in places:
                 self.findings.add(
@@ -1278,104 +1677,9 @@ class _AuditWalk:
                 )
 
     def check_deadletters(self, source: RecordSource) -> None:
-        """When the source holds the partition's dead letters: each is one the audit chain mirrors
-        (input offset and sha256 of the raw input), and vice versa."""
-        if self.partition not in source.partitions("deadletter"):
-            if not self.deadletters:
-                return
-            if isinstance(source, KcatSource):  # a capture lists the topics it was given
-                self.deadletters_not_captured = len(self.deadletters)
-                return
-            seq, offset, input_offset, digest = self.deadletters[0]
-            self.findings.add(
-                Problem(
-                    "DEADLETTER_STREAM_MISSING",
-                    f"the audit chain mirrors {plural(len(self.deadletters), 'dead letter')} on this partition (the first "
-                    f"of input offset {input_offset} at audit seq {seq}, offset {offset}), but {source.describe()} has no "
-                    "dead-letter stream for it (deleted)",
-                    stream="audit",
-                    offset=offset,
-                    audit_seq=seq,
-                    expected=digest,
-                )
-            )
-            return
-        expected: dict[tuple[int, str], list[tuple[int, int]]] = {}
-        for seq, offset, input_offset, digest in self.deadletters:
-            expected.setdefault((input_offset, digest), []).append((seq, offset))
-        codes = self._deadletter_codes(source) if self.deadletters else {}
-        for record in source.records("deadletter", self.partition, headers=False):
-            problem = ""
-            try:
-                letter = self.c.decode(record.value or b"", expect=_DEAD_LETTER).record
-            except codec.DecodeError as exc:
-                problem = f"does not decode ({exc})"
-                digest = sha256_digest(record.value or b"")
-            else:
-                digest = letter["raw_sha256"]
-                raw = letter["raw"]
-                if raw and sha256_digest(raw) != digest:
-                    problem = f"holds raw bytes hashing to '{sha256_digest(raw)}', not its raw_sha256 '{digest}'"
-                elif expected.get((letter["input"]["offset"], digest)):
-                    seq, offset = expected[(letter["input"]["offset"], digest)].pop()
-                    audited = codes.get(offset)
-                    if audited is not None and audited != letter["code"]:
-                        self.findings.add(
-                            Problem(
-                                "DEADLETTER_CODE_MISMATCH",
-                                f"dead letter at offset {record.offset} (input offset {letter['input']['offset']}) has code "
-                                f"{letter['code']!r}, but audit seq {seq} (offset {offset}) records reason "
-                                f"{audited!r} (altered)",
-                                stream="deadletter",
-                                offset=record.offset,
-                                audit_seq=seq,
-                                expected=audited,
-                                recomputed=letter["code"],
-                            )
-                        )
-                    continue
-                else:
-                    problem = f"(input offset {letter['input']['offset']}, raw '{digest}') is mirrored by no audit record"
-            self.findings.add(
-                Problem(
-                    "DEADLETTER_NOT_AUDITED",
-                    f"dead letter at offset {record.offset} {problem} (altered or inserted)",
-                    stream="deadletter",
-                    offset=record.offset,
-                    recomputed=digest,
-                )
-            )
-        for (input_offset, digest), places in sorted(expected.items()):
-            for seq, offset in places:
-                self.findings.add(
-                    Problem(
-                        "DEADLETTER_MISSING",
-                        f"audit seq {seq} (offset {offset}) mirrors a dead letter of input offset {input_offset} "
-                        f"('{digest}') that the dead-letter topic lacks (deleted)",
-                        stream="audit",
-                        offset=offset,
-                        audit_seq=seq,
-                        expected=digest,
-                    )
-                )
-
-    def _deadletter_codes(self, source: RecordSource) -> dict[int, str]:
-        """audit offset -> ``reason_code`` of the audit records that mirror dead letters (MACs already verified).
-
-        The audit facts carry no reason; dead letters are rare, so their audit
-        records are read once more and only they are decoded.
-        """
-        wanted = {offset for _, offset, _, _ in self.deadletters}
-        codes: dict[int, str] = {}
-        for record in source.records("audit", self.partition, headers=False):
-            if record.offset not in wanted:
-                continue
-            try:
-                payload = codec.split_envelope(record.value or b"")[1][0]
-                codes[record.offset] = str(self.c.decode(payload, expect=_AUDIT_ENTRY).record["reason_code"])
-            except (codec.DecodeError, IndexError, KeyError):
-                continue  # the walk already named an audit record that does not decode
-        return codes
+        """The partition's dead letters against the chain (``_PartitionAudit.check_deadletters``)."""
+        self._add_all(self.part.check_deadletters(source))
+        self.deadletters_not_captured = self.part.deadletters_not_captured
 
     def _journal_lacks(self, event: _AuditEvent) -> None:
         """An audit record of a result the journal skipped (met while joining a later entry or a seal)."""
@@ -1420,18 +1724,20 @@ class _AuditWalk:
         )
 
     def verdict(self) -> AuditVerdict:
-        notes = list(self.notes)
-        if not self.macs_verified:
-            notes.insert(0, f"MACs not verified: audit key {self.missing_key} is not pinned (add it to --trusted-keys)")
+        part = self.part
+        notes: list[str] = []
+        if not part.macs_verified:
+            notes.insert(0, f"MACs not verified: audit key {part.missing_key} is not pinned (add it to --trusted-keys)")
         note = "; ".join(notes)
+        crossings = part.run(self.run_id)
         return AuditVerdict(
-            records=self.count,
-            run_records=self.run_count,
-            macs_verified=self.macs_verified and self.count > 0,
-            key_ids=tuple(sorted(self.key_ids)),
-            refusals=self.refusals,
-            checkpoints=self.checkpoints.verified if self.checkpoints is not None else 0,
-            uncovered=self.uncovered,
+            records=part.count,
+            run_records=crossings.records,
+            macs_verified=part.macs_verified and part.count > 0,
+            key_ids=tuple(sorted(part.key_ids)),
+            refusals=crossings.refusals,
+            checkpoints=part.checkpoints.verified if part.checkpoints is not None else 0,
+            uncovered=part.uncovered,
             problem=self.findings.first,
             further_problems=self.findings.further,
             note=note,
@@ -1456,26 +1762,44 @@ def _stages(
     trusted: TrustedKeys,
     why_unchecked: str,
 ) -> Iterator[StageVerdict]:
-    previous = None
-    run_id = key.decode()
-    tally = _EvidenceTally(run_id)
-    checks: dict[str, ModalityCheck | None] = {}
-    sessions: dict[str, list[tuple[int, dict[str, Any]]]] = {}
-    """Journalled computer-use actions per session, handed to the session's browser stage."""
+    builder = _StageBuilder(c, facts, key.decode(), cas, trusted, why_unchecked)
     for rows in _row_chunks(source, "journal", partition):
         mine = [row for row in rows if row[2] == key]
-        if not mine:
-            continue
-        for row, fact in zip(mine, facts.stage_facts([row[3] for row in mine]), strict=True):
+        if mine:
+            yield from builder.feed(mine)
+    yield from builder.finish()
+
+
+class _StageBuilder:
+    """One run's stage verdicts, from its journal records fed in offset order."""
+
+    def __init__(
+        self, c: codec.Codec, facts: Facts, run_id: str, cas: BlobStore | None, trusted: TrustedKeys, why_unchecked: str
+    ) -> None:
+        self.c = c
+        self.facts = facts
+        self.run_id = run_id
+        self.cas = cas
+        self.trusted = trusted
+        self.why_unchecked = why_unchecked
+        self.previous: str | None = None
+        self.tally = _EvidenceTally(run_id)
+        self.checks: dict[str, ModalityCheck | None] = {}
+        self.sessions: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+        """Journalled computer-use actions per session, handed to the session's browser stage."""
+
+    def feed(self, mine: list[Row]) -> Iterator[StageVerdict]:
+        c, run_id, checks, sessions = self.c, self.run_id, self.checks, self.sessions
+        for row, fact in zip(mine, self.facts.stage_facts([row[3] for row in mine]), strict=True):
             kind = fact[0]
             if kind == S_SKIP:
                 continue  # not a journal entry record: reported by the chain walk
             if kind == RAISE:
                 raise fact[1]
             stored = fact[1]
-            if stored == previous:
+            if stored == self.previous:
                 continue  # an exact duplicate; the chain verdict names it once
-            previous = stored
+            self.previous = stored
             if kind != S_RESULT:
                 # not decodable (reported by the chain walk), or not an activity.result:
                 # computer-use actions are replayed by the browser check of their session
@@ -1501,11 +1825,16 @@ def _stages(
                 check = checks[entry_kind] = check_for(entry_kind)
             entry = c.decode(fact[12], expect=_ENTRY).record if check is not None else None
             related = tuple(sessions.pop(fact[5], ())) if entry_kind == "browser" else ()
-            yield _stage_verdict(fact, entry, check, offset, cas, trusted, untrusted, related, why_unchecked, tally, row[1])
-    # Sessions whose actions were journalled but that never produced an accepted
-    # browser result (a killed worker, a refused result): replayed like any others.
-    for session_id, actions in sessions.items():
-        yield _incomplete_session(run_id, session_id, actions, cas, trusted, why_unchecked, tally)
+            yield _stage_verdict(
+                fact, entry, check, offset, self.cas, self.trusted, untrusted, related, self.why_unchecked, self.tally, row[1]
+            )
+
+    def finish(self) -> Iterator[StageVerdict]:
+        # Sessions whose actions were journalled but that never produced an accepted
+        # browser result (a killed worker, a refused result): replayed like any others.
+        for session_id, actions in self.sessions.items():
+            yield _incomplete_session(self.run_id, session_id, actions, self.cas, self.trusted, self.why_unchecked, self.tally)
+        self.sessions = {}
 
 
 def _incomplete_session(

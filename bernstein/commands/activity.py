@@ -1,4 +1,4 @@
-"""``bernstein activity verify <run>``: reconstruct a run offline and name every tamper."""
+"""``bernstein activity verify RUN... | --all | --runs-file F``: reconstruct runs offline and name every tamper."""
 
 from __future__ import annotations
 
@@ -17,16 +17,16 @@ from bernstein.commands.common import (
 )
 from substrate.cas import BlobStore, DirBlobStore
 from substrate.kafka import require_bootstrap
-from verifier.render import render_json, render_text
+from verifier.render import render_json, render_many_json, render_many_text, render_text
 from verifier.sources import DumpSource, KcatSource, RecordSource
-from verifier.verify import verify_stream
+from verifier.verify import verify_many, verify_stream
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     activity_sub = command_group(sub, "activity", help="verify activities")
     verify = activity_sub.add_parser(
         "verify",
-        help="verify a run from Kafka or an exported dump (exit 0 verified, 1 not found, 2 mismatch, "
+        help="verify runs from Kafka or an exported dump (exit 0 verified, 1 not found, 2 mismatch, "
         "3 usage error, 4 internal error, 5 open run, 6 not fully verified)",
         description="Reconstruct every activity of RUN: journal chain, seals, audit chain, evidence sets, "
         "reattached blobs and modality checks. Exit codes: 0 verified (every record authenticated with pinned keys "
@@ -34,9 +34,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "changed, lost or added); 3 usage error or unreadable input; 4 internal error; 5 open (the run is not sealed "
         "yet, everything else verified); 6 not fully verified (a check could not be run: no content store, "
         "--records-only, no audit key pinned, a topic not captured). A mismatch (2) beats 6, 6 beats 5. "
-        "See docs/verifier.md.",
+        "Several RUNs, --runs-file or --all verify many runs reading each partition once: one report per run and a "
+        "summary line (--json: a list); the exit code is the worst run's (2, then 1, 6, 5, 0). See docs/verifier.md.",
     )
-    verify.add_argument("run", help="run id")
+    verify.add_argument("run", nargs="*", metavar="RUN", help="run id (several: one report each)")
+    verify.add_argument("--all", action="store_true", help="verify every run of the source")
+    verify.add_argument(
+        "--runs-file", type=Path, default=None, help="verify the runs listed in FILE (one run id a line; # comments)"
+    )
     verify.add_argument(
         "--from",
         dest="source",
@@ -87,7 +92,33 @@ def _source(args: argparse.Namespace) -> tuple[RecordSource, Path | None]:
     return KcatSource(paths, prefix), None
 
 
+def _runs(args: argparse.Namespace) -> list[str] | None:
+    """The runs to verify (None: --all); a usage error for no run, or for --all with runs."""
+    runs = list(args.run)
+    if args.runs_file is not None:
+        runs.extend(_read_runs_file(args.runs_file))
+    if args.all:
+        if runs:
+            raise UsageError("--all verifies every run of the source: pass no RUN and no --runs-file with it")
+        return None
+    if not runs:
+        if args.runs_file is not None:
+            raise UsageError(f"--runs-file {args.runs_file}: no run id in it")
+        raise UsageError("name a run to verify (RUN, several RUNs, --runs-file FILE or --all)")
+    return runs
+
+
+def _read_runs_file(path: Path) -> list[str]:
+    """Run ids, one a line; blank lines and lines starting with # are skipped."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--runs-file {path}: cannot read it ({exc})") from None
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
 def _verify(args: argparse.Namespace) -> int:
+    runs = _runs(args)
     source, dump_cas = _source(args)
     records_only = bool(args.records_only) or args.cas == "none"
     cas: BlobStore | None
@@ -101,6 +132,10 @@ def _verify(args: argparse.Namespace) -> int:
     else:
         cas = store_from(args.cas, settings_from(args))  # kafka without S3: None, reported as NO_CONTENT_STORE
     trusted = trusted_from(args.trusted_keys, args.keys_dir, args.roles)
-    header, stages = verify_stream(args.run, source, cas=cas, trusted=trusted, records_only=records_only)
-    render = render_json if args.json else render_text
-    return render(header, stages, sys.stdout)
+    if runs is not None and len(runs) == 1 and not args.runs_file:
+        header, stages = verify_stream(runs[0], source, cas=cas, trusted=trusted, records_only=records_only)
+        render = render_json if args.json else render_text
+        return render(header, stages, sys.stdout)
+    reports = verify_many(runs, source, cas=cas, trusted=trusted, records_only=records_only)
+    render_many = render_many_json if args.json else render_many_text
+    return render_many(((report.header, report.stages) for report in reports), sys.stdout)

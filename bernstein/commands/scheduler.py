@@ -21,6 +21,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Final
 
+from bernstein.cli import EXIT_USAGE
 from bernstein.commands.common import UsageError, add_keys_flag, add_prefix_flag, command_group, keys_from, settings_from
 from consumers.core.model import (
     DEFAULT_MAX_OUTPUT_BYTES,
@@ -34,9 +35,13 @@ from consumers.core.model import (
 )
 from consumers.core.native import NATIVE_LABEL, NativeSchedulerCore, SchedulerCoreLike, choose_core
 from consumers.manifest import load_manifest
+from consumers.metrics import SchedulerMetrics, ShellProbe, core_name
 from consumers.shell import SchedulerFenced, SchedulerShell, ShellOptions
+from schemas.errors import BernsteinError
 from substrate.kafka import ensure_topics, partition_count, require_bootstrap
 from substrate.keys import InstallKeys, KeyPurpose, RingKey
+from substrate.logs import LOG_FORMATS, EventLog, install_json_logging, log_format
+from substrate.ops_http import DEFAULT_HOST, OpsServer
 from substrate.topic_policy import require_history_kept
 
 DEFAULT_ROLES = Path("config") / "roles.toml"
@@ -104,7 +109,35 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="step function: the Rust core (byte-identical, ~10x faster) when built, else the Python reference "
         "(default auto; $BERNSTEIN_CORE overrides)",
     )
+    run.add_argument(
+        "--metrics-port",
+        type=_port,
+        default=None,
+        help="serve /metrics (Prometheus), /healthz and /readyz on this port (0: any free port, logged at start; "
+        "with --all-partitions partition p serves on PORT+p). Default: no server (docs/operations.md)",
+    )
+    run.add_argument(
+        "--metrics-host",
+        default=DEFAULT_HOST,
+        help=f"address the metrics server listens on (default {DEFAULT_HOST}; 0.0.0.0 for every interface)",
+    )
+    run.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default=None,
+        help="stderr lines as text (default) or one JSON object per line ($BERNSTEIN_LOG_FORMAT sets the default)",
+    )
     run.set_defaults(func=_run)
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--metrics-port takes a port number, not {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"--metrics-port takes 0 to 65535, not {value}")
+    return value
 
 
 def _journal_offset(text: str) -> int:
@@ -196,7 +229,31 @@ def _roles_path(args: argparse.Namespace) -> Path:
     return args.roles or Path(os.environ.get("BERNSTEIN_ROLES") or DEFAULT_ROLES)
 
 
+STARTUP_EVENTS: Final = ("producers_registered", "keys", "core", "no_producers")
+"""The ``event`` of each ``startup_report`` line in JSON logs."""
+
+
 def _run(args: argparse.Namespace) -> int:
+    """``scheduler run``; with ``--log-format json`` its errors are JSON lines too (the exit codes stay)."""
+    json_logs = log_format(args.log_format) == "json"
+    partition = None if args.all_partitions else (args.partition or 0)
+    log = EventLog(
+        "bernstein.scheduler",
+        json=json_logs,
+        text_prefix=f"scheduler p{partition}: ",
+        fields={"partition": partition},
+    )
+    if not json_logs:
+        return _run_logged(args, log)
+    install_json_logging(log)
+    try:
+        return _run_logged(args, log)
+    except BernsteinError as exc:
+        log.emit("error", exc.message, level="error", code=exc.code)
+        return EXIT_USAGE
+
+
+def _run_logged(args: argparse.Namespace, log: EventLog) -> int:
     settings = settings_from(args)
     bootstrap = require_bootstrap(settings.kafka_bootstrap)
     config = scheduler_config(
@@ -218,8 +275,9 @@ def _run(args: argparse.Namespace) -> int:
     if not 0 <= partition < count:
         raise UsageError(f"--partition {partition}: {settings.topics.submissions} has partitions 0..{count - 1}")
     core, core_label = choose_core(config, partition, args.core, environ=os.environ)
-    for line in startup_report(config, core, _roles_path(args), core_label):
-        print(f"scheduler p{partition}: {line}", file=sys.stderr, flush=True)
+    for event, line in zip(STARTUP_EVENTS, startup_report(config, core, _roles_path(args), core_label), strict=False):
+        fields = {"core": core_name(core_label)} if event == "core" else {}
+        log.emit(event, line, level="warning" if event == "no_producers" else "info", **fields)
     shell = SchedulerShell(
         bootstrap=bootstrap,
         topics=settings.topics,
@@ -233,6 +291,19 @@ def _run(args: argparse.Namespace) -> int:
         ),
     )
 
+    if log.json:
+        shell.emit = lambda event, message, level, fields: log.emit(event, message, level=level, **fields)  # type: ignore[arg-type]
+    server = None
+    if args.metrics_port is not None:
+        metrics = SchedulerMetrics(shell, core_label)
+        server = OpsServer(metrics.registry, ShellProbe(shell), host=args.metrics_host, port=args.metrics_port).start()
+        log.emit(
+            "metrics_listening",
+            f"metrics on {server.url}/metrics (health {server.url}/healthz, ready {server.url}/readyz)",
+            url=server.url,
+            port=server.port,
+        )
+
     def on_signal(signum: int, frame: FrameType | None) -> None:
         shell.stop()
 
@@ -241,8 +312,14 @@ def _run(args: argparse.Namespace) -> int:
     try:
         shell.run(idle_exit=args.idle_exit)
     except SchedulerFenced as exc:
-        print(f"bernstein: error: {exc.message}", file=sys.stderr)
+        if log.json:
+            log.emit("fenced", exc.message, level="error", code=exc.code, error=exc.error)
+        else:
+            print(f"bernstein: error: {exc.message}", file=sys.stderr)
         return EXIT_FENCED
+    finally:
+        if server is not None:
+            server.close()
     return 0
 
 
@@ -258,9 +335,19 @@ def _supervise(args: argparse.Namespace, partitions: int) -> int:
     passthrough += ["--checkpoint-every", str(args.checkpoint_every)]
     passthrough += ["--max-output-bytes", str(args.max_output_bytes)]
     passthrough += ["--core", args.core]
+    if args.log_format is not None:
+        passthrough += ["--log-format", args.log_format]
+    passthrough += ["--metrics-host", args.metrics_host]
     if args.accept_undeclared_sizes:
         passthrough.append("--accept-undeclared-sizes")
-    children = [subprocess.Popen([*base, "scheduler", "run", "--partition", str(p), *passthrough]) for p in range(partitions)]
+
+    def metrics(p: int) -> list[str]:
+        port = args.metrics_port
+        return [] if port is None else ["--metrics-port", str(port + p if port else 0)]
+
+    children = [
+        subprocess.Popen([*base, "scheduler", "run", "--partition", str(p), *passthrough, *metrics(p)]) for p in range(partitions)
+    ]
 
     def forward(signum: int, frame: FrameType | None) -> None:
         for child in children:

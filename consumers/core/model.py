@@ -197,6 +197,11 @@ class SchedulerConfig:
     no blob sizes (a migration from old producers). The per-run evidence cap does not hold for them: they
     count nothing, and only the verifier's real totals catch a run past the cap. Off: they are refused
     with EVIDENCE_SIZES_UNDECLARED."""
+    submission_partitions: int | None = None
+    """The submissions topic's partition count: an input record (submission, run close or computer-use
+    action) must sit on ``schemas.partitioning.partition_for(key, submission_partitions)``, else it is
+    refused with WRONG_PARTITION. The shell sets it from the topic's metadata at start; None checks
+    nothing (offline tools, tests of other rules)."""
 
     def seal_key_at(self, timestamp_ms: int) -> Signer:
         """The seal key for an input stamped ``timestamp_ms``."""

@@ -109,6 +109,8 @@ class SchedulerCoreLike(Protocol):
 
     def step(self, state: Any, record: InputRecord) -> tuple[Any, list[OutputRecord]]: ...
 
+    def set_submission_partitions(self, partitions: int) -> None: ...
+
 
 class NativeUnavailable(BernsteinError):
     """The native core cannot be used here (not built, or out of step with this tree)."""
@@ -250,6 +252,7 @@ class NativeSchedulerCore:
                 seal_keys,
                 audit_keys,
                 producers,
+                config.submission_partitions,
             )
         except (ValueError, TypeError, OverflowError) as exc:
             raise NativeUnavailable(f"the native core refused this configuration: {exc}") from exc
@@ -291,6 +294,12 @@ class NativeSchedulerCore:
             self._current = None
             raise
         return self._advance(), results
+
+    def set_submission_partitions(self, partitions: int) -> None:
+        """``SchedulerCore.set_submission_partitions``, in both this core and its reference."""
+        self._reference.set_submission_partitions(partitions)
+        self._native.set_submission_partitions(partitions)
+        self.config = self._reference.config
 
     @property
     def reference(self) -> SchedulerCore:
@@ -366,6 +375,13 @@ class NativeSchedulerCore:
             if tallies is not None:
                 return tallies
             producer.poll(0.05)
+
+    def plan_codes(self) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+        """The plan's refusals and dead letters by code, ``([(code, count)], [(code, count)])``: each code as
+        written in its record (a refusal's ``code``, a dead letter's ``code``), read back by the extension.
+        For the shell's metrics; the outputs are not changed."""
+        refused, dead_letters = self._native.plan_codes()
+        return list(refused), list(dead_letters)
 
     # -- state ------------------------------------------------------------------------
 

@@ -9,7 +9,8 @@ input partition therefore yields byte-identical outputs.
 
 Order of checks for an ActivitySubmission (the first failure wins and
 changes no state): ids -> submission_id -> producer id and sdk ->
-occurred_at_ms -> record key = run id -> the producer's signature
+occurred_at_ms -> record key = run id -> the record's partition is the key's
+(``schemas.partitioning.partition_for``, when ``config.submission_partitions`` is set) -> the producer's signature
 (``_producer_refusal``: unsigned v1/v2 -> key unknown -> producer mismatch ->
 key not valid at the input's Kafka timestamp -> signature -> role not granted
 to the producer) -> repeated submission_id -> kind ->
@@ -20,6 +21,12 @@ result's session; a research report's citations or a data/ops receipt's
 structure, plan and order, decided by ``schemas/documents/`` from the
 submission's own bytes: docs/modality_rules.md) -> the per-run evidence cap
 (a v1 submission with observations: EVIDENCE_SIZES_UNDECLARED instead).
+
+A RunClose and a ComputerUseAction are keyed by their run id too, and get the same
+record-key and partition checks at the same place (``_envelope_refusal``): a close on
+the wrong partition is refused (WRONG_PARTITION) and leaves the run open, so a
+producer on another partitioner can neither close a run nor start a second chain of it
+elsewhere. The refusal is written on the partition the record sat on.
 
 The evidence cap: ActivitySubmission.v2 observations and ComputerUseAction.v2
 screenshots and DOM snapshots declare each blob's byte size (0 to 64 MiB, else
@@ -58,7 +65,7 @@ input position after the step (docs/checkpoints.md).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from consumers.core.model import (
@@ -105,6 +112,7 @@ from schemas.documents.browser import LineageBinding
 from schemas.documents.rules import DOCUMENT_KINDS, record_violation
 from schemas.ed25519 import verify_signature
 from schemas.errors import CanonicalizationError
+from schemas.partitioning import partition_for
 from schemas.records import (
     ACTION_KINDS,
     BROWSER_SESSION_FORMAT,
@@ -190,8 +198,14 @@ class SchedulerCore:
             raise ValueError(f"checkpoint_every must be 1 to {MAX_CHECKPOINT_EVERY}")
         if config.max_output_bytes < MIN_MAX_OUTPUT_BYTES:
             raise ValueError(f"max_output_bytes must be at least {MIN_MAX_OUTPUT_BYTES}")
+        _check_partitions(config.submission_partitions)
         self.config = config
         self._codec = codec.default_codec()
+
+    def set_submission_partitions(self, partitions: int) -> None:
+        """Check every later input's partition against ``partitions`` (the shell, from the topic's metadata at start)."""
+        _check_partitions(partitions)
+        self.config = replace(self.config, submission_partitions=partitions)
 
     def step(self, state: SchedulerState, record: InputRecord) -> tuple[SchedulerState, list[OutputRecord]]:
         """Process one input record. Never raises for bad input; see module doc."""
@@ -338,7 +352,7 @@ class SchedulerCore:
             if not is_valid_id(value):
                 return _invalid_id(code, field, value)
         refusal = (
-            _envelope_refusal(record, sub)
+            _envelope_refusal(record, sub, self.config.submission_partitions)
             or self._producer_refusal(record, sub, schema, role=role)
             or _duplicate_submission(state, sub)
         )
@@ -711,7 +725,7 @@ class SchedulerCore:
             return _invalid_id(RefusalCode.INVALID_RUN_ID, "run_id", run_id)
         if not is_valid_id(session_id):
             return _invalid_id(RefusalCode.INVALID_SESSION_ID, "session_id", session_id)
-        refusal = _envelope_refusal(record, act) or _duplicate_submission(state, act)
+        refusal = _envelope_refusal(record, act, self.config.submission_partitions) or _duplicate_submission(state, act)
         if refusal is not None:
             return refusal
         action = act["action"]
@@ -868,7 +882,9 @@ class SchedulerCore:
         if not is_valid_id(run_id):
             self._refuse(state, record, close, _invalid_id(RefusalCode.INVALID_RUN_ID, "run_id", run_id), emit)
             return
-        envelope = _envelope_refusal(record, close) or self._producer_refusal(record, close, schema, role=None)
+        envelope = _envelope_refusal(record, close, self.config.submission_partitions) or self._producer_refusal(
+            record, close, schema, role=None
+        )
         if envelope is not None:
             self._refuse(state, record, close, envelope, emit)
             return
@@ -1148,10 +1164,11 @@ def _invalid_id(code: RefusalCode, field: str, value: object) -> _Refusal:
     return _Refusal(code, f"{field} {ID_RULE}", field, _clip(value))
 
 
-def _envelope_refusal(record: InputRecord, item: dict[str, Any]) -> _Refusal | None:
-    """The fields every input record carries besides its ids: labels, time and the record key.
+def _envelope_refusal(record: InputRecord, item: dict[str, Any], partitions: int | None) -> _Refusal | None:
+    """The fields every input record carries besides its ids: labels, time, the record key and its partition.
 
-    ``item`` is an ActivitySubmission, ComputerUseAction or RunClose whose run_id is valid.
+    ``item`` is an ActivitySubmission, ComputerUseAction or RunClose whose run_id is valid; ``partitions``
+    the submissions topic's partition count (None: the partition is not checked).
     """
     submission_id = item["submission_id"]
     if not is_valid_label(submission_id):
@@ -1184,7 +1201,34 @@ def _envelope_refusal(record: InputRecord, item: dict[str, Any]) -> _Refusal | N
                 "a record must be keyed by its run id"
             )
         return _Refusal(RefusalCode.RUN_KEY_MISMATCH, message, "key", declared, run_digest)
+    if partitions is not None:
+        return _partition_refusal(run_id, expected, record.partition, partitions)
     return None
+
+
+def _partition_refusal(run_id: str, key: bytes, partition: int, partitions: int) -> _Refusal | None:
+    """A record keyed by its run id sits on the partition Kafka's murmur2 partitioner gives that key, or is refused.
+
+    Otherwise a producer on another partitioner (librdkafka's CRC-32 default) would split the run over
+    several partitions, each with its own chain. Evidence: the record's partition (``declared``), the
+    expected one (``recomputed``); the message names the partition count.
+    """
+    wanted = partition_for(key, partitions)
+    if partition == wanted:
+        return None
+    return _Refusal(
+        RefusalCode.WRONG_PARTITION,
+        f"the record of run {run_id!r} is on partition {partition} of {partitions}, but its key belongs on partition "
+        f"{wanted}: produce with Kafka's murmur2 partitioner, (murmur2(key) & 0x7fffffff) % {partitions}",
+        "partition",
+        str(partition),
+        str(wanted),
+    )
+
+
+def _check_partitions(partitions: int | None) -> None:
+    if partitions is not None and (type(partitions) is not int or partitions < 1):
+        raise ValueError(f"submission_partitions must be None or at least 1, not {partitions!r}")
 
 
 def _lifetime_text(valid_from_ms: int, valid_until_ms: int | None) -> str:

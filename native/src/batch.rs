@@ -29,7 +29,9 @@ use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyList, PyString, PyTuple};
 
+use crate::avro::Reader;
 use crate::core::{CeType, Input, Output, Stream};
+use crate::schemas::HEADER_SIZE;
 use crate::PyInput;
 
 /// What `produce` is given for one output, besides the topic and partition.
@@ -70,12 +72,52 @@ impl Tallies {
     }
 }
 
+/// The refusals and dead letters of one plan by code, for the shell's metrics (`plan_codes`).
+///
+/// The code is read back from the record's value, as it is written: a refusal's second
+/// string (after `exception`), a dead letter's first. Reading it changes no output.
+#[derive(Default, Debug)]
+pub(crate) struct Codes {
+    pub refused: Vec<(String, u64)>,
+    pub dead_letters: Vec<(String, u64)>,
+}
+
+impl Codes {
+    pub fn count(&mut self, stream: Stream, value: &[u8]) {
+        let (list, skip) = match stream {
+            Stream::Refusals => (&mut self.refused, 1),
+            Stream::Deadletter => (&mut self.dead_letters, 0),
+            _ => return,
+        };
+        let code = code_of(value, skip).unwrap_or("UNKNOWN");
+        match list.iter_mut().find(|(c, _)| c == code) {
+            Some(entry) => entry.1 += 1,
+            None => list.push((code.to_owned(), 1)),
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.refused.clear();
+        self.dead_letters.clear();
+    }
+}
+
+/// The string after `skip` strings of a single-object-encoded record's body.
+fn code_of(value: &[u8], skip: usize) -> Option<&str> {
+    let mut reader = Reader::new(value.get(HEADER_SIZE..)?);
+    for _ in 0..skip {
+        reader.string().ok()?;
+    }
+    reader.string().ok()
+}
+
 /// One batch's outputs, in produce order, and how far `produce_planned` got.
 #[derive(Default)]
 pub(crate) struct Plan {
     pub outputs: Vec<Planned>,
     pub cursor: usize,
     pub tallies: Tallies,
+    pub codes: Codes,
     /// Every message of the batch has been planned (`plan_messages` reached the end).
     pub complete: bool,
     /// Reused for the `ce_id` of every output.
@@ -87,6 +129,7 @@ impl Plan {
         self.outputs.clear();
         self.cursor = 0;
         self.tallies = Tallies::default();
+        self.codes.clear();
         self.complete = false;
     }
 
@@ -114,6 +157,7 @@ impl Plan {
                 }
             };
             self.tallies.count(o.stream, o.ce_type == CeType::RunSealed);
+            self.codes.count(o.stream, &o.value);
             self.outputs.push(Planned {
                 stream: o.stream as usize,
                 key: key.into_any().unbind(),
@@ -245,10 +289,15 @@ pub(crate) fn push_foreign(
         let sealed =
             kind == Stream::Journal && headers.get_item(3)?.get_item(1)?.eq(sealed_type)?;
         plan.tallies.count(kind, sealed);
+        let value = out.getattr(pyo3::intern!(py, "value"))?;
+        if matches!(kind, Stream::Refusals | Stream::Deadletter) {
+            let bytes = value.cast::<PyBytes>().map(|b| b.as_bytes()).unwrap_or(b"");
+            plan.codes.count(kind, bytes);
+        }
         plan.outputs.push(Planned {
             stream,
             key: out.getattr(pyo3::intern!(py, "key"))?.unbind(),
-            value: out.getattr(pyo3::intern!(py, "value"))?.unbind(),
+            value: value.unbind(),
             timestamp: out.getattr(pyo3::intern!(py, "timestamp_ms"))?.unbind(),
             headers: PlannedHeaders::Foreign(headers.unbind()),
         });

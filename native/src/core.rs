@@ -208,6 +208,8 @@ pub struct Config {
     pub max_output_bytes: usize,
     /// `config.accept_undeclared_sizes`: a v1 submission with observations is accepted (counted as nothing).
     pub accept_undeclared_sizes: bool,
+    /// `config.submission_partitions`: an input must sit on `partition_for(key, n)` (None: not checked).
+    pub submission_partitions: Option<i64>,
     /// Every schema the codec knows: fingerprint -> name.
     pub known: Vec<([u8; 8], String)>,
     /// The reference's `_INPUT_SCHEMAS`.
@@ -487,14 +489,71 @@ fn malformed_digest<'a>(field: impl Into<Cow<'a, str>>, value: &'a str) -> Refus
     )
 }
 
+/// `schemas.partitioning.murmur2`: Kafka's `Utils.murmur2` (seed 0x9747b28c), as Java's signed int.
+pub fn murmur2(data: &[u8]) -> i32 {
+    const M: u32 = 0x5bd1_e995;
+    let mut h: u32 = 0x9747_b28c ^ (data.len() as u32);
+    let mut blocks = data.chunks_exact(4);
+    for block in &mut blocks {
+        let mut k = u32::from_le_bytes([block[0], block[1], block[2], block[3]]);
+        k = k.wrapping_mul(M);
+        k ^= k >> 24;
+        k = k.wrapping_mul(M);
+        h = h.wrapping_mul(M) ^ k;
+    }
+    let tail = blocks.remainder();
+    if tail.len() == 3 {
+        h ^= u32::from(tail[2]) << 16;
+    }
+    if tail.len() >= 2 {
+        h ^= u32::from(tail[1]) << 8;
+    }
+    if !tail.is_empty() {
+        h ^= u32::from(tail[0]);
+        h = h.wrapping_mul(M);
+    }
+    h ^= h >> 13;
+    h = h.wrapping_mul(M);
+    h ^= h >> 15;
+    h as i32
+}
+
+/// `schemas.partitioning.partition_for`: `(murmur2(key) & 0x7fffffff) % partitions` (`partitions` >= 1).
+pub fn partition_for(key: &[u8], partitions: i64) -> i64 {
+    i64::from(murmur2(key) & 0x7fff_ffff) % partitions
+}
+
+/// `step._partition_refusal`: the record keyed by its run id sits on its key's murmur2 partition.
+fn partition_refusal<'a>(run_id: &str, partition: i64, partitions: i64) -> Option<Refusal<'a>> {
+    let wanted = partition_for(run_id.as_bytes(), partitions);
+    if partition == wanted {
+        return None;
+    }
+    Some(
+        Refusal::new(
+            "WRONG_PARTITION",
+            format!(
+                "the record of run '{run_id}' is on partition {partition} of {partitions}, but its key belongs on partition \
+                 {wanted}: produce with Kafka's murmur2 partitioner, (murmur2(key) & 0x7fffffff) % {partitions}"
+            ),
+            "partition",
+            partition.to_string(),
+        )
+        .recomputed(wanted.to_string()),
+    )
+}
+
 /// `step._envelope_refusal`: submission_id, producer id and sdk, occurred_at_ms,
-/// and the record key, which must be the run id's bytes (`run_id` is valid).
+/// the record key, which must be the run id's bytes (`run_id` is valid), and the
+/// record's partition (`partition`), which must be the key's when `partitions` is set.
 fn envelope_refusal<'a>(
     key: Option<&[u8]>,
     run_id: &'a str,
     submission_id: &'a str,
     producer: [&'a str; 2],
     occurred_at_ms: i64,
+    partition: i64,
+    partitions: Option<i64>,
 ) -> Option<Refusal<'a>> {
     if !is_valid_label(submission_id) {
         return Some(Refusal::new(
@@ -549,7 +608,7 @@ fn envelope_refusal<'a>(
             Refusal::new("RUN_KEY_MISMATCH", message, "key", declared).recomputed(run_digest),
         );
     }
-    None
+    partitions.and_then(|n| partition_refusal(run_id, partition, n))
 }
 
 fn digest_or_empty(value: &str) -> &str {
@@ -964,9 +1023,15 @@ impl Core {
             }
         }
         let producer = [sub.producer_id, sub.producer_sdk];
-        if let Some(r) =
-            envelope_refusal(key, run_id, sub.submission_id, producer, sub.occurred_at_ms)
-        {
+        if let Some(r) = envelope_refusal(
+            key,
+            run_id,
+            sub.submission_id,
+            producer,
+            sub.occurred_at_ms,
+            rec.partition,
+            self.cfg.submission_partitions,
+        ) {
             return Ok(Some(r));
         }
         let signed = self.producer_refusal(
@@ -1497,6 +1562,8 @@ impl Core {
             close.submission_id,
             producer,
             close.occurred_at_ms,
+            rec.partition,
+            self.cfg.submission_partitions,
         ) {
             Some(r) => Some(r),
             None => self.producer_refusal(

@@ -284,6 +284,16 @@ fn read_input<'py>(item: &Bound<'py, PyAny>) -> PyResult<Option<PyInput<'py>>> {
     }))
 }
 
+/// `step._check_partitions`: a partition count is at least 1.
+fn check_partitions(partitions: Option<i64>) -> PyResult<()> {
+    match partitions {
+        Some(n) if n < 1 => Err(value_error(format!(
+            "submission_partitions must be None or at least 1, not {n}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 #[pymethods]
 impl NativeCore {
     /// `roles`: role -> agent_kind (the manifest); `known_schemas`: every
@@ -291,7 +301,7 @@ impl NativeCore {
     /// `_INPUT_SCHEMAS`. The state starts as `initial_state(config, partition)`.
     #[new]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (roles, signing_seed, audit_key, audit_key_id, seal_every, partition, signer_key_id, known_schemas, input_schemas, max_output_bytes = 2_080_768, checkpoint_every = 1000, accept_undeclared_sizes = false, seal_keys = Vec::new(), audit_keys = Vec::new(), producers = Vec::new()))]
+    #[pyo3(signature = (roles, signing_seed, audit_key, audit_key_id, seal_every, partition, signer_key_id, known_schemas, input_schemas, max_output_bytes = 2_080_768, checkpoint_every = 1000, accept_undeclared_sizes = false, seal_keys = Vec::new(), audit_keys = Vec::new(), producers = Vec::new(), submission_partitions = None))]
     fn new(
         py: Python<'_>,
         roles: &Bound<'_, PyDict>,
@@ -309,6 +319,7 @@ impl NativeCore {
         seal_keys: Vec<KeyEntry>,
         audit_keys: Vec<KeyEntry>,
         producers: Vec<ProducerEntry>,
+        submission_partitions: Option<i64>,
     ) -> PyResult<Self> {
         let seed: [u8; 32] = signing_seed.try_into().map_err(|_| {
             value_error(format!(
@@ -322,6 +333,7 @@ impl NativeCore {
         if !(1..=1000).contains(&checkpoint_every) {
             return Err(value_error("checkpoint_every must be 1 to 1000".into()));
         }
+        check_partitions(submission_partitions)?;
         if max_output_bytes < 64 * 1024 {
             return Err(value_error(
                 "max_output_bytes must be at least 65536".into(),
@@ -454,6 +466,7 @@ impl NativeCore {
             checkpoint_every,
             max_output_bytes,
             accept_undeclared_sizes,
+            submission_partitions,
             known,
             expected: input_schemas,
             expected_joined: sorted_inputs.join(", "),
@@ -548,6 +561,13 @@ impl NativeCore {
             }
         };
         self.streams = streams;
+        Ok(())
+    }
+
+    /// `SchedulerCore.set_submission_partitions`: later inputs must sit on their key's partition of `partitions`.
+    fn set_submission_partitions(&mut self, partitions: i64) -> PyResult<()> {
+        check_partitions(Some(partitions))?;
+        self.core.cfg.submission_partitions = Some(partitions);
         Ok(())
     }
 
@@ -929,6 +949,16 @@ impl NativeCore {
             &self.streams,
             self.sealed_type.bind(py).as_any(),
             outputs,
+        )
+    }
+
+    /// The plan's refusals and dead letters by code: `([(code, count)], [(code, count)])`, in
+    /// first-seen order (the code as written in each record; the shell's metrics).
+    #[allow(clippy::type_complexity)]
+    fn plan_codes(&self) -> (Vec<(String, u64)>, Vec<(String, u64)>) {
+        (
+            self.plan.codes.refused.clone(),
+            self.plan.codes.dead_letters.clone(),
         )
     }
 

@@ -580,12 +580,36 @@ def modality_vectors() -> dict[str, Any]:
     }
 
 
-def steps() -> dict[str, Any]:
-    """Scheduler-step vectors: submission bytes -> the exact journal, refusal, audit and dead-letter bytes
-    (the cases, keys and manifest are in ``schemas/vectors/step_cases.py``)."""
-    from schemas.vectors.step_cases import steps_vectors
+def partitions() -> dict[str, Any]:
+    """Record key -> Kafka's murmur2 and the partition for several partition counts (docs/producing.md)."""
+    from schemas.partitioning import SEED as MURMUR2_SEED
+    from schemas.partitioning import murmur2, partition_for
 
-    return steps_vectors()
+    keys = [
+        "",  # no block, no tail
+        *("a", "ab", "abc", "abcd"),  # each tail length, one block
+        *("run-1", "run-42", "run-420", "run-4200", "run-42000"),  # 5 to 9 bytes: a block or two and every tail
+        *("run-2", "run-3", "run-6", "run-10"),
+        *("21", "foobar", "a-little-bit-long-string", "a-little-bit-longer-string"),  # Kafka's UtilsTest
+        "lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8",
+        *("r\u00fcn-\u00e9", "\u8fd0\u884c-7", "run-\U0001f600"),  # non-ASCII: the UTF-8 bytes are hashed
+    ]
+    counts = (1, 2, 3, 4, 6, 12, 100)
+    return {
+        "algorithm": "Kafka's org.apache.kafka.common.utils.Utils.murmur2 (MurmurHash2, 32 bits, m 0x5bd1e995, r 24, "
+        "little-endian blocks) over the record key's bytes, as a signed 32-bit int; partition = "
+        "(murmur2 & 0x7fffffff) % partitions",
+        "seed": f"{MURMUR2_SEED:#x}",
+        "cases": [
+            {
+                "key_utf8": key,
+                "key_hex": key.encode().hex(),
+                "murmur2": murmur2(key.encode()),
+                "partitions": {str(n): partition_for(key.encode(), n) for n in counts},
+            }
+            for key in keys
+        ],
+    }
 
 
 FILES = {
@@ -596,7 +620,7 @@ FILES = {
     "modalities.json": modality_vectors,
     "checkpoints.json": checkpoint_vectors,
     "signatures.json": signature_vectors,
-    "steps.json": steps,
+    "partitions.json": partitions,
 }
 
 

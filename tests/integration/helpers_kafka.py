@@ -194,10 +194,18 @@ def mutate(value: bytes, **changes: Any) -> bytes:
 
 
 def idempotent_producer(bootstrap: str, **extra: Any) -> Any:
+    """The tests' producer: keyed records go where the SDK's would (Kafka's murmur2, ``partition_for``)."""
     return Producer(
         client_config(
             bootstrap,
-            **{"enable.idempotence": True, "acks": "all", "linger.ms": 5, "message.max.bytes": 2097152, **extra},
+            **{
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "message.max.bytes": 2097152,
+                "partitioner": "murmur2_random",
+                **extra,
+            },
         )
     )
 

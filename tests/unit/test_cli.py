@@ -23,7 +23,8 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        (("activity", "verify"), "the following arguments are required: run"),
+        (("activity", "verify"), "name a run to verify (RUN, several RUNs, --runs-file FILE or --all)"),
+        (("activity", "verify", "r", "--all"), "--all verifies every run of the source"),
         (("activity", "verify", "r", "--from", "/nonexistent/dump"), "not found"),
         (("topic", "export", "--out", "x"), "one of the arguments --run --all is required"),
         (("no-such-command",), "invalid choice"),

@@ -48,6 +48,8 @@ def test_auditors_read_everything_and_write_nothing() -> None:
         ("describe", "topic", "prefixed", "acme."),
         ("read", "group", "literal", "bernstein.verifier"),
         ("describe", "group", "literal", "bernstein.verifier"),
+        ("read", "group", "prefixed", "acme.audit-follow"),  # bernstein audit follow's consumer group
+        ("describe", "group", "prefixed", "acme.audit-follow"),
     }
 
 
@@ -104,4 +106,4 @@ def test_cli_prints_without_touching_kafka(capsys: pytest.CaptureFixture[str]) -
     lines = capsys.readouterr().out.splitlines()
     assert "ALLOW User:producer WRITE TOPIC LITERAL acme.activity.submissions" in lines
     assert "ALLOW User:CN=audit READ TOPIC PREFIXED acme." in lines
-    assert len(lines) == len(set(lines)) == 35
+    assert len(lines) == len(set(lines)) == 37

@@ -9,7 +9,6 @@ every ``RefusalCode`` has a case whose last input gets it.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from functools import cache
 from pathlib import Path
@@ -21,9 +20,9 @@ from consumers.core.model import InputRecord, OutputRecord, SchedulerConfig
 from consumers.core.native import make_core
 from consumers.core.step import SchedulerCore, initial_state
 from consumers.manifest import parse_manifest
+from consumers.step_vectors import render
 from schemas import canonical, codec
 from schemas.records import RefusalCode
-from schemas.vectors.generate import render
 from substrate.keys import Ed25519Signer
 
 PATH = Path(__file__).resolve().parents[2] / "schemas" / "vectors" / "steps.json"
@@ -43,24 +42,22 @@ def case_named(name: str) -> dict[str, Any]:
     return next(case for case in document()["cases"] if case["name"] == name)
 
 
-def config_from_file() -> SchedulerConfig:
-    """The scheduler configuration steps.json states (nothing taken from the generator)."""
+def config_from_file(case: dict[str, Any]) -> SchedulerConfig:
+    """The scheduler configuration steps.json states for ``case`` (nothing taken from the generator)."""
     doc = document()
     manifest = parse_manifest(doc["manifest_toml"], source="steps.json")
     audit_key = bytes.fromhex(doc["keys"]["audit_hmac_key_hex"])
     signer = Ed25519Signer.from_seed(bytes.fromhex(doc["keys"]["seal_ed25519_seed_hex"]))
     assert signer.key_id == doc["keys"]["seal_key_id"]
     assert canonical.hmac_key_id(audit_key) == doc["keys"]["audit_key_id"]
-    config = SchedulerConfig(
+    return SchedulerConfig(
         roles=manifest.roles,
         signer=signer,
         audit_key=audit_key,
         audit_key_id=canonical.hmac_key_id(audit_key),
         producers=manifest.producers,
+        submission_partitions=case.get("submission_partitions", doc["submission_partitions"]),
     )
-    if "submission_partitions" in {f.name for f in dataclasses.fields(config)}:
-        config = dataclasses.replace(config, submission_partitions=doc["submission_partitions"])  # type: ignore[call-arg]
-    return config
 
 
 def inputs_of(case: dict[str, Any]) -> list[InputRecord]:
@@ -98,7 +95,7 @@ def unhex(value: Any) -> Any:
 
 
 def run(core_choice: str, case: dict[str, Any]) -> list[tuple[int, Any]]:
-    config = config_from_file()
+    config = config_from_file(case)
     records = inputs_of(case)
     partition = records[0].partition
     core = SchedulerCore(config) if core_choice == "python" else make_core(config, partition, "native")
@@ -165,7 +162,7 @@ def test_expect_is_what_the_last_input_gets(name: str) -> None:
 def test_every_refusal_code_has_a_case() -> None:
     covered = {case["expect"] for case in document()["cases"]}
     missing = sorted(code.value for code in RefusalCode if code.value not in covered)
-    assert missing == [], f"steps.json has no case for {missing}: add one to schemas/vectors/step_cases.py"
+    assert missing == [], f"steps.json has no case for {missing}: add one to consumers/step_vectors.py"
 
 
 def test_accepted_stages_of_every_kind_a_seal_and_a_dead_letter() -> None:
@@ -208,6 +205,6 @@ def test_the_artifact_hash_mismatch_case_states_what_an_sdk_publishes() -> None:
 
 
 def test_make_vectors_regenerates_steps_json_identically() -> None:
-    first = render("steps.json")
-    assert first == render("steps.json")  # no clock, no randomness
-    assert PATH.read_text(encoding="utf-8") == first, "steps.json is stale: run make vectors"
+    first = render()
+    assert first == render()  # no clock, no randomness
+    assert PATH.read_text(encoding="utf-8") == first, "steps.json is stale: run make vectors (python -m consumers.step_vectors)"

@@ -237,7 +237,7 @@ export interface StatementSource {
   run_id: string;
   stage_id: string;
   role: string;
-  producer?: { id: string };
+  producer?: { id: string; sdk?: string };
   producer_id?: string;
   kind: string;
   artifact_hash: string;

@@ -33,8 +33,23 @@ const MAX_PARSE_DEPTH = 512;
 const NUMBER_RE = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
 const STRING_RE = /"(?:[^"\\\u0000-\u001f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"/y;
 
-export function parseJson(text: string): JsonValue {
-  const parser = new Parser(text);
+export interface ParseOptions {
+  /** Refuse an object that repeats a key (default: the last value wins, as Python's json.loads). */
+  uniqueKeys?: boolean;
+}
+
+/** A JSON object key given twice (with `uniqueKeys`). */
+export class DuplicateKey extends JsonSyntaxError {
+  constructor(
+    readonly key: string,
+    position: number,
+  ) {
+    super(`key ${JSON.stringify(key)} is given twice at character ${position}`, position);
+  }
+}
+
+export function parseJson(text: string, options: ParseOptions = {}): JsonValue {
+  const parser = new Parser(text, options.uniqueKeys ?? false);
   parser.ws();
   const value = parser.value(0);
   parser.ws();
@@ -45,7 +60,10 @@ export function parseJson(text: string): JsonValue {
 class Parser {
   pos = 0;
 
-  constructor(private readonly text: string) {}
+  constructor(
+    private readonly text: string,
+    private readonly uniqueKeys: boolean,
+  ) {}
 
   fail(message: string): never {
     throw new JsonSyntaxError(`${message} at character ${this.pos}`, this.pos);
@@ -134,7 +152,9 @@ class Parser {
     for (;;) {
       this.ws();
       if (this.text[this.pos] !== '"') this.fail("expected a string key");
+      const keyAt = this.pos;
       const key = this.string();
+      if (this.uniqueKeys && Object.prototype.hasOwnProperty.call(out, key)) throw new DuplicateKey(key, keyAt);
       this.ws();
       if (this.text[this.pos] !== ":") this.fail("expected ':'");
       this.pos++;

@@ -1,0 +1,65 @@
+package conformance
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const repoVectors = "../../../schemas/vectors"
+
+func TestRepositoryVectorsAllReproduce(t *testing.T) {
+	var out bytes.Buffer
+	r, err := Run(repoVectors, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Passed() != len(r.Results) || len(r.Results) < 200 {
+		t.Fatalf("%d/%d reproduced:\n%s", r.Passed(), len(r.Results), out.String())
+	}
+}
+
+// A changed byte, an unknown file and an unknown section are each a miss, never a skip.
+func TestMutatedVectorsMiss(t *testing.T) {
+	dir := t.TempDir()
+	files, _ := filepath.Glob(filepath.Join(repoVectors, "*.json"))
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		if filepath.Base(f) == "digests.json" {
+			var doc map[string]any
+			if err := json.Unmarshal(data, &doc); err != nil {
+				t.Fatal(err)
+			}
+			doc["content_hash"].([]any)[1].(map[string]any)["digest"] = "sha256:" + strings.Repeat("0", 64)
+			doc["surprise"] = true
+			data, _ = json.Marshal(doc)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "unheard_of.json"), []byte(`{"x": 1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	r, err := Run(dir, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	misses := out.String()
+	for _, want := range []string{
+		"MISS digests/content_hash[1]: got sha256:8ed3f6ad",
+		"MISS digests.json/surprise: not covered: unknown section",
+		"MISS unheard_of.json: not covered",
+	} {
+		if !strings.Contains(misses, want) {
+			t.Errorf("missing %q in:\n%s", want, misses)
+		}
+	}
+	if got := len(r.Results) - r.Passed(); got != 3 {
+		t.Errorf("%d misses, want 3:\n%s", got, misses)
+	}
+}

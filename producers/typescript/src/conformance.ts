@@ -1,0 +1,601 @@
+#!/usr/bin/env node
+/**
+ * Conformance runner (D5): `node dist/conformance.js [VECTORS_DIR]` reads EVERY `*.json` file of
+ * the vectors directory (default: the repository's `schemas/vectors`) and recomputes every
+ * stated value from its stated inputs with this SDK's own code: Avro single-object bytes and
+ * fingerprints, canonical JSON (and its refusals), digests, PAE, chain hashes, MACs, Ed25519
+ * signatures, murmur2 partitions (with kafkajs' DefaultPartitioner, the one the emitter uses) and
+ * the scheduler-step inputs and outputs. A file or a section it does not know is a failure ("not
+ * covered"), so 100% stays enforced as the vectors grow. The last line is
+ * `conformance: N/N vectors reproduced`; the exit status is 1 on any miss.
+ */
+
+import { readFileSync, readdirSync } from "node:fs";
+import { join, resolve } from "node:path";
+
+import { Partitioners } from "kafkajs";
+
+import { Codec, defaultCodec } from "./avro";
+import * as c from "./canonical";
+import { parseDescription, stageResult } from "./description";
+import { signedSubmissionRecord } from "./emitter";
+import { DecodeError } from "./errors";
+import { Ed25519Signer } from "./identity";
+import { JsonFloat, JsonValue, parseJson } from "./json";
+import { murmur2, partitionFor } from "./partitioning";
+
+type Obj = { [key: string]: JsonValue };
+
+class Mismatch extends Error {}
+
+export class Tally {
+  total = 0;
+  reproduced = 0;
+  readonly failures: string[] = [];
+  readonly notes: string[] = [];
+
+  /** One vector: `fn` throws (Mismatch or any error) when it is not reproduced. */
+  check(name: string, fn: () => void): void {
+    this.total++;
+    try {
+      fn();
+      this.reproduced++;
+    } catch (exc) {
+      this.failures.push(`${name}: ${(exc as Error).message}`);
+    }
+  }
+
+  /** A file or section this runner does not know: a failure, never a skip. */
+  notCovered(name: string): void {
+    this.total++;
+    this.failures.push(`${name}: not covered by this runner`);
+  }
+}
+
+function eq(actual: unknown, expected: unknown, what = "value"): void {
+  const a = stable(actual);
+  const e = stable(expected);
+  if (a !== e) throw new Mismatch(`${what} differs: got ${clip(a)}, expected ${clip(e)}`);
+}
+
+function clip(text: string): string {
+  return text.length > 160 ? `${text.slice(0, 160)}...` : text;
+}
+
+function stable(value: unknown): string {
+  if (Buffer.isBuffer(value)) return JSON.stringify({ hex: value.toString("hex") });
+  if (value instanceof JsonFloat) return value.lexeme;
+  if (typeof value === "bigint") return value.toString();
+  if (Array.isArray(value)) return "[" + value.map(stable).join(",") + "]";
+  if (value !== null && typeof value === "object") {
+    const o = value as Record<string, unknown>;
+    return "{" + Object.keys(o).sort().map((k) => JSON.stringify(k) + ":" + stable(o[k])).join(",") + "}";
+  }
+  return JSON.stringify(value) ?? "undefined";
+}
+
+function obj(value: JsonValue | undefined, where: string): Obj {
+  if (value === null || value === undefined || typeof value !== "object" || Array.isArray(value) || value instanceof JsonFloat) {
+    throw new Mismatch(`${where} is not an object`);
+  }
+  return value as Obj;
+}
+
+function str(o: Obj, key: string): string {
+  const v = o[key];
+  if (typeof v !== "string") throw new Mismatch(`${key} is not a string`);
+  return v;
+}
+
+function num(o: Obj, key: string): number {
+  const v = o[key];
+  if (typeof v !== "number") throw new Mismatch(`${key} is not an integer`);
+  return v;
+}
+
+function hex(o: Obj, key: string): Buffer {
+  return Buffer.from(str(o, key), "hex");
+}
+
+/** A record of the vectors (bytes as {"hex": ...}) as the codec takes it (Buffers). */
+export function unhex(value: JsonValue | undefined): unknown {
+  if (Array.isArray(value)) return value.map(unhex);
+  if (value !== null && typeof value === "object" && !(value instanceof JsonFloat)) {
+    const o = value as Obj;
+    const keys = Object.keys(o);
+    if (keys.length === 1 && keys[0] === "hex" && typeof o["hex"] === "string") return Buffer.from(o["hex"], "hex");
+    const out: Record<string, unknown> = {};
+    for (const k of keys) out[k] = unhex(o[k]);
+    return out;
+  }
+  return value;
+}
+
+/** Report every key of `o` outside `known` as not covered (sections the runner would otherwise ignore). */
+function sections(t: Tally, o: Obj, known: readonly string[], where: string): void {
+  for (const key of Object.keys(o)) if (!known.includes(key)) t.notCovered(`${where}.${key}`);
+}
+
+/** Encode `record` with `schema`, compare with `expected`, decode back to `record`. */
+function roundTrip(codec: Codec, schema: string, record: JsonValue | undefined, expected: Buffer): void {
+  const encoded = codec.encode(schema, unhex(record) as Record<string, unknown>);
+  eq(encoded.toString("hex"), expected.toString("hex"), `${schema} bytes`);
+  const decoded = codec.decode(expected);
+  eq(decoded.schema.name, schema, "decoded schema");
+  eq(decoded.record, unhex(record), `${schema} decoded record`);
+}
+
+/** Encode `record` with the schema named by the fingerprint of `expected` (when the vector names none). */
+function encodesTo(codec: Codec, record: JsonValue | undefined, expected: Buffer): void {
+  roundTrip(codec, codec.schemaOf(expected).name, record, expected);
+}
+
+// ---------------------------------------------------------------------------
+// one handler per file
+// ---------------------------------------------------------------------------
+
+function avroFile(t: Tally, doc: Obj, codec: Codec): void {
+  sections(t, doc, ["encoding", "schemas"], "avro");
+  t.check("avro.encoding", () => eq(str(doc, "encoding").startsWith("avro single-object (c3 01 + 8-byte LE CRC-64-AVRO"), true, "encoding"));
+  const seen = new Set<string>();
+  for (const item of doc["schemas"] as JsonValue[]) {
+    const s = obj(item, "avro.schemas[]");
+    const name = str(s, "schema");
+    seen.add(name);
+    for (const key of Object.keys(s)) {
+      if (!["schema", "parsing_canonical_form", "fingerprint_crc64_avro_le", "record", "single_object_hex"].includes(key)) {
+        t.notCovered(`avro.${name}.${key}`);
+      }
+    }
+    t.check(`avro.${name}.fingerprint`, () => {
+      const schema = codec.schema(name);
+      eq(schema.canonicalForm, str(s, "parsing_canonical_form"), "parsing canonical form");
+      eq(schema.fingerprint.toString("hex"), str(s, "fingerprint_crc64_avro_le"), "fingerprint");
+    });
+    if ("record" in s || "single_object_hex" in s) {
+      t.check(`avro.${name}.record`, () => roundTrip(codec, name, s["record"], hex(s, "single_object_hex")));
+    }
+  }
+  t.check("avro.every_shipped_schema_has_a_vector", () =>
+    eq(codec.schemas.map((s) => s.name).filter((n) => !seen.has(n)), [], "schemas without a vector"),
+  );
+}
+
+function parseRepr(repr: string): unknown {
+  const special: Record<string, number> = { nan: NaN, inf: Infinity, "-inf": -Infinity };
+  if (repr in special) return special[repr];
+  return parseJson(repr);
+}
+
+function canonicalFile(t: Tally, doc: Obj): void {
+  sections(t, doc, ["rule", "cases", "refused"], "canonical_json");
+  t.check("canonical_json.rule", () => eq(str(doc, "rule"), c.CANONICALIZATION, "rule"));
+  for (const item of doc["cases"] as JsonValue[]) {
+    const k = obj(item, "case");
+    t.check(`canonical_json.${str(k, "name")}`, () => {
+      const bytes = c.canonicalJson(k["input"]);
+      eq(bytes.toString("hex"), str(k, "canonical_hex"), "canonical bytes");
+      eq(bytes.toString("utf8"), str(k, "canonical_utf8"), "canonical text");
+      eq(c.sha256Digest(bytes), str(k, "sha256"), "sha256");
+    });
+  }
+  for (const item of doc["refused"] as JsonValue[]) {
+    const k = obj(item, "refused");
+    t.check(`canonical_json.refused.${str(k, "name")}`, () => {
+      eq(k["refused"], true, "refused flag");
+      const input = parseRepr(str(k, "input_repr"));
+      let refused = false;
+      try {
+        c.canonicalJson(input);
+      } catch (exc) {
+        refused = (exc as { code?: string }).code === "E_CANONICAL";
+      }
+      eq(refused, true, `refusal of ${str(k, "input_repr").slice(0, 40)}`);
+    });
+  }
+}
+
+function digestsFile(t: Tally, doc: Obj): void {
+  sections(t, doc, ["content_hash", "artifact_hash", "evidence_set_hash", "malformed_digests"], "digests");
+  (doc["content_hash"] as JsonValue[]).forEach((item, i) => {
+    const k = obj(item, "content_hash");
+    t.check(`digests.content_hash[${i}]`, () => eq(c.contentHash(hex(k, "bytes_hex")), str(k, "digest")));
+  });
+  (doc["artifact_hash"] as JsonValue[]).forEach((item, i) => {
+    const k = obj(item, "artifact_hash");
+    t.check(`digests.artifact_hash[${i}]`, () => eq(c.artifactHash(hex(k, "artifact_hex")), str(k, "digest")));
+  });
+  (doc["evidence_set_hash"] as JsonValue[]).forEach((item, i) => {
+    const k = obj(item, "evidence_set_hash");
+    t.check(`digests.evidence_set_hash[${i}]`, () => eq(c.evidenceSetHash(k["members"] as string[]), str(k, "digest")));
+  });
+  (doc["malformed_digests"] as JsonValue[]).forEach((item, i) => {
+    t.check(`digests.malformed_digests[${i}]`, () => {
+      eq(c.isDigest(item), false, "is_digest");
+      let refused = false;
+      try {
+        c.evidenceSetHash([item as string]);
+      } catch {
+        refused = true;
+      }
+      eq(refused, true, "evidence_set_hash refuses it");
+    });
+  });
+}
+
+function chainFile(t: Tally, doc: Obj, codec: Codec): void {
+  sections(t, doc, ["pae", "journal", "seal", "audit"], "chain");
+  (doc["pae"] as JsonValue[]).forEach((item, i) => {
+    const k = obj(item, "pae");
+    t.check(`chain.pae[${i}]`, () => eq(c.pae(str(k, "type"), hex(k, "body_hex")).toString("hex"), str(k, "pae_hex")));
+  });
+  const j = obj(doc["journal"], "chain.journal");
+  sections(t, j, ["run_id", "genesis", "entry", "entry_payload_hex", "entry_hash"], "chain.journal");
+  t.check("chain.journal.genesis", () => eq(c.journalGenesis(str(j, "run_id")), str(j, "genesis")));
+  t.check("chain.journal.entry_prev_hash", () => eq(obj(j["entry"], "entry")["prev_hash"], str(j, "genesis")));
+  t.check("chain.journal.entry_payload", () => encodesTo(codec, j["entry"], hex(j, "entry_payload_hex")));
+  t.check("chain.journal.entry_hash", () => eq(c.journalEntryHash(hex(j, "entry_payload_hex")), str(j, "entry_hash")));
+  const s = obj(doc["seal"], "chain.seal");
+  sections(t, s, ["ed25519_seed_hex", "public_key_hex", "key_id", "seal", "seal_payload_hex", "signing_input_hex", "signature_hex"], "chain.seal");
+  ed25519Key(t, "chain.seal", s);
+  t.check("chain.seal.payload", () => encodesTo(codec, s["seal"], hex(s, "seal_payload_hex")));
+  t.check("chain.seal.signing_input", () => eq(c.sealSigningInput(hex(s, "seal_payload_hex")).toString("hex"), str(s, "signing_input_hex")));
+  t.check("chain.seal.signature", () =>
+    eq(Ed25519Signer.fromSeed(hex(s, "ed25519_seed_hex")).sign(hex(s, "signing_input_hex")).toString("hex"), str(s, "signature_hex")),
+  );
+  const a = obj(doc["audit"], "chain.audit");
+  sections(t, a, ["hmac_key_hex", "hmac_key_id", "genesis_partition_0", "entry", "entry_payload_hex", "mac"], "chain.audit");
+  t.check("chain.audit.hmac_key_id", () => eq(c.hmacKeyId(hex(a, "hmac_key_hex")), str(a, "hmac_key_id")));
+  t.check("chain.audit.genesis_partition_0", () => eq(c.auditGenesis(hex(a, "hmac_key_hex"), 0), str(a, "genesis_partition_0")));
+  t.check("chain.audit.entry_payload", () => encodesTo(codec, a["entry"], hex(a, "entry_payload_hex")));
+  t.check("chain.audit.mac", () => eq(c.auditMac(hex(a, "hmac_key_hex"), hex(a, "entry_payload_hex")), str(a, "mac")));
+}
+
+function ed25519Key(t: Tally, where: string, k: Obj): void {
+  t.check(`${where}.public_key`, () => {
+    const signer = Ed25519Signer.fromSeed(hex(k, "ed25519_seed_hex"));
+    eq(signer.publicKeyRaw.toString("hex"), str(k, "public_key_hex"), "public key");
+    eq(c.publicKeyId(signer.publicKeyRaw), str(k, "key_id"), "key id");
+  });
+}
+
+function checkpointsFile(t: Tally, doc: Obj, codec: Codec): void {
+  sections(t, doc, ["audit_record_v2", "checkpoints"], "checkpoints");
+  const a = obj(doc["audit_record_v2"], "audit_record_v2");
+  sections(
+    t,
+    a,
+    ["hmac_key_hex", "key_id", "entry", "entry_payload_hex", "mac_input_hex", "mac", "mac_v1_of_same_payload", "record_hex"],
+    "checkpoints.audit_record_v2",
+  );
+  const key = (): Buffer => hex(a, "hmac_key_hex");
+  t.check("checkpoints.audit_record_v2.key_id", () => eq(c.hmacKeyId(key()), str(a, "key_id")));
+  t.check("checkpoints.audit_record_v2.entry_payload", () => encodesTo(codec, a["entry"], hex(a, "entry_payload_hex")));
+  t.check("checkpoints.audit_record_v2.mac_input", () =>
+    eq(c.auditRecordMacInput(str(a, "key_id"), hex(a, "entry_payload_hex")).toString("hex"), str(a, "mac_input_hex")),
+  );
+  t.check("checkpoints.audit_record_v2.mac", () => eq(c.auditRecordMac(key(), str(a, "key_id"), hex(a, "entry_payload_hex")), str(a, "mac")));
+  t.check("checkpoints.audit_record_v2.mac_v1_of_same_payload", () =>
+    eq(c.auditMac(key(), hex(a, "entry_payload_hex")), str(a, "mac_v1_of_same_payload")),
+  );
+  t.check("checkpoints.audit_record_v2.record", () =>
+    roundTrip(codec, "AuditRecord.v2", { key_id: str(a, "key_id"), payload: { hex: str(a, "entry_payload_hex") }, mac: str(a, "mac") }, hex(a, "record_hex")),
+  );
+  const k = obj(doc["checkpoints"], "checkpoints.checkpoints");
+  sections(t, k, ["ed25519_seed_hex", "public_key_hex", "key_id", "genesis_partition_0", "chain"], "checkpoints.checkpoints");
+  ed25519Key(t, "checkpoints.checkpoints", k);
+  t.check("checkpoints.checkpoints.genesis_partition_0", () => eq(c.checkpointGenesis(0), str(k, "genesis_partition_0")));
+  let prev = str(k, "genesis_partition_0");
+  (k["chain"] as JsonValue[]).forEach((item, i) => {
+    const p = obj(item, "chain[]");
+    const where = `checkpoints.checkpoints.chain[${i}]`;
+    sections(t, p, ["checkpoint", "payload_hex", "signing_input_hex", "signature_hex", "record_hex", "checkpoint_hash"], where);
+    const expectedPrev = prev;
+    t.check(`${where}.prev_hash`, () => eq(obj(p["checkpoint"], "checkpoint")["prev_hash"], expectedPrev, "prev_hash"));
+    t.check(`${where}.payload`, () => encodesTo(codec, p["checkpoint"], hex(p, "payload_hex")));
+    t.check(`${where}.signing_input`, () => eq(c.checkpointSigningInput(hex(p, "payload_hex")).toString("hex"), str(p, "signing_input_hex")));
+    t.check(`${where}.signature`, () =>
+      eq(Ed25519Signer.fromSeed(hex(k, "ed25519_seed_hex")).sign(hex(p, "signing_input_hex")).toString("hex"), str(p, "signature_hex")),
+    );
+    t.check(`${where}.record`, () =>
+      roundTrip(
+        codec,
+        "CheckpointRecord.v1",
+        { payload: { hex: str(p, "payload_hex") }, key_id: str(k, "key_id"), signature: { hex: str(p, "signature_hex") } },
+        hex(p, "record_hex"),
+      ),
+    );
+    t.check(`${where}.checkpoint_hash`, () => eq(c.checkpointHash(hex(p, "payload_hex")), str(p, "checkpoint_hash")));
+    prev = typeof p["checkpoint_hash"] === "string" ? p["checkpoint_hash"] : "";
+  });
+}
+
+function modalitiesFile(t: Tally, doc: Obj): void {
+  sections(t, doc, ["dataops_plan", "computer_use"], "modalities");
+  const d = obj(doc["dataops_plan"], "dataops_plan");
+  sections(t, d, ["input_hashes", "steps", "plan_document_canonical", "plan_hash"], "modalities.dataops_plan");
+  t.check("modalities.dataops_plan.plan_document", () =>
+    eq(c.canonicalJson(c.planDocument(d["input_hashes"] as string[], d["steps"] as string[])).toString("utf8"), str(d, "plan_document_canonical")),
+  );
+  t.check("modalities.dataops_plan.plan_hash", () => eq(c.planHash(d["input_hashes"] as string[], d["steps"] as string[]), str(d, "plan_hash")));
+  const u = obj(doc["computer_use"], "computer_use");
+  sections(
+    t,
+    u,
+    [
+      "hmac_key_hex",
+      "typed_value",
+      "typed_value_digest",
+      "session_genesis",
+      "session_run_id",
+      "session_id",
+      "run_id",
+      "screenshot_hex",
+      "dom_digest",
+      "observation_hash",
+      "action",
+      "action_anchor",
+    ],
+    "modalities.computer_use",
+  );
+  t.check("modalities.computer_use.typed_value_digest", () => {
+    eq(c.typedValueDigest(hex(u, "hmac_key_hex"), str(u, "typed_value")), str(u, "typed_value_digest"));
+    eq(obj(u["action"], "action")["value_digest"], str(u, "typed_value_digest"), "action.value_digest");
+  });
+  t.check("modalities.computer_use.session_genesis", () => {
+    const runId = typeof u["session_run_id"] === "string" ? u["session_run_id"] : typeof u["run_id"] === "string" ? u["run_id"] : undefined;
+    const sessionId = typeof u["session_id"] === "string" ? u["session_id"] : undefined;
+    if (runId === undefined || sessionId === undefined) {
+      t.notes.push(
+        "modalities.computer_use.session_genesis: the vector does not state its run and session ids; recomputed from generate.py's fixed inputs run-42 / session-1",
+      );
+    }
+    eq(c.computerUseGenesis(runId ?? "run-42", sessionId ?? "session-1"), str(u, "session_genesis"));
+  });
+  t.check("modalities.computer_use.observation_hash", () => eq(c.observationHash(hex(u, "screenshot_hex"), str(u, "dom_digest")), str(u, "observation_hash")));
+  t.check("modalities.computer_use.action_anchor", () =>
+    eq(c.actionAnchor(str(u, "session_genesis"), str(u, "observation_hash"), obj(u["action"], "action")), str(u, "action_anchor")),
+  );
+}
+
+function signaturesFile(t: Tally, doc: Obj, codec: Codec): void {
+  sections(t, doc, ["producer", "activity_submission", "run_close", "lineage", "typed_value"], "signatures");
+  const p = obj(doc["producer"], "producer");
+  sections(t, p, ["ed25519_seed_hex", "public_key_hex", "key_id", "signing_domain", "rule"], "signatures.producer");
+  ed25519Key(t, "signatures.producer", p);
+  t.check("signatures.producer.signing_domain", () => {
+    eq(str(p, "signing_domain"), c.DOMAIN_SUBMISSION, "signing domain");
+    eq(typeof p["rule"], "string", "rule");
+  });
+  const signer = (): Ed25519Signer => Ed25519Signer.fromSeed(hex(p, "ed25519_seed_hex"));
+  for (const name of ["activity_submission", "run_close"]) {
+    const k = obj(doc[name], name);
+    const where = `signatures.${name}`;
+    sections(t, k, ["schema", "record", "statement", "statement_canonical_utf8", "signing_input_hex", "signature_hex"], where);
+    const record = obj(k["record"], "record");
+    t.check(`${where}.statement`, () => {
+      const rec = unhex(record) as Record<string, unknown> & Parameters<typeof c.submissionStatement>[0];
+      const statement =
+        name === "activity_submission"
+          ? c.submissionStatement(rec, str(p, "key_id"))
+          : c.runCloseStatement(rec.submission_id, rec.run_id, (rec.producer as { id: string }).id, rec.occurred_at_ms, str(p, "key_id"));
+      eq(statement, k["statement"], "statement");
+      eq(c.canonicalJson(statement).toString("utf8"), str(k, "statement_canonical_utf8"), "statement canonical JSON");
+    });
+    t.check(`${where}.signing_input`, () =>
+      eq(c.submissionSigningInput(obj(k["statement"], "statement")).toString("hex"), str(k, "signing_input_hex")),
+    );
+    t.check(`${where}.signature`, () => {
+      const signature = signer().sign(hex(k, "signing_input_hex")).toString("hex");
+      eq(signature, str(k, "signature_hex"), "signature");
+      eq(unhex(record["producer_signature"]), Buffer.from(signature, "hex"), "record's producer_signature");
+      eq(record["producer_key_id"], str(p, "key_id"), "record's producer_key_id");
+    });
+    t.check(`${where}.record`, () => {
+      const encoded = codec.encode(str(k, "schema"), unhex(record) as Record<string, unknown>);
+      eq(codec.decode(encoded).record, unhex(record), "record round trip");
+    });
+  }
+  const l = obj(doc["lineage"], "lineage");
+  sections(t, l, ["lineage_key_hex", "lineage_key_id", "entry_canonical_utf8", "signing_input_hex", "hmac", "signature_hex", "entry_hash"], "signatures.lineage");
+  const entry = (): Buffer => Buffer.from(str(l, "entry_canonical_utf8"), "utf8");
+  t.check("signatures.lineage.lineage_key_id", () => eq(c.hmacKeyId(hex(l, "lineage_key_hex")), str(l, "lineage_key_id")));
+  t.check("signatures.lineage.entry_canonical", () =>
+    eq(c.canonicalJson(parseJson(str(l, "entry_canonical_utf8"))).toString("utf8"), str(l, "entry_canonical_utf8"), "entry is canonical"),
+  );
+  t.check("signatures.lineage.signing_input", () => eq(c.lineageSigningInput(entry()).toString("hex"), str(l, "signing_input_hex")));
+  t.check("signatures.lineage.hmac", () => eq(c.lineageHmac(hex(l, "lineage_key_hex"), entry()), str(l, "hmac")));
+  t.check("signatures.lineage.signature", () => eq(signer().sign(c.lineageSigningInput(entry())).toString("hex"), str(l, "signature_hex")));
+  t.check("signatures.lineage.entry_hash", () => eq(c.sha256Digest(entry()), str(l, "entry_hash")));
+  const v = obj(doc["typed_value"], "typed_value");
+  sections(t, v, ["redaction_key_hex", "value", "digest"], "signatures.typed_value");
+  t.check("signatures.typed_value.digest", () => eq(c.typedValueDigest(hex(v, "redaction_key_hex"), str(v, "value")), str(v, "digest")));
+}
+
+function partitionsFile(t: Tally, doc: Obj): void {
+  sections(t, doc, ["algorithm", "seed", "cases", "description", "formula"], "partitions");
+  t.check("partitions.seed", () => {
+    eq(String(doc["seed"]).toLowerCase(), "0x9747b28c", "seed");
+    eq(typeof doc["algorithm"], "string", "algorithm");
+  });
+  const kafkajs = Partitioners.DefaultPartitioner();
+  (doc["cases"] as JsonValue[]).forEach((item, i) => {
+    const k = obj(item, "case");
+    const where = `partitions.cases[${i}](${JSON.stringify(k["key_utf8"] ?? k["key_hex"])})`;
+    sections(t, k, ["key_utf8", "key_hex", "murmur2", "partitions"], where);
+    const key = hex(k, "key_hex");
+    t.check(`${where}.murmur2`, () => {
+      if (typeof k["key_utf8"] === "string") eq(Buffer.from(k["key_utf8"], "utf8").toString("hex"), str(k, "key_hex"), "key bytes");
+      eq(murmur2(key), num(k, "murmur2"), "murmur2");
+    });
+    for (const [count, expected] of Object.entries(obj(k["partitions"], "partitions"))) {
+      t.check(`${where}.partitions[${count}]`, () => {
+        const n = Number(count);
+        eq(partitionFor(key, n), expected, "partition_for");
+        const partitionMetadata = Array.from({ length: n }, (_, p) => ({ partitionId: p, leader: 0, partitionErrorCode: 0, replicas: [0], isr: [0] }));
+        eq(kafkajs({ topic: "t", partitionMetadata, message: { key, value: null } }), expected, "kafkajs DefaultPartitioner");
+      });
+    }
+  });
+}
+
+function stepsFile(t: Tally, doc: Obj, codec: Codec): void {
+  sections(t, doc, ["description", "keys", "manifest_toml", "submission_partitions", "cases"], "steps");
+  const keys = obj(doc["keys"], "steps.keys");
+  sections(t, keys, ["seal_ed25519_seed_hex", "seal_key_id", "audit_hmac_key_hex", "audit_key_id", "producers"], "steps.keys");
+  t.check("steps.keys.seal", () => eq(c.publicKeyId(Ed25519Signer.fromSeed(hex(keys, "seal_ed25519_seed_hex")).publicKeyRaw), str(keys, "seal_key_id")));
+  t.check("steps.keys.audit", () => eq(c.hmacKeyId(hex(keys, "audit_hmac_key_hex")), str(keys, "audit_key_id")));
+  const producers = obj(keys["producers"], "producers");
+  for (const [name, value] of Object.entries(producers)) {
+    const p = obj(value, name);
+    sections(t, p, ["ed25519_seed_hex", "public_key_hex", "key_id", "registered"], `steps.keys.producers.${name}`);
+    ed25519Key(t, `steps.keys.producers.${name}`, p);
+  }
+  t.check("steps.manifest_toml", () => eq(typeof doc["manifest_toml"] === "string" && typeof doc["submission_partitions"] === "number", true));
+  for (const item of doc["cases"] as JsonValue[]) {
+    const k = obj(item, "case");
+    const name = `steps.${str(k, "name")}`;
+    sections(t, k, ["name", "expect", "note", "inputs", "outputs", "submission_partitions"], name);
+    const partitions = typeof k["submission_partitions"] === "number" ? k["submission_partitions"] : doc["submission_partitions"];
+    if (typeof partitions === "number") {
+      t.check(`${name}.partition`, () => {
+        // Every input sits on partition_for(key, n) (murmur2, as the emitter's partitioner), except
+        // the last input of a WRONG_PARTITION case, which the scheduler refuses for sitting elsewhere.
+        const inputs = (k["inputs"] as JsonValue[]).map((x) => obj(x, "input"));
+        inputs.forEach((input, i) => {
+          const right = partitionFor(hex(input, "key_hex"), partitions) === input["partition"];
+          const last = i === inputs.length - 1;
+          eq(right, !(last && k["expect"] === "WRONG_PARTITION"), `input ${i} on partition_for(key, ${partitions})`);
+        });
+      });
+    }
+    (k["inputs"] as JsonValue[]).forEach((inputItem, i) => {
+      const input = obj(inputItem, "input");
+      const where = `${name}.inputs[${i}]`;
+      sections(t, input, ["topic", "partition", "offset", "timestamp_ms", "key_utf8", "key_hex", "value_hex", "schema", "record", "stage"], where);
+      t.check(where, () => {
+        if (typeof input["key_utf8"] === "string") eq(Buffer.from(input["key_utf8"], "utf8").toString("hex"), str(input, "key_hex"), "key bytes");
+        const value = hex(input, "value_hex");
+        if (input["schema"] === null) {
+          // Raw bytes that are no record: this SDK's codec must refuse them too.
+          let refused = false;
+          try {
+            codec.decode(value);
+          } catch (exc) {
+            refused = exc instanceof DecodeError;
+          }
+          eq(refused, true, "decoding refused");
+          return;
+        }
+        roundTrip(codec, str(input, "schema"), input["record"], value);
+      });
+      if ("stage" in input) {
+        t.check(`${where}.stage`, () => {
+          // The D3 description an SDK publishes: this SDK's own description parser, builder and
+          // signer, with the record's submission_id, occurred_at_ms and sdk, give the same bytes.
+          const record = obj(input["record"], "record");
+          const producer = obj(record["producer"], "producer");
+          const seed = hex(obj(producers[str(producer, "id")], "producer keys"), "ed25519_seed_hex");
+          const stage = parseDescription(stableJson(input["stage"]), 1);
+          if (stage.type !== "stage") throw new Mismatch("stage is a run close");
+          const signed = signedSubmissionRecord({
+            runId: stage.runId,
+            stageId: stage.stageId,
+            role: stage.role,
+            result: stageResult(stage),
+            submissionId: str(record, "submission_id"),
+            occurredAtMs: num(record, "occurred_at_ms"),
+            producerId: str(producer, "id"),
+            sdk: str(producer, "sdk"),
+            signer: Ed25519Signer.fromSeed(seed),
+          });
+          eq(codec.encode(str(input, "schema"), signed).toString("hex"), str(input, "value_hex"), "published bytes");
+        });
+      }
+    });
+    (k["outputs"] as JsonValue[]).forEach((outputItem, i) => {
+      const output = obj(outputItem, "output");
+      const where = `${name}.outputs[${i}]`;
+      sections(
+        t,
+        output,
+        ["stream", "input_index", "partition", "key_hex", "timestamp_ms", "value_hex", "schema", "record", "headers", "payload_schema", "payload_record"],
+        where,
+      );
+      t.check(where, () => {
+        const value = hex(output, "value_hex");
+        roundTrip(codec, str(output, "schema"), output["record"], value);
+        if ("payload_record" in output || "payload_schema" in output) {
+          const payload = unhex(obj(output["record"], "record")["payload"]);
+          if (!Buffer.isBuffer(payload)) throw new Mismatch("envelope has no payload bytes");
+          roundTrip(codec, str(output, "payload_schema"), output["payload_record"], payload);
+        }
+      });
+    });
+  }
+}
+
+function stableJson(value: JsonValue | undefined): string {
+  return stable(value);
+}
+
+const HANDLERS: Record<string, (t: Tally, doc: Obj, codec: Codec) => void> = {
+  "avro.json": avroFile,
+  "canonical_json.json": (t, d) => canonicalFile(t, d),
+  "chain.json": chainFile,
+  "checkpoints.json": checkpointsFile,
+  "digests.json": (t, d) => digestsFile(t, d),
+  "modalities.json": (t, d) => modalitiesFile(t, d),
+  "signatures.json": signaturesFile,
+  "partitions.json": (t, d) => partitionsFile(t, d),
+  "steps.json": stepsFile,
+};
+
+/** Run every vector file of `dir`; the tally. */
+export function runConformance(dir: string, codec: Codec = defaultCodec()): Tally {
+  const t = new Tally();
+  const files = readdirSync(dir)
+    .filter((f) => f.endsWith(".json"))
+    .sort();
+  if (files.length === 0) t.notCovered(`${dir}: no *.json vector files`);
+  for (const file of files) {
+    const handler = HANDLERS[file];
+    if (handler === undefined) {
+      t.notCovered(file);
+      continue;
+    }
+    let doc: Obj;
+    try {
+      doc = obj(parseJson(readFileSync(join(dir, file), "utf8")), file);
+    } catch (exc) {
+      t.total++;
+      t.failures.push(`${file}: unreadable: ${(exc as Error).message}`);
+      continue;
+    }
+    try {
+      handler(t, doc, codec);
+    } catch (exc) {
+      t.total++;
+      t.failures.push(`${file}: ${(exc as Error).message}`);
+    }
+  }
+  return t;
+}
+
+function main(argv: string[]): number {
+  const dir = resolve(argv[0] ?? join(__dirname, "..", "..", "..", "schemas", "vectors"));
+  let tally: Tally;
+  try {
+    tally = runConformance(dir);
+  } catch (exc) {
+    process.stderr.write(`conformance: cannot read ${dir}: ${(exc as Error).message}\n`);
+    process.stdout.write("conformance: 0/1 vectors reproduced\n");
+    return 1;
+  }
+  for (const note of tally.notes) process.stdout.write(`note: ${note}\n`);
+  for (const failure of tally.failures) process.stdout.write(`FAIL ${failure}\n`);
+  process.stdout.write(`conformance: ${tally.reproduced}/${tally.total} vectors reproduced\n`);
+  return tally.failures.length === 0 && tally.reproduced === tally.total ? 0 : 1;
+}
+
+if (require.main === module) process.exitCode = main(process.argv.slice(2));

@@ -1,0 +1,15 @@
+/** bernstein producer SDK for TypeScript: see README.md. */
+
+export * from "./activity";
+export * from "./avro";
+export * from "./canonical";
+export * from "./cas";
+export * from "./config";
+export * from "./description";
+export * from "./emitter";
+export * from "./errors";
+export * from "./identity";
+export * from "./json";
+export * from "./partitioning";
+export * from "./records";
+export { runConformance, Tally } from "./conformance";

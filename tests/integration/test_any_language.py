@@ -1,0 +1,270 @@
+"""One run, four producers in three languages (issue 13): Python, Go, TypeScript and ``bernstein submit``.
+
+A single run on a 6-partition submissions topic gets one coding stage from each of the
+Python emitter SDK, the Go SDK (``producers/go``, its ``bernstein-go-emit`` command), the
+TypeScript SDK (``producers/typescript``, ``dist/bin/emit.js``) and the ``bernstein submit``
+command, each under its own registered producer identity and the broker's producer
+principal; the Go SDK closes it. Every record must land on the run's murmur2 partition, the
+scheduler must journal every stage, and the exported run must verify (exit 0) with the
+trusted-keys file.
+
+Each SDK also publishes the scheduler-step vector ``artifact_hash_mismatch`` (a stage whose
+artifact hash is deliberately wrong): each gets exactly the refusal the vector predicts.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from schemas import codec
+from schemas.partitioning import partition_for
+from schemas.records import ENTRY_ACTIVITY_RESULT
+from substrate.config import Topics
+from substrate.keys import InstallKeys, ProducerKeys, init_keys, init_producer_keys
+from tests.conftest import bernstein_env, principal_env
+from tests.integration import tamper_kit as kit
+from tests.integration.helpers_kafka import fresh_topics, read_partition
+from tests.integration.pipeline_kit import verify_dump
+from tests.integration.principals import producer_principal
+from tests.prefixes import fresh_prefix
+from tests.producer_setup import trusted_keys, write_manifest
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+PARTITIONS = 6
+GO_DIR = REPO / "producers" / "go"
+GO_EMIT = GO_DIR / "bin" / "bernstein-go-emit"
+TS_DIR = REPO / "producers" / "typescript"
+TS_EMIT = TS_DIR / "dist" / "bin" / "emit.js"
+STEPS = REPO / "schemas" / "vectors" / "steps.json"
+LANGUAGES = ("python", "go", "typescript", "submit")
+
+
+@dataclass
+class Deployment:
+    services: Any
+    workdir: Path
+    prefix: str
+    topics: Topics
+    keys: InstallKeys
+    manifest: Path
+    trust_file: Path
+    producers: dict[str, ProducerKeys]
+
+    def env(self, language: str) -> dict[str, str]:
+        """The environment of ``language``'s producer: these topics and S3, its key directory, the producer principal."""
+        base = {k: v for k, v in os.environ.items() if not k.startswith("BERNSTEIN_")}
+        env = {**base, **bernstein_env(self.services, self.prefix, self.keys, self.producers[language], self.manifest)}
+        return principal_env(env, self.services, "producer")
+
+
+def _go_emit() -> list[str]:
+    if not GO_EMIT.exists():  # make test builds it (producers/go/check.sh); build it when a test runs alone
+        go = shutil.which("go") or "/usr/local/go/bin/go"
+        subprocess.run([go, "build", "-o", str(GO_EMIT), "./cmd/bernstein-go-emit"], cwd=GO_DIR, check=True, timeout=600)
+    return [str(GO_EMIT)]
+
+
+def _ts_emit() -> list[str]:
+    if not TS_EMIT.exists():  # make test builds it (producers/typescript/check.sh)
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=TS_DIR, check=True, timeout=600)
+        subprocess.run(["npm", "run", "build"], cwd=TS_DIR, check=True, timeout=600)
+    return ["node", str(TS_EMIT)]
+
+
+def emit(command: Sequence[str], lines: Sequence[dict[str, Any]], env: dict[str, str], cwd: Path) -> list[dict[str, Any]]:
+    """Feed D3 activity descriptions to a producer command; the JSON line it prints per published record."""
+    stdin = "".join(json.dumps(line) + "\n" for line in lines)
+    result = subprocess.run(list(command), input=stdin, env=env, cwd=cwd, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, f"{command[0]} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
+    published = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    assert len(published) == len(lines), f"{command[0]} published {len(published)} of {len(lines)}:\n{result.stdout}"
+    return published
+
+
+def mismatch_vector() -> dict[str, Any]:
+    """The scheduler-step vector case ``artifact_hash_mismatch``: its submission and the refusal it gets."""
+    steps = json.loads(STEPS.read_text(encoding="utf-8"))
+    (case,) = [c for c in steps["cases"] if c["name"] == "artifact_hash_mismatch"]
+    return dict(case)
+
+
+def mismatch_description(case: dict[str, Any], run_id: str, stage_id: str) -> dict[str, Any]:
+    """The vector's D3 ``stage`` (its artifact, its wrong hash, its observation), moved into run ``run_id``."""
+    stage = dict(case["inputs"][-1]["stage"])
+    assert stage["artifact_hash"] == case["inputs"][-1]["record"]["artifact_hash"]
+    return {**stage, "run_id": run_id, "stage_id": stage_id}
+
+
+def predicted_refusal(case: dict[str, Any]) -> dict[str, Any]:
+    """The vector's refusal record (the output on the refusals stream of its last input)."""
+    last = len(case["inputs"]) - 1
+    (refusal,) = [o for o in case["outputs"] if o["stream"] == "refusals" and o.get("input_index", last) == last]
+    return dict(refusal["record"])
+
+
+def schedule_partition(d: Deployment, partition: int) -> None:
+    """The real scheduler, in-process, over one partition until it has consumed everything published to it."""
+    from consumers.core.model import SchedulerConfig
+    from consumers.core.step import SchedulerCore
+    from consumers.manifest import load_manifest
+    from consumers.shell import SchedulerShell
+
+    published = len(read_partition(d.services.bootstrap, d.topics, "submissions", partition))
+    manifest = load_manifest(d.manifest)
+    core = SchedulerCore(
+        SchedulerConfig(
+            roles=manifest.roles,
+            signer=d.keys.signer,
+            audit_key=d.keys.audit.secret,
+            audit_key_id=d.keys.audit.key_id,
+            producers=manifest.producers,
+            submission_partitions=PARTITIONS,
+        )
+    )
+    shell = SchedulerShell(bootstrap=d.services.bootstrap, topics=d.topics, partition=partition, core=core, progress=None)
+    counters = shell.run(until=lambda c: c.consumed >= published, idle_exit=60)
+    assert counters.consumed >= published, f"the scheduler consumed {counters.consumed} of {published}"
+
+
+@pytest.fixture
+def deployment(services: Any, tmp_path: Path) -> Deployment:
+    prefix = fresh_prefix()
+    topics = fresh_topics(services.bootstrap, prefix, partitions=PARTITIONS)
+    keys = init_keys(tmp_path / "keys")
+    producers = {lang: init_producer_keys(tmp_path / f"producer-{lang}", f"{lang}@any-language") for lang in LANGUAGES}
+    manifest = write_manifest(tmp_path / "roles.toml", *producers.values(), test_identities=False)
+    trust_file = tmp_path / "trusted-keys.json"
+    trusted_keys(keys, manifest).write(trust_file)
+    return Deployment(services, tmp_path, prefix, topics, keys, manifest, trust_file, producers)
+
+
+def coding_stage(run_id: str, stage_id: str, language: str, observation: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "stage_id": stage_id,
+        "role": "developer",
+        "kind": "coding",
+        "artifact": {"change": f"a patch written by the {language} producer", "language": language},
+        "observations": [observation],
+    }
+
+
+def test_one_run_from_python_go_typescript_and_submit_verifies(deployment: Deployment, tmp_path: Path) -> None:
+    d = deployment
+    run_id = "any-language-run-7"
+    partition = partition_for(run_id.encode(), PARTITIONS)
+    case = mismatch_vector()
+    source = tmp_path / "main.go"
+    source.write_bytes(b"package main\n\nfunc main() {}\n")
+    published: dict[str, list[dict[str, Any]]] = {}
+
+    # Python: the emitter SDK in-process, as the producer principal
+    from producers.emitter import Emitter
+    from producers.identity import ProducerIdentity
+    from substrate.cas import S3BlobStore
+
+    python = d.producers["python"]
+    with producer_principal(d.services):
+        with Emitter(
+            bootstrap=d.services.bootstrap,
+            store=S3BlobStore(d.services.s3),
+            topics=d.topics,
+            producer=ProducerIdentity(python.name, python.signer),
+            partitions=PARTITIONS,
+        ) as emitter:
+            from producers.activity import ActivityResult
+
+            observation = emitter.capture("file", "src/app.py", b"print('hello from python')\n")
+            result = ActivityResult.build(
+                "coding", {"change": "a patch written by the python producer", "language": "python"}, [observation]
+            )
+            sent = emitter.publish(run_id=run_id, stage_id="python-0", role="developer", result=result)
+            published["python"] = [{"partition": sent.partition, "offset": sent.offset}]
+
+    # bernstein submit, Go and TypeScript: the same D3 descriptions on stdin
+    submit = [str(kit.BERNSTEIN), "submit"]
+    published["submit"] = emit(
+        submit,
+        [
+            coding_stage(run_id, "submit-0", "submit", {"kind": "file", "ref": "notes.txt", "text": "from bernstein submit"}),
+            mismatch_description(case, run_id, "submit-bad"),
+        ],
+        d.env("submit"),
+        tmp_path,
+    )
+    published["typescript"] = emit(
+        _ts_emit(),
+        [
+            coding_stage(
+                run_id,
+                "typescript-0",
+                "typescript",
+                {"kind": "file", "ref": "a.ts", "base64": base64.b64encode(b"export {}\n").decode()},
+            ),
+            mismatch_description(case, run_id, "typescript-bad"),
+        ],
+        d.env("typescript"),
+        tmp_path,
+    )
+    published["go"] = emit(
+        _go_emit(),
+        [
+            coding_stage(run_id, "go-0", "go", {"kind": "file", "ref": "main.go", "file": str(source)}),
+            mismatch_description(case, run_id, "go-bad"),
+            {"close_run": run_id},
+        ],
+        d.env("go"),
+        tmp_path,
+    )
+    for language, records in published.items():
+        assert {r["partition"] for r in records} == {partition}, f"{language} put the run off its murmur2 partition"
+
+    schedule_partition(d, partition)
+
+    c = codec.default_codec()
+    journal = [
+        c.decode(r.value)
+        for r in read_partition(d.services.bootstrap, d.topics, "journal", partition)
+        if r.key == run_id.encode()
+    ]
+    entries = [c.decode(j.record["payload"]).record for j in journal if j.schema.name == codec.JOURNAL_RECORD]
+    stages = {e["stage_id"]: e for e in entries if e["entry_type"] == ENTRY_ACTIVITY_RESULT}
+    assert sorted(stages) == ["go-0", "python-0", "submit-0", "typescript-0"]
+    for language in LANGUAGES:
+        assert stages[f"{language}-0"]["producer_id"] == d.producers[language].name
+        assert stages[f"{language}-0"]["producer_key_id"] == d.producers[language].signer.key_id
+    assert any(j.schema.name == codec.SEAL_RECORD for j in journal), "the Go SDK's close sealed no run"
+
+    # every SDK's wrong artifact hash: exactly the refusal the scheduler-step vector predicts
+    predicted = predicted_refusal(case)
+    refusals = [
+        c.decode(r.value).record
+        for r in read_partition(d.services.bootstrap, d.topics, "refusals", partition)
+        if r.key == run_id.encode()
+    ]
+    by_stage = {r["stage_id"]: r for r in refusals}
+    assert sorted(by_stage) == ["go-bad", "submit-bad", "typescript-bad"]
+    for stage_id, refusal in by_stage.items():
+        assert refusal["code"] == predicted["code"] == "ARTIFACT_HASH_MISMATCH", stage_id
+        for field in ("exception", "message", "field", "declared", "recomputed", "role", "kind"):
+            assert refusal[field] == predicted[field], (stage_id, field)
+
+    dump = kit.bernstein(
+        ["topic", "export", "--run", run_id, "--out", str(tmp_path / "dump")],
+        {**kit.offline_env(), **bernstein_env(d.services, d.prefix, d.keys, None, d.manifest)},
+    )
+    assert dump.returncode == 0, dump.stdout + dump.stderr
+    verified = verify_dump(tmp_path / "dump", run_id, d.trust_file)
+    assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -1,0 +1,497 @@
+"""``bernstein audit follow`` against the real (secured) broker and a real scheduler (issue 14, "Checks").
+
+The scheduler is the transaction shell, in-process on a thread (as in test_scheduler_kafka);
+the follower is ``bernstein audit follow`` in a subprocess under the auditor's principal, with
+the trusted-keys file `bernstein keys trust` exports. Forged records go into the audit topic
+through a plain (non-transactional) producer of the Kafka admin.
+
+A deleted-looking gap: Kafka cannot delete a record in the middle of a partition (only a prefix,
+with DeleteRecords), so the gap is what the follower would see after such a deletion: a record
+MACed with the scheduler's audit key (the test holds it, as a thief of the key would) whose seq
+skips three and whose prev_mac is the chain head. A rewritten topic (deleted, recreated and
+refilled without one record) is the other way to delete a record; the restart test does it
+and the follower reports the rewrite and then the gap.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from consumers.core.step import SchedulerCore
+from consumers.shell import SchedulerShell
+from schemas.partitioning import partition_for
+from substrate.config import Topics
+from substrate.kafka import ensure_topics
+from substrate.keys import InstallKeys, TrustedKeys
+from tests.audit_forge import edited, parts, remac
+from tests.audit_forge import genuine as genuine_record
+from tests.conftest import REPO, Services, principal_env
+from tests.integration.helpers_kafka import (
+    encode_close,
+    encode_submission,
+    fresh_topics,
+    produce_all,
+    read_partition,
+    scheduler_config,
+    wait_stable,
+)
+
+ALERT_WITHIN = 5.0
+
+
+class Scheduler:
+    """The scheduler shell on a thread, until ``stop``."""
+
+    def __init__(self, bootstrap: str, topics: Topics, keys: InstallKeys, partition: int = 0) -> None:
+        self._stop = threading.Event()
+        self.log = io.StringIO()
+        self.shell = SchedulerShell(
+            bootstrap=bootstrap, topics=topics, partition=partition, core=SchedulerCore(scheduler_config(keys)), progress=self.log
+        )
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.shell.run(until=lambda _c: self._stop.is_set())
+        except BaseException as exc:  # noqa: BLE001 - reported by stop()
+            self.error = exc
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join(60)
+        assert not self.thread.is_alive() and self.error is None, f"scheduler: {self.error}\n{self.log.getvalue()}"
+
+
+class Follower:
+    """``bernstein audit follow`` in a subprocess; its alert lines and progress lines, as they come."""
+
+    def __init__(self, env: dict[str, str], *args: str) -> None:
+        command = [sys.executable, "-m", "bernstein", "audit", "follow", "--progress", "--checkpoint-every", "0.2", *args]
+        self.process = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.alerts: queue.Queue[tuple[float, dict[str, Any]]] = queue.Queue()
+        self.seen: list[dict[str, Any]] = []
+        self.progress: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []
+        """Partitions assigned and revoked."""
+        self.stderr: list[str] = []
+        threading.Thread(target=self._read_alerts, daemon=True).start()
+        threading.Thread(target=self._read_progress, daemon=True).start()
+
+    def _read_alerts(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.alerts.put((time.monotonic(), json.loads(line)))
+
+    def _read_progress(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            if line.startswith('{"event":"checked"'):
+                self.progress.append(json.loads(line))
+            elif line.startswith('{"event":'):
+                self.events.append(json.loads(line))
+            else:
+                self.stderr.append(line)
+
+    def drain(self) -> list[dict[str, Any]]:
+        while True:
+            try:
+                self.seen.append(self.alerts.get_nowait()[1])
+            except queue.Empty:
+                return self.seen
+
+    def wait_alert(self, kind: str, offset: int, since: float, timeout: float = ALERT_WITHIN) -> float:
+        """Seconds from ``since`` until the alert ``kind`` at ``offset`` came (fails after ``timeout``)."""
+        deadline = since + timeout
+        while True:
+            try:
+                at, alert = self.alerts.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(
+                    f"no {kind} alert at offset {offset} within {timeout} s; got {self.seen}; stderr: {''.join(self.stderr)}"
+                ) from None
+            self.seen.append(alert)
+            if alert["alert"] == kind and alert["offset"] == offset:
+                return at - since
+
+    def wait_checked(self, last_offset: int, timeout: float = 30.0, partition: int = 0) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(p["last_offset"] >= last_offset and p["partition"] == partition for p in self.progress):
+            assert self.process.poll() is None, f"follower exited {self.process.returncode}: {''.join(self.stderr)}"
+            assert time.monotonic() < deadline, f"follower did not check up to {last_offset}: {self.progress[-3:]}"
+            time.sleep(0.05)
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        self.process.send_signal(sig)
+        code = self.process.wait(30)
+        time.sleep(0.1)  # the reader threads take the last lines
+        self.drain()
+        return code
+
+
+@dataclass
+class Deployment:
+    services: Services
+    topics: Topics
+    keys: InstallKeys
+    trusted_file: Path
+    env: dict[str, str]
+    """The auditor's environment (its principal's client properties on the secured broker)."""
+    tmp: Path
+
+    def traffic(self, runs: int, stages: int, *, tag: str = "a") -> None:
+        items: list[tuple[bytes | None, bytes | None]] = []
+        for r in range(runs):
+            run_id = f"run-{tag}-{r}"
+            items += [
+                (run_id.encode(), encode_submission(run_id=run_id, stage_id=f"s{s}", pages=(f"page {run_id}/{s}".encode(),)))
+                for s in range(stages)
+            ]
+            items.append((run_id.encode(), encode_close(run_id)))
+        produce_all(self.services.bootstrap, self.topics.submissions, items)
+
+    def audit(self) -> list[Any]:
+        return read_partition(self.services.bootstrap, self.topics, "audit")
+
+    def wait_audited(self, count: int, timeout: float = 60.0) -> list[Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            records = self.audit()
+            if len(records) >= count:
+                return records
+            assert time.monotonic() < deadline, f"the scheduler wrote {len(records)} of {count} audit records"
+            time.sleep(0.2)
+
+    def forge(self, value: bytes, key: bytes | None = b"forged") -> tuple[int, float]:
+        """Append ``value`` to the audit topic as the admin; (its offset, the moment it was acknowledged)."""
+        offset = produce_all(self.services.bootstrap, self.topics.audit, [(key, value)])[0]
+        return offset, time.monotonic()
+
+    def follow(self, *args: str, state: str = "state") -> Follower:
+        return Follower(self.env, "--trusted-keys", str(self.trusted_file), "--state", str(self.tmp / state), *args)
+
+    def once(self, *args: str, state: str = "once") -> tuple[int, list[dict[str, Any]], str]:
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bernstein",
+                "audit",
+                "follow",
+                "--once",
+                "--progress",
+                "--trusted-keys",
+                str(self.trusted_file),
+            ]
+            + ["--state", str(self.tmp / state), *args],
+            env=self.env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        return result.returncode, [json.loads(line) for line in result.stdout.splitlines()], result.stderr
+
+
+@pytest.fixture
+def deployment(
+    services: Services, prefix: str, install_keys: InstallKeys, cli_env: dict[str, str], tmp_path: Path
+) -> Iterator[Deployment]:
+    topics = fresh_topics(services.bootstrap, prefix)
+    trusted_file = tmp_path / "trusted-keys.json"
+    trusted_file.write_text(json.dumps(TrustedKeys.from_install(install_keys).to_json()))
+    yield Deployment(services, topics, install_keys, trusted_file, principal_env(cli_env, services, "auditor"), tmp_path)
+
+
+def kinds(alerts: list[dict[str, Any]]) -> list[tuple[str, int | None]]:
+    return [(a["alert"], a["offset"]) for a in alerts]
+
+
+def test_clean_traffic_raises_nothing_and_once_exits_0(deployment: Deployment) -> None:
+    scheduler = Scheduler(deployment.services.bootstrap, deployment.topics, deployment.keys)
+    follower = deployment.follow("--instance-id", "clean")
+    try:
+        deployment.traffic(runs=20, stages=9)
+        audit = deployment.wait_audited(200)
+        follower.wait_checked(audit[-1].offset)
+    finally:
+        scheduler.stop()
+        assert follower.stop() == 0, (follower.seen, "".join(follower.stderr))
+    assert follower.seen == []
+    assert sum(p["records"] for p in follower.progress) == 200 and follower.progress[-1]["next_seq"] == 200
+    code, alerts, err = deployment.once()
+    assert (code, alerts) == (0, []), err
+    assert '"records":200' in err
+    code, alerts, err = deployment.once()  # from its checkpoint: the last record is read again, nothing new
+    assert (code, alerts, err) == (0, [], "")
+    code, alerts, err = deployment.once("--check-journal", state="journal")  # every mirrored record is there
+    assert (code, alerts) == (0, []), err
+    text = subprocess.run(
+        [sys.executable, "-m", "bernstein", "audit", "follow", "--once", "--format", "text"]
+        + ["--trusted-keys", str(deployment.trusted_file), "--state", str(deployment.tmp / "text")],
+        env=deployment.env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = text.stdout.splitlines()
+    assert text.returncode == 0 and lines[-1] == "checked 200 records, 0 alerts", text.stderr
+    assert len(lines) == 201 and all(line.endswith(" ok") for line in lines[:-1])
+    assert lines[0] == f"{deployment.topics.audit}[0]@0 seq 0 activity.result run-a-0 ok"
+
+
+def test_forged_gap_and_wrong_key_records_alert_within_5_s_while_the_scheduler_runs(deployment: Deployment) -> None:
+    scheduler = Scheduler(deployment.services.bootstrap, deployment.topics, deployment.keys)
+    follower = deployment.follow()
+    expected: list[tuple[str, int]] = []
+    try:
+        deployment.traffic(runs=3, stages=5)
+        audit = deployment.wait_audited(18)
+        follower.wait_checked(audit[-1].offset)
+        last = audit[-1].value
+        fields, key_id, head = parts(last)
+
+        # a record forged with a plain producer: a genuine record's payload edited, its MAC kept
+        offset, at = deployment.forge(edited(last, run_id="run-evil"))
+        assert follower.wait_alert("mac_mismatch", offset, at) < ALERT_WITHIN
+        expected.append(("mac_mismatch", offset))
+
+        # a wrong-key MAC: the next record, MACed with a key that is not the scheduler's (under its key id)
+        following = {**fields, "seq": fields["seq"] + 1, "prev_mac": head}
+        wrong = remac(genuine_record(deployment.keys.audit.secret, key_id, following)[0], os.urandom(32))
+        offset, at = deployment.forge(wrong)
+        assert follower.wait_alert("mac_mismatch", offset, at) < ALERT_WITHIN
+        expected.append(("mac_mismatch", offset))
+
+        # a record under an audit key nobody pinned
+        offset, at = deployment.forge(remac(last, os.urandom(32), "hmac-sha256-key:unpinned"))
+        assert follower.wait_alert("unknown_key", offset, at) < ALERT_WITHIN
+        expected.append(("unknown_key", offset))
+
+        # the scheduler goes on: its records still link (nothing forged moved the chain)
+        deployment.traffic(runs=1, stages=2, tag="b")
+        audit = deployment.wait_audited(21)
+        follower.wait_checked(audit[-1].offset)
+
+        # a deleted-looking gap: seqs skipped by a record MACed with the real key, linked to the head
+        fields, key_id, head = parts(audit[-1].value)
+        skipping = {**fields, "seq": fields["seq"] + 4, "prev_mac": head}
+        offset, at = deployment.forge(genuine_record(deployment.keys.audit.secret, key_id, skipping)[0])
+        assert follower.wait_alert("gap", offset, at) < ALERT_WITHIN
+        expected.append(("gap", offset))
+    finally:
+        scheduler.stop()
+        code = follower.stop()
+    assert kinds(follower.seen) == expected
+    assert code == 2
+    code, alerts, _ = deployment.once()
+    assert code == 2 and kinds(alerts) == expected
+
+
+def _ranges_cover_exactly(progress: list[dict[str, Any]], offsets: list[int]) -> None:
+    """The checked ranges (of one partition) follow each other without overlap and hold every record once."""
+    covered: list[int] = []
+    for p in sorted(progress, key=lambda p: int(p["first_offset"])):
+        inside = [o for o in offsets if p["first_offset"] <= o <= p["last_offset"]]
+        assert len(inside) == p["records"], p
+        assert not covered or inside[0] > covered[-1], f"range {p} overlaps what was checked before"
+        covered += inside
+    assert covered == offsets
+
+
+def test_a_killed_follower_resumes_without_rechecking_or_skipping_and_reports_a_break_made_while_down(
+    deployment: Deployment,
+) -> None:
+    scheduler = Scheduler(deployment.services.bootstrap, deployment.topics, deployment.keys)
+    follower = deployment.follow("--instance-id", "one")
+    try:
+        deployment.traffic(runs=60, stages=49)  # 3000 submissions
+        follower.wait_checked(0)
+        audit_end = len(deployment.audit())
+        assert follower.stop(signal.SIGKILL) == -signal.SIGKILL
+        first_run = list(follower.progress)
+        assert audit_end < 3000, "the follower was killed after the stream ended: not mid-stream"
+        # while it is down: a forged record
+        current = deployment.audit()
+        offset, _ = deployment.forge(edited(current[-1].value, run_id="run-evil"))
+        deployment.traffic(runs=1, stages=9, tag="b")
+        audit = deployment.wait_audited(3011)
+        follower = deployment.follow("--instance-id", "one")
+        follower.wait_checked(audit[-1].offset, timeout=60)
+    finally:
+        scheduler.stop()
+        code = follower.stop()
+    assert kinds(follower.seen) == [("mac_mismatch", offset)] and code == 2
+    assert first_run and follower.progress
+    offsets = [r.offset for r in deployment.audit()]
+    assert len(offsets) == 3011
+    _ranges_cover_exactly(first_run + follower.progress, offsets)
+
+
+def test_a_rewritten_topic_is_reported_on_resume_and_its_deleted_record_as_a_gap(deployment: Deployment) -> None:
+    bootstrap = deployment.services.bootstrap
+    scheduler = Scheduler(bootstrap, deployment.topics, deployment.keys)
+    try:
+        deployment.traffic(runs=2, stages=9)
+        audit = deployment.wait_audited(20)
+    finally:
+        scheduler.stop()
+    code, alerts, _ = deployment.once(state="rw")
+    assert (code, alerts) == (0, [])
+    # the attacker deletes the topic and writes it again without seq 5 (offsets shift: no transactions now)
+    from confluent_kafka.admin import AdminClient
+
+    from substrate.kafka import client_config
+
+    topic = deployment.topics.audit
+    admin = AdminClient(client_config(bootstrap))
+    for future in admin.delete_topics([topic], operation_timeout=30).values():
+        future.result(30)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            ensure_topics(bootstrap, deployment.topics)
+            break
+        except Exception:  # noqa: BLE001 - the deletion takes a moment
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+    kept = [(r.key, r.value) for r in audit if parts(r.value)[0]["seq"] != 5]
+    produce_all(bootstrap, topic, kept)
+    wait_stable(bootstrap, topic)
+    code, alerts, err = deployment.once(state="rw")
+    assert code == 2, err
+    assert [a["alert"] for a in alerts] == ["history_rewritten", "gap"]
+    assert alerts[0]["offset"] == audit[-1].offset and alerts[1]["offset"] == 5 and alerts[1]["expected_seq"] == 5
+
+
+def test_kafka_errors_are_typed_exit_3_never_a_traceback(deployment: Deployment, services: Services) -> None:
+    # a consumer group the auditor is not granted
+    follower = deployment.follow("--group", "not-granted")
+    code = follower.process.wait(60)
+    time.sleep(0.1)
+    err = "".join(follower.stderr)
+    assert code == 3 and "Read on consumer group 'not-granted'" in err and "Traceback" not in err, err
+    # a principal that may not read the audit topic (the producer)
+    env = principal_env(deployment.env, services, "producer")
+    result = subprocess.run(
+        [sys.executable, "-m", "bernstein", "audit", "follow", "--once", "--trusted-keys", str(deployment.trusted_file)]
+        + ["--state", str(deployment.tmp / "p")],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 3 and "refused this client's principal" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    # no broker at all
+    env = {**deployment.env, "BERNSTEIN_KAFKA_BOOTSTRAP": "127.0.0.1:9"}
+    env.pop("BERNSTEIN_KAFKA_CONFIG_FILE", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "bernstein", "audit", "follow", "--once", "--trusted-keys", str(deployment.trusted_file)]
+        + ["--state", str(deployment.tmp / "q")],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 3 and "cannot reach Kafka at 127.0.0.1:9" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_two_followers_share_the_partitions_and_one_takes_over_when_the_other_leaves(
+    services: Services, prefix: str, install_keys: InstallKeys, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    bootstrap = services.bootstrap
+    topics = fresh_topics(bootstrap, prefix, partitions=2)
+    trusted_file = tmp_path / "trusted-keys.json"
+    trusted_file.write_text(json.dumps(TrustedKeys.from_install(install_keys).to_json()))
+    deployment = Deployment(services, topics, install_keys, trusted_file, principal_env(cli_env, services, "auditor"), tmp_path)
+    runs = {p: [r for r in (f"run-{i}" for i in range(200)) if partition_for(r.encode(), 2) == p][:4] for p in (0, 1)}
+
+    def traffic(tag: str) -> None:
+        for partition, run_ids in runs.items():
+            items: list[tuple[bytes | None, bytes | None]] = [
+                (r.encode(), encode_submission(run_id=r, stage_id=f"{tag}{s}", pages=(f"page {r}/{tag}{s}".encode(),)))
+                for r in run_ids
+                for s in range(10)
+            ]
+            produce_all(bootstrap, topics.submissions, items, partition=partition)
+
+    def audited(partition: int, count: int) -> list[int]:
+        deadline = time.monotonic() + 60
+        while True:
+            offsets = [r.offset for r in read_partition(bootstrap, topics, "audit", partition)]
+            if len(offsets) >= count:
+                return offsets
+            assert time.monotonic() < deadline, f"partition {partition}: {len(offsets)} of {count} audit records"
+            time.sleep(0.2)
+
+    schedulers = [Scheduler(bootstrap, topics, install_keys, partition) for partition in (0, 1)]
+    a = deployment.follow()
+    b = deployment.follow()
+    try:
+        deadline = time.monotonic() + 60
+        while not all(f.events and f.events[-1]["event"] == "assigned" and f.events[-1]["partitions"] for f in (a, b)):
+            assert time.monotonic() < deadline, f"the group did not share the partitions: {a.events} {b.events}"
+            time.sleep(0.1)
+        assert sorted(a.events[-1]["partitions"] + b.events[-1]["partitions"]) == [0, 1]
+        traffic("x")
+        for partition in (0, 1):
+            last = audited(partition, 40)[-1]
+            owner = a if partition in a.events[-1]["partitions"] else b
+            owner.wait_checked(last, partition=partition)
+        assert a.stop() == 0  # leaves the group: b gets both partitions, from a's checkpoints
+        traffic("y")
+        for partition in (0, 1):
+            b.wait_checked(audited(partition, 80)[-1], partition=partition)
+    finally:
+        for scheduler in schedulers:
+            scheduler.stop()
+        code = b.stop()
+    assert a.seen == b.seen == [] and code == 0
+    assert {"event": "assigned", "topic": topics.audit, "partitions": [0, 1]} in b.events
+    for partition in (0, 1):
+        ranges = [p for p in a.progress + b.progress if p["partition"] == partition]
+        _ranges_cover_exactly(ranges, audited(partition, 80))
+
+
+def test_check_journal_reports_a_mirror_the_journal_lacks_within_5_s(deployment: Deployment) -> None:
+    scheduler = Scheduler(deployment.services.bootstrap, deployment.topics, deployment.keys)
+    follower = deployment.follow("--check-journal")
+    try:
+        deployment.traffic(runs=2, stages=5)
+        audit = deployment.wait_audited(12)
+        follower.wait_checked(audit[-1].offset)
+        # an audit record that links and verifies (the key's holder wrote it) but mirrors no journal record
+        fields, key_id, head = parts(audit[-1].value)
+        claim = {**fields, "seq": fields["seq"] + 1, "prev_mac": head, "event": "activity.result", "run_id": "run-a-0"}
+        claim["record_hash"] = "sha256:" + "0" * 64
+        offset, at = deployment.forge(genuine_record(deployment.keys.audit.secret, key_id, claim)[0])
+        assert follower.wait_alert("journal_missing", offset, at) < ALERT_WITHIN
+        deployment.traffic(runs=1, stages=3, tag="b")  # the scheduler goes on (its next seq repeats the claim's)
+        follower.wait_checked(deployment.wait_audited(17)[-1].offset)
+    finally:
+        scheduler.stop()
+        code = follower.stop()
+    assert kinds(follower.seen)[0] == ("journal_missing", offset) and code == 2
+    assert {a["alert"] for a in follower.seen[1:]} <= {"out_of_order", "chain_break"}  # the chain the claim forked
+    code, alerts, _ = deployment.once("--check-journal")
+    assert code == 2 and sorted(kinds(alerts)) == sorted(kinds(follower.seen))  # (journal alerts come when the journal is read)

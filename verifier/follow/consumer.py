@@ -1,0 +1,573 @@
+"""The Kafka edge of ``audit follow``: a read_committed consumer of ``<prefix>.audit``.
+
+Two modes:
+
+* following (default): the partitions of the audit topic are shared by the members of a
+  consumer group (``--group``); each member checks the partitions it is assigned, saves
+  their checkpoints when they are revoked, and runs until stopped;
+* ``once``: every partition is assigned to this process (no group membership) and read
+  up to the last stable offset it had when the run started; then the process stops.
+
+Each partition starts from its checkpoint (``verifier.follow.checkpoint``): the
+record the checkpoint names is read again and compared before anything after it is
+checked; without a checkpoint the partition is checked from its first record. The
+group's committed offsets are written (for lag tooling) but never read: they are not
+trusted. Checkpoints are saved every ``checkpoint_every`` seconds, at revocation and
+at the end; a ``progress`` line is given for every saved range of records, after the
+save, so the saved ranges of successive runs follow each other without overlap.
+Alerts are emitted as soon as a record is checked, before its checkpoint is saved:
+after a crash the records checked since the last save are checked again (an alert
+may repeat; none is lost).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from schemas.canonical import sha256_digest
+from substrate.config import Topics
+from substrate.kafka import KafkaError, KafkaNotAuthorized, KafkaUnavailable, client_config, is_authorization_error
+from substrate.keys import TrustedKeys
+from verifier import facts
+from verifier.follow.alerts import Alert, AlertKind
+from verifier.follow.checker import PartitionChecker, Policy
+from verifier.follow.checkpoint import Checkpoint, CheckpointStore, resume_mismatch, value_digest
+from verifier.follow.journal import Expected, JournalJoin
+
+_TIMEOUT: Final = 30.0
+_BATCH: Final = 5000
+_METADATA_TIMEOUT: Final = 10.0
+
+
+@dataclass
+class FollowOptions:
+    bootstrap: str
+    topics: Topics
+    store: CheckpointStore
+    group: str
+    once: bool = False
+    policy: Policy = field(default_factory=Policy)
+    checkpoint_every: float = 1.0
+    """Seconds between checkpoint saves (also at revocation and at the end)."""
+    tick_every: float = 1.0
+    """Seconds between the time-based checks (unsealed runs, a silent scheduler)."""
+    check_journal: bool = False
+    """Also read the journal partitions and check that every record the audit chain mirrors is there."""
+    instance_id: str | None = None
+    """Static group membership (``group.instance.id``): a restarted follower takes its partitions back at once."""
+
+
+@dataclass
+class _Partition:
+    checker: PartitionChecker
+    resume: Checkpoint | None
+    """The checkpoint whose record must be read again first (None: nothing to compare)."""
+    checked: int = 0
+    """Records checked over every run (from the checkpoint)."""
+    last_offset: int | None = None
+    last_value: bytes | None = None
+    saved_offset: int | None = None
+    """Offset of the last record covered by a saved checkpoint."""
+    unsaved: int = 0
+    first_unsaved: int | None = None
+    dirty: bool = False
+    """The chain state changed without a new record (a time-based alert was raised): save it."""
+    end: int | None = None
+    """``once``: the last stable offset pinned at the start (records at or after it are left for the next run)."""
+    done: bool = False
+    join: JournalJoin | None = None
+    """``check_journal``: the mirrors expected and the journal hashes seen."""
+    journal_end: int | None = None
+    """``check_journal``: the journal end each expectation of the current audit batch gets (``once``: pinned)."""
+
+
+Emit = Callable[[Alert], None]
+OnRecord = Callable[[int, int, tuple[Any, ...], list[Alert]], None]
+Progress = Callable[[dict[str, Any]], None]
+
+
+class Follower:
+    """Checks the audit topic as it grows (see the module doc)."""
+
+    def __init__(
+        self,
+        options: FollowOptions,
+        trusted: Callable[[], TrustedKeys],
+        emit: Emit,
+        *,
+        on_record: OnRecord | None = None,
+        progress: Progress | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.options = options
+        self.topic = options.topics.audit
+        self._trusted = trusted
+        self._emit_alert = emit
+        self._on_record = on_record
+        self._progress = progress
+        self._clock = clock
+        self.partitions: dict[int, _Partition] = {}
+        self.alerts = 0
+        self.alert_kinds: dict[str, int] = {}
+        self.checked = 0
+        """Records checked by this run."""
+        self._errors: list[Any] = []
+        self._consumer: Any = None
+        self._journal: Any = None
+        """``check_journal``: the journal's consumer (assigned the audit partitions' numbers, never in the group)."""
+        self._failure: KafkaError | None = None
+
+    # -- alerts -------------------------------------------------------------------
+
+    def _emit(self, alerts: list[Alert]) -> None:
+        for alert in alerts:
+            self.alerts += 1
+            self.alert_kinds[alert.kind.value] = self.alert_kinds.get(alert.kind.value, 0) + 1
+            self._emit_alert(alert)
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    # -- the consumer ---------------------------------------------------------------
+
+    def _make_consumer(self, *, group: bool = True) -> Any:
+        """The audit topic's consumer (in the group, unless ``once``); ``group`` False: the journal's, assigned only."""
+        from confluent_kafka import Consumer
+
+        extra: dict[str, Any] = {
+            "group.id": self.options.group,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 100,
+            "error_cb": self._errors.append,
+        }
+        if self.options.instance_id and group:
+            extra["group.instance.id"] = self.options.instance_id
+        return Consumer(client_config(self.options.bootstrap, **extra))
+
+    def _audit_partitions(self, consumer: Any) -> list[int]:
+        from confluent_kafka import KafkaException
+
+        try:
+            metadata = consumer.list_topics(topic=self.topic, timeout=_METADATA_TIMEOUT)
+        except KafkaException as exc:
+            self._raise_errors()
+            if is_authorization_error(exc):
+                raise self._refused() from None
+            raise KafkaUnavailable(f"cannot reach Kafka at {self.options.bootstrap}: {exc}") from None
+        self._raise_errors()
+        info = metadata.topics.get(self.topic)
+        if info is not None and info.error is not None and is_authorization_error(info.error):
+            raise self._refused()
+        if info is None or info.error is not None or not info.partitions:
+            raise KafkaError(
+                f"topic {self.topic} does not exist (create the deployment's topics: `bernstein topic create --prefix "
+                f"{self.options.topics.prefix}`)"
+            )
+        return sorted(info.partitions)
+
+    def _refused(self) -> KafkaNotAuthorized:
+        return KafkaNotAuthorized(
+            f"Kafka refused this client's principal to follow {self.topic}: an auditor needs Read and Describe on the "
+            f"topics of prefix {self.options.topics.prefix!r} and Read on consumer group {self.options.group!r} "
+            f"(`bernstein kafka acls --prefix {self.options.topics.prefix} --apply`)"
+        )
+
+    def _raise_errors(self) -> None:
+        errors, self._errors[:] = list(self._errors), []
+        for error in errors:
+            if is_authorization_error(error):
+                raise KafkaNotAuthorized(
+                    f"Kafka at {self.options.bootstrap} refused this client's login or an operation ({error}): check "
+                    "BERNSTEIN_KAFKA_CONFIG_FILE and the auditor's ACLs (`bernstein kafka acls`)"
+                )
+            fatal = getattr(error, "fatal", lambda: False)()
+            if fatal or (self.options.once and getattr(error, "code", lambda: None)() == _all_brokers_down()):
+                raise KafkaUnavailable(f"Kafka at {self.options.bootstrap}: {error}")
+
+    # -- partitions -------------------------------------------------------------------
+
+    def _watermarks(self, partition: int, topic: str | None = None) -> tuple[int, int]:
+        """(log start, last stable offset) of a partition of the audit topic (or ``topic``)."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        topic = topic or self.topic
+        try:
+            low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=_TIMEOUT, cached=False)
+        except KafkaException as exc:
+            if is_authorization_error(exc):
+                raise self._refused() from None
+            raise KafkaUnavailable(f"cannot read the offsets of {topic}[{partition}]: {exc}") from None
+        return int(low), int(high)
+
+    def _open(self, partition: int) -> int:
+        """Set the partition up from its checkpoint; return the offset to read from (-2: the beginning)."""
+        from confluent_kafka import OFFSET_BEGINNING
+
+        checkpoint = self.options.store.load(self.topic, partition)
+        low, high = self._watermarks(partition)
+        state = None
+        if checkpoint is not None:
+            if not low <= checkpoint.offset < high:
+                self._rewritten(checkpoint, f"has vanished (the partition now holds offsets {low}..{high - 1})")
+                checkpoint = None
+            else:
+                state = checkpoint.state
+        checker = PartitionChecker(self.topic, partition, self._trusted(), self.options.policy, state)
+        entry = _Partition(checker, checkpoint, checked=checkpoint.checked if checkpoint else 0)
+        if checkpoint is not None:
+            entry.saved_offset = entry.last_offset = checkpoint.offset
+        if self.options.once:
+            entry.end = high
+            entry.done = checkpoint is None and high <= low
+        if self.options.check_journal:
+            join = checkpoint.journal if checkpoint is not None else None
+            self._join(entry, partition, join or JournalJoin(self.topic, partition))
+        self.partitions[partition] = entry
+        return checkpoint.offset if checkpoint is not None else OFFSET_BEGINNING
+
+    def _join(self, entry: _Partition, partition: int, join: JournalJoin) -> None:
+        """Set up ``--check-journal`` for the partition (after its audit end was pinned: the journal's is pinned later)."""
+        entry.join = join
+        if self.options.once:
+            entry.journal_end = self._watermarks(partition, self.options.topics.journal)[1]
+
+        def mirror(offset: int, seq: int, run_id: str, record_hash: str, journal_seq: int) -> None:
+            assert entry.journal_end is not None
+            join.expect(record_hash, Expected(offset, seq, run_id, journal_seq, entry.journal_end))
+
+        entry.checker.mirror = mirror
+
+    def _rewritten(self, checkpoint: Checkpoint, what: str) -> None:
+        self._emit(
+            [
+                Alert(
+                    AlertKind.HISTORY_REWRITTEN,
+                    self.topic,
+                    checkpoint.partition,
+                    checkpoint.offset,
+                    f"the record this follower checked last (offset {checkpoint.offset}, {checkpoint.value_sha256}) "
+                    f"{what}: the topic was rewritten; checking the partition again from its start",
+                    {"expected": checkpoint.value_sha256, "seq": checkpoint.state.next_seq - 1},
+                )
+            ]
+        )
+        self.options.store.discard(self.topic, checkpoint.partition)
+
+    def _restart(self, partition: int) -> None:
+        """After a rewritten history: check the partition again from its first record."""
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+        old = self.partitions[partition]
+        entry = _Partition(PartitionChecker(self.topic, partition, self._trusted(), self.options.policy), None)
+        entry.end = old.end
+        self.partitions[partition] = entry
+        self._consumer.seek(TopicPartition(self.topic, partition, OFFSET_BEGINNING))
+        if old.join is not None:  # the journal is read again from its start too
+            self._join(entry, partition, JournalJoin(self.topic, partition))
+            self._journal.seek(TopicPartition(self.options.topics.journal, partition, OFFSET_BEGINNING))
+
+    def _on_assign(self, consumer: Any, assigned: list[Any]) -> None:
+        from confluent_kafka import TopicPartition
+
+        try:
+            consumer.assign([TopicPartition(self.topic, tp.partition, self._open(tp.partition)) for tp in assigned])
+            self._assign_journal([tp.partition for tp in assigned])
+        except KafkaError as exc:
+            self._failure = exc
+            consumer.assign([])
+            return
+        if self._progress is not None:
+            self._progress({"event": "assigned", "topic": self.topic, "partitions": sorted(tp.partition for tp in assigned)})
+
+    def _on_revoke(self, consumer: Any, revoked: list[Any]) -> None:
+        try:
+            self._save([tp.partition for tp in revoked if tp.partition in self.partitions])
+        except KafkaError as exc:
+            self._failure = exc
+        for tp in revoked:
+            self.partitions.pop(tp.partition, None)
+        if self._journal is not None:
+            self._journal.assign([])
+        if self._progress is not None and revoked:
+            self._progress({"event": "revoked", "topic": self.topic, "partitions": sorted(tp.partition for tp in revoked)})
+
+    def _on_lost(self, consumer: Any, lost: list[Any]) -> None:
+        self._on_revoke(consumer, lost)
+
+    # -- checking -------------------------------------------------------------------------
+
+    def _check_batch(self, messages: list[Any]) -> None:
+        from confluent_kafka import KafkaError as RdKafkaError
+
+        by_partition: dict[int, list[Any]] = {}
+        at_end: list[int] = []
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                if error.code() == RdKafkaError._PARTITION_EOF:
+                    at_end.append(message.partition())
+                    continue
+                if is_authorization_error(error):
+                    raise self._refused()
+                if error.fatal() or self.options.once:
+                    raise KafkaUnavailable(f"error reading {self.topic}: {error}")
+                continue
+            by_partition.setdefault(message.partition(), []).append(message)
+        trusted = self._trusted()
+        now = self._now_ms()
+        for partition, batch in by_partition.items():
+            entry = self.partitions.get(partition)
+            if entry is None or entry.done:
+                continue
+            entry.checker.trusted = trusted
+            if entry.end is not None and batch[-1].offset() >= entry.end - 1:
+                entry.done = True  # (records at or after the pinned end are dropped below)
+            if entry.resume is not None:
+                first = batch[0]
+                what = resume_mismatch(entry.resume, first.offset(), first.value())
+                if what is None:
+                    entry.resume = None
+                    batch = batch[1:]
+                else:
+                    self._rewritten(entry.resume, what)
+                    self._restart(partition)
+                    continue
+            if entry.end is not None and batch and batch[-1].offset() >= entry.end:
+                batch = [m for m in batch if m.offset() < entry.end]
+            if batch:
+                self._check_records(entry, partition, batch, trusted, now)
+        if self.options.once:
+            for partition in at_end:  # after the records of this batch: the end event follows them
+                entry = self.partitions.get(partition)
+                if entry is not None and entry.resume is None:
+                    entry.done = True
+
+    def _check_records(self, entry: _Partition, partition: int, batch: list[Any], trusted: TrustedKeys, now: int) -> None:
+        values = [m.value() for m in batch]
+        found = facts.current().audit_facts(values, trusted.hmac.get)
+        check = entry.checker.check
+        on_record = self._on_record
+        for message, fact in zip(batch, found, strict=True):
+            offset = message.offset()
+            ts_type, ts = message.timestamp()
+            alerts = check(offset, fact, ts if ts_type != 0 else 0, now)
+            if alerts:
+                self._emit(alerts)
+            if on_record is not None:
+                on_record(partition, offset, fact, alerts)
+        entry.unsaved += len(batch)
+        entry.checked += len(batch)
+        self.checked += len(batch)
+        if entry.first_unsaved is None:
+            entry.first_unsaved = batch[0].offset()
+        entry.last_offset = batch[-1].offset()
+        entry.last_value = values[-1]
+
+    def _assign_journal(self, partitions: list[int]) -> None:
+        """``check_journal``: the journal partitions of the audit partitions assigned, each from its saved position."""
+        from confluent_kafka import TopicPartition
+
+        if self._journal is None:
+            return
+        self._journal.assign(
+            [
+                TopicPartition(self.options.topics.journal, p, join.next_offset)
+                for p in partitions
+                if (join := self.partitions[p].join) is not None
+            ]
+        )
+
+    def _read_journal(self) -> None:
+        """``check_journal``: what the journal consumer has now; the mirrors its position passed and were not seen."""
+        from confluent_kafka import KafkaError as RdKafkaError
+        from confluent_kafka import KafkaException, TopicPartition
+
+        journal = self._journal
+        if journal is None:
+            return
+        try:
+            messages = journal.consume(_BATCH, 0)
+        except KafkaException as exc:
+            raise KafkaUnavailable(f"error reading {self.options.topics.journal}: {exc}") from None
+        touched: set[int] = set()
+        by_partition: dict[int, list[Any]] = {}
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                if error.code() == RdKafkaError._PARTITION_EOF:
+                    touched.add(message.partition())
+                    continue
+                if is_authorization_error(error):
+                    raise self._refused()
+                if error.fatal() or self.options.once:
+                    raise KafkaUnavailable(f"error reading {self.options.topics.journal}: {error}")
+                continue
+            by_partition.setdefault(message.partition(), []).append(message)
+        for partition, batch in by_partition.items():
+            entry = self.partitions.get(partition)
+            if entry is None or entry.join is None:
+                continue
+            touched.add(partition)
+            values = [m.value() for m in batch]
+            for value, fact in zip(values, facts.current().journal_facts(values), strict=True):
+                if fact[0] == facts.J_ENTRY:
+                    entry.join.journal(fact[2])
+                elif fact[0] == facts.J_SEAL:
+                    entry.join.journal(sha256_digest(value or b""))
+        # every partition with mirrors pending: an expectation may be due without a new journal record
+        touched |= {p for p, e in self.partitions.items() if e.join is not None and (e.join.expected or self.options.once)}
+        for partition in sorted(touched):
+            entry = self.partitions.get(partition)
+            if entry is None or entry.join is None:
+                continue
+            (position,) = journal.position([TopicPartition(self.options.topics.journal, partition)])
+            if position.offset < 0:
+                continue
+            moved = position.offset != entry.join.next_offset
+            alerts = entry.join.reached(position.offset)
+            if moved or alerts:
+                entry.dirty = True
+                self._emit(alerts)
+
+    def _journal_ends(self, partitions: list[int]) -> None:
+        """``check_journal`` (following): the journal end the expectations of the next audit batch get."""
+        for partition in partitions:
+            entry = self.partitions.get(partition)
+            if entry is not None and entry.join is not None:
+                entry.journal_end = self._watermarks(partition, self.options.topics.journal)[1]
+
+    def _save(self, partitions: list[int] | None = None) -> None:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        commits = []
+        for partition in sorted(self.partitions if partitions is None else partitions):
+            entry = self.partitions[partition]
+            if not (entry.unsaved or entry.dirty) or entry.last_offset is None:
+                continue
+            entry.dirty = False
+            self.options.store.save(
+                Checkpoint(
+                    self.topic,
+                    partition,
+                    entry.last_offset,
+                    value_digest(entry.last_value),
+                    entry.checked,
+                    entry.checker.state,
+                    entry.join,
+                )
+            )
+            if self._progress is not None and entry.unsaved:
+                self._progress(
+                    {
+                        "event": "checked",
+                        "topic": self.topic,
+                        "partition": partition,
+                        "first_offset": entry.first_unsaved,
+                        "last_offset": entry.last_offset,
+                        "records": entry.unsaved,
+                        "next_seq": entry.checker.state.next_seq,
+                    }
+                )
+            entry.saved_offset, entry.unsaved, entry.first_unsaved = entry.last_offset, 0, None
+            commits.append(TopicPartition(self.topic, partition, entry.last_offset + 1))
+        if commits and not self.options.once:
+            try:  # for lag tooling only: never read back
+                self._consumer.commit(offsets=commits, asynchronous=True)
+            except KafkaException:
+                pass
+
+    def _submission_ends(self) -> dict[int, int]:
+        """The submissions partitions' end offsets (for ``scheduler_silent``); a partition that cannot be read is left out."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        ends: dict[int, int] = {}
+        for partition in self.partitions:
+            try:
+                _, high = self._consumer.get_watermark_offsets(
+                    TopicPartition(self.options.topics.submissions, partition), timeout=5.0, cached=False
+                )
+            except KafkaException:
+                continue
+            ends[partition] = int(high)
+        return ends
+
+    def _tick(self) -> None:
+        now = self._now_ms()
+        ends = self._submission_ends() if self.options.policy.silent_after_ms is not None else {}
+        for partition in sorted(self.partitions):
+            entry = self.partitions[partition]
+            alerts = entry.checker.tick(now, ends.get(partition))
+            if alerts:
+                entry.dirty = True
+                self._emit(alerts)
+
+    # -- running ----------------------------------------------------------------------------
+
+    def run(self, stop: Callable[[], bool] = lambda: False) -> int:
+        """Check until ``stop()`` (following) or until every partition's pinned end (``once``); return the alert count."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        self._consumer = consumer = self._make_consumer()
+        if self.options.check_journal:
+            self._journal = self._make_consumer(group=False)
+        try:
+            partitions = self._audit_partitions(consumer)
+            if self.options.once:
+                consumer.assign([TopicPartition(self.topic, p, self._open(p)) for p in partitions])
+                self._assign_journal(partitions)
+            else:
+                consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
+            last_save = last_tick = time.monotonic()
+            while not stop():
+                try:
+                    messages = consumer.consume(_BATCH, 0.1)
+                except KafkaException as exc:
+                    if is_authorization_error(exc):
+                        raise self._refused() from None
+                    raise KafkaUnavailable(f"error reading {self.topic}: {exc}") from None
+                if self._failure is not None:
+                    raise self._failure
+                self._raise_errors()
+                if self._journal is not None and not self.options.once:
+                    self._journal_ends(sorted({m.partition() for m in messages if m.error() is None}))
+                self._check_batch(messages)
+                self._read_journal()
+                moment = time.monotonic()
+                if moment - last_save >= self.options.checkpoint_every:
+                    self._save()
+                    last_save = moment
+                if self.options.once:
+                    if all(entry.done and self._journal_done(entry) for entry in self.partitions.values()):
+                        break
+                elif moment - last_tick >= self.options.tick_every:
+                    self._tick()
+                    last_tick = moment
+            self._save()
+            self._tick()
+            self._save()  # what the last tick alerted on (runs, silence) is not alerted again by the next run
+        finally:
+            for client in (consumer, self._journal):
+                try:
+                    if client is not None:
+                        client.close()
+                except (KafkaException, RuntimeError):
+                    pass
+        return self.alerts
+
+    @staticmethod
+    def _journal_done(entry: _Partition) -> bool:
+        """``once``: the journal was read up to its end pinned at the start (or is not checked)."""
+        return entry.join is None or entry.journal_end is None or entry.join.next_offset >= entry.journal_end
+
+
+def _all_brokers_down() -> Any:
+    from confluent_kafka import KafkaError as RdKafkaError
+
+    return RdKafkaError._ALL_BROKERS_DOWN
