@@ -8,7 +8,9 @@ signed submissions and the real ``bernstein scheduler run`` journals them, the n
 scheduler's transaction coordinator is stopped (a clean shutdown: its leaderships move to the
 two others). The scheduler commits again, every submission is journalled exactly once, every
 run is closed and sealed, and ``bernstein activity verify`` exits 0 for each. At the end the
-node is started again and rejoins every replica set of the journal.
+node is started again and rejoins every replica set of the journal. On the same cluster, topics
+replicated as on one broker keep the scheduler from starting: it reads RF 3 and min ISR 2 from
+the cluster root's ``.infra/env``.
 """
 
 from __future__ import annotations
@@ -83,11 +85,10 @@ def read_env(path: Path) -> dict[str, str]:
     return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
 
 
-@pytest.fixture
-def cluster(services: Services, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
-    """A three-node cluster under tmp_path/.infra, as secure as the session's broker; stopped at teardown."""
-    root = tmp_path / "cluster"
-    root.mkdir()
+@pytest.fixture(scope="module")
+def cluster(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A three-node cluster under a temporary root, as secure as the session's broker; stopped after the module."""
+    root = tmp_path_factory.mktemp("cluster")
     started = time.monotonic()
     up = run_infra(root, services, "up", "--brokers", "3", *(["--secure"] if services.secure else []), timeout=240)
     try:
@@ -95,13 +96,14 @@ def cluster(services: Services, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         up_seconds = time.monotonic() - started
         env = read_env(root / ".infra" / "env")
         config_file = Path(env["BERNSTEIN_KAFKA_CONFIG_FILE"]) if services.secure else None
-        # this process's clients are the cluster's admin; topics get the cluster's replication settings
-        if config_file is not None:
-            monkeypatch.setenv("BERNSTEIN_KAFKA_CONFIG_FILE", str(config_file))
-        for name in ("BERNSTEIN_TOPIC_REPLICATION_FACTOR", "BERNSTEIN_TOPIC_MIN_INSYNC_REPLICAS"):
-            monkeypatch.setenv(name, env[name])
-        own = Services(env["BERNSTEIN_KAFKA_BOOTSTRAP"], services.s3, root / ".infra" / "env", config_file)
-        yield Cluster(root, env, own, up_seconds)
+        with pytest.MonkeyPatch.context() as patch:
+            # this process's clients are the cluster's admin; topics get the cluster's replication settings
+            if config_file is not None:
+                patch.setenv("BERNSTEIN_KAFKA_CONFIG_FILE", str(config_file))
+            for name in ("BERNSTEIN_TOPIC_REPLICATION_FACTOR", "BERNSTEIN_TOPIC_MIN_INSYNC_REPLICAS"):
+                patch.setenv(name, env[name])
+            own = Services(env["BERNSTEIN_KAFKA_BOOTSTRAP"], services.s3, root / ".infra" / "env", config_file)
+            yield Cluster(root, env, own, up_seconds)
     finally:
         down = run_infra(root, services, "down", timeout=120)
         assert down.returncode == 0, f"infra down failed:\n{down.stdout}\n{down.stderr}"
@@ -289,3 +291,32 @@ def test_scheduler_keeps_committing_when_a_broker_stops(
     nodes = [line for line in status.stdout.splitlines() if line.startswith("infra: kafka-")]
     assert len(nodes) == 3 and all(" running " in line and line.endswith("ready=yes") for line in nodes), status.stdout
     print("; ".join(f"{what} {seconds:.1f}s" for what, seconds in timings.items()))
+
+
+def test_topics_replicated_as_on_one_broker_are_refused_on_the_cluster(
+    cluster: Cluster,
+    prefix: str,
+    install_keys: InstallKeys,
+    producer_keys: ProducerKeys,
+    manifest: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Topics made with the single broker's settings (RF 1): the scheduler, run in the cluster's root, reads RF 3 and
+    min ISR 2 from that root's .infra/env and refuses to start on them (exit 3, each topic and setting named)."""
+    bootstrap = cluster.services.bootstrap
+    topics = Topics(prefix)
+    monkeypatch.setenv("BERNSTEIN_TOPIC_REPLICATION_FACTOR", "1")
+    monkeypatch.setenv("BERNSTEIN_TOPIC_MIN_INSYNC_REPLICAS", "1")
+    ensure_topics(bootstrap, topics)
+    assert {(t.replicas, t.config["min.insync.replicas"]) for t in describe_topics(bootstrap, list(topics.all))} == {(1, "1")}
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BERNSTEIN_TOPIC_")}
+    env.update(bernstein_env(cluster.services, prefix, install_keys, producer_keys, manifest))
+    args = [sys.executable, "-m", "bernstein", "scheduler", "run", "--idle-exit", "0.5"]
+    refused = subprocess.run(args, env=as_component(args, env), cwd=cluster.root, capture_output=True, text=True, timeout=120)
+
+    assert refused.returncode == 3, refused.stderr
+    assert "Traceback" not in refused.stderr
+    for topic in topics.all:
+        assert f"{topic}: replication factor=1 is below BERNSTEIN_TOPIC_REPLICATION_FACTOR=3" in refused.stderr
+        assert f"{topic}: min.insync.replicas=1 is below BERNSTEIN_TOPIC_MIN_INSYNC_REPLICAS=2" in refused.stderr
