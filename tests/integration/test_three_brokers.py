@@ -109,11 +109,19 @@ def cluster(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Ite
         assert down.returncode == 0, f"infra down failed:\n{down.stdout}\n{down.stderr}"
 
 
+INTERNAL = ("__transaction_state", "__consumer_offsets")
+"""One partition each here: its leader coordinates every transaction (every group) of the cluster."""
+
+
 def partition_leaders(bootstrap: str, topic: str) -> tuple[int, list[int]]:
     """(leader, in-sync replicas) of partition 0 of ``topic``, as the cluster's metadata says."""
     metadata = AdminClient(client_config(bootstrap)).list_topics(topic, timeout=15)
     partition = metadata.topics[topic].partitions[0]
     return int(partition.leader), sorted(partition.isrs)
+
+
+def leaders(bootstrap: str, names: list[str]) -> dict[str, tuple[int, list[int]]]:
+    return {name: partition_leaders(bootstrap, name) for name in names}
 
 
 def stop_scheduler(scheduler: SchedulerProcess) -> int:
@@ -213,10 +221,11 @@ def test_scheduler_keeps_committing_when_a_broker_stops(
             wait_for("the first submissions committed", lambda: committed_offset(bootstrap, topics) >= 20, 90, scheduler)
 
             # the node that coordinates the scheduler's transactions (the leader of __transaction_state)
-            coordinator, _ = partition_leaders(bootstrap, "__transaction_state")
-            journal_leader, journal_isr = partition_leaders(bootstrap, topics.journal)
-            assert journal_isr == [1, 2, 3]
-            victim = coordinator  # node N runs as broker N (node.id=N)
+            watched = [*INTERNAL, *topics.all]
+            before = leaders(bootstrap, watched)
+            assert all(isr == [1, 2, 3] for _, isr in before.values()), before
+            victim = before["__transaction_state"][0]  # node N runs as broker N (node.id=N)
+            led = [name for name, (leader, _) in before.items() if leader == victim]
             stop_started = time.monotonic()
             feeder.go_on.set()  # submissions flow on while the node stops
             stopped = cluster.infra("node", "stop", str(victim))
@@ -226,14 +235,15 @@ def test_scheduler_keeps_committing_when_a_broker_stops(
             published_at_stop = feeder.published
             assert feeder.is_alive() and published_at_stop < SUBMISSIONS, "the node must stop while submissions flow"
             print(
-                f"stopped node {victim} (transaction coordinator; journal leader was {journal_leader}) "
-                f"after {published_at_stop} published, {at_stop} committed"
+                f"\nstopped node {victim}, leader of {', '.join(led)}, after {published_at_stop} published, {at_stop} committed"
             )
 
-            # leadership moved off the stopped node; the journal still has min.insync.replicas=2 in sync
-            leader, isr = partition_leaders(bootstrap, topics.journal)
-            assert leader != victim and victim not in isr and len(isr) == 2, (leader, isr)
-            assert partition_leaders(bootstrap, "__transaction_state")[0] in {1, 2, 3} - {victim}
+            # every leadership moved off the stopped node; every partition still has min.insync.replicas=2 in sync
+            after = leaders(bootstrap, watched)
+            others = sorted({1, 2, 3} - {victim})
+            assert {name: (leader in others, isr) for name, (leader, isr) in after.items()} == {
+                name: (True, others) for name in watched
+            }
 
             wait_for("a commit after the stop", lambda: committed_offset(bootstrap, topics) > at_stop, 90, scheduler)
             timings["first commit after the stop began"] = time.monotonic() - stop_started
@@ -284,7 +294,11 @@ def test_scheduler_keeps_committing_when_a_broker_stops(
 
     out, err = restarting.communicate(timeout=180)
     assert restarting.returncode == 0, f"{out}\n{err}"
-    wait_for("the restarted node back in sync", lambda: partition_leaders(bootstrap, topics.journal)[1] == [1, 2, 3], 60)
+    wait_for(
+        "the restarted node back in sync",
+        lambda: all(isr == [1, 2, 3] for _, isr in leaders(bootstrap, watched).values()),
+        60,
+    )
     timings["node start until in sync"] = time.monotonic() - restart_started
     status = cluster.infra("status")
     assert status.returncode == 0, status.stdout + status.stderr
