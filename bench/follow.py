@@ -1,6 +1,6 @@
 """``audit follow`` throughput against a bare read_committed consumer of the same audit topic.
 
-    python -m bench.follow [--count 100000] [--trials 3]
+    python -m bench.follow [--count 100000] [--trials 5]
 
 Needs the local services (``infra/up``). In one run, on the same broker:
 
@@ -96,7 +96,7 @@ def follower(bootstrap: str, topics: Topics, trusted: TrustedKeys) -> tuple[int,
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=100_000)
-    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--trials", type=int, default=5)
     args = parser.parse_args()
     settings = Settings.load()
     if not settings.kafka_bootstrap:

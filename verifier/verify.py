@@ -71,6 +71,7 @@ from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError,
 from substrate.keys import TrustedKey, TrustedKeys, verify_signature
 from substrate.text import plural
 from verifier import facts as _facts
+from verifier.blobs import HashedAhead
 from verifier.checkpoints import CheckpointWalk, final_seal_checkpoint_missing
 from verifier.checks import CheckContext, DetailLine, ModalityCheck, check_for
 from verifier.facts import (
@@ -142,8 +143,7 @@ def verify_stream(
     ``CAS_MISSING`` for a dump whose manifest lists blobs it no longer has).
     With ``records_only`` the store is deliberately not consulted (``RECORDS_ONLY``).
     """
-    if records_only:
-        cas = None
+    cas = None if records_only else HashedAhead.wrap(cas)
     c = codec.default_codec()
     key = run_id.encode()
     every = source.partitions("journal")
@@ -190,8 +190,7 @@ def verify_many(
     Memory: one walk per run of the partition being read and the stage verdicts of every
     run (never the records).
     """
-    if records_only:
-        cas = None
+    cas = None if records_only else HashedAhead.wrap(cas)
     c = codec.default_codec()
     facts = _facts.current()
     wanted = None if runs is None else frozenset(runs)
@@ -1790,7 +1789,11 @@ class _StageBuilder:
 
     def feed(self, mine: list[Row]) -> Iterator[StageVerdict]:
         c, run_id, checks, sessions = self.c, self.run_id, self.checks, self.sessions
-        for row, fact in zip(mine, self.facts.stage_facts([row[3] for row in mine]), strict=True):
+        stage_facts = self.facts.stage_facts([row[3] for row in mine])
+        if isinstance(self.cas, HashedAhead):  # the batch's evidence and artifacts, re-hashed on every core
+            results = [fact for fact in stage_facts if fact[0] == S_RESULT]
+            self.cas.ahead((o[2] for fact in results for o in fact[10]), (fact[8] for fact in results))
+        for row, fact in zip(mine, stage_facts, strict=True):
             kind = fact[0]
             if kind == S_SKIP:
                 continue  # not a journal entry record: reported by the chain walk
@@ -2080,6 +2083,15 @@ def _reattach_sized(cas: BlobStore, digest: str, what: str) -> tuple[str, int | 
     """(problem or "", the blob's byte length when it reattached)."""
     if not is_digest(digest):
         return f"{what}: malformed hash {digest!r}", None
+    hashed = cas.sized(digest) if isinstance(cas, HashedAhead) else None
+    if hashed is not None:  # re-hashed ahead with its batch (verifier.blobs)
+        actual, size = hashed
+        if actual != digest:
+            return (
+                f"content hash mismatch reattaching {what.removeprefix('evidence bytes for ')} (pinned '{digest}', recomputed '{actual}')",
+                None,
+            )
+        return "", size
     try:
         size = check_blob_size(cas, digest)  # re-hashed in a stream: the bytes are not held
     except BlobNotFound:

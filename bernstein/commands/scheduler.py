@@ -21,7 +21,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Final
 
-from bernstein.cli import EXIT_USAGE
+from bernstein.cli import EXIT_INTERNAL, EXIT_USAGE
 from bernstein.commands.common import UsageError, add_keys_flag, add_prefix_flag, command_group, keys_from, settings_from
 from consumers.core.model import (
     DEFAULT_MAX_OUTPUT_BYTES,
@@ -251,6 +251,16 @@ def _run(args: argparse.Namespace) -> int:
     except BernsteinError as exc:
         log.emit("error", exc.message, level="error", code=exc.code)
         return EXIT_USAGE
+    except Exception as exc:  # noqa: BLE001 - the cli's last line of defence, as a JSON line
+        if getattr(args, "debug", False) or os.environ.get("BERNSTEIN_DEBUG"):
+            raise
+        log.emit(
+            "internal_error",
+            f"{type(exc).__name__}: {exc} (a defect; rerun with --debug and report it)",
+            level="error",
+            exception=type(exc).__name__,
+        )
+        return EXIT_INTERNAL
 
 
 def _run_logged(args: argparse.Namespace, log: EventLog) -> int:
@@ -341,8 +351,11 @@ def _supervise(args: argparse.Namespace, partitions: int) -> int:
     if args.accept_undeclared_sizes:
         passthrough.append("--accept-undeclared-sizes")
 
+    port = args.metrics_port
+    if port and port + partitions - 1 > 65535:
+        raise UsageError(f"--metrics-port {port}: partition p serves on {port}+p, past 65535 for {partitions} partitions")
+
     def metrics(p: int) -> list[str]:
-        port = args.metrics_port
         return [] if port is None else ["--metrics-port", str(port + p if port else 0)]
 
     children = [

@@ -1086,6 +1086,50 @@ impl FactReader {
         })
     }
 
+    /// Re-hash stored blobs, many files a call, on every core: for each path `(digest, size,
+    /// bytes or None)` (bytes when its `keep` is true), or None when the caller must read that
+    /// file itself (``crate::hashing::hash_file``). The GIL is released while files are read.
+    fn hash_files<'py>(
+        &self,
+        py: Python<'py>,
+        paths: Vec<String>,
+        keep: Vec<bool>,
+        max_bytes: u64,
+    ) -> PyResult<Bound<'py, PyList>> {
+        if keep.len() != paths.len() {
+            return Err(PyValueError::new_err("hash_files: one keep flag per path"));
+        }
+        let items: Vec<(usize, &str, bool)> = paths
+            .iter()
+            .zip(&keep)
+            .enumerate()
+            .map(|(i, (p, k))| (i, p.as_str(), *k))
+            .collect();
+        let hashed: Vec<(usize, Option<crate::hashing::HashedFile>)> = py.detach(|| {
+            crate::parallel::filter_map(&items, crate::parallel::cores(), |(index, path, keep)| {
+                thread_local! {
+                    static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+                }
+                let found = BUFFER.with(|b| crate::hashing::hash_file(path, max_bytes, *keep, &mut b.borrow_mut()));
+                Some((*index, found))
+            })
+        });
+        let out = PyList::empty(py);
+        for (_, found) in hashed {
+            match found {
+                None => out.append(py.None())?,
+                Some((digest, size, data)) => {
+                    let data = match data {
+                        Some(bytes) => PyBytes::new(py, &bytes).into_any(),
+                        None => py.None().into_bound(py),
+                    };
+                    out.append((digest, size, data))?;
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Journal record values (bytes or None) -> (facts, fallback indices).
     ///
     /// `(0, message)` the envelope does not decode; `(1, stored, recomputed,

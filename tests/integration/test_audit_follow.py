@@ -129,6 +129,16 @@ class Follower:
             if alert["alert"] == kind and alert["offset"] == offset:
                 return at - since
 
+    def wait_kind(self, kind: str, timeout: float) -> dict[str, Any]:
+        """The first alert of ``kind`` (already seen or coming within ``timeout`` s)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for alert in self.drain():
+                if alert["alert"] == kind:
+                    return alert
+            assert time.monotonic() < deadline, f"no {kind} alert within {timeout} s; got {self.seen}"
+            time.sleep(0.05)
+
     def wait_checked(self, last_offset: int, timeout: float = 30.0, partition: int = 0) -> None:
         deadline = time.monotonic() + timeout
         while not any(p["last_offset"] >= last_offset and p["partition"] == partition for p in self.progress):
@@ -344,7 +354,8 @@ def test_a_killed_follower_resumes_without_rechecking_or_skipping_and_reports_a_
     _ranges_cover_exactly(first_run + follower.progress, offsets)
 
 
-def test_a_rewritten_topic_is_reported_on_resume_and_its_deleted_record_as_a_gap(deployment: Deployment) -> None:
+@pytest.mark.parametrize("padded", [False, True], ids=["record-vanished", "record-changed"])
+def test_a_rewritten_topic_is_reported_on_resume_and_its_deleted_record_as_a_gap(deployment: Deployment, padded: bool) -> None:
     bootstrap = deployment.services.bootstrap
     scheduler = Scheduler(bootstrap, deployment.topics, deployment.keys)
     try:
@@ -372,12 +383,16 @@ def test_a_rewritten_topic_is_reported_on_resume_and_its_deleted_record_as_a_gap
             assert time.monotonic() < deadline
             time.sleep(0.5)
     kept = [(r.key, r.value) for r in audit if parts(r.value)[0]["seq"] != 5]
+    if padded:  # copies after them, so that the checkpoint's offset holds a record again (another one)
+        kept += kept * (audit[-1].offset // len(kept) + 1)
     produce_all(bootstrap, topic, kept)
     wait_stable(bootstrap, topic)
     code, alerts, err = deployment.once(state="rw")
     assert code == 2, err
-    assert [a["alert"] for a in alerts] == ["history_rewritten", "gap"]
+    assert [a["alert"] for a in alerts[:2]] == ["history_rewritten", "gap"]
+    assert ("has changed" in alerts[0]["detail"]) is padded and ("has vanished" in alerts[0]["detail"]) is not padded
     assert alerts[0]["offset"] == audit[-1].offset and alerts[1]["offset"] == 5 and alerts[1]["expected_seq"] == 5
+    assert {a["alert"] for a in alerts[2:]} == ({"out_of_order"} if padded else set())  # the copies replay seqs
 
 
 def test_kafka_errors_are_typed_exit_3_never_a_traceback(deployment: Deployment, services: Services) -> None:
@@ -495,3 +510,33 @@ def test_check_journal_reports_a_mirror_the_journal_lacks_within_5_s(deployment:
     assert {a["alert"] for a in follower.seen[1:]} <= {"out_of_order", "chain_break"}  # the chain the claim forked
     code, alerts, _ = deployment.once("--check-journal")
     assert code == 2 and sorted(kinds(alerts)) == sorted(kinds(follower.seen))  # (journal alerts come when the journal is read)
+
+
+def test_operational_alerts_dead_letter_refusal_burst_unsealed_run_and_silent_scheduler(deployment: Deployment) -> None:
+    follower = deployment.follow("--refusal-burst", "3", "--unsealed-after", "1", "--silent-after", "1")
+    scheduler = Scheduler(deployment.services.bootstrap, deployment.topics, deployment.keys)
+    try:
+        run = b"run-open"
+        items: list[tuple[bytes | None, bytes | None]] = [
+            (run, encode_submission(run_id="run-open", stage_id=f"s{i}", pages=(b"the same page",))) for i in range(4)
+        ]  # s0 is journalled, s1..s3 are REDUNDANT_STAGE refusals; the run is never closed
+        items.append((run, b"not a submission"))  # dead-lettered
+        produce_all(deployment.services.bootstrap, deployment.topics.submissions, items)
+        audit = deployment.wait_audited(5)
+        refused = [r.offset for r in audit if parts(r.value)[0]["event"] == "activity.refused"]
+        assert len(refused) == 3
+        assert follower.wait_kind("refusal_burst", 10)["offset"] == refused[-1]
+        assert follower.wait_kind("deadletter", 10)["offset"] == audit[-1].offset
+        unsealed = follower.wait_kind("run_unsealed", 10)
+        assert (unsealed["offset"], unsealed["run_id"]) == (None, "run-open")
+    finally:
+        scheduler.stop()
+    produce_all(
+        deployment.services.bootstrap,
+        deployment.topics.submissions,
+        [(b"run-late", encode_submission(run_id="run-late", stage_id="s0"))],
+    )
+    silent = follower.wait_kind("scheduler_silent", 10)
+    assert (silent["offset"], silent["waiting"], silent["last_input"]) == (None, 1, 4)
+    assert follower.stop() == 2
+    assert sorted(a["alert"] for a in follower.seen) == ["deadletter", "refusal_burst", "run_unsealed", "scheduler_silent"]

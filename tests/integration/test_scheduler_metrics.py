@@ -8,8 +8,9 @@ code, consumed = the input's records. The lag: a scheduler stopped with SIGSTOP 
 so records are published while it is stopped; once it resumes, the gauge shows them (lag > 0) and
 falls to 0 when it has caught up. ``/healthz`` and ``/readyz`` answer 200 while it consumes.
 
-Every stderr line of the scheduler is one JSON event; no line of the scheduler or of the
-producer commands holds any key (seal and producer private keys, audit, lineage and redaction
+Every stderr line of the scheduler is one JSON event; no line of the scheduler, of ``bernstein
+submit`` (a good run and a refused description that carries the typed value) or of ``keys show``
+holds any key (seal and producer private keys, audit, lineage and redaction
 HMAC keys), a SCRAM password of ``.infra/clients``, the S3 secret, or the secret-looking value
 the agent "typed" into its artifact and evidence, in plain, hex or base64 form.
 """
@@ -293,9 +294,40 @@ def test_metrics_equal_the_topics_lag_falls_to_zero_and_no_secret_is_logged(
     # no secret in any log line
     material = key_material(install_keys.directory, producer_keys.directory)
     assert len(material) >= 5 + 4  # install seal + audit, producer + lineage + redaction; four principals
+    for path, forms in material.items():  # the scan looks for the very text a key file holds
+        if path.endswith(".hmac.key"):
+            assert Path(path).read_text().strip() in forms
     material["typed value"] = {typed, *secret_forms(typed.encode())}
     material["S3 secret key"] = {cli_env["BERNSTEIN_S3_SECRET_KEY"]}
-    logs = {"scheduler": log_text, "submit stderr": published.stderr}
+    bad_line = {"run_id": "run-m", "stage_id": "bad", "role": "developer", "kind": "coding", "artifact": typed,
+                "observations": [{"kind": "note", "ref": "form", "text": typed, "typed": typed}]}  # fmt: skip
+    refused = subprocess.run(
+        [sys.executable, "-m", "bernstein", "submit"],
+        input=json.dumps(bad_line) + "\n",
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=as_component(["submit"], cli_env),
+        timeout=180,
+    )
+    assert refused.returncode == 2 and "line 1, field observations[0].typed: unknown field" in refused.stderr
+    shown = [
+        subprocess.run(
+            [sys.executable, "-m", "bernstein", "keys", "show", "--dir", str(directory), *flag],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        for directory, flag in ((install_keys.directory, []), (producer_keys.directory, ["--producer"]))
+    ]
+    assert all(result.returncode == 0 and "sha256:" in result.stdout for result in shown), shown
+    logs = {
+        "scheduler": log_text,
+        "submit stdout": published.stdout,
+        "submit stderr": published.stderr,
+        "failed submit stderr": refused.stderr,
+        **{f"keys show {i}": result.stdout + result.stderr for i, result in enumerate(shown)},
+    }
     leaks = [(what, where) for what, forms in material.items() for where, text in logs.items() if any(f in text for f in forms)]
     assert not leaks, leaks
     # and the scan can see one: the typed value is in the dead letter the scheduler wrote (its raw bytes)

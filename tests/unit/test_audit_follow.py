@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import re
@@ -17,7 +19,14 @@ from tests.audit_forge import chain, edited, entry, genuine, parts, remac
 from verifier.facts import PYTHON, audit_fact
 from verifier.follow.alerts import INTEGRITY, Alert, AlertKind
 from verifier.follow.checker import ChainState, PartitionChecker, Policy
-from verifier.follow.checkpoint import Checkpoint, CheckpointError, CheckpointStore, resume_mismatch, value_digest
+from verifier.follow.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    CheckpointStore,
+    CheckpointWriter,
+    resume_mismatch,
+    value_digest,
+)
 from verifier.follow.journal import Expected, JournalJoin
 
 SECRET = bytes(range(32))
@@ -275,7 +284,7 @@ def test_the_python_facts_are_the_verifiers_audit_facts() -> None:
 
 def test_every_alert_kind_is_documented_and_every_documented_kind_exists() -> None:
     text = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text(encoding="utf-8")
-    section = text.split("### Alert kinds", 1)[1]
+    section = text.split("### Alert kinds", 1)[1].split("\n## ", 1)[0]  # up to the next section (Metrics and health)
     documented = re.findall(r"^\| `([a-z_]+)` \|", section, re.MULTILINE)
     assert len(documented) == len(set(documented))
     assert set(documented) == {kind.value for kind in AlertKind}
@@ -308,3 +317,50 @@ def test_the_checker_hands_every_mirror_of_an_authentic_record_to_the_join() -> 
     c.mirror = lambda offset, seq, run_id, _hash, _jseq: mirrored.append((offset, seq, run_id))
     feed(c, [forged, *values(records)])
     assert mirrored == [(1, 0, "run-1"), (3, 2, "run-1")]  # the result and the seal; not the refusal nor the forgery
+
+
+def test_the_checkpoint_writer_saves_in_order_then_reports_and_surfaces_a_failure(tmp_path: Path) -> None:
+    writer = CheckpointWriter(CheckpointStore(tmp_path / "state"))
+    done: list[int] = []
+    state = ChainState()
+    try:
+        for offset in range(5):
+            state.next_seq = offset + 1
+            writer.save(
+                Checkpoint(TOPIC, 0, offset, value_digest(b""), offset + 1, state), functools.partial(done.append, offset)
+            )
+        state.next_seq = 99  # the checker goes on: what was given is a snapshot
+        writer.flush()
+        loaded = CheckpointStore(tmp_path / "state").load(TOPIC, 0)
+        assert done == [0, 1, 2, 3, 4] and loaded is not None and loaded.offset == 4 and loaded.state.next_seq == 5
+    finally:
+        writer.close()
+    (tmp_path / "blocked").write_text("a file where the state directory should be")
+    broken = CheckpointWriter(CheckpointStore(tmp_path / "blocked"))
+    try:
+        broken.save(Checkpoint(TOPIC, 0, 5, value_digest(b""), 6, state))
+        with pytest.raises(CheckpointError, match="cannot write the follow checkpoint"):
+            broken.flush()
+        with pytest.raises(CheckpointError):  # and every later call, until the follower stops
+            broken.save(Checkpoint(TOPIC, 0, 6, value_digest(b""), 7, state))
+    finally:
+        broken.close()
+
+
+def test_the_command_refuses_keys_without_an_audit_key_and_bad_flags_before_any_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bernstein.cli import main
+
+    monkeypatch.setenv("BERNSTEIN_KAFKA_BOOTSTRAP", "127.0.0.1:9")  # never reached
+    seal_only = tmp_path / "seal-only.json"
+    seal_key = TrustedKey("sha256:" + hashlib.sha256(b"\x01" * 32).hexdigest(), KeyPurpose.SEAL, b"\x01" * 32)
+    seal_only.write_text(json.dumps(TrustedKeys.of([seal_key]).to_json()))
+    assert main(["audit", "follow", "--once", "--trusted-keys", str(seal_only), "--state", str(tmp_path / "s")]) == 3
+    assert "pin no audit key" in capsys.readouterr().err
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps(trusted(SECRET).to_json()))
+    assert main(["audit", "follow", "--once", "--trusted-keys", str(keys), "--checkpoint-every", "0"]) == 3
+    assert "--checkpoint-every 0.0: must be a positive number of seconds" in capsys.readouterr().err
+    assert main(["audit", "follow", "--once", "--trusted-keys", str(tmp_path / "missing.json")]) == 3
+    assert "no trusted-keys file" in capsys.readouterr().err

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import socket
 import time
 import urllib.error
@@ -299,6 +300,7 @@ def test_a_failing_start_is_one_json_error_line_with_its_code_and_exit_3(tmp_pat
 def test_all_partitions_gives_each_child_its_own_metrics_port_and_the_log_format(monkeypatch: pytest.MonkeyPatch) -> None:
     from bernstein.cli import build_parser
     from bernstein.commands import scheduler
+    from bernstein.commands.common import UsageError
 
     started: list[list[str]] = []
 
@@ -326,5 +328,87 @@ def test_all_partitions_gives_each_child_its_own_metrics_port_and_the_log_format
             assert command[command.index("--metrics-host") + 1] == "0.0.0.0"
             assert command[command.index("--log-format") + 1] == "json"
     started.clear()
+    with pytest.raises(UsageError, match="--metrics-port 65534: partition p serves on 65534\\+p, past 65535 for 3"):
+        scheduler._supervise(build_parser().parse_args(["scheduler", "run", "--all-partitions", "--metrics-port", "65534"]), 3)
+    assert started == []
     scheduler._supervise(build_parser().parse_args(["scheduler", "run", "--all-partitions"]), 2)
     assert all("--metrics-port" not in command and "--log-format" not in command for command in started)
+
+
+def test_docs_operations_lists_exactly_the_metrics_the_scheduler_serves() -> None:
+    from consumers.shell import Counters
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text(encoding="utf-8")
+    section = doc.split("## Metrics and health", 1)[1].split("\n## ", 1)[0]
+    documented = dict(re.findall(r"^\| `(bernstein_scheduler_[a-z_]+)` \| ([a-z ()]+) \|", section, flags=re.M))
+    shell = _shell()
+    metrics = SchedulerMetrics(shell, "python reference")
+    c: Counters = shell.counters
+    c.next_offset, c.high_watermark, c.last_seal_time, c.rebuilds = 1, 2, 3.0, 1  # every conditional family present
+    c.refused_codes["X"] = c.dead_letter_codes["Y"] = 1
+    suffix = {"counter": "_total", "info": "_info"}
+    kind = {"info": "gauge (info)"}
+    served = {
+        family.name + suffix.get(family.type, ""): kind.get(family.type, family.type)
+        for family in metrics.registry.collect()
+        if family.name.startswith("bernstein_scheduler_")
+    }
+    assert served == documented
+
+
+def test_docs_operations_lists_every_event_the_scheduler_logs() -> None:
+    root = Path(__file__).resolve().parents[2]
+    doc = (root / "docs" / "operations.md").read_text(encoding="utf-8")
+    section = doc.split("## Structured logs", 1)[1].split("\n## ", 1)[0]
+    documented = {name for row in re.findall(r"^\| (`[^|]+) \|", section, flags=re.M) for name in re.findall(r"`([a-z_]+)`", row)}
+    logged = _event_names(root / "consumers" / "shell.py", "_log", 1) | _event_names(
+        root / "bernstein" / "commands" / "scheduler.py", "emit", 0
+    )
+    from bernstein.commands.scheduler import STARTUP_EVENTS
+
+    logged |= set(STARTUP_EVENTS)
+    assert {"progress", "stopped", "state_rebuilt", "consuming", "metrics_listening", "fenced", "error"} <= logged
+    assert logged == documented
+
+
+def _event_names(path: Path, method: str, position: int) -> set[str]:
+    """The string constants given as argument ``position`` of every ``.method(...)`` call in ``path``."""
+    import ast
+
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == method:
+            if len(node.args) > position:
+                arg = node.args[position]
+                for value in (arg.body, arg.orelse) if isinstance(arg, ast.IfExp) else (arg,):
+                    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                        names.add(value.value)
+    return names
+
+
+def test_a_defect_is_one_json_internal_error_line_exit_4_and_debug_still_raises(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bernstein.cli import build_parser
+    from bernstein.commands import scheduler
+
+    def broken(args: Any, log: Any) -> int:
+        raise RuntimeError("a defect")
+
+    monkeypatch.setattr(scheduler, "_run_logged", broken)
+    monkeypatch.setattr(scheduler, "install_json_logging", lambda log: None)  # leave this process's logging alone
+    monkeypatch.delenv("BERNSTEIN_DEBUG", raising=False)
+    args = build_parser().parse_args(["scheduler", "run", "--partition", "1", "--log-format", "json"])
+    assert scheduler._run(args) == 4
+    (line,) = capsys.readouterr().err.splitlines()
+    event = json.loads(line)
+    assert (event["event"], event["level"], event["exception"], event["partition"]) == (
+        "internal_error",
+        "error",
+        "RuntimeError",
+        1,
+    )
+    assert event["message"] == "RuntimeError: a defect (a defect; rerun with --debug and report it)"
+    debug = build_parser().parse_args(["--debug", "scheduler", "run", "--log-format", "json"])
+    with pytest.raises(RuntimeError, match="a defect"):
+        scheduler._run(debug)

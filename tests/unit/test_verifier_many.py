@@ -419,3 +419,44 @@ def test_the_command_verifies_all_runs_and_a_runs_file(built: Built, tmp_path: P
     empty.write_text("# nothing\n")
     none = cli("--runs-file", str(empty), *common)
     assert none.returncode == 3 and "no run id in it" in none.stderr and "Traceback" not in none.stderr
+
+
+# ---------------------------------------------------------------------------
+# blobs re-hashed ahead (verifier.blobs) give the verdicts the store gives
+# ---------------------------------------------------------------------------
+
+
+class PlainStore:
+    """The store behind a proxy that is not a ``DirBlobStore``: nothing is re-hashed ahead."""
+
+    def __init__(self, store: DirBlobStore) -> None:
+        self.store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def test_blobs_hashed_ahead_give_the_same_verdicts_as_the_store(built: Built, tmp_path: Path) -> None:
+    from verifier.blobs import HashedAhead
+
+    wrapped = HashedAhead.wrap(built.store)
+    assert isinstance(wrapped, HashedAhead)  # the native extension is built for the tests
+    entries = [inner(r.value) for r in built.records("journal") if kind_of(r.value) == codec.JOURNAL_RECORD]
+    observations = [o["content_hash"] for e in entries if e["run_id"] == RUN for o in e.get("observations", [])]
+    changed, missing, linked = observations[0], observations[2], observations[4]
+    built.store.path_of(changed).write_bytes(b"changed evidence")
+    built.store.path_of(missing).unlink()
+    target = tmp_path / "elsewhere"
+    target.write_bytes(b"outside the store")
+    built.store.path_of(linked).unlink()
+    built.store.path_of(linked).symlink_to(target)
+    ahead = json_of(verify(RUN, built.source, cas=built.store, trusted=built.trusted))
+    plain = json_of(verify(RUN, built.source, cas=PlainStore(built.store), trusted=built.trusted))  # type: ignore[arg-type]
+    assert ahead == plain
+    reasons = [stage["reason"] for stage in ahead["stages"]]
+    assert reasons[0].startswith("content hash mismatch reattaching 'src/stage-0/0.py'")
+    assert "missing from store" in reasons[1] and "symbolic link" in reasons[2], reasons
+    assert ahead["exit_code"] == EXIT_MISMATCH
+    wrapped.ahead([observations[1], changed], keep=[observations[1]])
+    assert wrapped.sized(changed) is not None and wrapped.sized(missing) is None
+    assert wrapped.get(observations[1]) == built.store.get(observations[1])

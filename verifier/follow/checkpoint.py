@@ -20,7 +20,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
 import tempfile
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -132,8 +135,11 @@ class CheckpointStore:
         return checkpoint
 
     def save(self, checkpoint: Checkpoint) -> None:
-        path = self.path(checkpoint.topic, checkpoint.partition)
-        data = json.dumps(checkpoint.to_json(), separators=(",", ":")).encode("utf-8")
+        self.write(checkpoint.topic, checkpoint.partition, encode(checkpoint))
+
+    def write(self, topic: str, partition: int, data: bytes) -> None:
+        """Replace the partition's checkpoint file with ``data`` (``encode``), atomically and durably."""
+        path = self.path(topic, partition)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=self.directory)
@@ -151,3 +157,57 @@ class CheckpointStore:
 
     def discard(self, topic: str, partition: int) -> None:
         self.path(topic, partition).unlink(missing_ok=True)
+
+
+def encode(checkpoint: Checkpoint) -> bytes:
+    """The checkpoint file's bytes (a snapshot: the chain state goes on changing after this)."""
+    return json.dumps(checkpoint.to_json(), separators=(",", ":")).encode("utf-8")
+
+
+class CheckpointWriter:
+    """Writes checkpoints on a thread, in the order given, then runs each one's ``then``.
+
+    A durable write waits for the disk (fsync: 10-100 ms on a busy machine); the follower keeps
+    checking meanwhile. ``flush`` waits until everything given is on disk (before a partition is
+    handed to another follower, and at the end); a failed write is raised by the next call.
+    """
+
+    def __init__(self, store: CheckpointStore) -> None:
+        self.store = store
+        self._queue: queue.Queue[tuple[str, int, bytes, Callable[[], None] | None] | None] = queue.Queue()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="follow-checkpoints", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                topic, partition, data, then = item
+                if self._error is None:
+                    self.store.write(topic, partition, data)
+                    if then is not None:
+                        then()
+            except BaseException as exc:  # noqa: BLE001 - handed to the follower's thread (raise_error)
+                self._error = exc
+            finally:
+                self._queue.task_done()
+
+    def save(self, checkpoint: Checkpoint, then: Callable[[], None] | None = None) -> None:
+        self.raise_error()
+        self._queue.put((checkpoint.topic, checkpoint.partition, encode(checkpoint), then))
+
+    def flush(self) -> None:
+        self._queue.join()
+        self.raise_error()
+
+    def raise_error(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def close(self) -> None:
+        """Write what is queued and stop the thread (errors: ``flush`` first to see them)."""
+        self._queue.put(None)
+        self._thread.join()

@@ -22,19 +22,21 @@ may repeat; none is lost).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from schemas.canonical import sha256_digest
+from schemas.errors import BernsteinError
 from substrate.config import Topics
 from substrate.kafka import KafkaError, KafkaNotAuthorized, KafkaUnavailable, client_config, is_authorization_error
 from substrate.keys import TrustedKeys
 from verifier import facts
 from verifier.follow.alerts import Alert, AlertKind
 from verifier.follow.checker import PartitionChecker, Policy
-from verifier.follow.checkpoint import Checkpoint, CheckpointStore, resume_mismatch, value_digest
+from verifier.follow.checkpoint import Checkpoint, CheckpointStore, CheckpointWriter, resume_mismatch, value_digest
 from verifier.follow.journal import Expected, JournalJoin
 
 _TIMEOUT: Final = 30.0
@@ -116,9 +118,10 @@ class Follower:
         """Records checked by this run."""
         self._errors: list[Any] = []
         self._consumer: Any = None
+        self._writer = CheckpointWriter(options.store)
         self._journal: Any = None
         """``check_journal``: the journal's consumer (assigned the audit partitions' numbers, never in the group)."""
-        self._failure: KafkaError | None = None
+        self._failure: BernsteinError | None = None
 
     # -- alerts -------------------------------------------------------------------
 
@@ -258,6 +261,7 @@ class Follower:
                 )
             ]
         )
+        self._writer.flush()
         self.options.store.discard(self.topic, checkpoint.partition)
 
     def _restart(self, partition: int) -> None:
@@ -279,7 +283,7 @@ class Follower:
         try:
             consumer.assign([TopicPartition(self.topic, tp.partition, self._open(tp.partition)) for tp in assigned])
             self._assign_journal([tp.partition for tp in assigned])
-        except KafkaError as exc:
+        except BernsteinError as exc:
             self._failure = exc
             consumer.assign([])
             return
@@ -289,7 +293,8 @@ class Follower:
     def _on_revoke(self, consumer: Any, revoked: list[Any]) -> None:
         try:
             self._save([tp.partition for tp in revoked if tp.partition in self.partitions])
-        except KafkaError as exc:
+            self._writer.flush()  # on disk before another member may load it
+        except BernsteinError as exc:
             self._failure = exc
         for tp in revoked:
             self.partitions.pop(tp.partition, None)
@@ -452,7 +457,19 @@ class Follower:
             if not (entry.unsaved or entry.dirty) or entry.last_offset is None:
                 continue
             entry.dirty = False
-            self.options.store.save(
+            then = None
+            if self._progress is not None and entry.unsaved:
+                line = {
+                    "event": "checked",
+                    "topic": self.topic,
+                    "partition": partition,
+                    "first_offset": entry.first_unsaved,
+                    "last_offset": entry.last_offset,
+                    "records": entry.unsaved,
+                    "next_seq": entry.checker.state.next_seq,
+                }
+                then = functools.partial(self._progress, line)  # once the checkpoint is on disk
+            self._writer.save(
                 Checkpoint(
                     self.topic,
                     partition,
@@ -461,20 +478,9 @@ class Follower:
                     entry.checked,
                     entry.checker.state,
                     entry.join,
-                )
+                ),
+                then,
             )
-            if self._progress is not None and entry.unsaved:
-                self._progress(
-                    {
-                        "event": "checked",
-                        "topic": self.topic,
-                        "partition": partition,
-                        "first_offset": entry.first_unsaved,
-                        "last_offset": entry.last_offset,
-                        "records": entry.unsaved,
-                        "next_seq": entry.checker.state.next_seq,
-                    }
-                )
             entry.saved_offset, entry.unsaved, entry.first_unsaved = entry.last_offset, 0, None
             commits.append(TopicPartition(self.topic, partition, entry.last_offset + 1))
         if commits and not self.options.once:
@@ -552,13 +558,15 @@ class Follower:
             self._save()
             self._tick()
             self._save()  # what the last tick alerted on (runs, silence) is not alerted again by the next run
+            self._writer.flush()
         finally:
             for client in (consumer, self._journal):
                 try:
                     if client is not None:
-                        client.close()
+                        client.close()  # (the group's revocation saves the checkpoints first)
                 except (KafkaException, RuntimeError):
                     pass
+            self._writer.close()
         return self.alerts
 
     @staticmethod

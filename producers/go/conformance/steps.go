@@ -130,6 +130,7 @@ func (r *Runner) stepInput(name string, in obj, expect string, last, journalled 
 			return
 		}
 		keyID, wantSig = sub.ProducerKeyID, sub.ProducerSignature
+		r.submissionHashes(name, &sub, expect, last)
 		if s := signers[keyID]; s != nil {
 			resigned := sub
 			if r.ok(name+"/signature", resigned.Sign(s)) {
@@ -329,4 +330,35 @@ func (r *Runner) expectSame(name, got, want string, broken bool) {
 	default:
 		r.pass(name)
 	}
+}
+
+// submissionHashes recomputes a submission's artifact_hash and evidence_set_hash. The last input of
+// ARTIFACT_HASH_MISMATCH / EVIDENCE_SET_HASH_MISMATCH must state another; the last input of a case
+// refused by a check made before the hashes are compared (malformed digests, observations,
+// sizes, artifact size) may; every other input must state exactly the recomputed value.
+func (r *Runner) submissionHashes(name string, sub *bernstein.ActivitySubmission, expect string, last bool) {
+	earlier := last && slices.Contains([]string{"MALFORMED_DIGEST", "TOO_MANY_OBSERVATIONS", "INVALID_OBSERVATION",
+		"INVALID_EVIDENCE_SIZE", "ARTIFACT_TOO_LARGE"}, expect)
+	check := func(field, got, stated string, mustDiffer bool) {
+		if earlier && got != stated {
+			r.pass(name + "/" + field)
+			return
+		}
+		r.expectSame(name+"/"+field, got, stated, mustDiffer)
+	}
+	check("artifact_hash", bernstein.ArtifactHash(sub.Artifact), sub.ArtifactHash, last && expect == "ARTIFACT_HASH_MISMATCH")
+	hashes := make([]string, 0, len(sub.Observations))
+	for _, o := range sub.Observations {
+		hashes = append(hashes, o.ContentHash)
+	}
+	evidence, err := bernstein.EvidenceSetHash(hashes)
+	if err != nil {
+		if earlier {
+			r.pass(name + "/evidence_set_hash")
+		} else {
+			r.miss(name+"/evidence_set_hash", "%v", err)
+		}
+		return
+	}
+	check("evidence_set_hash", evidence, sub.EvidenceSetHash, last && expect == "EVIDENCE_SET_HASH_MISMATCH")
 }

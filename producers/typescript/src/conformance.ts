@@ -532,7 +532,173 @@ function stepsFile(t: Tally, doc: Obj, codec: Codec): void {
         }
       });
     });
+    t.check(`${name}.derived`, () => derivedValues(k, keys));
+    submissionHashes(t, name, k, producers);
   }
+}
+
+/**
+ * Every value the scheduler derives in a case's outputs, recomputed from the case's keys and the
+ * earlier outputs: journal entry hashes and their chain from the run's genesis, seal and checkpoint
+ * signatures (seal key), audit MACs (AuditRecord.v2 over the key id) and their chain from the
+ * partition's genesis, checkpoint hashes and their chain, each audit record's record_hash (an
+ * entry hash, or the sha256 of an output or input value), and dead letters' digests and sizes.
+ */
+function derivedValues(k: Obj, keys: Obj): void {
+  const sealer = Ed25519Signer.fromSeed(hex(keys, "seal_ed25519_seed_hex"));
+  const auditKey = hex(keys, "audit_hmac_key_hex");
+  const inputs = (k["inputs"] as JsonValue[]).map((x) => obj(x, "input"));
+  const outputs = (k["outputs"] as JsonValue[]).map((x) => obj(x, "output"));
+  const heads = new Map<string, string>();
+  const macs = new Map<number, string>();
+  const checkpoints = new Map<number, string>();
+  const hashes = new Set<string>(inputs.map((x) => c.sha256Digest(hex(x, "value_hex"))));
+  for (const output of outputs) hashes.add(c.sha256Digest(hex(output, "value_hex")));
+  outputs.forEach((output, i) => {
+    const at = `outputs[${i}] ${str(output, "schema")}`;
+    const record = unhex(output["record"]) as Record<string, unknown>;
+    const payload = record["payload"] as Buffer;
+    const inner = (unhex(output["payload_record"]) ?? {}) as Record<string, unknown>;
+    switch (str(output, "schema")) {
+      case "JournalRecord.v1": {
+        const entryHash = c.journalEntryHash(payload);
+        eq(entryHash, record["entry_hash"], `${at} entry_hash`);
+        const run = String(inner["run_id"]);
+        eq(heads.get(run) ?? c.journalGenesis(run), inner["prev_hash"], `${at} prev_hash`);
+        heads.set(run, entryHash);
+        hashes.add(entryHash);
+        break;
+      }
+      case "SealRecord.v1":
+        eq(sealer.keyId, record["key_id"], `${at} key_id`);
+        eq(sealer.sign(c.sealSigningInput(payload)), record["signature"], `${at} signature`);
+        eq(heads.get(String(inner["run_id"])) ?? inner["head_hash"], inner["head_hash"], `${at} head_hash`);
+        eq(macs.get(Number(inner["partition"])) ?? c.auditGenesis(auditKey, Number(inner["partition"])), inner["audit_head"], `${at} audit_head`);
+        break;
+      case "AuditRecord.v2": {
+        eq(c.hmacKeyId(auditKey), record["key_id"], `${at} key_id`);
+        const mac = c.auditRecordMac(auditKey, String(record["key_id"]), payload);
+        eq(mac, record["mac"], `${at} mac`);
+        const partition = Number(inner["partition"]);
+        eq(macs.get(partition) ?? c.auditGenesis(auditKey, partition), inner["prev_mac"], `${at} prev_mac`);
+        macs.set(partition, mac);
+        if (!hashes.has(String(inner["record_hash"]))) throw new Mismatch(`${at} record_hash names no entry, output or input of the case`);
+        break;
+      }
+      case "CheckpointRecord.v1": {
+        eq(sealer.keyId, record["key_id"], `${at} key_id`);
+        eq(sealer.sign(c.checkpointSigningInput(payload)), record["signature"], `${at} signature`);
+        const partition = Number(inner["partition"]);
+        eq(checkpoints.get(partition) ?? c.checkpointGenesis(partition), inner["prev_hash"], `${at} prev_hash`);
+        eq(macs.get(partition), inner["audit_head"], `${at} audit_head`);
+        checkpoints.set(partition, c.checkpointHash(payload));
+        break;
+      }
+      case "DeadLetter.v2": {
+        const input = inputs[Number(output["input_index"])] as Obj;
+        const raw = hex(input, "value_hex");
+        const key = hex(input, "key_hex");
+        eq(c.sha256Digest(raw), record["raw_sha256"], `${at} raw_sha256`);
+        eq(raw.length, record["raw_size"], `${at} raw_size`);
+        eq(c.sha256Digest(key), record["key_sha256"], `${at} key_sha256`);
+        eq(key.length, record["key_size"], `${at} key_size`);
+        break;
+      }
+      default:
+        break;
+    }
+  });
+}
+
+/**
+ * Each submission input's artifact_hash and evidence_set_hash recomputed from its artifact and
+ * observations, and each signed input's signature recomputed from the producer's seed: a case the
+ * scheduler journals has them all right; the ARTIFACT_HASH_MISMATCH, EVIDENCE_SET_HASH_MISMATCH and
+ * SUBMISSION_SIGNATURE_INVALID cases have the one they are named for wrong (other refusal cases
+ * may carry anything: an earlier check refuses them first).
+ */
+function submissionHashes(t: Tally, name: string, k: Obj, producers: Obj): void {
+  const inputs = (k["inputs"] as JsonValue[]).map((x) => obj(x, "input"));
+  const expect = k["expect"];
+  const anchors = new Map<string, string>();
+  inputs.forEach((input, i) => {
+    const schema = input["schema"];
+    if (typeof schema === "string" && schema.startsWith("ComputerUseAction.")) {
+      computerUseAction(t, `${name}.inputs[${i}]`, unhex(input["record"]) as Record<string, unknown>, i === inputs.length - 1, expect, anchors, producers);
+      return;
+    }
+    if (typeof schema !== "string" || !(schema.startsWith("ActivitySubmission.") || schema.startsWith("RunClose."))) return;
+    const record = unhex(input["record"]) as Record<string, unknown> & Parameters<typeof c.submissionStatement>[0];
+    const last = i === inputs.length - 1;
+    t.check(`${name}.inputs[${i}].hashes_and_signature`, () => {
+      const verdicts: Record<string, boolean> = {};
+      if (schema.startsWith("ActivitySubmission.")) {
+        verdicts["ARTIFACT_HASH_MISMATCH"] = c.artifactHash(record["artifact"] as Buffer) === record.artifact_hash;
+        let evidence = false;
+        try {
+          evidence = c.evidenceSetHash(record.observations.map((o) => o.content_hash)) === record.evidence_set_hash;
+        } catch {
+          evidence = false;
+        }
+        verdicts["EVIDENCE_SET_HASH_MISMATCH"] = evidence;
+      }
+      const keyId = record["producer_key_id"];
+      const producer = Object.values(producers).find((p) => obj(p, "producer")["key_id"] === keyId);
+      if (typeof keyId === "string" && producer !== undefined) {
+        const signer = Ed25519Signer.fromSeed(hex(obj(producer, "producer"), "ed25519_seed_hex"));
+        let statement: Record<string, unknown> | undefined;
+        try {
+          statement = schema.startsWith("RunClose.")
+            ? c.runCloseStatement(record.submission_id, record.run_id, (record.producer as { id: string }).id, record.occurred_at_ms, keyId)
+            : c.submissionStatement(record, keyId);
+          verdicts["SUBMISSION_SIGNATURE_INVALID"] = signer.sign(c.submissionSigningInput(statement)).equals(record["producer_signature"] as Buffer);
+        } catch {
+          verdicts["SUBMISSION_SIGNATURE_INVALID"] = false;
+        }
+      }
+      for (const [code, right] of Object.entries(verdicts)) {
+        if (last && expect === code) eq(right, false, `${code}: the value the case is named for is wrong`);
+        else if (expect === "journal" || !last) eq(right, true, `${code} check of an input the scheduler takes`);
+      }
+    });
+  });
+}
+
+/**
+ * A computer-use action input: its anchor recomputed from prev_anchor, observation_hash and the
+ * action; prev_anchor from the session's genesis or the previous action's anchor; the lineage
+ * entry's Ed25519 signature from the producer's seed (the HMAC needs the producer's lineage key,
+ * which the vectors do not state).
+ */
+function computerUseAction(
+  t: Tally,
+  where: string,
+  record: Record<string, unknown>,
+  last: boolean,
+  expect: JsonValue | undefined,
+  anchors: Map<string, string>,
+  producers: Obj,
+): void {
+  t.check(`${where}.anchor_and_lineage`, () => {
+    const session = `${String(record["run_id"])}\u0000${String(record["session_id"])}`;
+    const prev = anchors.get(session) ?? c.computerUseGenesis(String(record["run_id"]), String(record["session_id"]));
+    const verdicts: Record<string, boolean> = {
+      ANCHOR_MISMATCH:
+        c.actionAnchor(String(record["prev_anchor"]), String(record["observation_hash"]), record["action"] as Record<string, unknown>) === record["anchor"],
+      ANCHOR_DOES_NOT_FOLLOW: record["prev_anchor"] === prev,
+    };
+    const lineage = record["lineage"] as { key_id: string; entry: Buffer; signature: Buffer };
+    const producer = Object.values(producers).find((p) => obj(p, "producer")["key_id"] === lineage.key_id);
+    if (producer !== undefined) {
+      const signer = Ed25519Signer.fromSeed(hex(obj(producer, "producer"), "ed25519_seed_hex"));
+      verdicts["LINEAGE_SIGNATURE_INVALID"] = signer.sign(c.lineageSigningInput(lineage.entry)).equals(lineage.signature);
+    }
+    for (const [code, right] of Object.entries(verdicts)) {
+      if (last && expect === code) eq(right, false, `${code}: the value the case is named for is wrong`);
+      else if (expect === "journal" || !last) eq(right, true, `${code} check of an action the scheduler takes`);
+    }
+    if (!last || expect === "journal") anchors.set(session, String(record["anchor"]));
+  });
 }
 
 function stableJson(value: JsonValue | undefined): string {
