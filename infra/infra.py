@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Local infrastructure for bernstein: one Kafka 4.x broker (KRaft, combined
-broker+controller) and one S3Proxy server (S3 API on the local filesystem).
+broker+controller), or a three-node cluster of such nodes (`up --brokers 3`), and
+one S3Proxy server (S3 API on the local filesystem).
 
 No Docker needed: both run as plain JVM processes from jars fetched once from
 Maven Central (see infra/kafka/pom.xml). Standard library only; confluent_kafka
@@ -10,6 +11,8 @@ infra/status wrappers do).
 
     infra.py up             start what is not running, wait until ready, write .infra/env
     infra.py up --secure    the same with the broker's SASL_SSL listener (SCRAM users, ACLs enforced)
+    infra.py up --brokers 3 a local three-node KRaft cluster (each node broker+controller) instead
+    infra.py node stop|start N  stop or start node N (1-3) of the three-node cluster (data is kept)
     infra.py down           stop both services (SIGTERM, then SIGKILL after 30 s)
     infra.py status         print state; exit 0 only if both services are ready
     infra.py restart-kafka  stop and start the broker only (data is kept)
@@ -79,6 +82,13 @@ S3PROXY_JVM_OPTS = [
     "-Dlogback.statusListenerClass=ch.qos.logback.core.status.NopStatusListener",
 ]
 
+CLUSTER_NODES = (1, 2, 3)
+"""Node ids of `up --brokers 3`: each node is broker and controller; the three controllers are the quorum."""
+CLUSTER_REPLICATION = (3, 2)
+"""(replication factor, min.insync.replicas) of the three-node cluster: one node may be down, writes go on."""
+NODE_JVM_OPTS = ["-Xms128m", "-Xmx512m", *KAFKA_JVM_OPTS[2:]]
+"""A cluster node's JVM: three of them share the machine, so each gets a modest heap."""
+
 POLL_S = 0.2
 READY_TIMEOUT_S = 90.0
 EXTERNAL_READY_TIMEOUT_S = 30.0
@@ -137,9 +147,32 @@ class Paths:
         self.ca_key = self.tls / "ca.key"
         self.broker_pem = self.tls / "broker.pem"
         self.clients = self.state / "clients"
+        # the three-node cluster (infra/up --brokers 3): one directory per node, its own cluster id
+        self.cluster = self.kafka / "cluster"
+        self.cluster_id_multi = self.cluster / "cluster.id"
+        self.brokers = self.kafka / "brokers"
         # jar cache (see JAR_CACHE)
         self.kafka_libs = JAR_CACHE / "kafka" / "libs"
         self.s3_jar = JAR_CACHE / "s3proxy" / f"s3proxy-{S3PROXY_VERSION}-jar-with-dependencies.jar"
+
+    def node(self, n: int) -> NodePaths:
+        return NodePaths(self.cluster / f"node{n}")
+
+
+class NodePaths:
+    """One node of the three-node cluster: .infra/kafka/cluster/node<N>/."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.server_props = root / "server.properties"
+        self.pid = root / "broker.pid"
+        self.logs = root / "logs"
+        self.out = self.logs / "broker.out"
+        self.data = root / "data"
+        self.data_secure = root / "data-secure"
+
+    def data_dir(self, secure: bool) -> Path:
+        return self.data_secure if secure else self.data
 
 
 # ------------------------------------------------------------------------ processes
@@ -325,7 +358,12 @@ def _free_ports(n: int, exclude: set[int]) -> list[int]:
     return ports
 
 
-PORT_KEYS = ("kafka", "controller", "s3")
+def node_port_keys(n: int) -> tuple[str, str]:
+    """The ports.json keys of cluster node ``n``: its client listener and its controller listener."""
+    return f"kafka{n}", f"controller{n}"
+
+
+PORT_KEYS = ("kafka", "controller", "s3", *(key for n in CLUSTER_NODES for key in node_port_keys(n)))
 
 
 def load_ports(p: Paths) -> dict[str, int]:
@@ -344,6 +382,15 @@ def load_ports(p: Paths) -> dict[str, int]:
             re.MULTILINE,
         ):
             ports["kafka"], ports["controller"] = int(m[1]), int(m[2])
+    for n in CLUSTER_NODES:
+        with contextlib.suppress(OSError):
+            if m := re.search(
+                r"^listeners=(?:PLAINTEXT|SASL_SSL)://127\.0\.0\.1:(\d+),CONTROLLER://127\.0\.0\.1:(\d+)",
+                p.node(n).server_props.read_text(),
+                re.MULTILINE,
+            ):
+                kafka, controller = node_port_keys(n)
+                ports[kafka], ports[controller] = int(m[1]), int(m[2])
     with contextlib.suppress(OSError):
         if m := re.search(
             r"^s3proxy\.endpoint=http://127\.0\.0\.1:(\d+)",
@@ -511,11 +558,12 @@ def ensure_scram_passwords(p: Paths) -> dict[str, str]:
         saved = json.loads(p.scram.read_text())
         if isinstance(saved, dict) and all(isinstance(saved.get(u), str) and saved[u] for u in SCRAM_USERS):
             return {u: saved[u] for u in SCRAM_USERS}
-    if (p.kafka_data_secure / "meta.properties").is_file():
-        raise InfraError(
-            f"kafka: {p.kafka_data_secure} is formatted but {p.scram} (its SCRAM passwords) is missing or damaged; "
-            "`infra/infra.py reset` deletes the data and starts over"
-        )
+    for data in (p.kafka_data_secure, *(p.node(n).data_secure for n in CLUSTER_NODES)):
+        if (data / "meta.properties").is_file():
+            raise InfraError(
+                f"kafka: {data} is formatted but {p.scram} (its SCRAM passwords) is missing or damaged; "
+                "`infra/infra.py reset` deletes the data and starts over"
+            )
     passwords = {u: secrets.token_urlsafe(24) for u in SCRAM_USERS}
     atomic_write(p.scram, json.dumps(passwords, indent=2) + "\n", mode=0o600)
     say(f"kafka: generated SCRAM passwords for {', '.join(SCRAM_USERS)} ({p.scram}, mode 0600)")
@@ -635,25 +683,31 @@ def external_security() -> dict[str, str]:
         raise InfraError(str(exc)) from None
 
 
-def ensure_cluster_id(p: Paths, data: Path | None = None) -> str:
+def ensure_cluster_id(p: Paths, data: Path | None = None, id_file: Path | None = None) -> str:
+    """The cluster id of a data dir: the formatted dir's own, else the one kept in ``id_file``, else a new one.
+
+    The single broker keeps it in .infra/kafka/cluster.id, the three-node cluster (one id for all
+    three nodes) in .infra/kafka/cluster/cluster.id.
+    """
     meta = (data or p.kafka_data) / "meta.properties"
+    id_file = id_file or p.cluster_id
     with contextlib.suppress(OSError):
         # An already formatted data dir wins: its id is what the broker will use.
         if m := re.search(r"^cluster\.id=(\S+)", meta.read_text(), re.MULTILINE):
-            if not p.cluster_id.is_file() or p.cluster_id.read_text().strip() != m[1]:
-                atomic_write(p.cluster_id, m[1] + "\n")
+            if not id_file.is_file() or id_file.read_text().strip() != m[1]:
+                atomic_write(id_file, m[1] + "\n")
             return m[1]
     with contextlib.suppress(OSError):
-        cid = p.cluster_id.read_text().strip()
+        cid = id_file.read_text().strip()
         if len(cid) == 22:
             return cid
     cid = new_cluster_id()
-    atomic_write(p.cluster_id, cid + "\n")
+    atomic_write(id_file, cid + "\n")
     say(f"kafka: generated cluster id {cid}")
     return cid
 
 
-def _listener_config(p: Paths, port: int, cport: int, passwords: dict[str, str] | None) -> str:
+def _listener_config(p: Paths, port: int, cport: int, passwords: dict[str, str] | None, data: Path) -> str:
     if passwords is None:
         return f"""\
 listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}
@@ -661,7 +715,7 @@ advertised.listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
-log.dirs={p.kafka_data}
+log.dirs={data}
 """
     return f"""\
 # Secure mode (infra/up --secure): clients speak SASL_SSL with SCRAM-SHA-512; the controller
@@ -682,33 +736,35 @@ ssl.truststore.location={p.ca_cert}
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 super.users=User:admin;User:CN={BROKER_CN}
 allow.everyone.if.no.acl.found=false
-log.dirs={p.kafka_data_secure}
+log.dirs={data}
 """
 
 
-def write_kafka_configs(p: Paths, port: int, cport: int, passwords: dict[str, str] | None = None) -> None:
-    """server.properties (0600: in secure mode it holds the admin's SCRAM password) and the Log4j config."""
-    atomic_write(
-        p.server_props,
-        f"""\
+def _server_properties(node_id: int, quorum: str, listeners: str, replication: tuple[int, int]) -> str:
+    """server.properties of one KRaft node (broker+controller); ``replication`` is (factor, min ISR) of every topic."""
+    factor, min_isr = replication
+    internal = (
+        "# Internal topics on a single broker: RF 1 (else init_transactions / group joins hang)\n"
+        if factor == 1
+        else f"# Internal topics: RF {factor}, min ISR {min_isr}, like the deployment's topics (one node may be down).\n"
+    )
+    return f"""\
 # Generated by infra/infra.py on every broker start; edits are overwritten.
 process.roles=broker,controller
-node.id=1
-# Dynamic KRaft quorum (official 4.x layout); storage is formatted with --standalone.
-controller.quorum.bootstrap.servers=127.0.0.1:{cport}
-{_listener_config(p, port, cport, passwords)}num.partitions=1
-default.replication.factor=1
-min.insync.replicas=1
+node.id={node_id}
+{quorum}
+{listeners}num.partitions=1
+default.replication.factor={factor}
+min.insync.replicas={min_isr}
 auto.create.topics.enable=false
-# Internal topics on a single broker: RF 1 (else init_transactions / group joins hang)
-# and 1 partition (the default 50 makes the first transaction / group join slow).
-offsets.topic.replication.factor=1
+{internal}# and 1 partition (the default 50 makes the first transaction / group join slow).
+offsets.topic.replication.factor={factor}
 offsets.topic.num.partitions=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
+transaction.state.log.replication.factor={factor}
+transaction.state.log.min.isr={min_isr}
 transaction.state.log.num.partitions=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
+share.coordinator.state.topic.replication.factor={factor}
+share.coordinator.state.topic.min.isr={min_isr}
 share.coordinator.state.topic.num.partitions=1
 group.initial.rebalance.delay.ms=0
 num.network.threads=2
@@ -716,9 +772,10 @@ num.io.threads=2
 # Audit journal: never delete data by age (size retention is unlimited by default).
 log.retention.ms=-1
 log.retention.bytes=-1
-""",
-        mode=0o600,
-    )
+"""
+
+
+def write_log4j(p: Paths) -> None:
     atomic_write(
         p.log4j,
         """\
@@ -745,6 +802,42 @@ shutdownHook = disable
     )
 
 
+def write_kafka_configs(p: Paths, port: int, cport: int, passwords: dict[str, str] | None = None) -> None:
+    """server.properties (0600: in secure mode it holds the admin's SCRAM password) and the Log4j config."""
+    quorum = (
+        "# Dynamic KRaft quorum (official 4.x layout); storage is formatted with --standalone.\n"
+        f"controller.quorum.bootstrap.servers=127.0.0.1:{cport}"
+    )
+    listeners = _listener_config(p, port, cport, passwords, data_dir(p, passwords is not None))
+    atomic_write(p.server_props, _server_properties(1, quorum, listeners, (1, 1)), mode=0o600)
+    write_log4j(p)
+
+
+def cluster_voters(ports: dict[str, int]) -> str:
+    """controller.quorum.voters of the three-node cluster: ``1@127.0.0.1:<port>,2@...,3@...``."""
+    return ",".join(f"{n}@127.0.0.1:{ports[node_port_keys(n)[1]]}" for n in CLUSTER_NODES)
+
+
+def cluster_bootstrap(ports: dict[str, int]) -> str:
+    """The three nodes' client listeners, as BERNSTEIN_KAFKA_BOOTSTRAP lists them."""
+    return ",".join(f"127.0.0.1:{ports[node_port_keys(n)[0]]}" for n in CLUSTER_NODES)
+
+
+def write_node_config(p: Paths, n: int, ports: dict[str, int], passwords: dict[str, str] | None = None) -> None:
+    """Node ``n``'s server.properties (0600) for the three-node cluster, and the shared Log4j config.
+
+    A static quorum (``controller.quorum.voters``): every node is a voter and knows the others from
+    its config, so the storage is formatted without --standalone/--initial-controllers, and the
+    ports may change while the whole cluster is down (every config is rewritten before it starts).
+    """
+    kafka, controller = node_port_keys(n)
+    quorum = f"# Static KRaft quorum: the three nodes are its voters.\ncontroller.quorum.voters={cluster_voters(ports)}"
+    node = p.node(n)
+    listeners = _listener_config(p, ports[kafka], ports[controller], passwords, node.data_dir(passwords is not None))
+    atomic_write(node.server_props, _server_properties(n, quorum, listeners, CLUSTER_REPLICATION), mode=0o600)
+    write_log4j(p)
+
+
 def format_kafka_if_needed(p: Paths, java: str, cid: str, passwords: dict[str, str] | None = None) -> None:
     # Format exactly once per data dir. The controller port may still change later (when the
     # persisted one is taken by a foreign process): with the dynamic quorum (KIP-853),
@@ -758,9 +851,29 @@ def format_kafka_if_needed(p: Paths, java: str, cid: str, passwords: dict[str, s
     if (data / "meta.properties").is_file():
         return
     data.mkdir(parents=True, exist_ok=True)
+    cmd = storage_format_argv(p, java, cid, p.server_props, passwords, standalone=True)
+    say(f"kafka: formatting {data} (cluster id {cid}{', SCRAM users ' + ', '.join(passwords) if passwords else ''})")
+    r = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise InfraError(_format_failed(r.stdout + r.stderr))
+
+
+def _format_failed(output: str) -> str:
+    return (
+        "kafka: storage format failed:\n"
+        + output.strip()
+        + "\n  if the data dir is corrupt, run `infra/infra.py reset` (deletes all data)"
+    )
+
+
+def storage_format_argv(
+    p: Paths, java: str, cid: str, config: Path, passwords: dict[str, str] | None, *, standalone: bool
+) -> list[str]:
+    """kafka-storage format for one node: the single broker's dynamic quorum is --standalone, a static quorum needs nothing."""
     # SCRAM users exist from the first start (KIP-900): the broker itself authenticates as admin.
+    # Every node of the cluster is formatted with the same users (the controllers' bootstrap metadata).
     scram = [f"--add-scram={SCRAM_MECHANISM}=[name={u},password={pw}]" for u, pw in (passwords or {}).items()]
-    cmd = [
+    return [
         java,
         "-Xmx256m",
         f"-Dlog4j2.configurationFile={p.log4j}",
@@ -768,21 +881,13 @@ def format_kafka_if_needed(p: Paths, java: str, cid: str, passwords: dict[str, s
         f"{p.kafka_libs}/*",
         "kafka.tools.StorageTool",
         "format",
-        "--standalone",
+        *(["--standalone"] if standalone else []),
         "--ignore-formatted",
         # "--opt=value" so that even a stored id starting with "-" is read as a value
         f"--cluster-id={cid}",
-        f"--config={p.server_props}",
+        f"--config={config}",
         *scram,
     ]
-    say(f"kafka: formatting {data} (cluster id {cid}{', SCRAM users ' + ', '.join(passwords) if passwords else ''})")
-    r = subprocess.run(cmd, check=False, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise InfraError(
-            "kafka: storage format failed:\n"
-            + (r.stdout + r.stderr).strip()
-            + "\n  if the data dir is corrupt, run `infra/infra.py reset` (deletes all data)"
-        )
 
 
 def start_kafka(p: Paths, svc: Service, ports: dict[str, int], mode: str = "plaintext") -> int:
@@ -799,6 +904,7 @@ def start_kafka(p: Paths, svc: Service, ports: dict[str, int], mode: str = "plai
     write_kafka_configs(p, ports["kafka"], ports["controller"], passwords)
     format_kafka_if_needed(p, java, cid, passwords)
     atomic_write(p.mode, mode + "\n")
+    atomic_write(p.brokers, "1\n")
     argv = [
         java,
         *KAFKA_JVM_OPTS,
@@ -814,10 +920,74 @@ def start_kafka(p: Paths, svc: Service, ports: dict[str, int], mode: str = "plai
     return pid
 
 
+def cluster_cluster_id(p: Paths, secure: bool) -> str:
+    """The three nodes' one cluster id: a formatted node's, else the kept or a new one."""
+    for n in CLUSTER_NODES:
+        data = p.node(n).data_dir(secure)
+        if (data / "meta.properties").is_file():
+            return ensure_cluster_id(p, data, p.cluster_id_multi)
+    return ensure_cluster_id(p, p.node(CLUSTER_NODES[0]).data_dir(secure), p.cluster_id_multi)
+
+
+def start_cluster_nodes(
+    p: Paths, services: dict[int, Service], ports: dict[str, int], mode: str, nodes: list[int]
+) -> dict[int, int]:
+    """Write the configs of ``nodes``, format the unformatted ones (in parallel), start them; their pids."""
+    java = java_exe()
+    ensure_kafka_jars(p)
+    secure = mode == "secure"
+    passwords = None
+    if secure:
+        passwords = ensure_scram_passwords(p)
+        ensure_tls(p)
+        write_client_properties(p, passwords)
+    cid = cluster_cluster_id(p, secure)
+    for n in nodes:
+        p.node(n).logs.mkdir(parents=True, exist_ok=True)
+        write_node_config(p, n, ports, passwords)
+    formats = []
+    for n in nodes:
+        data = p.node(n).data_dir(secure)
+        if not (data / "meta.properties").is_file():
+            data.mkdir(parents=True, exist_ok=True)
+            argv = storage_format_argv(p, java, cid, p.node(n).server_props, passwords, standalone=False)
+            formats.append((n, subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+    if formats:
+        users = f", SCRAM users {', '.join(passwords)}" if passwords else ""
+        say(f"kafka: formatting node(s) {', '.join(str(n) for n, _ in formats)} (cluster id {cid}{users})")
+    failed = [(n, out) for n, proc in formats if (out := proc.communicate()[0]) is not None and proc.returncode != 0]
+    if failed:
+        raise InfraError(_format_failed("\n".join(f"node {n}: {out.strip()}" for n, out in failed)))
+    atomic_write(p.mode, mode + "\n")
+    atomic_write(p.brokers, f"{len(CLUSTER_NODES)}\n")
+    pids = {}
+    for n in nodes:
+        node = p.node(n)
+        argv = [
+            java,
+            *NODE_JVM_OPTS,
+            f"-Dlog4j2.configurationFile={p.log4j}",
+            f"-Dkafka.logs.dir={node.logs}",
+            "-cp",
+            f"{p.kafka_libs}/*",
+            "kafka.Kafka",
+            str(node.server_props),
+        ]
+        pids[n] = services[n].spawn(argv)
+        kafka, _ = node_port_keys(n)
+        say(f"kafka: started node {n} pid {pids[n]} on 127.0.0.1:{ports[kafka]}, {mode} (log {node.out})")
+    return pids
+
+
 _quiet_logger: Any = None
 
 
 def _kafka_probe(bootstrap: str, timeout: float = 1.0, security: dict[str, str] | None = None) -> bool:
+    return bool(kafka_broker_ids(bootstrap, timeout, security))
+
+
+def kafka_broker_ids(bootstrap: str, timeout: float = 1.0, security: dict[str, str] | None = None) -> set[int]:
+    """The ids of the brokers the cluster's metadata lists (registered and not fenced); empty if unreachable."""
     global _quiet_logger
     try:
         from confluent_kafka import KafkaException
@@ -842,9 +1012,9 @@ def _kafka_probe(bootstrap: str, timeout: float = 1.0, security: dict[str, str] 
     }
     admin = AdminClient(conf)
     try:
-        return len(admin.list_topics(timeout=timeout).brokers) >= 1
+        return set(admin.list_topics(timeout=timeout).brokers)
     except KafkaException:
-        return False
+        return set()
 
 
 def _tcp_open(host: str, port: int) -> bool:
@@ -891,6 +1061,36 @@ def wait_kafka(
             raise InfraError(
                 f"kafka: external cluster BERNSTEIN_KAFKA_BOOTSTRAP={bootstrap} not reachable after "
                 f"{time.monotonic() - t0:.0f}s; start it, or unset the variable to use the local broker"
+            )
+        time.sleep(POLL_S)
+
+
+def wait_cluster(
+    bootstrap: str,
+    expected: set[int],
+    deadline: float,
+    services: dict[int, Service],
+    pids: dict[int, int],
+    security: dict[str, str] | None = None,
+) -> float:
+    """Until the cluster's metadata lists every node in ``expected`` as a broker; a started node that dies fails at once."""
+    t0 = time.monotonic()
+    while True:
+        for n, pid in pids.items():
+            if not services[n].alive(pid):
+                raise InfraError(
+                    f"kafka: node {n} (pid {pid}) exited during startup; last lines of {services[n].log}:\n"
+                    f"{tail(services[n].log)}\n  fix the cause above, or `infra/infra.py reset` to start from scratch"
+                )
+        registered = kafka_broker_ids(bootstrap, 1.0, security)
+        if expected <= registered:
+            return time.monotonic() - t0
+        if time.monotonic() >= deadline:
+            missing = sorted(expected - registered)
+            logs = "\n".join(f"last lines of {services[n].log}:\n{tail(services[n].log, 15)}" for n in missing)
+            raise InfraError(
+                f"kafka: node(s) {', '.join(map(str, missing))} not registered after {time.monotonic() - t0:.0f}s "
+                f"(a node needs two of the three controllers up); {logs}\n  `infra/down` then `infra/up --brokers 3` to retry"
             )
         time.sleep(POLL_S)
 
@@ -1001,12 +1201,33 @@ def ensure_bucket(endpoint: str, access: str, secret: str, bucket: str) -> None:
 # ----------------------------------------------------------------------------- commands
 
 
+def read_layout(p: Paths) -> int:
+    """How many brokers the local Kafka was last started with (1, or 3 for `up --brokers 3`); 1 if never."""
+    with contextlib.suppress(OSError, ValueError):
+        if (n := int(p.brokers.read_text().strip())) == len(CLUSTER_NODES):
+            return n
+    return 1
+
+
 class Ctx:
-    def __init__(self, root: Path, timeout: float | None, secure: bool = False, keep_mode: bool = False) -> None:
+    def __init__(
+        self,
+        root: Path,
+        timeout: float | None,
+        secure: bool = False,
+        keep_mode: bool = False,
+        brokers: int = 1,
+        node: int = 0,
+        action: str = "",
+    ) -> None:
         self.p = Paths(root)
         self.timeout = timeout
         self.secure = secure
         self.keep_mode = keep_mode
+        self.brokers = brokers
+        self.node = node
+        """`node`'s node number and action (stop or start)."""
+        self.action = action
         self.kafka = Service(
             "kafka",
             "kafka.Kafka",
@@ -1014,14 +1235,32 @@ class Ctx:
             self.p.server_props,
             self.p.broker_out,
         )
+        self.nodes = {n: self._node_service(n) for n in CLUSTER_NODES}
         self.s3 = Service("s3", "s3proxy", self.p.s3_pid, self.p.s3_conf, self.p.s3_log)
         self.ports = load_ports(self.p)
+
+    def _node_service(self, n: int) -> Service:
+        node = self.p.node(n)
+        return Service(f"kafka-{n}", "kafka.Kafka", node.pid, node.server_props, node.out)
+
+    def running_nodes(self, adopt: bool = True) -> dict[int, int]:
+        """The cluster's running nodes and their pids."""
+        return {n: pid for n, svc in self.nodes.items() if (pid := svc.running_pid(adopt=adopt)) is not None}
+
+    def own_bootstraps(self) -> set[str]:
+        """The bootstrap strings that name this root's own Kafka (single broker or cluster)."""
+        own = set()
+        if "kafka" in self.ports:
+            own.add(f"127.0.0.1:{self.ports['kafka']}")
+        if all(key in self.ports for n in CLUSTER_NODES for key in node_port_keys(n)):
+            own.add(cluster_bootstrap(self.ports))
+        return own
 
     # external services ------------------------------------------------------------
     def kafka_external(self) -> str | None:
         bs = os.environ.get("BERNSTEIN_KAFKA_BOOTSTRAP", "").strip()
-        # An env exported from our own .infra/env still means "the local broker".
-        if not bs or ("kafka" in self.ports and bs == f"127.0.0.1:{self.ports['kafka']}"):
+        # An env exported from our own .infra/env still means "the local broker" (or cluster).
+        if not bs or bs in self.own_bootstraps():
             return None
         return bs
 
@@ -1068,9 +1307,37 @@ class Ctx:
         if changed or not self.p.ports.is_file():
             save_ports(self.p, self.ports)
 
+    def fixed_node_ports(self, nodes: list[int]) -> None:
+        """Nodes started while others run keep their ports: the running nodes know them as quorum voters."""
+        for n in nodes:
+            for key in node_port_keys(n):
+                port = self.ports.get(key)
+                if port is None:
+                    raise InfraError(
+                        f"kafka: node {n} has no {key} port in {self.p.ports}; `infra/down`, then `infra/up --brokers 3`"
+                    )
+                if not _port_free(port):
+                    raise InfraError(
+                        f"kafka: node {n}'s {key} port {port} is taken by another process, and the running nodes know "
+                        "the node by it; `infra/down`, then `infra/up --brokers 3` picks new ports"
+                    )
+
     # env file ---------------------------------------------------------------------
-    def write_env(self, bootstrap: str, s3_endpoint: str, ak: str, sk: str, bucket: str, config_file: str | None) -> None:
-        """.infra/env, mode 0600 (it holds the S3 secret); in secure mode it names the admin's client properties."""
+    def write_env(
+        self,
+        bootstrap: str,
+        s3_endpoint: str,
+        ak: str,
+        sk: str,
+        bucket: str,
+        config_file: str | None,
+        replication: tuple[int, int] | None = None,
+    ) -> None:
+        """.infra/env, mode 0600 (it holds the S3 secret); in secure mode it names the admin's client properties.
+
+        ``replication`` (the three-node cluster's (3, 2)) becomes BERNSTEIN_TOPIC_REPLICATION_FACTOR and
+        BERNSTEIN_TOPIC_MIN_INSYNC_REPLICAS; without it the settings' default (1) applies.
+        """
         values = [
             ("BERNSTEIN_KAFKA_BOOTSTRAP", bootstrap),
             *([("BERNSTEIN_KAFKA_CONFIG_FILE", config_file)] if config_file else []),
@@ -1079,6 +1346,11 @@ class Ctx:
             ("BERNSTEIN_S3_SECRET_KEY", sk),
             ("BERNSTEIN_S3_BUCKET", bucket),
         ]
+        if replication is not None:
+            values += [
+                ("BERNSTEIN_TOPIC_REPLICATION_FACTOR", str(replication[0])),
+                ("BERNSTEIN_TOPIC_MIN_INSYNC_REPLICAS", str(replication[1])),
+            ]
         atomic_write(self.p.env, "".join(f"{k}={v}\n" for k, v in values), mode=0o600)
 
 
@@ -1094,6 +1366,10 @@ def locked(p: Paths) -> Iterator[None]:
         yield
 
 
+def _describe(brokers: int, mode: str) -> str:
+    return f"{mode} broker" if brokers == 1 else f"{mode} three-node cluster"
+
+
 def cmd_up(ctx: Ctx) -> int:
     """start what is not running, wait until ready, ensure the bucket, write .infra/env"""
     require_python_deps("confluent_kafka", "minio")
@@ -1103,52 +1379,85 @@ def cmd_up(ctx: Ctx) -> int:
         k_ext, s_ext = ctx.kafka_external(), ctx.s3_external()
         ak, sk, bucket = ctx.s3_creds(bool(s_ext))
         kpid = None if k_ext else ctx.kafka.running_pid()
+        node_pids = {} if k_ext else ctx.running_nodes()
         spid = None if s_ext else ctx.s3.running_pid()
         wanted = "secure" if ctx.secure else "plaintext"
+        brokers = ctx.brokers
         running_mode = read_mode(p) or "plaintext"
-        if kpid is not None and ctx.keep_mode:
-            wanted = running_mode
-        elif kpid is not None and running_mode != wanted:
+        running_layout = 1 if kpid is not None else len(CLUSTER_NODES) if node_pids else None
+        if running_layout is not None and ctx.keep_mode:
+            wanted, brokers = running_mode, running_layout
+        elif running_layout == 1 and brokers == 1 and running_mode != wanted:
             say(f"kafka: the running broker is {running_mode}; restarting it {wanted} (separate data dirs, nothing is lost)")
-            stop_services([(ctx.kafka, kpid)])
+        elif running_layout is not None and (running_layout, running_mode) != (brokers, wanted):
+            say(
+                f"kafka: the running {_describe(running_layout, running_mode)} is replaced by a "
+                f"{_describe(brokers, wanted)} (separate data dirs, nothing is lost)"
+            )
+        stop = []
+        if kpid is not None and (brokers != 1 or running_mode != wanted):
+            stop.append((ctx.kafka, kpid))
             kpid = None
+        if node_pids and (brokers == 1 or running_mode != wanted):
+            stop += [(ctx.nodes[n], pid) for n, pid in node_pids.items()]
+            node_pids = {}
+        if stop:
+            stop_services(stop)
 
-        to_start = [k for k, running, ext in (("kafka", kpid, k_ext), ("s3", spid, s_ext)) if not running and not ext]
-        if to_start:
-            keys = (["kafka", "controller"] if "kafka" in to_start else []) + (["s3"] if "s3" in to_start else [])
+        missing_nodes = [] if k_ext or brokers == 1 else [n for n in CLUSTER_NODES if n not in node_pids]
+        start_single = not k_ext and brokers == 1 and kpid is None
+        s3_missing = not s_ext and spid is None
+        to_start = (["kafka"] if start_single or missing_nodes else []) + (["s3"] if s3_missing else [])
+        keys = (["kafka", "controller"] if start_single else []) + (["s3"] if s3_missing else [])
+        if missing_nodes and node_pids:
+            ctx.fixed_node_ports(missing_nodes)
+        elif missing_nodes:  # the whole cluster is down: every node may move
+            keys += [key for n in CLUSTER_NODES for key in node_port_keys(n)]
+        if keys:
             ctx.settle_ports(keys)
         k_new = s_new = None
+        node_new: dict[int, int] = {}
         if to_start:  # fail early (no half-started state) if java or a jar is missing
             java_exe()
             if "kafka" in to_start:
                 ensure_kafka_jars(p)
             if "s3" in to_start:
                 ensure_s3proxy_jar(p)
-        # Start both JVMs before waiting for either: they boot in parallel.
-        if "kafka" in to_start:
+        # Start the JVMs before waiting for any: they boot in parallel.
+        if start_single:
             k_new = start_kafka(p, ctx.kafka, ctx.ports, wanted)
-        if "s3" in to_start:
+        if missing_nodes:
+            node_new = start_cluster_nodes(p, ctx.nodes, ctx.ports, wanted, missing_nodes)
+        if s3_missing:
             try:
                 s_new = start_s3(p, ctx.s3, ctx.ports["s3"])
             except InfraError:
-                if k_new:
-                    warn("kafka: broker was started; `infra/down` stops it")
+                if k_new or node_new:
+                    warn("kafka: Kafka was started; `infra/down` stops it")
                 raise
 
-        bootstrap = k_ext or f"127.0.0.1:{ctx.ports['kafka']}"
+        if k_ext:
+            bootstrap = k_ext
+        elif brokers == 1:
+            bootstrap = f"127.0.0.1:{ctx.ports['kafka']}"
+        else:
+            bootstrap = cluster_bootstrap(ctx.ports)
         s3_endpoint = s_ext or f"http://127.0.0.1:{ctx.ports['s3']}"
 
         if k_ext:
             say(f"kafka: using external cluster {bootstrap} (BERNSTEIN_KAFKA_BOOTSTRAP); not starting one")
         security = external_security() if k_ext else client_security(p, wanted)
-        dt = wait_kafka(
-            bootstrap,
-            ctx.deadline(bool(k_ext)),
-            None if k_ext else ctx.kafka,
-            None if k_ext else (k_new or kpid),
-            security,
-        )
-        if k_new:
+        if k_ext or brokers == 1:
+            dt = wait_kafka(
+                bootstrap,
+                ctx.deadline(bool(k_ext)),
+                None if k_ext else ctx.kafka,
+                None if k_ext else (k_new or kpid),
+                security,
+            )
+        else:
+            dt = wait_cluster(bootstrap, set(CLUSTER_NODES), ctx.deadline(False), ctx.nodes, node_new, security)
+        if k_new or node_new:
             say(f"kafka: ready in {dt:.1f}s")
         if s_ext:
             say(f"s3: using external endpoint {s3_endpoint} (BERNSTEIN_S3_ENDPOINT); not starting one")
@@ -1165,13 +1474,22 @@ def cmd_up(ctx: Ctx) -> int:
             config_file = os.environ.get("BERNSTEIN_KAFKA_CONFIG_FILE") or None
         else:
             config_file = str(p.clients / "admin.properties") if wanted == "secure" else None
-        ctx.write_env(bootstrap, s3_endpoint, ak, sk, bucket, config_file)
+        replication = CLUSTER_REPLICATION if not k_ext and brokers != 1 else None
+        ctx.write_env(bootstrap, s3_endpoint, ak, sk, bucket, config_file, replication)
 
     if not to_start:
         say("already running")
-    kdesc = "external" if k_ext else f"pid {ctx.kafka.running_pid(adopt=False)}"
+    if k_ext:
+        kdesc = "external"
+    elif brokers == 1:
+        kdesc = f"pid {ctx.kafka.running_pid(adopt=False)}, {wanted}"
+    else:
+        pids = ctx.running_nodes(adopt=False)
+        kdesc = f"{wanted} three-node cluster, pids {', '.join(str(pids.get(n, '-')) for n in CLUSTER_NODES)}"
     sdesc = "external" if s_ext else f"pid {ctx.s3.running_pid(adopt=False)}"
-    say(f"kafka  BERNSTEIN_KAFKA_BOOTSTRAP={bootstrap}  ({kdesc}{'' if k_ext else ', ' + wanted})")
+    say(f"kafka  BERNSTEIN_KAFKA_BOOTSTRAP={bootstrap}  ({kdesc})")
+    if replication is not None:
+        say(f"kafka  BERNSTEIN_TOPIC_REPLICATION_FACTOR={replication[0]}  BERNSTEIN_TOPIC_MIN_INSYNC_REPLICAS={replication[1]}")
     if not k_ext and wanted == "secure":
         say(f"kafka  BERNSTEIN_KAFKA_CONFIG_FILE={p.clients / 'admin.properties'}  (one file per principal in {p.clients})")
     say(f"s3     BERNSTEIN_S3_ENDPOINT={s3_endpoint}  bucket={bucket}  ({sdesc})")
@@ -1181,9 +1499,10 @@ def cmd_up(ctx: Ctx) -> int:
 
 
 def cmd_down(ctx: Ctx) -> int:
-    """stop the broker and S3Proxy started here (SIGTERM, SIGKILL after 30 s)"""
+    """stop the broker (or the three nodes) and S3Proxy started here (SIGTERM, SIGKILL after 30 s)"""
     with locked(ctx.p):
-        targets = [(svc, pid) for svc in (ctx.kafka, ctx.s3) if (pid := svc.running_pid()) is not None]
+        services = (ctx.kafka, *ctx.nodes.values(), ctx.s3)
+        targets = [(svc, pid) for svc in services if (pid := svc.running_pid()) is not None]
         if not targets:
             say("nothing running")
             return 0
@@ -1200,6 +1519,8 @@ def cmd_status(ctx: Ctx) -> int:
     if k_ext:
         ready = _tcp_open(*_split_hostport(k_ext.split(",")[0])) and _kafka_probe(k_ext, timeout=3, security=external_security())
         say(f"kafka  external  endpoint={k_ext}  ready={'yes' if ready else 'no'}")
+    elif read_layout(ctx.p) != 1:
+        ready = _cluster_status(ctx)
     else:
         pid = ctx.kafka.running_pid(adopt=False)
         ep = f"127.0.0.1:{ctx.ports['kafka']}" if "kafka" in ctx.ports else "-"
@@ -1227,6 +1548,27 @@ def cmd_status(ctx: Ctx) -> int:
     return 0 if ok else 1
 
 
+def _cluster_status(ctx: Ctx) -> bool:
+    """One line per node of the three-node cluster; True if every node runs and is a registered broker."""
+    mode = read_mode(ctx.p) or "plaintext"
+    pids = ctx.running_nodes(adopt=False)
+    known = all(key in ctx.ports for n in CLUSTER_NODES for key in node_port_keys(n))
+    registered = kafka_broker_ids(cluster_bootstrap(ctx.ports), 3, client_security(ctx.p, mode)) if known and pids else set()
+    ok = True
+    for n in CLUSTER_NODES:
+        kafka, controller = node_port_keys(n)
+        pid = pids.get(n)
+        ready = pid is not None and known and _tcp_open("127.0.0.1", ctx.ports[kafka]) and n in registered
+        ep = f"127.0.0.1:{ctx.ports[kafka]}" if known else "-"
+        cep = f"127.0.0.1:{ctx.ports[controller]}" if known else "-"
+        say(
+            f"kafka-{n} {'running' if pid else 'stopped'}  pid={pid or '-'}  endpoint={ep}  controller={cep}  "
+            f"mode={mode}  ready={'yes' if ready else 'no'}"
+        )
+        ok &= ready
+    return ok
+
+
 def cmd_restart_kafka(ctx: Ctx) -> int:
     """stop and start the broker only (data is kept)"""
     require_python_deps("confluent_kafka")
@@ -1235,6 +1577,8 @@ def cmd_restart_kafka(ctx: Ctx) -> int:
             f"BERNSTEIN_KAFKA_BOOTSTRAP={k_ext} points at an external cluster; "
             "restart-kafka only restarts the broker this script started"
         )
+    if read_layout(ctx.p) != 1:
+        return _restart_cluster(ctx)
     t0 = time.monotonic()
     with locked(ctx.p):
         pid = ctx.kafka.running_pid()
@@ -1248,16 +1592,68 @@ def cmd_restart_kafka(ctx: Ctx) -> int:
         bootstrap = f"127.0.0.1:{ctx.ports['kafka']}"
         dt = wait_kafka(bootstrap, ctx.deadline(False), ctx.kafka, new, client_security(ctx.p, mode))
         say(f"kafka: ready in {dt:.1f}s")
-        # keep .infra/env in step if the port had to move
-        if ctx.p.env.is_file():
-            text = re.sub(
-                r"^BERNSTEIN_KAFKA_BOOTSTRAP=.*$",
-                f"BERNSTEIN_KAFKA_BOOTSTRAP={bootstrap}",
-                ctx.p.env.read_text(),
-                flags=re.MULTILINE,
-            )
-            atomic_write(ctx.p.env, text, mode=0o600)
+        _update_env_bootstrap(ctx.p, bootstrap)
     say(f"kafka  BERNSTEIN_KAFKA_BOOTSTRAP={bootstrap}  (pid {new}); restart took {time.monotonic() - t0:.1f}s")
+    return 0
+
+
+def _update_env_bootstrap(p: Paths, bootstrap: str) -> None:
+    """Keep .infra/env in step if a port had to move."""
+    if p.env.is_file():
+        text = re.sub(
+            r"^BERNSTEIN_KAFKA_BOOTSTRAP=.*$",
+            f"BERNSTEIN_KAFKA_BOOTSTRAP={bootstrap}",
+            p.env.read_text(),
+            flags=re.MULTILINE,
+        )
+        atomic_write(p.env, text, mode=0o600)
+
+
+def _restart_cluster(ctx: Ctx) -> int:
+    """restart-kafka on the three-node cluster: stop every node, start all three (data is kept)."""
+    t0 = time.monotonic()
+    with locked(ctx.p):
+        if running := ctx.running_nodes():
+            stop_services([(ctx.nodes[n], pid) for n, pid in running.items()])
+        else:
+            say("kafka: no node running; starting the three-node cluster")
+        ctx.settle_ports([key for n in CLUSTER_NODES for key in node_port_keys(n)])
+        mode = read_mode(ctx.p) or "plaintext"
+        pids = start_cluster_nodes(ctx.p, ctx.nodes, ctx.ports, mode, list(CLUSTER_NODES))
+        bootstrap = cluster_bootstrap(ctx.ports)
+        dt = wait_cluster(bootstrap, set(CLUSTER_NODES), ctx.deadline(False), ctx.nodes, pids, client_security(ctx.p, mode))
+        say(f"kafka: ready in {dt:.1f}s")
+        _update_env_bootstrap(ctx.p, bootstrap)
+    say(f"kafka  BERNSTEIN_KAFKA_BOOTSTRAP={bootstrap}  (three nodes); restart took {time.monotonic() - t0:.1f}s")
+    return 0
+
+
+def cmd_node(ctx: Ctx) -> int:
+    """stop or start one node of the three-node cluster (infra/up --brokers 3); data is kept"""
+    require_python_deps("confluent_kafka")
+    n, action = ctx.node, ctx.action
+    if ctx.kafka_external() or read_layout(ctx.p) == 1:
+        raise InfraError("`node` stops and starts nodes of the local three-node cluster: start it with `infra/up --brokers 3`")
+    t0 = time.monotonic()
+    with locked(ctx.p):
+        svc = ctx.nodes[n]
+        pid = svc.running_pid()
+        if action == "stop":
+            if pid is None:
+                say(f"kafka-{n}: not running")
+                return 0
+            stop_services([(svc, pid)])  # SIGTERM: a controlled shutdown moves its leaderships first
+            say(f"kafka-{n}: stopped in {time.monotonic() - t0:.1f}s")
+            return 0
+        if pid is not None:
+            say(f"kafka-{n}: already running (pid {pid})")
+            return 0
+        ctx.fixed_node_ports([n])
+        mode = read_mode(ctx.p) or "plaintext"
+        pids = start_cluster_nodes(ctx.p, ctx.nodes, ctx.ports, mode, [n])
+        bootstrap = cluster_bootstrap(ctx.ports)
+        dt = wait_cluster(bootstrap, {n}, ctx.deadline(False), ctx.nodes, pids, client_security(ctx.p, mode))
+    say(f"kafka-{n}: registered again in {dt:.1f}s (pid {pids[n]}); took {time.monotonic() - t0:.1f}s")
     return 0
 
 
@@ -1266,10 +1662,11 @@ def cmd_reset(ctx: Ctx) -> int:
     cmd_down(ctx)
     p = ctx.p
     with locked(p):
-        for d in (p.kafka_data, p.kafka_data_secure, p.s3data, p.kafka_logs, p.tls, p.clients):
+        for d in (p.kafka_data, p.kafka_data_secure, p.cluster, p.s3data, p.kafka_logs, p.tls, p.clients):
             shutil.rmtree(d, ignore_errors=True)
         for f in (
             p.mode,
+            p.brokers,
             p.scram,
             p.cluster_id,
             p.ports,
@@ -1291,6 +1688,7 @@ COMMANDS = {
     "down": cmd_down,
     "status": cmd_status,
     "restart-kafka": cmd_restart_kafka,
+    "node": cmd_node,
     "reset": cmd_reset,
 }
 
@@ -1329,8 +1727,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
             parser.add_argument(
                 "--keep-mode",
                 action="store_true",
-                help="a running broker keeps its mode (--secure then only applies when the broker is started)",
+                help="a running broker keeps its mode and its number of brokers (--secure and --brokers then only "
+                "apply when Kafka is started)",
             )
+            parser.add_argument(
+                "--brokers",
+                type=int,
+                choices=(1, len(CLUSTER_NODES)),
+                default=1,
+                help="1 (default): one broker; 3: a local three-node KRaft cluster (each node broker and controller), "
+                "topics with replication factor 3 and min.insync.replicas 2. A running Kafka of the other kind is "
+                "stopped (each keeps its own data dirs)",
+            )
+        if name == "node":
+            parser.add_argument("action", choices=("stop", "start"), help="stop (SIGTERM, clean shutdown) or start the node")
+            parser.add_argument("number", type=int, choices=CLUSTER_NODES, help="the node: 1, 2 or 3")
     return ap.parse_args(argv)
 
 
@@ -1359,7 +1770,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     root = Path(getattr(args, "root", REPO)).expanduser().resolve()
     try:
-        ctx = Ctx(root, getattr(args, "timeout", None), getattr(args, "secure", False), getattr(args, "keep_mode", False))
+        ctx = Ctx(
+            root,
+            getattr(args, "timeout", None),
+            getattr(args, "secure", False),
+            getattr(args, "keep_mode", False),
+            getattr(args, "brokers", 1),
+            getattr(args, "number", 0),
+            getattr(args, "action", ""),
+        )
         return COMMANDS[args.command](ctx)
     except InfraError as e:
         warn(f"error: {e}")
