@@ -45,6 +45,7 @@ bench: venv system-deps
 	infra/up
 	$(VENV)/bin/python -m bench.scheduler
 	$(VENV)/bin/python -m bench.verifier
+	$(VENV)/bin/python -m bench.follow
 
 vectors: venv
 	$(VENV)/bin/python -m schemas.vectors.generate
