@@ -48,6 +48,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
@@ -157,10 +158,8 @@ def verify_stream(
 
     facts = _facts.current()
     walk = _RunWalk(c, run_id, partition, trusted, _partition_audit(c, source, partition, facts, trusted, frozenset({run_id})))
-    for rows in _row_chunks(source, "journal", partition):
-        mine = [row for row in rows if row[2] == key]
-        if mine:
-            walk.feed(facts, mine)
+    for mine, signed in _signed_ahead(_row_chunks(source, "journal", partition), lambda row: row[2] == key, facts, trusted):
+        walk.feed(facts, mine, signed)
     if walk.chain.records == 0:
         return _not_found(run_id, source, _audit_mentions(source, run_id, trusted)), iter(())
     header = walk.header(source, _refusal_records(source, {key}).get(key, []), cas=cas, records_only=records_only)
@@ -205,12 +204,17 @@ def verify_many(
         part = _partition_audit(c, source, partition, facts, trusted, wanted)
         here: dict[bytes, tuple[_RunWalk, _StageBuilder, list[StageVerdict]]] = {}
         skipped: set[bytes] = set()
-        for rows in _row_chunks(source, "journal", partition) if partition in journal else ():
+        chunks = _row_chunks(source, "journal", partition) if partition in journal else iter(())
+        for rows, signed_rows in _signed_ahead(
+            chunks, lambda row: row[2] is not None and (keys is None or row[2] in keys), facts, trusted
+        ):
             by_key: dict[bytes, list[Row]] = {}
-            for row in rows:
+            signed_by_key: dict[bytes, list[tuple[Any, ...]]] = {}
+            for row, signed_row in zip(rows, signed_rows, strict=True):
                 key = row[2]
-                if key is not None and (keys is None or key in keys) and key not in skipped:
+                if key is not None and key not in skipped:
                     by_key.setdefault(key, []).append(row)
+                    signed_by_key.setdefault(key, []).append(signed_row)
             for key, mine in by_key.items():
                 state = here.get(key)
                 if state is None:
@@ -222,7 +226,7 @@ def verify_many(
                     builder = _StageBuilder(c, facts, run_id, cas, trusted, why_unchecked)
                     state = here[key] = (_RunWalk(c, run_id, partition, trusted, part), builder, [])
                 walk, builder, stages = state
-                walk.feed(facts, mine)
+                walk.feed(facts, mine, signed_by_key[key])
                 stages.extend(builder.feed(mine))
         part.drain()
         for key, (walk, builder, stages) in here.items():
@@ -257,9 +261,9 @@ class _RunWalk:
         self.ledger = KeyLedger()
         self.chain = _ChainWalk(c, run_id, partition, trusted, self.audit, self.ledger)
 
-    def feed(self, facts: Facts, rows: list[Row]) -> None:
-        """This run's journal records, in offset order."""
-        self.chain.feed_many(facts, [row[0] for row in rows], [row[3] for row in rows], [row[1] for row in rows])
+    def feed(self, facts: Facts, rows: list[Row], signed: list[tuple[Any, ...]]) -> None:
+        """This run's journal records, in offset order, and their producer facts (``_signed_ahead``)."""
+        self.chain.feed_many(facts, [row[0] for row in rows], [row[3] for row in rows], [row[1] for row in rows], signed)
 
     def header(
         self, source: RecordSource, refusals: list[tuple[int, int, str]], *, cas: BlobStore | None, records_only: bool
@@ -314,6 +318,36 @@ class _RunWalk:
             open=is_open,
             records_only=records_only,
         )
+
+
+def _signed_ahead(
+    chunks: Iterator[list[Row]], keep: Callable[[Row], bool], facts: Facts, trusted: TrustedKeys
+) -> Iterator[tuple[list[Row], list[tuple[Any, ...]]]]:
+    """The kept rows of each chunk with their producer-signature facts, the next chunk's computed while this
+    one is walked.
+
+    ``producer_facts`` verifies the Ed25519 signatures on every core without the GIL (``verifier.facts``);
+    in a second thread it does so while this thread checks the previous chunk's records, so the two
+    overlap instead of taking turns. Facts are computed for the kept rows only (a run's own records),
+    and handed over in order: the same facts as computed in line.
+    """
+
+    def public_for(key_id: str) -> bytes | None:
+        pinned = trusted.entry(key_id)
+        return None if pinned is None or pinned.is_hmac else pinned.material
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="verifier-signatures") as pool:
+        pending: tuple[list[Row], Future[list[tuple[Any, ...]]]] | None = None
+        for rows in chunks:
+            kept = [row for row in rows if keep(row)]
+            if not kept:
+                continue
+            future = pool.submit(facts.producer_facts, [row[3] for row in kept], public_for)
+            if pending is not None:
+                yield pending[0], pending[1].result()
+            pending = (kept, future)
+        if pending is not None:
+            yield pending[0], pending[1].result()
 
 
 def _finish_header(header: RunHeader, walk: _RunWalk, source: RecordSource) -> RunHeader:
@@ -569,10 +603,19 @@ class _ChainWalk:
         self.final_claimed = False
         """A seal record that says it is final (or cannot say: undecodable), valid or not."""
 
-    def feed_many(self, facts: Facts, offsets: list[int], values: list[bytes | None], timestamps: list[int]) -> None:
-        """Walk a batch of this run's journal records (offsets, values and Kafka timestamps, in offset order)."""
+    def feed_many(
+        self,
+        facts: Facts,
+        offsets: list[int],
+        values: list[bytes | None],
+        timestamps: list[int],
+        signed: list[tuple[Any, ...]] | None = None,
+    ) -> None:
+        """Walk a batch of this run's journal records (offsets, values and Kafka timestamps, in offset order);
+        ``signed``: their producer facts when already computed (``_signed_ahead``)."""
         journal = facts.journal_facts(values)
-        signed = facts.producer_facts(values, self._public_for)
+        if signed is None:
+            signed = facts.producer_facts(values, self._public_for)
         for offset, value, timestamp, fact, producer in zip(offsets, values, timestamps, journal, signed, strict=True):
             self.records += 1
             kind = fact[0]

@@ -166,10 +166,12 @@ impl AuditMac {
     }
 }
 
+const READ_BYTES: usize = 256 * 1024;
+
 /// A stored blob re-hashed: (`sha256:<hex>`, byte length, the bytes when asked for).
 pub type HashedFile = (String, u64, Option<Vec<u8>>);
 
-/// Re-hash the regular file at `path` (at most `max_bytes`, in 1 MiB reads), keeping its bytes
+/// Re-hash the regular file at `path` (at most `max_bytes`, in 256 KiB reads), keeping its bytes
 /// when `keep`. None for anything the caller must look at itself (missing, not a regular file, a
 /// symlink as last component, larger than `max_bytes`, a read error, not Linux): its own path then
 /// says exactly what is wrong. Like `substrate.cas.open_regular`: `O_NOFOLLOW`, `O_NONBLOCK`
@@ -196,8 +198,9 @@ pub fn hash_file(
         if !info.file_type().is_file() || info.len() > max_bytes {
             return None;
         }
-        if buffer.len() < 1 << 20 {
-            buffer.resize(1 << 20, 0);
+        // 256 KiB reads: each read's bytes are still in the core's cache when they are hashed
+        if buffer.len() < READ_BYTES {
+            buffer.resize(READ_BYTES, 0);
         }
         let mut hasher = Sha256::new();
         let mut kept = keep.then(|| Vec::with_capacity(usize::try_from(info.len()).unwrap_or(0)));
