@@ -260,6 +260,25 @@ class RunState:
     def new(cls, run_id: str) -> RunState:
         return cls(head=journal_genesis(run_id))
 
+    def close(self) -> None:
+        """The run's final seal: keep only what a later input to the closed run can still produce.
+
+        Every later input to a closed run is refused, and only two of its checks read the run
+        (``consumers/core/step.py``'s order): a submission or computer-use action whose submission_id
+        the run journalled is DUPLICATE_SUBMISSION, naming the earlier stage or session (that check
+        comes before RUN_CLOSED), so ``submissions`` stays; anything else is RUN_CLOSED, which names
+        only the run id. ``head``, ``entry_count`` and ``sealed_count`` (what the final seal cited)
+        stay for the rebuild's chain check and for anyone reading the state. Stages, evidence sets,
+        sessions and blob digests are only read after the closed check, so they go: a closed run
+        costs its submission map and a few fields (README, "How the scheduler's state grows").
+        """
+        self.closed = True
+        self.stages = {}
+        self.evidence = {}
+        self.sessions = {}
+        self.blobs = set()
+        self.evidence_bytes = 0
+
 
 @dataclass(slots=True)
 class SchedulerState:

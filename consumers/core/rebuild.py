@@ -453,6 +453,12 @@ def _apply_entry(state: SchedulerState, c: codec.Codec, envelope: dict[str, obje
         return f"journal entry seq {entry['seq']} of run {run_id!r} does not recompute its entry_hash"
     run.head = entry_hash
     run.entry_count += 1
+    if run.closed:
+        # The step journals nothing after a final seal; should an adopted entry follow one, the
+        # closed run still keeps only its submission ids (what RunState.close keeps).
+        action = entry["entry_type"] == ENTRY_COMPUTER_USE_ACTION
+        run.submissions[entry["submission_id"]] = entry["session_id"] if action else entry["stage_id"]
+        return None
     if entry["entry_type"] == ENTRY_COMPUTER_USE_ACTION:
         run.submissions[entry["submission_id"]] = entry["session_id"]
         session = run.sessions.get(entry["session_id"])
@@ -495,5 +501,5 @@ def _apply_seal(state: SchedulerState, config: SchedulerConfig, c: codec.Codec, 
     run = state.run_for(seal["run_id"])
     run.sealed_count = seal["entry_count"]
     if seal["final"]:
-        run.closed = True
+        run.close()  # reduced as the step reduces it at its final seal
     return None

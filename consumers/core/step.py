@@ -938,7 +938,7 @@ class SchedulerCore:
         emit.add(Stream.JOURNAL, run_id.encode(), value, b"bernstein.run.sealed")
         run.sealed_count = run.entry_count
         if final:
-            run.closed = True
+            run.close()  # keeps only what later refusals of the closed run need
             emit.final_sealed = True
         self._audit(
             state,

@@ -275,6 +275,21 @@ impl RunState {
             blobs: Set::with_hasher(hasher),
         }
     }
+
+    /// `RunState.close`: the final seal keeps only what a later input to the closed run can
+    /// produce. DUPLICATE_SUBMISSION (checked before RUN_CLOSED) reads `submissions`; RUN_CLOSED
+    /// names only the run id; `head`, `entry_count` and `sealed_count` stay. Stages, evidence
+    /// sets, sessions and blob digests are only read after the closed check: they are dropped,
+    /// with their allocations.
+    pub fn close(&mut self) {
+        let hasher = *self.stages.hasher();
+        self.closed = true;
+        self.stages = Map::with_hasher(hasher);
+        self.evidence = Map::with_hasher(hasher);
+        self.sessions = Vec::new();
+        self.evidence_bytes = 0;
+        self.blobs = Set::with_hasher(hasher);
+    }
 }
 
 pub struct AuditChain {
@@ -1804,7 +1819,7 @@ fn seal<'a>(
     });
     run.sealed_count = run.entry_count;
     if final_ {
-        run.closed = true;
+        run.close();
     }
     audit(
         cfg,

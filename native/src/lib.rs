@@ -815,19 +815,19 @@ impl NativeCore {
         run.sealed_count = sealed_count;
         run.sessions = sessions_from(sessions);
         if stages_replace {
-            run.stages.clear();
+            run.stages = Map::with_hasher(hasher); // frees what a closed run dropped
         }
         for (k, v) in stages {
             run.stages.insert(k.into_boxed_str(), v.into_boxed_str());
         }
         if evidence_replace {
-            run.evidence.clear();
+            run.evidence = Map::with_hasher(hasher); // frees what a closed run dropped
         }
         for (k, v) in evidence {
             run.evidence.insert(k.into_boxed_str(), v.into_boxed_str());
         }
         if submissions_replace {
-            run.submissions.clear();
+            run.submissions = Map::with_hasher(hasher); // frees what a closed run dropped
         }
         for (k, v) in submissions {
             run.submissions
