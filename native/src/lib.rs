@@ -837,7 +837,7 @@ impl NativeCore {
             run.evidence_bytes = total;
         }
         if blobs_replace {
-            run.blobs.clear();
+            run.blobs = Set::with_hasher(hasher); // frees what a closed run dropped
         }
         for digest in blobs {
             run.blobs.insert(digest.into_boxed_str());
