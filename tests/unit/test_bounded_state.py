@@ -1,0 +1,187 @@
+"""Bounded state (issue 15 item 2): a closed run keeps only what later inputs to it can still produce.
+
+Every later input to a closed run is refused. A submission or computer-use action whose
+submission_id the run journalled is DUPLICATE_SUBMISSION, naming the earlier stage or session
+(checked before RUN_CLOSED); everything else is RUN_CLOSED. So at its final seal a run keeps its
+submission map, head, entry count and sealed count, and drops its stages, evidence sets, sessions
+and blob digests, in both cores and in the rebuild. These tests pin that the reduction changes no
+output: the same later inputs give byte-identical outputs with and without it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from consumers.core.model import OutputRecord, RunState, SchedulerState
+from tests.unit.test_native_core import Pair
+from tests.unit.test_scheduler_core import (
+    Driver,
+    _cu_action,
+    decode_out,
+    enc_close,
+    enc_sub,
+    mixed_inputs,
+    run_all,
+)
+
+Inputs = list[tuple[bytes | None, bytes | None]]
+
+
+def _before_close() -> Inputs:
+    """Run run-1: a computer-use action of session browser-0 and two stages with evidence; run-2 stays open."""
+    return [
+        (b"run-1", _cu_action(index=0)),
+        (b"run-1", enc_sub(stage_id="s1", pages=[b"one", b"shared"], submission_id="first")),
+        (b"run-1", enc_sub(stage_id="s2", pages=[b"two"], submission_id="second")),
+        (b"run-2", enc_sub(run_id="run-2", stage_id="s1", pages=[b"open"])),
+    ]
+
+
+def _after_close() -> Inputs:
+    """Every kind of later input to the closed run-1, each one that an unreduced run would answer from its maps."""
+    return [
+        (b"run-1", enc_sub(stage_id="s1", pages=[b"one", b"shared"], submission_id="first")),  # a retried publish
+        (b"run-1", enc_sub(stage_id="s9", pages=[b"new"], submission_id="second")),  # the id again, another stage
+        (b"run-1", enc_sub(stage_id="s1", pages=[b"fresh"], submission_id="third")),  # a stage it accepted
+        (b"run-1", enc_sub(stage_id="s3", pages=[b"shared", b"one"], submission_id="fourth")),  # evidence it holds
+        (b"run-1", _cu_action(index=0)),  # the action again: its submission_id is journalled
+        (b"run-1", _cu_action(index=1)),  # the session's next action
+        (b"run-1", enc_close("run-1")),  # a second close
+        (b"run-2", enc_sub(run_id="run-2", stage_id="s2", pages=[b"still open"])),
+    ]
+
+
+def _feed(driver: Driver, inputs: Inputs) -> list[OutputRecord]:
+    before = len(driver.outputs)
+    for key, value in inputs:
+        driver.feed(value, key=key)
+    return driver.outputs[before:]
+
+
+def _unreduced_close(self: RunState) -> None:
+    """The state shape before bounded state: a final seal only marked the run closed."""
+    self.closed = True
+
+
+def _closed_then(later: Inputs, *, reduce: bool) -> tuple[Driver, list[OutputRecord]]:
+    """run-1 closed after ``_before_close``, then ``later``: the driver and the outputs of ``later``."""
+    with pytest.MonkeyPatch.context() as patch:
+        if not reduce:
+            patch.setattr(RunState, "close", _unreduced_close)
+        d = Driver()
+        _feed(d, [*_before_close(), (b"run-1", enc_close("run-1"))])
+        return d, _feed(d, later)
+
+
+def _refusals(outputs: list[OutputRecord]) -> list[tuple[str, str | None]]:
+    return [(r.record["code"], r.record["earlier_stage_id"]) for r in map(decode_out, outputs) if r.what == "refusal"]
+
+
+def test_a_closed_run_keeps_its_submissions_head_and_counts_and_nothing_else() -> None:
+    d = Driver()
+    _feed(d, [*_before_close(), (b"run-1", enc_close("run-1"))])
+    seal = decode_out([o for o in d.outputs if o.value and decode_out(o).what == "seal"][-1]).inner
+    run = d.state.runs["run-1"]
+    assert run == RunState(
+        head=seal["head_hash"],
+        entry_count=3,
+        stages={},
+        evidence={},
+        closed=True,
+        sealed_count=3,
+        sessions={},
+        submissions={"action-0": "browser-0", "first": "s1", "second": "s2"},
+        evidence_bytes=0,
+        blobs=set(),
+    )
+    assert (seal["entry_count"], seal["final"]) == (3, True)
+    # the open run keeps everything its later inputs are checked against
+    open_run = d.state.runs["run-2"]
+    assert not open_run.closed and list(open_run.stages) == ["s1"] and len(open_run.blobs) == 1
+
+
+def test_later_inputs_to_a_closed_run_give_the_outputs_of_an_unreduced_run() -> None:
+    old, old_outputs = _closed_then(_after_close(), reduce=False)
+    assert set(old.state.runs["run-1"].stages) == {"s1", "s2"} and old.state.runs["run-1"].sessions  # kept, unreduced
+    new, new_outputs = _closed_then(_after_close(), reduce=True)
+    assert new.state.runs["run-1"].stages == {} and new.state.runs["run-1"].sessions == {}
+    assert [(o.stream, o.key, o.value, o.headers, o.timestamp_ms) for o in new_outputs] == [
+        (o.stream, o.key, o.value, o.headers, o.timestamp_ms) for o in old_outputs
+    ]
+    assert _refusals(new_outputs) == [
+        ("DUPLICATE_SUBMISSION", "s1"),
+        ("DUPLICATE_SUBMISSION", "s2"),
+        ("RUN_CLOSED", None),
+        ("RUN_CLOSED", None),
+        ("DUPLICATE_SUBMISSION", "browser-0"),
+        ("RUN_CLOSED", None),
+        ("RUN_CLOSED", None),
+    ]
+    # the open run's stage is journalled in both
+    assert [decode_out(o).what for o in new_outputs[-2:]] == ["journal-entry", "audit"]
+    assert new.state.runs["run-2"] == old.state.runs["run-2"]
+
+
+def test_rebuilding_from_the_journal_gives_the_reduced_state_the_step_left() -> None:
+    d, _ = _closed_then(_after_close(), reduce=True)
+    rebuilt = d.rebuilt()
+    assert rebuilt == d.state
+    assert rebuilt.runs["run-1"].closed and rebuilt.runs["run-1"].stages == {} and rebuilt.runs["run-1"].blobs == set()
+    assert rebuilt.runs["run-1"].submissions == {"action-0": "browser-0", "first": "s1", "second": "s2"}
+    # the mixed traffic of the core's tests: two runs closed (one with periodic seals), one open
+    mixed = run_all(mixed_inputs())
+    assert mixed.rebuilt() == mixed.state
+    assert [run_id for run_id, run in mixed.state.runs.items() if run.closed and not run.stages] == ["run-a", "run-b"]
+    # a journal folded without the reduction differs only in what a closed run drops
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(RunState, "close", _unreduced_close)
+        unreduced = d.rebuilt()
+    assert unreduced != d.state and unreduced.runs["run-1"].stages.keys() == {"s1", "s2"}
+    for run in unreduced.runs.values():
+        if run.closed:
+            run.close()
+    assert unreduced == d.state
+
+
+def test_a_restart_after_the_close_refuses_later_inputs_byte_for_byte_as_never_stopping() -> None:
+    whole, whole_later = _closed_then(_after_close(), reduce=True)
+    resumed = Driver()
+    first, _ = _closed_then([], reduce=True)
+    resumed.state, resumed.offset = first.rebuilt(), first.offset
+    assert resumed.state == first.state
+    assert _feed(resumed, _after_close()) == whole_later
+    assert resumed.state == whole.state
+
+
+def test_the_native_core_reduces_a_closed_run_as_the_reference_does() -> None:
+    pair = Pair()
+    for key, value in [*_before_close(), (b"run-1", enc_close("run-1")), *_after_close()]:
+        pair.feed(value, key=key)  # outputs byte-identical, exported state equal after every record
+    exported = pair.native.to_scheduler_state()
+    assert exported == pair.py_state
+    run = exported.runs["run-1"]
+    assert (run.closed, run.stages, run.evidence, run.sessions, run.blobs, run.evidence_bytes) == (True, {}, {}, {}, set(), 0)
+    assert run.submissions == {"action-0": "browser-0", "first": "s1", "second": "s2"}
+    # a rebuilt (reduced) state loaded into the native core goes on like the reference
+    d, _ = _closed_then([], reduce=True)
+    loaded = Pair()
+    loaded.py_state, loaded.state, loaded.offset = d.rebuilt(), d.rebuilt(), d.offset
+    for key, value in _after_close():
+        loaded.feed(value, key=key)
+    assert loaded.native.to_scheduler_state() == loaded.py_state
+
+
+def test_a_closed_run_costs_the_same_whatever_its_stages_held() -> None:
+    """What stays of a closed run does not grow with its evidence: only with its submission count."""
+
+    def closed_run(pages_per_stage: int) -> SchedulerState:
+        d = Driver()
+        inputs: Inputs = [
+            (b"run-1", enc_sub(stage_id=f"s{i}", pages=[b"%d-%d" % (i, p) for p in range(pages_per_stage)])) for i in range(5)
+        ]
+        _feed(d, [*inputs, (b"run-1", enc_close("run-1"))])
+        return d.state
+
+    small, large = closed_run(1), closed_run(20)
+    assert small.runs["run-1"].submissions == large.runs["run-1"].submissions
+    assert small.runs["run-1"].blobs == large.runs["run-1"].blobs == set()
