@@ -34,8 +34,9 @@ Fact tuples (the first item is the kind):
     not a decodable ``activity.result`` entry; ``(S_RESULT, stored,
     recomputed, run_id, seq, stage_id, kind, terminal_state, artifact_hash,
     evidence_set_hash, observations, recomputed evidence-set hash or None
-    when a member is malformed, payload)``, observations as ``((kind, ref,
-    content_hash), ...)``.
+    when a member is malformed, payload, declared sizes)``, observations as
+    ``((kind, ref, content_hash), ...)``, the sizes a tuple of ints
+    (``JournalEntry.v2``/``v3``) or None (``v1`` declares none).
 ``producer_facts(values, public_for)``
     for the journal records of signed entry types: ``(P_OTHER,)`` no entry
     that carries a producer signature, ``(P_LEGACY,)`` a JournalEntry.v1/v2
@@ -300,7 +301,14 @@ def result_fact(entry: dict[str, Any], stored: str, payload: bytes) -> tuple[Any
         observations,
         recomputed_set,
         payload,
+        _declared(entry["observations"]),
     )
+
+
+def _declared(observations: list[dict[str, Any]]) -> tuple[int, ...] | None:
+    """The observations' declared sizes, or None when one declares none (a JournalEntry.v1)."""
+    sizes = tuple(o.get("size") for o in observations)
+    return sizes if all(isinstance(size, int) for size in sizes) else None  # type: ignore[return-value]
 
 
 _BLANK: Final = object()

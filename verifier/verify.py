@@ -1989,6 +1989,7 @@ def _stage_verdict(
         observations,
         recomputed_set,
         payload,
+        sizes,
     ) = fact
     problems: list[str] = []
     notes: list[str] = []
@@ -2005,7 +2006,7 @@ def _stage_verdict(
     artifact_problem = ""
     if cas is not None:
         blob_problems = []
-        declared = _declared_sizes(entry, payload, len(observations))
+        declared = list(sizes) if sizes is not None and len(sizes) == len(observations) else None
         undeclared_bytes = 0
         for index, (_, ref, content_hash) in enumerate(observations):
             what = f"evidence bytes for '{ref}'"
@@ -2147,22 +2148,6 @@ def _reattach_sized(cas: BlobStore, digest: str, what: str) -> tuple[str, int | 
     except CasError as exc:
         return f"{what} unreadable: {exc}", None
     return "", size
-
-
-def _declared_sizes(entry: dict[str, Any] | None, payload: bytes, count: int) -> list[int] | None:
-    """The observations' declared sizes (JournalEntry.v2), or None for a v1 entry, which declares none."""
-    if entry is None and payload:
-        try:
-            decoded = codec.decode(payload, expect=codec.JOURNAL_ENTRIES)
-        except codec.DecodeError:
-            return None
-        entry = decoded.record
-    if entry is None:
-        return None
-    sizes = [o.get("size") for o in entry["observations"]]
-    if len(sizes) != count or not all(isinstance(size, int) for size in sizes):
-        return None
-    return sizes
 
 
 class _EvidenceTally:

@@ -420,6 +420,8 @@ struct FullEntry<'a> {
     artifact_hash: &'a str,
     evidence_set_hash: &'a str,
     observations: Vec<(&'a str, &'a str, &'a str)>,
+    /// The observations' declared sizes (JournalEntry.v2 and v3); None for v1, which declares none.
+    sizes: Option<Vec<i64>>,
 }
 
 fn decode_journal_entry(payload: &[u8]) -> Option<FullEntry<'_>> {
@@ -466,6 +468,8 @@ fn decode_journal_entry(payload: &[u8]) -> Option<FullEntry<'_>> {
         terminal_state,
         artifact_hash,
         evidence_set_hash,
+        // none declared (an empty list when there is nothing to declare, as the reference reads it)
+        sizes: observations.is_empty().then(Vec::new),
         observations,
     })
 }
@@ -487,6 +491,7 @@ fn decode_sized_entry(payload: &[u8], signed: bool) -> Option<FullEntry<'_>> {
     let artifact_hash = r.string().ok()?;
     let evidence_set_hash = r.string().ok()?;
     let mut observations = Vec::new();
+    let mut sizes = Vec::new();
     loop {
         let count = r.block_count().ok()?;
         if count == 0 {
@@ -496,7 +501,7 @@ fn decode_sized_entry(payload: &[u8], signed: bool) -> Option<FullEntry<'_>> {
             let okind = r.string().ok()?;
             let reference = r.string().ok()?;
             let content_hash = r.string().ok()?;
-            let _size = r.long().ok()?;
+            sizes.push(r.long().ok()?);
             observations.push((okind, reference, content_hash));
         }
     }
@@ -522,6 +527,7 @@ fn decode_sized_entry(payload: &[u8], signed: bool) -> Option<FullEntry<'_>> {
         artifact_hash,
         evidence_set_hash,
         observations,
+        sizes: Some(sizes),
     })
 }
 
@@ -1465,8 +1471,9 @@ impl FactReader {
     /// that is not a decodable activity.result entry; `(2, stored,
     /// recomputed entry hash, run_id, seq, stage_id, kind, terminal_state,
     /// artifact_hash, evidence_set_hash, observations, recomputed evidence set
-    /// hash or None when a member is malformed, payload)` with observations as
-    /// ((kind, ref, content_hash), ...).
+    /// hash or None when a member is malformed, payload, declared sizes)` with
+    /// observations as ((kind, ref, content_hash), ...) and the sizes as a
+    /// tuple of ints (JournalEntry.v2, v3), or None (v1 declares none).
     fn stage_facts<'py>(
         &self,
         py: Python<'py>,
@@ -1552,6 +1559,12 @@ impl FactReader {
                     PyTuple::new(py, observations)?.into_any(),
                     recomputed_set,
                     b(py, payload),
+                    match &entry.sizes {
+                        None => py.None().into_bound(py),
+                        Some(sizes) => {
+                            PyTuple::new(py, sizes.iter().map(|&n| int(py, n.into())))?.into_any()
+                        }
+                    },
                 ],
             )?)?;
         }
