@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Checks the shipped Prometheus alert rules with promtool (make promtool; scripts/test.sh).
+#
+# promtool is built from the Go module proxy the way infra/up takes Kafka from Maven Central:
+# `go install` of one pinned version of Prometheus' cmd/promtool into .infra/bin, once; later
+# runs find that version already there (`go version -m` reads the module version built into
+# the binary) and skip the build. Then:
+#   promtool check rules ops/prometheus/alerts.yml        (syntax, PromQL, templates)
+#   promtool test rules  ops/prometheus/tests/*.yml       (every alert fires when it should, not when it shouldn't)
+# Needs Go (go1.26 builds this version). PROMTOOL_VERSION overrides the pin.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+# Prometheus' Go module versions: v0.3XX.Y is Prometheus v3.XX.Y.
+PROMTOOL_VERSION=${PROMTOOL_VERSION:-v0.316.0}
+PROMTOOL_PKG=github.com/prometheus/prometheus/cmd/promtool
+bin="$root/.infra/bin"
+promtool="$bin/promtool"
+
+built_version() {
+  # "\tmod\tgithub.com/prometheus/prometheus\tv0.316.0\th1:..." -> v0.316.0
+  go version -m "$promtool" 2>/dev/null | awk '$1 == "mod" && $2 == "github.com/prometheus/prometheus" {print $3}'
+}
+
+if ! command -v go >/dev/null 2>&1; then
+  echo "promtool: Go is needed to build promtool (apt-get install golang, or Go from go.dev)" >&2
+  exit 3
+fi
+t0=$(date +%s)
+if [ -x "$promtool" ] && [ "$(built_version)" = "$PROMTOOL_VERSION" ]; then
+  echo "promtool: $PROMTOOL_VERSION already built in .infra/bin ($(( $(date +%s) - t0 ))s)"
+else
+  mkdir -p "$bin"
+  echo "promtool: building $PROMTOOL_PKG@$PROMTOOL_VERSION from the Go module proxy ($(go env GOPROXY)) into .infra/bin (one-time) ..."
+  # GOFLAGS=-mod=mod: `go install pkg@version` ignores any go.mod around it; GOWORK=off likewise.
+  if ! GOBIN="$bin" GOWORK=off GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 \
+    go install "$PROMTOOL_PKG@$PROMTOOL_VERSION"; then
+    echo "promtool: building $PROMTOOL_PKG@$PROMTOOL_VERSION failed; is the Go module proxy reachable?" >&2
+    exit 3
+  fi
+  if [ "$(built_version)" != "$PROMTOOL_VERSION" ]; then
+    echo "promtool: .infra/bin/promtool does not report module version $PROMTOOL_VERSION" >&2
+    exit 3
+  fi
+  echo "promtool: built $PROMTOOL_VERSION in $(( $(date +%s) - t0 ))s"
+fi
+
+"$promtool" check rules ops/prometheus/alerts.yml
+"$promtool" test rules ops/prometheus/tests/*.yml
