@@ -1,0 +1,310 @@
+"""The shipped alert rules and Grafana dashboard name only metrics that exist (issue 14 item 4).
+
+``ops/prometheus/alerts.yml`` and ``ops/grafana/bernstein.json`` are checked against the
+metrics ``consumers/metrics.py`` serves (read from a live registry, every conditional family
+present) and the audit follower's (``FOLLOWER_METRICS``: keep it in step with
+``bernstein audit follow --metrics-port``). Every alert carries severity, summary,
+description and a runbook anchor that exists in docs/operations.md, covers the follower's
+alert kinds, and has promtool unit tests where it fires and where it does not (promtool
+itself runs them: scripts/promtool.sh). No YAML library is installed: the rules file is read
+with the small line parser below, which fails loudly on a layout it does not know.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from consumers.metrics import SchedulerMetrics
+from verifier.follow.alerts import AlertKind
+
+ROOT: Final = Path(__file__).resolve().parents[2]
+RULES: Final = ROOT / "ops" / "prometheus" / "alerts.yml"
+RULE_TESTS: Final = ROOT / "ops" / "prometheus" / "tests"
+DASHBOARD: Final = ROOT / "ops" / "grafana" / "bernstein.json"
+OPERATIONS: Final = ROOT / "docs" / "operations.md"
+
+# The audit follower's metrics (`bernstein audit follow --metrics-port`), sample names as
+# scraped. Keep in step with the follower: a rule or panel naming anything else fails here.
+FOLLOWER_METRICS: Final = frozenset(
+    {
+        "bernstein_audit_records_verified_total",  # counter {partition}
+        "bernstein_audit_alerts_total",  # counter {kind}: kind = verifier.follow.alerts.AlertKind
+        "bernstein_audit_last_record_timestamp_seconds",  # gauge {partition}: the record's Kafka timestamp
+        "bernstein_audit_lag_records",  # gauge {partition}
+        "bernstein_audit_ready",  # gauge
+    }
+)
+SEVERITIES: Final = frozenset({"critical", "warning"})
+METRIC_NAME: Final = re.compile(r"\b(bernstein_[a-z0-9_]+)\b")
+RECORDED_NAME: Final = re.compile(r"\b(bernstein:[a-z0-9_:]+)")
+
+
+def scheduler_metrics() -> frozenset[str]:
+    """Every sample name the scheduler's registry serves, each conditional family made present."""
+    from tests.unit.test_scheduler_metrics import _shell
+
+    shell = _shell()
+    metrics = SchedulerMetrics(shell, "python reference")
+    c = shell.counters
+    c.next_offset, c.high_watermark, c.last_seal_time, c.rebuilds = 1, 2, 3.0, 1
+    c.refused_codes["X"] = c.dead_letter_codes["Y"] = 1
+    text = generate_latest(metrics.registry).decode()
+    return frozenset(s.name for family in text_string_to_metric_families(text) for s in family.samples)
+
+
+KNOWN: Final = scheduler_metrics() | FOLLOWER_METRICS
+
+
+@dataclass
+class Rule:
+    name: str
+    is_alert: bool
+    expr: str = ""
+    has_for: bool = False
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
+def _unquote(value: str) -> str:
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        return value[1:-1].replace('\\"', '"')
+    return value
+
+
+def parse_rules(text: str) -> list[Rule]:
+    """The rules of alerts.yml: `- alert:`/`- record:` items with expr (one line or `|` block), for, labels, annotations."""
+    rules: list[Rule] = []
+    section = ""
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if m := re.fullmatch(r"      - (alert|record): (\S+)", line):
+            rules.append(Rule(m[2], m[1] == "alert"))
+            section = ""
+            continue
+        if re.fullmatch(r"groups:|  - name: \S+|    rules:", line):
+            continue
+        assert rules, f"alerts.yml: line {i} outside a rule: {line!r}"
+        rule = rules[-1]
+        if m := re.fullmatch(r"        expr: \|", line):
+            block = []
+            while i < len(lines) and (lines[i].startswith("          ") or not lines[i].strip()):
+                block.append(lines[i].strip())
+                i += 1
+            rule.expr = " ".join(b for b in block if b)
+        elif m := re.fullmatch(r"        expr: (.+)", line):
+            rule.expr = m[1]
+        elif re.fullmatch(r"        for: \d+[smh]", line):
+            rule.has_for = True
+        elif m := re.fullmatch(r"        (labels|annotations):", line):
+            section = m[1]
+        elif (m := re.fullmatch(r"          ([a-z_]+): (.+)", line)) and section:
+            getattr(rule, section)[m[1]] = _unquote(m[2])
+        else:
+            raise AssertionError(f"alerts.yml: line {i} has a layout this parser does not know: {line!r}")
+    return rules
+
+
+RULE_LIST: Final = parse_rules(RULES.read_text(encoding="utf-8"))
+ALERTS: Final = [r for r in RULE_LIST if r.is_alert]
+RECORDED: Final = frozenset(r.name for r in RULE_LIST if not r.is_alert)
+
+
+def github_anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives the headings of a Markdown file (lower case, punctuation dropped, spaces to -)."""
+    anchors: set[str] = set()
+    seen: dict[str, int] = {}
+    in_code = False
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        if in_code or not (m := re.match(r"#{1,6} (.+)", line)):
+            continue
+        slug = re.sub(r"[^\w\- ]", "", m[1].strip().lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        anchors.add(slug if n == 0 else f"{slug}-{n}")
+    return anchors
+
+
+def test_the_parser_read_every_rule_of_the_file() -> None:
+    text = RULES.read_text(encoding="utf-8")
+    assert len(ALERTS) == len(re.findall(r"^\s+- alert: ", text, flags=re.M)) >= 20
+    assert len(RECORDED) == len(re.findall(r"^\s+- record: ", text, flags=re.M))
+    assert all(r.expr for r in RULE_LIST)
+    assert len({r.name for r in RULE_LIST}) == len(RULE_LIST), "duplicate rule names"
+
+
+def test_the_parser_refuses_a_layout_it_does_not_know() -> None:
+    with pytest.raises(AssertionError, match="layout"):
+        parse_rules("groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: up\n        keep_firing_for: 5m\n")
+
+
+@pytest.mark.parametrize("rule", RULE_LIST, ids=lambda r: r.name)
+def test_every_rule_names_only_metrics_that_are_served(rule: Rule) -> None:
+    names = set(METRIC_NAME.findall(rule.expr))
+    assert names or RECORDED_NAME.search(rule.expr) or "up{" in rule.expr, rule.expr
+    assert names <= KNOWN, f"{rule.name} names metrics nothing serves: {sorted(names - KNOWN)}"
+    assert set(RECORDED_NAME.findall(rule.expr)) <= RECORDED
+
+
+def test_the_known_metric_list_catches_a_misspelt_name() -> None:
+    """The check is not vacuous: the scheduler's real names are in, near misses are out."""
+    assert "bernstein_scheduler_consumer_lag_records" in KNOWN
+    assert "bernstein_scheduler_transaction_duration_seconds_bucket" in KNOWN
+    assert "bernstein_scheduler_core_info" in KNOWN
+    assert "bernstein_scheduler_consumer_lag" not in KNOWN
+    assert "bernstein_scheduler_last_seal_age_seconds" not in KNOWN
+
+
+@pytest.mark.parametrize("alert", ALERTS, ids=lambda r: r.name)
+def test_every_alert_has_severity_summary_description_and_a_runbook_that_exists(alert: Rule) -> None:
+    assert alert.name.startswith("Bernstein")
+    assert alert.labels.get("severity") in SEVERITIES
+    assert set(alert.annotations) == {"summary", "description", "runbook_url"}
+    assert all(len(alert.annotations[k]) > 20 for k in ("summary", "description"))
+    doc, _, anchor = alert.annotations["runbook_url"].partition("#")
+    assert doc == "docs/operations.md"
+    assert anchor == alert.name.lower(), "one runbook heading per alert, named as the alert"
+    assert anchor in github_anchors(OPERATIONS.read_text(encoding="utf-8"))
+
+
+def test_the_anchor_rule_matches_githubs() -> None:
+    anchors = github_anchors("# Operations\n## Following the audit topic: `bernstein audit follow`\n## A b\n## A b\n")
+    assert anchors == {"operations", "following-the-audit-topic-bernstein-audit-follow", "a-b", "a-b-1"}
+
+
+def test_every_follower_alert_kind_has_an_alert() -> None:
+    """Each kind `audit follow` raises is selected by exactly one alert; no rule names a kind that does not exist."""
+    selected: list[str] = []
+    for alert in ALERTS:
+        for op, value in re.findall(r'kind(=~?)"([^"]+)"', alert.expr):
+            selected += value.split("|") if op == "=~" else [value]
+    assert sorted(selected) == sorted(k.value for k in AlertKind)
+
+
+def _rule_tests() -> dict[str, dict[str, int]]:
+    """Per alert name, how many promtool cases expect it firing and how many expect it silent."""
+    counts: dict[str, dict[str, int]] = {}
+    for path in sorted(RULE_TESTS.glob("*.yml")):
+        text = path.read_text(encoding="utf-8")
+        assert re.search(r"^rule_files:\n  - \.\./alerts\.yml$", text, flags=re.M), path
+        for name, expected in re.findall(r"alertname: (\S+)\n\s+exp_alerts:( \[\]|\n)", text):
+            slot = counts.setdefault(name, {"fires": 0, "silent": 0})
+            slot["silent" if expected == " []" else "fires"] += 1
+    return counts
+
+
+def test_every_alert_has_promtool_tests_where_it_fires_and_where_it_does_not() -> None:
+    counts = _rule_tests()
+    names = {a.name for a in ALERTS}
+    assert set(counts) == names, f"untested: {sorted(names - set(counts))}, unknown: {sorted(set(counts) - names)}"
+    for name, slot in sorted(counts.items()):
+        assert slot["fires"] >= 1 and slot["silent"] >= 1, (name, slot)
+
+
+def test_the_docs_section_lists_every_alert() -> None:
+    doc = OPERATIONS.read_text(encoding="utf-8")
+    section = doc.split("## Alert rules and dashboard", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"^#### (Bernstein\w+)$", section, flags=re.M))
+    assert documented == {a.name for a in ALERTS}
+
+
+# The dashboard.
+
+
+def _dashboard() -> dict[str, Any]:
+    data = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+def _panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for panel in dashboard["panels"]:
+        out.append(panel)
+        out.extend(panel.get("panels", []))
+    return out
+
+
+def test_the_dashboard_is_an_importable_grafana_dashboard() -> None:
+    d = _dashboard()
+    assert d["schemaVersion"] >= 39
+    assert d["uid"] == "bernstein-ops" and d["title"]
+    assert [(i["name"], i["type"], i["pluginId"]) for i in d["__inputs"]] == [("DS_PROMETHEUS", "datasource", "prometheus")]
+    panels = _panels(d)
+    ids = [p["id"] for p in panels]
+    assert len(ids) == len(set(ids))
+    for p in panels:
+        if p["type"] == "row":
+            continue
+        assert p["datasource"] == {"type": "prometheus", "uid": "${DS_PROMETHEUS}"}, p["title"]
+        assert p["targets"] and all(t["datasource"] == p["datasource"] and t["expr"] for t in p["targets"]), p["title"]
+        assert p.get("description"), p["title"]
+
+
+def test_the_dashboard_panels_do_not_overlap() -> None:
+    cells: dict[tuple[int, int], str] = {}
+    for p in _panels(_dashboard()):
+        g = p["gridPos"]
+        assert 0 <= g["x"] and g["x"] + g["w"] <= 24, p["title"]
+        for x in range(g["x"], g["x"] + g["w"]):
+            for y in range(g["y"], g["y"] + g["h"]):
+                assert (x, y) not in cells, f"{p['title']} overlaps {cells[(x, y)]}"
+                cells[(x, y)] = p["title"]
+
+
+def _exprs(d: dict[str, Any]) -> list[str]:
+    exprs = [t["expr"] for p in _panels(d) for t in p.get("targets", [])]
+    exprs += [v["definition"] for v in d["templating"]["list"] if v.get("definition")]
+    return exprs
+
+
+def test_every_dashboard_expression_names_only_served_metrics() -> None:
+    for expr in _exprs(_dashboard()):
+        names = set(METRIC_NAME.findall(expr))
+        assert names, expr
+        assert names <= KNOWN, f"{expr!r} names metrics nothing serves: {sorted(names - KNOWN)}"
+
+
+def test_the_dashboard_shows_what_the_issue_asks_for() -> None:
+    """Throughput, refusals by code, dead letters, lag, latency quantiles, seal age, core, audit verified, alerts by kind."""
+    exprs = _exprs(_dashboard())
+    joined = "\n".join(exprs)
+    for needed in (
+        "bernstein_scheduler_records_consumed_total",
+        "sum by (code) (rate(bernstein_scheduler_records_refused_total",
+        "bernstein_scheduler_records_dead_lettered_total",
+        "bernstein_scheduler_consumer_lag_records",
+        "histogram_quantile(0.99, sum by (le) (rate(bernstein_scheduler_transaction_duration_seconds_bucket",
+        "histogram_quantile(0.99, sum by (le) (rate(bernstein_scheduler_commit_duration_seconds_bucket",
+        "time() - bernstein_scheduler_last_seal_timestamp_seconds",
+        "bernstein_scheduler_core_info",
+        "rate(bernstein_audit_records_verified_total",
+        "sum by (kind) (increase(bernstein_audit_alerts_total",
+        "bernstein_audit_lag_records",
+    ):
+        assert needed in joined, needed
+    served_families = {n for n in KNOWN if n.startswith("bernstein_")}
+    shown = set(METRIC_NAME.findall(joined))
+    # every bernstein metric family is on the dashboard (histograms through _bucket or _sum/_count)
+    families = {re.sub(r"_(bucket|sum|count|created)$", "", n) for n in served_families if not n.endswith("_created")}
+    shown_families = {re.sub(r"_(bucket|sum|count)$", "", n) for n in shown}
+    assert families - shown_families <= {
+        "bernstein_scheduler_input_high_watermark",
+        "bernstein_scheduler_input_committed_offset",
+        "bernstein_scheduler_rebuilds_total",
+    }
