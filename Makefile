@@ -7,7 +7,7 @@ UV_VERSION := 0.13.8
 UV := .infra/uv/bin/uv
 VENV := .venv
 
-.PHONY: venv system-deps demo test check unit integration bench vectors lint typecheck infra-up infra-down clean
+.PHONY: venv system-deps demo test check unit integration bench vectors lint typecheck infra-up infra-down clean promtool
 
 $(UV):
 	@mkdir -p .infra
@@ -46,6 +46,11 @@ bench: venv system-deps
 	$(VENV)/bin/python -m bench.scheduler
 	$(VENV)/bin/python -m bench.verifier
 	$(VENV)/bin/python -m bench.follow
+
+# The shipped alert rules: builds promtool from the Go module proxy into .infra/bin (once), then
+# promtool check rules ops/prometheus/alerts.yml and promtool test rules ops/prometheus/tests/*.yml.
+promtool:
+	scripts/promtool.sh
 
 vectors: venv
 	$(VENV)/bin/python -m schemas.vectors.generate
