@@ -7,6 +7,8 @@
 # the binary) and skip the build. Then:
 #   promtool check rules ops/prometheus/alerts.yml        (syntax, PromQL, templates)
 #   promtool test rules  ops/prometheus/tests/*.yml       (every alert fires when it should, not when it shouldn't)
+#   promtool promql format <expr>, for every query of ops/grafana/bernstein.json (it parses; Grafana's
+#   $__rate_interval and $partition replaced by 5m and .*)
 # Needs Go (go1.26 builds this version). PROMTOOL_VERSION overrides the pin.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,3 +49,23 @@ fi
 
 "$promtool" check rules ops/prometheus/alerts.yml
 "$promtool" test rules ops/prometheus/tests/*.yml
+# The dashboard's queries parse as PromQL (tests/unit/test_ops_rules.py checks the metrics they name).
+python3 - ops/grafana/bernstein.json <<'PY' |
+import json, sys
+dashboard = json.load(open(sys.argv[1], encoding="utf-8"))
+for panel in dashboard["panels"] + [p for row in dashboard["panels"] for p in row.get("panels", [])]:
+    for target in panel.get("targets", []):
+        print(target["expr"].replace("$__rate_interval", "5m").replace("$partition", ".*"))
+PY
+{
+  n=0
+  while IFS= read -r expr; do
+    n=$((n + 1))
+    if ! "$promtool" promql --experimental format "$expr" >/dev/null; then
+      echo "promtool: ops/grafana/bernstein.json: this query does not parse: $expr" >&2
+      exit 1
+    fi
+  done
+  echo "Checking ops/grafana/bernstein.json"
+  echo "  SUCCESS: $n queries parse"
+}
