@@ -10,6 +10,8 @@ output: the same later inputs give byte-identical outputs with and without it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from consumers.core.model import OutputRecord, RunState, SchedulerState
@@ -185,3 +187,33 @@ def test_a_closed_run_costs_the_same_whatever_its_stages_held() -> None:
     small, large = closed_run(1), closed_run(20)
     assert small.runs["run-1"].submissions == large.runs["run-1"].submissions
     assert small.runs["run-1"].blobs == large.runs["run-1"].blobs == set()
+
+
+class _ReferenceOnly:
+    """The extension, except that every record goes to the Python reference (its lazy view of the native state)."""
+
+    def __init__(self, native: Any) -> None:
+        self._real = native
+
+    def step_one(self, record: Any) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def test_a_close_the_reference_steps_for_the_native_core_reduces_the_native_run() -> None:
+    pair = Pair()
+    for key, value in _before_close():
+        pair.feed(value, key=key)
+    real = pair.native._native
+    pair.native._native = _ReferenceOnly(real)  # type: ignore[assignment]
+    fallbacks = pair.native.fallbacks
+    pair.feed(enc_close("run-1"), key=b"run-1")  # written back through apply_run
+    assert pair.native.fallbacks == fallbacks + 1
+    pair.native._native = real
+    for key, value in _after_close():
+        pair.feed(value, key=key)
+    run = pair.native.to_scheduler_state().runs["run-1"]
+    assert (run.closed, run.stages, run.evidence, run.sessions, run.blobs, run.evidence_bytes) == (True, {}, {}, {}, set(), 0)
+    assert run.submissions == {"action-0": "browser-0", "first": "s1", "second": "s2"}
