@@ -9,7 +9,7 @@
 #   promtool test rules  ops/prometheus/tests/*.yml       (every alert fires when it should, not when it shouldn't)
 #   promtool promql format <expr>, for every query of ops/grafana/bernstein.json (it parses; Grafana's
 #   $__rate_interval and $partition replaced by 5m and .*)
-# Needs Go (go1.26 builds this version). PROMTOOL_VERSION overrides the pin.
+# Needs Go 1.26.7 or newer (the go.mod of this version asks for it). PROMTOOL_VERSION overrides the pin.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
