@@ -285,9 +285,16 @@ def test_a_failing_start_is_one_json_error_line_with_its_code_and_exit_3(tmp_pat
     import subprocess
     import sys
 
-    env = {**os.environ, "BERNSTEIN_KEYS_DIR": str(tmp_path / "no-keys"), "BERNSTEIN_LOG_FORMAT": "json"}
+    # a bootstrap address is named (nothing listens there: the key check comes before any connection), so the
+    # error is the missing keys whether or not this machine has local services in .infra/env
+    env = {
+        **os.environ,
+        "BERNSTEIN_KAFKA_BOOTSTRAP": "127.0.0.1:9",
+        "BERNSTEIN_KEYS_DIR": str(tmp_path / "no-keys"),
+        "BERNSTEIN_LOG_FORMAT": "json",
+    }
     result = subprocess.run(
-        [sys.executable, "-m", "bernstein", "scheduler", "run"], capture_output=True, text=True, env=env, timeout=60
+        [sys.executable, "-m", "bernstein", "scheduler", "run"], capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path
     )
     assert result.returncode == 3
     lines = result.stderr.splitlines()
