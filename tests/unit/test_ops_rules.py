@@ -2,8 +2,8 @@
 
 ``ops/prometheus/alerts.yml`` and ``ops/grafana/bernstein.json`` are checked against the
 metrics ``consumers/metrics.py`` serves (read from a live registry, every conditional family
-present) and the audit follower's (``FOLLOWER_METRICS``: keep it in step with
-``bernstein audit follow --metrics-port``). Every alert carries severity, summary,
+present) and the audit follower's (``FOLLOWER_METRICS``, itself checked against what
+``verifier/follow/metrics.py`` serves). Every alert carries severity, summary,
 description and a runbook anchor that exists in docs/operations.md, covers the follower's
 alert kinds, and has promtool unit tests where it fires and where it does not (promtool
 itself runs them: scripts/promtool.sh). No YAML library is installed: the rules file is read
@@ -16,7 +16,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import pytest
 from prometheus_client import generate_latest
@@ -24,6 +24,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from consumers.metrics import SchedulerMetrics
 from verifier.follow.alerts import AlertKind
+from verifier.follow.consumer import Follower
+from verifier.follow.metrics import FollowerMetrics
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 RULES: Final = ROOT / "ops" / "prometheus" / "alerts.yml"
@@ -32,7 +34,7 @@ DASHBOARD: Final = ROOT / "ops" / "grafana" / "bernstein.json"
 OPERATIONS: Final = ROOT / "docs" / "operations.md"
 
 # The audit follower's metrics (`bernstein audit follow --metrics-port`), sample names as
-# scraped. Keep in step with the follower: a rule or panel naming anything else fails here.
+# scraped; test_the_follower_list_is_what_the_follower_serves keeps it equal to the follower's.
 FOLLOWER_METRICS: Final = frozenset(
     {
         "bernstein_audit_records_verified_total",  # counter {partition}
@@ -159,6 +161,32 @@ def test_every_rule_names_only_metrics_that_are_served(rule: Rule) -> None:
     assert names or RECORDED_NAME.search(rule.expr) or "up{" in rule.expr, rule.expr
     assert names <= KNOWN, f"{rule.name} names metrics nothing serves: {sorted(names - KNOWN)}"
     assert set(RECORDED_NAME.findall(rule.expr)) <= RECORDED
+
+
+class _FollowerTallies:
+    """What ``FollowerMetrics`` reads of a ``Follower``: one partition seen, one alert raised."""
+
+    def __init__(self) -> None:
+        self.verified_by_partition = {0: 5}
+        self.alert_kinds = {"gap": 1}
+        self.last_timestamp_ms = {0: 1_700_000_000_000}
+
+    def lag_by_partition(self) -> dict[int, int]:
+        return {0: 2}
+
+    def readiness(self) -> tuple[bool, str]:
+        return True, "following"
+
+
+def test_the_follower_list_is_what_the_follower_serves() -> None:
+    """FOLLOWER_METRICS equals the bernstein_ samples of verifier/follow/metrics.py: it cannot drift."""
+    registry = FollowerMetrics(cast(Follower, _FollowerTallies())).registry
+    text = generate_latest(registry).decode()
+    families = list(text_string_to_metric_families(text))
+    served = {s.name for family in families for s in family.samples if s.name.startswith("bernstein_")}
+    assert served == FOLLOWER_METRICS
+    kinds = {s.labels["kind"]: s.value for f in families for s in f.samples if s.name == "bernstein_audit_alerts_total"}
+    assert kinds == {k.value: (1 if k.value == "gap" else 0) for k in AlertKind}  # every kind from 0: rules see the first one
 
 
 def test_the_known_metric_list_catches_a_misspelt_name() -> None:
