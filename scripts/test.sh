@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The README's test command (make test): static checks, then unit tests with the network
 # unused (on Python 3.11, then 3.13), the Go and TypeScript SDKs' checks (unit tests and the
-# conformance runners over schemas/vectors), then the services are started with the broker
-# secured (infra/up --secure: SASL_SSL, SCRAM users, ACLs; each component under its own
-# principal) and the integration tests run against them; then a short plaintext smoke test (the broker restarted as `infra/up` starts it
-# for `make demo`). The services are stopped again whatever happened, if this script started them.
+# conformance runners over schemas/vectors), promtool's checks of the alert rules, then the
+# services are started with the broker secured (infra/up --secure: SASL_SSL, SCRAM users, ACLs;
+# each component under its own principal) and the integration tests run against them; then a
+# short plaintext smoke test (the broker restarted as `infra/up` starts it for `make demo`). The
+# services are stopped again whatever happened, if this script started them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=0
@@ -13,6 +14,12 @@ cleanup() {
 }
 trap cleanup EXIT
 t0=$(date +%s)
+# promtool is built from the Go module proxy (minutes on a new machine, mostly one core of
+# compiling): it builds in the background while the unit tests run, and the rule checks' result
+# is awaited before the services start.
+mkdir -p .infra
+scripts/promtool.sh > .infra/promtool-check.log 2>&1 &
+promtool_pid=$!
 scripts/check.sh
 echo "test: unit tests"
 .venv/bin/pytest -q -p no:cacheprovider tests/unit
@@ -24,6 +31,15 @@ producers/go/check.sh
 echo "test: TypeScript SDK (npm ci, tsc, unit tests, conformance over schemas/vectors)"
 producers/typescript/check.sh
 echo "test: SDK checks took $(( $(date +%s) - t_sdk ))s"
+echo "test: alert rules and dashboard (promtool check rules, test rules, dashboard queries; built in the background)"
+t_prom=$(date +%s)
+if ! wait "$promtool_pid"; then
+  cat .infra/promtool-check.log
+  echo "test: scripts/promtool.sh failed (log above)" >&2
+  exit 1
+fi
+cat .infra/promtool-check.log
+echo "test: waited $(( $(date +%s) - t_prom ))s more for promtool"
 if ! infra/status >/dev/null 2>&1; then started=1; fi
 infra/up --secure
 echo "test: integration tests (real Kafka with SASL_SSL and ACLs, real S3)"
