@@ -41,6 +41,7 @@ import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
@@ -154,10 +155,13 @@ def _measure(run_loop: Any, count: int) -> dict[str, float]:
         return counters.consumed >= count
 
     started = time.perf_counter()
+    cpu_started = time.process_time()  # every thread of this process (librdkafka's and the Rust core's too)
     counters = run_loop(until)
     ended = time.perf_counter()
+    cpu = time.process_time() - cpu_started
     first = marks.get("first", started)
     return {
+        "cpu_us_per_record": cpu / max(counters.consumed, 1) * 1e6,
         "records": counters.consumed,
         "seconds": ended - first,
         "seconds_with_startup": ended - started,
@@ -298,7 +302,18 @@ def child(phase: str, bootstrap: str, prefix: str, count: int, input_topic: str)
     print(json.dumps(result))
 
 
+def broker_cpu_seconds() -> float | None:
+    """CPU seconds the local broker's JVM has used (``.infra/kafka/broker.pid``), or None when unknown."""
+    try:
+        pid = int((Path(__file__).resolve().parents[1] / ".infra" / "kafka" / "broker.pid").read_text().split()[0])
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def run_child(phase: str, bootstrap: str, prefix: str, count: int, input_topic: str) -> dict[str, float]:
+    broker_before = broker_cpu_seconds()
     out = subprocess.run(
         [
             sys.executable,
@@ -321,7 +336,11 @@ def run_child(phase: str, bootstrap: str, prefix: str, count: int, input_topic: 
     )
     if out.returncode != 0:
         raise SystemExit(f"bench: {phase} phase failed:\n{out.stderr}")
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    result = dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    broker_after = broker_cpu_seconds()
+    if broker_before is not None and broker_after is not None:
+        result["broker_cpu_us_per_record"] = (broker_after - broker_before) / max(result["records"], 1) * 1e6
+    return result
 
 
 # -- latency ---------------------------------------------------------------------------
@@ -416,6 +435,25 @@ def latency(bootstrap: str, prefix: str, rate: int, seconds: float) -> dict[str,
         return latencies[min(len(latencies) - 1, int(p * len(latencies)))]
 
     return {"count": len(latencies), "rate_achieved": achieved, "p50_ms": pct(0.50), "p99_ms": pct(0.99), "max_ms": latencies[-1]}
+
+
+def _cpu_context(sched: dict[str, float], same: dict[str, float]) -> str:
+    """Where the CPU goes per record, and what it bounds: on this machine the broker, the loop and the
+    scheduler share its cores, so once they are busy every extra microsecond of the scheduler's own work
+    (its checks, an Ed25519 verification per signed submission) is a microsecond the loop does not get."""
+    own = sched["cpu_us_per_record"] - same["cpu_us_per_record"]
+    line = (
+        f"cpu per record: scheduler process {sched['cpu_us_per_record']:.1f} us, same-output process "
+        f"{same['cpu_us_per_record']:.1f} us (the scheduler's own work: {own:.1f} us)"
+    )
+    if "broker_cpu_us_per_record" in same and "broker_cpu_us_per_record" in sched:
+        shared = same["cpu_us_per_record"] + same["broker_cpu_us_per_record"]
+        line += (
+            f"; broker {sched['broker_cpu_us_per_record']:.1f} / {same['broker_cpu_us_per_record']:.1f} us. With every "
+            f"core busy, the scheduler can reach at most {shared / (shared + max(own, 0.0)):.2f} of the same-output loop "
+            f"({os.cpu_count()} cores)"
+        )
+    return line
 
 
 def _median(results: list[dict[str, float]]) -> dict[str, float]:
@@ -524,6 +562,7 @@ def _run(args: argparse.Namespace, bootstrap: str, prefix: str) -> list[str]:
         f"{shape[len(shape) // 2]:.2f} of its speed (per-trial {', '.join(f'{r:.2f}' for r in shape)})",
         flush=True,
     )
+    print(_cpu_context(sched, _median(sames)), flush=True)
     pairs = sorted(s["records_per_second"] / b["records_per_second"] for b, s in zip(bases, scheds, strict=True))
     paired = pairs[len(pairs) // 2]
     print(
