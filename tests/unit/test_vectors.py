@@ -42,6 +42,9 @@ def test_chain_vectors() -> None:
     payload = bytes.fromhex(journal["entry_payload_hex"])
     assert canonical.journal_entry_hash(payload) == journal["entry_hash"]
     assert codec.decode(payload).record["prev_hash"] == journal["genesis"]
+    # every payload names its schema next to its bytes, and the bytes are that schema's record
+    assert codec.decode(payload).schema.name == journal["entry_schema"] == codec.JOURNAL_ENTRY
+    assert codec.encode(journal["entry_schema"], _unhex(journal["entry"])) == payload
 
     seal = document["seal"]
     signer = Ed25519Signer.from_seed(bytes.fromhex(seal["ed25519_seed_hex"]))
@@ -53,12 +56,15 @@ def test_chain_vectors() -> None:
     assert signer.sign(canonical.seal_signing_input(seal_payload)) == signature  # Ed25519 is deterministic
     assert verify_signature(signer.public_key_raw, signature, canonical.seal_signing_input(seal_payload))
     assert codec.decode(seal_payload).record["head_hash"] == journal["entry_hash"]
+    assert codec.encode(seal["seal_schema"], seal["seal"]) == seal_payload and seal["seal_schema"] == codec.RUN_SEAL
 
     audit = document["audit"]
     key = bytes.fromhex(audit["hmac_key_hex"])
     assert canonical.hmac_key_id(key) == audit["hmac_key_id"]
     assert canonical.audit_genesis(key, 0) == audit["genesis_partition_0"]
     assert canonical.audit_mac(key, bytes.fromhex(audit["entry_payload_hex"])) == audit["mac"]
+    assert codec.encode(audit["entry_schema"], audit["entry"]).hex() == audit["entry_payload_hex"]
+    assert audit["entry_schema"] == codec.AUDIT_ENTRY
     for case in document["pae"]:
         assert canonical.pae(case["type"], bytes.fromhex(case["body_hex"])).hex() == case["pae_hex"]
 
@@ -71,6 +77,7 @@ def test_modality_vectors() -> None:
     cu = document["computer_use"]
     key = bytes.fromhex(cu["hmac_key_hex"])
     assert canonical.typed_value_digest(key, cu["typed_value"]) == cu["typed_value_digest"]
+    assert canonical.computer_use_genesis(cu["run_id"], cu["session_id"]) == cu["session_genesis"]
     assert canonical.observation_hash(bytes.fromhex(cu["screenshot_hex"]), cu["dom_digest"]) == cu["observation_hash"]
     assert canonical.action_anchor(cu["session_genesis"], cu["observation_hash"], cu["action"]) == cu["action_anchor"]
 
@@ -81,6 +88,8 @@ def test_checkpoint_vectors() -> None:
     key = bytes.fromhex(audit["hmac_key_hex"])
     payload = bytes.fromhex(audit["entry_payload_hex"])
     assert canonical.hmac_key_id(key) == audit["key_id"]
+    assert codec.encode(audit["entry_schema"], audit["entry"]) == payload and audit["entry_schema"] == codec.AUDIT_ENTRY
+    assert audit["record_schema"] == codec.AUDIT_RECORD_V2
     assert (
         canonical.pae(canonical.DOMAIN_AUDIT_RECORD_V2, canonical.pae(audit["key_id"], payload)).hex() == audit["mac_input_hex"]
     )
@@ -89,7 +98,7 @@ def test_checkpoint_vectors() -> None:
     # the MAC binds the key id: the same payload under another key id has another MAC
     assert canonical.audit_record_mac(key, "sha256:" + "0" * 64, payload) != audit["mac"]
     name, fields = codec.split_envelope(bytes.fromhex(audit["record_hex"]))
-    assert (name, fields) == (codec.AUDIT_RECORD_V2, (payload, audit["key_id"], audit["mac"]))
+    assert (name, fields) == (audit["record_schema"], (payload, audit["key_id"], audit["mac"]))
 
     checkpoints = document["checkpoints"]
     signer = Ed25519Signer.from_seed(bytes.fromhex(checkpoints["ed25519_seed_hex"]))
@@ -99,6 +108,7 @@ def test_checkpoint_vectors() -> None:
     for seq, case in enumerate(checkpoints["chain"]):
         cp_payload = bytes.fromhex(case["payload_hex"])
         assert codec.encode(codec.PARTITION_CHECKPOINT, case["checkpoint"]) == cp_payload
+        assert (case["payload_schema"], case["record_schema"]) == (codec.PARTITION_CHECKPOINT, codec.CHECKPOINT_RECORD)
         assert case["checkpoint"]["seq"] == seq and case["checkpoint"]["prev_hash"] == prev
         assert canonical.checkpoint_signing_input(cp_payload).hex() == case["signing_input_hex"]
         signature = bytes.fromhex(case["signature_hex"])

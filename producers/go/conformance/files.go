@@ -35,16 +35,6 @@ func (r *Runner) decodeJSON(data []byte) (string, any, error) {
 	return s.Name, form, err
 }
 
-// schemaOfHex names the schema in the header of a stated payload (the vectors name a payload's
-// schema by its fingerprint).
-func (r *Runner) schemaOf(data []byte) string {
-	s, err := r.codec.SchemaOf(data)
-	if err != nil {
-		return ""
-	}
-	return s.Name
-}
-
 // reproduceRecord: encoding record gives want, and decoding want gives record (re-encoded to the same bytes).
 func (r *Runner) reproduceRecord(name, schemaName string, record any, want []byte) {
 	if schemaName == "" {
@@ -225,21 +215,21 @@ func runChain(r *Runner, doc obj) {
 		r.same(fmt.Sprintf("chain/pae[%d]", i), hexs(bernstein.PAE(p.str("type"), p.hex("body_hex"))), p.str("pae_hex"))
 	}
 	j := doc.obj("journal")
-	j.onlyKeys("run_id", "genesis", "entry", "entry_payload_hex", "entry_hash")
+	j.onlyKeys("run_id", "genesis", "entry", "entry_schema", "entry_payload_hex", "entry_hash")
 	r.same("chain/journal/genesis", bernstein.JournalGenesis(j.str("run_id")), j.str("genesis"))
 	entry := j.obj("entry")
 	r.same("chain/journal/entry.prev_hash", entry.str("prev_hash"), j.str("genesis"))
 	payload := j.hex("entry_payload_hex")
-	r.reproduceRecord("chain/journal/entry", r.schemaOf(payload), entry.m, payload)
+	r.reproduceRecord("chain/journal/entry", j.str("entry_schema"), entry.m, payload)
 	r.same("chain/journal/entry_hash", bernstein.JournalEntryHash(payload), j.str("entry_hash"))
 
 	s := doc.obj("seal")
-	s.onlyKeys("ed25519_seed_hex", "public_key_hex", "key_id", "seal", "seal_payload_hex", "signing_input_hex", "signature_hex")
+	s.onlyKeys("ed25519_seed_hex", "public_key_hex", "key_id", "seal", "seal_schema", "seal_payload_hex", "signing_input_hex", "signature_hex")
 	if signer := seedSigner(r, "chain/seal", s.hex("ed25519_seed_hex")); signer != nil {
 		r.same("chain/seal/public_key", hexs(signer.PublicKey()), s.str("public_key_hex"))
 		r.same("chain/seal/key_id", signer.KeyID(), s.str("key_id"))
 		sealPayload := s.hex("seal_payload_hex")
-		r.reproduceRecord("chain/seal/seal", r.schemaOf(sealPayload), s.obj("seal").m, sealPayload)
+		r.reproduceRecord("chain/seal/seal", s.str("seal_schema"), s.obj("seal").m, sealPayload)
 		input := bernstein.SealSigningInput(sealPayload)
 		r.same("chain/seal/signing_input", hexs(input), s.str("signing_input_hex"))
 		r.same("chain/seal/signature", hexs(signer.Sign(input)), s.str("signature_hex"))
@@ -247,7 +237,7 @@ func runChain(r *Runner, doc obj) {
 	}
 
 	a := doc.obj("audit")
-	a.onlyKeys("hmac_key_hex", "hmac_key_id", "genesis_partition_0", "entry", "entry_payload_hex", "mac")
+	a.onlyKeys("hmac_key_hex", "hmac_key_id", "genesis_partition_0", "entry", "entry_schema", "entry_payload_hex", "mac")
 	key := a.hex("hmac_key_hex")
 	r.same("chain/audit/hmac_key_id", bernstein.HMACKeyID(key), a.str("hmac_key_id"))
 	r.same("chain/audit/genesis_partition_0", bernstein.AuditGenesis(key, 0), a.str("genesis_partition_0"))
@@ -255,7 +245,7 @@ func runChain(r *Runner, doc obj) {
 	r.same("chain/audit/entry.prev_mac", auditEntry.str("prev_mac"), a.str("genesis_partition_0"))
 	r.same("chain/audit/entry.record_hash", auditEntry.str("record_hash"), j.str("entry_hash"))
 	auditPayload := a.hex("entry_payload_hex")
-	r.reproduceRecord("chain/audit/entry", r.schemaOf(auditPayload), auditEntry.m, auditPayload)
+	r.reproduceRecord("chain/audit/entry", a.str("entry_schema"), auditEntry.m, auditPayload)
 	r.same("chain/audit/mac", bernstein.AuditMAC(key, auditPayload), a.str("mac"))
 }
 
@@ -263,19 +253,20 @@ func runChain(r *Runner, doc obj) {
 
 func runCheckpoints(r *Runner, doc obj) {
 	a := doc.obj("audit_record_v2")
-	a.onlyKeys("hmac_key_hex", "key_id", "entry", "entry_payload_hex", "mac_input_hex", "mac", "mac_v1_of_same_payload", "record_hex")
+	a.onlyKeys("hmac_key_hex", "key_id", "entry", "entry_schema", "entry_payload_hex", "mac_input_hex", "mac", "mac_v1_of_same_payload",
+		"record_schema", "record_hex")
 	key := a.hex("hmac_key_hex")
 	keyID := a.str("key_id")
 	r.same("checkpoints/audit_record_v2/key_id", bernstein.HMACKeyID(key), keyID)
 	payload := a.hex("entry_payload_hex")
-	r.reproduceRecord("checkpoints/audit_record_v2/entry", r.schemaOf(payload), a.obj("entry").m, payload)
+	r.reproduceRecord("checkpoints/audit_record_v2/entry", a.str("entry_schema"), a.obj("entry").m, payload)
 	r.same("checkpoints/audit_record_v2/mac_input", hexs(bernstein.AuditRecordMACInput(keyID, payload)), a.str("mac_input_hex"))
 	mac := bernstein.AuditRecordMAC(key, keyID, payload)
 	r.same("checkpoints/audit_record_v2/mac", mac, a.str("mac"))
 	r.same("checkpoints/audit_record_v2/mac_v1_of_same_payload", bernstein.AuditMAC(key, payload), a.str("mac_v1_of_same_payload"))
 	record := a.hex("record_hex")
 	envelope := map[string]any{"key_id": keyID, "payload": map[string]any{"hex": hexs(payload)}, "mac": mac}
-	r.reproduceRecord("checkpoints/audit_record_v2/record", r.schemaOf(record), envelope, record)
+	r.reproduceRecord("checkpoints/audit_record_v2/record", a.str("record_schema"), envelope, record)
 
 	c := doc.obj("checkpoints")
 	c.onlyKeys("ed25519_seed_hex", "public_key_hex", "key_id", "genesis_partition_0", "chain")
@@ -288,19 +279,20 @@ func runCheckpoints(r *Runner, doc obj) {
 	r.same("checkpoints/checkpoints/genesis_partition_0", bernstein.CheckpointGenesis(0), c.str("genesis_partition_0"))
 	prev := bernstein.CheckpointGenesis(0)
 	for i, link := range c.objs("chain") {
-		link.onlyKeys("checkpoint", "payload_hex", "signing_input_hex", "signature_hex", "record_hex", "checkpoint_hash")
+		link.onlyKeys("checkpoint", "payload_schema", "payload_hex", "signing_input_hex", "signature_hex", "record_schema", "record_hex",
+			"checkpoint_hash")
 		name := fmt.Sprintf("checkpoints/checkpoints/chain[%d]", i)
 		cp := link.obj("checkpoint")
 		r.same(name+"/checkpoint.prev_hash", cp.str("prev_hash"), prev)
 		cpPayload := link.hex("payload_hex")
-		r.reproduceRecord(name+"/checkpoint", r.schemaOf(cpPayload), cp.m, cpPayload)
+		r.reproduceRecord(name+"/checkpoint", link.str("payload_schema"), cp.m, cpPayload)
 		input := bernstein.CheckpointSigningInput(cpPayload)
 		r.same(name+"/signing_input", hexs(input), link.str("signing_input_hex"))
 		sig := signer.Sign(input)
 		r.same(name+"/signature", hexs(sig), link.str("signature_hex"))
 		rec := link.hex("record_hex")
 		env := map[string]any{"payload": map[string]any{"hex": hexs(cpPayload)}, "key_id": signer.KeyID(), "signature": map[string]any{"hex": hexs(sig)}}
-		r.reproduceRecord(name+"/record", r.schemaOf(rec), env, rec)
+		r.reproduceRecord(name+"/record", link.str("record_schema"), env, rec)
 		prev = bernstein.CheckpointHash(cpPayload)
 		r.same(name+"/checkpoint_hash", prev, link.str("checkpoint_hash"))
 	}
@@ -333,23 +325,10 @@ func runModalities(r *Runner, doc obj) {
 	if r.ok("modalities/computer_use/observation_hash", err) {
 		r.same("modalities/computer_use/observation_hash", obsHash, c.str("observation_hash"))
 	}
-	// session_genesis = genesis(run_id, session_id). modalities.json does not state the two ids
-	// (reported to the lead); they are read from the vector when stated, else from the lineage
-	// entry of signatures.json, whose parent is the same session's genesis.
-	runID, sessionID := "", ""
-	if c.has("run_id") && c.has("session_id") {
-		runID, sessionID = c.str("run_id"), c.str("session_id")
-	} else if entry, ok := r.lineageEntry(); ok {
-		runID, _ = entry["run_id"].(string)
-		sessionID, _ = entry["session_id"].(string)
-	}
-	if runID == "" || sessionID == "" {
-		r.miss("modalities/computer_use/session_genesis", "not stated: no run_id and session_id to recompute it from")
-	} else {
-		genesis, err := bernstein.ComputerUseGenesis(runID, sessionID)
-		if r.ok("modalities/computer_use/session_genesis", err) {
-			r.same("modalities/computer_use/session_genesis", genesis, c.str("session_genesis"))
-		}
+	// session_genesis = genesis(run_id, session_id), from the ids the vector states.
+	genesis, err := bernstein.ComputerUseGenesis(c.str("run_id"), c.str("session_id"))
+	if r.ok("modalities/computer_use/session_genesis", err) {
+		r.same("modalities/computer_use/session_genesis", genesis, c.str("session_genesis"))
 	}
 	anchor, err := bernstein.ActionAnchor(c.str("session_genesis"), c.str("observation_hash"), action.m)
 	if r.ok("modalities/computer_use/action_anchor", err) {
