@@ -1,6 +1,6 @@
 """Memory per closed run, before and after bounded state (issue 15 item 2), in both scheduler cores.
 
-    python -m bench.state_memory [--runs 2000] [--stages 10] [--observations 3]
+    python -m bench.state_memory [--runs 2000] [--native-runs 10000] [--trials 3] [--stages 10] [--observations 3]
 
 No services needed: the cores are stepped directly. Each measurement runs in its own child
 process, over ``--runs`` runs of ``--stages`` accepted stages each (signed ActivitySubmission.v3
@@ -8,7 +8,9 @@ with ``--observations`` sized observations, as ``bench.scheduler`` publishes), e
 closed with a signed RunClose.v2. The inputs are built before measuring; outputs are dropped.
 
 - Python core: ``tracemalloc``'s traced bytes after the steps minus before, per run.
-- Rust core: the resident set (``/proc/self/statm``) after minus before, per run.
+- Rust core: the resident set (``/proc/self/statm``) after minus before, per run, over
+  ``--native-runs`` runs (RSS moves by pages and allocator arenas: more runs, less noise), the
+  median of ``--trials`` children.
 
 "before" is the state shape before bounded state, where a final seal only marked the run
 closed. For the Python core it is measured by stepping with that old ``RunState.close``; the
@@ -26,6 +28,7 @@ import argparse
 import gc
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tracemalloc
@@ -147,16 +150,21 @@ def child(core_name: str, scenario: str, runs: int, stages: int, observations: i
 
 
 def _run_child(core: str, scenario: str, args: argparse.Namespace) -> float:
+    runs, trials = (args.runs, 1) if core == "python" else (args.native_runs, args.trials)
     command = [sys.executable, "-m", "bench.state_memory", "--child", core, scenario]
-    command += ["--runs", str(args.runs), "--stages", str(args.stages), "--observations", str(args.observations)]
-    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    result: float = json.loads(out.strip().splitlines()[-1])["per_run"]
-    return result
+    command += ["--runs", str(runs), "--stages", str(args.stages), "--observations", str(args.observations)]
+    results: list[float] = []
+    for _ in range(trials):
+        out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+        results.append(json.loads(out.strip().splitlines()[-1])["per_run"])
+    return statistics.median(results)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.state_memory", description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=2000)
+    parser.add_argument("--native-runs", type=int, default=10000)
+    parser.add_argument("--trials", type=int, default=3, help="children per Rust-core measurement (median)")
     parser.add_argument("--stages", type=int, default=10)
     parser.add_argument("--observations", type=int, default=3)
     parser.add_argument("--child", nargs=2, metavar=("CORE", "SCENARIO"), help=argparse.SUPPRESS)
@@ -166,7 +174,10 @@ def main() -> int:
         print(json.dumps(child(core, scenario, args.runs, args.stages, args.observations)))
         return 0
     n, k, o = args.runs, args.stages, args.observations
-    print(f"{n} runs x {k} stages, {o} observations per stage; bytes of scheduler state per run")
+    print(
+        f"{n} runs (Python core; Rust core: {args.native_runs}, median of {args.trials}) x {k} stages, "
+        f"{o} observations per stage; bytes of scheduler state per run"
+    )
     results: dict[tuple[str, str], float] = {}
     for core in ("python", "native"):
         for scenario in SCENARIOS:

@@ -289,6 +289,7 @@ impl RunState {
         self.sessions = Vec::new();
         self.evidence_bytes = 0;
         self.blobs = Set::with_hasher(hasher);
+        self.submissions.shrink_to_fit(); // what stays for good: no spare capacity
     }
 }
 
