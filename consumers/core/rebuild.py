@@ -8,7 +8,9 @@ length it covered). Folding them gives exactly the state the scheduler had
 after its last committed transaction, so redundancy memory, the submission
 ids a retry may repeat, chain heads, each run's evidence total (the declared
 sizes of its distinct blobs, from JournalEntry.v2 and ComputerUseEntry.v2),
-the audit head and the checkpoint chain survive restarts. The fold is pure:
+the audit head and the checkpoint chain survive restarts. A run's final seal reduces it as the
+step does (``RunState.close``: a closed run keeps its submission ids, head and counts), so the
+rebuilt state is the reduced one the scheduler had. The fold is pure:
 the shell feeds it the records it read, and the native core loads the
 ``SchedulerState`` it returns, so both cores start from the same state.
 

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 
 from consumers.core.model import OutputRecord, RunState, SchedulerState
+from consumers.core.rebuild import _apply_entry
+from schemas import codec
 from tests.unit.test_native_core import Pair
 from tests.unit.test_scheduler_core import (
     Driver,
@@ -217,3 +219,20 @@ def test_a_close_the_reference_steps_for_the_native_core_reduces_the_native_run(
     run = pair.native.to_scheduler_state().runs["run-1"]
     assert (run.closed, run.stages, run.evidence, run.sessions, run.blobs, run.evidence_bytes) == (True, {}, {}, {}, set(), 0)
     assert run.submissions == {"action-0": "browser-0", "first": "s1", "second": "s2"}
+
+
+def test_an_entry_folded_after_a_final_seal_grows_only_the_closed_runs_submission_ids() -> None:
+    """The step never journals after a final seal; the fold, given one that chains, keeps the run reduced."""
+    stages: Inputs = [(b"run-1", enc_sub(stage_id=f"s{i}", pages=[b"%d" % i], submission_id=f"id-{i}")) for i in range(2)]
+    open_run = Driver()
+    _feed(open_run, stages)
+    closed = Driver()
+    _feed(closed, [stages[0], (b"run-1", enc_close("run-1"))])
+    state = closed.rebuilt()
+    # the second entry of the open run chains onto the closed run's head (same first entry, same offset)
+    second = codec.decode(open_run.journal_values()[1]).record
+    assert _apply_entry(state, codec.default_codec(), second) is None
+    run = state.runs["run-1"]
+    assert (run.entry_count, run.head) == (2, open_run.state.runs["run-1"].head)
+    assert run.submissions == {"id-0": "s0", "id-1": "s1"}
+    assert (run.closed, run.stages, run.evidence, run.blobs, run.evidence_bytes) == (True, {}, {}, set(), 0)
