@@ -403,6 +403,264 @@ def _avro_samples() -> dict[str, dict[str, Any]]:
             "input": {"topic": "bernstein.activity.submissions", "partition": 0, "offset": 9},
             "record_timestamp_ms": 1767225600002,
         },
+        **_envelope_samples(),
+        **_other_samples(),
+    }
+
+
+POSITION = {"topic": "bernstein.activity.submissions", "partition": 0, "offset": 14}
+SCREENSHOT = b"\x89PNG fake screenshot"
+DOM = b'- heading "Sign up" [level=1]'
+
+
+def _computer_use_action(*, sizes: bool) -> dict[str, Any]:
+    """The typed action of signatures.json (run-42, session-1, action 0) as a ComputerUseAction record."""
+    from schemas.documents.browser import Action, LineageBinding, lineage_entry
+
+    signer = _producer()
+    genesis = canonical.computer_use_genesis("run-42", "session-1")
+    dom_digest = canonical.sha256_digest(DOM)
+    obs = canonical.observation_hash(SCREENSHOT, dom_digest)
+    action = Action("type", "#email", canonical.typed_value_digest(REDACTION_KEY, "ada@example.org"))
+    anchor = canonical.action_anchor(genesis, obs, action.to_record())
+    entry = canonical.canonical_json(
+        lineage_entry(
+            LineageBinding("run-42", "session-1", 0, anchor, genesis, "worker@host"),
+            key_id=signer.key_id,
+            hmac_key_id=canonical.hmac_key_id(LINEAGE_KEY),
+            observation_hash=obs,
+            screenshot_hash=canonical.sha256_digest(SCREENSHOT),
+            dom_digest=dom_digest,
+            action=action,
+        )
+    )
+    record: dict[str, Any] = {
+        "submission_id": "session-1-0",
+        "run_id": "run-42",
+        "session_id": "session-1",
+        "action_index": 0,
+        "producer": {"id": "worker@host", "sdk": "bernstein-python/0.1.0"},
+        "prev_anchor": genesis,
+        "screenshot_hash": canonical.sha256_digest(SCREENSHOT),
+        "dom_digest": dom_digest,
+        "observation_hash": obs,
+        "action": action.to_record(),
+        "anchor": anchor,
+        "lineage": {
+            "entry": entry,
+            "hmac": canonical.lineage_hmac(LINEAGE_KEY, entry),
+            "key_id": signer.key_id,
+            "signature": signer.sign(canonical.lineage_signing_input(entry)),
+        },
+        "occurred_at_ms": 1767225600006,
+    }
+    if sizes:
+        record["screenshot_size"], record["dom_size"] = len(SCREENSHOT), len(DOM)
+    return record
+
+
+def _computer_use_entry(*, sizes: bool) -> dict[str, Any]:
+    """The journal entry of ``_computer_use_action`` (the run's fourth entry)."""
+    act = _computer_use_action(sizes=sizes)
+    lineage = act["lineage"]
+    entry: dict[str, Any] = {
+        "run_id": act["run_id"],
+        "seq": 3,
+        "prev_hash": canonical.sha256_digest(b"previous entry"),
+        "entry_type": "computer_use.action",
+        "session_id": act["session_id"],
+        "action_index": act["action_index"],
+        "producer_id": act["producer"]["id"],
+        "submission_id": act["submission_id"],
+        "prev_anchor": act["prev_anchor"],
+        "anchor": act["anchor"],
+        "screenshot_hash": act["screenshot_hash"],
+        "dom_digest": act["dom_digest"],
+        "observation_hash": act["observation_hash"],
+        "action": act["action"],
+        "lineage_entry_hash": canonical.sha256_digest(lineage["entry"]),
+        "lineage_key_id": lineage["key_id"],
+        "lineage_signature": lineage["signature"],
+        "lineage_hmac": lineage["hmac"],
+        "lineage_entry": lineage["entry"],
+        "input": POSITION,
+        "occurred_at_ms": act["occurred_at_ms"],
+    }
+    if sizes:
+        entry["screenshot_size"], entry["dom_size"] = act["screenshot_size"], act["dom_size"]
+    return entry
+
+
+def _audit_entries() -> tuple[dict[str, Any], dict[str, Any]]:
+    """AuditEntry.v1 of the v3 journal entry, and AuditEntry.v2 of the computer-use entry (chained after it)."""
+    journal = _journal_entry_v3()
+    payload = codec.encode(codec.JOURNAL_ENTRY_V3, journal)
+    v1 = {
+        "partition": 0,
+        "seq": 2,
+        "prev_mac": canonical.audit_mac(HMAC_KEY, b"previous audit entry"),
+        "event": "activity.result",
+        "run_id": journal["run_id"],
+        "stage_id": journal["stage_id"],
+        "kind": journal["kind"],
+        "terminal_state": journal["terminal_state"],
+        "reason_code": journal["reason_code"],
+        "artifact_hash": journal["artifact_hash"],
+        "evidence_set_hash": journal["evidence_set_hash"],
+        "record_hash": canonical.journal_entry_hash(payload),
+        "journal_seq": journal["seq"],
+        "input": journal["input"],
+    }
+    cu = _computer_use_entry(sizes=True)
+    cu_payload = codec.encode(codec.COMPUTER_USE_ENTRY_V2, cu)
+    v2 = {
+        "partition": 0,
+        "seq": 3,
+        "prev_mac": canonical.audit_record_mac(HMAC_KEY, canonical.hmac_key_id(HMAC_KEY), codec.encode(codec.AUDIT_ENTRY, v1)),
+        "event": "computer_use.action",
+        "run_id": cu["run_id"],
+        "stage_id": cu["session_id"],
+        "kind": "browser",
+        "terminal_state": "",
+        "reason_code": "",
+        "artifact_hash": "",
+        "evidence_set_hash": "",
+        "record_hash": canonical.journal_entry_hash(cu_payload),
+        "journal_seq": cu["seq"],
+        "input": cu["input"],
+        "computer_use": {
+            "session_id": cu["session_id"],
+            "action_index": cu["action_index"],
+            "anchor": cu["anchor"],
+            "prev_anchor": cu["prev_anchor"],
+            "screenshot_hash": cu["screenshot_hash"],
+            "dom_digest": cu["dom_digest"],
+            "observation_hash": cu["observation_hash"],
+            "action_kind": cu["action"]["kind"],
+            "action_digest": canonical.action_digest(cu["action"]),
+            "lineage_entry_hash": cu["lineage_entry_hash"],
+            "worker_id": cu["producer_id"],
+        },
+    }
+    return v1, v2
+
+
+def _envelope_samples() -> dict[str, dict[str, Any]]:
+    """The envelopes (audit, seal, checkpoint records) around real payloads, with their MACs and signatures."""
+    sealer = Ed25519PrivateKey.from_private_bytes(SEED)
+    seal_key_id = canonical.public_key_id(
+        sealer.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    )
+    audit_v1, audit_v2 = _audit_entries()
+    audit_v1_payload = codec.encode(codec.AUDIT_ENTRY, audit_v1)
+    audit_v2_payload = codec.encode(codec.AUDIT_ENTRY_V2, audit_v2)
+    key_id = canonical.hmac_key_id(HMAC_KEY)
+    seal = {
+        "run_id": "run-42",
+        "partition": 0,
+        "entry_count": 4,
+        "head_hash": canonical.journal_entry_hash(codec.encode(codec.COMPUTER_USE_ENTRY_V2, _computer_use_entry(sizes=True))),
+        "last_input_offset": 15,
+        "final": False,
+        "audit_seq": 4,
+        "audit_head": canonical.audit_record_mac(HMAC_KEY, key_id, audit_v2_payload),
+        "sealed_at_ms": 1767225600007,
+    }
+    seal_payload = codec.encode(codec.RUN_SEAL, seal)
+    checkpoint = {
+        "partition": 0,
+        "seq": 2,
+        "prev_hash": canonical.checkpoint_hash(b"previous checkpoint"),
+        "input_topic": "bernstein.activity.submissions",
+        "next_offset": 16,
+        "audit_seq": 4,
+        "audit_head": seal["audit_head"],
+        "reason": "periodic",
+        "checkpoint_every": 1000,
+        "checkpointed_at_ms": 1767225600008,
+    }
+    checkpoint_payload = codec.encode(codec.PARTITION_CHECKPOINT, checkpoint)
+    return {
+        codec.AUDIT_ENTRY: audit_v1,
+        codec.AUDIT_ENTRY_V2: audit_v2,
+        codec.AUDIT_RECORD: {
+            "payload": audit_v1_payload,
+            "key_id": key_id,
+            "mac": canonical.audit_mac(HMAC_KEY, audit_v1_payload),
+        },
+        codec.AUDIT_RECORD_V2: {
+            "key_id": key_id,
+            "payload": audit_v2_payload,
+            "mac": canonical.audit_record_mac(HMAC_KEY, key_id, audit_v2_payload),
+        },
+        codec.RUN_SEAL: seal,
+        codec.SEAL_RECORD: {
+            "payload": seal_payload,
+            "key_id": seal_key_id,
+            "signature": sealer.sign(canonical.seal_signing_input(seal_payload)),
+        },
+        codec.PARTITION_CHECKPOINT: checkpoint,
+        codec.CHECKPOINT_RECORD: {
+            "payload": checkpoint_payload,
+            "key_id": seal_key_id,
+            "signature": sealer.sign(canonical.checkpoint_signing_input(checkpoint_payload)),
+        },
+    }
+
+
+def _other_samples() -> dict[str, dict[str, Any]]:
+    """The schemas no other sample covers: the first journal entry version, computer use, refusals, dead letters v1."""
+    sub = _signed_activity()
+    return {
+        codec.JOURNAL_ENTRY: {
+            "run_id": "run-42",
+            "seq": 0,
+            "prev_hash": canonical.journal_genesis("run-42"),
+            "entry_type": "activity.result",
+            "stage_id": "research-0",
+            "role": "scout",
+            "kind": "research",
+            "producer_id": "worker@host",
+            "submission_id": "00000000000000000000000000000001",
+            "artifact_hash": canonical.artifact_hash(b'"report"'),
+            "evidence_set_hash": canonical.evidence_set_hash([H["alpha"]]),
+            "observations": [{"kind": "page", "ref": "https://a", "content_hash": H["alpha"]}],
+            "terminal_state": "completed",
+            "reason_code": "ok",
+            "input": {"topic": "bernstein.activity.submissions", "partition": 0, "offset": 7},
+            "occurred_at_ms": 1767225600000,
+        },
+        codec.COMPUTER_USE_ACTION: _computer_use_action(sizes=False),
+        codec.COMPUTER_USE_ACTION_V2: _computer_use_action(sizes=True),
+        codec.COMPUTER_USE_ENTRY: _computer_use_entry(sizes=False),
+        codec.COMPUTER_USE_ENTRY_V2: _computer_use_entry(sizes=True),
+        codec.REFUSAL: {
+            "exception": "RedundantStage",
+            "code": "REDUNDANT_STAGE",
+            "message": "stage 'research-3' introduces no new evidence (evidence_set_hash already contributed by stage "
+            "'research-2')",
+            "run_id": sub["run_id"],
+            "stage_id": "research-3",
+            "role": sub["role"],
+            "kind": sub["kind"],
+            "submission_id": "00000000000000000000000000000006",
+            "field": "evidence_set_hash",
+            "declared": sub["evidence_set_hash"],
+            "recomputed": sub["evidence_set_hash"],
+            "earlier_stage_id": sub["stage_id"],
+            "input": {"topic": "bernstein.activity.submissions", "partition": 0, "offset": 17},
+            "occurred_at_ms": 1767225600009,
+        },
+        codec.DEAD_LETTER: {
+            "code": "NOT_AVRO_SINGLE_OBJECT",
+            "detail": "value is not an Avro single-object record",
+            "raw_sha256": canonical.sha256_digest(b"junk"),
+            "raw_size": 4,
+            "raw": b"junk",
+            "key": b"run-42",
+            "input": {"topic": "bernstein.activity.submissions", "partition": 0, "offset": 9},
+            "record_timestamp_ms": 1767225600002,
+        },
     }
 
 

@@ -13,8 +13,9 @@ from substrate.keys import Ed25519Signer, verify_signature
 VECTORS = Path(__file__).resolve().parents[2] / "schemas" / "vectors"
 
 
-def _load(name: str) -> dict:  # type: ignore[type-arg]
-    return json.loads((VECTORS / name).read_text(encoding="utf-8"))
+def _load(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((VECTORS / name).read_text(encoding="utf-8"))
+    return loaded
 
 
 def test_vector_files_are_current() -> None:
@@ -173,3 +174,20 @@ def _unhex(value: Any) -> Any:
     if isinstance(value, list):
         return [_unhex(v) for v in value]
     return value
+
+
+def test_every_schema_has_a_sample_record_and_its_single_object_bytes() -> None:
+    """avro.json pins every schema of schemas/avro/*.avsc with a sample record -> single-object bytes."""
+    document = _load("avro.json")
+    shipped = sorted(path.stem for path in (VECTORS.parent / "avro").glob("*.avsc"))
+    by_name = {item["schema"]: item for item in document["schemas"]}
+    assert sorted(by_name) == shipped
+    missing = [name for name in shipped if "record" not in by_name[name] or "single_object_hex" not in by_name[name]]
+    assert missing == [], f"avro.json has no sample record for {missing}: add one to schemas/vectors/generate.py"
+    for name, item in by_name.items():
+        record = _unhex(item["record"])
+        data = bytes.fromhex(item["single_object_hex"])
+        assert codec.encode(name, record) == data, name
+        decoded = codec.decode(data)
+        assert (decoded.schema.name, decoded.record) == (name, record), name
+        assert data[:2] == codec.MAGIC and data[2:10].hex() == item["fingerprint_crc64_avro_le"], name

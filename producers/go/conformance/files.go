@@ -88,16 +88,19 @@ func runAvro(r *Runner, doc obj) {
 		}
 		r.same(base+"/parsing_canonical_form", s.CanonicalForm, item.str("parsing_canonical_form"))
 		r.same(base+"/fingerprint", hexs(s.Fingerprint[:]), item.str("fingerprint_crc64_avro_le"))
-		if item.has("record") || item.has("single_object_hex") {
-			record, _ := item.raw("record")
-			r.reproduceRecord(base, name, record, item.hex("single_object_hex"))
-			// The SDK's own typed path for what it publishes.
-			switch name {
-			case bernstein.SchemaActivitySubmissionV3:
-				r.sdkSubmission(base+"/sdk_struct", record, item.hex("single_object_hex"))
-			case bernstein.SchemaRunCloseV2:
-				r.sdkRunClose(base+"/sdk_struct", record, item.hex("single_object_hex"))
-			}
+		// Every schema has a sample (a missing record or bytes is a miss: "not stated").
+		record, stated := item.raw("record")
+		want := item.hex("single_object_hex")
+		if !stated {
+			continue
+		}
+		r.reproduceRecord(base, name, record, want)
+		// The SDK's own typed path for what it publishes.
+		switch name {
+		case bernstein.SchemaActivitySubmissionV3:
+			r.sdkSubmission(base+"/sdk_struct", record, want)
+		case bernstein.SchemaRunCloseV2:
+			r.sdkRunClose(base+"/sdk_struct", record, want)
 		}
 	}
 	for _, name := range r.codec.Names() {
