@@ -17,6 +17,8 @@ import pytest
 from consumers.core.model import OutputRecord, RunState, SchedulerState
 from consumers.core.rebuild import _apply_entry
 from schemas import codec
+from schemas.canonical import canonical_json
+from schemas.records import BROWSER_SESSION_FORMAT
 from tests.unit.test_native_core import Pair
 from tests.unit.test_scheduler_core import (
     Driver,
@@ -50,9 +52,24 @@ def _after_close() -> Inputs:
         (b"run-1", enc_sub(stage_id="s3", pages=[b"shared", b"one"], submission_id="fourth")),  # evidence it holds
         (b"run-1", _cu_action(index=0)),  # the action again: its submission_id is journalled
         (b"run-1", _cu_action(index=1)),  # the session's next action
+        (b"run-1", _browser_result()),  # the session's browser result, naming its head after one action
         (b"run-1", enc_close("run-1")),  # a second close
         (b"run-2", enc_sub(run_id="run-2", stage_id="s2", pages=[b"still open"])),
     ]
+
+
+def _browser_result() -> bytes:
+    """The browser stage that would end session browser-0 of an open run-1 (its head anchor after action 0)."""
+    anchor = codec.decode(_cu_action(index=0)).record["anchor"]
+    document = {"format": BROWSER_SESSION_FORMAT, "session_id": "browser-0", "head_anchor": anchor, "action_count": 1}
+    return enc_sub(
+        role="navigator",
+        kind="browser",
+        stage_id="browser-0",
+        pages=[b"end"],
+        artifact=canonical_json(document),
+        submission_id="end",
+    )
 
 
 def _feed(driver: Driver, inputs: Inputs) -> list[OutputRecord]:
@@ -104,6 +121,13 @@ def test_a_closed_run_keeps_its_submissions_head_and_counts_and_nothing_else() -
     assert not open_run.closed and list(open_run.stages) == ["s1"] and len(open_run.blobs) == 1
 
 
+def test_the_browser_result_is_what_the_open_run_would_accept() -> None:
+    d = Driver()
+    _feed(d, _before_close())
+    outs = d.feed(_browser_result(), key=b"run-1")
+    assert outs[0].what == "journal-entry" and d.state.runs["run-1"].sessions["browser-0"].closed
+
+
 def test_later_inputs_to_a_closed_run_give_the_outputs_of_an_unreduced_run() -> None:
     old, old_outputs = _closed_then(_after_close(), reduce=False)
     assert set(old.state.runs["run-1"].stages) == {"s1", "s2"} and old.state.runs["run-1"].sessions  # kept, unreduced
@@ -118,6 +142,7 @@ def test_later_inputs_to_a_closed_run_give_the_outputs_of_an_unreduced_run() -> 
         ("RUN_CLOSED", None),
         ("RUN_CLOSED", None),
         ("DUPLICATE_SUBMISSION", "browser-0"),
+        ("RUN_CLOSED", None),
         ("RUN_CLOSED", None),
         ("RUN_CLOSED", None),
     ]
