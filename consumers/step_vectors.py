@@ -72,6 +72,19 @@ class _Key:
 
 
 KEYS: Final = {name: _Key(seed) for name, seed in PRODUCER_SEEDS.items()}
+LINEAGE_KEYS: Final = {name: b"producer lineage key" for name in PRODUCER_SEEDS}
+"""Each producer's lineage HMAC key (producer-held: the scheduler never sees it; keys.producers states it)."""
+
+BLOBS: dict[str, bytes] = {}
+"""Every blob whose bytes a derived value of steps.json is computed from (sha256 digest -> bytes), as the
+cases name them: pages, screenshots and DOM snapshots, data/ops inputs and outputs (steps.json ``blobs``)."""
+
+
+def blob(data: bytes) -> str:
+    """``data``'s content hash, its bytes kept for steps.json's ``blobs``."""
+    digest = canonical.content_hash(data)
+    BLOBS[digest] = data
+    return digest
 
 
 def manifest_toml() -> str:
@@ -156,7 +169,7 @@ def stage_record(
     """An ActivitySubmission.v2 record (unsigned) whose hashes recompute (``evidence_set_hash``: one that may not)."""
     if observations is None:
         observations = [
-            {"kind": "page", "ref": ref, "content_hash": canonical.content_hash(data), "size": len(data)}
+            {"kind": "page", "ref": ref, "content_hash": blob(data), "size": len(data)}
             for ref, data in (pages if pages is not None else [("https://example.test/a", b"page a")])
         ]
     return {
@@ -228,7 +241,7 @@ def action(
     key = KEYS[producer]
     shot = b"screenshot %d" % index
     dom = b"dom %d" % index
-    dom_digest = canonical.sha256_digest(dom)
+    dom_digest = blob(dom)
     observation = canonical.observation_hash(shot, dom_digest)
     act = {"kind": kind, "target": f"#button-{index}", "value_digest": ""}
     anchor = canonical.action_anchor(prev_anchor, observation, act)
@@ -251,14 +264,14 @@ def action(
         "action_index": index,
         "producer": {"id": producer, "sdk": SDK},
         "prev_anchor": prev_anchor,
-        "screenshot_hash": canonical.sha256_digest(shot),
+        "screenshot_hash": blob(shot),
         "dom_digest": dom_digest,
         "observation_hash": observation,
         "action": act,
         "anchor": anchor,
         "lineage": {
             "entry": entry,
-            "hmac": canonical.lineage_hmac(b"producer lineage key", entry),
+            "hmac": canonical.lineage_hmac(LINEAGE_KEYS[producer], entry),
             "key_id": key.key_id,
             "signature": key.sign(canonical.lineage_signing_input(entry)),
         },
@@ -402,7 +415,7 @@ def receipt(
     )
 
     def signed(role: str, ref: str, data: bytes, plan_hash: str | None) -> SignedArtifact:
-        digest = canonical.sha256_digest(data)
+        digest = blob(data)
         statement = artifact_signing_input(
             run_id="run-1", stage_id=stage_id, kind=kind, role=role, index=0, ref=ref, content_hash=digest, plan_hash=plan_hash
         )
@@ -604,12 +617,14 @@ def cases() -> list[Case]:
         "redundant_stage", "REDUNDANT_STAGE", stage(), stage(stage_id="stage-1"), note="stage-1 observes exactly what stage-0 did"
     )
     big = MAX_RUN_EVIDENCE_BYTES // 2 + 1
+    big_a, big_b = canonical.sha256_digest(b"a blob of 32 MiB + 1 bytes"), canonical.sha256_digest(b"another one")
     case(
         "evidence_cap_exceeded",
         "EVIDENCE_CAP_EXCEEDED",
-        stage(observations=[{"kind": "page", "ref": "a", "content_hash": HASH_A, "size": big}]),
-        stage(stage_id="stage-1", observations=[{"kind": "page", "ref": "b", "content_hash": HASH_B, "size": big}]),
-        note="two observations of 32 MiB + 1 declared bytes each: 2 bytes over the 64 MiB per-run cap",
+        stage(observations=[{"kind": "page", "ref": "a", "content_hash": big_a, "size": big}]),
+        stage(stage_id="stage-1", observations=[{"kind": "page", "ref": "b", "content_hash": big_b, "size": big}]),
+        note="two observations of 32 MiB + 1 declared bytes each: 2 bytes over the 64 MiB per-run cap (the two blobs' "
+        "bytes are not stated: the only observations of a journalled input that name no entry of blobs)",
     )
     # -- refusals: browser results and computer-use actions
     deep = b"[" * 65 + b"]" * 65
@@ -920,8 +935,68 @@ def run_case(case: Case, config: Any) -> dict[str, Any]:
     return result
 
 
+HEADERS_RULE: Final = {
+    "rule": "every output carries exactly these four headers, in this order: ce_specversion, ce_id, ce_source, ce_type "
+    "(values UTF-8). None is a scheduler choice a runner must just compare: each is computed from the output and "
+    "the input it comes from. An output's timestamp_ms is its input's timestamp_ms.",
+    "order": ["ce_specversion", "ce_id", "ce_source", "ce_type"],
+    "ce_specversion": "1.0",
+    "ce_id": "{topic}:{partition}:{offset}:{n}",
+    "ce_id_rule": "topic, partition and offset of the input the output comes from (its input_index), and n the "
+    "output's position among that input's outputs, from 0",
+    "ce_source": "bernstein/scheduler",
+    "ce_type": {
+        "journal JournalEntry": "bernstein.activity.result",
+        "journal ComputerUseEntry": "bernstein.computer_use.action",
+        "journal RunSeal": "bernstein.run.sealed",
+        "refusals": "bernstein.activity.refused",
+        "deadletter": "bernstein.input.deadletter",
+        "checkpoints": "bernstein.partition.checkpoint",
+        "audit": "bernstein.audit.{event}",
+    },
+    "ce_type_rule": "by the output's stream; a journal output by its payload's record name (payload_schema without its "
+    ".vN: a JournalRecord's JournalEntry or ComputerUseEntry, a SealRecord's RunSeal); an audit output names its "
+    "AuditEntry's event",
+}
+
+
+def ce_type(output: dict[str, Any]) -> str:
+    """An output's ce_type by ``HEADERS_RULE`` (from its stream and payload as steps.json states them)."""
+    stream = output["stream"]
+    types: dict[str, str] = HEADERS_RULE["ce_type"]  # type: ignore[assignment]
+    if stream == "journal":
+        return types["journal " + output["payload_schema"].split(".")[0]]
+    if stream == "audit":
+        return types["audit"].format(event=output["payload_record"]["event"])
+    return types[stream]
+
+
+def headers_by_rule(case: dict[str, Any]) -> list[list[tuple[str, str]]]:
+    """Every output's headers of a steps.json case, recomputed by ``HEADERS_RULE`` from the stated inputs and outputs."""
+    out = []
+    seen: dict[int, int] = {}
+    for output in case["outputs"]:
+        index = output["input_index"]
+        n = seen.get(index, 0)
+        seen[index] = n + 1
+        source = case["inputs"][index]
+        ce_id = str(HEADERS_RULE["ce_id"]).format(
+            topic=source["topic"], partition=source["partition"], offset=source["offset"], n=n
+        )
+        values = {
+            "ce_specversion": HEADERS_RULE["ce_specversion"],
+            "ce_id": ce_id,
+            "ce_source": HEADERS_RULE["ce_source"],
+            "ce_type": ce_type(output),
+        }
+        out.append([(name, str(values[name])) for name in HEADERS_RULE["order"]])
+    return out
+
+
 def steps_vectors() -> dict[str, Any]:
     config = scheduler_config()
+    BLOBS.clear()
+    ran = [run_case(case, config) for case in [*cases(), *wrong_partition_cases()]]
     return {
         "description": (
             "Scheduler-step vectors: each case's inputs run in order through ONE fresh state of the scheduler's pure "
@@ -933,7 +1008,12 @@ def steps_vectors() -> dict[str, Any]:
             "what the LAST input gets: journal, a RefusalCode, or deadletter. outputs lists every output of every "
             "input (input_index) in order; an envelope output (JournalRecord, SealRecord, AuditRecord.v2, "
             "CheckpointRecord) also gives its decoded payload. Bytes are hex; a bytes field of a record is "
-            '{"hex": "..."}. An input with schema null is raw bytes that are no record.'
+            '{"hex": "..."}. An input with schema null is raw bytes that are no record. blobs maps the content hash '
+            "of every blob a derived value is computed from (the pages, screenshots and DOM snapshots observed, the "
+            "data/ops inputs and outputs) to its bytes: every observation of a journalled input names one and declares "
+            "its size, except evidence_cap_exceeded's (see its note). keys.producers states each producer's lineage "
+            "HMAC key, keys.receipt_signer the key that signs the data/ops receipts' inputs, outputs and receipts. "
+            "headers_rule says how the scheduler computes every output's headers."
         ),
         "keys": {
             "seal_ed25519_seed_hex": SEAL_SEED.hex(),
@@ -946,13 +1026,22 @@ def steps_vectors() -> dict[str, Any]:
                     "public_key_hex": key.public_key_raw.hex(),
                     "key_id": key.key_id,
                     "registered": name != UNREGISTERED,
+                    "lineage_hmac_key_hex": LINEAGE_KEYS[name].hex(),
+                    "lineage_hmac_key_id": canonical.hmac_key_id(LINEAGE_KEYS[name]),
                 }
                 for name, key in KEYS.items()
             },
+            "receipt_signer": {
+                "ed25519_seed_hex": RECEIPT_SIGNER.seed.hex(),
+                "public_key_hex": RECEIPT_SIGNER.public_key_raw.hex(),
+                "key_id": RECEIPT_SIGNER.key_id,
+            },
         },
+        "headers_rule": HEADERS_RULE,
+        "blobs": {digest: BLOBS[digest].hex() for digest in sorted(BLOBS)},
         "manifest_toml": manifest_toml(),
         "submission_partitions": SUBMISSION_PARTITIONS,
-        "cases": [run_case(case, config) for case in [*cases(), *wrong_partition_cases()]],
+        "cases": ran,
     }
 
 

@@ -20,7 +20,7 @@ from consumers.core.model import InputRecord, OutputRecord, SchedulerConfig
 from consumers.core.native import make_core
 from consumers.core.step import SchedulerCore, initial_state
 from consumers.manifest import parse_manifest
-from consumers.step_vectors import render
+from consumers.step_vectors import ce_type, headers_by_rule, render
 from schemas import canonical, codec
 from schemas.records import RefusalCode
 from substrate.keys import Ed25519Signer
@@ -208,3 +208,93 @@ def test_make_vectors_regenerates_steps_json_identically() -> None:
     first = render()
     assert first == render()  # no clock, no randomness
     assert PATH.read_text(encoding="utf-8") == first, "steps.json is stale: run make vectors (python -m consumers.step_vectors)"
+
+
+def test_every_output_header_follows_the_stated_headers_rule() -> None:
+    """headers_rule recomputes every output's ce_* headers from the stated inputs and outputs: none is a free choice."""
+    rule = document()["headers_rule"]
+    assert rule["order"] == ["ce_specversion", "ce_id", "ce_source", "ce_type"]
+    for case in document()["cases"]:
+        by_rule = headers_by_rule(case)
+        stated = [[(h["name"], h["value_utf8"]) for h in o["headers"]] for o in case["outputs"]]
+        assert stated == by_rule, case["name"]
+        for output in case["outputs"]:
+            assert output["timestamp_ms"] == case["inputs"][output["input_index"]]["timestamp_ms"], case["name"]
+    # the rule knows every (stream, payload) the cases produce
+    assert {ce_type(o) for c in document()["cases"] for o in c["outputs"]} >= {
+        "bernstein.activity.result",
+        "bernstein.computer_use.action",
+        "bernstein.run.sealed",
+        "bernstein.activity.refused",
+        "bernstein.input.deadletter",
+        "bernstein.partition.checkpoint",
+        "bernstein.audit.activity.result",
+    }
+
+
+def _journalled(case: dict[str, Any]) -> set[int]:
+    return {o["input_index"] for o in case["outputs"] if o["stream"] == "journal"}
+
+
+def test_blobs_state_the_bytes_of_every_observation_of_a_journalled_input() -> None:
+    blobs = {digest: bytes.fromhex(data) for digest, data in document()["blobs"].items()}
+    assert blobs and all(canonical.content_hash(data) == digest for digest, data in blobs.items())
+    named: set[str] = set()
+    for case in document()["cases"]:
+        journalled = _journalled(case)
+        for index, item in enumerate(case["inputs"]):
+            record = unhex(item["record"]) if item["record"] is not None else {}
+            for obs in record.get("observations", []):
+                named.add(obs["content_hash"])
+                if index not in journalled:
+                    continue
+                if case["expect"] == "EVIDENCE_CAP_EXCEEDED":
+                    assert obs["content_hash"] not in blobs  # declared 32 MiB blobs, bytes not stated (its note)
+                    continue
+                assert len(blobs[obs["content_hash"]]) == obs["size"], case["name"]
+            if item["schema"] == codec.COMPUTER_USE_ACTION_V2:
+                named |= {record["screenshot_hash"], record["dom_digest"]}
+                shot, dom = blobs[record["screenshot_hash"]], blobs[record["dom_digest"]]
+                assert (len(shot), len(dom)) == (record["screenshot_size"], record["dom_size"])
+                assert canonical.observation_hash(shot, record["dom_digest"]) == record["observation_hash"]
+    assert set(blobs) <= named, "a blob no input names"
+
+
+def test_lineage_hmacs_recompute_from_each_producers_stated_lineage_key() -> None:
+    producers = document()["keys"]["producers"]
+    checked = 0
+    for case in document()["cases"]:
+        for index, item in enumerate(case["inputs"]):
+            if item["schema"] not in (codec.COMPUTER_USE_ACTION, codec.COMPUTER_USE_ACTION_V2):
+                continue
+            record = unhex(item["record"])
+            stated = producers[record["producer"]["id"]]
+            key = bytes.fromhex(stated["lineage_hmac_key_hex"])
+            assert canonical.hmac_key_id(key) == stated["lineage_hmac_key_id"]
+            right = canonical.lineage_hmac(key, record["lineage"]["entry"]) == record["lineage"]["hmac"]
+            broken = index == len(case["inputs"]) - 1 and case["expect"] in ("LINEAGE_HMAC_INVALID", "LINEAGE_MALFORMED")
+            assert right != broken, case["name"]
+            checked += 1
+    assert checked >= 20
+
+
+def test_data_ops_receipts_recompute_from_the_receipt_signer_and_the_blobs() -> None:
+    from schemas.documents.dataops import DataOpsReceipt, artifact_signing_input, decode_signature
+
+    stated = document()["keys"]["receipt_signer"]
+    signer = Ed25519Signer.from_seed(bytes.fromhex(stated["ed25519_seed_hex"]))
+    assert (signer.public_key_raw.hex(), signer.key_id) == (stated["public_key_hex"], stated["key_id"])
+    blobs = {digest: bytes.fromhex(data) for digest, data in document()["blobs"].items()}
+    rebuilt = 0
+    for name in ("accepted_ops_receipt", "accepted_data_receipt"):
+        record = unhex(case_named(name)["inputs"][-1]["record"])
+        receipt = DataOpsReceipt.parse(record["artifact"])
+        for item in (*receipt.inputs, *receipt.outputs):
+            assert canonical.content_hash(blobs[item.content_hash]) == item.content_hash
+            statement = item.statement(
+                run_id=receipt.run_id, stage_id=receipt.stage_id, kind=receipt.kind, plan_hash=receipt.plan.plan_hash
+            )
+            assert signer.sign(artifact_signing_input(**statement)) == decode_signature(item.signature), name
+        assert receipt.signed(signer).canonical_bytes() == record["artifact"], name
+        rebuilt += 1
+    assert rebuilt == 2

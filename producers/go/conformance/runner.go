@@ -45,7 +45,7 @@ var handlers = map[string]handler{
 	"modalities.json":     {[]string{"dataops_plan", "computer_use"}, runModalities},
 	"signatures.json":     {[]string{"producer", "activity_submission", "run_close", "lineage", "typed_value"}, runSignatures},
 	"partitions.json":     {[]string{"algorithm", "seed", "cases"}, runPartitions},
-	"steps.json":          {[]string{"description", "keys", "manifest_toml", "submission_partitions", "cases"}, runSteps},
+	"steps.json":          {[]string{"description", "keys", "manifest_toml", "submission_partitions", "cases", "blobs", "headers_rule"}, runSteps},
 }
 
 // Run reproduces every *.json file of dir and writes one line per miss and a summary to out.

@@ -31,7 +31,7 @@ func runSteps(r *Runner, doc obj) {
 	}
 	partitions := int(doc.int("submission_partitions"))
 	keys := doc.obj("keys")
-	keys.onlyKeys("audit_hmac_key_hex", "audit_key_id", "seal_ed25519_seed_hex", "seal_key_id", "producers")
+	keys.onlyKeys("audit_hmac_key_hex", "audit_key_id", "seal_ed25519_seed_hex", "seal_key_id", "producers", "receipt_signer")
 	auditKey := keys.hex("audit_hmac_key_hex")
 	r.same("steps/keys/audit_key_id", bernstein.HMACKeyID(auditKey), keys.str("audit_key_id"))
 	seal := seedSigner(r, "steps/keys/seal", keys.hex("seal_ed25519_seed_hex"))
@@ -39,6 +39,7 @@ func runSteps(r *Runner, doc obj) {
 		r.same("steps/keys/seal_key_id", seal.KeyID(), keys.str("seal_key_id"))
 	}
 	signers := map[string]*bernstein.Signer{}
+	lineageKeys := map[string][]byte{}
 	producers := keys.obj("producers")
 	names := make([]string, 0, len(producers.m))
 	for n := range producers.m {
@@ -47,7 +48,9 @@ func runSteps(r *Runner, doc obj) {
 	slices.Sort(names)
 	for _, n := range names {
 		p := producers.obj(n)
-		p.onlyKeys("ed25519_seed_hex", "key_id", "public_key_hex", "registered")
+		p.onlyKeys("ed25519_seed_hex", "key_id", "public_key_hex", "registered", "lineage_hmac_key_hex", "lineage_hmac_key_id")
+		lineageKeys[n] = p.hex("lineage_hmac_key_hex")
+		r.same("steps/keys/producers/"+n+"/lineage_hmac_key_id", bernstein.HMACKeyID(lineageKeys[n]), p.str("lineage_hmac_key_id"))
 		s := seedSigner(r, "steps/keys/producers/"+n, p.hex("ed25519_seed_hex"))
 		if s == nil {
 			continue
@@ -56,6 +59,27 @@ func runSteps(r *Runner, doc obj) {
 		r.same("steps/keys/producers/"+n+"/public_key", hexs(s.PublicKey()), p.str("public_key_hex"))
 		signers[s.KeyID()] = s
 	}
+	rs := keys.obj("receipt_signer")
+	rs.onlyKeys("ed25519_seed_hex", "public_key_hex", "key_id")
+	receiptSigner := seedSigner(r, "steps/keys/receipt_signer", rs.hex("ed25519_seed_hex"))
+	if receiptSigner != nil {
+		r.same("steps/keys/receipt_signer/key_id", receiptSigner.KeyID(), rs.str("key_id"))
+		r.same("steps/keys/receipt_signer/public_key", hexs(receiptSigner.PublicKey()), rs.str("public_key_hex"))
+	}
+	blobs := map[string][]byte{}
+	blobDoc := doc.obj("blobs")
+	blobNames := make([]string, 0, len(blobDoc.m))
+	for digest := range blobDoc.m {
+		blobNames = append(blobNames, digest)
+	}
+	slices.Sort(blobNames)
+	for _, digest := range blobNames {
+		data := blobDoc.hex(digest)
+		blobs[digest] = data
+		r.same("steps/blobs/"+digest, bernstein.ContentHash(data), digest)
+	}
+	rule := r.headersRule(doc.obj("headers_rule"))
+	ctx := &stepContext{signers: signers, lineageKeys: lineageKeys, receiptSigner: receiptSigner, blobs: blobs}
 
 	for _, c := range doc.objs("cases") {
 		c.onlyKeys("name", "note", "expect", "inputs", "outputs", "submission_partitions")
@@ -76,9 +100,18 @@ func runSteps(r *Runner, doc obj) {
 		for i, in := range inputs {
 			last := i == len(inputs)-1
 			r.stepInput(fmt.Sprintf("%s/inputs[%d]", name, i), in, expect, last, journalled[int64(i)], partitions, signers)
+			r.stepInputBlobs(fmt.Sprintf("%s/inputs[%d]", name, i), in, expect, last, journalled[int64(i)], ctx)
 		}
+		seen := map[int64]int{}
 		for i, out := range outputs {
 			r.stepOutput(fmt.Sprintf("%s/outputs[%d]", name, i), out, auditKey, seal)
+			index := out.int("input_index")
+			if index < 0 || int(index) >= len(inputs) {
+				r.miss(fmt.Sprintf("%s/outputs[%d]/input_index", name, i), "names no input")
+				continue
+			}
+			r.headers(fmt.Sprintf("%s/outputs[%d]/headers", name, i), rule, out, inputs[index], seen[index])
+			seen[index]++
 		}
 	}
 }
@@ -289,8 +322,7 @@ func (r *Runner) describedStage(name string, stage any, want []byte, signers map
 // computerUseAction recomputes what a browser producer derives for an action: the anchor from
 // prev_anchor, observation_hash and the action; and the Ed25519 signature of its lineage entry
 // from the producer's seed. The case that breaks one of them must differ there (and only the last
-// input of a case may be broken). The lineage HMAC key is not stated by the vectors, so the HMAC
-// is not recomputed.
+// input of a case may be broken). The lineage HMAC is recomputed with the blobs (derived.go).
 func (r *Runner) computerUseAction(name string, record any, expect string, last bool, signers map[string]*bernstein.Signer) {
 	rec, _ := record.(map[string]any)
 	action, _ := rec["action"].(map[string]any)

@@ -15,6 +15,7 @@ import { join, resolve } from "node:path";
 
 import { Partitioners } from "kafkajs";
 
+import { DataOpsActivity } from "./activity";
 import { Codec, defaultCodec } from "./avro";
 import * as c from "./canonical";
 import { parseDescription, stageResult } from "./description";
@@ -429,17 +430,34 @@ function partitionsFile(t: Tally, doc: Obj): void {
 }
 
 function stepsFile(t: Tally, doc: Obj, codec: Codec): void {
-  sections(t, doc, ["description", "keys", "manifest_toml", "submission_partitions", "cases"], "steps");
+  sections(t, doc, ["description", "keys", "manifest_toml", "submission_partitions", "cases", "blobs", "headers_rule"], "steps");
   const keys = obj(doc["keys"], "steps.keys");
-  sections(t, keys, ["seal_ed25519_seed_hex", "seal_key_id", "audit_hmac_key_hex", "audit_key_id", "producers"], "steps.keys");
+  sections(t, keys, ["seal_ed25519_seed_hex", "seal_key_id", "audit_hmac_key_hex", "audit_key_id", "producers", "receipt_signer"], "steps.keys");
   t.check("steps.keys.seal", () => eq(c.publicKeyId(Ed25519Signer.fromSeed(hex(keys, "seal_ed25519_seed_hex")).publicKeyRaw), str(keys, "seal_key_id")));
   t.check("steps.keys.audit", () => eq(c.hmacKeyId(hex(keys, "audit_hmac_key_hex")), str(keys, "audit_key_id")));
   const producers = obj(keys["producers"], "producers");
   for (const [name, value] of Object.entries(producers)) {
     const p = obj(value, name);
-    sections(t, p, ["ed25519_seed_hex", "public_key_hex", "key_id", "registered"], `steps.keys.producers.${name}`);
+    sections(t, p, ["ed25519_seed_hex", "public_key_hex", "key_id", "registered", "lineage_hmac_key_hex", "lineage_hmac_key_id"], `steps.keys.producers.${name}`);
     ed25519Key(t, `steps.keys.producers.${name}`, p);
+    t.check(`steps.keys.producers.${name}.lineage_hmac_key_id`, () => eq(c.hmacKeyId(hex(p, "lineage_hmac_key_hex")), str(p, "lineage_hmac_key_id")));
   }
+  const receiptSigner = obj(keys["receipt_signer"], "steps.keys.receipt_signer");
+  sections(t, receiptSigner, ["ed25519_seed_hex", "public_key_hex", "key_id"], "steps.keys.receipt_signer");
+  ed25519Key(t, "steps.keys.receipt_signer", receiptSigner);
+  const blobs = new Map<string, Buffer>();
+  for (const [digest, value] of Object.entries(obj(doc["blobs"], "steps.blobs"))) {
+    const data = Buffer.from(String(value), "hex");
+    blobs.set(digest, data);
+    t.check(`steps.blobs.${digest}`, () => eq(c.contentHash(data), digest, "content hash of the stated bytes"));
+  }
+  const rule = obj(doc["headers_rule"], "steps.headers_rule");
+  sections(t, rule, ["rule", "order", "ce_specversion", "ce_id", "ce_id_rule", "ce_source", "ce_type", "ce_type_rule"], "steps.headers_rule");
+  t.check("steps.headers_rule", () => {
+    eq(rule["order"], ["ce_specversion", "ce_id", "ce_source", "ce_type"], "order");
+    eq(str(rule, "ce_id"), "{topic}:{partition}:{offset}:{n}", "ce_id");
+    for (const text of ["rule", "ce_id_rule", "ce_type_rule"]) if (str(rule, text) === "") throw new Mismatch(`${text} is empty`);
+  });
   t.check("steps.manifest_toml", () => eq(typeof doc["manifest_toml"] === "string" && typeof doc["submission_partitions"] === "number", true));
   for (const item of doc["cases"] as JsonValue[]) {
     const k = obj(item, "case");
@@ -522,6 +540,8 @@ function stepsFile(t: Tally, doc: Obj, codec: Codec): void {
       });
     });
     t.check(`${name}.derived`, () => derivedValues(k, keys));
+    t.check(`${name}.headers`, () => headersByRule(k, rule));
+    blobValues(t, name, k, producers, receiptSigner, blobs);
     submissionHashes(t, name, k, producers);
   }
 }
@@ -600,6 +620,103 @@ function derivedValues(k: Obj, keys: Obj): void {
 }
 
 /**
+ * Every output's headers recomputed by headers_rule: ce_id from its input's topic, partition and
+ * offset and its place n among that input's outputs, ce_type from its stream and payload; an
+ * output's timestamp is its input's.
+ */
+function headersByRule(k: Obj, rule: Obj): void {
+  const inputs = (k["inputs"] as JsonValue[]).map((x) => obj(x, "input"));
+  const types = obj(rule["ce_type"], "ce_type");
+  const seen = new Map<number, number>();
+  (k["outputs"] as JsonValue[]).forEach((item, i) => {
+    const output = obj(item, "output");
+    const index = num(output, "input_index");
+    const input = inputs[index];
+    if (input === undefined) throw new Mismatch(`outputs[${i}] names no input`);
+    const n = seen.get(index) ?? 0;
+    seen.set(index, n + 1);
+    const stream = str(output, "stream");
+    let ceType: JsonValue | undefined;
+    if (stream === "journal") ceType = types[`journal ${str(output, "payload_schema").split(".")[0]}`];
+    else if (stream === "audit") ceType = String(types["audit"]).replace("{event}", String(obj(output["payload_record"], "payload_record")["event"]));
+    else ceType = types[stream];
+    if (typeof ceType !== "string") throw new Mismatch(`outputs[${i}]: headers_rule names no ce_type for ${stream}`);
+    const values: Record<string, string> = {
+      ce_specversion: str(rule, "ce_specversion"),
+      ce_id: str(rule, "ce_id")
+        .replace("{topic}", str(input, "topic"))
+        .replace("{partition}", String(num(input, "partition")))
+        .replace("{offset}", String(num(input, "offset")))
+        .replace("{n}", String(n)),
+      ce_source: str(rule, "ce_source"),
+      ce_type: ceType,
+    };
+    const expected = (rule["order"] as string[]).map((name) => ({ name, value_utf8: values[name] }));
+    eq(output["headers"], expected, `outputs[${i}] headers`);
+    eq(output["timestamp_ms"], input["timestamp_ms"], `outputs[${i}] timestamp_ms`);
+  });
+}
+
+/**
+ * What an input derives from blob bytes: the content hash and size of every observation of a
+ * journalled input (only evidence_cap_exceeded's declared 32 MiB blobs are not stated), a
+ * computer-use action's screenshot and DOM hashes, sizes, observation hash and lineage HMAC (the
+ * producer's lineage key), and a journalled data/ops receipt rebuilt through DataOpsActivity from
+ * the receipt signer's seed and the input/output bytes (a refusal's input hashes from the blobs).
+ */
+function blobValues(t: Tally, name: string, k: Obj, producers: Obj, receiptSigner: Obj, blobs: Map<string, Buffer>): void {
+  const inputs = (k["inputs"] as JsonValue[]).map((x) => obj(x, "input"));
+  const journalled = new Set((k["outputs"] as JsonValue[]).map((x) => obj(x, "output")).filter((o) => o["stream"] === "journal").map((o) => o["input_index"]));
+  const bytesOf = (digest: unknown): Buffer => {
+    const data = blobs.get(String(digest));
+    if (data === undefined) throw new Mismatch(`not stated: blobs has no bytes for ${String(digest)}`);
+    return data;
+  };
+  inputs.forEach((input, i) => {
+    if (input["record"] === null) return;
+    const record = unhex(input["record"]) as Record<string, unknown>;
+    const where = `${name}.inputs[${i}]`;
+    const last = i === inputs.length - 1;
+    const schema = String(input["schema"]);
+    if (schema.startsWith("ComputerUseAction.")) {
+      t.check(`${where}.blobs`, () => {
+        const lineage = record["lineage"] as { entry: Buffer; hmac: string };
+        const key = hex(obj(producers[String((record["producer"] as { id: string }).id)], "producer"), "lineage_hmac_key_hex");
+        const broken = last && (k["expect"] === "LINEAGE_HMAC_INVALID" || k["expect"] === "LINEAGE_MALFORMED");
+        eq(c.lineageHmac(key, lineage.entry) === lineage.hmac, !broken, "lineage HMAC recomputed with the producer's lineage key");
+        const shot = bytesOf(record["screenshot_hash"]);
+        const dom = bytesOf(record["dom_digest"]);
+        eq(c.sha256Digest(shot), record["screenshot_hash"], "screenshot_hash");
+        eq(c.sha256Digest(dom), record["dom_digest"], "dom_digest");
+        eq(c.observationHash(shot, c.sha256Digest(dom)), record["observation_hash"], "observation_hash");
+        if ("screenshot_size" in record) eq([record["screenshot_size"], record["dom_size"]], [shot.length, dom.length], "sizes");
+      });
+      return;
+    }
+    if (!journalled.has(i) || !Array.isArray(record["observations"])) return;
+    t.check(`${where}.blobs`, () => {
+      for (const o of record["observations"] as { content_hash: string; size: number }[]) {
+        if (k["expect"] === "EVIDENCE_CAP_EXCEEDED" && !blobs.has(o.content_hash)) continue; // declared-only 32 MiB blobs (its note)
+        const data = bytesOf(o.content_hash);
+        eq(c.contentHash(data), o.content_hash, "content_hash");
+        eq(data.length, o.size, `size of ${o.content_hash}`);
+      }
+      if (record["kind"] !== "ops" && record["kind"] !== "data") return;
+      const doc = obj(parseJson((record["artifact"] as Buffer).toString("utf8")), "artifact");
+      if (doc["format"] === "bernstein.dataops.refusal/v1") {
+        for (const digest of doc["inputs"] as JsonValue[]) eq(c.contentHash(bytesOf(digest)), digest, "refusal input hash");
+        return;
+      }
+      const activity = new DataOpsActivity(str(doc, "run_id"), str(doc, "stage_id"), Ed25519Signer.fromSeed(hex(receiptSigner, "ed25519_seed_hex")), str(doc, "kind") as "data" | "ops");
+      for (const item of doc["inputs"] as JsonValue[]) activity.addInput(str(obj(item, "input"), "ref"), bytesOf(obj(item, "input")["content_hash"]));
+      activity.plan(obj(doc["plan"], "plan")["steps"] as string[]);
+      for (const item of doc["outputs"] as JsonValue[]) activity.addOutput(str(obj(item, "output"), "ref"), bytesOf(obj(item, "output")["content_hash"]));
+      eq(activity.finish().artifact.toString("utf8"), (record["artifact"] as Buffer).toString("utf8"), "receipt rebuilt from the signer's seed and the blobs");
+    });
+  });
+}
+
+/**
  * Each submission input's artifact_hash and evidence_set_hash recomputed from its artifact and
  * observations, and each signed input's signature recomputed from the producer's seed: a case the
  * scheduler journals has them all right; the ARTIFACT_HASH_MISMATCH, EVIDENCE_SET_HASH_MISMATCH and
@@ -656,8 +773,7 @@ function submissionHashes(t: Tally, name: string, k: Obj, producers: Obj): void 
 /**
  * A computer-use action input: its anchor recomputed from prev_anchor, observation_hash and the
  * action; prev_anchor from the session's genesis or the previous action's anchor; the lineage
- * entry's Ed25519 signature from the producer's seed (the HMAC needs the producer's lineage key,
- * which the vectors do not state).
+ * entry's Ed25519 signature from the producer's seed (its HMAC: blobValues).
  */
 function computerUseAction(
   t: Tally,
