@@ -298,3 +298,23 @@ def test_data_ops_receipts_recompute_from_the_receipt_signer_and_the_blobs() -> 
         assert receipt.signed(signer).canonical_bytes() == record["artifact"], name
         rebuilt += 1
     assert rebuilt == 2
+
+
+def test_research_documents_name_pages_whose_bytes_blobs_state() -> None:
+    """A journalled research report's sources (hash and size) and a research refusal's fetched pages recompute from blobs."""
+    blobs = {digest: bytes.fromhex(data) for digest, data in document()["blobs"].items()}
+    checked = 0
+    for case in document()["cases"]:
+        for index in _journalled(case):
+            record = unhex(case["inputs"][index]["record"])
+            if record.get("kind") != "research":
+                continue
+            doc = json.loads(record["artifact"])
+            for source in doc.get("sources", []):
+                page = blobs[source["page_content_hash"]]
+                assert (canonical.content_hash(page), len(page)) == (source["page_content_hash"], source["size"])
+                checked += 1
+            for fetched in doc.get("fetched", []):
+                assert canonical.content_hash(blobs[fetched["page_content_hash"]]) == fetched["page_content_hash"]
+                checked += 1
+    assert checked >= 3

@@ -81,8 +81,8 @@ func (r *Runner) headers(name string, rule headerRule, out, in obj, n int) {
 // stepInputBlobs recomputes what an input derives from blob bytes: the content hash and size of
 // every observation of a journalled input (only evidence_cap_exceeded's declared 32 MiB blobs are
 // not stated), a computer-use action's screenshot and DOM hashes, sizes, observation hash and
-// lineage HMAC (producer's lineage key), and a data/ops receipt rebuilt through DataOpsActivity
-// from the receipt signer's seed and the input/output bytes.
+// lineage HMAC (producer's lineage key), a data/ops receipt rebuilt through DataOpsActivity
+// from the receipt signer's seed and the input/output bytes, and a research document's pages.
 func (r *Runner) stepInputBlobs(name string, in obj, expect string, last, journalled bool, ctx *stepContext) {
 	rec, _ := in.m["record"].(map[string]any)
 	if rec == nil {
@@ -112,8 +112,38 @@ func (r *Runner) stepInputBlobs(name string, in obj, expect string, last, journa
 			r.same(oname+"/size", strconv.Itoa(len(data)), fmt.Sprint(o["size"]))
 		}
 	}
-	if kind := fmt.Sprint(rec["kind"]); kind == bernstein.KindOps || kind == bernstein.KindData {
+	switch kind := fmt.Sprint(rec["kind"]); kind {
+	case bernstein.KindOps, bernstein.KindData:
 		r.receipt(name+"/receipt", rec, ctx)
+	case bernstein.KindResearch:
+		r.researchPages(name+"/research", rec, ctx)
+	}
+}
+
+// researchPages recomputes a journalled research document's page hashes (and a report's page
+// sizes) from the page bytes in blobs.
+func (r *Runner) researchPages(name string, rec map[string]any, ctx *stepContext) {
+	parsed, err := bernstein.ParseJSON(hexField(rec["artifact"]))
+	doc, isMap := parsed.(map[string]any)
+	if err != nil || !isMap {
+		r.miss(name, "the artifact is not a JSON object: %v", err)
+		return
+	}
+	for _, field := range []string{"sources", "fetched"} {
+		list, _ := doc[field].([]any)
+		for i, item := range list {
+			page, _ := item.(map[string]any)
+			where := fmt.Sprintf("%s/%s[%d]", name, field, i)
+			data, ok := ctx.blobs[fmt.Sprint(page["page_content_hash"])]
+			if !ok {
+				r.miss(where, "not stated: blobs has no bytes for %v", page["page_content_hash"])
+				continue
+			}
+			r.same(where+"/page_content_hash", bernstein.ContentHash(data), fmt.Sprint(page["page_content_hash"]))
+			if size, has := page["size"]; has {
+				r.same(where+"/size", strconv.Itoa(len(data)), fmt.Sprint(size))
+			}
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -61,5 +62,58 @@ func TestMutatedVectorsMiss(t *testing.T) {
 	}
 	if got := len(r.Results) - r.Passed(); got != 3 {
 		t.Errorf("%d misses, want 3:\n%s", got, misses)
+	}
+}
+
+// The inputs steps.json states for its derived values are used: another lineage key, receipt
+// signer, blob byte or header rule each make the values computed from them misses, and an
+// unknown field of headers_rule is not covered.
+func TestMutatedStepInputsMiss(t *testing.T) {
+	dir := t.TempDir()
+	files, _ := filepath.Glob(filepath.Join(repoVectors, "*.json"))
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		if filepath.Base(f) == "steps.json" {
+			var doc map[string]any
+			if err := json.Unmarshal(data, &doc); err != nil {
+				t.Fatal(err)
+			}
+			keys := doc["keys"].(map[string]any)
+			keys["producers"].(map[string]any)["worker@host"].(map[string]any)["lineage_hmac_key_hex"] = strings.Repeat("00", 20)
+			keys["receipt_signer"].(map[string]any)["ed25519_seed_hex"] = strings.Repeat("11", 32)
+			blobs := doc["blobs"].(map[string]any)
+			for digest, value := range blobs {
+				if text := value.(string); strings.HasPrefix(text, hex.EncodeToString([]byte("dom 0"))) {
+					blobs[digest] = hex.EncodeToString([]byte("dom 10"))
+				}
+			}
+			rule := doc["headers_rule"].(map[string]any)
+			rule["ce_source"] = "elsewhere"
+			rule["ce_subject"] = "new"
+			data, _ = json.Marshal(doc)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	if _, err := Run(dir, &out); err != nil {
+		t.Fatal(err)
+	}
+	misses := out.String()
+	for _, want := range []string{
+		"MISS steps/keys/producers/worker@host/lineage_hmac_key_id: got",
+		"MISS steps/accepted_computer_use_action/inputs[0]/lineage_hmac: got",
+		"MISS steps/keys/receipt_signer/key_id: got",
+		"MISS steps/accepted_ops_receipt/inputs[0]/receipt: got",
+		"MISS steps/accepted_data_receipt/inputs[0]/receipt: got",
+		"MISS steps/accepted_computer_use_action/inputs[0]/dom_digest: got",
+		"MISS steps/accepted_computer_use_action/inputs[0]/sizes: got",
+		"MISS steps/accepted_coding_stage/outputs[0]/headers: got",
+		"MISS steps/headers_rule/ce_subject: not covered: unknown field",
+	} {
+		if !strings.Contains(misses, want) {
+			t.Errorf("missing %q in:\n%s", want, misses)
+		}
 	}
 }

@@ -662,7 +662,8 @@ function headersByRule(k: Obj, rule: Obj): void {
  * journalled input (only evidence_cap_exceeded's declared 32 MiB blobs are not stated), a
  * computer-use action's screenshot and DOM hashes, sizes, observation hash and lineage HMAC (the
  * producer's lineage key), and a journalled data/ops receipt rebuilt through DataOpsActivity from
- * the receipt signer's seed and the input/output bytes (a refusal's input hashes from the blobs).
+ * the receipt signer's seed and the input/output bytes (a refusal's input hashes from the blobs),
+ * and a journalled research document's page hashes and sizes.
  */
 function blobValues(t: Tally, name: string, k: Obj, producers: Obj, receiptSigner: Obj, blobs: Map<string, Buffer>): void {
   const inputs = (k["inputs"] as JsonValue[]).map((x) => obj(x, "input"));
@@ -700,6 +701,19 @@ function blobValues(t: Tally, name: string, k: Obj, producers: Obj, receiptSigne
         const data = bytesOf(o.content_hash);
         eq(c.contentHash(data), o.content_hash, "content_hash");
         eq(data.length, o.size, `size of ${o.content_hash}`);
+      }
+      if (record["kind"] === "research") {
+        // A research document's pages: each source's hash and size, each fetched page's hash.
+        const doc = obj(parseJson((record["artifact"] as Buffer).toString("utf8")), "artifact");
+        for (const field of ["sources", "fetched"]) {
+          for (const item of (doc[field] ?? []) as JsonValue[]) {
+            const page = obj(item, field);
+            const data = bytesOf(page["page_content_hash"]);
+            eq(c.contentHash(data), page["page_content_hash"], `${field} page_content_hash`);
+            if ("size" in page) eq(data.length, page["size"], `${field} size`);
+          }
+        }
+        return;
       }
       if (record["kind"] !== "ops" && record["kind"] !== "data") return;
       const doc = obj(parseJson((record["artifact"] as Buffer).toString("utf8")), "artifact");
