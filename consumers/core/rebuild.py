@@ -173,15 +173,19 @@ def rebuild_state(
     checkpoint_values: Iterable[Value] = (),
     checkpoints_topic: str = "checkpoints",
     report: Callable[[Skipped], None] | None = None,
+    start: SchedulerState | None = None,
 ) -> SchedulerState:
     """Fold the journal, audit and checkpoint records of one partition (each in offset order).
+
+    ``start``: a verified snapshot's state (``consumers.core.snapshot``), taken over and
+    extended; the three iterables then hold only the records after the snapshot's offsets.
 
     The three iterables are read once, the journal and the audit side by side
     (memory does not grow with the audit partition). Journal records at an
     offset in ``quarantined`` are skipped. Records the scheduler's keys do not
     vouch for are handed to ``report`` and not adopted (see the module doc).
     """
-    state = initial_state(config, partition)
+    state = start if start is not None else initial_state(config, partition)
     c = codec.default_codec()
     skip = report if report is not None else (lambda _skipped: None)
     audit = _AuditWalk(state, config, c, audit_values, audit_topic, skip)
