@@ -73,9 +73,19 @@ class Topics:
         return f"{self.prefix}.checkpoints"
 
     @property
-    def all(self) -> tuple[str, ...]:
-        """Every topic of the deployment (the ones ``ensure_topics`` creates)."""
+    def state(self) -> str:
+        """Snapshots of each partition's scheduler state (compacted by design: only the newest matter)."""
+        return f"{self.prefix}.scheduler.state"
+
+    @property
+    def history(self) -> tuple[str, ...]:
+        """The topics that hold history: kept forever, never compacted (``substrate.topic_policy`` checks them)."""
         return (self.submissions, self.journal, self.refusals, self.audit, self.deadletter, self.checkpoints)
+
+    @property
+    def all(self) -> tuple[str, ...]:
+        """Every topic of the deployment (the ones ``ensure_topics`` creates): the history and the state snapshots."""
+        return (*self.history, self.state)
 
     def by_stream(self, stream: str) -> str:
         return {
@@ -85,6 +95,7 @@ class Topics:
             "deadletter": self.deadletter,
             "checkpoints": self.checkpoints,
             "submissions": self.submissions,
+            "state": self.state,
         }[stream]
 
 

@@ -44,8 +44,21 @@ be able to backdate a submission (docs/security.md). Output topics keep CreateTi
 stamps each output with its input's timestamp, so a replay writes the same records."""
 
 
+STATE_COMPACTED: Final = {
+    "cleanup.policy": "compact",
+    "message.timestamp.type": "CreateTime",
+    "max.message.bytes": "2097152",
+    "segment.bytes": str(64 * 1024 * 1024),
+    "min.cleanable.dirty.ratio": "0.1",
+}
+"""The scheduler state topic: compacted (key = partition, or partition.chunk), so only the newest snapshots stay;
+small segments so that compaction reaches them (README, "Snapshots and restart")."""
+
+
 def topic_config(topics: Topics, name: str) -> dict[str, str]:
     """The settings a new topic of the deployment gets."""
+    if name == topics.state:
+        return dict(STATE_COMPACTED)
     return {**RETAIN_FOREVER, **(BROKER_STAMPED if name == topics.submissions else {})}
 
 

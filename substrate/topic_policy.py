@@ -10,12 +10,17 @@ to start on a topic that could delete records, and on one replicated less than t
 deployment's settings ask for (``BERNSTEIN_TOPIC_REPLICATION_FACTOR``,
 ``BERNSTEIN_TOPIC_MIN_INSYNC_REPLICAS``), and says how to fix it.
 
+The scheduler state topic (``<prefix>.scheduler.state``) is the one exception, named explicitly
+by the caller (``compacted``): it holds snapshots, not history, and is compacted by design (only
+the newest snapshot of each partition matters; losing one costs a longer restart, never a
+record). Its replication is still checked.
+
 ``history_risks`` is the pure rule; ``describe_topics`` reads what it needs from Kafka.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -62,13 +67,20 @@ class TopicRisk:
         return f"{self.topic}: {self.setting}={self.value} {self.why}; fix: {self.fix}"
 
 
-def history_risks(topics: Iterable[TopicSettings], *, replication_factor: int, min_insync: int) -> list[TopicRisk]:
-    """Every setting of ``topics`` that could lose a record, in topic order (empty: safe to start)."""
+def history_risks(
+    topics: Iterable[TopicSettings], *, replication_factor: int, min_insync: int, compacted: Collection[str] = ()
+) -> list[TopicRisk]:
+    """Every setting of ``topics`` that could lose a record, in topic order (empty: safe to start).
+
+    Topics named in ``compacted`` (the scheduler state topic) are exempt from the retention and
+    compaction rules, not from the replication ones.
+    """
     risks: list[TopicRisk] = []
     for topic in sorted(topics, key=lambda t: t.name):
         alter = f"kafka-configs.sh --alter --entity-type topics --entity-name {topic.name} --add-config"
         policy = topic.config.get("cleanup.policy", "delete")
-        if "compact" in {part.strip() for part in policy.split(",")}:
+        history = topic.name not in compacted
+        if history and "compact" in {part.strip() for part in policy.split(",")}:
             risks.append(
                 TopicRisk(
                     topic.name,
@@ -78,7 +90,7 @@ def history_risks(topics: Iterable[TopicSettings], *, replication_factor: int, m
                     f"{alter} cleanup.policy=delete",
                 )
             )
-        for name, keep in KEEP_FOREVER.items():
+        for name, keep in KEEP_FOREVER.items() if history else ():
             value = topic.config.get(name)
             if value is None or value.strip() != keep:
                 risks.append(
@@ -116,11 +128,17 @@ def history_risks(topics: Iterable[TopicSettings], *, replication_factor: int, m
     return risks
 
 
-def require_history_kept(bootstrap: str, names: Iterable[str], *, timeout: float = 30.0) -> None:
-    """Raise ``TopicHistoryAtRisk`` naming every risky setting of the topics ``names`` (all must exist)."""
+def require_history_kept(bootstrap: str, names: Iterable[str], *, timeout: float = 30.0, compacted: Collection[str] = ()) -> None:
+    """Raise ``TopicHistoryAtRisk`` naming every risky setting of the topics ``names`` (all must exist).
+
+    ``compacted``: topics among ``names`` that are compacted by design (``history_risks``).
+    """
     factor, min_insync = replication_settings()
     risks = history_risks(
-        describe_topics(bootstrap, list(names), timeout=timeout), replication_factor=factor, min_insync=min_insync
+        describe_topics(bootstrap, list(names), timeout=timeout),
+        replication_factor=factor,
+        min_insync=min_insync,
+        compacted=compacted,
     )
     if risks:
         lines = "\n  ".join(risk.describe() for risk in risks)

@@ -273,7 +273,7 @@ def _run_logged(args: argparse.Namespace, log: EventLog) -> int:
         accept_undeclared_sizes=args.accept_undeclared_sizes,
     )
     ensure_topics(bootstrap, settings.topics)
-    require_history_kept(bootstrap, settings.topics.all)
+    require_history_kept(bootstrap, settings.topics.all, compacted=(settings.topics.state,))
     if args.all_partitions:
         if args.quarantine:
             raise UsageError("--quarantine names offsets of one partition's journal: use it with --partition")

@@ -29,13 +29,21 @@ def test_producers_may_only_write_and_describe_submissions() -> None:
 
 
 def test_only_the_scheduler_writes_the_outputs_and_owns_its_transactional_ids_and_group() -> None:
-    outputs = ("acme.activity.journal", "acme.activity.refusals", "acme.audit", "acme.activity.deadletter", "acme.checkpoints")
+    outputs = (
+        "acme.activity.journal",
+        "acme.activity.refusals",
+        "acme.audit",
+        "acme.activity.deadletter",
+        "acme.checkpoints",
+        "acme.scheduler.state",
+    )
     acls = acls_for("acme", PRINCIPALS, load_spec())
     writers = {a.name: {b.principal for b in acls if b.name == a.name and b.operation == "write"} for a in acls}
     for topic in outputs:
         assert writers[topic] == {"User:scheduler"}, topic
     scheduler = rights("scheduler")
     assert ("read", "topic", "literal", "acme.activity.submissions") in scheduler
+    assert ("read", "topic", "literal", "acme.scheduler.state") in scheduler  # snapshots, read back on restart
     assert ("write", "topic", "literal", "acme.activity.submissions") not in scheduler
     assert ("write", "transactional_id", "prefixed", "acme.scheduler") in scheduler
     assert ("read", "group", "literal", "acme.scheduler") in scheduler
@@ -106,4 +114,4 @@ def test_cli_prints_without_touching_kafka(capsys: pytest.CaptureFixture[str]) -
     lines = capsys.readouterr().out.splitlines()
     assert "ALLOW User:producer WRITE TOPIC LITERAL acme.activity.submissions" in lines
     assert "ALLOW User:CN=audit READ TOPIC PREFIXED acme." in lines
-    assert len(lines) == len(set(lines)) == 37
+    assert len(lines) == len(set(lines)) == 41  # 37 + the scheduler state topic (read, write, describe, describe_configs)

@@ -61,3 +61,30 @@ def test_every_risk_of_every_topic_is_named_in_topic_order() -> None:
         ("p.a", "retention.bytes"),
         ("p.b", "retention.ms"),
     ]
+
+
+def test_the_state_topic_is_exempt_from_the_history_rules_only_when_named_and_not_from_replication() -> None:
+    from substrate.config import Topics
+    from substrate.kafka import STATE_COMPACTED, topic_config
+
+    topics = Topics("p")
+    state = TopicSettings(topics.state, {**STATE_COMPACTED, "min.insync.replicas": "1"}, 1)
+    journal = TopicSettings(topics.journal, {**SAFE, "cleanup.policy": "compact"}, 1)
+    assert topic_config(topics, topics.state)["cleanup.policy"] == "compact"
+    assert topic_config(topics, topics.journal) == RETAIN_FOREVER
+    assert topics.state in topics.all and topics.state not in topics.history
+    found = history_risks([state, journal], replication_factor=1, min_insync=1, compacted=(topics.state,))
+    assert [(r.topic, r.setting) for r in found] == [("p.activity.journal", "cleanup.policy")]
+    # not named: the state topic's compaction and retention are risks like any topic's
+    found = history_risks([state], replication_factor=1, min_insync=1)
+    assert [(r.topic, r.setting) for r in found] == [
+        ("p.scheduler.state", "cleanup.policy"),
+        ("p.scheduler.state", "retention.ms"),
+        ("p.scheduler.state", "retention.bytes"),
+    ]
+    # replication is still checked
+    found = history_risks([state], replication_factor=3, min_insync=2, compacted=(topics.state,))
+    assert [(r.topic, r.setting) for r in found] == [
+        ("p.scheduler.state", "replication factor"),
+        ("p.scheduler.state", "min.insync.replicas"),
+    ]
