@@ -48,7 +48,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from consumers.core.model import OUTPUT_FRAMING_ALLOWANCE, InputRecord, OutputRecord, SchedulerState, Stream
 from consumers.core.native import NativeSchedulerCore, NativeState, SchedulerCoreLike
-from consumers.core.rebuild import rebuild_state
+from consumers.core.rebuild import StateCorrupted, rebuild_state
+from consumers.core.snapshot import Positions, Snapshot, encode_chunks, newest_verified
 from schemas.errors import BernsteinError
 from schemas.records import DeadLetterCode
 from substrate.config import Topics
@@ -325,6 +326,12 @@ class Counters:
     rebuilds: int = 0
     rebuild_seconds: float = field(default=0.0, compare=False)
     """How long the last rebuild took."""
+    rebuild_journal_records: int = 0
+    """Journal records the last rebuild read (only the tail after a snapshot)."""
+    rebuild_snapshot: int = -1
+    """The input offset of the snapshot the last rebuild started from (-1: it folded the whole partition)."""
+    snapshots: int = 0
+    """State snapshots this process wrote (README, "Snapshots and restart")."""
     next_offset: int = -1
     """The next input offset, as committed with the outputs (-1 until the consumer is placed)."""
     high_watermark: int = -1
@@ -347,6 +354,10 @@ class ShellOptions:
     quarantine: frozenset[int] = frozenset()
     """Journal offsets of this partition the rebuild skips: records an operator inspected and
     found not written by this scheduler (see README, "When the scheduler will not start")."""
+    snapshot_every_transactions: int = 1000
+    """Write a state snapshot after this many committed transactions since the last one (0: never by count)."""
+    snapshot_every_records: int = 100_000
+    """... or after this many committed input records, whichever comes first (0: never by records)."""
 
 
 class SchedulerShell:
@@ -415,6 +426,14 @@ class SchedulerShell:
         """The native core's batch path (``plan`` / ``produce_planned``): no Python object per output."""
         self._clock = _awake_clock()
         self._owned_since = self._clock.pauses()
+        self._since_snapshot = [0, 0]
+        """Committed transactions and input records since the last snapshot (or rebuild)."""
+        self._committed_next = -1
+        """The next input offset after the last commit (what a snapshot covers)."""
+        self._snapshot_inflight = False
+        """The open transaction carries a snapshot."""
+        self._ends: Any = None
+        """A read_uncommitted consumer that asks for the output partitions' ends (snapshots)."""
         """The clock's pauses when this instance last proved it owns the partition (init_transactions, a commit)."""
 
     # -- lifecycle --------------------------------------------------------------
@@ -503,6 +522,9 @@ class SchedulerShell:
         self.counters.phase = "consuming"
 
     def _close(self) -> None:
+        if self._ends is not None:
+            self._ends.close()
+            self._ends = None
         if self._consumer is not None:
             try:
                 self._consumer.close()
@@ -671,7 +693,7 @@ class SchedulerShell:
         started = time.monotonic()
         counters = self.counters
         counters.phase = "rebuilding"
-        for topic in (self.topics.journal, self.topics.audit, self.topics.checkpoints):
+        for topic in (self.topics.journal, self.topics.audit, self.topics.checkpoints, self.topics.state):
             counters.heartbeat = time.monotonic()
             # a transaction this instance committed a moment ago is visible once its markers are written
             if not _wait_stable(self.bootstrap, topic, self.partition):
@@ -681,38 +703,113 @@ class SchedulerShell:
                     "warning",
                     topic=topic,
                 )
+        snapshot = self._newest_snapshot()
         read = [0]
 
-        def journal() -> Iterator[tuple[int, bytes]]:
-            for item in _stream_partition(self.bootstrap, self.topics.journal, self.partition):
+        def journal(start: int) -> Iterator[tuple[int, bytes]]:
+            for item in _stream_partition(self.bootstrap, self.topics.journal, self.partition, start):
                 read[0] += 1
                 counters.heartbeat = time.monotonic()
                 yield item
 
-        state = rebuild_state(
-            self.core.config,
-            self.partition,
-            journal(),
-            _stream_partition(self.bootstrap, self.topics.audit, self.partition),
-            journal_topic=self.topics.journal,
-            audit_topic=self.topics.audit,
-            quarantined=self.options.quarantine,
-            checkpoint_values=_stream_partition(self.bootstrap, self.topics.checkpoints, self.partition),
-            checkpoints_topic=self.topics.checkpoints,
-            report=lambda skipped: self._log(f"warning: {skipped}", "rebuild_skipped", "warning"),
-        )
+        def fold(snapshot: Snapshot | None) -> SchedulerState:
+            read[0] = 0
+            p = snapshot.positions if snapshot is not None else Positions(OFFSET_BEGINNING, *(OFFSET_BEGINNING,) * 3)
+            return rebuild_state(
+                self.core.config,
+                self.partition,
+                journal(p.journal_next),
+                _stream_partition(self.bootstrap, self.topics.audit, self.partition, p.audit_next),
+                journal_topic=self.topics.journal,
+                audit_topic=self.topics.audit,
+                quarantined=self.options.quarantine,
+                checkpoint_values=_stream_partition(self.bootstrap, self.topics.checkpoints, self.partition, p.checkpoints_next),
+                checkpoints_topic=self.topics.checkpoints,
+                report=lambda skipped: self._log(f"warning: {skipped}", "rebuild_skipped", "warning"),
+                start=snapshot.state if snapshot is not None else None,
+            )
+
+        try:
+            state = fold(snapshot)
+        except StateCorrupted as exc:
+            if snapshot is None:
+                raise
+            self._log(
+                f"warning: the tail after the snapshot at input offset {snapshot.positions.input_next} does not fold onto "
+                f"it ({exc}); folding the whole partition",
+                "snapshot_rejected",
+                "warning",
+            )
+            snapshot = None
+            state = fold(None)
         counters.rebuilds += 1
         counters.rebuild_seconds = time.monotonic() - started
+        counters.rebuild_journal_records = read[0]
+        counters.rebuild_snapshot = snapshot.positions.input_next if snapshot is not None else -1
+        since = f"the snapshot at input offset {snapshot.positions.input_next} and " if snapshot is not None else ""
         self._log(
-            f"state rebuilt from {read[0]} journal records in {counters.rebuild_seconds:.2f}s: "
+            f"state rebuilt from {since}{read[0]} journal records in {counters.rebuild_seconds:.2f}s: "
             f"{len(state.runs)} runs, audit seq {state.audit_seq}",
             "state_rebuilt",
             journal_records=read[0],
+            snapshot_input_offset=counters.rebuild_snapshot,
             seconds=round(counters.rebuild_seconds, 3),
             runs=len(state.runs),
             audit_seq=state.audit_seq,
         )
+        self._since_snapshot = [0, 0]
         return state
+
+    def _newest_snapshot(self) -> Snapshot | None:
+        """The newest snapshot of the partition that verifies (README, "Snapshots and restart"); None: fold everything."""
+        snapshot = newest_verified(
+            self.core.config,
+            self.partition,
+            _stream_partition(self.bootstrap, self.topics.state, self.partition),
+            report=lambda rejected: self._log(
+                f"warning: {self.topics.state}[{self.partition}] {rejected}", "snapshot_rejected", "warning"
+            ),
+        )
+        if snapshot is not None and any(offset < snapshot.positions.journal_next for offset in self.options.quarantine):
+            self._log(
+                f"warning: a quarantined journal offset lies before the snapshot at input offset "
+                f"{snapshot.positions.input_next}; folding the whole partition",
+                "snapshot_skipped",
+                "warning",
+            )
+            return None
+        return snapshot
+
+    def _snapshot_due(self) -> bool:
+        transactions, records = self._since_snapshot
+        every_t, every_r = self.options.snapshot_every_transactions, self.options.snapshot_every_records
+        return transactions > 0 and ((every_t > 0 and transactions >= every_t) or (every_r > 0 and records >= every_r))
+
+    def _take_snapshot(self) -> list[tuple[bytes, bytes]]:
+        """The records of a snapshot of the state at the last commit (no transaction may be in flight)."""
+        assert self._inflight is None
+        state = self._plain(self._state)
+        topics = (self.topics.journal, self.topics.audit, self.topics.checkpoints)
+        # Every record below a partition's end belongs to a decided transaction (this scheduler is the
+        # only writer and has none open), so the ends are where the tail starts; read_uncommitted, as
+        # the commit markers may still be on their way.
+        if self._ends is None:
+            self._ends = Consumer(
+                client_config(self.bootstrap, **{"group.id": "bernstein.rebuild", "isolation.level": "read_uncommitted"})
+            )
+        ends = [
+            self._ends.get_watermark_offsets(TopicPartition(topic, self.partition), timeout=_TXN_TIMEOUT_S, cached=False)[1]
+            for topic in topics
+        ]
+        config = self.core.config
+        secret, key_id = (
+            (config.audit_keys[-1].secret, config.audit_keys[-1].key_id)
+            if config.audit_keys
+            else (config.audit_key, config.audit_key_id)
+        )
+        positions = Positions(self._committed_next, *ends)
+        self._since_snapshot = [0, 0]
+        return encode_chunks(state, positions, audit_secret=secret, audit_key_id=key_id)
 
     def _seek_to_committed(self) -> None:
         tp = TopicPartition(self.input_topic, self.partition)
@@ -729,6 +826,7 @@ class SchedulerShell:
                 self._log(f"committed offset: {error}; retrying", "retrying", "warning", call="committed", error=str(error))
                 time.sleep(0.2)
         offset = committed.offset if committed.offset >= 0 else OFFSET_BEGINNING
+        self._committed_next = committed.offset
         try:  # where the lag counts from (the metrics): the committed offset, else the partition's start
             low, high = self._consumer.get_watermark_offsets(tp, timeout=_TXN_TIMEOUT_S, cached=False)
             self.counters.next_offset, self.counters.high_watermark = (offset if offset >= 0 else low), high
@@ -748,6 +846,7 @@ class SchedulerShell:
         )
 
     def _recover(self, *, abortable: bool, txn_open: bool = True) -> None:
+        self._snapshot_inflight = False
         self._inflight = None  # its transaction failed: the batch is redone from the committed offset
         self._undelivered.clear()
         self.counters.recoveries += 1
@@ -825,6 +924,11 @@ class SchedulerShell:
         if self._rejected:
             records, rejection = self._cut_at_rejected(records)
         first, last = records[0].offset(), records[-1].offset()
+        snapshot: list[tuple[bytes, bytes]] = []
+        if self._snapshot_due():
+            self._settle()  # the snapshot covers the last commit: let it finish
+            if self._committed_next >= 0:
+                snapshot = self._take_snapshot()
         state = self._state
         assert state is not None
         partition = self.partition
@@ -858,6 +962,9 @@ class SchedulerShell:
         try:
             producer.begin_transaction()
             self._txn_began = time.monotonic()
+            for key, value in snapshot:  # committed with this batch's outputs, or not at all
+                self._produce(producer, self.topics.state, key, value, (), 0)
+            self._snapshot_inflight = bool(snapshot)
             if native is not None:
                 tallies = self._produce_native(native, producer, last)
                 codes = native.plan_codes() if tallies[2] or tallies[3] else _NO_CODES
@@ -1060,6 +1167,12 @@ class SchedulerShell:
         counters.transactions += 1
         counters.last_offset = inflight.last_offset
         counters.next_offset = inflight.last_offset + 1
+        self._committed_next = inflight.last_offset + 1
+        if self._snapshot_inflight:
+            counters.snapshots += 1
+            self._snapshot_inflight = False
+        self._since_snapshot[0] += 1
+        self._since_snapshot[1] += inflight.records
         if inflight.seals:
             counters.last_seal_time = time.time()
         refused_codes, dead_letter_codes = inflight.codes
@@ -1327,14 +1440,15 @@ def _values_from(consumer: Any, topic: str, partition: int, start: int) -> Itera
             return
 
 
-def _stream_partition(bootstrap: str, topic: str, partition: int) -> Iterator[tuple[int, bytes]]:
-    """Every committed (offset, value) of one partition, in offset order, read as the caller goes (flat memory)."""
+def _stream_partition(bootstrap: str, topic: str, partition: int, start: int = OFFSET_BEGINNING) -> Iterator[tuple[int, bytes]]:
+    """Every committed (offset, value) of one partition from ``start`` (default: its beginning), in offset order,
+    read as the caller goes (flat memory)."""
     consumer = _rebuild_consumer(bootstrap)
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=_TXN_TIMEOUT_S)
-        if high <= low:
+        if high <= max(low, start):
             return
-        for offset, value in _values_from(consumer, topic, partition, OFFSET_BEGINNING):
+        for offset, value in _values_from(consumer, topic, partition, max(start, low) if start >= 0 else start):
             yield offset, value or b""  # a tombstone is not a record the scheduler wrote: the rebuild names it
     finally:
         consumer.close()
