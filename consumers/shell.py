@@ -356,7 +356,7 @@ class ShellOptions:
     found not written by this scheduler (see README, "When the scheduler will not start")."""
     snapshot_every_transactions: int = 1000
     """Write a state snapshot after this many committed transactions since the last one (0: never by count)."""
-    snapshot_every_records: int = 100_000
+    snapshot_every_records: int = 20_000
     """... or after this many committed input records, whichever comes first (0: never by records)."""
 
 
