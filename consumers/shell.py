@@ -332,6 +332,8 @@ class Counters:
     """The input offset of the snapshot the last rebuild started from (-1: it folded the whole partition)."""
     snapshots: int = 0
     """State snapshots this process wrote (README, "Snapshots and restart")."""
+    snapshot_seconds: float = field(default=0.0, compare=False)
+    """Time spent taking snapshots (waiting for the commit they cover, encoding them, asking for the ends)."""
     next_offset: int = -1
     """The next input offset, as committed with the outputs (-1 until the consumer is placed)."""
     high_watermark: int = -1
@@ -926,9 +928,11 @@ class SchedulerShell:
         first, last = records[0].offset(), records[-1].offset()
         snapshot: list[tuple[bytes, bytes]] = []
         if self._snapshot_due():
+            began = time.monotonic()
             self._settle()  # the snapshot covers the last commit: let it finish
             if self._committed_next >= 0:
                 snapshot = self._take_snapshot()
+            self.counters.snapshot_seconds += time.monotonic() - began
         state = self._state
         assert state is not None
         partition = self.partition
