@@ -103,6 +103,7 @@ def prepare(bootstrap: str, prefix: str, count: int) -> dict[str, float]:
         "journalled": counters.journalled,
         "seals": counters.seals,
         "snapshots": counters.snapshots,
+        "snapshot_s": counters.snapshot_seconds,
     }
 
 
@@ -143,7 +144,8 @@ def main() -> int:
             built = prepare(bootstrap, prefix, count)
             print(
                 f"bench: {label}: {count} inputs published in {built['publish_s']:.1f}s, processed in {built['process_s']:.1f}s "
-                f"({built['journalled']} journalled, {built['seals']} seals, {built['snapshots']} snapshots)",
+                f"({built['journalled']} journalled, {built['seals']} seals, {built['snapshots']} snapshots taking "
+                f"{built['snapshot_s']:.2f}s)",
                 flush=True,
             )
             runs = [restart(bootstrap, prefix, count) for _ in range(args.restarts)]

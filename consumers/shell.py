@@ -41,6 +41,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn, TextIO
 
@@ -49,7 +50,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from consumers.core.model import OUTPUT_FRAMING_ALLOWANCE, InputRecord, OutputRecord, SchedulerState, Stream
 from consumers.core.native import NativeSchedulerCore, NativeState, SchedulerCoreLike
 from consumers.core.rebuild import StateCorrupted, rebuild_state
-from consumers.core.snapshot import Positions, Snapshot, encode_chunks, newest_verified
+from consumers.core.snapshot import Positions, Snapshot, encode_form, newest_verified, snapshot_form
 from schemas.errors import BernsteinError
 from schemas.records import DeadLetterCode
 from substrate.config import Topics
@@ -360,6 +361,9 @@ class ShellOptions:
     """Write a state snapshot after this many committed transactions since the last one (0: never by count)."""
     snapshot_every_records: int = 20_000
     """... or after this many committed input records, whichever comes first (0: never by records)."""
+    snapshot_bytes_per_record: int = 128
+    """... but never before the inputs since the last snapshot reach its size divided by this: a large
+    state is snapshotted less often, so a snapshot costs at most about this many bytes per input."""
 
 
 class SchedulerShell:
@@ -434,6 +438,11 @@ class SchedulerShell:
         """The next input offset after the last commit (what a snapshot covers)."""
         self._snapshot_inflight = False
         """The open transaction carries a snapshot."""
+        self._last_snapshot_bytes = 0
+        self._encoding: Future[list[tuple[bytes, bytes]]] | None = None
+        """A snapshot being encoded on the worker thread."""
+        self._encoder: ThreadPoolExecutor | None = None
+        """The size of the last snapshot this process took (the cadence waits longer after a large one)."""
         self._ends: Any = None
         """A read_uncommitted consumer that asks for the output partitions' ends (snapshots)."""
         """The clock's pauses when this instance last proved it owns the partition (init_transactions, a commit)."""
@@ -524,6 +533,9 @@ class SchedulerShell:
         self.counters.phase = "consuming"
 
     def _close(self) -> None:
+        if self._encoder is not None:
+            self._encoder.shutdown(wait=True)
+            self._encoder = None
         if self._ends is not None:
             self._ends.close()
             self._ends = None
@@ -785,10 +797,16 @@ class SchedulerShell:
     def _snapshot_due(self) -> bool:
         transactions, records = self._since_snapshot
         every_t, every_r = self.options.snapshot_every_transactions, self.options.snapshot_every_records
-        return transactions > 0 and ((every_t > 0 and transactions >= every_t) or (every_r > 0 and records >= every_r))
+        if transactions == 0 or records * max(self.options.snapshot_bytes_per_record, 1) < self._last_snapshot_bytes:
+            return False
+        return (every_t > 0 and transactions >= every_t) or (every_r > 0 and records >= every_r)
 
-    def _take_snapshot(self) -> list[tuple[bytes, bytes]]:
-        """The records of a snapshot of the state at the last commit (no transaction may be in flight)."""
+    def _take_snapshot(self) -> Future[list[tuple[bytes, bytes]]]:
+        """The records of a snapshot of the state at the last commit (no transaction may be in flight).
+
+        The state is copied and the output ends read here; the encoding (JSON, zlib, MAC) runs on a
+        worker thread while the loop goes on, and the records go into the first transaction that
+        begins after it finished (a snapshot stays true however much later it is written)."""
         assert self._inflight is None
         state = self._plain(self._state)
         topics = (self.topics.journal, self.topics.audit, self.topics.checkpoints)
@@ -811,7 +829,17 @@ class SchedulerShell:
         )
         positions = Positions(self._committed_next, *ends)
         self._since_snapshot = [0, 0]
-        return encode_chunks(state, positions, audit_secret=secret, audit_key_id=key_id)
+
+        form = snapshot_form(state, positions)  # a copy: the core may move the state on meanwhile
+
+        def encode() -> list[tuple[bytes, bytes]]:
+            records = encode_form(form, audit_secret=secret, audit_key_id=key_id)
+            self._last_snapshot_bytes = sum(len(value) for _, value in records)
+            return records
+
+        if self._encoder is None:
+            self._encoder = ThreadPoolExecutor(1, thread_name_prefix="snapshot")
+        return self._encoder.submit(encode)
 
     def _seek_to_committed(self) -> None:
         tp = TopicPartition(self.input_topic, self.partition)
@@ -849,6 +877,7 @@ class SchedulerShell:
 
     def _recover(self, *, abortable: bool, txn_open: bool = True) -> None:
         self._snapshot_inflight = False
+        self._encoding = None  # the rebuild resets the cadence; a snapshot of an older commit is not needed
         self._inflight = None  # its transaction failed: the batch is redone from the committed offset
         self._undelivered.clear()
         self.counters.recoveries += 1
@@ -926,13 +955,15 @@ class SchedulerShell:
         if self._rejected:
             records, rejection = self._cut_at_rejected(records)
         first, last = records[0].offset(), records[-1].offset()
-        snapshot: list[tuple[bytes, bytes]] = []
-        if self._snapshot_due():
+        if self._encoding is None and self._snapshot_due():
             began = time.monotonic()
             self._settle()  # the snapshot covers the last commit: let it finish
             if self._committed_next >= 0:
-                snapshot = self._take_snapshot()
+                self._encoding = self._take_snapshot()
             self.counters.snapshot_seconds += time.monotonic() - began
+        snapshot: list[tuple[bytes, bytes]] = []
+        if self._encoding is not None and self._encoding.done():
+            snapshot, self._encoding = self._encoding.result(), None
         state = self._state
         assert state is not None
         partition = self.partition
