@@ -792,6 +792,32 @@ class SchedulerShell:
                 "warning",
             )
             return None
+        if snapshot is not None:
+            p = snapshot.positions
+            wanted = {
+                self.topics.journal: p.journal_next,
+                self.topics.audit: p.audit_next,
+                self.topics.checkpoints: p.checkpoints_next,
+            }
+            consumer = _rebuild_consumer(self.bootstrap)
+            try:
+                ends = {
+                    topic: consumer.get_watermark_offsets(TopicPartition(topic, self.partition), timeout=_TXN_TIMEOUT_S)[1]
+                    for topic in wanted
+                }
+            finally:
+                consumer.close()
+            short = [
+                f"{topic}[{self.partition}] ends at {ends[topic]}" for topic, offset in wanted.items() if ends[topic] < offset
+            ]
+            if short:
+                self._log(
+                    f"warning: the snapshot at input offset {p.input_next} covers more than the topics hold "
+                    f"({'; '.join(short)}); folding the whole partition",
+                    "snapshot_rejected",
+                    "warning",
+                )
+                return None
         return snapshot
 
     def _snapshot_due(self) -> bool:
