@@ -41,6 +41,15 @@ envelopes, reading heads, recomputing hashes and MACs, decoding stage fields)
 is done a batch of records at a time by ``verifier.facts``, in Rust when the
 ``bernstein_native`` extension is built, with the same results either way.
 Memory stays flat: records are read, and facts computed, a chunk at a time.
+
+``verify_many(runs, source, ...)`` verifies many runs (every run with ``runs``
+None) reading each partition once: one journal pass feeds every run's walks,
+and the partition's audit chain is read once alongside (``_PartitionAudit``),
+its own findings kept with their position so that each run's report is the
+one ``verify`` gives for it alone. Evidence blobs of a directory store are
+re-hashed ahead, a batch of stages at a time, on every core
+(``verifier.blobs``); the next chunk's producer signatures are verified while
+the current chunk is checked (``_signed_ahead``).
 """
 
 from __future__ import annotations

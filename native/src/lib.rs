@@ -9,6 +9,7 @@
 
 pub mod avro;
 mod batch;
+pub mod blob_files;
 pub mod core;
 mod documents;
 pub mod hashing;

@@ -1094,7 +1094,7 @@ impl FactReader {
 
     /// Re-hash stored blobs, many files a call, on every core: for each path `(digest, size,
     /// bytes or None)` (bytes when its `keep` is true), or None when the caller must read that
-    /// file itself (``crate::hashing::hash_file``). The GIL is released while files are read.
+    /// file itself (``crate::blob_files::hash_file``). The GIL is released while files are read.
     fn hash_files<'py>(
         &self,
         py: Python<'py>,
@@ -1111,12 +1111,12 @@ impl FactReader {
             .enumerate()
             .map(|(i, (p, k))| (i, p.as_str(), *k))
             .collect();
-        let hashed: Vec<(usize, Option<crate::hashing::HashedFile>)> = py.detach(|| {
+        let hashed: Vec<(usize, Option<crate::blob_files::HashedFile>)> = py.detach(|| {
             crate::parallel::filter_map(&items, crate::parallel::cores(), |(index, path, keep)| {
                 thread_local! {
                     static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
                 }
-                let found = BUFFER.with(|b| crate::hashing::hash_file(path, max_bytes, *keep, &mut b.borrow_mut()));
+                let found = BUFFER.with(|b| crate::blob_files::hash_file(path, max_bytes, *keep, &mut b.borrow_mut()));
                 Some((*index, found))
             })
         });

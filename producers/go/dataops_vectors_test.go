@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// The data/ops documents of steps.json's accepted cases, rebuilt byte for byte by DataOpsActivity.
-// steps.json does not state the receipt signer's seed nor the input/output bytes (only their
-// hashes and sizes); they are consumers/step_vectors.py's RECEIPT_SIGNER (seed bytes 160..191),
-// ORDERS and SUMMARY, restated here.
+// The data/ops documents of steps.json's accepted cases, rebuilt byte for byte by DataOpsActivity
+// from constants restated here: consumers/step_vectors.py's RECEIPT_SIGNER (seed bytes 160..191),
+// ORDERS and SUMMARY. steps.json states the same values (keys.receipt_signer, blobs), and the
+// conformance runner rebuilds the receipts from those; this test pins the SDK's API on its own.
 func TestDataOpsActivityRebuildsTheStepVectors(t *testing.T) {
 	raw, err := os.ReadFile("../../schemas/vectors/steps.json")
 	if os.IsNotExist(err) {

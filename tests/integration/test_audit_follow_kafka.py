@@ -596,3 +596,31 @@ def test_metrics_count_the_records_checked_and_the_alerts_raised(deployment: Dep
     finally:
         scheduler.stop()
         follower.stop()
+
+
+def test_clean_traffic_of_100k_audit_records_raises_no_alert(services: Services, prefix: str) -> None:
+    """The issue's clean-traffic check at its size: 100k signed submissions through the real scheduler."""
+    from bench.follow import follower as follow_once
+    from bench.scheduler import config as bench_config
+    from bench.scheduler import publish
+    from consumers.core.native import make_core
+    from consumers.shell import ShellOptions
+
+    count = 100_000
+    topics = fresh_topics(services.bootstrap, prefix)
+    publish(services.bootstrap, topics.submissions, count, "run")
+    scheduler_config = bench_config()
+    shell = SchedulerShell(
+        bootstrap=services.bootstrap,
+        topics=topics,
+        partition=0,
+        core=make_core(scheduler_config, 0, "auto"),
+        options=ShellOptions(),
+        progress=None,
+    )
+    counters = shell.run(until=lambda c: c.consumed >= count, idle_exit=60.0)
+    assert counters.consumed == count and counters.refused == 0
+    trusted = TrustedKeys(hmac={scheduler_config.audit_key_id: scheduler_config.audit_key})
+    checked, _, alerts = follow_once(services.bootstrap, topics, trusted)
+    assert alerts == []
+    assert checked == count + counters.seals  # one audit record per journal record (entries and seals)
