@@ -118,15 +118,12 @@ def digest_vectors() -> dict[str, Any]:
     }
 
 
-def chain_vectors() -> dict[str, Any]:
-    signer = Ed25519PrivateKey.from_private_bytes(SEED)
-    public = signer.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    run_id = "run-42"
-    genesis = canonical.journal_genesis(run_id)
-    entry = {
+def _journal_entry_v1(run_id: str) -> dict[str, Any]:
+    """The first entry of ``run_id`` as a ``JournalEntry.v1`` record (the chain vectors' and the v1 sample's)."""
+    return {
         "run_id": run_id,
         "seq": 0,
-        "prev_hash": genesis,
+        "prev_hash": canonical.journal_genesis(run_id),
         "entry_type": "activity.result",
         "stage_id": "research-0",
         "role": "scout",
@@ -141,6 +138,14 @@ def chain_vectors() -> dict[str, Any]:
         "input": {"topic": "bernstein.activity.submissions", "partition": 0, "offset": 7},
         "occurred_at_ms": 1767225600000,
     }
+
+
+def chain_vectors() -> dict[str, Any]:
+    signer = Ed25519PrivateKey.from_private_bytes(SEED)
+    public = signer.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    run_id = "run-42"
+    genesis = canonical.journal_genesis(run_id)
+    entry = _journal_entry_v1(run_id)
     payload = codec.encode(codec.JOURNAL_ENTRY, entry)
     entry_hash = canonical.journal_entry_hash(payload)
     seal = {
@@ -612,24 +617,7 @@ def _other_samples() -> dict[str, dict[str, Any]]:
     """The schemas no other sample covers: the first journal entry version, computer use, refusals, dead letters v1."""
     sub = _signed_activity()
     return {
-        codec.JOURNAL_ENTRY: {
-            "run_id": "run-42",
-            "seq": 0,
-            "prev_hash": canonical.journal_genesis("run-42"),
-            "entry_type": "activity.result",
-            "stage_id": "research-0",
-            "role": "scout",
-            "kind": "research",
-            "producer_id": "worker@host",
-            "submission_id": "00000000000000000000000000000001",
-            "artifact_hash": canonical.artifact_hash(b'"report"'),
-            "evidence_set_hash": canonical.evidence_set_hash([H["alpha"]]),
-            "observations": [{"kind": "page", "ref": "https://a", "content_hash": H["alpha"]}],
-            "terminal_state": "completed",
-            "reason_code": "ok",
-            "input": {"topic": "bernstein.activity.submissions", "partition": 0, "offset": 7},
-            "occurred_at_ms": 1767225600000,
-        },
+        codec.JOURNAL_ENTRY: _journal_entry_v1("run-42"),
         codec.COMPUTER_USE_ACTION: _computer_use_action(sizes=False),
         codec.COMPUTER_USE_ACTION_V2: _computer_use_action(sizes=True),
         codec.COMPUTER_USE_ENTRY: _computer_use_entry(sizes=False),
