@@ -11,17 +11,12 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from consumers.step_vectors import HASH_A, HASH_B, PAGE_A, PAGE_B, SOURCE_A, SOURCE_B, report
 from producers.dataops import DataOpsActivity, EffectBeforePlan
 from schemas.canonical import canonical_json, evidence_set_hash, sha256_digest
 from schemas.documents.common import Violation
 from substrate.keys import Ed25519Signer
 
-SOURCE_A = "https://a.test/notes"
-SOURCE_B = "https://b.test/perf"
-PAGE_A = b"<html><body><p>Quill 2.0 ships a <strong>stable</strong> module system.</p></body></html>"
-PAGE_B = b"<html><body><p>Rebuilds take 6 seconds instead of 41.</p></body></html>"
-HASH_A = sha256_digest(PAGE_A)
-HASH_B = sha256_digest(PAGE_B)
 HTML = "text/html; charset=utf-8"
 SIGNER = Ed25519Signer.from_seed(b"\x05" * 32)
 ORDERS = b"order_id,amount\n1,100\n2,250\n"
@@ -32,37 +27,9 @@ MODALITY_ROLES = {"developer": "coding", "scout": "research", "operator": "ops",
 
 
 def report_document() -> dict[str, Any]:
-    """A valid ``bernstein.research.report/v1`` document: two claims, each citing one fetched page."""
-
-    def source(ref: str, page_hash: str, size: int) -> dict[str, Any]:
-        return {
-            "source_ref": ref,
-            "final_url": ref,
-            "status": 200,
-            "content_type": HTML,
-            "redirects": [],
-            "page_content_hash": page_hash,
-            "size": size,
-        }
-
-    def claim(cid: str, statement: str, ref: str, page_hash: str, quote: str) -> dict[str, Any]:
-        return {
-            "claim_id": cid,
-            "statement": statement,
-            "citations": [{"claim_id": cid, "source_ref": ref, "page_content_hash": page_hash, "quote": quote}],
-        }
-
-    return {
-        "format": "bernstein.research.report/v1",
-        "query": "what changed in quill 2.0?",
-        "plan": [SOURCE_A, SOURCE_B],
-        "sources": [source(SOURCE_A, HASH_A, len(PAGE_A)), source(SOURCE_B, HASH_B, len(PAGE_B))],
-        "claims": [
-            claim("c1", "Modules are stable", SOURCE_A, HASH_A, "ships a stable module system"),
-            claim("c2", "Rebuilds are faster", SOURCE_B, HASH_B, "6 seconds instead of 41"),
-        ],
-        "quote_normalisation": "bernstein.quote-normalisation/v1",
-    }
+    """A valid ``bernstein.research.report/v1`` document: two claims, each citing one fetched page (the
+    scheduler-step vectors' own, ``consumers.step_vectors.report``)."""
+    return report()
 
 
 def page_observations() -> list[dict[str, Any]]:
