@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import Final
+from typing import Any, Final
 
 from bernstein.cli import EXIT_INTERNAL, EXIT_USAGE
 from bernstein.commands.common import (
@@ -42,10 +42,12 @@ from consumers.core.model import (
     SealKey,
 )
 from consumers.core.native import NATIVE_LABEL, NativeSchedulerCore, SchedulerCoreLike, choose_core
+from consumers.group import DEFAULT_SESSION_TIMEOUT_MS, GroupFailed, GroupScheduler
 from consumers.manifest import load_manifest
 from consumers.metrics import SchedulerMetrics, ShellProbe, core_name
 from consumers.shell import SchedulerFenced, SchedulerShell, ShellOptions
 from schemas.errors import BernsteinError
+from substrate.config import Topics
 from substrate.kafka import ensure_topics, partition_count, require_bootstrap
 from substrate.keys import InstallKeys, KeyPurpose, RingKey
 from substrate.logs import LOG_FORMATS, EventLog, install_json_logging, log_format
@@ -70,7 +72,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_keys_flag(run)
     which = run.add_mutually_exclusive_group()
     which.add_argument("--partition", type=int, default=None, help="the input partition this process owns (default 0)")
-    which.add_argument("--all-partitions", action="store_true", help="start one child process per partition and supervise them")
+    which.add_argument(
+        "--all-partitions",
+        action="store_true",
+        help="start one child process per partition on this host and supervise them (a child that dies is started again)",
+    )
+    which.add_argument(
+        "--group",
+        action="store_true",
+        help="join the consumer group <prefix>.scheduler and run the partitions it assigns to this process: start it on "
+        "any number of machines; a process that dies or stops hands its partitions to the others (README, 'Failover')",
+    )
     run.add_argument("--roles", type=Path, default=None, help="roles manifest (default: $BERNSTEIN_ROLES or config/roles.toml)")
     run.add_argument("--seal-every", type=int, default=1000, help="sign a seal after every N entries of a run (default 1000)")
     run.add_argument(
@@ -99,6 +111,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     run.add_argument("--batch-max", type=int, default=500, help="records per transaction at most (default 500)")
     run.add_argument("--batch-ms", type=int, default=20, help="wait for the first record of a batch, ms (default 20)")
     run.add_argument("--idle-exit", type=float, default=None, help="exit after this many idle seconds (tests, demos)")
+    run.add_argument(
+        "--session-timeout-ms",
+        type=int,
+        default=DEFAULT_SESSION_TIMEOUT_MS,
+        help=f"with --group: how long the group waits for a silent process before its partitions move to the others "
+        f"(default {DEFAULT_SESSION_TIMEOUT_MS}; the broker allows group.min.session.timeout.ms to "
+        "group.max.session.timeout.ms)",
+    )
     run.add_argument("--progress-every", type=float, default=5.0, help="seconds between progress lines (default 5)")
     run.add_argument(
         "--quarantine",
@@ -234,11 +254,11 @@ STARTUP_EVENTS: Final = ("producers_registered", "keys", "core", "no_producers")
 def _run(args: argparse.Namespace) -> int:
     """``scheduler run``; with ``--log-format json`` its errors are JSON lines too (the exit codes stay)."""
     json_logs = log_format(args.log_format) == "json"
-    partition = None if args.all_partitions else (args.partition or 0)
+    partition = None if args.all_partitions or args.group else (args.partition or 0)
     log = EventLog(
         "bernstein.scheduler",
         json=json_logs,
-        text_prefix=f"scheduler p{partition}: ",
+        text_prefix="scheduler group: " if args.group else f"scheduler p{partition}: ",
         fields={"partition": partition},
     )
     if not json_logs:
@@ -278,29 +298,15 @@ def _run_logged(args: argparse.Namespace, log: EventLog) -> int:
         if args.quarantine:
             raise UsageError("--quarantine names offsets of one partition's journal: use it with --partition")
         return _supervise(args, partition_count(bootstrap, settings.topics.submissions))
+    if args.group:
+        return _run_group(args, log, bootstrap, settings.topics, config)
     partition = args.partition or 0
     count = partition_count(bootstrap, settings.topics.submissions)
     if not 0 <= partition < count:
         raise UsageError(f"--partition {partition}: {settings.topics.submissions} has partitions 0..{count - 1}")
     core, core_label = choose_core(config, partition, args.core, environ=os.environ)
-    for event, line in zip(STARTUP_EVENTS, startup_report(config, core, _roles_path(args), core_label), strict=False):
-        fields = {"core": core_name(core_label)} if event == "core" else {}
-        log.emit(event, line, level="warning" if event == "no_producers" else "info", **fields)
-    shell = SchedulerShell(
-        bootstrap=bootstrap,
-        topics=settings.topics,
-        partition=partition,
-        core=core,
-        options=ShellOptions(
-            batch_max=args.batch_max,
-            batch_timeout=args.batch_ms / 1000,
-            progress_every=args.progress_every,
-            quarantine=frozenset(args.quarantine),
-        ),
-    )
-
-    if log.json:
-        shell.emit = lambda event, message, level, fields: log.emit(event, message, level=level, **fields)  # type: ignore[arg-type]
+    _log_startup(log, config, core, core_label, args)
+    shell = _shell(args, log, bootstrap, settings.topics, partition, core)
     server = None
     if args.metrics_port is not None:
         metrics = SchedulerMetrics(shell, core_label)
@@ -328,6 +334,96 @@ def _run_logged(args: argparse.Namespace, log: EventLog) -> int:
     finally:
         if server is not None:
             server.close()
+    return 0
+
+
+def _log_startup(
+    log: EventLog, config: SchedulerConfig, core: SchedulerCoreLike, core_label: str, args: argparse.Namespace
+) -> None:
+    for event, line in zip(STARTUP_EVENTS, startup_report(config, core, _roles_path(args), core_label), strict=False):
+        fields = {"core": core_name(core_label)} if event == "core" else {}
+        log.emit(event, line, level="warning" if event == "no_producers" else "info", **fields)
+
+
+def _shell(
+    args: argparse.Namespace,
+    log: EventLog,
+    bootstrap: str,
+    topics: Topics,
+    partition: int,
+    core: SchedulerCoreLike,
+    **group: Any,
+) -> SchedulerShell:
+    """The shell of one partition as the flags configure it (``group``: consumer-group mode's hooks)."""
+    shell = SchedulerShell(
+        bootstrap=bootstrap,
+        topics=topics,
+        partition=partition,
+        core=core,
+        options=ShellOptions(
+            batch_max=args.batch_max,
+            batch_timeout=args.batch_ms / 1000,
+            progress_every=args.progress_every,
+            quarantine=frozenset(args.quarantine),
+        ),
+        **group,
+    )
+    if log.json:
+
+        def emit(event: str, message: str, level: str, fields: dict[str, Any]) -> None:
+            log.emit(event, message, level=level, **{"partition": partition, **fields})  # type: ignore[arg-type]
+
+        shell.emit = emit
+    return shell
+
+
+def _run_group(args: argparse.Namespace, log: EventLog, bootstrap: str, topics: Topics, config: SchedulerConfig) -> int:
+    """``--group``: run the partitions the consumer group assigns to this process (``consumers.group``)."""
+    for flag, value in (
+        ("--quarantine", args.quarantine),
+        ("--idle-exit", args.idle_exit),
+        ("--metrics-port", args.metrics_port),
+    ):
+        if value not in (None, []):
+            raise UsageError(
+                f"{flag} is not available with --group (it is about one partition or one process's own loop): "
+                "use --partition N for it"
+            )
+    labels: list[str] = []
+
+    def make_shell(partition: int, metadata: Any, still_owned: Any) -> SchedulerShell:
+        core, core_label = choose_core(config, partition, args.core, environ=os.environ)
+        if not labels:
+            labels.append(core_label)
+            _log_startup(log, config, core, core_label, args)
+        return _shell(args, log, bootstrap, topics, partition, core, group_metadata=metadata, still_owned=still_owned)
+
+    def log_event(message: str, event: str, level: str, fields: dict[str, Any]) -> None:
+        log.emit(event, message, level=level, **fields)  # type: ignore[arg-type]
+
+    group = GroupScheduler(
+        bootstrap=bootstrap,
+        group_id=f"{topics.prefix}.scheduler",
+        input_topic=topics.submissions,
+        make_shell=make_shell,
+        log=log_event,
+        session_timeout_ms=args.session_timeout_ms,
+    )
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        group.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        group.run()
+    except GroupFailed as exc:
+        fenced = group.fenced
+        if log.json:
+            log.emit("fenced" if fenced else "error", exc.message, level="error", code=exc.code)
+        else:
+            print(f"bernstein: error: {exc.message}", file=sys.stderr)
+        return EXIT_FENCED if fenced else EXIT_USAGE
     return 0
 
 
