@@ -246,6 +246,14 @@ class GroupScheduler:
             owned.shell.stop()
         for owned in stopping:
             owned.thread.join(_STOP_WAIT_S)
+            if owned.error is not None:
+                message = getattr(owned.error, "message", str(owned.error))
+                self.log(
+                    f"partition {owned.partition}: its scheduler stopped: {message}",
+                    "shell_stopped",
+                    "warning",
+                    {"partition": owned.partition, "error": getattr(owned.error, "error", type(owned.error).__name__)},
+                )
             if owned.thread.is_alive():
                 self.log(
                     f"partition {owned.partition}: its scheduler did not stop within {_STOP_WAIT_S:.0f}s; the next "

@@ -94,20 +94,20 @@ class GroupProcess:
             self._file.close()
 
 
-def committed(bootstrap: str, topics: Topics) -> list[int]:
+def committed(bootstrap: str, topics: Topics, partitions: int = PARTITIONS) -> list[int]:
     """The scheduler group's committed input offset of every partition (-1001: none yet)."""
     consumer = Consumer(client_config(bootstrap, **{"group.id": f"{topics.prefix}.scheduler", "enable.auto.commit": False}))
     try:
-        parts = [TopicPartition(topics.submissions, p) for p in range(PARTITIONS)]
+        parts = [TopicPartition(topics.submissions, p) for p in range(partitions)]
         return [tp.offset for tp in consumer.committed(parts, timeout=30)]
     finally:
         consumer.close()
 
 
-def ends(bootstrap: str, topics: Topics) -> list[int]:
+def ends(bootstrap: str, topics: Topics, partitions: int = PARTITIONS) -> list[int]:
     consumer = Consumer(client_config(bootstrap, **{"group.id": "bernstein.rebuild"}))
     try:
-        return [consumer.get_watermark_offsets(TopicPartition(topics.submissions, p), timeout=30)[1] for p in range(PARTITIONS)]
+        return [consumer.get_watermark_offsets(TopicPartition(topics.submissions, p), timeout=30)[1] for p in range(partitions)]
     finally:
         consumer.close()
 
@@ -124,19 +124,21 @@ def wait_for(what: str, condition: object, timeout: float, processes: list[Group
     return time.monotonic() - started
 
 
-def stage_values(producer_keys: ProducerKeys, store: DirBlobStore) -> list[tuple[bytes, int, bytes]]:
+def stage_values(
+    producer_keys: ProducerKeys, store: DirBlobStore, *, runs: int = RUNS, stages: int = STAGES, partitions: int = PARTITIONS
+) -> list[tuple[bytes, int, bytes]]:
     """(key, partition, value) of every stage, interleaved over the runs (every run stays open to the end)."""
     blobs = [f"evidence blob {n}\n".encode() * (n + 1) for n in range(POOL)]
     for blob in blobs:
         store.put(blob)
     pairs = list(itertools.combinations(range(POOL), 2))
     values = []
-    for stage in range(STAGES):
+    for stage in range(stages):
         a, b = pairs[stage]
         observations = [observe("file", f"src/f{a}.py", blobs[a]), observe("file", f"src/f{b}.py", blobs[b])]
         artifact = f"--- a/src/f{a}.py\n+++ b/src/f{a}.py\n@@ stage {stage} @@\n".encode()
         store.put(artifact)  # the verifier reattaches artifacts too; runs share each stage's
-        for run in range(RUNS):
+        for run in range(runs):
             run_id = f"fo-{run}"
             result = ActivityResult.build("coding", artifact, observations)
             record = submission_record(
@@ -149,15 +151,16 @@ def stage_values(producer_keys: ProducerKeys, store: DirBlobStore) -> list[tuple
                 sdk="failover-test",
             )
             key = run_id.encode()
-            values.append((key, partition_for(key, PARTITIONS), encode_signed_submission(record, producer_keys.signer)))
+            values.append((key, partition_for(key, partitions), encode_signed_submission(record, producer_keys.signer)))
     return values
 
 
 class Stream(threading.Thread):
     """Publishes the stages at RATE per second (the group works while it flows)."""
 
-    def __init__(self, bootstrap: str, topic: str, values: list[tuple[bytes, int, bytes]]) -> None:
+    def __init__(self, bootstrap: str, topic: str, values: list[tuple[bytes, int, bytes]], rate: int = RATE) -> None:
         super().__init__(daemon=True)
+        self.rate = rate
         self.producer = Producer(client_config(bootstrap, **{"enable.idempotence": True, "acks": "all", "linger.ms": 5}))
         self.topic = topic
         self.values = values
@@ -177,7 +180,7 @@ class Stream(threading.Thread):
                 self.published = index + 1
                 if index % 100 == 99:
                     self.producer.poll(0)
-                    ahead = started + self.published / RATE - time.monotonic()
+                    ahead = started + self.published / self.rate - time.monotonic()
                     if ahead > 0:
                         time.sleep(ahead)
             assert self.producer.flush(60) == 0, "the stream's submissions were not all acknowledged"
@@ -311,3 +314,78 @@ def test_group_failover_loses_and_duplicates_nothing(
     )
     assert verified.returncode == 0, verified.stdout[-5000:] + verified.stderr[-5000:]
     assert verified.stdout.count("verified") >= RUNS, verified.stdout[-3000:]
+
+
+@pytest.mark.timeout(600)
+def test_a_paused_process_is_fenced_when_it_wakes(
+    services: Services,
+    prefix: str,
+    install_keys: InstallKeys,
+    producer_keys: ProducerKeys,
+    manifest: Path,
+    tmp_path: Path,
+) -> None:
+    """SIGSTOP one of two processes past the session timeout: the other takes its partition over; woken up,
+    the paused one commits nothing more (its member is gone: the group and the transactional id both fence
+    it) and every stage is still journalled exactly once."""
+    bootstrap = services.bootstrap
+    partitions = 2
+    topics = fresh_topics(bootstrap, prefix, partitions=partitions)
+    env = {**os.environ, **bernstein_env(services, prefix, install_keys, producer_keys, manifest)}
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    values = stage_values(producer_keys, DirBlobStore(tmp_path / "cas"), runs=40, stages=40, partitions=partitions)
+    processes = [GroupProcess(n, env, logs) for n in (1, 2)]
+    try:
+        wait_for("each process runs one partition", lambda: all(len(p.running()) == 1 for p in processes), 120, processes)
+        stream = Stream(bootstrap, topics.submissions, values, rate=200)
+        stream.start()
+        wait_for(
+            "both partitions committing",
+            lambda: all(offset >= 100 for offset in committed(bootstrap, topics, partitions)),
+            120,
+            processes,
+        )
+        sleeper, other = processes
+        taken = sleeper.running()
+        assert stream.is_alive(), "the pause must come while the stream flows"
+        sleeper.proc.send_signal(signal.SIGSTOP)
+        stopped_at = committed(bootstrap, topics, partitions)
+        wait_for("the other process runs both partitions", lambda: len(other.running()) == partitions, 120, [other])
+        wait_for(
+            "the taken partition commits under its new owner",
+            lambda: committed(bootstrap, topics, partitions)[taken[0]] > stopped_at[taken[0]],
+            120,
+            [other],
+        )
+        sleeper.proc.send_signal(signal.SIGCONT)
+        stream.join(300)
+        assert stream.error is None, stream.error
+        target = ends(bootstrap, topics, partitions)
+        wait_for("everything committed", lambda: committed(bootstrap, topics, partitions) == target, 300, [other])
+        wait_for("the woken process lets its partition go", lambda: sleeper.running() == [] or not sleeper.alive(), 120, [])
+    finally:
+        for process in processes:
+            if process.alive():
+                process.proc.send_signal(signal.SIGCONT)
+        codes = [process.stop() for process in processes]
+    texts = [process.text() for process in processes]
+    assert codes[1] == 0, texts[1]
+    assert codes[0] in (0, 7), texts[0]  # a clean leave, or "fenced" when it kept being refused
+    assert not any("Traceback" in text for text in texts), texts
+    woke = texts[0]
+    # woken, it learns that the group moved on (its session expired): the partition is lost, not handed over
+    assert f"partition(s) {taken} lost" in woke, woke
+    # its shell either settled what it had in flight and stopped, or Kafka fenced it (its transactional id was
+    # taken over by the new owner's init_transactions): either way it committed nothing the new owner did
+    stopped = re.search(rf"scheduler p{taken[0]}: stopped: offset \d+ \| consumed [1-9]", woke)
+    fenced = re.search(rf"partition {taken[0]}: its scheduler stopped: partition {taken[0]} is now owned by another", woke)
+    assert stopped or fenced, woke
+    print(f"\nthe woken process's shell {'was fenced' if fenced else 'stopped after settling'}")
+    journalled: Counter[tuple[str, str]] = Counter()
+    for p in range(partitions):
+        for record in read_partition(bootstrap, topics, "journal", p):
+            if "stage_id" in record.inner:
+                journalled[(record.inner["run_id"], record.inner["stage_id"])] += 1
+        assert read_partition(bootstrap, topics, "refusals", p) == []
+    assert len(journalled) == len(values) and set(journalled.values()) == {1}
