@@ -5,9 +5,12 @@ configuration or service error, or when Kafka errors keep recurring
 (``E_SCHEDULER_FAILED``); ``EXIT_FENCED`` (7) when another instance took the
 partition over, or when it was paused and cannot prove it still owns it: this one
 committed nothing more and stopped, and must not be restarted blindly (the newer
-instance owns the partition now). With ``--all-partitions`` the supervisor exits
-with the worst child's code; a child killed by a signal counts as ``128 + signal``
-(137 for SIGKILL), as a shell reports it.
+instance owns the partition now). With ``--all-partitions`` the supervisor starts a
+child that died again (``restart_delay``) and exits with the worst final child's code;
+a child killed by a signal counts as ``128 + signal`` (137 for SIGKILL), as a shell
+reports it. With ``--group`` the process exits 3 when a partition's scheduler failed
+(the group moves its partitions to the other processes) and 7 when one kept being
+fenced while the group assigned it here.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import FrameType
 from typing import Any, Final
@@ -428,7 +432,11 @@ def _run_group(args: argparse.Namespace, log: EventLog, bootstrap: str, topics: 
 
 
 def _supervise(args: argparse.Namespace, partitions: int) -> int:
-    """One child per partition; forward SIGTERM; exit non-zero if any child fails."""
+    """One child per partition; a child that dies is started again (``restart_delay``); SIGTERM is forwarded.
+
+    The exit code is the worst final child's (``supervised_exit``). Several hosts, or failover between them:
+    ``--group`` instead (README, "Failover").
+    """
     base = [sys.executable, "-m", "bernstein"]
     passthrough = []
     for flag in ("prefix", "keys_dir", "roles", "idle_exit"):
@@ -452,17 +460,84 @@ def _supervise(args: argparse.Namespace, partitions: int) -> int:
     def metrics(p: int) -> list[str]:
         return [] if port is None else ["--metrics-port", str(port + p if port else 0)]
 
-    children = [
-        subprocess.Popen([*base, "scheduler", "run", "--partition", str(p), *passthrough, *metrics(p)]) for p in range(partitions)
-    ]
+    def start(p: int) -> Any:
+        return subprocess.Popen([*base, "scheduler", "run", "--partition", str(p), *passthrough, *metrics(p)])
+
+    children = {p: start(p) for p in range(partitions)}
+    started = dict.fromkeys(children, time.monotonic())
+    restarts = dict.fromkeys(children, 0)
+    due: dict[int, float] = {}
+    """Partitions whose child died, and when it is started again."""
+    final: dict[int, int] = {}
+    stopping = [False]
 
     def forward(signum: int, frame: FrameType | None) -> None:
-        for child in children:
-            child.send_signal(signal.SIGTERM)
+        stopping[0] = True
+        for p, child in children.items():
+            if p not in final and p not in due:
+                child.send_signal(signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    return supervised_exit([child.wait() for child in children])
+    while len(final) < partitions:
+        now = time.monotonic()
+        for p, child in children.items():
+            if p in final:
+                continue
+            if p in due:
+                if stopping[0]:
+                    final[p] = 0  # it was down when the stop came: nothing to stop
+                    due.pop(p)
+                elif now >= due[p]:
+                    due.pop(p)
+                    children[p], started[p] = start(p), now
+                    print(f"scheduler supervisor: partition {p}: started again (restart {restarts[p]})", file=sys.stderr)
+                continue
+            code = child.poll()
+            if code is None:
+                continue
+            ran = now - started[p]
+            if ran >= _STEADY_S:
+                restarts[p] = 0
+            delay = restart_delay(code, ran_for=ran, stopping=stopping[0], restarts=restarts[p])
+            if delay is None:
+                # the SIGTERM forwarded to a child still starting (before its handler was installed) is a clean stop
+                final[p] = 0 if stopping[0] and code == -signal.SIGTERM else code
+                continue
+            restarts[p] += 1
+            due[p] = now + delay
+            print(
+                f"scheduler supervisor: partition {p}: the scheduler exited with {_described(code)} after {ran:.0f}s; "
+                f"starting it again in {delay:.0f}s",
+                file=sys.stderr,
+            )
+        time.sleep(_SUPERVISE_POLL_S)
+    return supervised_exit([final[p] for p in range(partitions)])
+
+
+_STEADY_S: Final = 60.0
+"""A child that ran this long before it died starts again after the shortest delay."""
+_QUICK_FAILURE_S: Final = 10.0
+"""A child that exits 3 sooner than this after its start met a configuration error: starting it again repeats it."""
+_SUPERVISE_POLL_S: Final = 0.2
+
+
+def restart_delay(code: int, *, ran_for: float, stopping: bool, restarts: int) -> float | None:
+    """Seconds until ``--all-partitions`` starts a child that exited with ``code`` (``Popen.returncode``) again;
+    None: it stays down.
+
+    Never while the supervisor stops, after a clean exit (0: SIGTERM or ``--idle-exit``), after ``EXIT_FENCED``
+    (another instance owns the partition now) or after exit 3 within ``_QUICK_FAILURE_S`` of its start (a
+    configuration error). A child killed by a signal, or failing later (Kafka errors that kept recurring),
+    starts again after 1, 2, 4 ... 30 seconds (``restarts`` since it last ran ``_STEADY_S``).
+    """
+    if stopping or code in (0, EXIT_FENCED) or (code == EXIT_USAGE and ran_for < _QUICK_FAILURE_S):
+        return None
+    return float(min(2**restarts, 30))
+
+
+def _described(code: int) -> str:
+    return f"signal {-code}" if code < 0 else f"exit code {code}"
 
 
 def supervised_exit(returncodes: list[int]) -> int:

@@ -124,6 +124,19 @@ def wait_for(what: str, condition: object, timeout: float, processes: list[Group
     return time.monotonic() - started
 
 
+def assert_journalled_once(bootstrap: str, topics: Topics, partitions: int, expected: int) -> None:
+    """Nothing lost, nothing duplicated: ``expected`` distinct stages journalled once each, nothing refused
+    or dead-lettered."""
+    journalled: Counter[tuple[str, str]] = Counter()
+    for p in range(partitions):
+        for record in read_partition(bootstrap, topics, "journal", p):
+            if "stage_id" in record.inner:
+                journalled[(record.inner["run_id"], record.inner["stage_id"])] += 1
+        assert read_partition(bootstrap, topics, "refusals", p) == []
+        assert read_partition(bootstrap, topics, "deadletter", p) == []
+    assert len(journalled) == expected and set(journalled.values()) == {1}, journalled.most_common(3)
+
+
 def stage_values(
     producer_keys: ProducerKeys, store: DirBlobStore, *, runs: int = RUNS, stages: int = STAGES, partitions: int = PARTITIONS
 ) -> list[tuple[bytes, int, bytes]]:
@@ -290,15 +303,7 @@ def test_group_failover_loses_and_duplicates_nothing(
     assert not any("Traceback" in text for text in texts.values()), texts
     assert fourth is not None and re.search(r"stopped: offset \d+ \| consumed [1-9]", texts[4]), texts[4]
 
-    # nothing lost, nothing duplicated: each stage journalled once, nothing refused or dead-lettered
-    journalled: Counter[tuple[str, str]] = Counter()
-    for p in range(PARTITIONS):
-        for record in read_partition(bootstrap, topics, "journal", p):
-            if "stage_id" in record.inner:
-                journalled[(record.inner["run_id"], record.inner["stage_id"])] += 1
-        assert read_partition(bootstrap, topics, "refusals", p) == []
-        assert read_partition(bootstrap, topics, "deadletter", p) == []
-    assert len(journalled) == RUNS * STAGES and set(journalled.values()) == {1}
+    assert_journalled_once(bootstrap, topics, PARTITIONS, RUNS * STAGES)
 
     # every run sealed and verified: seals, audit chain, checkpoints, producer signatures and every blob
     trust_file = tmp_path / "trusted-keys.json"
@@ -382,10 +387,72 @@ def test_a_paused_process_is_fenced_when_it_wakes(
     fenced = re.search(rf"partition {taken[0]}: its scheduler stopped: partition {taken[0]} is now owned by another", woke)
     assert stopped or fenced, woke
     print(f"\nthe woken process's shell {'was fenced' if fenced else 'stopped after settling'}")
-    journalled: Counter[tuple[str, str]] = Counter()
-    for p in range(partitions):
-        for record in read_partition(bootstrap, topics, "journal", p):
-            if "stage_id" in record.inner:
-                journalled[(record.inner["run_id"], record.inner["stage_id"])] += 1
-        assert read_partition(bootstrap, topics, "refusals", p) == []
-    assert len(journalled) == len(values) and set(journalled.values()) == {1}
+    assert_journalled_once(bootstrap, topics, partitions, len(values))
+
+
+def _children(pid: int) -> dict[int, int]:
+    """Partition -> pid of the ``--all-partitions`` supervisor ``pid``'s children (from /proc)."""
+    found = {}
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        if b"--partition" in argv:
+            found[int(argv[argv.index(b"--partition") + 1])] = int(child)
+    return found
+
+
+@pytest.mark.timeout(600)
+def test_all_partitions_starts_a_killed_child_again(
+    services: Services,
+    prefix: str,
+    install_keys: InstallKeys,
+    producer_keys: ProducerKeys,
+    manifest: Path,
+    tmp_path: Path,
+) -> None:
+    """``--all-partitions`` on one host: a child killed with SIGKILL is started again, and its partition goes on
+    from its last commit (every stage journalled once); SIGTERM stops the supervisor and every child with exit 0."""
+    bootstrap = services.bootstrap
+    partitions = 2
+    topics = fresh_topics(bootstrap, prefix, partitions=partitions)
+    env = {**os.environ, **bernstein_env(services, prefix, install_keys, producer_keys, manifest)}
+    values = stage_values(producer_keys, DirBlobStore(tmp_path / "cas"), runs=20, stages=40, partitions=partitions)
+    log = tmp_path / "supervisor.log"
+    args = [str(REPO / ".venv" / "bin" / "python"), "-m", "bernstein", "scheduler", "run", "--all-partitions"]
+    with log.open("wb") as out:
+        supervisor = subprocess.Popen(args, env=as_component(args, env), cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while len(_children(supervisor.pid)) < partitions:
+            assert supervisor.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        stream = Stream(bootstrap, topics.submissions, values, rate=80)
+        stream.start()
+        deadline = time.monotonic() + 120
+        while not all(offset >= 50 for offset in committed(bootstrap, topics, partitions)):
+            assert supervisor.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        assert stream.is_alive(), "the kill must come while the stream flows"
+        killed = _children(supervisor.pid)[1]
+        os.kill(killed, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while "partition 1: started again" not in log.read_text():
+            assert supervisor.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        assert _children(supervisor.pid)[1] != killed
+        stream.join(300)
+        assert stream.error is None, stream.error
+        target = ends(bootstrap, topics, partitions)
+        deadline = time.monotonic() + 180
+        while committed(bootstrap, topics, partitions) != target:
+            assert supervisor.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+    finally:
+        supervisor.send_signal(signal.SIGTERM)
+        code = supervisor.wait(90)
+    text = log.read_text()
+    assert code == 0, text
+    assert "partition 1: the scheduler exited with signal 9" in text, text
+    # the second child of partition 1 went on from the first one's last commit
+    assert re.search(r"scheduler p1: stopped: offset \d+ \| consumed [1-9]", text), text
+    assert "Traceback" not in text, text
+    assert_journalled_once(bootstrap, topics, partitions, len(values))

@@ -318,6 +318,9 @@ def test_all_partitions_gives_each_child_its_own_metrics_port_and_the_log_format
         def wait(self) -> int:
             return 0
 
+        def poll(self) -> int:
+            return 0
+
         def send_signal(self, signum: int) -> None:
             pass
 

@@ -330,3 +330,50 @@ def test_the_cli_exits_3_for_a_scheduler_failure(monkeypatch: pytest.MonkeyPatch
 )
 def test_the_supervisor_reports_a_child_killed_by_a_signal_as_128_plus_the_signal(returncodes: list[int], exit_code: int) -> None:
     assert supervised_exit(returncodes) == exit_code
+
+
+@pytest.mark.parametrize(
+    ("code", "ran_for", "stopping", "restarts", "delay"),
+    [
+        (0, 100.0, False, 0, None),  # a clean stop (SIGTERM, --idle-exit)
+        (EXIT_FENCED, 100.0, False, 0, None),  # another instance owns the partition now
+        (3, 2.0, False, 0, None),  # a configuration error at start: a restart would repeat it
+        (3, 30.0, False, 0, 1.0),  # Kafka errors that kept recurring after a while
+        (-signal.SIGKILL, 0.5, False, 0, 1.0),
+        (-signal.SIGKILL, 5.0, False, 3, 8.0),
+        (-signal.SIGKILL, 5.0, False, 9, 30.0),
+        (-signal.SIGKILL, 5.0, True, 0, None),  # the supervisor is stopping
+    ],
+)
+def test_all_partitions_starts_a_dead_child_again_unless_it_stopped_on_purpose(
+    code: int, ran_for: float, stopping: bool, restarts: int, delay: float | None
+) -> None:
+    from bernstein.commands.scheduler import restart_delay
+
+    assert restart_delay(code, ran_for=ran_for, stopping=stopping, restarts=restarts) == delay
+
+
+def test_the_supervisor_restarts_a_killed_child_and_waits_for_the_new_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Partition 1's first child is killed (-9): a second one starts after a second; the supervisor exits 0
+    once every final child exited 0."""
+    from bernstein.cli import build_parser
+    from bernstein.commands import scheduler
+
+    started: list[int] = []
+
+    class Child:
+        def __init__(self, command: list[str]) -> None:
+            self.partition = int(command[command.index("--partition") + 1])
+            started.append(self.partition)
+            self.first = started.count(self.partition) == 1
+
+        def poll(self) -> int:
+            return -signal.SIGKILL if self.partition == 1 and self.first else 0
+
+        def send_signal(self, signum: int) -> None:
+            pass
+
+    monkeypatch.setattr("bernstein.commands.scheduler.subprocess.Popen", Child)
+    monkeypatch.setattr("bernstein.commands.scheduler.signal.signal", lambda *a: None)
+    assert scheduler._supervise(build_parser().parse_args(["scheduler", "run", "--all-partitions"]), 2) == 0
+    assert started == [0, 1, 1]
