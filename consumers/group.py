@@ -109,6 +109,10 @@ class GroupScheduler:
         while this thread polls was seen to block for good (its answer is served with the GIL held)."""
         self.failure: BaseException | None = None
         """The error that ended the process (a shell's failure); None after a clean stop."""
+        self.heartbeat = time.monotonic()
+        """When the polling loop last moved (``/healthz``)."""
+        self.joined = False
+        """The group has given this member its first assignment (possibly none): ``/readyz``."""
         self.fenced = False
         """A partition's shell kept being fenced while the group assigned it here (another instance owns it)."""
 
@@ -160,6 +164,7 @@ class GroupScheduler:
             )
             while not self._stop and self.failure is None:
                 message = consumer.poll(0.05)  # serves the rebalance callbacks; its partitions are paused
+                self.heartbeat = time.monotonic()
                 self._metadata = consumer.consumer_group_metadata()
                 if message is not None and message.error() is not None:
                     error = message.error()
@@ -181,6 +186,7 @@ class GroupScheduler:
 
     def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         self._metadata = consumer.consumer_group_metadata()  # the generation this rebalance made
+        self.joined = True
         if not partitions:
             return
         consumer.incremental_assign(partitions)

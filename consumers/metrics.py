@@ -10,8 +10,8 @@ with what each metric means, is in docs/operations.md ("Metrics and health").
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from typing import Final
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
@@ -32,12 +32,15 @@ def core_name(description: str) -> str:
 
 
 class SchedulerMetrics:
-    """One registry with the scheduler's metrics; ``observe_transaction`` is the shell's per-commit hook."""
+    """One registry with the scheduler's metrics, for one shell or for the shells a ``--group`` process runs now.
 
-    def __init__(self, shell: SchedulerShell, core_description: str) -> None:
-        self.shell = shell
+    ``attach`` makes a shell's per-commit hook observe the histograms under its partition's label.
+    """
+
+    def __init__(self, shells: SchedulerShell | Callable[[], Iterable[SchedulerShell]], core_description: str) -> None:
+        single = shells if isinstance(shells, SchedulerShell) else None
+        self._shells: Callable[[], Iterable[SchedulerShell]] = (lambda: (single,)) if single is not None else shells  # type: ignore[assignment]
         self.registry = CollectorRegistry()
-        partition = str(shell.partition)
         self.core_description = core_description
         self._transaction = Histogram(
             PREFIX + "transaction_duration_seconds",
@@ -45,29 +48,43 @@ class SchedulerMetrics:
             ["partition"],
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
-        ).labels(partition=partition)
+        )
         self._commit = Histogram(
             PREFIX + "commit_duration_seconds",
             "Seconds commit_transaction took, per committed transaction.",
             ["partition"],
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
-        ).labels(partition=partition)
+        )
         self._batch = Histogram(
             PREFIX + "batch_size_records",
             "Input records per committed transaction.",
             ["partition"],
             buckets=BATCH_BUCKETS,
             registry=self.registry,
-        ).labels(partition=partition)
+        )
         self.registry.register(_ShellCollector(self))
         ProcessCollector(registry=self.registry)
-        shell.observer = self.observe_transaction
+        if single is not None:
+            self.attach(single)
 
-    def observe_transaction(self, records: int, transaction_s: float, commit_s: float) -> None:
-        self._transaction.observe(transaction_s)
-        self._commit.observe(commit_s)
-        self._batch.observe(records)
+    def shells(self) -> list[SchedulerShell]:
+        """The shells whose counters a scrape reads (a ``--group`` process's change with its assignment)."""
+        return list(self._shells())
+
+    def attach(self, shell: SchedulerShell) -> None:
+        """Observe ``shell``'s committed transactions (its ``observer``) under its partition's label."""
+        partition = str(shell.partition)
+        transaction = self._transaction.labels(partition=partition)
+        commit = self._commit.labels(partition=partition)
+        batch = self._batch.labels(partition=partition)
+
+        def observe(records: int, transaction_s: float, commit_s: float) -> None:
+            transaction.observe(transaction_s)
+            commit.observe(commit_s)
+            batch.observe(records)
+
+        shell.observer = observe
 
 
 class ShellProbe:
@@ -91,6 +108,30 @@ class ShellProbe:
         return phase == "consuming", phase
 
 
+class GroupProbe:
+    """``/healthz`` and ``/readyz`` of a ``--group`` process: its polling loop and every partition it runs."""
+
+    def __init__(self, group: Any, *, stall_after: float = DEFAULT_STALL_S) -> None:
+        self.group = group
+        self.stall_after = stall_after
+
+    def health(self) -> tuple[bool, str]:
+        silent = time.monotonic() - self.group.heartbeat
+        if silent > self.stall_after:
+            return False, f"stalled: the group loop has not moved for {silent:.0f}s (limit {self.stall_after:.0f}s)"
+        for shell in self.group.shells():
+            healthy, why = ShellProbe(shell, stall_after=self.stall_after).health()
+            if not healthy and why != "stopped":  # a revoked partition's shell is stopping: not a fault
+                return False, f"partition {shell.partition}: {why}"
+        return True, "ok"
+
+    def readiness(self) -> tuple[bool, str]:
+        if not self.group.joined:
+            return False, "joining the group"
+        waiting = [f"p{s.partition} {s.counters.phase}" for s in self.group.shells() if s.counters.phase != "consuming"]
+        return (False, ", ".join(waiting)) if waiting else (True, "consuming")
+
+
 class _ShellCollector(Collector):
     """The shell's counters and gauges, read at scrape time."""
 
@@ -98,80 +139,71 @@ class _ShellCollector(Collector):
         self.metrics = metrics
 
     def collect(self) -> Iterator[Metric]:
-        shell = self.metrics.shell
-        c: Counters = shell.counters
-        p = str(shell.partition)
-
-        def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
-            return _one(name, doc, value, p)
-
-        yield counter("records_consumed", "Input records whose outputs were committed.", c.consumed)
-        yield counter("records_journalled", "Journal entries committed (seals not included).", c.journalled)
-        yield _by_code(
-            "records_refused",
-            "Refusal records committed, by refusal code.",
-            p,
-            c.refused_codes,
+        shells = self.metrics.shells()
+        counted: dict[str, tuple[str, Callable[[Counters], float]]] = {
+            "records_consumed": ("Input records whose outputs were committed.", lambda c: c.consumed),
+            "records_journalled": ("Journal entries committed (seals not included).", lambda c: c.journalled),
+            "seals": ("Run seals committed (journal records of type bernstein.run.sealed).", lambda c: c.seals),
+            "recoveries": (
+                "Recoveries (transaction aborted or producer replaced, state rebuilt).",
+                lambda c: c.recoveries_total,
+            ),
+            "native_fallbacks": (
+                "Batches redone with the Python reference after the native core failed.",
+                lambda c: c.native_fallbacks,
+            ),
+            "rebuilds": ("State rebuilds from the committed journal, audit and checkpoints.", lambda c: c.rebuilds),
+        }
+        families: dict[str, CounterMetricFamily] = {}
+        for name, (doc, _) in counted.items():
+            families[name] = CounterMetricFamily(PREFIX + name, doc, labels=["partition"])
+        refused = CounterMetricFamily(
+            PREFIX + "records_refused", "Refusal records committed, by refusal code.", labels=["partition", "code"]
         )
-        yield _by_code(
-            "records_dead_lettered",
-            "Dead letters committed, by dead-letter code.",
-            p,
-            c.dead_letter_codes,
+        dead = CounterMetricFamily(
+            PREFIX + "records_dead_lettered", "Dead letters committed, by dead-letter code.", labels=["partition", "code"]
         )
-        yield counter("seals", "Run seals committed (journal records of type bernstein.run.sealed).", c.seals)
         transactions = CounterMetricFamily(
             PREFIX + "transactions", "Kafka transactions, by outcome (committed, aborted).", labels=["partition", "outcome"]
         )
-        transactions.add_metric([p, "committed"], c.transactions)
-        transactions.add_metric([p, "aborted"], c.aborts)
-        yield transactions
-        yield counter("recoveries", "Recoveries (transaction aborted or producer replaced, state rebuilt).", c.recoveries_total)
-        yield counter(
-            "native_fallbacks", "Batches redone with the Python reference after the native core failed.", c.native_fallbacks
-        )
-        yield counter("rebuilds", "State rebuilds from the committed journal, audit and checkpoints.", c.rebuilds)
-
-        if c.next_offset >= 0 and c.high_watermark >= 0:
-            yield _gauge(
-                "consumer_lag_records",
-                "Input high watermark minus the next offset the scheduler will commit: records not yet committed.",
-                p,
-                max(c.high_watermark - c.next_offset, 0),
-            )
-            yield _gauge("input_high_watermark", "The input partition's high watermark (last fetched).", p, c.high_watermark)
-            yield _gauge("input_committed_offset", "The next input offset, as committed with the outputs.", p, c.next_offset)
-        if c.last_seal_time > 0:
-            yield _gauge(
-                "last_seal_timestamp_seconds",
-                "Unix time of the commit of the last seal this process wrote.",
-                p,
-                c.last_seal_time,
-            )
-        if c.rebuilds:
-            yield _gauge("rebuild_duration_seconds", "Seconds the last state rebuild took.", p, c.rebuild_seconds)
-        yield _gauge(
-            "ready", "1 while rebuilt and consuming (/readyz answers 200), else 0.", p, 1 if c.phase == "consuming" else 0
-        )
+        gauges = {
+            "consumer_lag_records": "Input high watermark minus the next offset the scheduler will commit: records not yet committed.",
+            "input_high_watermark": "The input partition's high watermark (last fetched).",
+            "input_committed_offset": "The next input offset, as committed with the outputs.",
+            "last_seal_timestamp_seconds": "Unix time of the commit of the last seal this process wrote.",
+            "rebuild_duration_seconds": "Seconds the last state rebuild took.",
+            "ready": "1 while rebuilt and consuming (/readyz answers 200), else 0.",
+        }
+        gauge = {name: GaugeMetricFamily(PREFIX + name, doc, labels=["partition"]) for name, doc in gauges.items()}
         info = InfoMetricFamily(PREFIX + "core", "The step function that runs: core is rust or python.", labels=["partition"])
-        info.add_metric([p], {"core": core_name(self.metrics.core_description), "description": self.metrics.core_description})
+        description = self.metrics.core_description
+        for shell in sorted(shells, key=lambda s: s.partition):
+            c: Counters = shell.counters
+            p = str(shell.partition)
+            for name, (_, value) in counted.items():
+                families[name].add_metric([p], value(c))
+            for code, count in sorted(dict(c.refused_codes).items()):  # dict(): a copy the loop cannot change under us
+                refused.add_metric([p, code], count)
+            for code, count in sorted(dict(c.dead_letter_codes).items()):
+                dead.add_metric([p, code], count)
+            transactions.add_metric([p, "committed"], c.transactions)
+            transactions.add_metric([p, "aborted"], c.aborts)
+            if c.next_offset >= 0 and c.high_watermark >= 0:
+                gauge["consumer_lag_records"].add_metric([p], max(c.high_watermark - c.next_offset, 0))
+                gauge["input_high_watermark"].add_metric([p], c.high_watermark)
+                gauge["input_committed_offset"].add_metric([p], c.next_offset)
+            if c.last_seal_time > 0:
+                gauge["last_seal_timestamp_seconds"].add_metric([p], c.last_seal_time)
+            if c.rebuilds:
+                gauge["rebuild_duration_seconds"].add_metric([p], c.rebuild_seconds)
+            gauge["ready"].add_metric([p], 1 if c.phase == "consuming" else 0)
+            info.add_metric([p], {"core": core_name(description), "description": description})
+        yield families["records_consumed"]
+        yield families["records_journalled"]
+        yield refused
+        yield dead
+        yield families["seals"]
+        yield transactions
+        yield from (families[name] for name in ("recoveries", "native_fallbacks", "rebuilds"))
+        yield from (family for family in gauge.values() if family.samples)
         yield info
-
-
-def _one(name: str, doc: str, value: float, partition: str) -> CounterMetricFamily:
-    family = CounterMetricFamily(PREFIX + name, doc, labels=["partition"])
-    family.add_metric([partition], value)
-    return family
-
-
-def _gauge(name: str, doc: str, partition: str, value: float) -> GaugeMetricFamily:
-    family = GaugeMetricFamily(PREFIX + name, doc, labels=["partition"])
-    family.add_metric([partition], value)
-    return family
-
-
-def _by_code(name: str, doc: str, partition: str, codes: dict[str, int]) -> CounterMetricFamily:
-    family = CounterMetricFamily(PREFIX + name, doc, labels=["partition", "code"])
-    for code, count in sorted(dict(codes).items()):  # dict(): a copy the loop cannot change under us
-        family.add_metric([partition, code], count)
-    return family

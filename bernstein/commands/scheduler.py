@@ -48,7 +48,7 @@ from consumers.core.model import (
 from consumers.core.native import NATIVE_LABEL, NativeSchedulerCore, SchedulerCoreLike, choose_core
 from consumers.group import DEFAULT_SESSION_TIMEOUT_MS, GroupFailed, GroupScheduler
 from consumers.manifest import load_manifest
-from consumers.metrics import SchedulerMetrics, ShellProbe, core_name
+from consumers.metrics import GroupProbe, SchedulerMetrics, ShellProbe, core_name
 from consumers.shell import SchedulerFenced, SchedulerShell, ShellOptions
 from schemas.errors import BernsteinError
 from substrate.config import Topics
@@ -383,24 +383,24 @@ def _shell(
 
 def _run_group(args: argparse.Namespace, log: EventLog, bootstrap: str, topics: Topics, config: SchedulerConfig) -> int:
     """``--group``: run the partitions the consumer group assigns to this process (``consumers.group``)."""
-    for flag, value in (
-        ("--quarantine", args.quarantine),
-        ("--idle-exit", args.idle_exit),
-        ("--metrics-port", args.metrics_port),
-    ):
+    for flag, value in (("--quarantine", args.quarantine), ("--idle-exit", args.idle_exit)):
         if value not in (None, []):
             raise UsageError(
                 f"{flag} is not available with --group (it is about one partition or one process's own loop): "
                 "use --partition N for it"
             )
     labels: list[str] = []
+    metrics: list[SchedulerMetrics] = []
 
     def make_shell(partition: int, metadata: Any, still_owned: Any) -> SchedulerShell:
         core, core_label = choose_core(config, partition, args.core, environ=os.environ)
         if not labels:
             labels.append(core_label)
             _log_startup(log, config, core, core_label, args)
-        return _shell(args, log, bootstrap, topics, partition, core, group_metadata=metadata, still_owned=still_owned)
+        shell = _shell(args, log, bootstrap, topics, partition, core, group_metadata=metadata, still_owned=still_owned)
+        if metrics:
+            metrics[0].attach(shell)
+        return shell
 
     def log_event(message: str, event: str, level: str, fields: dict[str, Any]) -> None:
         log.emit(event, message, level=level, **fields)  # type: ignore[arg-type]
@@ -413,6 +413,19 @@ def _run_group(args: argparse.Namespace, log: EventLog, bootstrap: str, topics: 
         log=log_event,
         session_timeout_ms=args.session_timeout_ms,
     )
+
+    server = None
+    if args.metrics_port is not None:
+        core_label = choose_core(config, 0, args.core, environ=os.environ)[1]
+        metrics.append(SchedulerMetrics(group.shells, core_label))
+        server = OpsServer(metrics[0].registry, GroupProbe(group), host=args.metrics_host, port=args.metrics_port).start()
+        log.emit(
+            "metrics_listening",
+            f"metrics on {server.url}/metrics (health {server.url}/healthz, ready {server.url}/readyz): every partition "
+            "this process runs, labelled partition",
+            url=server.url,
+            port=server.port,
+        )
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         group.stop()
@@ -428,6 +441,9 @@ def _run_group(args: argparse.Namespace, log: EventLog, bootstrap: str, topics: 
         else:
             print(f"bernstein: error: {exc.message}", file=sys.stderr)
         return EXIT_FENCED if fenced else EXIT_USAGE
+    finally:
+        if server is not None:
+            server.close()
     return 0
 
 

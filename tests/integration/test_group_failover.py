@@ -51,7 +51,7 @@ SESSION_MS = 6000
 class GroupProcess:
     """One ``bernstein scheduler run --group`` process with its own log file."""
 
-    def __init__(self, number: int, env: dict[str, str], logs: Path) -> None:
+    def __init__(self, number: int, env: dict[str, str], logs: Path, *extra: str) -> None:
         self.number = number
         self.log = logs / f"group-{number}.log"
         args = [
@@ -65,6 +65,7 @@ class GroupProcess:
             str(SESSION_MS),
             "--progress-every",
             "2",
+            *extra,
         ]
         self._file = self.log.open("wb")
         self.proc = subprocess.Popen(args, env=as_component(args, env), cwd=REPO, stdout=self._file, stderr=subprocess.STDOUT)
@@ -456,3 +457,48 @@ def test_all_partitions_starts_a_killed_child_again(
     assert re.search(r"scheduler p1: stopped: offset \d+ \| consumed [1-9]", text), text
     assert "Traceback" not in text, text
     assert_journalled_once(bootstrap, topics, partitions, len(values))
+
+
+@pytest.mark.timeout(300)
+def test_a_group_process_serves_the_metrics_of_every_partition_it_runs(
+    services: Services,
+    prefix: str,
+    install_keys: InstallKeys,
+    producer_keys: ProducerKeys,
+    manifest: Path,
+    tmp_path: Path,
+) -> None:
+    """``--group --metrics-port 0``: one /metrics for all the process's partitions, each sample labelled with its
+    partition and equal to what the group committed; /readyz answers 200 once every partition is consuming."""
+    from tests.integration.test_audit_follow_kafka import _scrape, _status
+
+    bootstrap = services.bootstrap
+    partitions = 2
+    topics = fresh_topics(bootstrap, prefix, partitions=partitions)
+    env = {**os.environ, **bernstein_env(services, prefix, install_keys, producer_keys, manifest)}
+    values = stage_values(producer_keys, DirBlobStore(tmp_path / "cas"), runs=10, stages=20, partitions=partitions)
+    process = GroupProcess(1, env, tmp_path, "--metrics-port", "0")
+    try:
+        wait_for("both partitions running", lambda: len(process.running()) == partitions, 120, [process])
+        found = re.search(r"metrics on (http://\S+)/metrics", process.text())
+        assert found, process.text()
+        url = found.group(1)
+        stream = Stream(bootstrap, topics.submissions, values, rate=1000)
+        stream.start()
+        stream.join(120)
+        assert stream.error is None, stream.error
+        target = ends(bootstrap, topics, partitions)
+        wait_for("everything committed", lambda: committed(bootstrap, topics, partitions) == target, 120, [process])
+        wait_for("ready", lambda: _status(url + "/readyz") == 200, 60, [process])
+        samples = _scrape(url)
+        assert _status(url + "/healthz") == 200
+    finally:
+        code = process.stop()
+    assert code == 0, process.text()
+    for p in range(partitions):
+        label = f'{{partition="{p}"}}'
+        assert samples[f"bernstein_scheduler_records_consumed_total{label}"] == target[p]
+        assert samples[f"bernstein_scheduler_records_journalled_total{label}"] == target[p]
+        assert samples[f"bernstein_scheduler_ready{label}"] == 1
+        assert samples[f"bernstein_scheduler_consumer_lag_records{label}"] == 0
+        assert samples[f"bernstein_scheduler_batch_size_records_count{label}"] >= 1
