@@ -286,6 +286,13 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_logged(args: argparse.Namespace, log: EventLog) -> int:
+    if args.group:
+        for flag, value in (("--quarantine", args.quarantine), ("--idle-exit", args.idle_exit)):
+            if value not in (None, []):
+                raise UsageError(
+                    f"{flag} is not available with --group (it is about one partition or one process's own loop): "
+                    "use --partition N for it"
+                )
     settings = settings_from(args)
     bootstrap = require_bootstrap(settings.kafka_bootstrap)
     config = scheduler_config(
@@ -383,12 +390,6 @@ def _shell(
 
 def _run_group(args: argparse.Namespace, log: EventLog, bootstrap: str, topics: Topics, config: SchedulerConfig) -> int:
     """``--group``: run the partitions the consumer group assigns to this process (``consumers.group``)."""
-    for flag, value in (("--quarantine", args.quarantine), ("--idle-exit", args.idle_exit)):
-        if value not in (None, []):
-            raise UsageError(
-                f"{flag} is not available with --group (it is about one partition or one process's own loop): "
-                "use --partition N for it"
-            )
     labels: list[str] = []
     metrics: list[SchedulerMetrics] = []
 

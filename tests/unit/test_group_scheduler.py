@@ -148,3 +148,14 @@ def test_a_failed_shell_fails_the_process_so_that_the_group_moves_its_partitions
     settle(group, lambda: group.failure is not None)
     assert not group.fenced and isinstance(group.failure, SchedulerFailed)
     assert ("shell_failed" in [e for e, _ in lines]) and len(shells) == 1
+
+
+@pytest.mark.parametrize("flag", [["--idle-exit", "1"], ["--quarantine", "5"]])
+def test_group_mode_refuses_the_flags_of_one_partition_before_it_connects(
+    flag: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bernstein.cli import main
+
+    code = main(["scheduler", "run", "--group", *flag])
+    err = capsys.readouterr().err
+    assert code == 3 and f"{flag[0]} is not available with --group" in err and "Traceback" not in err
