@@ -16,9 +16,11 @@ time from that moment to the last commit of the last process. The journal topic 
 (read_committed): its JournalEntry records per partition must equal the inputs per partition,
 with nothing refused or dead-lettered.
 
-The machine is shared: the k runs of a trial run back to back (1, 2, 4), and the headline, the
-last line ``partitions4_vs_1=<ratio>``, is the median over the trials of the per-trial ratio of
-the aggregate throughput with 4 partitions to that with 1. An uncounted warm-up round with one
+The machine is shared: the k runs of a trial run back to back (1, 2, 4, the next trial 4, 2, 1),
+and the headline, the last line ``partitions4_vs_1=<ratio>``, is the median over the trials of
+the per-trial ratio of the aggregate throughput with 4 partitions to that with 1. The table
+shows each k's median trial, with the CPU the scheduler processes and the broker spent per
+input while it ran; from these, the most ``os.cpu_count()`` cores could give this work alone. An uncounted warm-up round with one
 partition runs first (a fresh broker keeps getting faster for a while). Every topic of the run
 starts with one fresh prefix and is deleted once its trial is counted (and at the end).
 """
@@ -175,6 +177,27 @@ def table(rows: Sequence[Row]) -> list[str]:
     lines = ["| " + " | ".join(cell.rjust(width) for cell, width in zip(line, widths, strict=True)) + " |" for line in cells]
     lines.insert(1, "|" + "|".join("-" * (width + 1) + ":" for width in widths) + "|")
     return lines
+
+
+def cpu_bound(row: Row, cores: int) -> float | None:
+    """The records/s ``cores`` fully busy with this work alone could give: cores over the CPU per record
+    of the scheduler processes and the broker together (None without the broker's CPU)."""
+    if row.broker_cpu_seconds is None or row.records == 0:
+        return None
+    per_record = (row.scheduler_cpu_seconds + row.broker_cpu_seconds) / row.records
+    return cores / per_record if per_record > 0 else None
+
+
+def trial_order(ks: Sequence[int], trial: int) -> list[int]:
+    """The order of the partition counts in a trial: alternately up and down, so a drift of the shared
+    machine's load over a trial does not always favour the same k."""
+    return list(ks) if trial % 2 == 0 else list(reversed(ks))
+
+
+def median_row(trials: Sequence[Mapping[int, Row]], k: int) -> Row:
+    """The row of k from the trial whose aggregate for k is the median (the lower middle one of an even count)."""
+    ordered = sorted((trial[k] for trial in trials), key=lambda row: row.aggregate)
+    return ordered[(len(ordered) - 1) // 2]
 
 
 def ratio(trials: Sequence[Mapping[int, Row]], high: int, low: int) -> float:
@@ -360,7 +383,7 @@ def trial(bootstrap: str, prefix: str, partitions: int, runs: Sequence[str], val
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=40_000, help="submissions per deployment (default 40000)")
-    parser.add_argument("--trials", type=int, default=3, help="rounds of 1, 2 and 4 partitions (default 3)")
+    parser.add_argument("--trials", type=int, default=5, help="rounds of 1, 2 and 4 partitions (default 5)")
     parser.add_argument("--runs", type=int, default=16, help="runs the submissions are spread over (a multiple of 4)")
     parser.add_argument("--partitions", default="1,2,4", help=argparse.SUPPRESS)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -392,7 +415,7 @@ def main() -> int:
         print(f"warm-up, 1 partition: {warm.aggregate:.0f} rec/s (not counted)", flush=True)
         for t in range(args.trials):
             rows: dict[int, Row] = {}
-            for k in ks:
+            for k in trial_order(ks, t):
                 rows[k] = trial(bootstrap, f"{prefix}k{k}t{t}", k, runs, values)
                 row = rows[k]
                 print(
@@ -403,11 +426,16 @@ def main() -> int:
             trials.append(rows)
     finally:
         delete_topics_with_prefixes(bootstrap, [prefix])
-    medians = [
-        min(trials, key=lambda rows: abs(rows[k].aggregate - statistics.median(r[k].aggregate for r in trials)))[k] for k in ks
-    ]
-    print("median trial per partition count (journal entries checked equal to the inputs per partition):")
+    medians = [median_row(trials, k) for k in ks]
+    print(f"the median trial of each partition count, over {len(trials)} (journal entries checked equal to the inputs):")
     print("\n".join(table(medians)))
+    cores = os.cpu_count() or 1
+    bounds = [(row.partitions, cpu_bound(row, cores)) for row in medians]
+    if all(bound is not None for _, bound in bounds):
+        print(
+            f"CPU bound: {cores} cores busy with this work alone (scheduler processes + broker CPU per record) give at most "
+            + ", ".join(f"{bound:.0f} rec/s with {k}" for k, bound in bounds)
+        )
     for k in ks:
         if k != 1:
             print(f"per-trial {k} vs 1: {', '.join(f'{rows[k].aggregate / rows[1].aggregate:.2f}' for rows in trials)}")

@@ -8,11 +8,14 @@ from bench.partitions import (
     Process,
     Row,
     balanced_runs,
+    cpu_bound,
     inputs_per_partition,
     make_row,
+    median_row,
     ratio,
     run_of,
     table,
+    trial_order,
 )
 from schemas.partitioning import partition_for
 
@@ -94,3 +97,19 @@ def test_table_has_a_header_a_rule_and_a_row_per_k() -> None:
     cells = [cell.strip() for cell in lines[3].strip("|").split("|")]
     assert cells == ["4", "4", "40000", "2.00", "20000", "5000", "100", "-", "4.00"]
     assert len({len(line) for line in lines}) == 1
+
+
+def test_cpu_bound_is_the_cores_over_the_cpu_per_record() -> None:
+    row = make_row(1, [Process(10_000, 1.0, 0.8, 0.0)], 0.7, (0.0, 0.0, 0.0))  # 150 us per record
+    assert cpu_bound(row, 2) == pytest.approx(2 / 150e-6)
+    assert cpu_bound(make_row(1, [Process(10_000, 1.0, 0.8, 0.0)], None, (0.0, 0.0, 0.0)), 2) is None
+
+
+def test_trial_order_alternates() -> None:
+    assert [trial_order([1, 2, 4], t) for t in range(3)] == [[1, 2, 4], [4, 2, 1], [1, 2, 4]]
+
+
+def test_median_row_takes_the_middle_trial_of_each_k() -> None:
+    trials = [{1: _row(1, n, 1.0)} for n in (300, 100, 200, 400)]
+    assert median_row(trials, 1).records == 200
+    assert median_row(trials[:3], 1).records == 200
