@@ -123,6 +123,12 @@ class Row:
         return self.records / self.seconds if self.seconds > 0 else 0.0
 
     @property
+    def cores_busy(self) -> float:
+        """The CPU seconds of the scheduler processes and the broker per second of the span: the cores this work used."""
+        cpu = self.scheduler_cpu_seconds + (self.broker_cpu_seconds or 0.0)
+        return cpu / self.seconds if self.seconds > 0 else 0.0
+
+    @property
     def per_process_mean(self) -> float:
         return statistics.fmean(self.per_process) if self.per_process else 0.0
 
@@ -150,6 +156,7 @@ TABLE_HEADER = (
     "rec/s per process",
     "sched CPU us/rec",
     "broker CPU us/rec",
+    "cores busy",
     "load 1m",
 )
 
@@ -160,6 +167,7 @@ def table(rows: Sequence[Row]) -> list[str]:
     for row in rows:
         per_record = 1e6 / max(row.records, 1)
         broker = "-" if row.broker_cpu_seconds is None else f"{row.broker_cpu_seconds * per_record:.0f}"
+        busy = "-" if row.broker_cpu_seconds is None else f"{row.cores_busy:.2f}"
         cells.append(
             (
                 str(row.partitions),
@@ -170,6 +178,7 @@ def table(rows: Sequence[Row]) -> list[str]:
                 f"{row.per_process_mean:.0f}",
                 f"{row.scheduler_cpu_seconds * per_record:.0f}",
                 broker,
+                busy,
                 f"{row.load[0]:.2f}",
             )
         )
@@ -420,7 +429,8 @@ def main() -> int:
                 row = rows[k]
                 print(
                     f"trial {t + 1}, {k} partition(s): {row.aggregate:.0f} rec/s aggregate ({row.records} in {row.seconds:.2f}s; "
-                    f"per process {', '.join(f'{r:.0f}' for r in row.per_process)}), load {row.load[0]:.2f}",
+                    f"per process {', '.join(f'{r:.0f}' for r in row.per_process)}), cores busy {row.cores_busy:.2f}, "
+                    f"load {row.load[0]:.2f}",
                     flush=True,
                 )
             trials.append(rows)

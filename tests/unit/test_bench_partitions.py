@@ -68,6 +68,7 @@ def test_make_row_aggregates_over_the_longest_span() -> None:
     assert row.per_process == (2000.0, 1500.0)
     assert row.per_process_mean == 1750.0
     assert row.scheduler_cpu_seconds == pytest.approx(0.3)
+    assert row.cores_busy == pytest.approx(0.35)
 
 
 def _row(partitions: int, records: int, seconds: float) -> Row:
@@ -93,9 +94,9 @@ def test_table_has_a_header_a_rule_and_a_row_per_k() -> None:
     assert lines[0].split("|")[1].strip() == "partitions"
     assert set(lines[1]) == {"|", "-", ":"}
     cells = [cell.strip() for cell in lines[2].strip("|").split("|")]
-    assert cells == ["1", "1", "40000", "4.00", "10000", "10000", "75", "50", "3.25"]
+    assert cells == ["1", "1", "40000", "4.00", "10000", "10000", "75", "50", "1.25", "3.25"]
     cells = [cell.strip() for cell in lines[3].strip("|").split("|")]
-    assert cells == ["4", "4", "40000", "2.00", "20000", "5000", "100", "-", "4.00"]
+    assert cells == ["4", "4", "40000", "2.00", "20000", "5000", "100", "-", "-", "4.00"]
     assert len({len(line) for line in lines}) == 1
 
 
