@@ -70,10 +70,12 @@ S3_REGION = "us-east-1"
 KAFKA_JVM_OPTS = [
     # The whole heap from the start, and a fixed young generation (bench.scheduler's latency, issue 15).
     # Left to G1's 20 ms pause goal on a busy 2-core machine, eden shrank to about 20 MB: a young pause
-    # every 0.7 s at 1,000 submissions/s, each stretched to 100-290 ms when the machine is loaded, and
-    # each one stalls the scheduler's transactions. With a 128 MB eden but a heap grown only to 340 MB,
-    # the old generation (a 170-200 MB live set) sat above G1's occupancy threshold: a concurrent
-    # cycle and mixed pauses every 20 s. A 768 MB heap leaves it room; pages are touched as used.
+    # every 0.7 s at 1,000 submissions/s, stretched to 100-290 ms when the machine is loaded, each one
+    # a stall of the scheduler's transactions. With 128 MB: a pause every 4-5 s, about as long, 30-70%
+    # less pause time in all. With a 128 MB eden but a heap grown only to 340 MB, the old generation
+    # (a 170-250 MB live set, 128 MB of it the log cleaner's dedupe buffer) sat above G1's occupancy
+    # threshold: a concurrent cycle and mixed pauses every 20 s; a 768 MB heap leaves it room.
+    # ZGC (pauses under 2 ms) was measured too: about 50% more broker CPU, which a shared machine pays back.
     "-Xms768m",
     "-Xmx768m",
     "-Xmn128m",
