@@ -76,11 +76,15 @@ KAFKA_JVM_OPTS = [
     # (a 170-250 MB live set, 128 MB of it the log cleaner's dedupe buffer) sat above G1's occupancy
     # threshold: a concurrent cycle and mixed pauses every 20 s; a 768 MB heap leaves it room.
     # ZGC (pauses under 2 ms) was measured too: about 50% more broker CPU, which a shared machine pays back.
+    # MaxTenuringThreshold=1: about 0.55 MB of each young collection lives on (metrics reservoirs and the
+    # like); at the default 15 the survivor spaces held 9 MB of it, copied again at every pause. Promoted
+    # after one copy: 1-2 survivor regions instead of 9, CPU per pause 0.02 s instead of 0.04 (median).
     "-Xms768m",
     "-Xmx768m",
     "-Xmn128m",
     "-XX:+UseG1GC",
     "-XX:MaxGCPauseMillis=20",
+    "-XX:MaxTenuringThreshold=1",
     "-XX:+ExitOnOutOfMemoryError",
     "-Djava.awt.headless=true",
 ]
