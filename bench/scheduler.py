@@ -1,6 +1,6 @@
 """Scheduler throughput against a transactional passthrough, and end-to-end latency.
 
-    python -m bench.scheduler [--count 100000] [--rate 1000] [--latency-seconds 15]
+    python -m bench.scheduler [--count 100000] [--rate 1000] [--latency-seconds 15] [--only latency|throughput]
 
 Needs the local services (``infra/up``). In one run, on the same broker:
 
@@ -11,7 +11,9 @@ Needs the local services (``infra/up``). In one run, on the same broker:
 3. The scheduler over the same partition (into its own output topics).
 4. Latency: the scheduler runs while submissions arrive at a steady
    ``--rate``/s; produce-to-journal latency is measured per submission by a
-   read_committed consumer of the journal topic (p50/p99).
+   read_committed consumer of the journal topic (p50/p99/max, p99 against the
+   100 ms target of issue 15, with the machine's load average: on a shared
+   machine the tail follows the other work's CPU use).
 
 Context (not part of the headline): the same transactional loop writing the
 scheduler's own outputs, computed beforehand. It pays Kafka's cost of the output
@@ -69,6 +71,8 @@ PRODUCER = Ed25519Signer.from_seed(b"\x0b" * 32)
 """The bench's producer identity (registered in ``config()``): every submission is a signed ActivitySubmission.v3."""
 BATCH_MAX = 500
 BATCH_TIMEOUT = 0.02
+LATENCY_P99_TARGET_MS = 100.0
+"""Issue 15: produce-to-journal p99 at 1,000 submissions/s."""
 
 
 def submission(i: int, run: str, sent_ms: int = 0) -> bytes:
@@ -347,6 +351,14 @@ def run_child(phase: str, bootstrap: str, prefix: str, count: int, input_topic: 
 
 
 def latency(bootstrap: str, prefix: str, rate: int, seconds: float) -> dict[str, float]:
+    """Produce-to-journal latency at a steady ``rate``: the time from handing a submission to the producer to
+    reading its journal record with a read_committed consumer, per submission.
+
+    The instrument must not add to what it measures: the submissions are signed before the clock starts, the
+    reader takes its timestamp as a fetch arrives (``poll`` returns on the first record; ``consume(n, timeout)``
+    would wait out its whole timeout unless ``n`` records came, up to 50 ms more per record) and decodes the
+    records only after the run.
+    """
     topics = Topics(prefix)
     ensure_topics(bootstrap, topics)
     env = dict(os.environ)
@@ -370,9 +382,12 @@ def latency(bootstrap: str, prefix: str, rate: int, seconds: float) -> dict[str,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    sent: dict[str, float] = {}
-    received: dict[str, float] = {}
     total = int(rate * seconds)
+    runs = [f"lat-{i % 20}" for i in range(total)]
+    values = [submission(i, run) for i, run in enumerate(runs)]
+    sent: list[float] = [0.0] * total
+    arrivals: list[tuple[float, bytes]] = []
+    journalled = [0]
     done = threading.Event()
 
     def consume() -> None:
@@ -382,26 +397,28 @@ def latency(bootstrap: str, prefix: str, rate: int, seconds: float) -> dict[str,
                 **{
                     "group.id": f"lat-{uuid.uuid4().hex}",
                     "isolation.level": "read_committed",
-                    "fetch.wait.max.ms": 5,
+                    # the broker answers a waiting fetch as soon as a commit moves the partition's last stable
+                    # offset; this bounds only the idle round trips (5 ms: 200 fetches a second of broker work)
+                    "fetch.wait.max.ms": 100,
                     "enable.auto.commit": False,
                 },
             )
         )
         consumer.assign([TopicPartition(topics.journal, 0, OFFSET_BEGINNING)])
-        c = codec.default_codec()
-        while len(received) < total and not done.is_set():
-            for m in consumer.consume(1000, 0.05):
+        while journalled[0] < total and not done.is_set():
+            first = consumer.poll(0.05)
+            if first is None:
+                continue
+            now = time.perf_counter()
+            for m in [first, *consumer.consume(1000, 0)]:  # and whatever else that fetch brought
                 error = m.error()
                 if error is not None:
                     if error.code() != KafkaError._PARTITION_EOF:
                         raise SystemExit(str(error))
                     continue
-                now = time.perf_counter()
-                envelope = c.decode(m.value() or b"")
-                if envelope.schema.name != codec.JOURNAL_RECORD:
-                    continue
-                entry = c.decode(envelope.record["payload"]).record
-                received[entry["submission_id"]] = now
+                arrivals.append((now, m.value() or b""))
+                if ("ce_type", b"bernstein.activity.result") in (m.headers() or ()):  # not a seal
+                    journalled[0] += 1
         consumer.close()
 
     reader = threading.Thread(target=consume, daemon=True)
@@ -409,32 +426,45 @@ def latency(bootstrap: str, prefix: str, rate: int, seconds: float) -> dict[str,
     producer = Producer(client_config(bootstrap, **{"enable.idempotence": True, "acks": "all", "linger.ms": 0}))
     time.sleep(3.0)  # let the scheduler and the reader finish their start-up before the clock starts
     interval = 1.0 / rate
+    load_before = os.getloadavg()[0]
     start = time.perf_counter()
     for i in range(total):
         target = start + i * interval
         delay = target - time.perf_counter()
         if delay > 0:
             time.sleep(delay)
-        run = f"lat-{i % 20}"
-        value = submission(i, run)
-        sid = f"{run}-{i}"
-        sent[sid] = time.perf_counter()
-        producer.produce(topics.submissions, key=run.encode(), value=value, partition=0)
+        sent[i] = time.perf_counter()
+        producer.produce(topics.submissions, key=runs[i].encode(), value=values[i], partition=0)
         producer.poll(0)
     producer.flush(30)
     achieved = total / (time.perf_counter() - start)
+    load_after = os.getloadavg()[0]
     reader.join(timeout=60)
     done.set()
     scheduler.terminate()
     scheduler.wait(30)
-    latencies = sorted((received[s] - sent[s]) * 1000 for s in sent if s in received)
+    received: dict[str, float] = {}
+    c = codec.default_codec()
+    for now, value in arrivals:
+        envelope = c.decode(value)
+        if envelope.schema.name == codec.JOURNAL_RECORD:
+            received[c.decode(envelope.record["payload"]).record["submission_id"]] = now
+    latencies = sorted((received[f"{run}-{i}"] - sent[i]) * 1000 for i, run in enumerate(runs) if f"{run}-{i}" in received)
     if len(latencies) < total:
         raise SystemExit(f"bench: only {len(latencies)} of {total} submissions reached the journal")
 
     def pct(p: float) -> float:
         return latencies[min(len(latencies) - 1, int(p * len(latencies)))]
 
-    return {"count": len(latencies), "rate_achieved": achieved, "p50_ms": pct(0.50), "p99_ms": pct(0.99), "max_ms": latencies[-1]}
+    return {
+        "count": len(latencies),
+        "rate_achieved": achieved,
+        "p50_ms": pct(0.50),
+        "p99_ms": pct(0.99),
+        "max_ms": latencies[-1],
+        "load_before": load_before,
+        "load_after": load_after,
+    }
 
 
 def _cpu_context(sched: dict[str, float], same: dict[str, float]) -> str:
@@ -474,6 +504,12 @@ def main() -> int:
         default=10,
         help="more warm-up rounds, up to this many, while the passthrough still gets >10%% faster per round",
     )
+    parser.add_argument(
+        "--only",
+        choices=("throughput", "latency"),
+        default=None,
+        help="run only the throughput phases or only the latency measurement (default: both)",
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--prefix", default=None, help=argparse.SUPPRESS)
@@ -503,7 +539,7 @@ def main() -> int:
     bootstrap = settings.kafka_bootstrap
     prefix = f"bench{uuid.uuid4().hex[:8]}"  # every topic of the run starts with it
     try:
-        summary = _run(args, bootstrap, prefix)
+        summary = _run_latency(args, bootstrap, prefix) if args.only == "latency" else _run(args, bootstrap, prefix)
     finally:
         # about 1 GB of broker data per run: left behind, it piles up and slows the broker down
         deleted = delete_topics_with_prefixes(bootstrap, [prefix])
@@ -571,17 +607,24 @@ def _run(args: argparse.Namespace, bootstrap: str, prefix: str) -> list[str]:
         f"per-pair ratios {', '.join(f'{r:.2f}' for r in pairs)}",
         flush=True,
     )
+    if args.only == "throughput":
+        return [f"scheduler_peak_rss_mib={sched['peak_rss_mib']:.0f}", f"scheduler_vs_passthrough={paired:.2f}"]
+    lat = _run_latency(args, bootstrap, prefix)
+    return [f"scheduler_peak_rss_mib={sched['peak_rss_mib']:.0f}", *lat, f"scheduler_vs_passthrough={paired:.2f}"]
+
+
+def _run_latency(args: argparse.Namespace, bootstrap: str, prefix: str) -> list[str]:
+    """The latency measurement; returns its summary line."""
     lat = latency(bootstrap, f"{prefix}lat", args.rate, args.latency_seconds)
+    verdict = "met" if lat["p99_ms"] <= LATENCY_P99_TARGET_MS else "MISSED"
     print(
         f"latency at {lat['rate_achieved']:.0f}/s over {lat['count']:.0f} submissions: produce-to-journal "
-        f"p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, max {lat['max_ms']:.1f} ms (target p99 <= 250 ms)",
+        f"p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, max {lat['max_ms']:.1f} ms "
+        f"(target p99 <= {LATENCY_P99_TARGET_MS:.0f} ms: {verdict}; 1-minute load average {lat['load_before']:.1f} "
+        f"before, {lat['load_after']:.1f} after, {os.cpu_count()} cores)",
         flush=True,
     )
-    return [
-        f"scheduler_peak_rss_mib={sched['peak_rss_mib']:.0f}",
-        f"latency_p99_ms={lat['p99_ms']:.1f}",
-        f"scheduler_vs_passthrough={paired:.2f}",
-    ]
+    return [f"latency_p99_ms={lat['p99_ms']:.1f}"]
 
 
 if __name__ == "__main__":
