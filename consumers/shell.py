@@ -877,10 +877,13 @@ class SchedulerShell:
         positions = Positions(self._committed_next, *ends)
         self._since_snapshot = [0, 0]
 
-        form = snapshot_form(state, positions)  # a copy: the core may move the state on meanwhile
+        # The native core's state was exported above into objects of its own, so its form is built on the
+        # worker thread; the Python core's state is the live one, whose form must be copied here.
+        copied = isinstance(self._state, NativeState)
+        form = None if copied else snapshot_form(state, positions)
 
         def encode() -> list[tuple[bytes, bytes]]:
-            records = encode_form(form, audit_secret=secret, audit_key_id=key_id)
+            records = encode_form(form or snapshot_form(state, positions), audit_secret=secret, audit_key_id=key_id)
             self._last_snapshot_bytes = sum(len(value) for _, value in records)
             return records
 
