@@ -205,12 +205,12 @@ class GroupScheduler:
                 self._start_shell(partition)
 
     def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
-        self._give_up(partitions, "revoked")
+        self._give_up(partitions, "revoked", "partitions_revoked")
 
     def _on_lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
-        self._give_up(partitions, "lost")
+        self._give_up(partitions, "lost", "partitions_lost")
 
-    def _give_up(self, partitions: list[TopicPartition], how: str) -> None:
+    def _give_up(self, partitions: list[TopicPartition], how: str, event: str) -> None:
         if not partitions:
             return
         numbers = sorted(tp.partition for tp in partitions)
@@ -219,7 +219,7 @@ class GroupScheduler:
         self.log(
             f"partition(s) {numbers} {how}: stopping their schedulers after the open transaction settles; now running "
             f"{sorted(self._assigned)}",
-            f"partitions_{how}",
+            event,
             "info" if how == "revoked" else "warning",
             {"partitions": numbers, "running": sorted(self._assigned)},
         )

@@ -55,6 +55,7 @@ from schemas.errors import BernsteinError
 from schemas.records import DeadLetterCode
 from substrate.config import Topics
 from substrate.kafka import client_config, partition_count, transactional_producer_config
+from substrate.logs import write_line
 
 _TXN_TIMEOUT_S: Final = 30.0
 _PRODUCER_MAX_MESSAGE_BYTES: Final = 2097152
@@ -1389,7 +1390,7 @@ class SchedulerShell:
         if self.emit is not None:
             self.emit(event, text, level, fields)
         else:
-            print(f"scheduler p{self.partition}: {text}", file=self.progress, flush=True)
+            write_line(self.progress, f"scheduler p{self.partition}: {text}")
 
 
 _NO_CODES: Final[tuple[list[tuple[str, int]], list[tuple[str, int]]]] = ([], [])

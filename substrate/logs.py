@@ -50,6 +50,18 @@ def log_format(flag: str | None, environ: Mapping[str, str] | None = None) -> st
     return chosen
 
 
+_WRITE_LOCK = threading.Lock()
+"""One lock for every line this process writes to its streams: threads (a ``--group`` process's partitions)
+never interleave within a line."""
+
+
+def write_line(stream: TextIO, line: str) -> None:
+    """``line`` and its newline in one write, under the process's one lock."""
+    with _WRITE_LOCK:
+        stream.write(line + "\n")
+        stream.flush()
+
+
 class EventLog:
     """Writes events of one component to a stream, as text lines or JSON lines (thread-safe)."""
 
@@ -68,7 +80,6 @@ class EventLog:
         self.text_prefix = text_prefix
         self.fields = dict(fields or {})
         """Fields every JSON event carries (e.g. the partition)."""
-        self._lock = threading.Lock()
 
     @property
     def stream(self) -> TextIO:
@@ -88,8 +99,7 @@ class EventLog:
             line = orjson.dumps(record, default=str).decode()
         else:
             line = f"{self.text_prefix}{message}"
-        with self._lock:
-            print(line, file=self.stream, flush=True)
+        write_line(self.stream, line)
 
 
 class JsonLogHandler(logging.Handler):

@@ -369,7 +369,9 @@ def test_a_paused_process_is_fenced_when_it_wakes(
         assert stream.error is None, stream.error
         target = ends(bootstrap, topics, partitions)
         wait_for("everything committed", lambda: committed(bootstrap, topics, partitions) == target, 300, [other])
-        wait_for("the woken process lets its partition go", lambda: sleeper.running() == [] or not sleeper.alive(), 120, [])
+        # woken, it learns that its session expired: the partition is lost, not handed over (it may then
+        # rejoin as a new member and be given a share again)
+        wait_for("the woken process loses its partition", lambda: f"partition(s) {taken} lost" in sleeper.text(), 120, [])
     finally:
         for process in processes:
             if process.alive():
@@ -380,8 +382,6 @@ def test_a_paused_process_is_fenced_when_it_wakes(
     assert codes[0] in (0, 7), texts[0]  # a clean leave, or "fenced" when it kept being refused
     assert not any("Traceback" in text for text in texts), texts
     woke = texts[0]
-    # woken, it learns that the group moved on (its session expired): the partition is lost, not handed over
-    assert f"partition(s) {taken} lost" in woke, woke
     # its shell either settled what it had in flight and stopped, or Kafka fenced it (its transactional id was
     # taken over by the new owner's init_transactions): either way it committed nothing the new owner did
     stopped = re.search(rf"scheduler p{taken[0]}: stopped: offset \d+ \| consumed [1-9]", woke)

@@ -371,8 +371,11 @@ def test_docs_operations_lists_every_event_the_scheduler_logs() -> None:
     doc = (root / "docs" / "operations.md").read_text(encoding="utf-8")
     section = doc.split("## Structured logs", 1)[1].split("\n## ", 1)[0]
     documented = {name for row in re.findall(r"^\| (`[^|]+) \|", section, flags=re.M) for name in re.findall(r"`([a-z_]+)`", row)}
-    logged = _event_names(root / "consumers" / "shell.py", "_log", 1) | _event_names(
-        root / "bernstein" / "commands" / "scheduler.py", "emit", 0
+    logged = (
+        _event_names(root / "consumers" / "shell.py", "_log", 1)
+        | _event_names(root / "bernstein" / "commands" / "scheduler.py", "emit", 0)
+        | _event_names(root / "consumers" / "group.py", "log", 1)  # --group's member
+        | _event_names(root / "consumers" / "group.py", "_give_up", 2)
     )
     from bernstein.commands.scheduler import STARTUP_EVENTS
 
