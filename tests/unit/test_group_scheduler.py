@@ -159,3 +159,37 @@ def test_group_mode_refuses_the_flags_of_one_partition_before_it_connects(
     code = main(["scheduler", "run", "--group", *flag])
     err = capsys.readouterr().err
     assert code == 3 and f"{flag[0]} is not available with --group" in err and "Traceback" not in err
+
+
+def test_the_group_probe_is_ready_once_joined_and_every_partition_consumes() -> None:
+    from consumers.metrics import GroupProbe
+    from consumers.shell import Counters
+
+    class Shell:
+        def __init__(self, partition: int, phase: str) -> None:
+            self.partition = partition
+            self.counters = Counters(phase=phase)
+
+    class Group:
+        def __init__(self) -> None:
+            self.heartbeat = time.monotonic()
+            self.joined = False
+            self.running: list[Shell] = []
+
+        def shells(self) -> list[Shell]:
+            return self.running
+
+    group = Group()
+    probe = GroupProbe(group, stall_after=5.0)
+    assert probe.readiness() == (False, "joining the group")
+    group.joined = True
+    assert probe.readiness() == (True, "consuming")  # a member the group gave nothing is ready
+    group.running = [Shell(0, "consuming"), Shell(3, "rebuilding")]
+    assert probe.readiness() == (False, "p3 rebuilding")
+    assert probe.health() == (True, "ok")
+    group.running = [Shell(0, "consuming"), Shell(3, "stopped")]  # a revoked partition's shell stopping
+    assert probe.health() == (True, "ok")
+    group.running[0].counters.heartbeat -= 60
+    assert probe.health()[0] is False and probe.health()[1].startswith("partition 0: stalled")
+    group.heartbeat -= 60
+    assert probe.health()[1].startswith("stalled: the group loop has not moved")
