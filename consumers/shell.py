@@ -950,6 +950,9 @@ class SchedulerShell:
                 abortable = False
         if not abortable:
             self._producer = self._new_producer()
+            # Kafka itself was in trouble (a fatal error, a call that never returned: often a broker restart):
+            # the rebuild connects afresh instead of waiting out its kept consumers' reconnect backoff
+            self._reader.close()
         self._state = self._rebuild()
         self._seek_to_committed()
         self.counters.phase = "consuming"
