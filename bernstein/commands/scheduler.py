@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any, Final
@@ -321,19 +322,8 @@ def _run_logged(args: argparse.Namespace, log: EventLog) -> int:
     server = None
     if args.metrics_port is not None:
         metrics = SchedulerMetrics(shell, core_label)
-        server = OpsServer(metrics.registry, ShellProbe(shell), host=args.metrics_host, port=args.metrics_port).start()
-        log.emit(
-            "metrics_listening",
-            f"metrics on {server.url}/metrics (health {server.url}/healthz, ready {server.url}/readyz)",
-            url=server.url,
-            port=server.port,
-        )
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        shell.stop()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+        server = _serve_metrics(args, log, metrics.registry, ShellProbe(shell))
+    _stop_on_signals(shell.stop)
     try:
         shell.run(idle_exit=args.idle_exit)
     except SchedulerFenced as exc:
@@ -346,6 +336,28 @@ def _run_logged(args: argparse.Namespace, log: EventLog) -> int:
         if server is not None:
             server.close()
     return 0
+
+
+def _serve_metrics(args: argparse.Namespace, log: EventLog, registry: Any, probe: Any, scope: str = "") -> OpsServer:
+    """``--metrics-port``'s server, started, and the ``metrics_listening`` line naming its address."""
+    server = OpsServer(registry, probe, host=args.metrics_host, port=args.metrics_port).start()
+    log.emit(
+        "metrics_listening",
+        f"metrics on {server.url}/metrics (health {server.url}/healthz, ready {server.url}/readyz){scope}",
+        url=server.url,
+        port=server.port,
+    )
+    return server
+
+
+def _stop_on_signals(stop: Callable[[], None]) -> None:
+    """SIGTERM and SIGINT ask for a clean stop (the open transactions settle first)."""
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
 
 
 def _log_startup(
@@ -419,20 +431,10 @@ def _run_group(args: argparse.Namespace, log: EventLog, bootstrap: str, topics: 
     if args.metrics_port is not None:
         core_label = choose_core(config, 0, args.core, environ=os.environ)[1]
         metrics.append(SchedulerMetrics(group.shells, core_label))
-        server = OpsServer(metrics[0].registry, GroupProbe(group), host=args.metrics_host, port=args.metrics_port).start()
-        log.emit(
-            "metrics_listening",
-            f"metrics on {server.url}/metrics (health {server.url}/healthz, ready {server.url}/readyz): every partition "
-            "this process runs, labelled partition",
-            url=server.url,
-            port=server.port,
+        server = _serve_metrics(
+            args, log, metrics[0].registry, GroupProbe(group), ": every partition this process runs, labelled partition"
         )
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        group.stop()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    _stop_on_signals(group.stop)
     try:
         group.run()
     except GroupFailed as exc:
