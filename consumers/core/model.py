@@ -9,10 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from schemas.canonical import checkpoint_genesis, journal_genesis
 from schemas.records import MAX_MESSAGE_BYTES
+
+if TYPE_CHECKING:
+    from consumers.core.undo import UndoLog
 
 OUTPUT_FRAMING_ALLOWANCE: Final = 16 * 1024
 """What ``max_output_bytes`` leaves of the topics' ``max.message.bytes`` for Kafka's own framing:
@@ -298,6 +301,8 @@ class SchedulerState:
     """checkpoint_hash of the last checkpoint's payload (the partition's checkpoint genesis before the first)."""
     checkpoint_audit_seq: int = 0
     """audit_seq the last checkpoint committed to (0 before the first)."""
+    undo: UndoLog | None = field(default=None, compare=False, repr=False)
+    """The open undo epochs (``consumers.core.undo``), while the shell may still rewind; not part of the state."""
 
     def __post_init__(self) -> None:
         if not self.checkpoint_head:
@@ -307,7 +312,10 @@ class SchedulerState:
         return self.runs.get(run_id)
 
     def run_for(self, run_id: str) -> RunState:
-        """The run's state, created (at its genesis) on first use."""
+        """The run's state, created (at its genesis) on first use, for a change: every change the step makes to a
+        run takes it from here, so the undo log sees the run before it changes."""
+        if self.undo is not None:
+            self.undo.save(self, run_id)
         run = self.runs.get(run_id)
         if run is None:
             run = self.runs[run_id] = RunState.new(run_id)

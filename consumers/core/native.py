@@ -111,6 +111,12 @@ class SchedulerCoreLike(Protocol):
 
     def set_submission_partitions(self, partitions: int) -> None: ...
 
+    def mark(self, state: Any) -> tuple[Any, int]: ...
+
+    def forget(self, state: Any, through: int) -> None: ...
+
+    def rewind(self, state: Any, to: int) -> Any | None: ...
+
 
 class NativeUnavailable(BernsteinError):
     """The native core cannot be used here (not built, or out of step with this tree)."""
@@ -382,6 +388,32 @@ class NativeSchedulerCore:
         For the shell's metrics; the outputs are not changed."""
         refused, dead_letters = self._native.plan_codes()
         return list(refused), list(dead_letters)
+
+    # -- rewinding (the shell, after an aborted transaction; native/src/undo.rs) ---------
+
+    def mark(self, state: SchedulerState | NativeState) -> tuple[NativeState, int]:
+        """Opens an undo epoch at ``state`` (which the core adopts): ``rewind`` can go back to here.
+
+        Returns the state to go on with and the epoch's id."""
+        current = self._current
+        if current is None or state is not current:
+            self._adopt(state)
+            current = self._advance()
+        return current, self._native.undo_mark()
+
+    def forget(self, state: SchedulerState | NativeState, through: int) -> None:
+        """The epochs up to ``through`` were committed: their undo records go."""
+        self._native.undo_forget(through)
+
+    def rewind(self, state: SchedulerState | NativeState, to: int) -> NativeState | None:
+        """The state as it was at mark ``to``, or None when it cannot be had (the state was replaced since, or lost to
+        a failure: rebuild instead). ``state``: any handle of this core (the shell may hold the one from before a plan
+        it then abandoned); the log undoes whatever the core's state became after the mark."""
+        if not isinstance(state, NativeState) or state._core is not self or self._current is None:
+            return None
+        if not self._native.undo_rewind(to):
+            return None
+        return self._advance()
 
     # -- state ------------------------------------------------------------------------
 

@@ -81,6 +81,7 @@ from consumers.core.model import (
     SessionState,
     Stream,
 )
+from consumers.core.undo import UndoLog
 from schemas import codec
 from schemas.canonical import (
     MAX_JSON_DEPTH,
@@ -242,6 +243,27 @@ class SchedulerCore:
         self._dead_letter(state, record, emit, code, detail)
         self._checkpoint_if_due(state, record, emit)
         return state, emit.outputs
+
+    # -- rewinding (the shell, after an aborted transaction) ----------------------
+
+    def mark(self, state: SchedulerState) -> tuple[SchedulerState, int]:
+        """Opens an undo epoch at ``state`` (``consumers.core.undo``): ``rewind`` can go back to here.
+
+        Returns the state to go on with (``state``) and the epoch's id."""
+        if state.undo is None:
+            state.undo = UndoLog()
+        return state, state.undo.mark(state)
+
+    def forget(self, state: SchedulerState, through: int) -> None:
+        """The epochs up to ``through`` were committed: their undo records go."""
+        if state.undo is not None:
+            state.undo.forget(through)
+
+    def rewind(self, state: SchedulerState, to: int) -> SchedulerState | None:
+        """``state`` as it was at mark ``to``, or None when that epoch is not open (rebuild instead)."""
+        if state.undo is None or not state.undo.rewind(state, to):
+            return None
+        return state
 
     def _start(self, state: SchedulerState, record: InputRecord) -> None:
         """Before a partition's first audit record: its genesis under the audit key chosen for this input."""

@@ -50,6 +50,7 @@ use crate::hashing::{
 use crate::producers::{run_close_signing_input, submission_signing_input, Producer, ProducerKey};
 use crate::schemas::*;
 use crate::text::{char_len, clip, has_control, is_blank, is_digest, is_valid_id, repr_ascii};
+use crate::undo::{Change, Dropped, Field, UndoLog};
 
 // ---------------------------------------------------------------------------
 // constants of schemas.records and consumers.core.step (checked by the adapter)
@@ -281,15 +282,18 @@ impl RunState {
     /// names only the run id; `head`, `entry_count` and `sealed_count` stay. Stages, evidence
     /// sets, sessions and blob digests are only read after the closed check: they are dropped,
     /// with their allocations.
-    pub fn close(&mut self) {
+    /// Returns what it dropped (the undo log keeps it while the seal is uncommitted).
+    pub fn close(&mut self) -> Dropped {
         let hasher = *self.stages.hasher();
         self.closed = true;
-        self.stages = Map::with_hasher(hasher);
-        self.evidence = Map::with_hasher(hasher);
-        self.sessions = Vec::new();
         self.evidence_bytes = 0;
-        self.blobs = Set::with_hasher(hasher);
         self.submissions.shrink_to_fit(); // what stays for good: no spare capacity
+        Dropped {
+            stages: std::mem::replace(&mut self.stages, Map::with_hasher(hasher)),
+            evidence: std::mem::replace(&mut self.evidence, Map::with_hasher(hasher)),
+            sessions: std::mem::take(&mut self.sessions),
+            blobs: std::mem::replace(&mut self.blobs, Set::with_hasher(hasher)),
+        }
     }
 }
 
@@ -647,6 +651,9 @@ pub struct Core {
     /// Signature verdicts computed ahead of the steps of a batch (`preverify`), by the address and
     /// length of the signature bytes inside the batch's inputs. Empty outside a batch.
     pub presigned: HashMap<(usize, usize), bool, KeyedHasher>,
+    /// The inverse of every change since the oldest open mark (`undo.rs`): the shell rewinds
+    /// to its last commit after an aborted transaction instead of re-reading Kafka.
+    pub undo: UndoLog,
 }
 
 /// The producer signature an input carries, with the signed bytes' recipe: what `preverify` checks.
@@ -702,16 +709,26 @@ impl Core {
         RunState::empty(journal_genesis(run_id), self.cfg.hasher)
     }
 
-    /// An empty run for `run_id` in the state unless it is there already (its first journal entry or seal).
-    fn ensure_run(&mut self, run_id: &str) {
-        if !self.state.runs.contains_key(run_id) {
-            let run = self.new_run(run_id);
-            self.state.runs.insert(run_id.into(), run);
+    /// The run `run_id` is about to change (its first journal entry or seal creates it): an empty run
+    /// unless it is there already, and, inside an undo epoch, its creation and its scalars recorded.
+    /// Returns the run's index in the state's runs.
+    fn touch_run(&mut self, run_id: &str) -> usize {
+        let (index, created) = match self.state.runs.get_index_of(run_id) {
+            Some(index) => (index, false),
+            None => {
+                let run = self.new_run(run_id);
+                (self.state.runs.insert_full(run_id.into(), run).0, true)
+            }
+        };
+        if self.undo.recording() {
+            self.undo.touch(index, &self.state.runs[index], created);
         }
+        index
     }
 
     /// `initial_state(config, partition)`
     pub fn reset(&mut self, partition: i32) {
+        self.undo.clear();
         self.state = State {
             partition,
             audit: AuditChain {
@@ -956,24 +973,52 @@ impl Core {
             ce_type: CeType::ActivityResult,
         });
 
-        self.ensure_run(run_id);
+        let index = self.touch_run(run_id);
         let cfg = &self.cfg;
         let state = &mut self.state;
-        let run = state.runs.get_mut(run_id).expect("inserted above");
+        let undo = &mut self.undo;
+        let recording = undo.recording();
+        let run = &mut state.runs[index];
         run.entry_count = seq + 1;
-        run.submissions
-            .insert(sub.submission_id.into(), sub.stage_id.into());
-        run.stages
-            .insert(sub.stage_id.into(), sub.evidence_set_hash.into());
+        let mut set = |map: &mut Map<Box<str>, Box<str>>, field: Field, key: &str, value: &str| {
+            let old = map.insert(key.into(), value.into());
+            if recording {
+                undo.record(Change::MapSet {
+                    run: index,
+                    field,
+                    key: key.into(),
+                    old,
+                });
+            }
+        };
+        set(
+            &mut run.submissions,
+            Field::Submissions,
+            sub.submission_id,
+            sub.stage_id,
+        );
+        set(
+            &mut run.stages,
+            Field::Stages,
+            sub.stage_id,
+            sub.evidence_set_hash,
+        );
         if !sub.observations.is_empty() && !run.evidence.contains_key(sub.evidence_set_hash) {
-            run.evidence
-                .insert(sub.evidence_set_hash.into(), sub.stage_id.into());
+            set(
+                &mut run.evidence,
+                Field::Evidence,
+                sub.evidence_set_hash,
+                sub.stage_id,
+            );
         }
         if sub.sized {
             for o in &sub.observations {
                 if !run.blobs.contains(o.content_hash) {
                     run.blobs.insert(o.content_hash.into());
                     run.evidence_bytes += o.size;
+                    if recording {
+                        undo.record(Change::BlobAdded(index, o.content_hash.into()));
+                    }
                 }
             }
         }
@@ -1610,11 +1655,11 @@ impl Core {
             self.refuse(rec, pos, &fields, r, out);
             return Ok(());
         }
-        self.ensure_run(run_id);
+        let index = self.touch_run(run_id);
         let cfg = &self.cfg;
         let state = &mut self.state;
-        let run = state.runs.get_mut(run_id).expect("inserted above");
-        seal(
+        let run = &mut state.runs[index];
+        let dropped = seal(
             cfg,
             &mut state.audit,
             state.partition,
@@ -1628,6 +1673,9 @@ impl Core {
                 .producer
                 .map(|(key_id, signature)| (close, key_id, signature)),
         );
+        if let Some(dropped) = dropped {
+            self.undo.record(Change::Closed(index, Box::new(dropped)));
+        }
         self.final_sealed = true;
         Ok(())
     }
@@ -1780,7 +1828,7 @@ fn seal<'a>(
     run: &mut RunState,
     final_: bool,
     closed_by: Option<(&RunClose<'_>, &str, &[u8])>,
-) {
+) -> Option<Dropped> {
     let mut payload = soe_buffer(&FP_RUN_SEAL_V2, 360 + run_id.len());
     put_str(&mut payload, run_id);
     put_int(&mut payload, partition);
@@ -1819,9 +1867,7 @@ fn seal<'a>(
         ce_type: CeType::RunSealed,
     });
     run.sealed_count = run.entry_count;
-    if final_ {
-        run.close();
-    }
+    let dropped = final_.then(|| run.close());
     audit(
         cfg,
         chain,
@@ -1842,6 +1888,7 @@ fn seal<'a>(
         ],
         run.entry_count,
     );
+    dropped
 }
 
 /// Appends one AuditEntry.v1, in an AuditRecord.v2 envelope, to the partition's HMAC chain. `fields` are

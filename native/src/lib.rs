@@ -17,6 +17,7 @@ mod parallel;
 pub mod producers;
 pub mod schemas;
 pub mod text;
+pub mod undo;
 pub mod verify_facts;
 
 /// The step allocates a few dozen small strings and buffers per record; mimalloc serves
@@ -41,6 +42,7 @@ use crate::core::{
 };
 use crate::hashing::AuditMac;
 use crate::schemas::NATIVE_SCHEMAS;
+use crate::undo::{Change, UndoLog};
 
 /// Python's `repr()` for the strings the pure core cannot print itself.
 struct PyHost<'py> {
@@ -487,6 +489,7 @@ impl NativeCore {
             state,
             final_sealed: false,
             presigned: HashMap::with_hasher(hasher),
+            undo: UndoLog::default(),
         };
         core.reset(partition);
 
@@ -627,6 +630,7 @@ impl NativeCore {
             };
             map.insert(run_id.into_boxed_str(), run);
         }
+        self.core.undo.clear();
         self.core.state = State {
             partition,
             audit: AuditChain {
@@ -806,6 +810,13 @@ impl NativeCore {
     ) {
         let hasher = self.core.cfg.hasher;
         let runs = &mut self.core.state.runs;
+        if self.core.undo.recording() {
+            let change = match runs.get_full(run_id) {
+                Some((index, _, run)) => Change::Replaced(index, Some(Box::new(run.clone()))),
+                None => Change::Replaced(runs.len(), None),
+            };
+            self.core.undo.record(change);
+        }
         if !runs.contains_key(run_id) {
             runs.insert(run_id.into(), RunState::empty(head.clone(), hasher));
         }
@@ -843,6 +854,26 @@ impl NativeCore {
         for digest in blobs {
             run.blobs.insert(digest.into_boxed_str());
         }
+    }
+
+    /// Opens an undo epoch at the current state (`undo.rs`) and returns its id.
+    fn undo_mark(&mut self) -> u64 {
+        self.core.undo.mark(&self.core.state)
+    }
+
+    /// Forgets the undo epochs up to and including `through` (committed).
+    fn undo_forget(&mut self, through: u64) {
+        self.core.undo.forget(through);
+    }
+
+    /// The open undo epochs' ids, oldest first.
+    fn undo_open(&self) -> Vec<u64> {
+        self.core.undo.open()
+    }
+
+    /// Puts the state back as it was when epoch `to` was marked; False (nothing changed) when it is not open.
+    fn undo_rewind(&mut self, to: u64) -> bool {
+        self.core.undo.rewind(&mut self.core.state, to)
     }
 
     fn set_audit(&mut self, seq: i64, head: String) {
