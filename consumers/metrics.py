@@ -145,7 +145,7 @@ class _ShellCollector(Collector):
             "records_journalled": ("Journal entries committed (seals not included).", lambda c: c.journalled),
             "seals": ("Run seals committed (journal records of type bernstein.run.sealed).", lambda c: c.seals),
             "recoveries": (
-                "Recoveries (transaction aborted or producer replaced, state rebuilt).",
+                "Recoveries (transaction aborted or producer replaced; state rewound or rebuilt).",
                 lambda c: c.recoveries_total,
             ),
             "native_fallbacks": (
@@ -153,6 +153,10 @@ class _ShellCollector(Collector):
                 lambda c: c.native_fallbacks,
             ),
             "rebuilds": ("State rebuilds from the committed journal, audit and checkpoints.", lambda c: c.rebuilds),
+            "rewinds": (
+                "Recoveries that put the state back to the last commit in memory (undo log) instead of rebuilding it.",
+                lambda c: c.rewinds,
+            ),
         }
         families: dict[str, CounterMetricFamily] = {}
         for name, (doc, _) in counted.items():
@@ -204,6 +208,6 @@ class _ShellCollector(Collector):
         yield dead
         yield families["seals"]
         yield transactions
-        yield from (families[name] for name in ("recoveries", "native_fallbacks", "rebuilds"))
+        yield from (families[name] for name in ("recoveries", "native_fallbacks", "rebuilds", "rewinds"))
         yield from (family for family in gauge.values() if family.samples)
         yield info

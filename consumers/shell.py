@@ -50,7 +50,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from consumers.core.model import OUTPUT_FRAMING_ALLOWANCE, InputRecord, OutputRecord, SchedulerState, Stream
 from consumers.core.native import NativeSchedulerCore, NativeState, SchedulerCoreLike
 from consumers.core.rebuild import StateCorrupted, rebuild_state
-from consumers.core.snapshot import Positions, Snapshot, encode_form, newest_verified, snapshot_form
+from consumers.core.snapshot import Positions, Snapshot, encode_form, newest_verified, snapshot_form, state_bytes
 from schemas.errors import BernsteinError
 from schemas.records import DeadLetterCode
 from substrate.config import Topics
@@ -332,6 +332,10 @@ class Counters:
     """Journal records the last rebuild read (only the tail after a snapshot)."""
     rebuild_snapshot: int = -1
     """The input offset of the snapshot the last rebuild started from (-1: it folded the whole partition)."""
+    rewinds: int = 0
+    """Recoveries that put the state back to the last commit in memory instead of rebuilding it (``_rewind``)."""
+    rewind_seconds: float = field(default=0.0, compare=False)
+    """How long the last rewind took."""
     snapshots: int = 0
     """State snapshots this process wrote (README, "Snapshots and restart")."""
     snapshot_seconds: float = field(default=0.0, compare=False)
@@ -365,6 +369,9 @@ class ShellOptions:
     snapshot_bytes_per_record: int = 128
     """... but never before the inputs since the last snapshot reach its size divided by this: a large
     state is snapshotted less often, so a snapshot costs at most about this many bytes per input."""
+    check_rewind: bool = False
+    """After each rewind also rebuild the state from Kafka and stop (SchedulerFailed) unless both are the same
+    bytes: a self-check for tests and audits, at the cost of a rebuild per aborted transaction."""
 
 
 class SchedulerShell:
@@ -453,6 +460,9 @@ class SchedulerShell:
         """A snapshot being encoded on the worker thread."""
         self._encoder: ThreadPoolExecutor | None = None
         """The size of the last snapshot this process took (the cadence waits longer after a large one)."""
+        self._marks: list[int | None] = []
+        """The core's undo mark before each batch planned since the last commit, oldest first (None: a batch stepped on a
+        copy, which the core cannot rewind): an aborted transaction rewinds to the first (``_rewind``)."""
         self._reader = _PartitionReader(bootstrap)
         """The rebuild's consumers (kept: each new one costs a connection and, on a secured cluster, a login)."""
         """The clock's pauses when this instance last proved it owns the partition (init_transactions, a commit)."""
@@ -953,9 +963,43 @@ class SchedulerShell:
             # Kafka itself was in trouble (a fatal error, a call that never returned: often a broker restart):
             # the rebuild connects afresh instead of waiting out its kept consumers' reconnect backoff
             self._reader.close()
-        self._state = self._rebuild()
+        # Only an abort this instance saw through leaves the last commit known: anything else rebuilds from Kafka.
+        rewound = self._rewind() if abortable else None
+        self._marks = []
+        self._state = rewound if rewound is not None else self._rebuild()
         self._seek_to_committed()
         self.counters.phase = "consuming"
+
+    def _rewind(self) -> Any | None:
+        """The state at the last commit, put back in memory from the core's undo log (README, "Snapshots and
+        restart"); None when it cannot be had that way (a batch since was stepped on a copy, or the core lost its
+        state): the caller rebuilds from Kafka."""
+        marks = self._marks
+        oldest = marks[0] if marks else None
+        if oldest is None or None in marks:
+            return None
+        started = time.monotonic()
+        state = self.core.rewind(self._state, oldest)
+        if state is None:
+            return None
+        counters = self.counters
+        counters.rewinds += 1
+        counters.rewind_seconds = time.monotonic() - started
+        self._log(
+            f"state rewound to the last commit in {counters.rewind_seconds * 1000:.1f} ms ({len(marks)} batches undone)",
+            "state_rewound",
+            batches=len(marks),
+            seconds=round(counters.rewind_seconds, 6),
+        )
+        if self.options.check_rewind:
+            rebuilt = self._plain(self._rebuild())
+            if state_bytes(rebuilt) != state_bytes(self._plain(state)):
+                raise SchedulerFailed(
+                    f"partition {self.partition}: the state rewound in memory differs from the one rebuilt from Kafka "
+                    "(a defect of the undo log): restart the scheduler, which rebuilds, and report it"
+                )
+            state = rebuilt
+        return state
 
     def _note(self, abort: _Abort) -> None:
         """Remember what an abort taught: an input to dead-letter, or a batch the native path cannot do."""
@@ -1026,13 +1070,17 @@ class SchedulerShell:
         planned: list[list[OutputRecord]] = []
         if rejection is not None:
             native = None
+            state, mark = self._mark_if_python(self._plain(state))
+            self._marks.append(mark)
             state, outputs = self._reference_core().reject(
-                self._plain(state), InputRecord.of_message(records[0], partition), DeadLetterCode.PRODUCE_REJECTED, rejection
+                state, InputRecord.of_message(records[0], partition), DeadLetterCode.PRODUCE_REJECTED, rejection
             )
             planned = [outputs]
         elif native is not None and first > self._reference_until:
             self._refused_outputs.clear()  # past the batches that were redone to find them
             try:
+                state, mark = native.mark(state)
+                self._marks.append(mark)
                 state = native.plan(state, records, partition)
             except (KeyboardInterrupt, SystemExit):
                 raise
@@ -1042,7 +1090,9 @@ class SchedulerShell:
         else:
             native = None
             core = self.core if self._native is None else self._reference_core()
-            state, planned = self._step_all(state if self._native is None else self._plain(state), records, core)
+            state, mark = self._mark_if_python(state if self._native is None else self._plain(state))
+            self._marks.append(mark)
+            state, planned = self._step_all(state, records, core)
         self._settle()
         producer = self._producer
         txn = self._txn
@@ -1129,6 +1179,14 @@ class SchedulerShell:
     def _reference_core(self) -> Any:
         """The Python reference core (it steps the batches the native path does not, and dead-letters rejected inputs)."""
         return self._native.reference if self._native is not None else self.core
+
+    def _mark_if_python(self, state: SchedulerState) -> tuple[SchedulerState, int | None]:
+        """An undo mark on a state the Python core steps in place (the shell's core is the Python one); None when the
+        shell's core is the native one and this is a copy of its state (nothing to rewind to)."""
+        if self._native is not None:
+            return state, None
+        marked: tuple[SchedulerState, int] = self.core.mark(state)
+        return marked
 
     @staticmethod
     def _plain(state: Any) -> SchedulerState:
@@ -1278,6 +1336,9 @@ class SchedulerShell:
             self.observer(inflight.records, done - began, commit_s)
         self._owned_since = owned_since
         self._txn_began = None  # no transaction is open until the next batch begins one
+        committed = self._marks.pop(0) if self._marks else None
+        if committed is not None:
+            self.core.forget(self._state, committed)  # a rewind never goes back past a commit
         if inflight.dead_lettered >= 0:
             self._rejected.pop(inflight.dead_lettered, None)
         # The state was only committed with the transaction; keep the recovery budget for real trouble.

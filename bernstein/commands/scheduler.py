@@ -136,6 +136,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "offsets only: audit and checkpoint records that do not verify are skipped (and named) without it",
     )
     run.add_argument(
+        "--check-rewind",
+        action="store_true",
+        help="after each aborted transaction, when the state is put back to the last commit in memory (undo log), "
+        "also rebuild it from Kafka and stop (exit 3) unless both are the same bytes: a self-check for tests and "
+        'audits that costs a rebuild per abort (README, "Snapshots and restart")',
+    )
+    run.add_argument(
         "--core",
         choices=("auto", "native", "python"),
         default="auto",
@@ -388,6 +395,7 @@ def _shell(
             batch_timeout=args.batch_ms / 1000,
             progress_every=args.progress_every,
             quarantine=frozenset(args.quarantine),
+            check_rewind=args.check_rewind,
         ),
         **group,
     )
@@ -471,6 +479,8 @@ def _supervise(args: argparse.Namespace, partitions: int) -> int:
     passthrough += ["--metrics-host", args.metrics_host]
     if args.accept_undeclared_sizes:
         passthrough.append("--accept-undeclared-sizes")
+    if args.check_rewind:
+        passthrough.append("--check-rewind")
 
     port = args.metrics_port
     if port and port + partitions - 1 > 65535:

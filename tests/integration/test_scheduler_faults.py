@@ -680,7 +680,12 @@ def fold_with_rejections(config: SchedulerConfig, inputs: list[Any], rejected: d
 def run_shell(bootstrap: str, topics: Topics, core: Any, expect: int) -> tuple[Counters, str]:
     log = io.StringIO()
     shell = SchedulerShell(
-        bootstrap=bootstrap, topics=topics, partition=0, core=core, options=ShellOptions(batch_max=50), progress=log
+        bootstrap=bootstrap,
+        topics=topics,
+        partition=0,
+        core=core,
+        options=ShellOptions(batch_max=50, check_rewind=True),  # every rewind is checked against a rebuild
+        progress=log,
     )
     counters = shell.run(until=lambda c: c.consumed >= expect, idle_exit=30)
     assert counters.consumed == expect, log.getvalue()
@@ -781,6 +786,9 @@ def test_an_output_kafka_refuses_at_produce_dead_letters_only_its_input(
     counters, log = run_shell(bootstrap, topics, OversizedAt(config, oversized), len(items))
     assert log.count("Kafka refused an output of it") == len(oversized), log
     assert counters.dead_letters == len(oversized)
+    # every abort put the state back in memory (and --check-rewind found it equal to a rebuild): no recovery rebuilt
+    assert counters.rewinds == counters.aborts >= len(oversized), log
+    assert counters.rebuilds == 1 + counters.rewinds and log.count("state rewound to the last commit") == counters.rewinds
     out = read_outputs(bootstrap, topics)
     dead = {r.record["input"]["offset"]: r.record for r in out["deadletter"]}
     assert sorted(dead) == sorted(oversized)
@@ -810,7 +818,9 @@ def test_an_output_the_broker_refuses_dead_letters_only_its_input(
     config = scheduler_config(install_keys, seal_every=SEAL_EVERY)
     core = make_core(config, 0, "auto")
     log = io.StringIO()
-    shell = SchedulerShell(bootstrap=bootstrap, topics=topics, partition=0, core=core, progress=log)
+    shell = SchedulerShell(
+        bootstrap=bootstrap, topics=topics, partition=0, core=core, progress=log, options=ShellOptions(check_rewind=True)
+    )
     result: list[Counters] = []
     thread = threading.Thread(target=lambda: result.append(shell.run(until=lambda c: c.consumed >= total, idle_exit=30)))
     total = len(before) + 1 + 10 + 1
@@ -847,6 +857,9 @@ def test_an_output_the_broker_refuses_dead_letters_only_its_input(
         thread.join(30)
     text = log.getvalue()
     assert text.count("Kafka refused an output of it") == 1, text
+    # The first abort rewinds the native core's state (checked against a rebuild); the batches the reference then
+    # redoes step a copy of the state, so their aborts rebuild from Kafka.
+    assert result[0].rewinds >= 1 and "state rewound to the last commit" in text, text
     out = read_outputs(bootstrap, topics)
     (dead,) = [r.record for r in out["deadletter"]]
     assert dead["input"]["offset"] == len(before)
