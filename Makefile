@@ -48,6 +48,7 @@ bench: venv system-deps
 	$(VENV)/bin/python -m bench.follow
 	$(VENV)/bin/python -m bench.partitions
 	$(VENV)/bin/python -m bench.rewind
+	$(VENV)/bin/python -m bench.snapshot
 
 # The shipped alert rules: builds promtool from the Go module proxy into .infra/bin (once), then
 # promtool check rules ops/prometheus/alerts.yml and promtool test rules ops/prometheus/tests/*.yml.

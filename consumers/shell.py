@@ -50,7 +50,16 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from consumers.core.model import OUTPUT_FRAMING_ALLOWANCE, InputRecord, OutputRecord, SchedulerState, Stream
 from consumers.core.native import NativeSchedulerCore, NativeState, SchedulerCoreLike
 from consumers.core.rebuild import StateCorrupted, rebuild_state
-from consumers.core.snapshot import Positions, Snapshot, encode_form, newest_verified, snapshot_form, state_bytes
+from consumers.core.snapshot import (
+    Positions,
+    Snapshot,
+    encode_canonical,
+    encode_form,
+    newest_verified,
+    snapshot_form,
+    snapshot_json,
+    state_bytes,
+)
 from schemas.errors import BernsteinError
 from schemas.records import DeadLetterCode
 from substrate.config import Topics
@@ -869,7 +878,6 @@ class SchedulerShell:
         worker thread while the loop goes on, and the records go into the first transaction that
         begins after it finished (a snapshot stays true however much later it is written)."""
         assert self._inflight is None
-        state = self._plain(self._state)
         topics = (self.topics.journal, self.topics.audit, self.topics.checkpoints)
         # Every record below a partition's end belongs to a decided transaction (this scheduler is the
         # only writer and has none open), so the ends are where the tail starts; read_uncommitted, as
@@ -888,13 +896,20 @@ class SchedulerShell:
         positions = Positions(self._committed_next, *ends)
         self._since_snapshot = [0, 0]
 
-        # The native core's state was exported above into objects of its own, so its form is built on the
-        # worker thread; the Python core's state is the live one, whose form must be copied here.
-        copied = isinstance(self._state, NativeState)
-        form = None if copied else snapshot_form(state, positions)
+        # The native core writes its state's canonical JSON itself (no Python object per entry); a Python state is
+        # the live one, whose form is copied here. Compression and the MAC run on the worker thread.
+        native, live = self._native, self._state
+        state_json = native.state_json(live) if native is not None and isinstance(live, NativeState) else None
+        form = snapshot_form(live, positions) if state_json is None else None
+        partition = self.partition
 
         def encode() -> list[tuple[bytes, bytes]]:
-            records = encode_form(form or snapshot_form(state, positions), audit_secret=secret, audit_key_id=key_id)
+            if state_json is not None:
+                canonical = snapshot_json(state_json, positions)
+                records = encode_canonical(canonical, partition, positions.input_next, audit_secret=secret, audit_key_id=key_id)
+            else:
+                assert form is not None
+                records = encode_form(form, audit_secret=secret, audit_key_id=key_id)
             self._last_snapshot_bytes = sum(len(value) for _, value in records)
             return records
 

@@ -389,6 +389,12 @@ class NativeSchedulerCore:
         refused, dead_letters = self._native.plan_codes()
         return list(refused), list(dead_letters)
 
+    def state_json(self, state: NativeState) -> bytes:
+        """``consumers.core.snapshot.state_bytes`` of the current state, written by the extension (no Python objects:
+        a snapshot of a large state costs the loop a fraction of ``to_scheduler_state``)."""
+        self._check(state)
+        return self._native.state_json()
+
     # -- rewinding (the shell, after an aborted transaction; native/src/undo.rs) ---------
 
     def mark(self, state: SchedulerState | NativeState) -> tuple[NativeState, int]:

@@ -174,9 +174,34 @@ def encode_form(
     form: dict[str, Any], *, audit_secret: bytes, audit_key_id: str, chunk_bytes: int = DEFAULT_CHUNK_BYTES
 ) -> list[tuple[bytes, bytes]]:
     """The (key, value) records of a ``snapshot_form``, in order."""
-    partition, input_next = form["state"]["partition"], form["positions"]["input_next"]
-    body = zlib.compress(
+    return encode_canonical(
         _canonical(form),
+        form["state"]["partition"],
+        form["positions"]["input_next"],
+        audit_secret=audit_secret,
+        audit_key_id=audit_key_id,
+        chunk_bytes=chunk_bytes,
+    )
+
+
+def snapshot_json(state_json: bytes, positions: Positions) -> bytes:
+    """The canonical JSON of ``snapshot_form(state, positions)`` from the state's own (``state_bytes``, which the
+    native core writes without building Python objects): the form's two keys in sorted order."""
+    return b'{"positions":' + _canonical(positions_form(positions)) + b',"state":' + state_json + b"}"
+
+
+def encode_canonical(
+    canonical: bytes,
+    partition: int,
+    input_next: int,
+    *,
+    audit_secret: bytes,
+    audit_key_id: str,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+) -> list[tuple[bytes, bytes]]:
+    """The (key, value) records of a snapshot whose form's canonical JSON is ``canonical``, in order."""
+    body = zlib.compress(
+        canonical,
         1,  # level 1: 2.5x faster than 6 on a state of hex digests, 3% larger (measured on 60k stages)
     )
     pieces = [body[i : i + chunk_bytes] for i in range(0, len(body), chunk_bytes)] or [b""]

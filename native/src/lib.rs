@@ -16,6 +16,7 @@ pub mod hashing;
 mod parallel;
 pub mod producers;
 pub mod schemas;
+pub mod state_json;
 pub mod text;
 pub mod undo;
 pub mod verify_facts;
@@ -854,6 +855,11 @@ impl NativeCore {
         for digest in blobs {
             run.blobs.insert(digest.into_boxed_str());
         }
+    }
+
+    /// The state's canonical JSON (`consumers.core.snapshot.state_bytes`), for a snapshot.
+    fn state_json<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &state_json::state_json(&self.core.state))
     }
 
     /// Opens an undo epoch at the current state (`undo.rs`) and returns its id.
