@@ -43,32 +43,39 @@ fn put_bool(out: &mut Vec<u8>, value: bool) {
     out.extend_from_slice(if value { b"true" } else { b"false" });
 }
 
-fn put_pairs(out: &mut Vec<u8>, map: &Map<Box<str>, Box<str>>) {
+/// A JSON list of `items`, each written by `put`.
+fn put_list<T>(
+    out: &mut Vec<u8>,
+    items: impl IntoIterator<Item = T>,
+    mut put: impl FnMut(&mut Vec<u8>, T),
+) {
     out.push(b'[');
-    for (i, (k, v)) in map.iter().enumerate() {
+    for (i, item) in items.into_iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
+        put(out, item);
+    }
+    out.push(b']');
+}
+
+/// A map as a list of `[key, value]` pairs, in insertion order.
+fn put_pairs(out: &mut Vec<u8>, map: &Map<Box<str>, Box<str>>) {
+    put_list(out, map, |out, (k, v)| {
         out.push(b'[');
         put_str(out, k);
         out.push(b',');
         put_str(out, v);
         out.push(b']');
-    }
-    out.push(b']');
+    });
 }
 
 fn put_run(out: &mut Vec<u8>, run: &RunState) {
-    out.extend_from_slice(b"{\"blobs\":[");
+    out.extend_from_slice(b"{\"blobs\":");
     let mut blobs: Vec<&str> = run.blobs.iter().map(|d| &**d).collect();
     blobs.sort_unstable(); // UTF-8 byte order is code point order: Python's sorted()
-    for (i, digest) in blobs.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        put_str(out, digest);
-    }
-    out.extend_from_slice(b"],\"closed\":");
+    put_list(out, blobs, put_str);
+    out.extend_from_slice(b",\"closed\":");
     put_bool(out, run.closed);
     out.extend_from_slice(b",\"entry_count\":");
     put_int(out, run.entry_count);
@@ -80,11 +87,8 @@ fn put_run(out: &mut Vec<u8>, run: &RunState) {
     put_str(out, &run.head);
     out.extend_from_slice(b",\"sealed_count\":");
     put_int(out, run.sealed_count);
-    out.extend_from_slice(b",\"sessions\":[");
-    for (i, (id, session)) in run.sessions.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
+    out.extend_from_slice(b",\"sessions\":");
+    put_list(out, &run.sessions, |out, (id, session)| {
         out.push(b'[');
         put_str(out, id);
         out.push(b',');
@@ -94,8 +98,8 @@ fn put_run(out: &mut Vec<u8>, run: &RunState) {
         out.push(b',');
         put_bool(out, session.closed);
         out.push(b']');
-    }
-    out.extend_from_slice(b"],\"stages\":");
+    });
+    out.extend_from_slice(b",\"stages\":");
     put_pairs(out, &run.stages);
     out.extend_from_slice(b",\"submissions\":");
     put_pairs(out, &run.submissions);
@@ -117,17 +121,14 @@ pub fn state_json(state: &State) -> Vec<u8> {
     put_int(&mut out, state.checkpoint.seq);
     out.extend_from_slice(b",\"partition\":");
     put_int(&mut out, state.partition);
-    out.extend_from_slice(b",\"runs\":[");
-    for (i, (run_id, run)) in state.runs.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
+    out.extend_from_slice(b",\"runs\":");
+    put_list(&mut out, &state.runs, |out, (run_id, run)| {
         out.push(b'[');
-        put_str(&mut out, run_id);
+        put_str(out, run_id);
         out.push(b',');
-        put_run(&mut out, run);
+        put_run(out, run);
         out.push(b']');
-    }
-    out.extend_from_slice(b"]}");
+    });
+    out.push(b'}');
     out
 }
