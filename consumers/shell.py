@@ -1055,7 +1055,7 @@ class SchedulerShell:
         ``_reference_until`` are stepped by the Python reference (after a failure
         of the native path, or to find the input a broker-side rejection was about).
         """
-        messages = self._consumer.consume(self.options.batch_max, self.options.batch_timeout)
+        messages = take(self._consumer, self.options.batch_max, self.options.batch_timeout)
         if self.observer is not None:  # metrics on: the high watermark the last fetch brought (no request)
             high = self._consumer.get_watermark_offsets(TopicPartition(self.input_topic, self.partition), cached=True)[1]
             if high >= 0:
@@ -1645,12 +1645,22 @@ class _PartitionReader:
         self._committed, self._uncommitted = {}, None
 
 
+def take(consumer: Any, most: int, timeout: float) -> list[Any]:
+    """Up to ``most`` messages: waits at most ``timeout`` seconds for the first, then takes what the fetches so far
+    brought. (``consume(most, timeout)`` returns only when ``most`` messages came or ``timeout`` passed: a batch
+    that waits out its timeout adds it to every record's latency, and a rebuild waits it out at each end.)"""
+    first = consumer.poll(timeout)
+    if first is None:
+        return []
+    return [first, *consumer.consume(most - 1, 0)] if most > 1 else [first]
+
+
 def _values_from(consumer: Any, topic: str, partition: int, start: int) -> Iterator[tuple[int, bytes | None]]:
     """Every committed (offset, value) of one partition from offset ``start`` to its current end."""
     consumer.assign([TopicPartition(topic, partition, start)])
     while True:
         done = False
-        for message in consumer.consume(10000, _REBUILD_POLL_S):
+        for message in take(consumer, 10000, _REBUILD_POLL_S):
             error = message.error()
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:

@@ -1541,10 +1541,16 @@ def test_a_real_producer_takes_the_positional_produce_call() -> None:
 
 class _FakeConsumer:
     def __init__(self, batches: list[list[Message]]) -> None:
-        self.batches = list(batches)
+        self.batches = [list(batch) for batch in batches]
+
+    def poll(self, timeout: float) -> Message | None:
+        """The first message of the next batch (the shell's ``take`` then consumes the rest of it)."""
+        while self.batches and not self.batches[0]:
+            self.batches.pop(0)
+        return self.batches[0].pop(0) if self.batches else None
 
     def consume(self, num_messages: int, timeout: float) -> list[Message]:
-        return self.batches.pop(0) if self.batches else []
+        return self.batches.pop(0)[:num_messages] if self.batches else []
 
     def consumer_group_metadata(self) -> str:
         return "group-metadata"
