@@ -47,6 +47,7 @@ bench: venv system-deps
 	$(VENV)/bin/python -m bench.verifier
 	$(VENV)/bin/python -m bench.follow
 	$(VENV)/bin/python -m bench.partitions
+	$(VENV)/bin/python -m bench.fold
 
 # The shipped alert rules: builds promtool from the Go module proxy into .infra/bin (once), then
 # promtool check rules ops/prometheus/alerts.yml and promtool test rules ops/prometheus/tests/*.yml.

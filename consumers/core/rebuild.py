@@ -30,7 +30,8 @@ logs it and goes on, the verifier still reports it. What still stops the
 rebuild (``StateCorrupted``, naming the exact record and, by topic, what an
 operator can do; README, "When the scheduler will not start"): an adopted
 record that does not recompute (an entry's hash or chain link, a seal's
-signature, i.e. a changed key or a leaked audit key), an audit record that
+signature, i.e. a changed key or a leaked audit key) or an adopted entry whose entry_type
+its layout does not carry (the step never writes one), an audit record that
 mirrors a journal record the journal does not hold, an audit or checkpoints
 partition none of whose records verifies although some decode as the
 scheduler's records (a changed key; pure garbage alone is skipped), and a checkpoint that
@@ -38,6 +39,15 @@ commits more of the audit chain than the partition holds. An operator who has
 inspected a journal record can quarantine it (``bernstein scheduler run
 --quarantine OFFSET``): the fold then skips the journal offsets in
 ``quarantined`` (the verifier still reports them).
+
+Each record's bytes are turned into a small tuple of facts (``_journal_fact``,
+``_audit_fact``, ``_checkpoint_fact``: decoded fields, the recomputed entry hash, whether
+the MAC and signature verify) which the fold then applies to the state. When the native
+extension is usable, its ``FoldReader`` (native/src/fold.rs) computes the same tuples for
+``_CHUNK`` records a call and hands back (None) every record it does not reproduce
+exactly, which the Python function then decides; the Python functions alone are the
+reference (``rebuild_state(..., native=False)``), and both paths give the same state, the
+same reports and the same errors (tests/unit/test_rebuild_native.py).
 """
 
 from __future__ import annotations
