@@ -917,3 +917,67 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("FOLD_SCHEMAS", schemas)?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_layout_is_named_once() {
+        for (index, layout) in LAYOUTS.iter().enumerate() {
+            assert_eq!(layout.name(), FOLD_SCHEMAS[index].0);
+        }
+        let mut fingerprints: Vec<[u8; 8]> = FOLD_SCHEMAS.iter().map(|(_, fp)| *fp).collect();
+        fingerprints.sort_unstable();
+        fingerprints.dedup();
+        assert_eq!(fingerprints.len(), FOLD_SCHEMAS.len());
+    }
+
+    #[test]
+    fn booleans_are_one_byte_0_or_1() {
+        let read = |data: &[u8]| {
+            let mut r = Reader::new(data);
+            boolean(&mut r).map(|b| (b, r.position()))
+        };
+        assert_eq!(read(&[0]), Ok((false, 1)));
+        assert_eq!(read(&[1]), Ok((true, 1)));
+        assert_eq!(read(&[2]), Err(Malformed)); // fastavro: true
+        assert_eq!(read(&[0x80, 0]), Err(Malformed)); // fastavro: true, then a misaligned body
+        assert_eq!(read(&[]), Err(Malformed));
+    }
+
+    #[test]
+    fn unions_take_branch_0_or_1() {
+        for (data, expected) in [
+            (&[0u8][..], Ok(false)),
+            (&[2], Ok(true)),
+            (&[4], Err(Malformed)),
+            (&[1], Err(Malformed)),
+        ] {
+            assert_eq!(union_index(&mut Reader::new(data)), expected);
+        }
+    }
+
+    #[test]
+    fn a_value_is_one_of_ours_only_with_the_magic_and_a_known_fingerprint() {
+        let (name, fp) = FOLD_SCHEMAS[13];
+        assert_eq!(name, "CheckpointRecord.v1");
+        let mut value = vec![0xC3, 0x01];
+        value.extend_from_slice(&fp);
+        assert_eq!(
+            open(&value).map(|(layout, _)| layout),
+            Some(Layout::CheckpointRecord)
+        );
+        value[0] = 0xC4;
+        assert!(open(&value).is_none());
+        assert!(open(&[0xC3, 0x01, 0, 0, 0, 0, 0, 0, 0, 0]).is_none());
+        assert!(open(&[0xC3, 0x01]).is_none());
+        // trailing bytes: the envelope reads, the value does not end there
+        let mut envelope = value.clone();
+        envelope[0] = 0xC3;
+        envelope.extend_from_slice(&[0, 0, 0]); // empty payload, key id and signature
+        assert!(decode_envelope(&envelope).is_some());
+        envelope.push(0);
+        assert!(decode_envelope(&envelope).is_none());
+    }
+}
