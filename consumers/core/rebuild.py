@@ -254,7 +254,7 @@ def rebuild_state(
                 )
             )
             continue
-        problem = _apply_seal(state, config, fact) if kind == _SEAL else _apply_entry(state, fact)
+        problem = _apply_seal(state, config, fact) if kind == _SEAL else _apply_entry_fact(state, fact)
         if problem is not None:
             raise StateCorrupted(problem, topic=journal_topic, partition=partition, offset=offset, index=index)
     dangling = audit.next_mirror()
@@ -340,9 +340,14 @@ def _journal_fact(c: codec.Codec, config: SchedulerConfig, value: bytes) -> Jour
         # Ed25519 is deterministic (RFC 8032): our key signs these bytes to exactly one signature.
         signed = None if signer is None else signer.sign(seal_signing_input(payload)) == envelope["signature"]
         return (_SEAL, seal["run_id"], seal["entry_count"], sha256_digest(value), key_id, signed, seal["final"])
+    return _entry_fact(inner, payload, envelope["entry_hash"])
+
+
+def _entry_fact(inner: codec.Decoded, payload: bytes, stored_hash: str) -> JournalFact:
+    """The facts of a decoded journal entry (``payload`` its bytes, ``stored_hash`` the entry_hash its record stores)."""
     entry = inner.record
     entry_hash = journal_entry_hash(payload)
-    head = (entry["run_id"], entry["seq"], entry_hash, entry["prev_hash"], entry_hash == envelope["entry_hash"])
+    head = (entry["run_id"], entry["seq"], entry_hash, entry["prev_hash"], entry_hash == stored_hash)
     action = entry["entry_type"] == ENTRY_COMPUTER_USE_ACTION
     if action != (inner.schema.name in codec.COMPUTER_USE_ENTRIES):
         return (_ODD_ENTRY, *head, inner.schema.name, entry["entry_type"])
@@ -607,7 +612,17 @@ def _audit_key_ids(config: SchedulerConfig) -> list[str]:
     return [repr(k.key_id) for k in config.audit_keys] or [repr(config.audit_key_id)]
 
 
-def _apply_entry(state: SchedulerState, fact: JournalFact) -> str | None:
+def _apply_entry(state: SchedulerState, c: codec.Codec, envelope: dict[str, Any]) -> str | None:
+    """Apply one decoded JournalRecord to the state as the fold does (its problem, or None)."""
+    payload = envelope["payload"]
+    try:
+        inner = c.decode(payload, expect=_ENTRY_SCHEMAS)
+    except codec.DecodeError as exc:
+        return f"the journal entry's payload does not decode ({exc})"
+    return _apply_entry_fact(state, _entry_fact(inner, payload, envelope["entry_hash"]))
+
+
+def _apply_entry_fact(state: SchedulerState, fact: JournalFact) -> str | None:
     kind, run_id, seq, entry_hash, prev_hash, stored_hash_ok = fact[:6]
     run = state.run_for(run_id)
     if seq != run.entry_count or prev_hash != run.head:

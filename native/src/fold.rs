@@ -605,6 +605,34 @@ pub struct FoldReader {
     seal_keys: Vec<(String, SigningKey)>,
 }
 
+/// What the fold needs of one journal record, computed without the GIL.
+enum JournalFacts<'a> {
+    Entry {
+        entry: Entry<'a>,
+        record_hash: String,
+        stored_ok: bool,
+    },
+    Seal {
+        seal: Seal<'a>,
+        identity: String,
+        key_id: &'a str,
+        signed: bool,
+    },
+}
+
+/// An audit record whose MAC verifies (`v2_key_id`: None for an AuditRecord.v1).
+struct AuditFacts<'a> {
+    entry: AuditEntry<'a>,
+    mac: &'a str,
+    v2_key_id: Option<&'a str>,
+}
+
+struct CheckpointFacts<'a> {
+    checkpoint: Checkpoint<'a>,
+    hash: String,
+    signed: bool,
+}
+
 impl FoldReader {
     fn seal_key(&self, key_id: &str) -> Option<&SigningKey> {
         self.seal_keys
@@ -613,149 +641,46 @@ impl FoldReader {
             .map(|(_, key)| key)
     }
 
-    fn journal_fact<'py>(
-        &self,
-        py: Python<'py>,
-        value: &[u8],
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let Some(envelope) = decode_envelope(value) else {
-            return Ok(None);
-        };
+    fn journal_facts<'a>(&self, value: &'a [u8]) -> Option<JournalFacts<'a>> {
+        let envelope = decode_envelope(value)?;
         match envelope.layout {
             Layout::JournalRecord => {
-                let Some(entry) = decode_entry(envelope.payload) else {
-                    return Ok(None);
-                };
+                let entry = decode_entry(envelope.payload)?;
                 let record_hash = journal_entry_hash(envelope.payload);
                 let stored_ok = record_hash == envelope.stored;
-                let action_layout = matches!(
-                    entry.layout,
-                    Layout::ComputerUseEntryV1 | Layout::ComputerUseEntryV2
-                );
-                let head = [
-                    s(py, entry.run_id),
-                    int(py, entry.seq),
-                    s(py, &record_hash),
-                    s(py, entry.prev_hash),
-                    flag(py, stored_ok),
-                ];
-                let [run_id, seq, hash, prev_hash, stored_ok] = head;
-                if action_layout != (entry.entry_type == ENTRY_COMPUTER_USE_ACTION) {
-                    return Ok(Some(tuple(
-                        py,
-                        [
-                            int(py, J_ODD_ENTRY),
-                            run_id,
-                            seq,
-                            hash,
-                            prev_hash,
-                            stored_ok,
-                            s(py, entry.layout.name()),
-                            s(py, entry.entry_type),
-                        ],
-                    )?));
-                }
-                let fact = match entry.body {
-                    Body::Activity {
-                        stage_id,
-                        kind,
-                        evidence_set_hash,
-                        observed,
-                        charges: sized,
-                    } => tuple(
-                        py,
-                        [
-                            int(py, J_ENTRY),
-                            run_id,
-                            seq,
-                            hash,
-                            prev_hash,
-                            stored_ok,
-                            s(py, entry.submission_id),
-                            s(py, stage_id),
-                            s(py, evidence_set_hash),
-                            flag(py, observed),
-                            match sized {
-                                Some(items) => charges(py, &items)?,
-                                None => py.None().into_bound(py),
-                            },
-                            flag(py, kind == "browser"),
-                        ],
-                    )?,
-                    Body::Action {
-                        session_id,
-                        action_index,
-                        anchor,
-                        charges: sized,
-                    } => tuple(
-                        py,
-                        [
-                            int(py, J_ACTION),
-                            run_id,
-                            seq,
-                            hash,
-                            prev_hash,
-                            stored_ok,
-                            s(py, entry.submission_id),
-                            s(py, session_id),
-                            int(py, action_index),
-                            s(py, anchor),
-                            match sized {
-                                Some(items) => charges(py, &items)?,
-                                None => py.None().into_bound(py),
-                            },
-                        ],
-                    )?,
-                };
-                Ok(Some(fact))
+                Some(JournalFacts::Entry {
+                    entry,
+                    record_hash,
+                    stored_ok,
+                })
             }
             Layout::SealRecord => {
-                let Some(seal) = decode_seal(envelope.payload) else {
-                    return Ok(None);
-                };
-                let Some(key) = self.seal_key(envelope.key_id) else {
-                    return Ok(None);
-                };
+                let seal = decode_seal(envelope.payload)?;
+                let key = self.seal_key(envelope.key_id)?;
+                // Ed25519 is deterministic (RFC 8032): our key signs these bytes to exactly one signature.
                 let signed = key.sign(&seal_signing_input(envelope.payload)).to_bytes()[..]
                     == *envelope.proof;
-                Ok(Some(tuple(
-                    py,
-                    [
-                        int(py, J_SEAL),
-                        s(py, seal.run_id),
-                        int(py, seal.entry_count),
-                        s(py, &sha256_digest(value)),
-                        s(py, envelope.key_id),
-                        flag(py, signed),
-                        flag(py, seal.last),
-                    ],
-                )?))
+                Some(JournalFacts::Seal {
+                    seal,
+                    identity: sha256_digest(value),
+                    key_id: envelope.key_id,
+                    signed,
+                })
             }
-            _ => Ok(None),
+            _ => None,
         }
     }
 
-    fn audit_fact<'py>(
-        &self,
-        py: Python<'py>,
-        value: &[u8],
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let Some(envelope) = decode_envelope(value) else {
-            return Ok(None);
-        };
+    fn audit_facts<'a>(&self, value: &'a [u8]) -> Option<AuditFacts<'a>> {
+        let envelope = decode_envelope(value)?;
         let v2 = match envelope.layout {
             Layout::AuditRecordV1 => false,
             Layout::AuditRecordV2 => true,
-            _ => return Ok(None),
+            _ => return None,
         };
-        let Some(entry) = decode_audit_entry(envelope.payload) else {
-            return Ok(None);
-        };
+        let entry = decode_audit_entry(envelope.payload)?;
         let recomputed = if v2 {
-            let Some((_, keyed)) = self.audit_keys.iter().find(|(k, _)| k == envelope.key_id)
-            else {
-                return Ok(None);
-            };
+            let (_, keyed) = self.audit_keys.iter().find(|(k, _)| k == envelope.key_id)?;
             keyed.audit_record_mac(envelope.key_id, envelope.payload)
         } else {
             self.audit_key.audit_mac(envelope.payload)
@@ -763,79 +688,202 @@ impl FoldReader {
         // `macs_equal(recomputed, mac)`: the recomputed MAC is ASCII without '?', so only the
         // identical string compares equal (the Python function words any other outcome).
         if recomputed.as_bytes() != envelope.proof {
-            return Ok(None);
+            return None;
         }
-        Ok(Some(tuple(
-            py,
-            [
-                int(py, entry.partition),
-                int(py, entry.seq),
-                s(py, entry.prev_mac),
-                s(py, &recomputed),
-                if v2 {
-                    s(py, envelope.key_id)
-                } else {
-                    py.None().into_bound(py)
-                },
-                s(py, entry.event),
-                s(py, entry.run_id),
-                int(py, entry.journal_seq),
-                s(py, entry.record_hash),
-            ],
-        )?))
+        Some(AuditFacts {
+            entry,
+            mac: std::str::from_utf8(envelope.proof).ok()?,
+            v2_key_id: v2.then_some(envelope.key_id),
+        })
     }
 
-    fn checkpoint_fact<'py>(
-        &self,
-        py: Python<'py>,
-        value: &[u8],
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let Some(envelope) = decode_envelope(value) else {
-            return Ok(None);
-        };
+    fn checkpoint_facts<'a>(&self, value: &'a [u8]) -> Option<CheckpointFacts<'a>> {
+        let envelope = decode_envelope(value)?;
         if envelope.layout != Layout::CheckpointRecord {
-            return Ok(None);
+            return None;
         }
-        let Some(checkpoint) = decode_checkpoint(envelope.payload) else {
-            return Ok(None);
-        };
-        let Some(key) = self.seal_key(envelope.key_id) else {
-            return Ok(None);
-        };
+        let checkpoint = decode_checkpoint(envelope.payload)?;
+        let key = self.seal_key(envelope.key_id)?;
         let signed = key
             .sign(&checkpoint_signing_input(envelope.payload))
             .to_bytes()[..]
             == *envelope.proof;
-        Ok(Some(tuple(
-            py,
-            [
-                int(py, checkpoint.partition),
-                int(py, checkpoint.seq),
-                s(py, checkpoint.prev_hash),
-                int(py, checkpoint.audit_seq),
-                s(py, checkpoint.audit_head),
-                s(py, &checkpoint_hash(envelope.payload)),
-                flag(py, signed),
-            ],
-        )?))
+        Some(CheckpointFacts {
+            checkpoint,
+            hash: checkpoint_hash(envelope.payload),
+            signed,
+        })
     }
 
-    fn facts<'py>(
+    /// `compute` over the values (None for an item that is not bytes) on every core without
+    /// the GIL, then `convert` each result to its Python tuple (None stays None), in order.
+    fn facts<'py, 'v, F: Send>(
         &self,
         py: Python<'py>,
-        values: &Bound<'py, PyList>,
-        fact: impl Fn(&Self, Python<'py>, &[u8]) -> PyResult<Option<Bound<'py, PyAny>>>,
+        values: &[Option<&'v [u8]>],
+        compute: impl Fn(&Self, &'v [u8]) -> Option<F> + Sync,
+        convert: impl Fn(Python<'py>, F) -> PyResult<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
+        let computed = py.detach(|| {
+            crate::parallel::filter_map(values, crate::parallel::cores(), |value| {
+                Some(value.and_then(|v| compute(self, v)))
+            })
+        });
         let out = PyList::empty(py);
-        for item in values.iter() {
-            let found = match value_bytes(&item) {
-                Some(value) => fact(self, py, value)?,
-                None => None,
-            };
-            out.append(found.unwrap_or_else(|| py.None().into_bound(py)))?;
+        for found in computed {
+            match found {
+                Some(facts) => out.append(convert(py, facts)?)?,
+                None => out.append(py.None())?,
+            }
         }
         Ok(out)
     }
+}
+
+fn journal_object<'py>(py: Python<'py>, facts: JournalFacts<'_>) -> PyResult<Bound<'py, PyAny>> {
+    match facts {
+        JournalFacts::Seal {
+            seal,
+            identity,
+            key_id,
+            signed,
+        } => tuple(
+            py,
+            [
+                int(py, J_SEAL),
+                s(py, seal.run_id),
+                int(py, seal.entry_count),
+                s(py, &identity),
+                s(py, key_id),
+                flag(py, signed),
+                flag(py, seal.last),
+            ],
+        ),
+        JournalFacts::Entry {
+            entry,
+            record_hash,
+            stored_ok,
+        } => {
+            let [run_id, seq, hash, prev_hash, stored_ok] = [
+                s(py, entry.run_id),
+                int(py, entry.seq),
+                s(py, &record_hash),
+                s(py, entry.prev_hash),
+                flag(py, stored_ok),
+            ];
+            let action_layout = matches!(
+                entry.layout,
+                Layout::ComputerUseEntryV1 | Layout::ComputerUseEntryV2
+            );
+            if action_layout != (entry.entry_type == ENTRY_COMPUTER_USE_ACTION) {
+                return tuple(
+                    py,
+                    [
+                        int(py, J_ODD_ENTRY),
+                        run_id,
+                        seq,
+                        hash,
+                        prev_hash,
+                        stored_ok,
+                        s(py, entry.layout.name()),
+                        s(py, entry.entry_type),
+                    ],
+                );
+            }
+            match entry.body {
+                Body::Activity {
+                    stage_id,
+                    kind,
+                    evidence_set_hash,
+                    observed,
+                    charges: sized,
+                } => tuple(
+                    py,
+                    [
+                        int(py, J_ENTRY),
+                        run_id,
+                        seq,
+                        hash,
+                        prev_hash,
+                        stored_ok,
+                        s(py, entry.submission_id),
+                        s(py, stage_id),
+                        s(py, evidence_set_hash),
+                        flag(py, observed),
+                        match sized {
+                            Some(items) => charges(py, &items)?,
+                            None => py.None().into_bound(py),
+                        },
+                        flag(py, kind == "browser"),
+                    ],
+                ),
+                Body::Action {
+                    session_id,
+                    action_index,
+                    anchor,
+                    charges: sized,
+                } => tuple(
+                    py,
+                    [
+                        int(py, J_ACTION),
+                        run_id,
+                        seq,
+                        hash,
+                        prev_hash,
+                        stored_ok,
+                        s(py, entry.submission_id),
+                        s(py, session_id),
+                        int(py, action_index),
+                        s(py, anchor),
+                        match sized {
+                            Some(items) => charges(py, &items)?,
+                            None => py.None().into_bound(py),
+                        },
+                    ],
+                ),
+            }
+        }
+    }
+}
+
+fn audit_object<'py>(py: Python<'py>, facts: AuditFacts<'_>) -> PyResult<Bound<'py, PyAny>> {
+    let entry = facts.entry;
+    tuple(
+        py,
+        [
+            int(py, entry.partition),
+            int(py, entry.seq),
+            s(py, entry.prev_mac),
+            s(py, facts.mac),
+            match facts.v2_key_id {
+                Some(key_id) => s(py, key_id),
+                None => py.None().into_bound(py),
+            },
+            s(py, entry.event),
+            s(py, entry.run_id),
+            int(py, entry.journal_seq),
+            s(py, entry.record_hash),
+        ],
+    )
+}
+
+fn checkpoint_object<'py>(
+    py: Python<'py>,
+    facts: CheckpointFacts<'_>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let checkpoint = facts.checkpoint;
+    tuple(
+        py,
+        [
+            int(py, checkpoint.partition),
+            int(py, checkpoint.seq),
+            s(py, checkpoint.prev_hash),
+            int(py, checkpoint.audit_seq),
+            s(py, checkpoint.audit_head),
+            s(py, &facts.hash),
+            flag(py, facts.signed),
+        ],
+    )
 }
 
 #[pymethods]
@@ -885,7 +933,9 @@ impl FoldReader {
         py: Python<'py>,
         values: &Bound<'py, PyList>,
     ) -> PyResult<Bound<'py, PyList>> {
-        self.facts(py, values, Self::journal_fact)
+        let items: Vec<Bound<'py, PyAny>> = values.iter().collect();
+        let slices: Vec<Option<&[u8]>> = items.iter().map(value_bytes).collect();
+        self.facts(py, &slices, Self::journal_facts, journal_object)
     }
 
     /// Audit record values -> one fact or None each (see `rebuild.py`, `_audit_fact`).
@@ -894,7 +944,9 @@ impl FoldReader {
         py: Python<'py>,
         values: &Bound<'py, PyList>,
     ) -> PyResult<Bound<'py, PyList>> {
-        self.facts(py, values, Self::audit_fact)
+        let items: Vec<Bound<'py, PyAny>> = values.iter().collect();
+        let slices: Vec<Option<&[u8]>> = items.iter().map(value_bytes).collect();
+        self.facts(py, &slices, Self::audit_facts, audit_object)
     }
 
     /// Checkpoint record values -> one fact or None each (see `rebuild.py`, `_checkpoint_fact`).
@@ -903,7 +955,9 @@ impl FoldReader {
         py: Python<'py>,
         values: &Bound<'py, PyList>,
     ) -> PyResult<Bound<'py, PyList>> {
-        self.facts(py, values, Self::checkpoint_fact)
+        let items: Vec<Bound<'py, PyAny>> = values.iter().collect();
+        let slices: Vec<Option<&[u8]>> = items.iter().map(value_bytes).collect();
+        self.facts(py, &slices, Self::checkpoint_facts, checkpoint_object)
     }
 }
 
