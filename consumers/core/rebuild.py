@@ -315,6 +315,7 @@ def _fold_reader(config: SchedulerConfig, native: bool | None) -> Any:
             [(k.key_id, k.secret) for k in ring],
             config.audit_key,
             seeds,
+            sorted(_MIRRORS_JOURNAL),
         )
     except (ValueError, TypeError) as exc:
         if native:
@@ -414,7 +415,14 @@ def _audit_fact(c: codec.Codec, config: SchedulerConfig, value: bytes) -> AuditF
 
 
 class _AuditWalk:
-    """The audit partition read once, in step with the journal: adopts the MAC-valid, chain-consistent records."""
+    """The audit partition read once, in step with the journal: adopts the MAC-valid, chain-consistent records.
+
+    In Python (the reference), each record's facts (``_audit_fact``) then the chain check
+    (``_extend``), one record at a time. With the native reader, ``_CHUNK`` records at a time:
+    ``FoldReader.audit_walk`` checks the MACs and the chain of the chunk and names the records
+    that mirror a journal record and those it leaves to the Python functions; the state's
+    chain position is set as each is handed out, so it is always where the reference's is.
+    """
 
     def __init__(
         self,
@@ -427,10 +435,17 @@ class _AuditWalk:
         reader: Any = None,
     ) -> None:
         self._state, self._config, self._codec, self._topic, self._skip = state, config, c, topic, skip
-        self._values = enumerate(_with_facts(values, None if reader is None else reader.audit))
+        self._reader = reader
+        self._items = iter(values)
         self._pending: _Mirror | None = None
         self._bad: Skipped | None = None
         self._seen = 0
+        # the native walk: the chunk, its first record's index, its values, the walk's events and where it ends
+        self._chunk: list[Value] = []
+        self._base = 0
+        self._chunk_values: list[Any] = []
+        self._events: Iterator[tuple[Any, ...]] = iter(())
+        self._end: tuple[int, str] | None = None
 
     def put_back(self, mirror: _Mirror | None) -> None:
         self._pending = mirror
@@ -438,23 +453,65 @@ class _AuditWalk:
     def next_mirror(self) -> _Mirror | None:
         """The next adopted audit record that mirrors a journal record (None at the end of the partition)."""
         if self._pending is not None:
-            mirror, self._pending = self._pending, None
-            return mirror
-        for index, (item, native_fact) in self._values:
+            pending, self._pending = self._pending, None
+            return pending
+        if self._reader is not None:
+            return self._next_native()
+        for item in self._items:
             self._seen += 1
-            offset, value = item if isinstance(item, tuple) else (None, item)
-            fact = native_fact if native_fact is not None else _audit_fact(self._codec, self._config, value)
-            if isinstance(fact, str):
-                self._reject(offset, index, fact)
-                continue
-            problem = self._extend(fact)
-            if problem is not None:
-                self._reject(offset, index, problem)
-                continue
-            _, _, _, _, _, event, run_id, journal_seq, record_hash = fact
-            if event in _MIRRORS_JOURNAL:
-                return _Mirror(offset, index, run_id, journal_seq, record_hash)
+            mirror = self._decide(self._seen - 1, item)
+            if mirror is not None:
+                return mirror
         return None
+
+    def _decide(self, index: int, item: Value) -> _Mirror | None:
+        """One record by the Python functions: adopted (its mirror, if it mirrors a journal record), or rejected."""
+        offset, value = item if isinstance(item, tuple) else (None, item)
+        fact = _audit_fact(self._codec, self._config, value)
+        if isinstance(fact, str):
+            self._reject(offset, index, fact)
+            return None
+        problem = self._extend(fact)
+        if problem is not None:
+            self._reject(offset, index, problem)
+            return None
+        _, _, _, _, _, event, run_id, journal_seq, record_hash = fact
+        return _Mirror(offset, index, run_id, journal_seq, record_hash) if event in _MIRRORS_JOURNAL else None
+
+    def _walk(self, start: int) -> None:
+        state = self._state
+        events, seq, head = self._reader.audit_walk(self._chunk_values, start, state.partition, state.audit_seq, state.audit_head)
+        self._events, self._end = iter(events), (seq, head)
+
+    def _next_native(self) -> _Mirror | None:
+        state = self._state
+        while True:
+            event = next(self._events, None)
+            if event is None:
+                if self._end is not None:
+                    state.audit_seq, state.audit_head = self._end
+                    self._end = None
+                self._base += len(self._chunk)
+                self._chunk = list(islice(self._items, _CHUNK))
+                if not self._chunk:
+                    return None
+                self._seen += len(self._chunk)
+                self._chunk_values = [item[1] if isinstance(item, tuple) and len(item) == 2 else item for item in self._chunk]
+                self._walk(0)
+                continue
+            k, adopted = event[0], event[1]
+            if adopted:  # and it mirrors a journal record
+                _, _, run_id, journal_seq, record_hash, seq, head = event
+                state.audit_seq, state.audit_head = seq, head
+                item = self._chunk[k]
+                return _Mirror(item[0] if isinstance(item, tuple) else None, self._base + k, run_id, journal_seq, record_hash)
+            _, _, before, head = event  # left to the Python functions, the chain as it stands before it
+            state.audit_seq, state.audit_head = before, head
+            mirror = self._decide(self._base + k, self._chunk[k])
+            if state.audit_seq != before:  # adopted after all: the walk of the rest assumed otherwise
+                self._walk(k + 1)
+            if mirror is not None:
+                return mirror
 
     def _reject(self, offset: int | None, index: int, problem: str) -> None:
         skipped = Skipped(self._topic, self._state.partition, offset, index, problem)

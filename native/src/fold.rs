@@ -603,6 +603,8 @@ pub struct FoldReader {
     audit_key: AuditMac,
     /// The seal keys by key id whose seeds the caller has (first match wins, as `_seal_signer`).
     seal_keys: Vec<(String, SigningKey)>,
+    /// The audit events whose record mirrors one journal record (`rebuild._MIRRORS_JOURNAL`).
+    mirror_events: Vec<String>,
 }
 
 /// What the fold needs of one journal record, computed without the GIL.
@@ -891,13 +893,15 @@ impl FoldReader {
     /// `known_schemas`: every (fingerprint, name) of the codec (each layout of `FOLD_SCHEMAS`
     /// must be among them unchanged); `audit_keys`: the audit key ring as (key_id, secret), in
     /// `SchedulerConfig.audit_secret`'s order; `audit_key`: the key of AuditRecord.v1;
-    /// `seal_keys`: (key_id, Ed25519 seed) of the seal keys, in `_seal_signer`'s order.
+    /// `seal_keys`: (key_id, Ed25519 seed) of the seal keys, in `_seal_signer`'s order;
+    /// `mirror_events`: the audit events that mirror a journal record.
     #[new]
     fn new(
         known_schemas: Vec<(Vec<u8>, String)>,
         audit_keys: Vec<(String, Vec<u8>)>,
         audit_key: Vec<u8>,
         seal_keys: Vec<(String, Vec<u8>)>,
+        mirror_events: Vec<String>,
     ) -> PyResult<Self> {
         for (name, fp) in FOLD_SCHEMAS {
             if !known_schemas
@@ -924,6 +928,7 @@ impl FoldReader {
                 .collect(),
             audit_key: AuditMac::new(&audit_key),
             seal_keys: seeded,
+            mirror_events,
         })
     }
 
@@ -947,6 +952,87 @@ impl FoldReader {
         let items: Vec<Bound<'py, PyAny>> = values.iter().collect();
         let slices: Vec<Option<&[u8]>> = items.iter().map(value_bytes).collect();
         self.facts(py, &slices, Self::audit_facts, audit_object)
+    }
+
+    /// The audit chain walked over `values[start..]` from `seq` and `head` (the state's
+    /// `audit_seq` and `audit_head`) for partition `partition`: a record whose MAC verifies
+    /// under the key it names and that extends the chain (partition, seq, prev_mac: the head,
+    /// or at seq 0 the genesis under that key) is adopted. Returns `(events, seq, head)`, the
+    /// chain after the last record, with one event for each adopted record that mirrors a
+    /// journal record, `(k, True, run_id, journal_seq, record_hash, seq, head)` (the chain after
+    /// it), and one for each record this walk does not decide, `(k, False, seq, head)` (the
+    /// chain before it): the Python functions decide it, and the walk went on as if it was not
+    /// adopted (when it is, the caller walks the rest again). `k` indexes `values`.
+    fn audit_walk<'py>(
+        &self,
+        py: Python<'py>,
+        values: &Bound<'py, PyList>,
+        start: usize,
+        partition: i64,
+        seq: i64,
+        head: String,
+    ) -> PyResult<(Bound<'py, PyList>, i64, String)> {
+        let items: Vec<Bound<'py, PyAny>> = values.iter().skip(start).collect();
+        let slices: Vec<Option<&[u8]>> = items.iter().map(value_bytes).collect();
+        let computed = py.detach(|| {
+            crate::parallel::filter_map(&slices, crate::parallel::cores(), |value| {
+                Some(value.and_then(|v| self.audit_facts(v)))
+            })
+        });
+        let events = PyList::empty(py);
+        let (mut seq, mut head) = (seq, head);
+        for (k, found) in computed.into_iter().enumerate() {
+            let k = k + start;
+            let adopted = found.filter(|f| {
+                let genesis;
+                let expected = if seq != 0 {
+                    head.as_str()
+                } else {
+                    let keyed = match f.v2_key_id {
+                        Some(key_id) => match self.audit_keys.iter().find(|(id, _)| id == key_id) {
+                            Some((_, keyed)) => keyed,
+                            None => return false,
+                        },
+                        None => &self.audit_key,
+                    };
+                    genesis = keyed.audit_genesis(partition);
+                    genesis.as_str()
+                };
+                // `macs_equal(prev_mac, expected)` also holds for some unequal non-ASCII strings:
+                // those are left to the Python functions.
+                f.entry.partition == partition && f.entry.seq == seq && f.entry.prev_mac == expected
+            });
+            let Some(f) = adopted else {
+                events.append(tuple(
+                    py,
+                    [
+                        int(py, k as i64),
+                        flag(py, false),
+                        int(py, seq),
+                        s(py, &head),
+                    ],
+                )?)?;
+                continue;
+            };
+            seq += 1;
+            head.clear();
+            head.push_str(f.mac);
+            if self.mirror_events.iter().any(|e| e == f.entry.event) {
+                events.append(tuple(
+                    py,
+                    [
+                        int(py, k as i64),
+                        flag(py, true),
+                        s(py, f.entry.run_id),
+                        int(py, f.entry.journal_seq),
+                        s(py, f.entry.record_hash),
+                        int(py, seq),
+                        s(py, &head),
+                    ],
+                )?)?;
+            }
+        }
+        Ok((events, seq, head))
     }
 
     /// Checkpoint record values -> one fact or None each (see `rebuild.py`, `_checkpoint_fact`).

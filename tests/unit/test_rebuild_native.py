@@ -661,7 +661,7 @@ def test_a_changed_schema_keeps_the_fold_in_python() -> None:
     known = [(s.fingerprint, s.name) for s in codec.default_codec().schemas]
     changed = [(bytes(8), name) if name == codec.AUDIT_ENTRY_V2 else (fp, name) for fp, name in known]
     with pytest.raises(ValueError, match=r"schema AuditEntry.v2 changed"):
-        bernstein_native.FoldReader(changed, [], b"k", [])
+        bernstein_native.FoldReader(changed, [], b"k", [], [])
     assert {name: fp for name, fp in bernstein_native.FOLD_SCHEMAS} == {
         name: fp for fp, name in known if name in dict((n, f) for n, f in bernstein_native.FOLD_SCHEMAS)
     }
@@ -705,3 +705,55 @@ def test_a_rotated_key_ring_folds_alike() -> None:
     assert assert_same_fold(d.config, journal, audit, checkpoints) == ("state", state_bytes(d.state))
     pairs = native_and_python("audit", d.config, d.audit_values())
     assert None not in [native for native, _ in pairs]
+
+
+def _chained_audit(template: bytes, seq: int, prev_mac: str, event: str = "activity.refused") -> bytes:
+    """An audit record at ``seq`` after ``prev_mac``, MACed with the (leaked) audit key."""
+    record = codec.decode(template).record
+    inner = codec.decode(record["payload"])
+    payload = codec.encode(inner.schema.name, {**inner.record, "seq": seq, "prev_mac": prev_mac, "event": event})
+    return codec.encode(
+        codec.AUDIT_RECORD_V2, {**record, "payload": payload, "mac": audit_record_mac(AUDIT_KEY, record["key_id"], payload)}
+    )
+
+
+@needs_native
+@pytest.mark.parametrize("chunk", [1, 2, 2048])
+def test_a_record_the_native_walk_leaves_to_python_and_python_adopts_resumes_the_walk_after_it(
+    chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``macs_equal`` compares MACs as ASCII with replacement: a prev_mac of non-ASCII characters extends a head of
+    '?'s (a start state's). The native walk does not decide such a record; the Python functions adopt it, and the
+    walk of the rest of the chunk runs again from the chain after it."""
+    monkeypatch.setattr(rebuild, "_CHUNK", chunk)
+    h = history()
+    start = copy.deepcopy(h.state)
+    start.audit_head = "hmac-sha256:" + "?" * 64
+    seq = start.audit_seq
+    first = _chained_audit(h.audit[0], seq, "hmac-sha256:" + "\u00e9" * 64)
+    second = _chained_audit(h.audit[0], seq + 1, codec.decode(first).record["mac"])
+    third = _chained_audit(h.audit[0], seq + 2, codec.decode(second).record["mac"])
+    audit = [(0, first), (1, second), (2, b"garbage"), (3, third)]
+    walk = rebuild._fold_reader(h.config, True).audit_walk([v for _, v in audit], 0, PARTITION, seq, start.audit_head)
+    # not decided: the first (non-ASCII), and the rest, which do not extend the chain as it stands without the first
+    assert [event[:2] for event in walk[0]] == [(0, False), (1, False), (2, False), (3, False)]
+    # from the chain after the first, the walk adopts the second and the third itself
+    after = rebuild._fold_reader(h.config, True).audit_walk(
+        [v for _, v in audit], 1, PARTITION, seq + 1, codec.decode(first).record["mac"]
+    )
+    assert [event[:2] for event in after[0]] == [(2, False)] and after[1:] == (seq + 3, codec.decode(third).record["mac"])
+    walks: list[int] = []
+    walk_from = rebuild._AuditWalk._walk
+
+    def spy(self: Any, start: int) -> None:
+        walks.append(start)
+        walk_from(self, start)
+
+    monkeypatch.setattr(rebuild._AuditWalk, "_walk", spy)
+    result, skipped = fold_outcome(True, h.config, [], audit, [], start=start)
+    assert walks == {1: [0, 1, 0, 0, 0], 2: [0, 1, 0], 2048: [0, 1]}[chunk]  # 1: the walk of the rest after the first
+    assert (result, skipped) == fold_outcome(False, h.config, [], audit, [], start=start)
+    assert [(s.offset, s.problem[:31]) for s in skipped] == [(2, "the audit record does not decod")]
+    adopted = copy.deepcopy(start)
+    adopted.audit_seq, adopted.audit_head = seq + 3, codec.decode(third).record["mac"]
+    assert result == ("state", state_bytes(adopted))
