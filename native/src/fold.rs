@@ -10,6 +10,10 @@
 //! compared, the audit MAC recomputed under the key its record names. The
 //! Python fold applies the tuples to the `SchedulerState` (the chain links,
 //! the mirror matching, the run maps), so both paths share every decision.
+//! `audit_walk` goes one step further for the audit partition, whose records
+//! only extend a chain: it walks the chain itself (the same checks as
+//! `_AuditWalk._extend`) and hands out only the records that mirror a journal
+//! record and those it leaves to the Python functions.
 //!
 //! What this module does not reproduce it hands back as `None`, and the
 //! Python fact function decides that one record:
