@@ -134,3 +134,24 @@ def parse_dump_lines(lines: list[bytes], with_headers: bool) -> tuple[list[tuple
 def parse_dump_block(
     block: bytes, with_headers: bool, eof: bool
 ) -> tuple[list[tuple[Any, ...] | None], list[tuple[int, bytes]], int, int]: ...
+
+FOLD_SCHEMAS: list[tuple[str, bytes]]
+"""(schema name, fingerprint) of every layout the fold reader decodes (native/src/fold.rs)."""
+
+class FoldReader:
+    """The restart fold's per-record facts (consumers/core/rebuild.py); None where the Python fact function decides."""
+
+    def __init__(
+        self,
+        known_schemas: Sequence[tuple[bytes, str]],
+        audit_keys: Sequence[tuple[str, bytes]],
+        audit_key: bytes,
+        seal_keys: Sequence[tuple[str, bytes]],
+        mirror_events: Sequence[str],
+    ) -> None: ...
+    def journal(self, values: list[Any]) -> list[tuple[Any, ...] | None]: ...
+    def audit(self, values: list[Any]) -> list[tuple[Any, ...] | None]: ...
+    def audit_walk(
+        self, values: list[Any], start: int, partition: int, seq: int, head: str
+    ) -> tuple[list[tuple[Any, ...]], int, str]: ...
+    def checkpoints(self, values: list[Any]) -> list[tuple[Any, ...] | None]: ...

@@ -12,6 +12,7 @@ mod batch;
 pub mod blob_files;
 pub mod core;
 mod documents;
+pub mod fold;
 pub mod hashing;
 mod parallel;
 pub mod producers;
@@ -1356,5 +1357,6 @@ fn bernstein_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CONSTANTS", constants)?;
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
     verify_facts::register(m)?;
+    fold::register(m)?;
     Ok(())
 }
