@@ -1656,20 +1656,30 @@ def take(consumer: Any, most: int, timeout: float) -> list[Any]:
 
 
 def _values_from(consumer: Any, topic: str, partition: int, start: int) -> Iterator[tuple[int, bytes | None]]:
-    """Every committed (offset, value) of one partition from offset ``start`` to its current end."""
+    """Every committed (offset, value) of one partition from offset ``start`` to its current end.
+
+    The partition is unassigned when the stream ends (or is dropped): an assigned consumer goes on fetching in
+    librdkafka's threads, and a kept one (``_PartitionReader``) would re-read every record the scheduler writes
+    after the rebuild, a fetch request every ``fetch.wait.max.ms`` per topic, for the shell's life."""
     consumer.assign([TopicPartition(topic, partition, start)])
-    while True:
-        done = False
-        for message in take(consumer, 10000, _REBUILD_POLL_S):
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    done = True
-                    continue
-                raise KafkaException(error)
-            yield message.offset(), message.value()
-        if done:
-            return
+    try:
+        while True:
+            done = False
+            for message in take(consumer, 10000, _REBUILD_POLL_S):
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        done = True
+                        continue
+                    raise KafkaException(error)
+                yield message.offset(), message.value()
+            if done:
+                return
+    finally:
+        try:
+            consumer.unassign()
+        except (KafkaException, RuntimeError):
+            pass  # a closed consumer (the reader was closed under an abandoned stream) fetches nothing either
 
 
 def _stream_partition(bootstrap: str, topic: str, partition: int, start: int = OFFSET_BEGINNING) -> Iterator[tuple[int, bytes]]:

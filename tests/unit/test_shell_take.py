@@ -1,4 +1,4 @@
-"""``consumers.shell.take``: a batch waits only for its first record, never for a full batch."""
+"""How the shell reads Kafka: a batch waits only for its first record, and a rebuild stream lets go of its partition."""
 
 from __future__ import annotations
 
@@ -42,3 +42,73 @@ def test_nothing_within_the_timeout_is_an_empty_batch() -> None:
     queue = Queue([])
     assert take(queue, 500, 0.05) == []
     assert queue.calls == [("poll", None, 0.05)]
+
+
+class Partition:
+    """A consumer over one partition's ``values`` that reports its end, and records assign/unassign."""
+
+    def __init__(self, values: list[bytes]) -> None:
+        self.values = values
+        self.assigned: list[Any] | None = None
+        self.calls: list[str] = []
+
+    def assign(self, partitions: list[Any]) -> None:
+        self.assigned = partitions
+        self.calls.append("assign")
+
+    def unassign(self) -> None:
+        self.assigned = None
+        self.calls.append("unassign")
+
+    def poll(self, timeout: float) -> Any:
+        return self.consume(1, timeout)[0] if self.assigned is not None else None
+
+    def consume(self, num_messages: int, timeout: float) -> list[Any]:
+        out: list[Any] = []
+        while len(out) < num_messages and self.values:
+            value = self.values.pop(0)
+            out.append(_Message(len(self.calls) + len(out), value, None))
+        if len(out) < num_messages and not self.values and "eof" not in self.calls:
+            self.calls.append("eof")
+            out.append(_Message(-1, None, _Eof()))
+        return out
+
+
+class _Eof:
+    def code(self) -> int:
+        from confluent_kafka import KafkaError
+
+        return KafkaError._PARTITION_EOF
+
+
+class _Message:
+    def __init__(self, offset: int, value: bytes | None, error: Any) -> None:
+        self._offset, self._value, self._error = offset, value, error
+
+    def offset(self) -> int:
+        return self._offset
+
+    def value(self) -> bytes | None:
+        return self._value
+
+    def error(self) -> Any:
+        return self._error
+
+
+def test_a_stream_read_to_its_end_unassigns_its_partition() -> None:
+    from consumers.shell import _values_from
+
+    consumer = Partition([b"a", b"b", b"c"])
+    assert [value for _, value in _values_from(consumer, "t", 0, 0)] == [b"a", b"b", b"c"]
+    assert consumer.calls[0] == "assign" and consumer.calls[-1] == "unassign" and consumer.assigned is None
+
+
+def test_a_stream_dropped_midway_unassigns_its_partition_too() -> None:
+    from consumers.shell import _values_from
+
+    consumer = Partition([b"a", b"b", b"c"])
+    stream = _values_from(consumer, "t", 0, 0)
+    assert next(stream)[1] == b"a"
+    assert consumer.calls[-1] != "unassign"  # still reading
+    stream.close()
+    assert consumer.calls[-1] == "unassign" and consumer.assigned is None
