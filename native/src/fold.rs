@@ -39,73 +39,32 @@ use crate::hashing::{
     sha256_digest, AuditMac,
 };
 
-const MAGIC: [u8; 2] = [0xC3, 0x01];
-const HEADER_SIZE: usize = 10;
+use crate::schemas::{
+    FP_AUDIT_ENTRY, FP_AUDIT_ENTRY_V2, FP_AUDIT_RECORD, FP_AUDIT_RECORD_V2, FP_CHECKPOINT_RECORD,
+    FP_COMPUTER_USE_ENTRY, FP_COMPUTER_USE_ENTRY_V2, FP_JOURNAL_ENTRY, FP_JOURNAL_ENTRY_V2,
+    FP_JOURNAL_ENTRY_V3, FP_JOURNAL_RECORD, FP_PARTITION_CHECKPOINT, FP_RUN_SEAL, FP_RUN_SEAL_V2,
+    FP_SEAL_RECORD, HEADER_SIZE, MAGIC,
+};
 const ENTRY_COMPUTER_USE_ACTION: &str = "computer_use.action";
 
 /// The layouts read here, by `.avsc` stem and fingerprint (`FoldReader::new`
 /// refuses a codec whose fingerprint for one of these names differs).
 pub const FOLD_SCHEMAS: [(&str, [u8; 8]); 15] = [
-    (
-        "JournalRecord.v1",
-        [0xb6, 0xd2, 0x02, 0x83, 0x42, 0x51, 0x5c, 0x4d],
-    ),
-    (
-        "SealRecord.v1",
-        [0x07, 0x49, 0x08, 0x8f, 0x09, 0x83, 0x77, 0x40],
-    ),
-    (
-        "JournalEntry.v1",
-        [0x95, 0x01, 0x95, 0x83, 0x4f, 0xfc, 0xdf, 0xf2],
-    ),
-    (
-        "JournalEntry.v2",
-        [0xef, 0xf1, 0x8c, 0x93, 0x90, 0xbe, 0x7e, 0xca],
-    ),
-    (
-        "JournalEntry.v3",
-        [0x40, 0x4d, 0x2b, 0x9e, 0x8a, 0x1d, 0x10, 0x61],
-    ),
-    (
-        "ComputerUseEntry.v1",
-        [0xf4, 0x26, 0x4e, 0x24, 0xce, 0x46, 0xd3, 0xc6],
-    ),
-    (
-        "ComputerUseEntry.v2",
-        [0xed, 0xd7, 0x93, 0xb0, 0xeb, 0xb5, 0x33, 0xe6],
-    ),
-    (
-        "RunSeal.v1",
-        [0x3e, 0x25, 0x04, 0xa5, 0xa2, 0x85, 0x4e, 0xda],
-    ),
-    (
-        "RunSeal.v2",
-        [0x61, 0x59, 0x6a, 0xad, 0x25, 0x67, 0x11, 0x1a],
-    ),
-    (
-        "AuditRecord.v1",
-        [0xeb, 0xd7, 0x0f, 0x04, 0x32, 0xd4, 0xf3, 0x2c],
-    ),
-    (
-        "AuditRecord.v2",
-        [0x90, 0xff, 0x97, 0x85, 0x64, 0xf7, 0xfe, 0x6f],
-    ),
-    (
-        "AuditEntry.v1",
-        [0x47, 0xa8, 0x48, 0x7d, 0x9e, 0x81, 0x6a, 0x71],
-    ),
-    (
-        "AuditEntry.v2",
-        [0x8a, 0x97, 0xd3, 0xcd, 0x2d, 0x37, 0x92, 0x99],
-    ),
-    (
-        "CheckpointRecord.v1",
-        [0x34, 0x21, 0x95, 0x2b, 0x0e, 0x26, 0x87, 0xda],
-    ),
-    (
-        "PartitionCheckpoint.v1",
-        [0x9f, 0x14, 0x74, 0x13, 0x72, 0x72, 0xa8, 0x76],
-    ),
+    ("JournalRecord.v1", FP_JOURNAL_RECORD),
+    ("SealRecord.v1", FP_SEAL_RECORD),
+    ("JournalEntry.v1", FP_JOURNAL_ENTRY),
+    ("JournalEntry.v2", FP_JOURNAL_ENTRY_V2),
+    ("JournalEntry.v3", FP_JOURNAL_ENTRY_V3),
+    ("ComputerUseEntry.v1", FP_COMPUTER_USE_ENTRY),
+    ("ComputerUseEntry.v2", FP_COMPUTER_USE_ENTRY_V2),
+    ("RunSeal.v1", FP_RUN_SEAL),
+    ("RunSeal.v2", FP_RUN_SEAL_V2),
+    ("AuditRecord.v1", FP_AUDIT_RECORD),
+    ("AuditRecord.v2", FP_AUDIT_RECORD_V2),
+    ("AuditEntry.v1", FP_AUDIT_ENTRY),
+    ("AuditEntry.v2", FP_AUDIT_ENTRY_V2),
+    ("CheckpointRecord.v1", FP_CHECKPOINT_RECORD),
+    ("PartitionCheckpoint.v1", FP_PARTITION_CHECKPOINT),
 ];
 
 /// The kinds of journal facts (the first item of each tuple; `rebuild.py` names them).

@@ -34,61 +34,28 @@ use crate::producers::{submission_signing_input, ProducerKey};
 use crate::schemas::{Observation, Submission};
 use crate::text::is_digest;
 
-const MAGIC: [u8; 2] = [0xC3, 0x01];
-const HEADER_SIZE: usize = 10;
+use crate::schemas::{
+    FP_AUDIT_ENTRY, FP_AUDIT_ENTRY_V2, FP_AUDIT_RECORD, FP_AUDIT_RECORD_V2, FP_CHECKPOINT_RECORD,
+    FP_COMPUTER_USE_ENTRY, FP_COMPUTER_USE_ENTRY_V2, FP_JOURNAL_ENTRY, FP_JOURNAL_ENTRY_V2,
+    FP_JOURNAL_ENTRY_V3, FP_JOURNAL_RECORD, FP_SEAL_RECORD, HEADER_SIZE, MAGIC,
+};
 const ENTRY_ACTIVITY_RESULT: &str = "activity.result";
 
 /// The layouts read here, by `.avsc` stem and fingerprint (the adapter checks
 /// them against the codec before using this module).
 pub const VERIFIER_SCHEMAS: [(&str, [u8; 8]); 12] = [
-    (
-        "JournalRecord.v1",
-        [0xb6, 0xd2, 0x02, 0x83, 0x42, 0x51, 0x5c, 0x4d],
-    ),
-    (
-        "SealRecord.v1",
-        [0x07, 0x49, 0x08, 0x8f, 0x09, 0x83, 0x77, 0x40],
-    ),
-    (
-        "AuditRecord.v1",
-        [0xeb, 0xd7, 0x0f, 0x04, 0x32, 0xd4, 0xf3, 0x2c],
-    ),
-    (
-        "AuditRecord.v2",
-        [0x90, 0xff, 0x97, 0x85, 0x64, 0xf7, 0xfe, 0x6f],
-    ),
-    (
-        "CheckpointRecord.v1",
-        [0x34, 0x21, 0x95, 0x2b, 0x0e, 0x26, 0x87, 0xda],
-    ),
-    (
-        "JournalEntry.v1",
-        [0x95, 0x01, 0x95, 0x83, 0x4f, 0xfc, 0xdf, 0xf2],
-    ),
-    (
-        "ComputerUseEntry.v1",
-        [0xf4, 0x26, 0x4e, 0x24, 0xce, 0x46, 0xd3, 0xc6],
-    ),
-    (
-        "JournalEntry.v2",
-        [0xef, 0xf1, 0x8c, 0x93, 0x90, 0xbe, 0x7e, 0xca],
-    ),
-    (
-        "JournalEntry.v3",
-        [0x40, 0x4d, 0x2b, 0x9e, 0x8a, 0x1d, 0x10, 0x61],
-    ),
-    (
-        "ComputerUseEntry.v2",
-        [0xed, 0xd7, 0x93, 0xb0, 0xeb, 0xb5, 0x33, 0xe6],
-    ),
-    (
-        "AuditEntry.v1",
-        [0x47, 0xa8, 0x48, 0x7d, 0x9e, 0x81, 0x6a, 0x71],
-    ),
-    (
-        "AuditEntry.v2",
-        [0x8a, 0x97, 0xd3, 0xcd, 0x2d, 0x37, 0x92, 0x99],
-    ),
+    ("JournalRecord.v1", FP_JOURNAL_RECORD),
+    ("SealRecord.v1", FP_SEAL_RECORD),
+    ("AuditRecord.v1", FP_AUDIT_RECORD),
+    ("AuditRecord.v2", FP_AUDIT_RECORD_V2),
+    ("CheckpointRecord.v1", FP_CHECKPOINT_RECORD),
+    ("JournalEntry.v1", FP_JOURNAL_ENTRY),
+    ("ComputerUseEntry.v1", FP_COMPUTER_USE_ENTRY),
+    ("JournalEntry.v2", FP_JOURNAL_ENTRY_V2),
+    ("JournalEntry.v3", FP_JOURNAL_ENTRY_V3),
+    ("ComputerUseEntry.v2", FP_COMPUTER_USE_ENTRY_V2),
+    ("AuditEntry.v1", FP_AUDIT_ENTRY),
+    ("AuditEntry.v2", FP_AUDIT_ENTRY_V2),
 ];
 
 // Fact kinds (the first item of each tuple; `verifier/facts.py` names them).
