@@ -365,7 +365,10 @@ class Counters:
 class ShellOptions:
     batch_max: int = 500
     batch_timeout: float = 0.02
-    """Longest wait for the first record of a batch, in seconds."""
+    """The batching window, in seconds: a batch is taken when ``batch_max`` records came or this much time passed
+    (``consume(n, timeout)``). At 1,000 submissions/s it makes batches of about 20 records; taking whatever had
+    come as soon as one record came made batches of about 6, three times the transactions, and more broker
+    load than latency saved (p99 122-328 ms against 44-49 ms here)."""
     progress_every: float = 5.0
     max_recoveries: int = 20
     quarantine: frozenset[int] = frozenset()
@@ -1055,7 +1058,7 @@ class SchedulerShell:
         ``_reference_until`` are stepped by the Python reference (after a failure
         of the native path, or to find the input a broker-side rejection was about).
         """
-        messages = take(self._consumer, self.options.batch_max, self.options.batch_timeout)
+        messages = self._consumer.consume(self.options.batch_max, self.options.batch_timeout)  # the batching window
         if self.observer is not None:  # metrics on: the high watermark the last fetch brought (no request)
             high = self._consumer.get_watermark_offsets(TopicPartition(self.input_topic, self.partition), cached=True)[1]
             if high >= 0:
@@ -1647,8 +1650,8 @@ class _PartitionReader:
 
 def take(consumer: Any, most: int, timeout: float) -> list[Any]:
     """Up to ``most`` messages: waits at most ``timeout`` seconds for the first, then takes what the fetches so far
-    brought. (``consume(most, timeout)`` returns only when ``most`` messages came or ``timeout`` passed: a batch
-    that waits out its timeout adds it to every record's latency, and a rebuild waits it out at each end.)"""
+    brought. For reading a partition to its end (the rebuild): ``consume(most, timeout)`` returns only when ``most``
+    messages came or ``timeout`` passed, so each stream waited out its timeout at the partition's end."""
     first = consumer.poll(timeout)
     if first is None:
         return []

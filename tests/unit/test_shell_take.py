@@ -1,4 +1,4 @@
-"""How the shell reads Kafka: a batch waits only for its first record, and a rebuild stream lets go of its partition."""
+"""How the rebuild reads a partition: it stops waiting at the partition's end, and lets go of the partition."""
 
 from __future__ import annotations
 
