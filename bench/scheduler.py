@@ -435,7 +435,10 @@ def latency(bootstrap: str, prefix: str, rate: int, seconds: float, warmup: floa
     load_before = os.getloadavg()[0]
     start = time.perf_counter()
     measured_from = start + warm * interval
+    cpu_at_start: tuple[int, int] | None = None
     for i in range(total):
+        if i == warm:
+            cpu_at_start = _cpu_ticks()
         target = start + i * interval
         delay = target - time.perf_counter()
         if delay > 0:
@@ -446,6 +449,7 @@ def latency(bootstrap: str, prefix: str, rate: int, seconds: float, warmup: floa
     producer.flush(30)
     achieved = (total - warm) / (time.perf_counter() - measured_from)
     load_after = os.getloadavg()[0]
+    steal = _steal_share(cpu_at_start, _cpu_ticks())
     reader.join(timeout=60)
     done.set()
     scheduler.terminate()
@@ -471,7 +475,28 @@ def latency(bootstrap: str, prefix: str, rate: int, seconds: float, warmup: floa
         "max_ms": latencies[-1],
         "load_before": load_before,
         "load_after": load_after,
+        "steal": steal,
     }
+
+
+def _cpu_ticks() -> tuple[int, int] | None:
+    """(stolen, all) CPU ticks of the whole machine so far, from /proc/stat; None where there is none."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (fields[7], sum(fields[:8])) if len(fields) >= 8 else None
+
+
+def _steal_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float:
+    """The share of CPU time the hypervisor gave to other guests between two readings (-1: unknown).
+
+    A latency run on a shared VM is only as quiet as its host: a run that misses while this is several
+    percent says more about the host than about the code."""
+    if before is None or after is None or after[1] <= before[1]:
+        return -1.0
+    return (after[0] - before[0]) / (after[1] - before[1])
 
 
 def _cpu_context(sched: dict[str, float], same: dict[str, float]) -> str:
@@ -635,10 +660,14 @@ def _run_latency(args: argparse.Namespace, bootstrap: str, prefix: str) -> list[
         f"of warm-up at the same rate): produce-to-journal "
         f"p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, max {lat['max_ms']:.1f} ms "
         f"(target p99 <= {LATENCY_P99_TARGET_MS:.0f} ms: {verdict}; 1-minute load average {lat['load_before']:.1f} "
-        f"before, {lat['load_after']:.1f} after, {os.cpu_count()} cores)",
+        f"before, {lat['load_after']:.1f} after, {os.cpu_count()} cores{_steal_note(lat['steal'])})",
         flush=True,
     )
     return [f"latency_p99_ms={lat['p99_ms']:.1f}"]
+
+
+def _steal_note(steal: float) -> str:
+    return "" if steal < 0 else f"; CPU time stolen by the host while measured {steal * 100:.1f}%"
 
 
 if __name__ == "__main__":

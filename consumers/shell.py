@@ -70,6 +70,8 @@ _TXN_TIMEOUT_S: Final = 30.0
 _PRODUCER_MAX_MESSAGE_BYTES: Final = 2097152
 """substrate.kafka's message.max.bytes for the scheduler's producer (raised when max_output_bytes needs it)."""
 _JOURNAL, _REFUSALS, _DEADLETTER = Stream.JOURNAL, Stream.REFUSALS, Stream.DEADLETTER
+_FETCH_MIN_BYTES: Final = 65536
+"""What the loop's consumer asks the broker to gather before it answers (bounded by ``fetch.wait.max.ms``)."""
 _REBUILD_POLL_S: Final = 0.05
 """consume() waits its whole timeout unless the batch fills, even after the end-of-partition event: keep it short."""
 _TXN_GRACE_S: Final = 5.0
@@ -556,7 +558,11 @@ class SchedulerShell:
                     "enable.auto.offset.store": False,
                     "isolation.level": "read_committed",
                     "auto.offset.reset": "earliest",
+                    # the broker answers a fetch when a batch's worth came or after half the batching window,
+                    # not as soon as one record came: at 1,000 submissions/s about 130 fetches a second instead
+                    # of one per record, a quarter less broker CPU (bench.scheduler --only latency, README)
                     "fetch.wait.max.ms": 10,
+                    "fetch.min.bytes": _FETCH_MIN_BYTES,
                     "queued.max.messages.kbytes": 65536,
                 },
             )
