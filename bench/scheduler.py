@@ -357,7 +357,8 @@ def latency(bootstrap: str, prefix: str, rate: int, seconds: float, warmup: floa
     The first ``warmup`` seconds of the same stream are not counted: a broker started a moment ago is still
     compiling its hot paths. On this 2-core machine, right after ``infra/up``, runs of 15 s one after the other
     gave p50 142, 84, 46 ms (p99 1,261, 346, 96 ms); with 15 s of warm-up each, p50 72, 37, 21, 20 ms (p99 253,
-    157, 133, 95 ms): the broker reaches its steady state after one to two minutes of traffic.
+    157, 133, 95 ms): the broker reaches its steady state after about two minutes of traffic (its CPU at
+    1,000/s: 130% at 40 s, 60-70% from 60 to 120 s, 45-55% after), hence the default of 120 s.
 
     The instrument must not add to what it measures: the submissions are signed before the clock starts, the
     reader takes its timestamp as a fetch arrives (``poll`` returns on the first record; ``consume(n, timeout)``
@@ -531,8 +532,9 @@ def main() -> int:
     parser.add_argument(
         "--latency-warmup",
         type=float,
-        default=60.0,
-        help="seconds of the latency stream sent first and not counted (a just-started broker is still compiling)",
+        default=120.0,
+        help="seconds of the latency stream sent first and not counted (a just-started broker is still compiling: "
+        "at 1,000 submissions/s its CPU falls from 130%% at 40 s to 60-70%% at 60-120 s and 45-55%% after)",
     )
     parser.add_argument("--trials", type=int, default=5, help="alternating runs of each phase; medians are compared")
     parser.add_argument("--warmup", type=int, default=3, help="uncounted rounds of each phase first (at least)")
