@@ -632,7 +632,9 @@ mod tests {
 
     #[test]
     fn only_canonical_spellings_parse() {
-        assert!(parses(r#"{"a":[1,-2,"x",null,true,false,{}],"b":"\u00e9"}"#) == false); // an escape
+        assert!(!parses(
+            r#"{"a":[1,-2,"x",null,true,false,{}],"b":"\u00e9"}"#
+        )); // an escape
         assert!(parses(
             "{\"a\":[1,-2,\"x\",null,true,false,{}],\"b\":\"é\"}"
         ));

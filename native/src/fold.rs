@@ -168,10 +168,17 @@ fn position(r: &mut Reader<'_>) -> ReadResult<()> {
     Ok(())
 }
 
-/// The value when the reader stopped exactly at the end of the body (our codec refuses trailing bytes).
+/// A whole single-object value read by `read`, which returns None for a layout it does not take:
+/// None too when the body is malformed or does not end exactly where `read` stopped (our codec
+/// refuses trailing bytes), and the Python codec then decides.
 #[inline]
-fn at_end<T>(r: &Reader<'_>, body_len: usize, value: T) -> Option<T> {
-    (r.position() == body_len).then_some(value)
+fn decode<'a, T>(
+    value: &'a [u8],
+    read: impl FnOnce(&mut Reader<'a>, Layout) -> Option<ReadResult<T>>,
+) -> Option<T> {
+    let (layout, mut r) = open(value)?;
+    let decoded = read(&mut r, layout)?.ok()?;
+    (r.position() == value.len() - HEADER_SIZE).then_some(decoded)
 }
 
 // ---------------------------------------------------------------------------
@@ -208,18 +215,13 @@ struct Entry<'a> {
 
 /// A journal entry payload, decoded in full (None: the Python codec decides).
 fn decode_entry(payload: &[u8]) -> Option<Entry<'_>> {
-    let (layout, mut r) = open(payload)?;
-    let len = payload.len() - HEADER_SIZE;
-    let entry = match layout {
+    decode(payload, |r, layout| match layout {
         Layout::JournalEntryV1 | Layout::JournalEntryV2 | Layout::JournalEntryV3 => {
-            decode_activity(&mut r, layout).ok()?
+            Some(decode_activity(r, layout))
         }
-        Layout::ComputerUseEntryV1 | Layout::ComputerUseEntryV2 => {
-            decode_action(&mut r, layout).ok()?
-        }
-        _ => return None,
-    };
-    at_end(&r, len, entry)
+        Layout::ComputerUseEntryV1 | Layout::ComputerUseEntryV2 => Some(decode_action(r, layout)),
+        _ => None,
+    })
 }
 
 fn decode_activity<'a>(r: &mut Reader<'a>, layout: Layout) -> ReadResult<Entry<'a>> {
@@ -332,12 +334,10 @@ struct Seal<'a> {
 
 /// A RunSeal.v1/v2 payload, decoded in full.
 fn decode_seal(payload: &[u8]) -> Option<Seal<'_>> {
-    let (layout, mut r) = open(payload)?;
-    if !matches!(layout, Layout::RunSealV1 | Layout::RunSealV2) {
-        return None;
-    }
-    let seal = read_seal(&mut r, layout == Layout::RunSealV2).ok()?;
-    at_end(&r, payload.len() - HEADER_SIZE, seal)
+    decode(payload, |r, layout| match layout {
+        Layout::RunSealV1 | Layout::RunSealV2 => Some(read_seal(r, layout == Layout::RunSealV2)),
+        _ => None,
+    })
 }
 
 fn read_seal<'a>(r: &mut Reader<'a>, v2: bool) -> ReadResult<Seal<'a>> {
@@ -378,9 +378,7 @@ struct Envelope<'a> {
 
 /// A JournalRecord, SealRecord, AuditRecord (v1, v2) or CheckpointRecord value, in full.
 fn decode_envelope(value: &[u8]) -> Option<Envelope<'_>> {
-    let (layout, mut r) = open(value)?;
-    let envelope = read_envelope(&mut r, layout).ok()?;
-    at_end(&r, value.len() - HEADER_SIZE, envelope)
+    decode(value, |r, layout| Some(read_envelope(r, layout)))
 }
 
 fn read_envelope<'a>(r: &mut Reader<'a>, layout: Layout) -> ReadResult<Envelope<'a>> {
@@ -427,12 +425,12 @@ struct AuditEntry<'a> {
 
 /// An AuditEntry.v1/v2 payload, decoded in full.
 fn decode_audit_entry(payload: &[u8]) -> Option<AuditEntry<'_>> {
-    let (layout, mut r) = open(payload)?;
-    if !matches!(layout, Layout::AuditEntryV1 | Layout::AuditEntryV2) {
-        return None;
-    }
-    let entry = read_audit_entry(&mut r, layout == Layout::AuditEntryV2).ok()?;
-    at_end(&r, payload.len() - HEADER_SIZE, entry)
+    decode(payload, |r, layout| match layout {
+        Layout::AuditEntryV1 | Layout::AuditEntryV2 => {
+            Some(read_audit_entry(r, layout == Layout::AuditEntryV2))
+        }
+        _ => None,
+    })
 }
 
 fn read_audit_entry<'a>(r: &mut Reader<'a>, v2: bool) -> ReadResult<AuditEntry<'a>> {
@@ -478,12 +476,9 @@ struct Checkpoint<'a> {
 
 /// A PartitionCheckpoint.v1 payload, decoded in full.
 fn decode_checkpoint(payload: &[u8]) -> Option<Checkpoint<'_>> {
-    let (layout, mut r) = open(payload)?;
-    if layout != Layout::PartitionCheckpoint {
-        return None;
-    }
-    let checkpoint = read_checkpoint(&mut r).ok()?;
-    at_end(&r, payload.len() - HEADER_SIZE, checkpoint)
+    decode(payload, |r, layout| {
+        (layout == Layout::PartitionCheckpoint).then(|| read_checkpoint(r))
+    })
 }
 
 fn read_checkpoint<'a>(r: &mut Reader<'a>) -> ReadResult<Checkpoint<'a>> {
