@@ -322,7 +322,9 @@ def test_an_agent_that_never_answers_is_stopped_at_the_session_timeout(
 
     started = time.monotonic()
     try:
-        outcome = make_session(keys, store, tmp_path, RecordingPublisher(keys), timeout=0.5).run(
+        # the session's own clock stands still, so only the agent's overrun (waited for in real time) can end
+        # it: on a loaded machine action 0 alone may outlast a real 0.5 s deadline ("before action 1")
+        outcome = make_session(keys, store, tmp_path, RecordingPublisher(keys), timeout=1.0, clock=lambda: 0.0).run(
             Stuck(flow(secret())), FakeDriverFactory(FakeDriver(frames(6)))
         )
     finally:
