@@ -501,6 +501,17 @@ def test_a_group_process_serves_the_metrics_of_every_partition_it_runs(
         target = ends(bootstrap, topics, partitions)
         wait_for("everything committed", lambda: committed(bootstrap, topics, partitions) == target, 120, [process])
         wait_for("ready", lambda: _status(url + "/readyz") == 200, 60, [process])
+
+        def counted() -> bool:
+            scraped = _scrape(url)
+            return all(
+                scraped.get(f'bernstein_scheduler_records_journalled_total{{partition="{p}"}}') == target[p]
+                for p in range(partitions)
+            )
+
+        # a partition counts a transaction when its loop settles it: up to one batching window after Kafka's
+        # readers see the commit (CI once scraped inside that window: 0 of 100 counted)
+        wait_for("the metrics counted the last commit", counted, 30, [process])
         samples = _scrape(url)
         assert _status(url + "/healthz") == 200
     finally:
