@@ -37,6 +37,7 @@ from typing import Any, Final
 
 from consumers.core.model import Lifetime, Producer, ProducerKey, ProducerRegistry
 from schemas.canonical import public_key_id
+from schemas.ed25519 import weak_key
 from schemas.errors import MalformedInput
 from schemas.records import ID_RULE, KINDS, ActivityKind, is_valid_id
 from substrate.keys import KeyPurpose, KeyStatus, TrustedKey, TrustedKeys, Validity
@@ -141,6 +142,9 @@ def _producer_key(entry: object, where: str) -> ProducerKey:
         raw = b""
     if len(raw) != 32:
         raise ManifestError(f"{where}: public_key must be 64 hex characters (the producer's raw Ed25519 public key)")
+    weak = weak_key(raw)
+    if weak is not None:
+        raise ManifestError(f"{where}: public_key {weak}: register the key `bernstein keys show` prints for the producer")
     key_id = public_key_id(raw)
     if entry.get("key_id", key_id) != key_id:
         raise ManifestError(f"{where}: key_id {entry['key_id']!r} does not match public_key ({key_id})")

@@ -656,8 +656,11 @@ pub struct Core {
     pub undo: UndoLog,
 }
 
-/// The producer signature an input carries, with the signed bytes' recipe: what `preverify` checks.
-fn signed_input<'a>(cfg: &Config, rec: &Input<'a>) -> Option<((usize, usize), bool)> {
+/// The producer signature an input carries, with its key and the signed bytes: what `preverify`
+/// checks, keyed by the address and length of the signature inside the batch's inputs.
+type SignedInput<'a, 'c> = ((usize, usize), &'c ProducerKey, &'a [u8], Vec<u8>);
+
+fn signed_input<'a, 'c>(cfg: &'c Config, rec: &Input<'a>) -> Option<SignedInput<'a, 'c>> {
     let value = rec.value?;
     if value.len() < HEADER_SIZE || value[..2] != MAGIC {
         return None;
@@ -679,8 +682,38 @@ fn signed_input<'a>(cfg: &Config, rec: &Input<'a>) -> Option<((usize, usize), bo
     if !key.contains(rec.timestamp_ms) {
         return None; // refused before its signature matters
     }
-    let verdict = key.verifies(signature, &message?);
-    Some(((signature.as_ptr() as usize, signature.len()), verdict))
+    Some((
+        (signature.as_ptr() as usize, signature.len()),
+        key,
+        signature,
+        message?,
+    ))
+}
+
+/// The verdicts of a part of a batch's inputs, many signatures to one equation (`ed25519::verify_many`).
+fn verify_signed(cfg: &Config, inputs: &[Input<'_>]) -> Vec<((usize, usize), bool)> {
+    let signed: Vec<SignedInput<'_, '_>> = inputs
+        .iter()
+        .filter_map(|rec| signed_input(cfg, rec))
+        .collect();
+    let items: Vec<crate::ed25519::Item<'_>> = signed
+        .iter()
+        .filter_map(|(_, key, signature, message)| {
+            Some(crate::ed25519::Item {
+                key: key.key.as_ref()?,
+                signature,
+                message,
+            })
+        })
+        .collect();
+    let mut verdicts = crate::ed25519::verify_many(&items).into_iter();
+    signed
+        .iter()
+        .map(|(at, key, _, _)| {
+            // a registered key that names no curve point: nothing verifies under it
+            (*at, key.key.is_some() && verdicts.next().unwrap_or(false))
+        })
+        .collect()
 }
 
 pub enum Outcome<'a> {
@@ -696,7 +729,8 @@ impl Core {
     pub fn preverify(&mut self, inputs: &[Input<'_>], threads: usize) {
         self.presigned.clear();
         let cfg = &self.cfg;
-        let verdicts = crate::parallel::filter_map(inputs, threads, |rec| signed_input(cfg, rec));
+        let verdicts =
+            crate::parallel::map_chunks(inputs, threads, |part| verify_signed(cfg, part));
         self.presigned.extend(verdicts);
     }
 

@@ -12,6 +12,7 @@ mod batch;
 pub mod blob_files;
 pub mod core;
 mod documents;
+pub mod ed25519;
 pub mod fold;
 pub mod hashing;
 mod parallel;
@@ -442,9 +443,7 @@ impl NativeCore {
         for (index, (name, mut granted, keys)) in producers.into_iter().enumerate() {
             granted.sort();
             for (key_id, public, from, until) in keys {
-                let key = <[u8; 32]>::try_from(public.as_slice())
-                    .ok()
-                    .and_then(|raw| ed25519_dalek::VerifyingKey::from_bytes(&raw).ok());
+                let key = crate::ed25519::PublicKey::from_bytes(public.as_slice());
                 let entry = crate::producers::ProducerKey {
                     producer: index,
                     key,
@@ -1276,6 +1275,60 @@ fn ed25519_public_key<'py>(py: Python<'py>, seed: &[u8]) -> PyResult<Bound<'py, 
     ))
 }
 
+/// ZIP 215 verification (`ed25519.rs`): the rule `schemas.ed25519` is the reference of.
+#[pyfunction]
+fn ed25519_verify(py: Python<'_>, public: &[u8], signature: &[u8], message: &[u8]) -> bool {
+    py.detach(|| {
+        ed25519::PublicKey::from_bytes(public).is_some_and(|key| key.verifies(signature, message))
+    })
+}
+
+/// `[(public, signature, message)]` verified many to one equation (`ed25519::verify_many`), in order.
+#[pyfunction]
+fn ed25519_verify_many(py: Python<'_>, items: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)>) -> Vec<bool> {
+    py.detach(|| {
+        let keys = ed25519_keys(&items);
+        let checked = ed25519_items(&items, &keys);
+        let mut ok = ed25519::verify_many(&checked).into_iter();
+        keys.iter()
+            .map(|key| key.is_some() && ok.next().unwrap_or(false))
+            .collect()
+    })
+}
+
+/// Test hook: whether one batch equation holds over all of `items` (False when a key names no point).
+#[pyfunction]
+fn ed25519_batch_equation(py: Python<'_>, items: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)>) -> bool {
+    py.detach(|| {
+        let keys = ed25519_keys(&items);
+        keys.iter().all(Option::is_some) && ed25519::batch_holds(&ed25519_items(&items, &keys))
+    })
+}
+
+fn ed25519_keys(items: &[(Vec<u8>, Vec<u8>, Vec<u8>)]) -> Vec<Option<ed25519::PublicKey>> {
+    items
+        .iter()
+        .map(|(public, _, _)| ed25519::PublicKey::from_bytes(public))
+        .collect()
+}
+
+fn ed25519_items<'a>(
+    items: &'a [(Vec<u8>, Vec<u8>, Vec<u8>)],
+    keys: &'a [Option<ed25519::PublicKey>],
+) -> Vec<ed25519::Item<'a>> {
+    items
+        .iter()
+        .zip(keys)
+        .filter_map(|((_, signature, message), key)| {
+            Some(ed25519::Item {
+                key: key.as_ref()?,
+                signature,
+                message,
+            })
+        })
+        .collect()
+}
+
 // test hooks for the Python-semantics string helpers
 
 #[pyfunction]
@@ -1324,6 +1377,9 @@ fn bernstein_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(evidence_set_hash, m)?,
         wrap_pyfunction!(ed25519_sign, m)?,
         wrap_pyfunction!(ed25519_public_key, m)?,
+        wrap_pyfunction!(ed25519_verify, m)?,
+        wrap_pyfunction!(ed25519_verify_many, m)?,
+        wrap_pyfunction!(ed25519_batch_equation, m)?,
         wrap_pyfunction!(py_isspace_chars, m)?,
         wrap_pyfunction!(repr_ascii, m)?,
         wrap_pyfunction!(clip_text, m)?,

@@ -2,8 +2,6 @@
 //! `run_close_statement`) as RFC 8785 canonical JSON, their signing input, and Ed25519
 //! verification under a registered producer key, byte for byte as the reference checks them.
 
-use ed25519_dalek::{Signature, Verifier as _, VerifyingKey};
-
 use crate::hashing::pae;
 use crate::schemas::{Observation, RunClose, Submission};
 
@@ -17,7 +15,7 @@ pub struct ProducerKey {
     /// Index of its producer in `Producers::producers`.
     pub producer: usize,
     /// None when the registered bytes are not a valid Ed25519 public key (nothing verifies under it).
-    pub key: Option<VerifyingKey>,
+    pub key: Option<crate::ed25519::PublicKey>,
     pub valid_from_ms: i64,
     pub valid_until_ms: Option<i64>,
 }
@@ -36,16 +34,11 @@ impl ProducerKey {
         }
     }
 
-    /// Ed25519 (RFC 8032, cofactorless, as OpenSSL checks it) of `signature` over `message`.
-    /// RFC 8032 verification as the reference (OpenSSL) does it: `s` canonical, and the encoding
-    /// of `[s]B - [k]A` equal to the signature's `R` bytes (cofactorless, one signature at a time:
-    /// a batch equation can answer differently for signatures with small-order components).
+    /// Ed25519 of `signature` over `message` under the system's one rule (ZIP 215, `ed25519.rs`).
     pub fn verifies(&self, signature: &[u8], message: &[u8]) -> bool {
-        let Some(key) = &self.key else { return false };
-        let Ok(sig) = Signature::from_slice(signature) else {
-            return false;
-        };
-        key.verify(message, &sig).is_ok()
+        self.key
+            .as_ref()
+            .is_some_and(|key| key.verifies(signature, message))
     }
 }
 

@@ -1335,7 +1335,7 @@ impl FactReader {
         // key id -> Some(key) pinned (None inside: not an Ed25519 key), None not pinned; a
         // value that is not bytes goes to the reference.
         let mut keys: Vec<(String, Option<Option<ProducerKey>>)> = Vec::new();
-        let mut jobs: Vec<(usize, usize, Vec<u8>)> = Vec::new();
+        let mut jobs: Vec<(usize, usize)> = Vec::new();
         let mut fallback = Vec::new();
         for (index, item) in items.iter().enumerate() {
             let ProducerItem::Signed(entry) = item else {
@@ -1349,9 +1349,7 @@ impl FactReader {
                         None
                     } else if public.is_exact_instance_of::<PyBytes>() {
                         let raw = public.cast::<PyBytes>()?.as_bytes();
-                        let key = <[u8; 32]>::try_from(raw)
-                            .ok()
-                            .and_then(|raw| ed25519_dalek::VerifyingKey::from_bytes(&raw).ok());
+                        let key = crate::ed25519::PublicKey::from_bytes(raw);
                         Some(Some(ProducerKey {
                             producer: 0,
                             key,
@@ -1368,31 +1366,49 @@ impl FactReader {
             match &keys[slot].1 {
                 None => {}
                 Some(None) => fallback.push(index),
-                Some(Some(_)) => {
-                    // None: an integer canonical JSON cannot carry: no signature verifies
-                    let message = submission_signing_input(&entry.submission, entry.key_id)
-                        .unwrap_or_default();
-                    jobs.push((index, slot, message));
-                }
+                Some(Some(_)) => jobs.push((index, slot)),
             }
         }
+        // statements rebuilt and signatures verified on every core, many to one equation
         let verdicts: Vec<(usize, bool)> = py.detach(|| {
-            crate::parallel::filter_map(
-                &jobs,
-                crate::parallel::cores(),
-                |(index, slot, message)| {
-                    let ProducerItem::Signed(entry) = &items[*index] else {
-                        return None;
-                    };
-                    let Some(Some(key)) = &keys[*slot].1 else {
-                        return None;
-                    };
-                    Some((
-                        *index,
-                        !message.is_empty() && key.verifies(entry.signature, message),
-                    ))
-                },
-            )
+            crate::parallel::map_chunks(&jobs, crate::parallel::cores(), |part| {
+                let signed: Vec<(usize, &ProducerItem<'_>, &ProducerKey, Option<Vec<u8>>)> = part
+                    .iter()
+                    .filter_map(|&(index, slot)| {
+                        let item @ ProducerItem::Signed(entry) = &items[index] else {
+                            return None;
+                        };
+                        let Some(Some(key)) = &keys[slot].1 else {
+                            return None;
+                        };
+                        // None: an integer canonical JSON cannot carry: no signature verifies
+                        let message = submission_signing_input(&entry.submission, entry.key_id)
+                            .filter(|m| !m.is_empty());
+                        Some((index, item, key, message))
+                    })
+                    .collect();
+                let checked: Vec<crate::ed25519::Item<'_>> = signed
+                    .iter()
+                    .filter_map(|(_, item, key, message)| {
+                        let ProducerItem::Signed(entry) = item else {
+                            return None;
+                        };
+                        Some(crate::ed25519::Item {
+                            key: key.key.as_ref()?,
+                            signature: entry.signature,
+                            message: message.as_deref()?,
+                        })
+                    })
+                    .collect();
+                let mut ok = crate::ed25519::verify_many(&checked).into_iter();
+                signed
+                    .iter()
+                    .map(|(index, _, key, message)| {
+                        let checkable = key.key.is_some() && message.is_some();
+                        (*index, checkable && ok.next().unwrap_or(false))
+                    })
+                    .collect()
+            })
         });
         let mut verified: Vec<Option<bool>> = vec![None; items.len()];
         for (index, ok) in verdicts {

@@ -867,6 +867,17 @@ def partitions() -> dict[str, Any]:
     }
 
 
+def ed25519_vectors() -> dict[str, Any]:
+    """The verification rule's cases (``schemas.ed25519``): every verifier gives each its ``valid``."""
+    from schemas.vectors.ed25519_cases import cases
+
+    return {
+        "rule": "ZIP 215: A and R decode from any encoding whose y mod p is on the curve; S < L; "
+        "[8]([S]B - R - [k]A) = 0 with k = SHA-512(R || A || M) mod L over the bytes as given",
+        "cases": cases(),
+    }
+
+
 FILES = {
     "canonical_json.json": canonical_vectors,
     "digests.json": digest_vectors,
@@ -876,6 +887,7 @@ FILES = {
     "checkpoints.json": checkpoint_vectors,
     "signatures.json": signature_vectors,
     "partitions.json": partitions,
+    "ed25519.json": ed25519_vectors,
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from consumers.core.model import Lifetime
 from consumers.manifest import ManifestError, load_roles, parse_manifest, parse_roles, trusted_producer_keys
 from schemas.canonical import public_key_id
+from substrate.keys import Ed25519Signer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -49,8 +51,14 @@ def test_missing_manifest_points_at_the_flag(tmp_path: Path) -> None:
         load_roles(tmp_path / "none.toml")
 
 
-KEY_A = "11" * 32
-KEY_B = "22" * 32
+KEY_A = Ed25519Signer.from_seed(b"\x11" * 32).public_key_raw.hex()
+KEY_B = Ed25519Signer.from_seed(b"\x22" * 32).public_key_raw.hex()
+MIXED_ORDER_KEY = next(
+    case["public_key_hex"]
+    for case in json.loads((Path(__file__).resolve().parents[2] / "schemas/vectors/ed25519.json").read_text())["cases"]
+    if case["name"] == "mixed_order_key"
+)
+"""A key with a small-order component (``schemas/vectors/ed25519.json``): no ``[a]B`` is this."""
 ROLES = '[[roles]]\nrole = "scout"\nagent_kind = "research"\n\n[[roles]]\nrole = "dev"\n\n'
 
 
@@ -83,6 +91,10 @@ def test_producers_are_pinned_with_their_roles_kinds_and_key_lifetimes() -> None
         ),
         ('[[producers]]\nname = "w"\nroles = ["scout"]\n', "at least one [[producers.keys]]"),
         ('[[producers]]\nname = "w"\n[[producers.keys]]\npublic_key = "abc"\n', "public_key must be 64 hex characters"),
+        (f'[[producers]]\nname = "w"\n[[producers.keys]]\npublic_key = "{"01" + "00" * 31}"\n', "has small order"),
+        (f'[[producers]]\nname = "w"\n[[producers.keys]]\npublic_key = "{"ee" + "ff" * 30 + "7f"}"\n', "not the canonical"),
+        (f'[[producers]]\nname = "w"\n[[producers.keys]]\npublic_key = "{"02" + "00" * 31}"\n', "names no point"),
+        (f'[[producers]]\nname = "w"\n[[producers.keys]]\npublic_key = "{MIXED_ORDER_KEY}"\n', "small-order component"),
         (
             f'[[producers]]\nname = "w"\n[[producers.keys]]\npublic_key = "{KEY_A}"\nvalid_from_ms = 9\nvalid_until_ms = 9\n',
             "valid_until_ms must be an integer after valid_from_ms",
