@@ -74,6 +74,47 @@ def allowed_for(trusted: TrustedKeys, use: KeyUse) -> list[str]:
     return sorted(k for k, entry in trusted.entries.items() if entry.allows(purpose))
 
 
+def key_fits(entry: TrustedKey, use: KeyUse, timestamp_ms: int | None, *, producer: str | None = None) -> bool:
+    """``key_problem(...) is None``, without building a message: the check every record makes."""
+    if not entry.allows(_PURPOSE[use]):
+        return False
+    if use == KeyUse.PRODUCER and producer is not None and entry.producer is not None and entry.producer != producer:
+        return False
+    return timestamp_ms is None or entry.validity.contains(timestamp_ms)
+
+
+class KeysInForce:
+    """``key_fits`` for the many records of one walk: what does not depend on the record (the key's pin,
+    kind, purpose and owner) is looked up once per key id, leaving the lifetime to compare."""
+
+    def __init__(self, trusted: TrustedKeys, use: KeyUse) -> None:
+        self.trusted = trusted
+        self.use = use
+        self._bounds: dict[tuple[str, str | None], tuple[int, int | None] | None] = {}
+
+    def fits(self, key_id: str, timestamp_ms: int, producer: str | None = None) -> bool:
+        """The key is pinned, of the use's kind (an HMAC secret for audit, an Ed25519 key otherwise), and
+        ``key_fits`` (purpose, owner, lifetime at ``timestamp_ms``)."""
+        bounds = self._bounds.get((key_id, producer), _UNSEEN)
+        if bounds is _UNSEEN:
+            bounds = self._bounds[(key_id, producer)] = self._lookup(key_id, producer)
+        if bounds is None:
+            return False
+        start, until = bounds
+        return timestamp_ms >= start and (until is None or timestamp_ms < until)
+
+    def _lookup(self, key_id: str, producer: str | None) -> tuple[int, int | None] | None:
+        entry = self.trusted.entry(key_id)
+        if entry is None or entry.is_hmac != (self.use == KeyUse.AUDIT):
+            return None
+        if not key_fits(entry, self.use, None, producer=producer):
+            return None
+        return entry.validity.valid_from_ms, entry.validity.valid_until_ms
+
+
+_UNSEEN: Final[Any] = object()
+
+
 def key_problem(
     entry: TrustedKey, use: KeyUse, what: str, timestamp_ms: int | None, *, producer: str | None = None
 ) -> KeyFinding | None:

@@ -39,6 +39,7 @@ from tests.unit.test_verifier_verdicts import (
     text_of,
 )
 from verifier.export import export_dump
+from verifier.keyuse import KeysInForce, KeyUse, key_problem
 from verifier.report import EXIT_MISMATCH, EXIT_VERIFIED, RunReport
 from verifier.sources import StoredRecord
 
@@ -705,3 +706,33 @@ def test_an_export_carries_the_public_keys_with_their_purposes_and_lifetimes_and
     assert exported.entry(OLD_SEAL.key_id) == OLD_SEAL_T and exported.entry(NEW_SEAL.key_id) == NEW_SEAL_T
     pinned = exported.entry(producer_signer(PRODUCER).key_id)
     assert pinned is not None and (pinned.purpose, pinned.producer) == (KeyPurpose.PRODUCER, PRODUCER)
+
+
+def test_keys_in_force_decide_as_key_problem_does() -> None:
+    """The walks' per-key cache (``KeysInForce``) answers as ``key_problem`` for every pin, use, owner and time."""
+    window = Validity(1_000, 2_000)
+    producer_key = Ed25519Signer.from_seed(b"\x31" * 32)
+    keys = TrustedKeys.of(
+        [
+            seal_trust(Ed25519Signer.from_seed(b"\x30" * 32), window),
+            audit_trust(b"k" * 32, window, KeyStatus.RETIRED),
+            TrustedKey(producer_key.key_id, KeyPurpose.PRODUCER, producer_key.public_key_raw, window, producer="ada"),
+            TrustedKey(
+                Ed25519Signer.from_seed(b"\x32" * 32).key_id, KeyPurpose.ANY, Ed25519Signer.from_seed(b"\x32" * 32).public_key_raw
+            ),
+        ]
+    )
+    ids = [*keys.entries, "not-pinned"]
+    for use in KeyUse:
+        cache = KeysInForce(keys, use)
+        for key_id in ids:
+            for producer in (None, "ada", "bob"):
+                for timestamp in (0, 999, 1_000, 1_999, 2_000, 5_000):
+                    entry = keys.entry(key_id)
+                    expected = (
+                        entry is not None
+                        and entry.is_hmac == (use == KeyUse.AUDIT)
+                        and key_problem(entry, use, "r", timestamp, producer=producer) is None
+                    )
+                    assert cache.fits(key_id, timestamp, producer) is expected, (use, key_id, producer, timestamp)
+                    assert cache.fits(key_id, timestamp, producer) is expected  # and again, from the cache
