@@ -432,10 +432,12 @@ def _row_chunks(source: RecordSource, stream: str, partition: int) -> Iterator[l
         yield batch
 
 
-def _audit_facts(
-    source: RecordSource, partition: int, facts: Facts, trusted: TrustedKeys
-) -> Iterator[tuple[int, tuple[Any, ...], int, int, bytes | None]]:
-    """(offset, fact, envelope version, Kafka timestamp, value) of every audit record of the partition, in offset order.
+AuditRow = tuple[int, tuple[Any, ...], int, int, bytes | None]
+"""(offset, audit fact, envelope version, Kafka timestamp, value) of one audit record."""
+
+
+def _audit_facts(source: RecordSource, partition: int, facts: Facts, trusted: TrustedKeys) -> Iterator[list[AuditRow]]:
+    """The audit records of the partition in offset order, a chunk at a time (never an empty one).
 
     The version is 2 for an ``AuditRecord.v2`` (what schedulers that write checkpoints write), else 1;
     it only decides which checkpoints must exist, the fact says whether the record decodes.
@@ -443,13 +445,15 @@ def _audit_facts(
     for rows in _row_chunks(source, "audit", partition):
         values = [row[3] for row in rows]
         versions = [2 if value is not None and value[: codec.HEADER_SIZE] == _AUDIT_V2_HEADER else 1 for value in values]
-        yield from zip(
-            [row[0] for row in rows],
-            facts.audit_facts(values, trusted.audit_secret),
-            versions,
-            [row[1] for row in rows],
-            values,
-            strict=True,
+        yield list(
+            zip(
+                [row[0] for row in rows],
+                facts.audit_facts(values, trusted.audit_secret),
+                versions,
+                [row[1] for row in rows],
+                values,
+                strict=True,
+            )
         )
 
 
@@ -1071,8 +1075,8 @@ class _PartitionAudit:
     """
 
     c: codec.Codec
-    records: Iterator[tuple[int, tuple[Any, ...], int, int, bytes | None]]
-    """(offset, audit fact, envelope version, Kafka timestamp, value) of every audit record of the partition."""
+    chunks: Iterator[list[AuditRow]]
+    """Every audit record of the partition, in offset order, a chunk at a time."""
     partition: int
     trusted: TrustedKeys
     wanted: frozenset[str] | None = None
@@ -1136,29 +1140,33 @@ class _PartitionAudit:
         return crossings
 
     def next_event(self, run_id: str) -> _AuditEvent | None:
-        """The next result or seal crossing of ``run_id``, reading the chain only as far as it takes."""
+        """The next result or seal crossing of ``run_id``, reading the chain a chunk at a time, only as far as it
+        takes. (How far ahead it has read changes no verdict: each crossing carries its position in the chain,
+        and each finding of the chain its own.)"""
         queued = self.run(run_id).events
-        if queued:
-            return queued.popleft()
-        check = self._check
-        for offset, fact, version, timestamp, value in self.records:
-            event = check(offset, fact, version, timestamp, value)
-            if event is None:
-                continue
-            if event[0] == run_id:
-                return event[1]
-            self.runs[event[0]].events.append(event[1])
-        self.exhausted = True
-        return None
+        while not queued:
+            if not self._read_chunk():
+                return None
+        return queued.popleft()
 
     def drain(self) -> None:
         """Read the rest of the chain (every run's crossings are queued)."""
-        while not self.exhausted:
-            self.next_event("")
+        while self._read_chunk():
+            pass
 
-    def _check(
-        self, offset: int, fact: tuple[Any, ...], version: int, timestamp: int, value: bytes | None
-    ) -> tuple[str, _AuditEvent] | None:
+    def _read_chunk(self) -> bool:
+        """Check the next chunk of the chain and queue its crossings for their runs; False at the chain's end."""
+        chunk = next(self.chunks, None) if not self.exhausted else None
+        if chunk is None:
+            self.exhausted = True
+            return False
+        check = self._check
+        for offset, fact, version, timestamp, value in chunk:
+            check(offset, fact, version, timestamp, value)  # queues the record's crossing for its run
+        return True
+
+    def _check(self, offset: int, fact: tuple[Any, ...], version: int, timestamp: int, value: bytes | None) -> None:
+        """Check one audit record of the chain and queue its crossing (a result or a seal) for its run."""
         self.count += 1
         if fact[0] != A_RECORD:
             if fact[0] == RAISE:
@@ -1173,7 +1181,7 @@ class _PartitionAudit:
             )
             self.expected_seq += 1
             self.last_input = None  # accounting restarts after a record already reported
-            return None
+            return
         (
             _,
             key_id,
@@ -1236,27 +1244,29 @@ class _PartitionAudit:
             if event in _JOIN_EVENTS:
                 self.crossing_runs.add(run_id)
         if self.wanted is not None and run_id not in self.wanted:
-            return None
+            return
         crossings = self.run(run_id)
         crossings.records += 1
         if event == _REFUSED:
             crossings.refusals += 1
             if not tainted:
                 crossings.refusal_hashes.append((seq, offset, record_hash))
-            return None
+            return
         if event not in _JOIN_EVENTS:
-            return None
-        return run_id, _AuditEvent(
-            seq=seq,
-            offset=offset,
-            event=_RESULT if event in _ENTRY_EVENTS else event,
-            journal_seq=journal_seq,
-            record_hash=record_hash,
-            prev_mac=prev_mac,
-            tainted=tainted,
-            version=version,
-            position=self.count,
-            checkpoints_seen=self.checkpoints.last_seen if self.checkpoints is not None else 0,
+            return
+        crossings.events.append(
+            _AuditEvent(
+                seq,
+                offset,
+                _RESULT if event in _ENTRY_EVENTS else event,
+                journal_seq,
+                record_hash,
+                prev_mac,
+                tainted,
+                version,
+                self.count,
+                self.checkpoints.last_seen if self.checkpoints is not None else 0,
+            )
         )
 
     def _record_checks(
