@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -43,6 +42,7 @@ from typing import IO
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
+from bench.memory import peak_rss_mib
 from bench.scheduler import BATCH_MAX, BATCH_TIMEOUT, broker_cpu_seconds, config, submission
 from consumers.core.native import make_core
 from consumers.shell import Counters, SchedulerShell, ShellOptions
@@ -251,7 +251,7 @@ def child(bootstrap: str, prefix: str, partition: int, expect: int) -> None:
                 "go": marks["go"],
                 "seconds": seconds,
                 "cpu_seconds": cpu,
-                "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "peak_rss_mib": peak_rss_mib(),
             }
         ),
         flush=True,

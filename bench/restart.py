@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -27,6 +26,7 @@ import uuid
 
 from confluent_kafka import Producer
 
+from bench.memory import peak_rss_mib
 from bench.scheduler import config, submission
 from bench.state_memory import _close
 from consumers.core.native import make_core
@@ -81,7 +81,7 @@ def child(bootstrap: str, prefix: str, count: int) -> None:
                 "rebuild_seconds": counters.rebuild_seconds,
                 "journal_records_read": counters.rebuild_journal_records,
                 "snapshot_input_offset": counters.rebuild_snapshot,
-                "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "peak_rss_mib": peak_rss_mib(),
             }
         )
     )

@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import threading
@@ -48,6 +47,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
+from bench.memory import peak_rss_mib
 from consumers.core.model import (
     InputRecord,
     OutputRecord,
@@ -170,7 +170,7 @@ def _measure(run_loop: Any, count: int) -> dict[str, float]:
         "seconds": ended - first,
         "seconds_with_startup": ended - started,
         "records_per_second": counters.consumed / max(ended - first, 1e-9),
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mib": peak_rss_mib(),
     }
 
 
