@@ -67,6 +67,12 @@ def _sign(seed: bytes, message: bytes, *, public: bytes | None = None, r_torsion
     return public, r_bytes + ((r + k * scalar) % L).to_bytes(32, "little")
 
 
+def sign_with_torsion(seed: bytes, message: bytes) -> bytes:
+    """An RFC 8032 signature by ``seed``'s key whose R carries a point of order 8: only its signer can make
+    one, ZIP 215 accepts it, the cofactorless check (OpenSSL's) refuses it."""
+    return _sign(seed, message, r_torsion=_order_eight())[1]
+
+
 def _case(name: str, public: bytes, signature: bytes, message: bytes, valid: bool, why: str) -> dict[str, Any]:
     return {
         "name": name,

@@ -14,6 +14,7 @@ the Rust sources and ``make_core``'s selection.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import random
@@ -65,6 +66,7 @@ from schemas.records import (
     DeadLetterCode,
     is_valid_id,
 )
+from schemas.vectors.ed25519_cases import sign_with_torsion
 from substrate.config import Topics
 from substrate.kafka import client_config
 from substrate.keys import Ed25519Signer
@@ -1194,6 +1196,37 @@ def test_step_many_equals_the_reference(batch: int) -> None:
     assert_same_outputs(got, expected)
     assert core.to_scheduler_state() == expected_state
     assert core.fallbacks == 2
+
+
+def test_batched_signature_checks_decide_as_the_reference() -> None:
+    """Honest, edited and ZIP-215-only signatures (a signer's small-order R, which OpenSSL refuses), stepped in
+    batches whose signatures are verified many to one equation ahead of the steps: the reference's outputs."""
+    config = make_config()
+    seed = hashlib.sha256(b"bernstein-test-producer/unit@test").digest()  # tests.producer_kit.producer_signer's
+    inputs: list[tuple[bytes | None, bytes | None]] = []
+    for i in range(40):
+        record = signed_submission(sub(run_id="run-z", stage_id=f"s{i}", pages=[f"p{i}".encode()]))
+        if i % 5 == 1:
+            fields = {k: v for k, v in record.items() if k not in ("producer_key_id", "producer_signature")}
+            statement = canonical.submission_statement(fields, record["producer_key_id"])
+            record["producer_signature"] = sign_with_torsion(seed, canonical.submission_signing_input(statement))
+        elif i % 5 == 3 and i >= 20:  # the first 20 hold as one equation; a batch with these is checked one by one
+            edited = bytearray(record["producer_signature"])
+            edited[40] ^= 1
+            record["producer_signature"] = bytes(edited)
+        inputs.append((b"run-z", codec.encode(codec.ACTIVITY_SUBMISSION_V3, record)))
+    _, expected = python_run(inputs, config)
+    refused = [codec.decode(o.value).record for o in expected if o.stream is Stream.REFUSALS]
+    assert [(r["code"], r["stage_id"]) for r in refused] == [("SUBMISSION_SIGNATURE_INVALID", f"s{i}") for i in range(23, 40, 5)]
+    records = [InputRecord(TOPIC, PARTITION, offset, BASE_TS + offset, key, value) for offset, (key, value) in enumerate(inputs)]
+    for batch in (1, 7, 40):
+        core = NativeSchedulerCore(config, PARTITION, self_check=False)
+        state: SchedulerState | NativeState = initial_state(config, PARTITION)
+        got: list[OutputRecord] = []
+        for start in range(0, len(records), batch):
+            state, outs = core.step_many(state, records[start : start + batch])
+            got.extend(o for out in outs for o in out)
+        assert_same_outputs(got, expected)
 
 
 def test_stale_handles_are_refused_and_a_scheduler_state_reloads() -> None:
