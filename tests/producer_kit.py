@@ -44,9 +44,14 @@ NAMES: Final = (
 """Producer names the test suites use, all registered in ``TEST_PRODUCERS``."""
 
 
+def producer_seed(name: str) -> bytes:
+    """The fixed Ed25519 seed of test producer ``name``."""
+    return hashlib.sha256(b"bernstein-test-producer/" + name.encode()).digest()
+
+
 def producer_signer(name: str) -> Ed25519Signer:
     """The test identity of producer ``name`` (same name, same key, in every process)."""
-    return Ed25519Signer.from_seed(hashlib.sha256(b"bernstein-test-producer/" + name.encode()).digest())
+    return Ed25519Signer.from_seed(producer_seed(name))
 
 
 def producer(

@@ -14,7 +14,6 @@ the Rust sources and ``make_core``'s selection.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import random
@@ -74,6 +73,7 @@ from tests.producer_kit import (
     NAMES,
     encode_signed_close,
     producer,
+    producer_seed,
     producer_signer,
     registry,
     signed_close,
@@ -1202,7 +1202,7 @@ def test_batched_signature_checks_decide_as_the_reference() -> None:
     """Honest, edited and ZIP-215-only signatures (a signer's small-order R, which OpenSSL refuses), stepped in
     batches whose signatures are verified many to one equation ahead of the steps: the reference's outputs."""
     config = make_config()
-    seed = hashlib.sha256(b"bernstein-test-producer/unit@test").digest()  # tests.producer_kit.producer_signer's
+    seed = producer_seed("unit@test")
     inputs: list[tuple[bytes | None, bytes | None]] = []
     for i in range(40):
         record = signed_submission(sub(run_id="run-z", stage_id=f"s{i}", pages=[f"p{i}".encode()]))

@@ -28,10 +28,28 @@ import pytest
 from consumers.core.model import InputRecord, SchedulerConfig
 from consumers.core.step import SchedulerCore, initial_state
 from schemas import codec
-from schemas.canonical import audit_record_mac, canonical_json, evidence_set_hash, hmac_key_id, journal_entry_hash, sha256_digest
+from schemas.canonical import (
+    audit_record_mac,
+    canonical_json,
+    evidence_set_hash,
+    hmac_key_id,
+    journal_entry_hash,
+    sha256_digest,
+    submission_signing_input,
+    submission_statement,
+)
+from schemas.ed25519 import verify_signature
+from schemas.vectors.ed25519_cases import sign_with_torsion
 from substrate.cas import DirBlobStore
 from substrate.keys import Ed25519Signer, TrustedKeys
-from tests.producer_kit import TEST_PRODUCERS, encode_signed_close, encode_signed_submission, producer_trust
+from tests.producer_kit import (
+    TEST_PRODUCERS,
+    encode_signed_close,
+    encode_signed_submission,
+    producer_seed,
+    producer_signer,
+    producer_trust,
+)
 from verifier import facts
 from verifier.facts import NATIVE, PYTHON, RAISE, Facts
 from verifier.render import render_json, render_text
@@ -475,6 +493,9 @@ def signed_corpus(pristine: Path) -> list[bytes | None]:
         payload = codec.split_envelope(value)[1][0]
         entry = dict(C.decode(payload).record)
         assert C.schema_of(payload).name == codec.JOURNAL_ENTRY_V3
+        signed = submission_signing_input(submission_statement(entry, entry["producer_key_id"]))
+        torsioned = sign_with_torsion(producer_seed(entry["producer_id"]), signed)
+        assert verify_signature(producer_signer(entry["producer_id"]).public_key_raw, torsioned, signed)
         for change in (
             {"producer_signature": bytes([entry["producer_signature"][0] ^ 1]) + entry["producer_signature"][1:]},
             {"producer_signature": b"short"},
@@ -482,6 +503,7 @@ def signed_corpus(pristine: Path) -> list[bytes | None]:
             {"occurred_at_ms": 2**60},  # no canonical JSON: no signature verifies
             {"producer_key_id": "sha256:" + "0" * 64},
             {"stage_id": 'st\u00e4ge \u2603 "q" \\ \n'},
+            {"producer_signature": torsioned},  # a signer's small-order R: valid under ZIP 215 only
         ):
             body = C.encode(codec.JOURNAL_ENTRY_V3, {**entry, **change})
             values.append(C.encode(codec.JOURNAL_RECORD, {"payload": body, "entry_hash": journal_entry_hash(body)}))
