@@ -46,6 +46,7 @@ var handlers = map[string]handler{
 	"signatures.json":     {[]string{"producer", "activity_submission", "run_close", "lineage", "typed_value"}, runSignatures},
 	"partitions.json":     {[]string{"algorithm", "seed", "cases"}, runPartitions},
 	"steps.json":          {[]string{"description", "keys", "manifest_toml", "submission_partitions", "cases", "blobs", "headers_rule"}, runSteps},
+	"ed25519.json":        {[]string{"rule", "cases"}, runEd25519},
 }
 
 // Run reproduces every *.json file of dir and writes one line per miss and a summary to out.

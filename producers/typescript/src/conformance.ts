@@ -10,6 +10,7 @@
  * `conformance: N/N vectors reproduced`; the exit status is 1 on any miss.
  */
 
+import { createPublicKey, verify as edVerify } from "node:crypto";
 import { readFileSync, readdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 
@@ -824,6 +825,51 @@ function stableJson(value: JsonValue | undefined): string {
   return stable(value);
 }
 
+/** The SPKI DER prefix of a raw Ed25519 public key (RFC 8410). */
+const ED25519_SPKI_PREFIX = Buffer.from("302a300506032b6570032100", "hex");
+
+/** Node's (OpenSSL's) RFC 8032 verdict; a key it cannot load verifies nothing. */
+function rfc8032Accepts(publicKey: Buffer, message: Buffer, signature: Buffer): boolean {
+  try {
+    const key = createPublicKey({ key: Buffer.concat([ED25519_SPKI_PREFIX, publicKey]), format: "der", type: "spki" });
+    return edVerify(null, message, key, signature);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * ed25519.json: the system verifies under ZIP 215, which accepts every signature an RFC 8032
+ * verifier accepts. A producer SDK only signs, so it reproduces that promise: every case Node's
+ * verifier accepts is `valid`, and the honest case verifies here. Cases Node refuses (small-order
+ * and non-canonical points the cofactored rule accepts) contradict nothing.
+ */
+function ed25519File(t: Tally, doc: Obj): void {
+  sections(t, doc, ["rule", "cases"], "ed25519");
+  t.check("ed25519.rule", () => {
+    if (!str(doc, "rule").includes("ZIP 215")) throw new Mismatch(`the rule changed: ${str(doc, "rule")}`);
+  });
+  const cases = doc["cases"];
+  if (!Array.isArray(cases)) throw new Mismatch("ed25519.cases is not a list");
+  let honest = false;
+  for (const item of cases) {
+    const k = obj(item, "ed25519 case");
+    sections(t, k, ["name", "public_key_hex", "signature_hex", "message_hex", "valid", "why"], `ed25519.${str(k, "name")}`);
+    t.check(`ed25519.${str(k, "name")}`, () => {
+      if (typeof k["valid"] !== "boolean") throw new Mismatch("valid is not a boolean");
+      const accepts = rfc8032Accepts(hex(k, "public_key_hex"), hex(k, "message_hex"), hex(k, "signature_hex"));
+      if (accepts && !k["valid"]) throw new Mismatch("Node's Ed25519 accepts a signature the system's rule refuses");
+      if (str(k, "name") === "honest") {
+        if (!accepts) throw new Mismatch("Node's Ed25519 refuses the honest signature");
+        honest = true;
+      }
+    });
+  }
+  t.check("ed25519.honest", () => {
+    if (!honest) throw new Mismatch("no honest case verified");
+  });
+}
+
 const HANDLERS: Record<string, (t: Tally, doc: Obj, codec: Codec) => void> = {
   "avro.json": avroFile,
   "canonical_json.json": (t, d) => canonicalFile(t, d),
@@ -834,6 +880,7 @@ const HANDLERS: Record<string, (t: Tally, doc: Obj, codec: Codec) => void> = {
   "signatures.json": signaturesFile,
   "partitions.json": (t, d) => partitionsFile(t, d),
   "steps.json": stepsFile,
+  "ed25519.json": (t, d) => ed25519File(t, d),
 };
 
 /** Run every vector file of `dir`; the tally. */
