@@ -329,6 +329,11 @@ class _RunWalk:
         )
 
 
+_SIGNED_AHEAD: Final = 4
+"""Chunks whose signatures may be in hand ahead of the walk: enough that neither side waits on the other's
+slower chunks (a chunk is about 250 records)."""
+
+
 def _signed_ahead(
     chunks: Iterator[list[Row]], keep: Callable[[Row], bool], facts: Facts, trusted: TrustedKeys
 ) -> Iterator[tuple[list[Row], list[tuple[Any, ...]]]]:
@@ -346,17 +351,18 @@ def _signed_ahead(
         return None if pinned is None or pinned.is_hmac else pinned.material
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="verifier-signatures") as pool:
-        pending: tuple[list[Row], Future[list[tuple[Any, ...]]]] | None = None
+        pending: deque[tuple[list[Row], Future[list[tuple[Any, ...]]]]] = deque()
         for rows in chunks:
             kept = [row for row in rows if keep(row)]
             if not kept:
                 continue
-            future = pool.submit(facts.producer_facts, [row[3] for row in kept], public_for)
-            if pending is not None:
-                yield pending[0], pending[1].result()
-            pending = (kept, future)
-        if pending is not None:
-            yield pending[0], pending[1].result()
+            pending.append((kept, pool.submit(facts.producer_facts, [row[3] for row in kept], public_for)))
+            if len(pending) > _SIGNED_AHEAD:
+                done, future = pending.popleft()
+                yield done, future.result()
+        while pending:
+            done, future = pending.popleft()
+            yield done, future.result()
 
 
 def _finish_header(header: RunHeader, walk: _RunWalk, source: RecordSource) -> RunHeader:
