@@ -340,8 +340,8 @@ def _signed_ahead(
     """The kept rows of each chunk with their producer-signature facts, the next chunk's computed while this
     one is walked.
 
-    ``producer_facts`` verifies the Ed25519 signatures on every core without the GIL (``verifier.facts``);
-    in a second thread it does so while this thread checks the previous chunk's records, so the two
+    ``producer_facts`` verifies the Ed25519 signatures in batches without the GIL (``verifier.facts``);
+    in a second thread it does so while this thread checks earlier chunks' records, so the two
     overlap instead of taking turns. Facts are computed for the kept rows only (a run's own records),
     and handed over in order: the same facts as computed in line.
     """

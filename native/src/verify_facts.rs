@@ -1294,7 +1294,7 @@ impl FactReader {
     /// `(0,)` no entry with a producer signature, `(1,)` a JournalEntry.v1/v2, `(2,)` a
     /// computer-use entry, `(3, seq, key_id, producer_id, verified)` a JournalEntry.v3 with
     /// `verified` None when no key is pinned for its key id. The signatures are verified
-    /// without the GIL, on every core (`crate::parallel`).
+    /// without the GIL, in batches (`crate::ed25519::verify_many`), on the calling thread.
     fn producer_facts<'py>(
         &self,
         py: Python<'py>,
@@ -1369,9 +1369,13 @@ impl FactReader {
                 Some(Some(_)) => jobs.push((index, slot)),
             }
         }
-        // statements rebuilt and signatures verified on every core, many to one equation
+        // Statements rebuilt and signatures verified many to one equation, without the GIL, on
+        // the calling thread: the verifier calls this from one long-lived thread beside its walk
+        // (threads spawned per call each left their allocator's pages behind: peak RSS that grew
+        // with the number of calls, not flat).
         let verdicts: Vec<(usize, bool)> = py.detach(|| {
-            crate::parallel::map_chunks(&jobs, crate::parallel::cores(), |part| {
+            let part = &jobs[..];
+            {
                 let signed: Vec<(usize, &ProducerItem<'_>, &ProducerKey, Option<Vec<u8>>)> = part
                     .iter()
                     .filter_map(|&(index, slot)| {
@@ -1408,7 +1412,7 @@ impl FactReader {
                         (*index, checkable && ok.next().unwrap_or(false))
                     })
                     .collect()
-            })
+            }
         });
         let mut verified: Vec<Option<bool>> = vec![None; items.len()];
         for (index, ok) in verdicts {
