@@ -696,24 +696,19 @@ fn verify_signed(cfg: &Config, inputs: &[Input<'_>]) -> Vec<((usize, usize), boo
         .iter()
         .filter_map(|rec| signed_input(cfg, rec))
         .collect();
-    let items: Vec<crate::ed25519::Item<'_>> = signed
+    let items: Vec<Option<crate::ed25519::Item<'_>>> = signed
         .iter()
-        .filter_map(|(_, key, signature, message)| {
-            Some(crate::ed25519::Item {
-                key: key.key.as_ref()?,
+        .map(|(_, key, signature, message)| {
+            // a registered key that names no curve point: nothing verifies under it
+            key.key.as_ref().map(|key| crate::ed25519::Item {
+                key,
                 signature,
                 message,
             })
         })
         .collect();
-    let mut verdicts = crate::ed25519::verify_many(&items).into_iter();
-    signed
-        .iter()
-        .map(|(at, key, _, _)| {
-            // a registered key that names no curve point: nothing verifies under it
-            (*at, key.key.is_some() && verdicts.next().unwrap_or(false))
-        })
-        .collect()
+    let verdicts = crate::ed25519::verify_each(&items);
+    signed.iter().map(|(at, ..)| *at).zip(verdicts).collect()
 }
 
 pub enum Outcome<'a> {

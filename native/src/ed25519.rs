@@ -82,6 +82,7 @@ impl Parts {
 }
 
 /// One signature of a batch: under `key`, `signature` over `message`.
+#[derive(Clone, Copy)]
 pub struct Item<'a> {
     pub key: &'a PublicKey,
     pub signature: &'a [u8],
@@ -111,6 +112,17 @@ pub fn verify_many(items: &[Item<'_>]) -> Vec<bool> {
         }
     }
     verdicts
+}
+
+/// `verify_many` over items of which some cannot be checked at all (None: a key that names no
+/// point, a statement with no signing input): those are false, the rest as `verify_many` says.
+pub fn verify_each(items: &[Option<Item<'_>>]) -> Vec<bool> {
+    let checked: Vec<Item<'_>> = items.iter().flatten().copied().collect();
+    let mut verdicts = verify_many(&checked).into_iter();
+    items
+        .iter()
+        .map(|item| item.is_some() && verdicts.next().unwrap_or(false))
+        .collect()
 }
 
 /// `[8]( -[sum z_i S_i]B + sum z_i R_i + sum_keys [sum z_i k_i] A )` is the identity, the `z_i`

@@ -1295,16 +1295,12 @@ fn ed25519_verify(py: Python<'_>, public: &[u8], signature: &[u8], message: &[u8
     })
 }
 
-/// `[(public, signature, message)]` verified many to one equation (`ed25519::verify_many`), in order.
+/// `[(public, signature, message)]` verified many to one equation (`ed25519::verify_each`), in order.
 #[pyfunction]
 fn ed25519_verify_many(py: Python<'_>, items: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)>) -> Vec<bool> {
     py.detach(|| {
         let keys = ed25519_keys(&items);
-        let checked = ed25519_items(&items, &keys);
-        let mut ok = ed25519::verify_many(&checked).into_iter();
-        keys.iter()
-            .map(|key| key.is_some() && ok.next().unwrap_or(false))
-            .collect()
+        ed25519::verify_each(&ed25519_items(&items, &keys))
     })
 }
 
@@ -1313,7 +1309,9 @@ fn ed25519_verify_many(py: Python<'_>, items: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)>) 
 fn ed25519_batch_equation(py: Python<'_>, items: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)>) -> bool {
     py.detach(|| {
         let keys = ed25519_keys(&items);
-        keys.iter().all(Option::is_some) && ed25519::batch_holds(&ed25519_items(&items, &keys))
+        let batch: Option<Vec<ed25519::Item<'_>>> =
+            ed25519_items(&items, &keys).into_iter().collect();
+        batch.is_some_and(|batch| ed25519::batch_holds(&batch))
     })
 }
 
@@ -1324,14 +1322,15 @@ fn ed25519_keys(items: &[(Vec<u8>, Vec<u8>, Vec<u8>)]) -> Vec<Option<ed25519::Pu
         .collect()
 }
 
+/// Each item with its decoded key (None: the key names no point).
 fn ed25519_items<'a>(
     items: &'a [(Vec<u8>, Vec<u8>, Vec<u8>)],
     keys: &'a [Option<ed25519::PublicKey>],
-) -> Vec<ed25519::Item<'a>> {
+) -> Vec<Option<ed25519::Item<'a>>> {
     items
         .iter()
         .zip(keys)
-        .filter_map(|((_, signature, message), key)| {
+        .map(|((_, signature, message), key)| {
             Some(ed25519::Item {
                 key: key.as_ref()?,
                 signature,

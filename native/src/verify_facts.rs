@@ -1374,45 +1374,36 @@ impl FactReader {
         // (threads spawned per call each left their allocator's pages behind: peak RSS that grew
         // with the number of calls, not flat).
         let verdicts: Vec<(usize, bool)> = py.detach(|| {
-            let part = &jobs[..];
-            {
-                let signed: Vec<(usize, &ProducerItem<'_>, &ProducerKey, Option<Vec<u8>>)> = part
-                    .iter()
-                    .filter_map(|&(index, slot)| {
-                        let item @ ProducerItem::Signed(entry) = &items[index] else {
-                            return None;
-                        };
-                        let Some(Some(key)) = &keys[slot].1 else {
-                            return None;
-                        };
-                        // None: an integer canonical JSON cannot carry: no signature verifies
-                        let message = submission_signing_input(&entry.submission, entry.key_id)
-                            .filter(|m| !m.is_empty());
-                        Some((index, item, key, message))
+            // None: an integer canonical JSON cannot carry: no signature verifies
+            let messages: Vec<Option<Vec<u8>>> = jobs
+                .iter()
+                .map(|&(index, _)| match &items[index] {
+                    ProducerItem::Signed(entry) => {
+                        submission_signing_input(&entry.submission, entry.key_id)
+                            .filter(|m| !m.is_empty())
+                    }
+                    _ => None,
+                })
+                .collect();
+            let checked: Vec<Option<crate::ed25519::Item<'_>>> = jobs
+                .iter()
+                .zip(&messages)
+                .map(|(&(index, slot), message)| {
+                    let ProducerItem::Signed(entry) = &items[index] else {
+                        return None;
+                    };
+                    let Some(Some(key)) = &keys[slot].1 else {
+                        return None;
+                    };
+                    Some(crate::ed25519::Item {
+                        key: key.key.as_ref()?,
+                        signature: entry.signature,
+                        message: message.as_deref()?,
                     })
-                    .collect();
-                let checked: Vec<crate::ed25519::Item<'_>> = signed
-                    .iter()
-                    .filter_map(|(_, item, key, message)| {
-                        let ProducerItem::Signed(entry) = item else {
-                            return None;
-                        };
-                        Some(crate::ed25519::Item {
-                            key: key.key.as_ref()?,
-                            signature: entry.signature,
-                            message: message.as_deref()?,
-                        })
-                    })
-                    .collect();
-                let mut ok = crate::ed25519::verify_many(&checked).into_iter();
-                signed
-                    .iter()
-                    .map(|(index, _, key, message)| {
-                        let checkable = key.key.is_some() && message.is_some();
-                        (*index, checkable && ok.next().unwrap_or(false))
-                    })
-                    .collect()
-            }
+                })
+                .collect();
+            let ok = crate::ed25519::verify_each(&checked);
+            jobs.iter().map(|&(index, _)| index).zip(ok).collect()
         });
         let mut verified: Vec<Option<bool>> = vec![None; items.len()];
         for (index, ok) in verdicts {
