@@ -198,6 +198,13 @@ class CheckpointWalk:
 
     # -- merging with the audit chain -------------------------------------------------
 
+    def due(self) -> int | None:
+        """The audit_seq of the next checkpoint to merge, without reading one: ``on_audit(seq, ...)`` does
+        nothing while ``seq + 1`` is below it. None when none is left; -1 when the next is not read yet."""
+        if self._pending is not None:
+            return self._pending.audit_seq
+        return None if self._exhausted else -1
+
     def on_audit(self, seq: int, mac: str, input_offset: int) -> None:
         """The audit record ``seq`` (stored MAC ``mac``) was just read: check the checkpoints that end at it."""
         while (checkpoint := self._peek()) is not None and checkpoint.audit_seq <= seq + 1:

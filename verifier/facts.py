@@ -123,6 +123,9 @@ else:
 
 class Facts(Protocol):
     name: str
+    walks: ModuleType | None
+    """The module with the plain path of the chain and audit walks (``AuditPlain``, ``ChainPlain``,
+    ``EventQueue``: ``native/src/walk.rs``), or None: the Python walk checks every record."""
 
     def journal_facts(self, values: list[bytes | None]) -> list[tuple[Any, ...]]: ...
 
@@ -372,6 +375,7 @@ class PythonFacts:
     """The reference implementation."""
 
     name = "python"
+    walks: ModuleType | None = None
 
     def journal_facts(self, values: list[bytes | None]) -> list[tuple[Any, ...]]:
         return [journal_fact(v) for v in values]
@@ -410,6 +414,7 @@ class NativeFacts:
     name = "native"
 
     def __init__(self, native: ModuleType) -> None:
+        self.walks: ModuleType | None = native if hasattr(native, "ChainPlain") else None
         self._reader = native.FactReader([(s.fingerprint, s.name) for s in codec.default_codec().schemas])
         self._parse = native.parse_dump_lines
         self._parse_block = native.parse_dump_block

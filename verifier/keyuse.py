@@ -103,6 +103,17 @@ class KeysInForce:
         start, until = bounds
         return timestamp_ms >= start and (until is None or timestamp_ms < until)
 
+    def windows(self) -> dict[str, tuple[str | None, int, int | None]]:
+        """Every key id ``fits`` can accept, with its owner (a producer key's registered producer, else
+        None) and lifetime: ``fits(k, t, p)`` is ``k`` listed, its owner None or ``p``, and ``t`` in the
+        lifetime (the table ``native/src/walk.rs`` checks plain records with)."""
+        table: dict[str, tuple[str | None, int, int | None]] = {}
+        for key_id, entry in self.trusted.entries.items():
+            bounds = self._lookup(key_id, None)
+            if bounds is not None:
+                table[key_id] = (entry.producer if self.use == KeyUse.PRODUCER else None, *bounds)
+        return table
+
     def _lookup(self, key_id: str, producer: str | None) -> tuple[int, int | None] | None:
         entry = self.trusted.entry(key_id)
         if entry is None or entry.is_hmac != (self.use == KeyUse.AUDIT):

@@ -60,6 +60,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Final
 
 from schemas import codec
@@ -384,7 +385,7 @@ def _several_partitions(run_id: str, source: RecordSource, partitions: list[int]
 def _partition_audit(
     c: codec.Codec, source: RecordSource, partition: int, facts: Facts, trusted: TrustedKeys, wanted: frozenset[str] | None
 ) -> _PartitionAudit:
-    part = _PartitionAudit(c, _audit_facts(source, partition, facts, trusted), partition, trusted, wanted)
+    part = _PartitionAudit(c, _audit_facts(source, partition, facts, trusted), partition, trusted, wanted, walks=facts.walks)
     part.input_start = _input_log_start(source, partition)
     part.checkpoints = CheckpointWalk(c, source, partition, trusted, part.add)
     # a capture that left the checkpoints topic out cannot say whether checkpoints are missing
@@ -605,6 +606,14 @@ class _ChainWalk:
         self.trusted = trusted
         self.producer_keys = KeysInForce(trusted, KeyUse.PRODUCER)
         self.audit = audit
+        walks = audit.part.walks
+        self._plain = (
+            None
+            if walks is None
+            else walks.ChainPlain(
+                run_id, self.producer_keys.windows(), _RESULT, ENTRY_ACTIVITY_RESULT, sorted(_SIGNED_ENTRY_TYPES)
+            )
+        )
         self.expected_seq = 0
         self.head = journal_genesis(run_id)
         # When the previous entry's stored hash does not recompute, the break is
@@ -636,39 +645,55 @@ class _ChainWalk:
         journal = facts.journal_facts(values)
         if signed is None:
             signed = facts.producer_facts(values, self._public_for)
-        for offset, value, timestamp, fact, producer in zip(offsets, values, timestamps, journal, signed, strict=True):
-            self.records += 1
-            kind = fact[0]
-            if kind == J_ENTRY:
-                self._entry(offset, fact)
-                if fact[6] in _SIGNED_ENTRY_TYPES:
-                    self._producer_entry(offset, value, timestamp, producer)
-            elif kind == J_SEAL:
-                self._seal(offset, value, fact)
-            elif kind == J_ENTRY_UNDECODABLE:
-                _, stored, recomputed, message = fact
-                self.chain.add(
-                    Problem(
-                        "ENTRY_UNDECODABLE",
-                        f"entry at offset {offset}: payload does not decode ({message})",
-                        stream="journal",
-                        offset=offset,
-                        expected=stored,
-                        recomputed=recomputed,
-                    )
+        plain = self._plain
+        if plain is None:
+            for record in zip(offsets, values, timestamps, journal, signed, strict=True):
+                self._record(*record)
+            return
+        if not len(offsets) == len(values) == len(timestamps) == len(journal) == len(signed):
+            raise ValueError("feed_many: the record lists differ in length")
+        at, end = 0, len(offsets)
+        while at < end:
+            # the plain entries natively (what ``_record`` concludes for them), the next one here
+            at = plain.advance(self, timestamps, journal, signed, at)
+            if at < end:
+                self._record(offsets[at], values[at], timestamps[at], journal[at], signed[at])
+                at += 1
+
+    def _record(self, offset: int, value: bytes | None, timestamp: int, fact: tuple[Any, ...], producer: tuple[Any, ...]) -> None:
+        """One journal record of the run: an entry, a seal, or one that does not decode."""
+        self.records += 1
+        kind = fact[0]
+        if kind == J_ENTRY:
+            self._entry(offset, fact)
+            if fact[6] in _SIGNED_ENTRY_TYPES:
+                self._producer_entry(offset, value, timestamp, producer)
+        elif kind == J_SEAL:
+            self._seal(offset, value, fact)
+        elif kind == J_ENTRY_UNDECODABLE:
+            _, stored, recomputed, message = fact
+            self.chain.add(
+                Problem(
+                    "ENTRY_UNDECODABLE",
+                    f"entry at offset {offset}: payload does not decode ({message})",
+                    stream="journal",
+                    offset=offset,
+                    expected=stored,
+                    recomputed=recomputed,
                 )
-                self._advance(self.expected_seq, stored)
-            elif kind == RAISE:
-                raise fact[1]
-            else:
-                self.chain.add(
-                    Problem(
-                        "RECORD_UNDECODABLE",
-                        f"journal record at offset {offset} does not decode: {fact[1]}",
-                        stream="journal",
-                        offset=offset,
-                    )
+            )
+            self._advance(self.expected_seq, stored)
+        elif kind == RAISE:
+            raise fact[1]
+        else:
+            self.chain.add(
+                Problem(
+                    "RECORD_UNDECODABLE",
+                    f"journal record at offset {offset} does not decode: {fact[1]}",
+                    stream="journal",
+                    offset=offset,
                 )
+            )
 
     def _entry(self, offset: int, fact: tuple[Any, ...]) -> None:
         _, stored, recomputed, run_id, seq, prev_hash, entry_type = fact
@@ -1066,8 +1091,9 @@ class _RunCrossings:
     refusals: int = 0
     refusal_hashes: list[tuple[int, int, str]] = field(default_factory=list)
     """(audit seq, audit offset, sha256 of the refusal value) of the run's refusals."""
-    events: deque[_AuditEvent] = field(default_factory=deque)
-    """The run's result and seal crossings read but not yet joined with its journal."""
+    events: Any = field(default_factory=deque)
+    """The run's result and seal crossings read but not yet joined with its journal: a ``deque`` of
+    ``_AuditEvent``, or the native ``EventQueue`` that holds them for ``_PartitionAudit.walks``."""
 
 
 @dataclass
@@ -1129,11 +1155,25 @@ class _PartitionAudit:
     crossing_runs: set[str] = field(default_factory=set)
     """Runs the chain mirrors a journal crossing of (a result, an action or a seal), authenticated."""
 
+    walks: ModuleType | None = None
+    """``Facts.walks``: the native plain path of ``_check`` and the queues it fills, or None."""
+
     audit_keys: KeysInForce = field(init=False, repr=False)
     """The pinned audit keys in force, looked up once per key id."""
+    _plain: Any = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
         self.audit_keys = KeysInForce(self.trusted, KeyUse.AUDIT)
+        if self.walks is not None:
+            self._plain = self.walks.AuditPlain(
+                self.partition,
+                self.audit_keys.windows(),
+                _RESULT,
+                sorted(_ENTRY_EVENTS),
+                sorted(_JOIN_EVENTS),
+                _REFUSED,
+                _DEADLETTER,
+            )
 
     def add(self, problem: Problem) -> None:
         self.found.append(problem)
@@ -1142,7 +1182,8 @@ class _PartitionAudit:
     def run(self, run_id: str) -> _RunCrossings:
         crossings = self.runs.get(run_id)
         if crossings is None:
-            crossings = self.runs[run_id] = _RunCrossings()
+            queue = deque() if self.walks is None else self.walks.EventQueue(_AuditEvent)
+            crossings = self.runs[run_id] = _RunCrossings(events=queue)
         return crossings
 
     def next_event(self, run_id: str) -> _AuditEvent | None:
@@ -1153,7 +1194,8 @@ class _PartitionAudit:
         while not queued:
             if not self._read_chunk():
                 return None
-        return queued.popleft()
+        event: _AuditEvent = queued.popleft()
+        return event
 
     def drain(self) -> None:
         """Read the rest of the chain (every run's crossings are queued)."""
@@ -1166,9 +1208,21 @@ class _PartitionAudit:
         if chunk is None:
             self.exhausted = True
             return False
-        check = self._check
-        for offset, fact, version, timestamp, value in chunk:
-            check(offset, fact, version, timestamp, value)  # queues the record's crossing for its run
+        check, plain, checkpoints = self._check, self._plain, self.checkpoints
+        if plain is None:
+            for offset, fact, version, timestamp, value in chunk:
+                check(offset, fact, version, timestamp, value)  # queues the record's crossing for its run
+            return True
+        at, end = 0, len(chunk)
+        while at < end:
+            # the plain records natively (what ``_check`` concludes for them), the next one here
+            if checkpoints is None:
+                at = plain.advance(self, chunk, at, None, 0)
+            else:
+                at = plain.advance(self, chunk, at, checkpoints.due(), checkpoints.last_seen)
+            if at < end:
+                check(*chunk[at])
+                at += 1
         return True
 
     def _check(self, offset: int, fact: tuple[Any, ...], version: int, timestamp: int, value: bytes | None) -> None:

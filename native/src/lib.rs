@@ -22,6 +22,7 @@ pub mod state_json;
 pub mod text;
 pub mod undo;
 pub mod verify_facts;
+pub mod walk;
 
 /// The step allocates a few dozen small strings and buffers per record; mimalloc serves
 /// them faster than the system allocator (Python objects keep using Python's allocator).
@@ -1426,5 +1427,6 @@ fn bernstein_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
     verify_facts::register(m)?;
     fold::register(m)?;
+    walk::register(m)?;
     Ok(())
 }
