@@ -11,7 +11,7 @@
 //! conditions its own short path states, and the reports are compared with and without this
 //! module (`tests/unit/test_verifier_facts.py`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
@@ -113,10 +113,10 @@ impl EventQueue {
 
 /// The pinned keys a walk's records may use: key id -> (owner, valid from, valid until), the
 /// owner a producer key's registered producer (`verifier.keyuse.KeysInForce.windows`).
-struct Windows(HashMap<String, (Option<String>, i64, Option<i64>)>);
+struct Windows(BTreeMap<String, (Option<String>, i64, Option<i64>)>);
 
 impl Windows {
-    fn new(table: HashMap<String, (Option<String>, i64, Option<i64>)>) -> Self {
+    fn new(table: BTreeMap<String, (Option<String>, i64, Option<i64>)>) -> Self {
         Windows(table)
     }
 
@@ -168,7 +168,7 @@ impl AuditPlain {
     #[allow(clippy::too_many_arguments)]
     fn new(
         partition: i64,
-        keys: HashMap<String, (Option<String>, i64, Option<i64>)>,
+        keys: BTreeMap<String, (Option<String>, i64, Option<i64>)>,
         result: String,
         entry_events: Vec<String>,
         join_events: Vec<String>,
@@ -224,7 +224,7 @@ impl AuditPlain {
         let mut key_ids: Vec<(String, Bound<'py, PyAny>)> = Vec::new();
         let mut mentions: Vec<(String, Bound<'py, PyAny>, i64)> = Vec::new();
         let mut crossing_runs: Vec<(String, Bound<'py, PyAny>)> = Vec::new();
-        let mut runs: HashMap<String, RunTally<'py>> = HashMap::new();
+        let mut runs: BTreeMap<String, RunTally<'py>> = BTreeMap::new();
         let mut at = start;
         while at < n {
             let row = chunk.get_item(at)?;
@@ -446,7 +446,7 @@ impl ChainPlain {
     #[new]
     fn new(
         run_id: String,
-        keys: HashMap<String, (Option<String>, i64, Option<i64>)>,
+        keys: BTreeMap<String, (Option<String>, i64, Option<i64>)>,
         result: String,
         activity_result: String,
         signed_types: Vec<String>,
