@@ -338,12 +338,14 @@ slower chunks (a chunk is about 250 records)."""
 def _signed_ahead(
     chunks: Iterator[list[Row]], keep: Callable[[Row], bool], facts: Facts, trusted: TrustedKeys
 ) -> Iterator[tuple[list[Row], list[tuple[Any, ...]]]]:
-    """The kept rows of each chunk with their producer-signature facts, the next chunk's computed while this
+    """The kept rows of each chunk with their producer-signature facts, the next chunks' computed while this
     one is walked.
 
     ``producer_facts`` verifies the Ed25519 signatures in batches without the GIL (``verifier.facts``);
     in a second thread it does so while this thread checks earlier chunks' records, so the two
-    overlap instead of taking turns. Facts are computed for the kept rows only (a run's own records),
+    overlap instead of taking turns. When the walk is ahead (its next chunk's signatures are still
+    being checked), it checks the newest chunk not yet started itself rather than wait: the
+    signatures then have both cores. Facts are computed for the kept rows only (a run's own records),
     and handed over in order: the same facts as computed in line.
     """
 
@@ -351,19 +353,51 @@ def _signed_ahead(
         pinned = trusted.entry(key_id)
         return None if pinned is None or pinned.is_hmac else pinned.material
 
+    def signed(rows: list[Row]) -> list[tuple[Any, ...]]:
+        return facts.producer_facts([row[3] for row in rows], public_for)
+
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="verifier-signatures") as pool:
-        pending: deque[tuple[list[Row], Future[list[tuple[Any, ...]]]]] = deque()
+        pending: deque[_Signing] = deque()
+
+        def take() -> tuple[list[Row], list[tuple[Any, ...]]]:
+            oldest = pending.popleft()
+            while not oldest.ready():
+                idle = next((later for later in reversed(pending) if later.unstarted()), None)
+                if idle is None:
+                    break
+                idle.result = signed(idle.rows)  # this thread would wait: it checks a later chunk meanwhile
+            return oldest.rows, oldest.get()
+
         for rows in chunks:
             kept = [row for row in rows if keep(row)]
             if not kept:
                 continue
-            pending.append((kept, pool.submit(facts.producer_facts, [row[3] for row in kept], public_for)))
+            pending.append(_Signing(kept, pool.submit(signed, kept)))
             if len(pending) > _SIGNED_AHEAD:
-                done, future = pending.popleft()
-                yield done, future.result()
+                yield take()
         while pending:
-            done, future = pending.popleft()
-            yield done, future.result()
+            yield take()
+
+
+class _Signing:
+    """One chunk's producer facts: computed by the signature thread, or taken over by the walk's."""
+
+    __slots__ = ("future", "result", "rows")
+
+    def __init__(self, rows: list[Row], future: Future[list[tuple[Any, ...]]]) -> None:
+        self.rows = rows
+        self.future = future
+        self.result: list[tuple[Any, ...]] | None = None
+
+    def ready(self) -> bool:
+        return self.result is not None or self.future.done()
+
+    def unstarted(self) -> bool:
+        """Not computed and not started: cancelled now, for the caller to compute."""
+        return self.result is None and self.future.cancel()
+
+    def get(self) -> list[tuple[Any, ...]]:
+        return self.result if self.result is not None else self.future.result()
 
 
 def _finish_header(header: RunHeader, walk: _RunWalk, source: RecordSource) -> RunHeader:

@@ -44,7 +44,7 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def without_plain_path() -> Facts:
     slow = copy.copy(native())
-    slow.walks = None  # type: ignore[misc]
+    slow.walks = None
     return slow
 
 
@@ -232,3 +232,34 @@ def test_the_join_with_the_audit_crossing_stops_where_the_walk_would(pristine: P
         "other hash": "AUDIT_DISAGREES",
         "other hash, tainted": None,
     }
+
+
+def test_the_walk_checks_later_chunks_signatures_itself_while_its_next_chunk_is_being_checked() -> None:
+    """``_signed_ahead``: while the signature thread is busy with the chunk the walk needs next, the walk's
+    thread takes over chunks not yet started; every chunk's facts still come back in order."""
+    import threading
+
+    release = threading.Event()
+    by: dict[int, str] = {}
+
+    class SlowFirst:
+        name = "test"
+        walks = None
+
+        def producer_facts(self, values: list[bytes | None], public_for: Any) -> list[tuple[Any, ...]]:
+            number = int((values[0] or b"0").decode())
+            by[number] = threading.current_thread().name
+            if number == 0:
+                assert release.wait(10)  # the first chunk is slow ...
+            if number == 1:
+                release.set()  # ... until the walk's thread has taken the chunks behind it (newest first: 4, 3, 2, 1)
+            return [(number,) for _ in values]
+
+    chunks = [[(i, 0, b"k", str(i).encode(), "t", 0, ())] for i in range(8)]
+    got = []
+    for rows, signed in verify_module._signed_ahead(iter(chunks), lambda row: True, SlowFirst(), TRUSTED):  # type: ignore[arg-type]
+        got.append((rows[0][0], signed))
+    assert [number for number, _ in got] == list(range(8))  # in order
+    assert all(signed == [(number,)] for number, signed in got)
+    assert by[0].startswith("verifier-signatures")
+    assert [by[n] for n in range(1, 5)] == [threading.current_thread().name] * 4
