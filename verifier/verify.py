@@ -40,6 +40,11 @@ Every decision is made here; the byte work on each record (splitting
 envelopes, reading heads, recomputing hashes and MACs, decoding stage fields)
 is done a batch of records at a time by ``verifier.facts``, in Rust when the
 ``bernstein_native`` extension is built, with the same results either way.
+With it, the records the walks find plain (an audit record whose MAC verifies
+under a key in force and that links on; a journal entry next in its chain,
+joined with its audit crossing, its producer signature verified under a key in
+force) are also advanced in Rust (``native/src/walk.rs``), and the first record
+that is not plain is checked here: what is written below is the reference.
 Memory stays flat: records are read, and facts computed, a chunk at a time.
 
 ``verify_many(runs, source, ...)`` verifies many runs (every run with ``runs``
@@ -48,8 +53,8 @@ and the partition's audit chain is read once alongside (``_PartitionAudit``),
 its own findings kept with their position so that each run's report is the
 one ``verify`` gives for it alone. Evidence blobs of a directory store are
 re-hashed ahead, a batch of stages at a time, on every core
-(``verifier.blobs``); the next chunk's producer signatures are verified while
-the current chunk is checked (``_signed_ahead``).
+(``verifier.blobs``); the next chunks' producer signatures are verified while
+the current chunk is checked, on both cores (``_signed_ahead``).
 """
 
 from __future__ import annotations
