@@ -1468,49 +1468,39 @@ impl FactReader {
         py: Python<'py>,
         values: &Bound<'py, PyList>,
     ) -> PyResult<(Bound<'py, PyList>, Vec<usize>)> {
+        let held: Vec<Bound<'py, PyAny>> = values.iter().collect();
+        let raw: Vec<Option<&[u8]>> = held.iter().map(|item| value_bytes(item)).collect();
+        // decoded and hashed without the GIL (the verifier reads the next chunk meanwhile)
+        let items: Vec<StageItem<'_>> =
+            py.detach(|| raw.iter().map(|value| self.stage_item(*value)).collect());
         let out = PyList::empty(py);
         let mut fallback = Vec::new();
         let mut run_ids = Reuse::new();
         let mut kinds = Reuse::new();
         let mut states = Reuse::new();
         let mut observation_kinds = Reuse::new();
-        for (index, item) in values.iter().enumerate() {
-            let Some(value) = value_bytes(&item) else {
-                fallback.push(index);
-                out.append(py.None())?;
-                continue;
-            };
-            let Ok(Envelope::Journal { payload, stored }) = split_envelope(&self.schemas, value)
-            else {
-                out.append(tuple(py, [int(py, S_SKIP.into())])?)?;
-                continue;
-            };
-            let (is_result, sized) = match entry_head(&self.schemas, payload) {
-                Ok(head) => (
-                    head.entry_type == ENTRY_ACTIVITY_RESULT
-                        && matches!(head.layout, Layout::JournalEntry | Layout::JournalEntryV2),
-                    head.layout == Layout::JournalEntryV2,
-                ),
-                Err(_) => (false, false),
-            };
-            if !is_result {
-                out.append(tuple(py, [int(py, S_NOT_RESULT.into()), s(py, stored)])?)?;
-                continue;
-            }
-            let decoded = if sized {
-                // JournalEntry.v2 or v3: the sizes (and v3's signature) are read and not part of the fact
-                let signed = self
-                    .schemas
-                    .schema_of(payload)
-                    .is_ok_and(|schema| schema.name == "JournalEntry.v3");
-                decode_sized_entry(payload, signed)
-            } else {
-                decode_journal_entry(payload)
-            };
-            let Some(entry) = decoded else {
-                fallback.push(index);
-                out.append(py.None())?;
-                continue;
+        for (index, item) in items.into_iter().enumerate() {
+            let (entry, stored, recomputed, recomputed_set, payload) = match item {
+                StageItem::Fallback => {
+                    fallback.push(index);
+                    out.append(py.None())?;
+                    continue;
+                }
+                StageItem::Skip => {
+                    out.append(tuple(py, [int(py, S_SKIP.into())])?)?;
+                    continue;
+                }
+                StageItem::NotResult(stored) => {
+                    out.append(tuple(py, [int(py, S_NOT_RESULT.into()), s(py, stored)])?)?;
+                    continue;
+                }
+                StageItem::Result {
+                    entry,
+                    stored,
+                    recomputed,
+                    recomputed_set,
+                    payload,
+                } => (entry, stored, recomputed, recomputed_set, payload),
             };
             let mut observations = Vec::with_capacity(entry.observations.len());
             for &(okind, reference, content_hash) in &entry.observations {
@@ -1524,20 +1514,12 @@ impl FactReader {
                 )?;
                 observations.push(t.into_any());
             }
-            let recomputed_set = if entry.observations.iter().all(|o| is_digest(o.2)) {
-                s(
-                    py,
-                    &evidence_set_hash_of_digests(entry.observations.iter().map(|o| o.2)),
-                )
-            } else {
-                py.None().into_bound(py)
-            };
             out.append(tuple(
                 py,
                 [
                     int(py, S_RESULT.into()),
                     s(py, stored),
-                    s(py, &journal_entry_hash(payload)),
+                    s(py, &recomputed),
                     run_ids.get(py, entry.run_id),
                     int(py, entry.seq.into()),
                     s(py, entry.stage_id),
@@ -1546,7 +1528,10 @@ impl FactReader {
                     s(py, entry.artifact_hash),
                     s(py, entry.evidence_set_hash),
                     PyTuple::new(py, observations)?.into_any(),
-                    recomputed_set,
+                    match &recomputed_set {
+                        Some(set) => s(py, set),
+                        None => py.None().into_bound(py),
+                    },
                     b(py, payload),
                     match &entry.sizes {
                         None => py.None().into_bound(py),
@@ -1558,6 +1543,72 @@ impl FactReader {
             )?)?;
         }
         Ok((out, fallback))
+    }
+}
+
+/// What `stage_facts` finds in one value, before any Python object is built.
+#[allow(clippy::large_enum_variant)] // nearly every item of a stage pass is a `Result`: boxing would only add allocations
+enum StageItem<'a> {
+    /// Not bytes, or an entry the strict reader refuses: the reference decides.
+    Fallback,
+    /// Not a decodable JournalRecord.
+    Skip,
+    /// A journal record that is not a decodable `activity.result` entry (its stored hash).
+    NotResult(&'a str),
+    Result {
+        entry: FullEntry<'a>,
+        stored: &'a str,
+        recomputed: String,
+        /// None when an observation hash is malformed (the reference names it).
+        recomputed_set: Option<String>,
+        payload: &'a [u8],
+    },
+}
+
+impl FactReader {
+    fn stage_item<'a>(&self, value: Option<&'a [u8]>) -> StageItem<'a> {
+        let Some(value) = value else {
+            return StageItem::Fallback;
+        };
+        let Ok(Envelope::Journal { payload, stored }) = split_envelope(&self.schemas, value) else {
+            return StageItem::Skip;
+        };
+        let (is_result, sized) = match entry_head(&self.schemas, payload) {
+            Ok(head) => (
+                head.entry_type == ENTRY_ACTIVITY_RESULT
+                    && matches!(head.layout, Layout::JournalEntry | Layout::JournalEntryV2),
+                head.layout == Layout::JournalEntryV2,
+            ),
+            Err(_) => (false, false),
+        };
+        if !is_result {
+            return StageItem::NotResult(stored);
+        }
+        let decoded = if sized {
+            // JournalEntry.v2 or v3: the sizes (and v3's signature) are read and not part of the fact
+            let signed = self
+                .schemas
+                .schema_of(payload)
+                .is_ok_and(|schema| schema.name == "JournalEntry.v3");
+            decode_sized_entry(payload, signed)
+        } else {
+            decode_journal_entry(payload)
+        };
+        let Some(entry) = decoded else {
+            return StageItem::Fallback;
+        };
+        let recomputed_set = entry
+            .observations
+            .iter()
+            .all(|o| is_digest(o.2))
+            .then(|| evidence_set_hash_of_digests(entry.observations.iter().map(|o| o.2)));
+        StageItem::Result {
+            recomputed: journal_entry_hash(payload),
+            recomputed_set,
+            stored,
+            payload,
+            entry,
+        }
     }
 }
 
@@ -1613,11 +1664,49 @@ pub fn parse_dump_block<'py>(
     with_headers: bool,
     eof: bool,
 ) -> PyResult<BlockRows<'py>> {
+    // the lines parsed and their values decoded without the GIL (another thread's Python runs meanwhile)
+    let (lines, arena, end) = py.detach(|| scan_block(block, with_headers, eof));
     let out = PyList::empty(py);
     let mut fallback = Vec::new();
     let mut rows = RowBuilder::new(py, with_headers);
+    for (index, (line, scanned)) in lines.iter().enumerate() {
+        let row = match scanned {
+            Some((parsed, Some(value))) => {
+                let value = value
+                    .as_ref()
+                    .map(|range| PyBytes::new(py, &arena[range.clone()]).into_any());
+                build_row(py, parsed, value, &mut rows)?
+            }
+            _ => None,
+        };
+        match row {
+            Some(row) => out.append(row)?,
+            None => {
+                fallback.push((index, PyBytes::new(py, line)));
+                out.append(py.None())?;
+            }
+        }
+    }
+    Ok((out, fallback, lines.len(), end))
+}
+
+/// A block's line, parsed (None: outside the strict subset) with its value decoded into the arena
+/// (None: not canonical base64; `Some(None)`: a null value).
+type ScannedLine<'a> = (
+    &'a [u8],
+    Option<(DumpLine<'a>, Option<Option<std::ops::Range<usize>>>)>,
+);
+
+/// The lines of `block` (as `parse_dump_block` counts them), each parsed, the values decoded into one
+/// arena; and where the lines end.
+fn scan_block(
+    block: &[u8],
+    with_headers: bool,
+    eof: bool,
+) -> (Vec<ScannedLine<'_>>, Vec<u8>, usize) {
+    let mut lines = Vec::new();
+    let mut arena = Vec::with_capacity(block.len() / 4 * 3);
     let mut start = 0;
-    let mut index = 0;
     while start < block.len() {
         let end = match memchr::memchr(b'\n', &block[start..]) {
             Some(at) => start + at + 1,
@@ -1625,17 +1714,26 @@ pub fn parse_dump_block<'py>(
             None => break,
         };
         let line = &block[start..end];
-        match rows.row(line)? {
-            Some(row) => out.append(row)?,
-            None => {
-                fallback.push((index, PyBytes::new(py, line)));
-                out.append(py.None())?;
-            }
-        }
+        let scanned = parse_line(line, with_headers).map(|parsed| {
+            let value = match parsed.value {
+                None => Some(None),
+                Some(text) => b64_len(text.as_bytes()).and_then(|len| {
+                    let at = arena.len();
+                    arena.resize(at + len, 0);
+                    if b64_decode_into(text.as_bytes(), &mut arena[at..]) {
+                        Some(Some(at..at + len))
+                    } else {
+                        arena.truncate(at);
+                        None
+                    }
+                }),
+            };
+            (parsed, value)
+        });
+        lines.push((line, scanned));
         start = end;
-        index += 1;
     }
-    Ok((out, fallback, index, start))
+    (lines, arena, start)
 }
 
 /// Builds rows, sharing the objects consecutive lines have in common.
@@ -1662,16 +1760,21 @@ impl<'py> RowBuilder<'py> {
 
     #[inline]
     fn row(&mut self, line: &[u8]) -> PyResult<Option<Bound<'py, PyAny>>> {
-        match parse_line(line, self.with_headers) {
-            Some(parsed) => build_row(self.py, &parsed, self),
-            None => Ok(None),
-        }
+        let Some(parsed) = parse_line(line, self.with_headers) else {
+            return Ok(None);
+        };
+        let Some(value) = b64_bytes(self.py, parsed.value)? else {
+            return Ok(None);
+        };
+        build_row(self.py, &parsed, value, self)
     }
 }
 
+/// The row of a parsed line whose value (None: a null value) is decoded already.
 fn build_row<'py>(
     py: Python<'py>,
     line: &DumpLine<'_>,
+    value: Option<Bound<'py, PyAny>>,
     b: &mut RowBuilder<'py>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     // The key of a run's records repeats line after line: decode it once.
@@ -1684,9 +1787,6 @@ fn build_row<'py>(
                 _ => return Ok(None),
             },
         },
-    };
-    let Some(value) = b64_bytes(py, line.value)? else {
-        return Ok(None);
     };
     let headers = if line.headers.is_empty() {
         b.empty.clone()
