@@ -37,6 +37,25 @@ fn exact_int(item: &Bound<'_, PyAny>) -> Option<i64> {
     item.extract::<i64>().ok()
 }
 
+/// `obj.name += add` on a Python object's integer attribute.
+fn add_to_attr(obj: &Bound<'_, PyAny>, name: &str, add: i64) -> PyResult<()> {
+    let before: i64 = obj.getattr(name)?.extract()?;
+    obj.setattr(name, before + add)
+}
+
+/// `counts[key] = counts.get(key, 0) + add`.
+fn add_to_count<'py>(
+    counts: &Bound<'py, PyDict>,
+    key: Bound<'py, PyAny>,
+    add: i64,
+) -> PyResult<()> {
+    let before: i64 = match counts.get_item(&key)? {
+        Some(before) => before.extract()?,
+        None => 0,
+    };
+    counts.set_item(key, before + add)
+}
+
 /// One result or seal crossing of a run, queued by the audit walk for the run's journal walk
 /// (the fields of `verifier.verify._AuditEvent`, in its constructor's order).
 #[derive(Clone)]
@@ -116,10 +135,6 @@ impl EventQueue {
 struct Windows(BTreeMap<String, (Option<String>, i64, Option<i64>)>);
 
 impl Windows {
-    fn new(table: BTreeMap<String, (Option<String>, i64, Option<i64>)>) -> Self {
-        Windows(table)
-    }
-
     /// `KeysInForce.fits(key_id, timestamp, producer)`.
     fn fits(&self, key_id: &str, timestamp: i64, producer: Option<&str>) -> bool {
         let Some((owner, start, until)) = self.0.get(key_id) else {
@@ -177,7 +192,7 @@ impl AuditPlain {
     ) -> Self {
         AuditPlain {
             partition,
-            keys: Windows::new(keys),
+            keys: Windows(keys),
             names: EventNames {
                 result,
                 entry_events,
@@ -208,12 +223,10 @@ impl AuditPlain {
         let Some(mut last_input) = exact_int(&part.getattr("last_input")?) else {
             return Ok(start); // None: accounting restarts with the Python walk
         };
-        let last_mac_obj = part.getattr("last_mac")?;
-        let Some(last_mac) = exact_str(&last_mac_obj) else {
+        let mut last_mac = part.getattr("last_mac")?;
+        if exact_str(&last_mac).is_none() {
             return Ok(start);
-        };
-        let mut last_mac = last_mac.to_owned();
-        let mut last_mac_obj = last_mac_obj.clone();
+        }
         let mut expected_seq: i64 = part.getattr("expected_seq")?.extract()?;
         let mut count: i64 = part.getattr("count")?.extract()?;
         let mut v2_records: i64 = part.getattr("v2_records")?.extract()?;
@@ -296,7 +309,7 @@ impl AuditPlain {
             let plain = due.is_none_or(|due| seq.checked_add(1).is_some_and(|next| next < due))
                 && recomputed == mac
                 && seq == expected_seq
-                && prev_mac == last_mac
+                && exact_str(&last_mac) == Some(prev_mac)
                 && partition == self.partition
                 && input_partition == self.partition
                 && self.keys.fits(key_id, timestamp, None)
@@ -317,9 +330,7 @@ impl AuditPlain {
             last_input = input_offset;
             last_event = Some(event_obj.clone());
             expected_seq = seq + 1;
-            last_mac.clear();
-            last_mac.push_str(mac);
-            last_mac_obj = mac_obj.clone();
+            last_mac = mac_obj.clone();
             match mentions.iter_mut().find(|(r, _, _)| r == run_id) {
                 Some(found) => found.2 += 1,
                 None => mentions.push((run_id.to_owned(), run_obj.clone(), 1)),
@@ -388,33 +399,23 @@ impl AuditPlain {
         }
         part.setattr("started", true)?;
         part.setattr("expected_seq", expected_seq)?;
-        part.setattr("last_mac", last_mac_obj)?;
+        part.setattr("last_mac", last_mac)?;
         let known = part.getattr("key_ids")?.cast_into::<PySet>()?;
         for (_, key_id) in key_ids {
             known.add(key_id)?;
         }
         let counted = part.getattr("mentions")?.cast_into::<PyDict>()?;
         for (_, run, add) in mentions {
-            let before: i64 = match counted.get_item(&run)? {
-                Some(before) => before.extract()?,
-                None => 0,
-            };
-            counted.set_item(run, before + add)?;
+            add_to_count(&counted, run, add)?;
         }
         let crossed = part.getattr("crossing_runs")?.cast_into::<PySet>()?;
         for (_, run) in crossing_runs {
             crossed.add(run)?;
         }
         for tally in runs.into_values() {
-            let records: i64 = tally.crossings.getattr("records")?.extract()?;
-            tally
-                .crossings
-                .setattr("records", records + tally.records)?;
+            add_to_attr(&tally.crossings, "records", tally.records)?;
             if tally.refusals > 0 {
-                let refusals: i64 = tally.crossings.getattr("refusals")?.extract()?;
-                tally
-                    .crossings
-                    .setattr("refusals", refusals + tally.refusals)?;
+                add_to_attr(&tally.crossings, "refusals", tally.refusals)?;
                 let hashes = tally
                     .crossings
                     .getattr("refusal_hashes")?
@@ -453,7 +454,7 @@ impl ChainPlain {
     ) -> Self {
         ChainPlain {
             run_id,
-            keys: Windows::new(keys),
+            keys: Windows(keys),
             result,
             activity_result,
             signed_types,
@@ -489,23 +490,19 @@ impl ChainPlain {
         if part.getattr("found")?.len()? != flushed {
             return Ok(start); // the chain's findings are joined in order by the Python walk
         }
-        let head_obj = walk.getattr("head")?;
-        let alt_obj = walk.getattr("alt_head")?;
-        let (Some(head), alt) = (exact_str(&head_obj), exact_str(&alt_obj)) else {
-            return Ok(start);
-        };
-        if alt.is_none() && !alt_obj.is_none() {
+        let mut head = walk.getattr("head")?;
+        let alt = walk.getattr("alt_head")?;
+        if exact_str(&head).is_none() || !(alt.is_none() || exact_str(&alt).is_some()) {
             return Ok(start);
         }
-        let mut head = head.to_owned();
-        let mut alt = alt.map(str::to_owned);
-        let mut head_obj = head_obj.clone();
+        let mut alt = exact_str(&alt).map(str::to_owned); // the recomputed hash of a broken entry: gone after one link
         let mut expected_seq: i64 = walk.getattr("expected_seq")?.extract()?;
         let crossings = part.call_method1("run", (self.run_id.as_str(),))?;
         let queue = crossings.getattr("events")?.cast_into::<EventQueue>()?;
         let mut queue = queue.borrow_mut();
         let (mut records, mut results, mut signed, mut legacy) = (0i64, 0i64, 0i64, 0i64);
-        let mut ledger: Vec<(String, String, Bound<'py, PyAny>, i64)> = Vec::new();
+        // (key id, producer) -> entries signed, as `KeyLedger.signed_by_producer` counts them
+        let mut ledger: Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>, i64)> = Vec::new();
         let mut at = start;
         while at < n {
             let fact = journal.get_item(at)?;
@@ -543,7 +540,7 @@ impl ChainPlain {
             if !(recomputed == stored
                 && seq == expected_seq
                 && run_id == self.run_id
-                && (prev_hash == head || alt.as_deref() == Some(prev_hash)))
+                && (exact_str(&head) == Some(prev_hash) || alt.as_deref() == Some(prev_hash)))
             {
                 break;
             }
@@ -600,26 +597,16 @@ impl ChainPlain {
             }
             if let Some((key_obj, name_obj)) = signer {
                 signed += 1;
-                let (key_id, name) = (
-                    exact_str(&key_obj).unwrap_or_default(),
-                    exact_str(&name_obj).unwrap_or_default(),
-                );
-                match ledger
-                    .iter_mut()
-                    .find(|(k, p, _, _)| k == key_id && p == name)
-                {
-                    Some(found) => found.3 += 1,
-                    None => {
-                        let pair =
-                            PyTuple::new(py, [key_obj.clone(), name_obj.clone()])?.into_any();
-                        ledger.push((key_id.to_owned(), name.to_owned(), pair, 1));
-                    }
+                let same = |k: &Bound<'py, PyAny>, p: &Bound<'py, PyAny>| {
+                    exact_str(k) == exact_str(&key_obj) && exact_str(p) == exact_str(&name_obj)
+                };
+                match ledger.iter_mut().find(|(k, p, _)| same(k, p)) {
+                    Some(found) => found.2 += 1,
+                    None => ledger.push((key_obj, name_obj, 1)),
                 }
             }
             expected_seq = seq + 1;
-            head.clear();
-            head.push_str(stored);
-            head_obj = stored_obj.clone();
+            head = stored_obj.clone();
             alt = None;
             at += 1;
         }
@@ -634,23 +621,22 @@ impl ChainPlain {
             ("legacy", legacy),
         ] {
             if add > 0 {
-                let before: i64 = walk.getattr(name)?.extract()?;
-                walk.setattr(name, before + add)?;
+                add_to_attr(walk, name, add)?;
             }
         }
         walk.setattr("expected_seq", expected_seq)?;
-        walk.setattr("head", head_obj)?;
+        walk.setattr("head", head)?;
         walk.setattr("alt_head", py.None())?;
         let counted = walk
             .getattr("ledger")?
             .getattr("producer")?
             .cast_into::<PyDict>()?;
-        for (_, _, pair, add) in ledger {
-            let before: i64 = match counted.get_item(&pair)? {
-                Some(before) => before.extract()?,
-                None => 0,
-            };
-            counted.set_item(pair, before + add)?;
+        for (key_id, producer, add) in ledger {
+            add_to_count(
+                &counted,
+                PyTuple::new(py, [key_id, producer])?.into_any(),
+                add,
+            )?;
         }
         Ok(at)
     }
