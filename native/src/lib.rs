@@ -7,6 +7,7 @@
 //! `consumers/core/native.py` is the adapter that gives it the Python core's
 //! interface and runs the reference for the records `core` hands back.
 
+mod alloc;
 pub mod avro;
 mod batch;
 pub mod blob_files;
@@ -26,8 +27,9 @@ pub mod walk;
 
 /// The step allocates a few dozen small strings and buffers per record; mimalloc serves
 /// them faster than the system allocator (Python objects keep using Python's allocator).
+/// Large transient buffers are mapped and reused instead (`alloc`): flat resident memory.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: alloc::Allocator = alloc::Allocator;
 
 /// mimalloc v3's `mi_option_arena_eager_commit` (its `mi_option_e`; the Rust bindings name the v2 options).
 const MI_OPTION_ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
