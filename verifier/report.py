@@ -177,7 +177,7 @@ class KeysUsed:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class StageVerdict:
     """One ``activity.result`` entry, reconstructed."""
 
@@ -199,6 +199,42 @@ class StageVerdict:
     result (a killed worker, a refused result): its actions are replayed like any others, and it is shown."""
     findings: tuple[Problem, ...] = ()
     """Named problems of this stage (``EVIDENCE_SIZE_MISMATCH``), in the document as ``problems``; the stage fails."""
+
+    def __init__(
+        self,
+        stage_id: str,
+        kind: str,
+        seq: int,
+        offset: int,
+        ok: bool,
+        reason: str = "",
+        notes: tuple[str, ...] = (),
+        details: tuple[DetailLine, ...] = (),
+        evidence_reattached: bool = False,
+        terminal_state: str = "",
+        data: dict[str, Any] | None = None,
+        unchecked: str = "",
+        incomplete: bool = False,
+        findings: tuple[Problem, ...] = (),
+    ) -> None:
+        # One dict update, not the generated frozen __init__'s object.__setattr__ per field: a pass
+        # builds one verdict per stage, and this is 0.6 us against 1.65 us (a sixth of the stage pass).
+        self.__dict__.update(
+            stage_id=stage_id,
+            kind=kind,
+            seq=seq,
+            offset=offset,
+            ok=ok,
+            reason=reason,
+            notes=notes,
+            details=details,
+            evidence_reattached=evidence_reattached,
+            terminal_state=terminal_state,
+            data={} if data is None else data,
+            unchecked=unchecked,
+            incomplete=incomplete,
+            findings=findings,
+        )
 
     @property
     def failed(self) -> bool:
