@@ -13,7 +13,7 @@
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::ptr;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use mimalloc::MiMalloc;
 
@@ -38,10 +38,15 @@ static CACHE: Mutex<Cache> = Mutex::new(Cache {
     next: 0,
 });
 
-fn cache() -> MutexGuard<'static, Cache> {
-    CACHE
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+/// The cache, or None when another thread holds it: the caller then maps or unmaps directly.
+/// Never waiting means no thread queues behind another, and a child forked while another thread
+/// held the lock cannot hang on it.
+fn cache() -> Option<MutexGuard<'static, Cache>> {
+    match CACHE.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    }
 }
 
 /// Mappings the cache gave up, for the caller to unmap once the lock is released.
@@ -51,6 +56,19 @@ struct Displaced {
 }
 
 impl Displaced {
+    fn none() -> Self {
+        Self {
+            items: [(0, 0); SLOTS + 1],
+            len: 0,
+        }
+    }
+
+    fn one(mapping: (usize, usize)) -> Self {
+        let mut out = Self::none();
+        out.push(mapping);
+        out
+    }
+
     fn push(&mut self, mapping: (usize, usize)) {
         self.items[self.len] = mapping;
         self.len += 1;
@@ -71,17 +89,15 @@ impl Cache {
         Some(std::mem::take(slot).0)
     }
 
-    /// Keep a freed mapping, the newest first within `CACHE_BYTES`; what no longer fits is
-    /// returned (the mapping itself when it alone is over the budget).
+    /// Keep a freed mapping: in a free slot, else in place of a kept one (slots taken in turn);
+    /// then other kept mappings are given up, lowest slot first, until the kept bytes fit
+    /// `CACHE_BYTES`. The new mapping is always kept unless it alone is over the budget. What
+    /// is given up is returned.
     fn keep(&mut self, address: usize, len: usize) -> Displaced {
-        let mut out = Displaced {
-            items: [(0, 0); SLOTS + 1],
-            len: 0,
-        };
         if len > CACHE_BYTES {
-            out.push((address, len));
-            return out;
+            return Displaced::one((address, len));
         }
+        let mut out = Displaced::none();
         let slot = match self.slots.iter().position(|&(_, l)| l == 0) {
             Some(free) => free,
             None => {
@@ -113,7 +129,7 @@ fn pages(size: usize) -> usize {
 
 /// A mapping of `len` bytes (a multiple of `PAGE`), kept or new; `zeroed` when new.
 unsafe fn map(len: usize) -> (*mut u8, bool) {
-    if let Some(address) = cache().take(len) {
+    if let Some(address) = cache().and_then(|mut cache| cache.take(len)) {
         return (address as *mut u8, false);
     }
     // SAFETY: an anonymous private mapping, owned by the caller until `release`.
@@ -141,7 +157,10 @@ unsafe fn unmap(p: *mut u8, len: usize) {
 
 /// A mapping the caller no longer uses: kept for reuse, or unmapped.
 unsafe fn release(p: *mut u8, len: usize) {
-    let displaced = cache().keep(p as usize, len);
+    let displaced = match cache() {
+        Some(mut cache) => cache.keep(p as usize, len),
+        None => Displaced::one((p as usize, len)),
+    };
     displaced.unmap_all();
 }
 
@@ -220,7 +239,7 @@ mod tests {
     }
 
     #[test]
-    fn the_cache_stays_within_its_byte_budget_keeping_the_newest() {
+    fn the_cache_stays_within_its_byte_budget_keeping_the_new_mapping() {
         let mut cache = empty();
         let quarter = CACHE_BYTES / 4;
         for i in 1..=4 {
@@ -256,6 +275,22 @@ mod tests {
     }
 
     #[test]
+    fn a_busy_cache_is_bypassed_not_waited_for() {
+        let held = CACHE
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let a = Allocator;
+        unsafe {
+            let layout = Layout::from_size_align(2 * LARGE, 8).unwrap();
+            let p = a.alloc(layout); // would wait for ever with a blocking lock
+            assert!(!p.is_null());
+            std::ptr::write_bytes(p, 7, layout.size());
+            a.dealloc(p, layout);
+        }
+        drop(held);
+    }
+
+    #[test]
     fn large_buffers_keep_their_bytes_through_growth_and_come_back_zeroed() {
         let a = Allocator;
         unsafe {
@@ -264,12 +299,22 @@ mod tests {
             for i in 0..1000 {
                 *p.add(i) = (i % 251) as u8;
             }
-            // small -> mapped -> larger mapping -> same pages -> small again
+            // small -> mapped -> larger mapping -> within the same pages -> a page more -> small
             let mut layout = small;
             let mut p = p;
-            for size in [LARGE + 1, 3 * LARGE, 3 * LARGE + 7, 900] {
+            for size in [
+                LARGE + 1,
+                3 * LARGE - 100,
+                3 * LARGE - 7,
+                3 * LARGE + 7,
+                900,
+            ] {
+                let before = p;
                 p = a.realloc(p, layout, size);
                 assert!(!p.is_null());
+                if size == 3 * LARGE - 7 {
+                    assert_eq!(p, before, "same page count: the mapping is kept in place");
+                }
                 for i in 0..900 {
                     assert_eq!(
                         *p.add(i),
