@@ -218,7 +218,7 @@ class StageVerdict:
         findings: tuple[Problem, ...] = (),
     ) -> None:
         # One dict update, not the generated frozen __init__'s object.__setattr__ per field: a pass
-        # builds one verdict per stage, and this is 0.6 us against 1.65 us (a sixth of the stage pass).
+        # builds one verdict per stage, and this is 0.7 us against 1.65 us (a sixth of the stage pass).
         self.__dict__.update(
             stage_id=stage_id,
             kind=kind,
