@@ -87,12 +87,19 @@ class SchedulerMetrics:
         shell.observer = observe
 
 
+DEFAULT_STUCK_S: Final = 30.0
+"""How long a backlog may wait behind an input offset that does not move before ``/readyz`` fails."""
+
+
 class ShellProbe:
     """``/healthz`` and ``/readyz`` of a scheduler: its loop's heartbeat and its phase."""
 
-    def __init__(self, shell: SchedulerShell, *, stall_after: float = DEFAULT_STALL_S) -> None:
+    def __init__(
+        self, shell: SchedulerShell, *, stall_after: float = DEFAULT_STALL_S, stuck_after: float = DEFAULT_STUCK_S
+    ) -> None:
         self.shell = shell
         self.stall_after = stall_after
+        self.stuck_after = stuck_after
 
     def health(self) -> tuple[bool, str]:
         c = self.shell.counters
@@ -104,8 +111,19 @@ class ShellProbe:
         return True, "ok"
 
     def readiness(self) -> tuple[bool, str]:
-        phase = self.shell.counters.phase
-        return phase == "consuming", phase
+        """Ready while consuming and moving: input waiting behind an offset that has not moved for
+        ``stuck_after`` seconds (a loop that spins without committing) is not ready, and says where."""
+        c = self.shell.counters
+        if c.phase != "consuming":
+            return False, c.phase
+        backlog = c.high_watermark - c.next_offset
+        still = time.monotonic() - c.progressed
+        if c.next_offset >= 0 and backlog > 0 and still > self.stuck_after:
+            return False, (
+                f"stuck: input offset {c.next_offset} has not been committed for {still:.0f}s with {backlog} record(s) "
+                "waiting; see the scheduler's log for the error at that offset"
+            )
+        return True, "consuming"
 
 
 class GroupProbe:
@@ -128,7 +146,11 @@ class GroupProbe:
     def readiness(self) -> tuple[bool, str]:
         if not self.group.joined:
             return False, "joining the group"
-        waiting = [f"p{s.partition} {s.counters.phase}" for s in self.group.shells() if s.counters.phase != "consuming"]
+        waiting = []
+        for shell in self.group.shells():
+            ready, why = ShellProbe(shell).readiness()
+            if not ready:
+                waiting.append(f"p{shell.partition} {why}")
         return (False, ", ".join(waiting)) if waiting else (True, "consuming")
 
 

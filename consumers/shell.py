@@ -166,6 +166,43 @@ class _NativeFailed(_Abort):
         self.txn_open = txn_open
 
 
+_UNREADABLE: Final = frozenset({KafkaError._BAD_COMPRESSION, KafkaError._BAD_MSG, KafkaError.MSG_SIZE_TOO_LARGE})
+"""Consumer errors about one input offset that refetching does not cure: the record cannot be decompressed,
+is corrupt, or is larger than the client may receive. Each is dead-lettered as INPUT_UNREADABLE."""
+
+
+class _UnreadInput:
+    """Stands for an input record Kafka could not deliver: its place (topic, offset) and no bytes.
+
+    It quacks like the ``confluent_kafka.Message`` that ``InputRecord.of_message`` reads. Its timestamp is
+    the last one read before it (the record's own is unknown; LogAppendTime keeps it no earlier), 0 when
+    it is the first input this process reads.
+    """
+
+    __slots__ = ("_offset", "_timestamp", "_topic")
+
+    def __init__(self, topic: str, offset: int, timestamp: int) -> None:
+        self._topic, self._offset, self._timestamp = topic, offset, timestamp
+
+    def topic(self) -> str:
+        return self._topic
+
+    def offset(self) -> int:
+        return self._offset
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, self._timestamp) if self._timestamp > 0 else (0, 0)
+
+    def key(self) -> None:
+        return None
+
+    def value(self) -> None:
+        return None
+
+    def error(self) -> None:
+        return None
+
+
 class _TxnCallStuck(KafkaException):
     """Internal: a transactional call outlived its timeout; the producer must be replaced (handled as fatal)."""
 
@@ -361,6 +398,8 @@ class Counters:
     """starting, rebuilding, consuming, stopped or failed (``/readyz``: ready while consuming)."""
     heartbeat: float = field(default_factory=time.monotonic, compare=False)
     """When the loop (or a rebuild) last moved (``/healthz``)."""
+    progressed: float = field(default_factory=time.monotonic, compare=False)
+    """When the committed input offset last moved on (``/readyz`` fails while a backlog waits and it does not)."""
 
 
 @dataclass(frozen=True)
@@ -376,6 +415,9 @@ class ShellOptions:
     quarantine: frozenset[int] = frozenset()
     """Journal offsets of this partition the rebuild skips: records an operator inspected and
     found not written by this scheduler (see README, "When the scheduler will not start")."""
+    quarantine_inputs: frozenset[int] = frozenset()
+    """Input (submissions) offsets of this partition to dead-letter without stepping them
+    (``INPUT_QUARANTINED``): a record an operator chose not to let the scheduler read."""
     snapshot_every_transactions: int = 1000
     """Write a state snapshot after this many committed transactions since the last one (0: never by count)."""
     snapshot_every_records: int = 20_000
@@ -436,8 +478,19 @@ class SchedulerShell:
         self._state: Any = None
         """The core's state: a SchedulerState (Python core) or a native handle."""
         self._last_progress = time.monotonic()
-        self._rejected: dict[int, str] = {}
-        """Input offset -> Kafka's refusal of one of its outputs: the input is dead-lettered (PRODUCE_REJECTED)."""
+        self._rejected: dict[int, tuple[DeadLetterCode, str]] = {
+            offset: (DeadLetterCode.INPUT_QUARANTINED, f"input offset {offset} named by --quarantine submissions:{offset}")
+            for offset in options.quarantine_inputs
+        }
+        """Input offset -> why it is dead-lettered instead of stepped: Kafka refused one of its outputs
+        (PRODUCE_REJECTED), Kafka could not deliver it (INPUT_UNREADABLE), or an operator quarantined it."""
+        self._unreadable_seen: dict[int, str] = {}
+        """Input offset -> the consumer error seen once there: a second sight makes it INPUT_UNREADABLE."""
+        self._read_from = 0
+        """The input offset the loop reads next (after a batch, a seek or the start): an error about an
+        offset before it is a stale copy of one already dealt with."""
+        self._last_input_ts = 0
+        """The Kafka timestamp of the last input read: what an unreadable input's dead letter is stamped with."""
         self._refused_outputs: dict[tuple[str, bytes], str] = {}
         """(topic, value) -> the broker's refusal, from delivery reports: the replay finds whose output it was."""
         self._undelivered: list[tuple[KafkaError, str, int, bytes]] = []
@@ -942,6 +995,7 @@ class SchedulerShell:
                 time.sleep(0.2)
         offset = committed.offset if committed.offset >= 0 else OFFSET_BEGINNING
         self._committed_next = committed.offset
+        self._read_from = max(offset, 0)
         try:  # where the lag counts from (the metrics): the committed offset, else the partition's start
             low, high = self._consumer.get_watermark_offsets(tp, timeout=_TXN_TIMEOUT_S, cached=False)
             self.counters.next_offset, self.counters.high_watermark = (offset if offset >= 0 else low), high
@@ -1028,7 +1082,7 @@ class SchedulerShell:
     def _note(self, abort: _Abort) -> None:
         """Remember what an abort taught: an input to dead-letter, or a batch the native path cannot do."""
         if isinstance(abort, _Rejected):
-            self._rejected[abort.offset] = abort.detail
+            self._rejected[abort.offset] = (DeadLetterCode.PRODUCE_REJECTED, abort.detail)
             self._reference_until = max(self._reference_until, abort.offset)
             self._log(
                 f"input offset {abort.offset}: Kafka refused an output of it ({abort.detail}); "
@@ -1074,10 +1128,14 @@ class SchedulerShell:
         if not records:
             self._settle()
             return 0
-        rejection: str | None = None
+        rejection: tuple[DeadLetterCode, str] | None = None
         if self._rejected:
             records, rejection = self._cut_at_rejected(records)
         first, last = records[0].offset(), records[-1].offset()
+        self._read_from = max(self._read_from, last + 1)
+        stamped, timestamp = records[-1].timestamp()
+        if stamped:
+            self._last_input_ts = timestamp
         if self._encoding is None and self._snapshot_due():
             began = time.monotonic()
             self._settle()  # the snapshot covers the last commit: let it finish
@@ -1096,9 +1154,7 @@ class SchedulerShell:
             native = None
             state, mark = self._mark_if_python(self._plain(state))
             self._marks.append(mark)
-            state, outputs = self._reference_core().reject(
-                state, InputRecord.of_message(records[0], partition), DeadLetterCode.PRODUCE_REJECTED, rejection
-            )
+            state, outputs = self._reference_core().reject(state, InputRecord.of_message(records[0], partition), *rejection)
             planned = [outputs]
         elif native is not None and first > self._reference_until:
             self._refused_outputs.clear()  # past the batches that were redone to find them
@@ -1188,8 +1244,8 @@ class SchedulerShell:
         except BaseException:  # noqa: BLE001 - then the Python check decides (L7)
             return False
 
-    def _cut_at_rejected(self, records: list[Any]) -> tuple[list[Any], str | None]:
-        """The batch up to the first input Kafka refused an output of; that input alone when it comes first."""
+    def _cut_at_rejected(self, records: list[Any]) -> tuple[list[Any], tuple[DeadLetterCode, str] | None]:
+        """The batch up to the first input to dead-letter (``_rejected``); that input alone when it comes first."""
         for index, message in enumerate(records):
             detail = self._rejected.get(message.offset())
             if detail is None:
@@ -1197,6 +1253,7 @@ class SchedulerShell:
             cut = max(index, 1)
             if cut < len(records):
                 self._consumer.seek(TopicPartition(self.input_topic, self.partition, records[cut].offset()))
+                self._read_from = records[cut].offset()
             return records[:cut], (detail if index == 0 else None)
         return records, None
 
@@ -1233,19 +1290,67 @@ class SchedulerShell:
             raise _NativeFailed(last, exc, txn_open=True) from exc
 
     def _usable(self, messages: list[Any]) -> list[Any]:
-        """The messages without an error; raises for a fatal consumer error, logs the others."""
-        records = []
+        """The messages without an error; raises for a fatal consumer error, logs the others.
+
+        An error about one input offset that Kafka could not deliver (``_UNREADABLE``: a record the
+        client cannot decompress, or too large to receive) ends the batch there. Seen once, the offset is
+        fetched again (a transient fault clears); seen twice, it becomes a stand-in record
+        (``_UnreadInput``) that ``_cut_at_rejected`` dead-letters alone as INPUT_UNREADABLE, and the
+        consumer moves past it. One such record never stops the partition.
+        """
+        records: list[Any] = []
         for message in messages:
             error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    continue
-                if error.fatal():
-                    raise KafkaException(error)
-                self._log(f"consumer error (will retry): {error}", "consumer_error", "warning", error=str(error))
+            if error is None:
+                records.append(message)
                 continue
-            records.append(message)
+            if error.code() == KafkaError._PARTITION_EOF:
+                continue
+            if error.fatal():
+                raise KafkaException(error)
+            offset = message.offset()
+            if error.code() in _UNREADABLE and offset is not None and offset >= 0 and message.partition() == self.partition:
+                if offset < self._read_from:
+                    continue  # librdkafka repeats an error it queued before the seek past it
+                stand_in = self._unreadable(offset, error)
+                if stand_in is not None:
+                    records.append(stand_in)
+                break  # what came after it is fetched again from where the consumer now stands
+            self._log(f"consumer error (will retry): {error}", "consumer_error", "warning", error=str(error))
         return records
+
+    def _unreadable(self, offset: int, error: KafkaError) -> _UnreadInput | None:
+        """The stand-in for input ``offset`` that Kafka delivered as ``error``; moves the consumer on."""
+        tp = TopicPartition(self.input_topic, self.partition, offset)
+        self._read_from = offset
+        if offset in self._rejected:  # already judged (or quarantined): dead-letter it, then read on after it
+            tp.offset = offset + 1
+        elif offset not in self._unreadable_seen:
+            self._unreadable_seen[offset] = str(error)
+            self._consumer.seek(tp)  # once more, in case it was a passing fault
+            self._log(
+                f"input offset {offset} could not be read ({error}); fetching it once more",
+                "input_unreadable_retry",
+                "warning",
+                input_offset=offset,
+                error=str(error),
+            )
+            return None
+        else:
+            detail = f"Kafka could not deliver input offset {offset}: {error}"
+            self._rejected[offset] = (DeadLetterCode.INPUT_UNREADABLE, detail)
+            del self._unreadable_seen[offset]
+            tp.offset = offset + 1
+            self._log(
+                f"input offset {offset} cannot be read ({error}); dead-lettering it "
+                f"({DeadLetterCode.INPUT_UNREADABLE.value}) and reading on",
+                "input_unreadable",
+                "error",
+                input_offset=offset,
+                error=str(error),
+            )
+        self._consumer.seek(tp)
+        return _UnreadInput(self.input_topic, offset, self._last_input_ts)
 
     def _step_all(
         self, state: Any, records: list[Any], core: SchedulerCoreLike | None = None
@@ -1342,6 +1447,7 @@ class SchedulerShell:
         counters.transactions += 1
         counters.last_offset = inflight.last_offset
         counters.next_offset = inflight.last_offset + 1
+        counters.progressed = time.monotonic()
         self._committed_next = inflight.last_offset + 1
         if self._snapshot_inflight:
             counters.snapshots += 1

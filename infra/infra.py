@@ -43,6 +43,7 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -52,7 +53,7 @@ import uuid
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 REPO = Path(__file__).resolve().parent.parent
 KAFKA_POM = REPO / "infra" / "kafka" / "pom.xml"
@@ -423,7 +424,7 @@ def save_ports(p: Paths, ports: dict[str, int]) -> None:
     atomic_write(p.ports, json.dumps(ports, indent=2, sort_keys=True) + "\n")
 
 
-def atomic_write(path: Path, text: str, mode: int = 0o644) -> None:
+def atomic_write(path: Path, text: str, mode: int = 0o600) -> None:
     """Write ``path`` whole or not at all, through an unpredictable temporary name, with ``mode`` from the start.
 
     Files with secrets (.infra/env, client properties, keys, the broker's config) get 0600.
@@ -1372,8 +1373,33 @@ class Ctx:
         atomic_write(self.p.env, "".join(f"{k}={v}\n" for k, v in values), mode=0o600)
 
 
+PRIVATE_UMASK: Final = 0o077
+"""What every file and directory infra (and the Kafka and S3 processes it starts) creates under .infra/ gets:
+no bits for group or others. The browser worker's Chromium runs as an unprivileged local user; S3's secret,
+the broker's log segments and the keys must not be readable by it (or any other local account)."""
+
+
+def make_private(root: Path) -> int:
+    """Take group and other bits off everything under ``root`` (made before the umask, or by an older version);
+    returns how many entries changed. Symbolic links are left alone (their target is not ours to change)."""
+    changed = 0
+    for directory, subdirs, files in os.walk(root):
+        for path in (Path(directory), *(Path(directory) / name for name in (*subdirs, *files))):
+            try:
+                st = path.lstat()
+            except FileNotFoundError:
+                continue  # a log rotated away, a temporary file renamed
+            if stat.S_ISLNK(st.st_mode) or not st.st_mode & 0o077:
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                os.chmod(path, stat.S_IMODE(st.st_mode) & 0o700)
+                changed += 1
+    return changed
+
+
 @contextlib.contextmanager
 def locked(p: Paths) -> Iterator[None]:
+    os.umask(PRIVATE_UMASK)
     p.state.mkdir(parents=True, exist_ok=True)
     with open(p.lock, "w") as f:
         try:
@@ -1381,6 +1407,7 @@ def locked(p: Paths) -> Iterator[None]:
         except BlockingIOError:
             say(f"waiting for another infra command on {p.state} to finish ...")
             fcntl.flock(f, fcntl.LOCK_EX)
+        make_private(p.state)
         yield
 
 

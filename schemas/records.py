@@ -240,6 +240,13 @@ class DeadLetterCode(StrEnum):
     PRODUCE_REJECTED = "PRODUCE_REJECTED"
     """Kafka refused to take one of the record's outputs (a per-record produce error); the shell
     dead-letters the input instead (``SchedulerCore.reject``)."""
+    INPUT_UNREADABLE = "INPUT_UNREADABLE"
+    """Kafka delivered an error instead of the record at this input offset (it could not be fetched or
+    decompressed, e.g. a compressed record far larger than any submission); the shell dead-letters the offset
+    with the client's error, never its bytes, and goes on."""
+    INPUT_QUARANTINED = "INPUT_QUARANTINED"
+    """An operator named this input offset with ``scheduler run --quarantine submissions:OFFSET``: it is
+    dead-lettered without being stepped."""
 
 
 class AuditEvent(StrEnum):

@@ -37,11 +37,13 @@ RETAIN_FOREVER: Final = {
     "message.timestamp.type": "CreateTime",
     "max.message.bytes": "2097152",
 }
-BROKER_STAMPED: Final = {"message.timestamp.type": "LogAppendTime"}
+BROKER_STAMPED: Final = {"message.timestamp.type": "LogAppendTime", "compression.type": "producer"}
 """The submissions topic's timestamps come from the broker, not the producer: the scheduler decides
 which producer key was valid by its input's timestamp, so a producer holding a revoked key must not
 be able to backdate a submission (docs/security.md). Output topics keep CreateTime: the scheduler
-stamps each output with its input's timestamp, so a replay writes the same records."""
+stamps each output with its input's timestamp, so a replay writes the same records. ``compression.type=producer``
+keeps compressed batches as sent: any other value makes the broker inflate each batch in its heap
+(``substrate.topic_policy.INPUT_SETTINGS`` says what that costs)."""
 
 
 STATE_COMPACTED: Final = {

@@ -37,6 +37,21 @@ from substrate.kafka import (
 KEEP_FOREVER: Final = {"retention.ms": "-1", "retention.bytes": "-1"}
 """The retention settings under which Kafka deletes nothing (with ``cleanup.policy=delete``)."""
 
+INPUT_SETTINGS: Final = {
+    "message.timestamp.type": (
+        "LogAppendTime",
+        "lets a producer stamp its own submissions, so a holder of a revoked key could backdate one into the key's lifetime",
+    ),
+    "compression.type": (
+        "producer",
+        "makes the broker decompress and recompress every batch in its heap: one small compressed record that "
+        "inflates to more than the heap stops the broker (a 500 MB zstd value did, with a 768 MB heap)",
+    ),
+}
+"""The submissions topic's settings the scheduler relies on: the broker's clock decides which producer key was
+valid, and the broker validates compressed batches without inflating them (the scheduler's consumer, which
+does inflate them, dead-letters any record it cannot, as INPUT_UNREADABLE)."""
+
 
 class TopicHistoryAtRisk(KafkaError):
     """A deployment topic's settings could delete or compact records, or replicate them too thinly."""
@@ -68,12 +83,18 @@ class TopicRisk:
 
 
 def history_risks(
-    topics: Iterable[TopicSettings], *, replication_factor: int, min_insync: int, compacted: Collection[str] = ()
+    topics: Iterable[TopicSettings],
+    *,
+    replication_factor: int,
+    min_insync: int,
+    compacted: Collection[str] = (),
+    submissions: str | None = None,
 ) -> list[TopicRisk]:
     """Every setting of ``topics`` that could lose a record, in topic order (empty: safe to start).
 
     Topics named in ``compacted`` (the scheduler state topic) are exempt from the retention and
-    compaction rules, not from the replication ones.
+    compaction rules, not from the replication ones. The topic named ``submissions`` must also have
+    ``INPUT_SETTINGS``.
     """
     risks: list[TopicRisk] = []
     for topic in sorted(topics, key=lambda t: t.name):
@@ -113,6 +134,10 @@ def history_risks(
                     "cluster cannot have more",
                 )
             )
+        for name, (want, why) in INPUT_SETTINGS.items() if topic.name == submissions else ():
+            value = topic.config.get(name)
+            if value != want:
+                risks.append(TopicRisk(topic.name, name, "unset" if value is None else value, why, f"{alter} {name}={want}"))
         insync = topic.config.get("min.insync.replicas", "1")
         if _int(insync) < min_insync:
             risks.append(
@@ -128,10 +153,18 @@ def history_risks(
     return risks
 
 
-def require_history_kept(bootstrap: str, names: Iterable[str], *, timeout: float = 30.0, compacted: Collection[str] = ()) -> None:
+def require_history_kept(
+    bootstrap: str,
+    names: Iterable[str],
+    *,
+    timeout: float = 30.0,
+    compacted: Collection[str] = (),
+    submissions: str | None = None,
+) -> None:
     """Raise ``TopicHistoryAtRisk`` naming every risky setting of the topics ``names`` (all must exist).
 
-    ``compacted``: topics among ``names`` that are compacted by design (``history_risks``).
+    ``compacted``: topics among ``names`` that are compacted by design; ``submissions``: the input topic
+    (``history_risks``).
     """
     factor, min_insync = replication_settings()
     risks = history_risks(
@@ -139,11 +172,12 @@ def require_history_kept(bootstrap: str, names: Iterable[str], *, timeout: float
         replication_factor=factor,
         min_insync=min_insync,
         compacted=compacted,
+        submissions=submissions,
     )
     if risks:
         lines = "\n  ".join(risk.describe() for risk in risks)
         raise TopicHistoryAtRisk(
-            f"the scheduler will not start: {len(risks)} topic setting(s) could lose history:\n  {lines}\n"
+            f"the scheduler will not start: {len(risks)} topic setting(s) could lose history or stop it:\n  {lines}\n"
             "(topics made by `bernstein topic create` have none of these; docs: README, 'Topics and their settings')"
         )
 

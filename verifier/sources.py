@@ -369,11 +369,21 @@ class DumpSource:
             self.manifest: dict[str, Any] = json.loads(text.decode("utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise UnreadableInput(f"{manifest_path} is unreadable: {exc}") from exc
+        except RecursionError:
+            raise UnreadableInput(f"{manifest_path} is nested too deeply to be a dump manifest") from None
         if not isinstance(self.manifest, dict) or self.manifest.get("format") != DUMP_FORMAT:
             raise UnreadableInput(f"{manifest_path} is not a {DUMP_FORMAT} manifest")
 
     def describe(self) -> str:
         return f"dump {self.root}"
+
+    @property
+    def exported_runs(self) -> frozenset[str] | None:
+        """The runs the dump was exported for (``topic export --run``), None for whole partitions."""
+        runs = self.manifest.get("runs")
+        if isinstance(runs, list) and all(isinstance(run, str) for run in runs):
+            return frozenset(runs)
+        return None
 
     @property
     def cas_dir(self) -> Path:
@@ -605,9 +615,9 @@ class KcatSource:
         return StoredRecord(
             stream=stream,
             topic=item["topic"],
-            partition=int(item["partition"]),
-            offset=int(item["offset"]),
-            timestamp_ms=int(item.get("ts") or 0),
+            partition=_bounded(item["partition"], _MAX_PARTITION, "partition"),
+            offset=_bounded(item["offset"], _MAX_OFFSET, "offset"),
+            timestamp_ms=_bounded(item.get("ts") or 0, _MAX_OFFSET, "ts"),
             key=decode_kcat_bytes(item.get("key")),
             value=decode_kcat_bytes(item.get("payload")),
             headers=tuple(_kcat_headers(item.get("headers"))),
@@ -650,7 +660,7 @@ class KcatSource:
                 line = handle.read(length)
                 try:
                     record = self._parse("", _kcat_loads(line))
-                except (ValueError, KeyError, TypeError, binascii.Error, UnreadableInput):
+                except (ValueError, KeyError, TypeError, binascii.Error, UnreadableInput, RecursionError):
                     raise UnreadableInput(f"{self.files[number]} changed while it was read") from None
                 yield record
         finally:
@@ -675,6 +685,21 @@ class _Spans:
 
     def __iter__(self) -> Iterator[tuple[int, int, int]]:
         return zip(self.files, self.positions, self.lengths, strict=True)
+
+
+_MAX_OFFSET: Final = 2**63 - 1
+"""Kafka's offsets and timestamps are int64."""
+
+
+def _bounded(value: Any, most: int, name: str) -> int:
+    """A kcat line's integer field within Kafka's range (a damaged line otherwise, never an OverflowError later)."""
+    try:
+        number = int(value)
+    except (OverflowError, ValueError, TypeError) as exc:  # inf, nan, "1e400", a list
+        raise ValueError(f"{name} {value!r} is not an integer") from exc
+    if not 0 <= number <= most:
+        raise ValueError(f"{name} {number} is outside 0..{most}")
+    return number
 
 
 def decode_kcat_bytes(value: Any) -> bytes | None:
@@ -750,7 +775,7 @@ def _scan_jsonl(
                 if not isinstance(item, dict):
                     raise ValueError("not an object")
                 record = parse(stream, item)
-            except (ValueError, KeyError, TypeError, binascii.Error, UnreadableInput):
+            except (ValueError, KeyError, TypeError, binascii.Error, UnreadableInput, RecursionError):
                 # Only the last line of a file can lack its newline: a torn copy.
                 if not line.endswith(b"\n"):
                     reading.torn(number)

@@ -251,6 +251,9 @@ def verify_many(
         for run_id, count in part.mentions.items():
             mentions[run_id] = mentions.get(run_id, 0) + count
         crossing_runs |= part.crossing_runs
+    scope = _export_scope(source)
+    if scope is not None:  # a dump exported with --run: other runs' audit crossings are not deletions, just not here
+        crossing_runs &= scope
     names = list(dict.fromkeys(runs)) if runs is not None else sorted(set(found) | crossing_runs)
     reports = []
     for run_id in names:
@@ -512,7 +515,18 @@ def _input_log_start(source: RecordSource, partition: int) -> int:
 
 def _not_found(run_id: str, source: RecordSource, mentions: int) -> RunHeader:
     """The header of a run the journal does not hold; ``mentions`` counts the audit records that name it
-    (``_audit_mentions``)."""
+    (``_audit_mentions``). A dump exported with ``--run`` for other runs does not hold this one at all: "not in this
+    dump", never "deleted"."""
+    scope = _export_scope(source)
+    if scope is not None and run_id not in scope:
+        header = RunHeader(
+            run_id,
+            source.describe(),
+            found=False,
+            reason=f"run {run_id!r} is not in {source.describe()}: it was exported with --run for {len(scope)} other "
+            "run(s) only (export this run, or the whole partition)",
+        )
+        return _with_torn(header, source, None)
     if mentions:
         problem = Problem(
             "JOURNAL_MISSING",
@@ -524,6 +538,12 @@ def _not_found(run_id: str, source: RecordSource, mentions: int) -> RunHeader:
         run_id, source.describe(), found=False, reason=f"no journal records for run {run_id!r} in {source.describe()}"
     )
     return _with_torn(header, source, None)
+
+
+def _export_scope(source: RecordSource) -> frozenset[str] | None:
+    """The runs a dump was exported for (``topic export --run``; its manifest's ``runs``); None: every run."""
+    scope = getattr(source, "exported_runs", None)
+    return scope if isinstance(scope, frozenset) else None
 
 
 _STREAM_ORDER: Final = {"journal": 0, "audit": 1, "checkpoints": 2, "refusals": 3, "deadletter": 4}

@@ -127,13 +127,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     run.add_argument("--progress-every", type=float, default=5.0, help="seconds between progress lines (default 5)")
     run.add_argument(
         "--quarantine",
-        type=_journal_offset,
+        type=_quarantined_offset,
         action="append",
         default=[],
-        metavar="[journal:]OFFSET",
-        help="skip this journal offset of the partition when rebuilding state: a record an operator inspected and found "
-        "not written by this scheduler (repeatable; needs --partition; see E_STATE_CORRUPTED in the README). Journal "
-        "offsets only: audit and checkpoint records that do not verify are skipped (and named) without it",
+        metavar="[journal:|submissions:]OFFSET",
+        help="journal:OFFSET (or OFFSET): skip this journal offset of the partition when rebuilding state, a record an "
+        "operator inspected and found not written by this scheduler (see E_STATE_CORRUPTED in the README). "
+        "submissions:OFFSET: dead-letter this input offset without reading it (INPUT_QUARANTINED). Repeatable; needs "
+        "--partition. Audit and checkpoint records that do not verify are skipped (and named) without it",
     )
     run.add_argument(
         "--check-rewind",
@@ -170,21 +171,25 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     run.set_defaults(func=_run)
 
 
-def _journal_offset(text: str) -> int:
-    """``--quarantine`` takes ``OFFSET`` or ``journal:OFFSET``; another topic is refused with what to do instead."""
+def _quarantined_offset(text: str) -> tuple[str, int]:
+    """``--quarantine`` takes ``OFFSET``, ``journal:OFFSET`` or ``submissions:OFFSET``; another topic is refused with
+    what to do instead."""
     topic, colon, offset = text.rpartition(":")
-    if colon and topic != "journal":
+    topic = topic if colon else "journal"
+    if topic not in ("journal", "submissions"):
         raise argparse.ArgumentTypeError(
-            f"--quarantine skips journal offsets only, not {topic!r}: an audit or checkpoint record the scheduler cannot "
-            "vouch for is skipped and named without it (README, 'When the scheduler will not start')"
+            f"--quarantine names journal or submissions offsets, not {topic!r}: an audit or checkpoint record the "
+            "scheduler cannot vouch for is skipped and named without it (README, 'When the scheduler will not start')"
         )
     try:
         value = int(offset)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--quarantine takes OFFSET or journal:OFFSET, not {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"--quarantine takes OFFSET, journal:OFFSET or submissions:OFFSET, not {text!r}"
+        ) from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"--quarantine takes a non-negative offset, not {text!r}")
-    return value
+    return topic, value
 
 
 def scheduler_config(
@@ -312,10 +317,12 @@ def _run_logged(args: argparse.Namespace, log: EventLog) -> int:
         accept_undeclared_sizes=args.accept_undeclared_sizes,
     )
     ensure_topics(bootstrap, settings.topics)
-    require_history_kept(bootstrap, settings.topics.all, compacted=(settings.topics.state,))
+    require_history_kept(
+        bootstrap, settings.topics.all, compacted=(settings.topics.state,), submissions=settings.topics.submissions
+    )
     if args.all_partitions:
         if args.quarantine:
-            raise UsageError("--quarantine names offsets of one partition's journal: use it with --partition")
+            raise UsageError("--quarantine names offsets of one partition's topics: use it with --partition")
         return _supervise(args, partition_count(bootstrap, settings.topics.submissions))
     if args.group:
         return _run_group(args, log, bootstrap, settings.topics, config)
@@ -394,7 +401,8 @@ def _shell(
             batch_max=args.batch_max,
             batch_timeout=args.batch_ms / 1000,
             progress_every=args.progress_every,
-            quarantine=frozenset(args.quarantine),
+            quarantine=frozenset(offset for topic, offset in args.quarantine if topic == "journal"),
+            quarantine_inputs=frozenset(offset for topic, offset in args.quarantine if topic == "submissions"),
             check_rewind=args.check_rewind,
         ),
         **group,

@@ -2061,18 +2061,33 @@ def test_the_import_scan_allows_pure_imports() -> None:
     assert _impurities("import hashlib\nfrom schemas import codec\nfrom dataclasses import dataclass\n", "probe.py") == []
 
 
-def test_quarantine_takes_journal_offsets_only(capsys: pytest.CaptureFixture[str]) -> None:
-    """``--quarantine OFFSET`` and ``--quarantine journal:OFFSET`` name journal offsets; another topic is refused."""
+def test_quarantine_takes_journal_and_input_offsets(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--quarantine OFFSET`` and ``journal:OFFSET`` name journal offsets, ``submissions:OFFSET`` input offsets;
+    another topic is refused."""
     from bernstein.cli import EXIT_USAGE, build_parser
 
     parser = build_parser()
-    args = parser.parse_args(["scheduler", "run", "--partition", "0", "--quarantine", "journal:12", "--quarantine", "7"])
-    assert args.quarantine == [12, 7]
+    args = parser.parse_args(
+        [
+            "scheduler",
+            "run",
+            "--partition",
+            "0",
+            "--quarantine",
+            "journal:12",
+            "--quarantine",
+            "7",
+            "--quarantine",
+            "submissions:3066",
+        ]
+    )
+    assert args.quarantine == [("journal", 12), ("journal", 7), ("submissions", 3066)]
     for bad, said in (
-        ("audit:5", "--quarantine skips journal offsets only, not 'audit'"),
-        ("checkpoints:0", "--quarantine skips journal offsets only, not 'checkpoints'"),
-        ("journal:x", "--quarantine takes OFFSET or journal:OFFSET, not 'journal:x'"),
+        ("audit:5", "--quarantine names journal or submissions offsets, not 'audit'"),
+        ("checkpoints:0", "--quarantine names journal or submissions offsets, not 'checkpoints'"),
+        ("journal:x", "--quarantine takes OFFSET, journal:OFFSET or submissions:OFFSET, not 'journal:x'"),
         ("-3", "--quarantine takes a non-negative offset, not '-3'"),
+        ("submissions:-1", "--quarantine takes a non-negative offset, not 'submissions:-1'"),
     ):
         with pytest.raises(SystemExit) as caught:
             parser.parse_args(["scheduler", "run", "--partition", "0", f"--quarantine={bad}"])

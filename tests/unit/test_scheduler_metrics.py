@@ -425,3 +425,17 @@ def test_a_defect_is_one_json_internal_error_line_exit_4_and_debug_still_raises(
     debug = build_parser().parse_args(["--debug", "scheduler", "run", "--log-format", "json"])
     with pytest.raises(RuntimeError, match="a defect"):
         scheduler._run(debug)
+
+
+def test_readiness_fails_while_a_backlog_waits_behind_an_offset_that_does_not_move() -> None:
+    shell = _shell()
+    probe = ShellProbe(shell, stuck_after=30.0)
+    c = shell.counters
+    c.phase, c.next_offset, c.high_watermark = "consuming", 3066, 3068
+    c.progressed = time.monotonic() - 10
+    assert probe.readiness() == (True, "consuming")  # moving recently: a backlog is just work
+    c.progressed = time.monotonic() - 31
+    ready, why = probe.readiness()
+    assert not ready and why.startswith("stuck: input offset 3066 has not been committed for 31s with 2 record(s) waiting")
+    c.high_watermark = 3066  # nothing waits: an idle scheduler is ready however long it has been idle
+    assert probe.readiness() == (True, "consuming")

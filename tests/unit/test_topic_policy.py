@@ -88,3 +88,31 @@ def test_the_state_topic_is_exempt_from_the_history_rules_only_when_named_and_no
         ("p.scheduler.state", "replication factor"),
         ("p.scheduler.state", "min.insync.replicas"),
     ]
+
+
+def test_the_submissions_topic_must_be_broker_stamped_and_keep_batches_as_sent() -> None:
+    """LogAppendTime (no backdating around a revocation) and compression.type=producer (the broker never inflates
+    a batch in its heap); the settings ``topic create`` gives the submissions topic pass."""
+    from substrate.config import Topics
+    from substrate.kafka import topic_config
+
+    topics = Topics("p")
+    made = {**topic_config(topics, topics.submissions), "min.insync.replicas": "1"}
+    assert (
+        history_risks(
+            [TopicSettings(topics.submissions, made, 1)], replication_factor=1, min_insync=1, submissions=topics.submissions
+        )
+        == []
+    )
+    loose = {**made, "message.timestamp.type": "CreateTime", "compression.type": "uncompressed"}
+    found = history_risks(
+        [TopicSettings(topics.submissions, loose, 1), TopicSettings(topics.journal, loose, 1)],
+        replication_factor=1,
+        min_insync=1,
+        submissions=topics.submissions,
+    )
+    assert [(r.topic, r.setting, r.value) for r in found] == [
+        (topics.submissions, "message.timestamp.type", "CreateTime"),
+        (topics.submissions, "compression.type", "uncompressed"),
+    ]
+    assert found[1].fix.endswith(f"--entity-name {topics.submissions} --add-config compression.type=producer")

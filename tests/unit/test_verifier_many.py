@@ -8,6 +8,7 @@ shared by several runs and across two partitions.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import subprocess
@@ -460,3 +461,18 @@ def test_blobs_hashed_ahead_give_the_same_verdicts_as_the_store(built: Built, tm
     wrapped.ahead([observations[1], changed], keep=[observations[1]])
     assert wrapped.sized(changed) is not None and wrapped.sized(missing) is None
     assert wrapped.get(observations[1]) == built.store.get(observations[1])
+
+
+def test_a_dump_exported_for_some_runs_says_the_others_are_not_in_it_never_deleted(built: Built, tmp_path: Path) -> None:
+    """``topic export --run RUN`` keeps the partition's audit chain whole but only RUN's journal records; ``--all``
+    on it reports RUN alone, and any other run is "not in this dump" (exit not found), not JOURNAL_MISSING."""
+    root = dump(built, tmp_path / "dump")
+    for path in (root / "topics" / "journal").iterdir():
+        kept = [line for line in path.read_bytes().splitlines(keepends=True) if json.loads(line).get("key") == base64.b64encode(RUN.encode()).decode()]
+        path.write_bytes(b"".join(kept))
+    (root / "manifest.json").write_text(json.dumps({"format": DUMP_FORMAT, "runs": [RUN]}))
+    many = verify_many(None, DumpSource(root), cas=built.store, trusted=built.trusted)
+    assert [(r.run_id, r.exit_code) for r in many] == [(RUN, EXIT_VERIFIED)]
+    other = verify(OTHER, DumpSource(root), cas=built.store, trusted=built.trusted)
+    assert other.exit_code == EXIT_NOT_FOUND and not other.header.found
+    assert other.header.reason is not None and "it was exported with --run for 1 other run(s) only" in other.header.reason

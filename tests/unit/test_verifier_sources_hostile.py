@@ -585,3 +585,38 @@ def test_without_the_switch_damage_raises_instead_of_being_skipped(tmp_path: Pat
         ("DUMP_RECORD_MISPLACED", 3),
         ("DUMP_TRUNCATED", 4),
     ]
+
+
+# ---------------------------------------------------------------------------
+# what Python's own parsers raise on hostile input is a typed verdict, never exit 4 (security review F7)
+# ---------------------------------------------------------------------------
+
+
+def test_a_deeply_nested_manifest_is_unreadable_input(tmp_path: Path) -> None:
+    root = make_dump(tmp_path / "dump")
+    (root / "manifest.json").write_text("[" * 200_000 + "]" * 200_000)
+    with pytest.raises(UnreadableInput, match="nested too deeply to be a dump manifest"):
+        DumpSource(root)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("partition", 10**20), ("partition", -1), ("offset", 2**63), ("partition", "Infinity"), ("offset", 1e400)],
+)
+def test_a_kcat_number_outside_kafkas_range_is_a_damaged_line(tmp_path: Path, field: str, value: Any) -> None:
+    capture = tmp_path / "journal.json"
+    item = {"topic": JOURNAL, "partition": 0, "offset": 1, "key": "run-a", "payload": "x", field: value}
+    bad = json.dumps(item).replace('"Infinity"', "Infinity").encode() + b"\n"
+    capture.write_bytes(kcat_line(0, 0) + bad + kcat_line(0, 2))
+    source = KcatSource([capture], PREFIX)
+    assert read_all(source) == [0, 2]
+    assert [(p.code, p.line) for p in source.dump_problems] == [("DUMP_LINE_CORRUPTED", 2)]
+
+
+def test_a_deeply_nested_kcat_line_is_a_damaged_line(tmp_path: Path) -> None:
+    capture = tmp_path / "journal.json"
+    nested = b'{"topic": "' + JOURNAL.encode() + b'", "partition": 0, "offset": 1, "payload": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n"
+    capture.write_bytes(kcat_line(0, 0) + nested + kcat_line(0, 2))
+    source = KcatSource([capture], PREFIX)
+    assert read_all(source) == [0, 2]
+    assert [(p.code, p.line) for p in source.dump_problems] == [("DUMP_LINE_CORRUPTED", 2)]
