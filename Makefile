@@ -50,6 +50,7 @@ bench: venv system-deps
 	$(VENV)/bin/python -m bench.rewind
 	$(VENV)/bin/python -m bench.snapshot
 	$(VENV)/bin/python -m bench.fold
+	$(VENV)/bin/python -m bench.cas
 
 # The shipped alert rules: builds promtool from the Go module proxy into .infra/bin (once), then
 # promtool check rules ops/prometheus/alerts.yml and promtool test rules ops/prometheus/tests/*.yml.

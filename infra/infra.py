@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Local infrastructure for bernstein: one Kafka 4.x broker (KRaft, combined
 broker+controller), or a three-node cluster of such nodes (`up --brokers 3`), and
-one S3Proxy server (S3 API on the local filesystem).
+one MinIO server (the content-addressed store: a versioned bucket with Object Lock, and
+one S3 identity each for producers, readers and ops, in .infra/s3/<name>.env).
 
-No Docker needed: both run as plain JVM processes from jars fetched once from
-Maven Central (see infra/kafka/pom.xml). Standard library only; confluent_kafka
+No Docker needed: Kafka runs as a plain JVM process from jars fetched once from Maven
+Central (see infra/kafka/pom.xml); MinIO is built once from the Go module proxy into
+~/.cache/bernstein (BERNSTEIN_TOOL_CACHE). Standard library only; confluent_kafka
 (Kafka readiness probe) and minio (bucket creation) are imported lazily from the
 project venv, so run this with .venv/bin/python (the infra/up, infra/down and
 infra/status wrappers do).
@@ -61,10 +63,12 @@ KAFKA_POM = REPO / "infra" / "kafka" / "pom.xml"
 # whatever --root says, so isolated test instances do not copy 140 MB each.
 JAR_CACHE = REPO / ".infra"
 MVN_DEP_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.11.0"
-S3PROXY_VERSION = "4.0.0"
+MINIO_MODULE = "github.com/minio/minio"
+MINIO_VERSION = "v0.0.0-20260212201848-7aac2a2c5b7c"
+"""The MinIO server, built from the Go module proxy (`go install`, ~6 min once) into TOOL_CACHE."""
+TOOL_CACHE = Path(os.environ.get("BERNSTEIN_TOOL_CACHE") or Path.home() / ".cache" / "bernstein")
+"""Built tools kept across clones and `infra/reset` (BERNSTEIN_TOOL_CACHE overrides): MinIO's binary."""
 
-DEFAULT_ACCESS_KEY = "bernstein"
-DEFAULT_SECRET_KEY = "bernstein-secret-key"  # noqa: S105 - the local test server's fixed credential
 DEFAULT_BUCKET = "bernstein-cas"
 S3_REGION = "us-east-1"
 
@@ -93,12 +97,6 @@ KAFKA_JVM_OPTS = [
     "-XX:ParallelGCThreads=1",
     "-XX:+ExitOnOutOfMemoryError",
     "-Djava.awt.headless=true",
-]
-S3PROXY_JVM_OPTS = [
-    "-Xmx256m",
-    "-Djava.awt.headless=true",
-    # silence logback's own configuration chatter at startup
-    "-Dlogback.statusListenerClass=ch.qos.logback.core.status.NopStatusListener",
 ]
 
 CLUSTER_NODES = (1, 2, 3)
@@ -152,11 +150,15 @@ class Paths:
         self.cluster_id = self.kafka / "cluster.id"
         self.server_props = self.kafka / "server.properties"
         self.log4j = self.kafka / "log4j2.properties"
-        self.s3 = self.state / "s3proxy"
-        self.s3_conf = self.s3 / "s3proxy.conf"
-        self.s3_pid = self.s3 / "s3proxy.pid"
-        self.s3_log = self.s3 / "s3proxy.log"
-        self.s3data = self.state / "s3data"
+        self.s3 = self.state / "minio"
+        self.s3data = self.s3 / "data"
+        self.s3_pid = self.s3 / "minio.pid"
+        self.s3_log = self.s3 / "minio.log"
+        self.s3_port = self.s3 / "port"
+        self.s3_root = self.s3 / "root.json"
+        """MinIO's root credential (random per deployment, 0600): only infra uses it, to manage identities."""
+        self.s3_identities = self.state / "s3"
+        """One env file per S3 identity infra made (producer, reader, ops), each 0600."""
         # secure mode (infra/up --secure): its own data dir, formatted with the SCRAM users
         self.kafka_data_secure = self.kafka / "data-secure"
         self.mode = self.kafka / "mode"
@@ -172,7 +174,7 @@ class Paths:
         self.brokers = self.kafka / "brokers"
         # jar cache (see JAR_CACHE)
         self.kafka_libs = JAR_CACHE / "kafka" / "libs"
-        self.s3_jar = JAR_CACHE / "s3proxy" / f"s3proxy-{S3PROXY_VERSION}-jar-with-dependencies.jar"
+        self.minio_bin = TOOL_CACHE / "minio" / MINIO_VERSION / "minio"
 
     def node(self, n: int) -> NodePaths:
         return NodePaths(self.cluster / f"node{n}")
@@ -221,7 +223,7 @@ def _reap(pid: int) -> None:
 
 class Service:
     """A JVM process we start, identified by its pid file AND its command line: a pid is
-    only considered ours if /proc/<pid>/cmdline contains the marker (kafka.Kafka or s3proxy)
+    only considered ours if /proc/<pid>/cmdline contains the marker (kafka.Kafka or minio)
     and this root's config file path."""
 
     def __init__(self, name: str, marker: str, pid_file: Path, config: Path, log: Path) -> None:
@@ -410,13 +412,8 @@ def load_ports(p: Paths) -> dict[str, int]:
             ):
                 kafka, controller = node_port_keys(n)
                 ports[kafka], ports[controller] = int(m[1]), int(m[2])
-    with contextlib.suppress(OSError):
-        if m := re.search(
-            r"^s3proxy\.endpoint=http://127\.0\.0\.1:(\d+)",
-            p.s3_conf.read_text(),
-            re.MULTILINE,
-        ):
-            ports["s3"] = int(m[1])
+    with contextlib.suppress(OSError, ValueError):
+        ports["s3"] = int(p.s3_port.read_text().strip())
     return ports
 
 
@@ -518,28 +515,31 @@ def ensure_kafka_jars(p: Paths) -> None:
     say(f"fetched {len(list(p.kafka_libs.glob('*.jar')))} jars in {time.monotonic() - t0:.1f}s")
 
 
-def ensure_s3proxy_jar(p: Paths) -> None:
-    if p.s3_jar.is_file():
+def ensure_minio(p: Paths) -> None:
+    """MinIO's server binary, built once from the Go module proxy into TOOL_CACHE (kept across clones)."""
+    if p.minio_bin.is_file():
         return
-    say(f"fetching S3Proxy {S3PROXY_VERSION} jar from Maven Central into {p.s3_jar.parent} (one-time, ~95 MB) ...")
+    go = shutil.which("go") or ("/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go", os.X_OK) else None)
+    if go is None:
+        raise InfraError("go not found on PATH: install Go 1.24 or newer (MinIO is built from the Go module proxy once)")
+    say(f"building MinIO {MINIO_VERSION} from the Go module proxy into {p.minio_bin.parent} (one-time, about 6 minutes) ...")
     t0 = time.monotonic()
-    partial = p.s3_jar.parent / "partial"
+    partial = p.minio_bin.parent / "partial"
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    _run_mvn(
-        [
-            f"{MVN_DEP_PLUGIN}:copy",
-            f"-Dartifact=org.gaul:s3proxy:{S3PROXY_VERSION}:jar:jar-with-dependencies",
-            f"-DoutputDirectory={partial}",
-        ],
-        "S3Proxy jar",
+    env = dict(os.environ, GOBIN=str(partial), GOFLAGS="-mod=mod", CGO_ENABLED="0")
+    r = subprocess.run(
+        [go, "install", f"{MINIO_MODULE}@{MINIO_VERSION}"], check=False, cwd=partial, env=env, capture_output=True, text=True
     )
-    got = partial / p.s3_jar.name
-    if not got.is_file():
-        raise InfraError(f"mvn finished but {got} is missing")
-    os.replace(got, p.s3_jar)
+    if r.returncode != 0 or not (partial / "minio").is_file():
+        out = (r.stdout + r.stderr).strip().splitlines()[-30:]
+        raise InfraError(
+            f"building MinIO failed (exit {r.returncode}); is the Go module proxy reachable?\n"
+            + "\n".join("  | " + line for line in out)
+        )
+    os.replace(partial / "minio", p.minio_bin)
     shutil.rmtree(partial, ignore_errors=True)
-    say(f"fetched S3Proxy in {time.monotonic() - t0:.1f}s")
+    say(f"built MinIO in {time.monotonic() - t0:.0f}s")
 
 
 # ---------------------------------------------------------------------------- kafka
@@ -1117,37 +1117,61 @@ def wait_cluster(
 # ------------------------------------------------------------------------------- s3
 
 
-def write_s3_config(p: Paths, port: int) -> None:
-    atomic_write(
-        p.s3_conf,
-        f"""\
-# Generated by infra/infra.py on every S3Proxy start; edits are overwritten.
-s3proxy.endpoint=http://127.0.0.1:{port}
-s3proxy.authorization=aws-v2-or-v4
-s3proxy.identity={DEFAULT_ACCESS_KEY}
-s3proxy.credential={DEFAULT_SECRET_KEY}
-jclouds.provider=filesystem
-jclouds.filesystem.basedir={p.s3data}
-""",
-    )
+S3_LOCK_MODE = os.environ.get("BERNSTEIN_S3_LOCK_MODE", "COMPLIANCE").strip().upper()
+"""The bucket's default Object Lock mode: COMPLIANCE (no one, not even MinIO's root, deletes or shortens a locked
+version) or GOVERNANCE (a principal granted s3:BypassGovernanceRetention can)."""
+S3_LOCK_DAYS = os.environ.get("BERNSTEIN_S3_LOCK_DAYS", "1").strip()
+"""How long every new object version is locked by default, in days: 1 for a local test store; a deployment sets
+what its retention policy says (docs/operations.md)."""
+
+S3_IDENTITIES: Final = ("producer", "reader", "ops")
+"""The S3 identities infra makes on its MinIO, each with the policy of ``s3_policy``; ``.infra/env`` names ops."""
+
+
+def s3_policy(name: str, bucket: str) -> dict[str, Any]:
+    """What each identity may do. A producer puts and gets blobs (no delete, no listing: it cannot see what
+    others stored); the verifier and export read blobs and their versions (a poisoned address keeps the
+    true bytes as an older version); ops may do anything with buckets, nothing with identities."""
+    objects = f"arn:aws:s3:::{bucket}/sha256/*"
+    statements: dict[str, list[dict[str, Any]]] = {
+        "producer": [{"Effect": "Allow", "Action": ["s3:PutObject", "s3:GetObject"], "Resource": [objects]}],
+        "reader": [
+            {"Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion"], "Resource": [objects]},
+            {"Effect": "Allow", "Action": ["s3:ListBucket", "s3:ListBucketVersions"], "Resource": [f"arn:aws:s3:::{bucket}"]},
+        ],
+        "ops": [{"Effect": "Allow", "Action": ["s3:*"], "Resource": ["arn:aws:s3:::*"]}],
+    }
+    return {"Version": "2012-10-17", "Statement": statements[name]}
+
+
+def s3_root_credentials(p: Paths) -> tuple[str, str]:
+    """MinIO's root user and password: made at random on the first start (0600); never in .infra/env."""
+    try:
+        data = json.loads(p.s3_root.read_text())
+        return str(data["user"]), str(data["password"])
+    except (OSError, ValueError, KeyError, TypeError):
+        user, password = "bernstein-root", secrets.token_urlsafe(24)
+        atomic_write(p.s3_root, json.dumps({"user": user, "password": password}) + "\n", mode=0o600)
+        return user, password
 
 
 def start_s3(p: Paths, svc: Service, port: int) -> int:
-    java = java_exe()
-    ensure_s3proxy_jar(p)
+    ensure_minio(p)
     p.s3data.mkdir(parents=True, exist_ok=True)
-    write_s3_config(p, port)
-    env = dict(os.environ, LOG_LEVEL=os.environ.get("S3PROXY_LOG_LEVEL", "info"))
-    argv = [
-        java,
-        *S3PROXY_JVM_OPTS,
-        "-jar",
-        str(p.s3_jar),
-        "--properties",
-        str(p.s3_conf),
-    ]
+    atomic_write(p.s3_port, f"{port}\n")
+    user, password = s3_root_credentials(p)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(p.s3),
+        "MINIO_ROOT_USER": user,
+        "MINIO_ROOT_PASSWORD": password,
+        "MINIO_BROWSER": "off",
+        "MINIO_UPDATE": "off",
+        "MINIO_CI_CD": "1",
+    }
+    argv = [str(p.minio_bin), "server", "--quiet", "--address", f"127.0.0.1:{port}", str(p.s3data)]
     pid = svc.spawn(argv, env=env)
-    say(f"s3: started S3Proxy pid {pid} on http://127.0.0.1:{port} (log {p.s3_log})")
+    say(f"s3: started MinIO pid {pid} on http://127.0.0.1:{port} (log {p.s3_log})")
     return pid
 
 
@@ -1162,7 +1186,7 @@ def _s3_probe(endpoint: str, timeout: float = 1.0) -> bool:
     try:
         conn.request("GET", "/")
         conn.getresponse().read()
-        return True  # any HTTP answer (S3Proxy: 403 for an unsigned request) means it serves
+        return True  # any HTTP answer (403 for an unsigned request) means it serves
     except (OSError, http.client.HTTPException):
         return False
     finally:
@@ -1173,7 +1197,7 @@ def wait_s3(endpoint: str, deadline: float, svc: Service | None = None, pid: int
     t0 = time.monotonic()
     while True:
         if svc is not None and pid is not None and not svc.alive(pid):
-            raise InfraError(f"s3: S3Proxy pid {pid} exited during startup; last lines of {svc.log}:\n{tail(svc.log)}")
+            raise InfraError(f"s3: MinIO pid {pid} exited during startup; last lines of {svc.log}:\n{tail(svc.log)}")
         if _s3_probe(endpoint):
             return time.monotonic() - t0
         if time.monotonic() >= deadline:
@@ -1181,9 +1205,86 @@ def wait_s3(endpoint: str, deadline: float, svc: Service | None = None, pid: int
                 raise InfraError(f"s3: not ready after {time.monotonic() - t0:.0f}s; last lines of {svc.log}:\n{tail(svc.log)}")
             raise InfraError(
                 f"s3: external endpoint BERNSTEIN_S3_ENDPOINT={endpoint} not reachable after "
-                f"{time.monotonic() - t0:.0f}s; start it, or unset the variable to use local S3Proxy"
+                f"{time.monotonic() - t0:.0f}s; start it, or unset the variable to use the local MinIO"
             )
         time.sleep(POLL_S)
+
+
+def _s3_client(endpoint: str, access: str, secret: str) -> Any:
+    try:
+        from minio import Minio
+    except ImportError:
+        raise InfraError(
+            "python package minio missing: run infra with .venv/bin/python "
+            "(use the infra/up wrapper; create the venv with `make venv`)"
+        ) from None
+    u = urllib.parse.urlsplit(endpoint)
+    return Minio(u.netloc, access_key=access, secret_key=secret, secure=u.scheme == "https", region=S3_REGION)
+
+
+def ensure_locked_bucket(endpoint: str, root: tuple[str, str], bucket: str) -> None:
+    """The local MinIO's bucket: versioned, with Object Lock and a default retention (S3_LOCK_MODE, S3_LOCK_DAYS).
+    A locked version cannot be deleted or overwritten; a put under its key only adds a version."""
+    import urllib3
+    from minio.error import S3Error
+    from minio.objectlockconfig import DAYS, ObjectLockConfig
+
+    if S3_LOCK_MODE not in ("COMPLIANCE", "GOVERNANCE") or not S3_LOCK_DAYS.isdigit() or int(S3_LOCK_DAYS) < 1:
+        raise InfraError(
+            f"BERNSTEIN_S3_LOCK_MODE={S3_LOCK_MODE!r} / BERNSTEIN_S3_LOCK_DAYS={S3_LOCK_DAYS!r}: the mode is COMPLIANCE or "
+            "GOVERNANCE, the days a whole number of at least 1"
+        )
+    client = _s3_client(endpoint, *root)
+    try:
+        if not client.bucket_exists(bucket):
+            client.make_bucket(bucket, object_lock=True)
+            say(f"s3: created bucket {bucket} (versioned, Object Lock)")
+        client.set_object_lock_config(bucket, ObjectLockConfig(S3_LOCK_MODE, int(S3_LOCK_DAYS), DAYS))
+    except S3Error as e:
+        raise InfraError(
+            f"s3: bucket {bucket!r} with Object Lock failed at {endpoint}: {e.code}: {e.message}; a bucket made without "
+            f"Object Lock cannot get it later: `infra/reset` starts the local store afresh"
+        ) from None
+    except (OSError, ValueError, urllib3.exceptions.HTTPError) as e:
+        raise InfraError(f"s3: cannot talk to {endpoint}: {e}") from None
+
+
+def ensure_s3_identities(p: Paths, endpoint: str, root: tuple[str, str], bucket: str) -> dict[str, tuple[str, str]]:
+    """The local MinIO's identities (S3_IDENTITIES) with their policies, each written to .infra/s3/<name>.env (0600);
+    their secrets are made once and kept. Returns name -> (access key, secret key)."""
+    import urllib3
+    from minio.credentials.providers import StaticProvider
+    from minio.error import MinioAdminException
+    from minio.minioadmin import MinioAdmin
+
+    u = urllib.parse.urlsplit(endpoint)
+    admin = MinioAdmin(endpoint=u.netloc, credentials=StaticProvider(*root), secure=u.scheme == "https", region=S3_REGION)
+    made: dict[str, tuple[str, str]] = {}
+    try:
+        for name in S3_IDENTITIES:
+            path = p.s3_identities / f"{name}.env"
+            known = _read_env_file(path)
+            access = f"bernstein-{name}"
+            secret = known.get("BERNSTEIN_S3_SECRET_KEY") or secrets.token_urlsafe(24)
+            admin.policy_add(f"bernstein-{name}", policy=s3_policy(name, bucket))
+            admin.user_add(access, secret)
+            admin.policy_set(f"bernstein-{name}", user=access)
+            atomic_write(
+                path,
+                f"BERNSTEIN_S3_ENDPOINT={endpoint}\nBERNSTEIN_S3_ACCESS_KEY={access}\nBERNSTEIN_S3_SECRET_KEY={secret}\n"
+                f"BERNSTEIN_S3_BUCKET={bucket}\n",
+                mode=0o600,
+            )
+            made[name] = (access, secret)
+    except (MinioAdminException, OSError, ValueError, urllib3.exceptions.HTTPError) as e:
+        raise InfraError(f"s3: cannot set up the S3 identities at {endpoint}: {e}") from None
+    return made
+
+
+def _read_env_file(path: Path) -> dict[str, str]:
+    with contextlib.suppress(OSError):
+        return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+    return {}
 
 
 def ensure_bucket(endpoint: str, access: str, secret: str, bucket: str) -> None:
@@ -1255,7 +1356,7 @@ class Ctx:
             self.p.broker_out,
         )
         self.nodes = {n: self._node_service(n) for n in CLUSTER_NODES}
-        self.s3 = Service("s3", "s3proxy", self.p.s3_pid, self.p.s3_conf, self.p.s3_log)
+        self.s3 = Service("s3", "minio", self.p.s3_pid, self.p.s3data, self.p.s3_log)
         self.ports = load_ports(self.p)
 
     def _node_service(self, n: int) -> Service:
@@ -1301,7 +1402,7 @@ class Ctx:
                     "BERNSTEIN_S3_ENDPOINT is set, so BERNSTEIN_S3_ACCESS_KEY and BERNSTEIN_S3_SECRET_KEY must be set too"
                 )
             return ak, sk, bucket
-        return DEFAULT_ACCESS_KEY, DEFAULT_SECRET_KEY, bucket
+        return "", "", bucket  # the local MinIO's: its ops identity, made once it is up (ensure_s3_identities)
 
     def deadline(self, external: bool) -> float:
         t = self.timeout if self.timeout is not None else (EXTERNAL_READY_TIMEOUT_S if external else READY_TIMEOUT_S)
@@ -1467,7 +1568,7 @@ def cmd_up(ctx: Ctx) -> int:
             if "kafka" in to_start:
                 ensure_kafka_jars(p)
             if "s3" in to_start:
-                ensure_s3proxy_jar(p)
+                ensure_minio(p)
         # Start the JVMs before waiting for any: they boot in parallel.
         if start_single:
             k_new = start_kafka(p, ctx.kafka, ctx.ports, wanted)
@@ -1514,7 +1615,12 @@ def cmd_up(ctx: Ctx) -> int:
         )
         if s_new:
             say(f"s3: ready in {dt:.1f}s")
-        ensure_bucket(s3_endpoint, ak, sk, bucket)
+        if s_ext:
+            ensure_bucket(s3_endpoint, ak, sk, bucket)
+        else:
+            root = s3_root_credentials(p)
+            ensure_locked_bucket(s3_endpoint, root, bucket)
+            ak, sk = ensure_s3_identities(p, s3_endpoint, root, bucket)["ops"]
         if k_ext:
             config_file = os.environ.get("BERNSTEIN_KAFKA_CONFIG_FILE") or None
         else:
@@ -1544,7 +1650,7 @@ def cmd_up(ctx: Ctx) -> int:
 
 
 def cmd_down(ctx: Ctx) -> int:
-    """stop the broker (or the three nodes) and S3Proxy started here (SIGTERM, SIGKILL after 30 s)"""
+    """stop the broker (or the three nodes) and MinIO started here (SIGTERM, SIGKILL after 30 s)"""
     with locked(ctx.p):
         services = (ctx.kafka, *ctx.nodes.values(), ctx.s3)
         targets = [(svc, pid) for svc in services if (pid := svc.running_pid()) is not None]
@@ -1707,7 +1813,7 @@ def cmd_reset(ctx: Ctx) -> int:
     cmd_down(ctx)
     p = ctx.p
     with locked(p):
-        for d in (p.kafka_data, p.kafka_data_secure, p.cluster, p.s3data, p.kafka_logs, p.tls, p.clients):
+        for d in (p.kafka_data, p.kafka_data_secure, p.cluster, p.s3data, p.s3_identities, p.kafka_logs, p.tls, p.clients):
             shutil.rmtree(d, ignore_errors=True)
         for f in (
             p.mode,
@@ -1718,7 +1824,8 @@ def cmd_reset(ctx: Ctx) -> int:
             p.env,
             p.server_props,
             p.log4j,
-            p.s3_conf,
+            p.s3_port,
+            p.s3_root,
             p.s3_log,
         ):
             f.unlink(missing_ok=True)
@@ -1756,7 +1863,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         prog="infra.py",
         parents=[common],
-        description="Local Kafka (KRaft) + S3Proxy for bernstein.",
+        description="Local Kafka (KRaft) + MinIO for bernstein.",
     )
     sub = ap.add_subparsers(dest="command", required=True, metavar="{" + ",".join(COMMANDS) + "}")
     for name, func in COMMANDS.items():

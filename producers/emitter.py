@@ -345,8 +345,11 @@ class Emitter:
     def _require_evidence(self, result: ActivityResult) -> None:
         try:
             self.store.put(result.artifact)
+            # S3: stored with its checksum (``holds``), not merely present; bytes placed at the address first by
+            # someone else are not this observation's evidence
+            holds = getattr(self.store, "holds", self.store.has)
             for observation in result.observations:
-                if not self.store.has(observation.content_hash):
+                if not holds(observation.content_hash):
                     raise EvidenceNotStored(
                         f"observation {observation.ref!r} ({observation.content_hash}) is not in the CAS; "
                         "capture it with Emitter.capture() or store_blobs() before publishing"

@@ -2,7 +2,7 @@
 # Install the Debian packages the project needs, only when something is missing.
 # kcat: the kcat round-trip test; chromium: the browser modality (Playwright drives
 # Debian's Chromium via executable_path, never `playwright install`); a JDK and Maven
-# run Kafka and S3Proxy from Maven Central jars.
+# run Kafka from Maven Central jars (MinIO is built with Go by infra/up).
 set -euo pipefail
 missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)

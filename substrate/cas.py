@@ -23,10 +23,24 @@ whatever the sender put there), so reading is bounded:
 
 Both refusals are ``CasError``s, which a verifier reports as an unreadable
 blob of the stage that names it (a mismatch), not as unusable input.
+
+An S3 store is shared by every producer, so it may be hostile too (docs/security.md):
+
+- every upload carries ``x-amz-checksum-sha256`` equal to its address, so the store itself
+  refuses bytes that are not the address's; an upload is skipped only when the newest version
+  at the address carries that same checksum (the store computed and checked it), never merely
+  because an object is there: bytes placed first by someone else cannot stop the true ones
+  from being stored;
+- with versioning and Object Lock (``infra/up`` makes its bucket so) nothing can remove a
+  version, so a reader whose newest version does not hash to its address looks through the
+  older ones, reads the true bytes from the one that does, and keeps every other version it
+  saw as an ``OtherVersion`` (``S3BlobStore.other_versions``): a poisoning attempt the
+  verifier names without failing the run whose true bytes are present.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import os
@@ -351,8 +365,30 @@ class DirBlobStore(_StreamedStore):
 
 
 @dataclass(frozen=True)
+class OtherVersion:
+    """A version at a blob's address whose bytes are not the address's: a poisoning attempt (or damage).
+
+    Found by a reader that then read the true bytes from another version of the same key."""
+
+    digest: str
+    """The address (the digest the bytes should have)."""
+    version_id: str
+    recomputed: str
+    """What this version's bytes hash to ("" when it could not be read, or is a delete marker)."""
+    written: str
+    """When the store says the version was written (ISO 8601), "" when it does not say."""
+    owner: str = ""
+    """Who wrote it, when the store says (its listing's owner), else ""."""
+
+
+def checksum_sha256(digest: str) -> str:
+    """The ``x-amz-checksum-sha256`` of the bytes whose address is ``digest`` (base64 of the raw SHA-256)."""
+    return base64.b64encode(bytes.fromhex(digest_hex(digest))).decode("ascii")
+
+
+@dataclass(frozen=True)
 class S3Settings:
-    """How to reach the S3 (MinIO or S3Proxy) bucket that holds the CAS."""
+    """How to reach the S3 (MinIO) bucket that holds the CAS."""
 
     endpoint: str
     """``http://host:port`` or ``https://host:port``."""
@@ -386,6 +422,9 @@ class S3BlobStore(_StreamedStore):
             ),
         )
 
+        self.other_versions: dict[str, list[OtherVersion]] = {}
+        """Digest -> the versions at its address that hold other bytes, as readers found them (see the module doc)."""
+
     def describe(self) -> str:
         return f"s3 bucket {self.settings.bucket} at {self.settings.endpoint}"
 
@@ -398,7 +437,8 @@ class S3BlobStore(_StreamedStore):
 
     def put_result(self, data: bytes) -> PutResult:
         digest = sha256_digest(data)
-        if self.has(digest):
+        checksum = checksum_sha256(digest)
+        if self.holds(digest, checksum):
             return PutResult(digest, stored=False)
         try:
             self._client.put_object(
@@ -407,18 +447,90 @@ class S3BlobStore(_StreamedStore):
                 io.BytesIO(data),
                 length=len(data),
                 content_type="application/octet-stream",
+                metadata={"x-amz-checksum-sha256": checksum},  # the store refuses other bytes
             )
         except Exception as exc:  # noqa: BLE001
             raise self._translate(exc, f"store blob {digest}") from exc
         return PutResult(digest, stored=True)
 
-    def _stream(self, digest: str, sink: Any) -> str:
-        """``sha256:<hex>`` of the stored object, read in chunks (each also given to ``sink``), at most the bound."""
+    def holds(self, digest: str, checksum: str | None = None) -> bool:
+        """True only when the newest version at ``digest``'s address provably holds its bytes: the store
+        computed and checked its SHA-256 checksum at upload and that checksum is the address's."""
+        try:
+            info = self._client.stat_object(
+                self.settings.bucket, blob_key(digest), extra_headers={"x-amz-checksum-mode": "ENABLED"}
+            )
+        except Exception as exc:  # noqa: BLE001
+            if _is_missing(exc):
+                return False
+            raise self._translate(exc, f"look up blob {digest}") from exc
+        stored = (info.metadata or {}).get("x-amz-checksum-sha256")
+        return stored is not None and stored == (checksum or checksum_sha256(digest))
+
+    def get(self, digest: str) -> bytes:
+        try:
+            return super().get(digest)
+        except (BlobIntegrityError, BlobNotFound) as newest:
+            data = bytearray()
+            if self._true_version(digest, newest, data.extend) is None:
+                raise
+            return bytes(data)
+
+    def check(self, digest: str) -> None:
+        try:
+            super().check(digest)
+        except (BlobIntegrityError, BlobNotFound) as newest:
+            if self._true_version(digest, newest, None) is None:
+                raise
+
+    def _true_version(self, digest: str, newest: CasError, sink: Any) -> str | None:
+        """The id of an older version at ``digest``'s address whose bytes hash to it (streamed into ``sink``),
+        noting every other version in ``other_versions``; None when there is none (or versions cannot be listed)."""
+        from minio.error import S3Error
+
+        key = blob_key(digest)
+        try:
+            versions = [
+                v
+                for v in self._client.list_objects(self.settings.bucket, prefix=key, include_version=True)
+                if v.object_name == key and v.version_id
+            ]
+        except S3Error:
+            return None  # no ListBucketVersions (a producer's identity): the newest version's verdict stands
+        except Exception as exc:  # noqa: BLE001
+            raise self._translate(exc, f"list the versions of blob {digest}") from exc
+        versions.sort(key=lambda v: v.last_modified.timestamp() if v.last_modified else 0.0, reverse=True)
+        others: list[OtherVersion] = []
+        found: str | None = None
+        for version in versions:
+            recomputed = ""
+            if not version.is_delete_marker:
+                sunk = bytearray() if sink is not None else None
+                try:
+                    recomputed = self._stream(digest, None if sunk is None else sunk.extend, version.version_id)
+                except CasError:
+                    recomputed = ""
+                if recomputed == digest and found is None:
+                    found = version.version_id
+                    if sink is not None and sunk is not None:
+                        sink(bytes(sunk))
+                    continue
+            owner = getattr(version, "owner_name", None) or getattr(version, "owner_id", None) or ""
+            written = version.last_modified.isoformat() if version.last_modified else ""
+            others.append(OtherVersion(digest, str(version.version_id), recomputed, written, str(owner)))
+        if found is None:
+            return None
+        self.other_versions[digest] = others
+        return found
+
+    def _stream(self, digest: str, sink: Any, version_id: str | None = None) -> str:
+        """``sha256:<hex>`` of the stored object (its newest version, or ``version_id``), read in chunks (each also
+        given to ``sink``), at most the bound."""
         key = blob_key(digest)
         hasher = hashlib.sha256()
         response = None
         try:
-            response = self._client.get_object(self.settings.bucket, key)
+            response = self._client.get_object(self.settings.bucket, key, version_id=version_id)
             length = response.headers.get("Content-Length")
             if length is not None and length.isdigit() and int(length) > MAX_BLOB_BYTES:
                 raise BlobTooLarge(digest, int(length), self.describe())
@@ -443,6 +555,7 @@ class S3BlobStore(_StreamedStore):
         return "sha256:" + hasher.hexdigest()
 
     def has(self, digest: str) -> bool:
+        """An object (any bytes) is at ``digest``'s address; ``holds`` says whether they are the right ones."""
         key = blob_key(digest)
         try:
             self._client.stat_object(self.settings.bucket, key)

@@ -2,7 +2,7 @@
 
 Subclasses provide three fixtures: ``store`` (a BlobStore), ``overwrite``
 (replace the bytes stored under a digest, to simulate tampering) and
-``remove`` (delete a blob).
+``remove`` (delete a blob), and say whether the store ``keeps_versions``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,9 @@ from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, blob_key
 
 
 class BlobStoreContract:
+    keeps_versions = False
+    """The store keeps every version of a key (S3 with versioning and Object Lock): nothing written is lost."""
+
     def test_put_returns_the_content_digest_and_get_returns_the_bytes(self, store: BlobStore) -> None:
         data = os.urandom(1000)
         digest = store.put(data)
@@ -25,27 +28,57 @@ class BlobStoreContract:
         assert store.has(digest)
         assert store.get(digest) == data
 
-    def test_put_is_idempotent_and_never_rewrites(self, store: BlobStore, overwrite: Callable[[str, bytes], None]) -> None:
-        data = os.urandom(64)
+    def test_a_changed_blob_is_never_read_as_its_address(self, store: BlobStore, overwrite: Callable[[str, bytes], None]) -> None:
+        """Other bytes at an address are named: a store without versions raises with both digests; a versioned
+        store (``keeps_versions``) reads the true bytes from the version that holds them and names the other one."""
+        nonce = os.urandom(8).hex().encode()  # a store keeps its versions: an address of this run's own
+        data, changed = b"original page bytes " + nonce, b"original page bytez " + nonce
         digest = store.put(data)
-        overwrite(digest, b"tampered")
-        assert store.put(data) == digest  # present: not rewritten, so the tamper stays visible
-        with pytest.raises(BlobIntegrityError):
-            store.get(digest)
+        overwrite(digest, changed)
+        if not self.keeps_versions:
+            with pytest.raises(BlobIntegrityError) as info:
+                store.get(digest)
+            assert info.value.expected == digest
+            assert info.value.actual == sha256_digest(changed)
+            assert info.value.code == "E_BLOB_INTEGRITY"
+            return
+        assert store.get(digest) == data
+        (other,) = store.other_versions[digest]  # type: ignore[attr-defined]
+        assert (other.digest, other.recomputed) == (digest, sha256_digest(changed))
 
-    def test_get_rehashes_and_names_both_digests(self, store: BlobStore, overwrite: Callable[[str, bytes], None]) -> None:
-        data = b"original page bytes"
-        digest = store.put(data)
-        overwrite(digest, b"original page bytez")
-        with pytest.raises(BlobIntegrityError) as info:
-            store.get(digest)
-        assert info.value.expected == digest
-        assert info.value.actual == sha256_digest(b"original page bytez")
-        assert info.value.code == "E_BLOB_INTEGRITY"
+    def test_put_stores_again_only_what_is_not_provably_there(
+        self, store: BlobStore, overwrite: Callable[[str, bytes], None]
+    ) -> None:
+        """A second put of the same bytes is not stored again; after the address was overwritten, a store without
+        versions keeps the tamper visible (never rewrites), a versioned one stores the true bytes as its newest version."""
+        data = os.urandom(64)
+        first = store.put_result(data)  # type: ignore[attr-defined]
+        again = store.put_result(data)  # type: ignore[attr-defined]
+        assert (first.digest, first.stored, again.stored) == (sha256_digest(data), True, False)
+        overwrite(first.digest, b"tampered")
+        assert store.put_result(data).stored is self.keeps_versions  # type: ignore[attr-defined]
+        if self.keeps_versions:
+            assert store.get(first.digest) == data
+        else:
+            with pytest.raises(BlobIntegrityError):
+                store.get(first.digest)
 
     def test_missing_blob_is_its_own_error(self, store: BlobStore, remove: Callable[[str], None]) -> None:
-        digest = store.put(os.urandom(32))
+        """A removed blob is gone from a store without versions; a versioned store keeps it under the delete."""
+        data = os.urandom(32)
+        digest = store.put(data)
         remove(digest)
+        assert not store.has(digest)
+        if self.keeps_versions:
+            assert store.get(digest) == data
+            assert [v.recomputed for v in store.other_versions[digest]] == [""]  # type: ignore[attr-defined]
+            return
+        with pytest.raises(BlobNotFound) as info:
+            store.get(digest)
+        assert info.value.digest == digest
+
+    def test_a_blob_never_stored_is_not_found(self, store: BlobStore) -> None:
+        digest = sha256_digest(os.urandom(32))
         assert not store.has(digest)
         with pytest.raises(BlobNotFound) as info:
             store.get(digest)

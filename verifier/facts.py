@@ -305,6 +305,8 @@ def result_fact(entry: dict[str, Any], stored: str, payload: bytes) -> tuple[Any
         recomputed_set,
         payload,
         _declared(entry["observations"]),
+        entry["producer_id"],
+        entry.get("producer_key_id", ""),
     )
 
 

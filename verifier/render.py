@@ -97,7 +97,11 @@ def _seal_line(seal: SealVerdict, is_open: bool = False) -> str:
     if is_open:
         signed = f", {plural(seal.seals, 'periodic seal')} signed by pinned key {keys}" if seal.seals else ""
         return f"  OPEN seal (no final seal yet: the last valid seal covers {plural(seal.covered, 'entry', 'entries')}{signed})"
-    return f"  OK seal (final seal covers {plural(seal.covered, 'entry', 'entries')}, {plural(seal.seals, 'seal')} signed by pinned key {keys})"
+    closed = f", closed by {author(seal.closed_by, seal.closed_by_key)}" if seal.closed_by else ""
+    return (
+        f"  OK seal (final seal covers {plural(seal.covered, 'entry', 'entries')}, {plural(seal.seals, 'seal')} signed by "
+        f"pinned key {keys}{closed})"
+    )
 
 
 def _audit_line(audit: AuditVerdict) -> str:
@@ -145,6 +149,13 @@ def stage_lines(stage: StageVerdict) -> Iterator[str]:
         yield f"  OK {stage.stage_id} [{stage.kind}]{notes}"
     for detail in stage.details:
         yield f"    {detail.text}"
+    if stage.producer:  # after the details: the seed's stage block stays as the seed writes it
+        yield f"    by {author(stage.producer, stage.key_id)}"
+
+
+def author(producer: str, key_id: str) -> str:
+    """``alice@agents (key K)``: who a stage or a close names as its maker, and the key that signed it."""
+    return f"{producer} (key {key_id})" if key_id else f"{producer} (unsigned: predates producer signatures)"
 
 
 def final_line(header: RunHeader, tally: StageTally, code: int) -> str:

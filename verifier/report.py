@@ -111,6 +111,10 @@ class SealVerdict(HeaderCheckVerdict):
     covered: int
     """Entries covered by the last valid seal."""
     key_ids: tuple[str, ...] = ()
+    closed_by: str = ""
+    """The producer whose signed RunClose closed the run ("" while open, or for a RunClose.v1)."""
+    closed_by_key: str = ""
+    """The key id that signed that close."""
 
 
 @dataclass(frozen=True)
@@ -199,6 +203,11 @@ class StageVerdict:
     result (a killed worker, a refused result): its actions are replayed like any others, and it is shown."""
     findings: tuple[Problem, ...] = ()
     """Named problems of this stage (``EVIDENCE_SIZE_MISMATCH``), in the document as ``problems``; the stage fails."""
+    producer: str = ""
+    """The producer the stage's journal entry names (its submission's ``producer.id``); "" when unknown."""
+    key_id: str = ""
+    """The producer key that signed the stage's submission (JournalEntry.v3); whether that signature verifies
+    under a pinned key is the report's producers verdict, which names the entry when it does not."""
 
     def __init__(
         self,
@@ -216,6 +225,8 @@ class StageVerdict:
         unchecked: str = "",
         incomplete: bool = False,
         findings: tuple[Problem, ...] = (),
+        producer: str = "",
+        key_id: str = "",
     ) -> None:
         # One dict update, not the generated frozen __init__'s object.__setattr__ per field: a pass
         # builds one verdict per stage, and this is 0.7 us against 1.65 us (a sixth of the stage pass).
@@ -234,7 +245,14 @@ class StageVerdict:
             unchecked=unchecked,
             incomplete=incomplete,
             findings=findings,
+            producer=producer,
+            key_id=key_id,
         )
+
+    def made_by(self, producer: str, key_id: str) -> StageVerdict:
+        """This verdict, naming who made the stage (set once by the builder, before the verdict is handed out)."""
+        self.__dict__.update(producer=producer, key_id=key_id)
+        return self
 
     @property
     def failed(self) -> bool:
@@ -251,6 +269,8 @@ class StageVerdict:
             "notes": list(self.notes),
             "evidence_reattached": self.evidence_reattached,
             "terminal_state": self.terminal_state,
+            "producer": self.producer,
+            "key_id": self.key_id,
             "details": [{"text": d.text, "ok": d.ok, **dict(d.data)} for d in self.details],
             **({"data": self.data} if self.data else {}),
             **({"unchecked": self.unchecked} if self.unchecked else {}),

@@ -518,7 +518,7 @@ def _not_found(run_id: str, source: RecordSource, mentions: int) -> RunHeader:
     (``_audit_mentions``). A dump exported with ``--run`` for other runs does not hold this one at all: "not in this
     dump", never "deleted"."""
     scope = _export_scope(source)
-    if scope is not None and run_id not in scope:
+    if mentions and scope is not None and run_id not in scope:
         header = RunHeader(
             run_id,
             source.describe(),
@@ -690,6 +690,8 @@ class _ChainWalk:
         self.seal_keys: set[str] = set()
         self.final_claimed = False
         """A seal record that says it is final (or cannot say: undecodable), valid or not."""
+        self.closed_by = ("", "")
+        """(producer, key id) of the signed RunClose the final seal carries."""
 
     def feed_many(
         self,
@@ -874,6 +876,7 @@ class _ChainWalk:
         if closed is None:
             self.legacy += 1  # closed by a RunClose.v1: it predates producer signatures
             return
+        self.closed_by = (closed["producer_id"], closed["key_id"])
         what = f"the run close {closed['submission_id']!r} in the final seal at offset {offset}"
         try:
             signed: bytes | None = submission_signing_input(
@@ -1090,6 +1093,8 @@ class _ChainWalk:
             final=self.final_seal_offset is not None,
             covered=self.covered,
             key_ids=tuple(sorted(self.seal_keys)),
+            closed_by=self.closed_by[0],
+            closed_by_key=self.closed_by[1],
             problem=self.seals.first,
             further_problems=self.seals.further,
         )
@@ -2076,16 +2081,52 @@ class _StageBuilder:
                 check = checks[entry_kind] = check_for(entry_kind)
             entry = c.decode(fact[12], expect=_ENTRY).record if check is not None else None
             related = tuple(sessions.pop(fact[5], ())) if entry_kind == "browser" else ()
-            yield _stage_verdict(
+            verdict = _stage_verdict(
                 fact, entry, check, offset, self.cas, self.trusted, untrusted, related, self.why_unchecked, self.tally, row[1]
             )
+            verdict = verdict.made_by(fact[14], fact[15])
+            other = getattr(self.cas, "other_versions", None)
+            if other:  # an S3 store that read some blob's true bytes from an older version
+                verdict = _naming_other_versions(verdict, [o[2] for o in fact[10]] + [fact[8]], other)
+            yield verdict
 
     def finish(self) -> Iterator[StageVerdict]:
         # Sessions whose actions were journalled but that never produced an accepted
         # browser result (a killed worker, a refused result): replayed like any others.
         for session_id, actions in self.sessions.items():
-            yield _incomplete_session(self.run_id, session_id, actions, self.cas, self.trusted, self.why_unchecked, self.tally)
+            verdict = _incomplete_session(
+                self.run_id, session_id, actions, self.cas, self.trusted, self.why_unchecked, self.tally
+            )
+            first = actions[0][1] if actions else {}
+            yield verdict.made_by(first.get("producer_id", ""), first.get("lineage_key_id", ""))
         self.sessions = {}
+
+
+def _naming_other_versions(verdict: StageVerdict, digests: list[str], other: dict[str, list[Any]]) -> StageVerdict:
+    """The verdict with a ``store`` line per other version at the address of one of its blobs (``CAS_VERSION_POISONED``):
+    bytes someone put where this stage's evidence lives. The true bytes were read from another version, so the stage's
+    own verdict stands; the line names the version, when it was written and what its bytes hash to."""
+    lines = []
+    for digest in dict.fromkeys(digests):
+        for version in other.get(digest, ()):
+            what = f"bytes hashing to {version.recomputed}" if version.recomputed else "no readable bytes (a delete marker)"
+            by = f" by {version.owner}" if version.owner else ""
+            lines.append(
+                DetailLine(
+                    f"store CAS_VERSION_POISONED {digest}: version {version.version_id} (written {version.written or '?'}"
+                    f"{by}) holds {what}; the true bytes were read from another version",
+                    False,
+                    {
+                        "code": "CAS_VERSION_POISONED",
+                        "digest": digest,
+                        "version_id": version.version_id,
+                        "recomputed": version.recomputed,
+                        "written": version.written,
+                        "owner": version.owner,
+                    },
+                )
+            )
+    return replace(verdict, details=(*verdict.details, *lines)) if lines else verdict
 
 
 def _incomplete_session(
@@ -2195,6 +2236,8 @@ def _stage_verdict(
         recomputed_set,
         payload,
         sizes,
+        _producer,
+        _key_id,
     ) = fact
     problems: list[str] = []
     notes: list[str] = []

@@ -389,6 +389,9 @@ struct FullEntry<'a> {
     observations: Vec<(&'a str, &'a str, &'a str)>,
     /// The observations' declared sizes (JournalEntry.v2 and v3); None for v1, which declares none.
     sizes: Option<Vec<i64>>,
+    /// Who the entry says made the stage: its producer, and (JournalEntry.v3) the key id that signed it ("" before).
+    producer_id: &'a str,
+    key_id: &'a str,
 }
 
 fn decode_journal_entry(payload: &[u8]) -> Option<FullEntry<'_>> {
@@ -401,7 +404,7 @@ fn decode_journal_entry(payload: &[u8]) -> Option<FullEntry<'_>> {
     let stage_id = r.string().ok()?;
     let _role = r.string().ok()?;
     let kind = r.string().ok()?;
-    let _producer_id = r.string().ok()?;
+    let producer_id = r.string().ok()?;
     let _submission_id = r.string().ok()?;
     let artifact_hash = r.string().ok()?;
     let evidence_set_hash = r.string().ok()?;
@@ -438,6 +441,8 @@ fn decode_journal_entry(payload: &[u8]) -> Option<FullEntry<'_>> {
         // none declared (an empty list when there is nothing to declare, as the reference reads it)
         sizes: observations.is_empty().then(Vec::new),
         observations,
+        producer_id,
+        key_id: "",
     })
 }
 
@@ -453,7 +458,7 @@ fn decode_sized_entry(payload: &[u8], signed: bool) -> Option<FullEntry<'_>> {
     let stage_id = r.string().ok()?;
     let _role = r.string().ok()?;
     let kind = r.string().ok()?;
-    let _producer_id = r.string().ok()?;
+    let producer_id = r.string().ok()?;
     let _submission_id = r.string().ok()?;
     let artifact_hash = r.string().ok()?;
     let evidence_set_hash = r.string().ok()?;
@@ -478,8 +483,9 @@ fn decode_sized_entry(payload: &[u8], signed: bool) -> Option<FullEntry<'_>> {
     let _partition = r.long().ok()?;
     let _offset = r.long().ok()?;
     let _occurred_at_ms = r.long().ok()?;
+    let mut key_id = "";
     if signed {
-        let _key_id = r.string().ok()?;
+        key_id = r.string().ok()?;
         let _signature = r.bytes().ok()?;
     }
     if r.position() != body.len() {
@@ -495,6 +501,8 @@ fn decode_sized_entry(payload: &[u8], signed: bool) -> Option<FullEntry<'_>> {
         evidence_set_hash,
         observations,
         sizes: Some(sizes),
+        producer_id,
+        key_id,
     })
 }
 
@@ -1460,7 +1468,8 @@ impl FactReader {
     /// that is not a decodable activity.result entry; `(2, stored,
     /// recomputed entry hash, run_id, seq, stage_id, kind, terminal_state,
     /// artifact_hash, evidence_set_hash, observations, recomputed evidence set
-    /// hash or None when a member is malformed, payload, declared sizes)` with
+    /// hash or None when a member is malformed, payload, declared sizes, producer_id,
+    /// producer key id ("" before JournalEntry.v3))` with
     /// observations as ((kind, ref, content_hash), ...) and the sizes as a
     /// tuple of ints (JournalEntry.v2, v3), or None (v1 declares none).
     fn stage_facts<'py>(
@@ -1479,6 +1488,8 @@ impl FactReader {
         let mut kinds = Reuse::new();
         let mut states = Reuse::new();
         let mut observation_kinds = Reuse::new();
+        let mut producers = Reuse::new();
+        let mut key_ids = Reuse::new();
         for (index, item) in items.into_iter().enumerate() {
             let (entry, stored, recomputed, recomputed_set, payload) = match item {
                 StageItem::Fallback => {
@@ -1539,6 +1550,8 @@ impl FactReader {
                             PyTuple::new(py, sizes.iter().map(|&n| int(py, n.into())))?.into_any()
                         }
                     },
+                    producers.get(py, entry.producer_id),
+                    key_ids.get(py, entry.key_id),
                 ],
             )?)?;
         }

@@ -3,6 +3,8 @@ package bernstein
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"net"
 	"net/http"
 	"strings"
@@ -70,18 +72,49 @@ func (s *BlobStore) Stat(ctx context.Context, digest string) (size int64, stored
 	return info.Size, true, nil
 }
 
-// Put stores data under its digest, skipping the upload when an object with that key exists
-// (content addressing makes the put idempotent). It returns the digest.
+// Holds reports whether the newest version at digest's address provably holds its bytes: the store
+// computed and checked its SHA-256 checksum at upload, and that checksum is the address's. An object
+// without it (or with another) may be someone else's bytes placed there first.
+func (s *BlobStore) Holds(ctx context.Context, digest string) (bool, error) {
+	key, err := BlobKey(digest)
+	if err != nil {
+		return false, err
+	}
+	info, err := s.client.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{Checksum: true})
+	if err != nil {
+		if minio.ToErrorResponse(err).Code == "NoSuchKey" || minio.ToErrorResponse(err).StatusCode == http.StatusNotFound {
+			if minio.ToErrorResponse(err).Code == "NoSuchBucket" {
+				return false, &StoreError{Op: "look up blob " + digest + " in " + s.where + " (no such bucket)", Err: err}
+			}
+			return false, nil
+		}
+		return false, &StoreError{Op: "look up blob " + digest + " in " + s.where, Err: err}
+	}
+	return info.ChecksumSHA256 != "" && info.ChecksumSHA256 == ChecksumSHA256(digest), nil
+}
+
+// ChecksumSHA256 is the x-amz-checksum-sha256 of the bytes whose address is digest (base64 of the raw SHA-256).
+func ChecksumSHA256(digest string) string {
+	raw, err := hex.DecodeString(strings.TrimPrefix(digest, digestPrefix))
+	if err != nil {
+		return ""
+	}
+	return base64.StdEncoding.EncodeToString(raw)
+}
+
+// Put stores data under its digest with an x-amz-checksum-sha256 the store checks (so it refuses
+// other bytes), skipping the upload only when the object there provably holds these bytes (Holds).
+// It returns the digest.
 func (s *BlobStore) Put(ctx context.Context, data []byte) (string, error) {
 	digest := SHA256Digest(data)
-	if _, stored, err := s.Stat(ctx, digest); err != nil {
+	if held, err := s.Holds(ctx, digest); err != nil {
 		return "", err
-	} else if stored {
+	} else if held {
 		return digest, nil
 	}
 	key, _ := BlobKey(digest)
 	_, err := s.client.PutObject(ctx, s.bucket, key, bytes.NewReader(data), int64(len(data)),
-		minio.PutObjectOptions{ContentType: "application/octet-stream"})
+		minio.PutObjectOptions{ContentType: "application/octet-stream", Checksum: minio.ChecksumSHA256})
 	if err != nil {
 		return "", &StoreError{Op: "store blob " + digest + " in " + s.where, Err: err}
 	}

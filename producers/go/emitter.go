@@ -186,12 +186,18 @@ func (e *Emitter) requireEvidence(ctx context.Context, result *ActivityResult) e
 		return err
 	}
 	for _, o := range result.Observations {
-		size, stored, err := e.Store.Stat(ctx, o.ContentHash)
+		// stored with its checksum (Holds), not merely present: bytes someone else placed at the address first
+		// are not this observation's evidence
+		held, err := e.Store.Holds(ctx, o.ContentHash)
 		if err != nil {
 			return err
 		}
-		if !stored {
+		if !held {
 			return &EvidenceNotStoredError{Ref: o.Ref, ContentHash: o.ContentHash}
+		}
+		size, _, err := e.Store.Stat(ctx, o.ContentHash)
+		if err != nil {
+			return err
 		}
 		if size != o.Size {
 			return &ActivityRejected{Reason: "INVALID_EVIDENCE_SIZE", Msg: fmt.Sprintf(

@@ -251,11 +251,23 @@ def expected_header(dump: Path, run_id: str, keys: InstallKeys) -> list[str]:
         f"Activity verify run={run_id}",
         f"  OK chain ({_plural(len(entries), 'entry', 'entries')} on partition 0, head {entries[-1].envelope['entry_hash']})",
         f"  OK seal (final seal covers {_plural(len(entries), 'entry', 'entries')}, {_plural(len(seals), 'seal')} "
-        f"signed by pinned key {keys.signer.key_id})",
+        f"signed by pinned key {keys.signer.key_id}{closed_by(view, run_id)})",
         f"  OK audit ({_plural(len(view.audit), 'record')} on the partition, MACs verified with pinned key {keys.audit.key_id}; "
         f"{len(run_audit)} of this run agree with the journal; {view.checkpoint_words()})",
         producers_line(view, run_id, keys),
     ]
+
+
+def closed_by(view: kit.DumpView, run_id: str) -> str:
+    """The seal line's ``, closed by NAME (key K)``: the signed RunClose the run's final seal carries."""
+    closes = [s.record["closed_by"] for s in view.seals(run_id) if s.record.get("final") and s.record.get("closed_by")]
+    return "".join(f", closed by {c['producer_id']} (key {c['key_id']})" for c in closes)
+
+
+def by_line(dump: Path, run_id: str, stage_id: str) -> str:
+    """The report's line under a stage naming who made it: the producer and key its journal entry names."""
+    record = entry(dump, run_id, stage_id).record
+    return f"    by {record['producer_id']} (key {record['producer_key_id']})"
 
 
 def producers_line(view: kit.DumpView, run_id: str, keys: InstallKeys) -> str:

@@ -192,21 +192,25 @@ def receipt_document(world: World, stage: str = "data-0") -> dict[str, Any]:
     return dict(json.loads(pk.read_blob(world.dump, receipt_hash(world, stage))))
 
 
-def ok_stage_lines() -> list[str]:
+def ok_stage_lines(world: World) -> list[str]:
     return [
         "  OK data-0 [data] (evidence reattached, signed receipt verified)",
         f"    receipt OK plan {PLAN_DATA} (1 input, 1 output signed)",
+        pk.by_line(world.dump, RUN, "data-0"),
         "  OK ops-0 [ops] (evidence reattached, signed receipt verified)",
         f"    receipt OK plan {PLAN_OPS} (1 input, 1 output signed)",
+        pk.by_line(world.dump, RUN, "ops-0"),
         "  OK ops-1 [ops] (evidence reattached, refusal recorded (effect_before_plan))",
         "    refusal OK EFFECT_BEFORE_PLAN (1 input recorded)",
+        pk.by_line(world.dump, RUN, "ops-1"),
         "  OK data-1 [data] (evidence reattached, refusal recorded (input_after_plan))",
         "    refusal OK INPUT_AFTER_PLAN (1 input recorded)",
+        pk.by_line(world.dump, RUN, "data-1"),
     ]
 
 
 def expected_report(world: World) -> list[str]:
-    return [*pk.expected_header(world.dump, RUN, world.pipe.keys), *ok_stage_lines(), pk.VERIFIED]
+    return [*pk.expected_header(world.dump, RUN, world.pipe.keys), *ok_stage_lines(world), pk.VERIFIED]
 
 
 # ---------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 STATE = REPO / ".infra"
-PRIVATE = ("env", "ports.json", "kafka", "s3proxy", "s3data", "minio", "tls", "clients")
+PRIVATE = ("env", "ports.json", "kafka", "minio", "s3", "tls", "clients")
 """What infra keeps (made only by infra/up and the services it starts); caches of jars and tools are not secrets
 but are made private too."""
 

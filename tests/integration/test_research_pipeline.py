@@ -261,6 +261,7 @@ def expected_ok_report(world: World, run_id: str = RUN) -> list[str]:
         *pk.expected_header(world.dump, run_id, world.pipe.keys),
         f"  OK {STAGE} [research] (evidence reattached, 5 citations resolved)",
         *[f"    cite OK claim={cid} (1 checked)" for cid, _, _ in EXPECTED_CLAIMS],
+        pk.by_line(world.dump, run_id, STAGE),
         pk.VERIFIED,
     ]
 
@@ -276,15 +277,16 @@ def test_full_run_verifies_from_the_exported_dump(world: World) -> None:
     lines = result.stdout.splitlines()
     # The seed's lines, exactly.
     assert lines[0] == f"Activity verify run={RUN}"
-    assert lines[5:] == [
+    assert lines[5:11] == [
         "  OK research-0 [research] (evidence reattached, 5 citations resolved)",
         "    cite OK claim=c1 (1 checked)",
         "    cite OK claim=c2 (1 checked)",
         "    cite OK claim=c3 (1 checked)",
         "    cite OK claim=c4 (1 checked)",
         "    cite OK claim=c5 (1 checked)",
-        "verified -- every activity reconstructs from the journal.",
     ]
+    assert lines[11].startswith("    by ")  # who made the stage, after the seed's block
+    assert lines[12:] == ["verified -- every activity reconstructs from the journal."]
     assert lines == expected_ok_report(world)
     assert result.stderr == ""
 
@@ -404,6 +406,7 @@ def test_altered_page_names_the_claims_and_both_hashes(world: World, tmp_path: P
         f"    cite FAIL claim=c3 (0 checked) -- {failed('c3')}",
         f"    cite FAIL claim=c4 (0 checked) -- {failed('c4')}",
         "    cite OK claim=c5 (1 checked)",
+        pk.by_line(world.dump, RUN, "research-0"),
         "mismatch -- 1 check failed; the run does not reconstruct.",
     ]
 
@@ -492,6 +495,7 @@ def test_budget_refusal_is_journalled_and_verifies(world: World) -> None:
     assert verified.stdout.splitlines() == [
         *pk.expected_header(world.dump, BUDGET, world.pipe.keys),
         f"  OK {STAGE} [research] (evidence reattached, budget refusal recorded: max_fetches=1 at source '{second}')",
+        pk.by_line(world.dump, BUDGET, STAGE),
         pk.VERIFIED,
     ]
 

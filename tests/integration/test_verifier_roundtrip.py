@@ -36,13 +36,20 @@ def expected_report(run: kit.RealisticRun, view: kit.DumpView) -> list[str]:
     return [
         f"Activity verify run={kit.MAIN_RUN}",
         f"  OK chain (6 entries on partition 0, head {view.entry_hash(5)})",
-        f"  OK seal (final seal covers 6 entries, 3 seals signed by pinned key {run.keys.signer.key_id})",
+        f"  OK seal (final seal covers 6 entries, 3 seals signed by pinned key {run.keys.signer.key_id}"
+        f"{pk.closed_by(view, kit.MAIN_RUN)})",
         f"  OK audit ({audit_records} records on the partition, MACs verified with pinned key {run.keys.audit.key_id}; "
         f"{main_crossings} of this run agree with the journal, 1 refusal; {view.checkpoint_words()})",
         producers_line(run, view),
-        *[f"  OK {stage} [coding] (evidence reattached)" for stage in kit.MAIN_STAGES],
+        *[line for stage in kit.MAIN_STAGES for line in (f"  OK {stage} [coding] (evidence reattached)", by_line(view, stage))],
         VERIFIED,
     ]
+
+
+def by_line(view: kit.DumpView, stage_id: str, run_id: str = kit.MAIN_RUN) -> str:
+    """The line under a stage naming its producer and key, from its journal entry."""
+    (record,) = [j.record for j in view.journal if j.run_id == run_id and j.kind == "entry" and j.record["stage_id"] == stage_id]
+    return f"    by {record['producer_id']} (key {record['producer_key_id']})"
 
 
 def producers_line(run: kit.RealisticRun, view: kit.DumpView, run_id: str = kit.MAIN_RUN) -> str:
@@ -385,6 +392,8 @@ def test_json_report_structure(run: kit.RealisticRun, view: kit.DumpView) -> Non
         "final": True,
         "covered": 6,
         "key_ids": [run.keys.signer.key_id],
+        "closed_by": "coder@tamper-suite",  # the signed RunClose.v2 the final seal carries
+        "closed_by_key": producer_signer("coder@tamper-suite").key_id,
         "problem": None,
         "further_problems": 0,
     }
@@ -429,6 +438,8 @@ def test_json_report_structure(run: kit.RealisticRun, view: kit.DumpView) -> Non
             "notes": ["evidence reattached"],
             "evidence_reattached": True,
             "terminal_state": "completed",
+            "producer": "coder@tamper-suite",
+            "key_id": producer_signer("coder@tamper-suite").key_id,
             "details": [],
         }
 

@@ -810,6 +810,7 @@ def check_text(text: str, document: dict[str, Any], expect: Expect) -> None:
                 failed += 1
                 wanted.append(f"  MISMATCH {name} -- {section['problem']['message']}{_further(section['further_problems'])}")
     wanted += [f"  NOT CHECKED {p['code']} -- {p['message']}" for p in document["unchecked"]]
+    authors = {s["stage_id"]: f"    by {s['producer']} (key {s['key_id']})" for s in document["stages"] if s["key_id"]}
     for stage_id in expect.stage_order:
         if stage_id in expect.stages:
             failed += 1
@@ -818,6 +819,8 @@ def check_text(text: str, document: dict[str, Any], expect: Expect) -> None:
             wanted.append(f"  NOT CHECKED {stage_id} [coding] -- {expect.stages_unchecked}")
         else:
             wanted.append(f"  OK {stage_id} [coding] (evidence reattached)")
+        if stage_id in authors:
+            wanted.append(authors[stage_id])
     if expect.exit_code == 0:
         wanted.append("verified -- every activity reconstructs from the journal.")
     elif expect.exit_code == 5:
@@ -982,7 +985,7 @@ def test_without_the_audit_key_a_forged_refusal_is_not_verified(run: kit.Realist
     assert lines[-1] == (
         "not fully verified -- not checked: AUDIT_MACS_NOT_VERIFIED; nothing that was checked failed, but this is not a pass."
     )
-    assert lines[-8].startswith("  NOT CHECKED AUDIT_MACS_NOT_VERIFIED -- no audit key is pinned:")
+    assert lines[-2 - 2 * len(kit.MAIN_STAGES)].startswith("  NOT CHECKED AUDIT_MACS_NOT_VERIFIED -- no audit key is pinned:")
     code, document, _ = kit.verify_dump(run, dump)
     assert code == 2
     assert document["audit"]["problem"]["code"] == "AUDIT_MAC_MISMATCH"
@@ -1003,9 +1006,10 @@ def test_records_only_is_asked_for_by_name_and_never_exit_0(flag: list[str], run
         "  NOT CHECKED RECORDS_ONLY -- --records-only: the records were checked, the evidence was NOT "
         "(no blob reattached or re-hashed)"
     )
-    assert lines[6:-1] == [
+    assert lines[6:-1:2] == [
         f"  NOT CHECKED {stage} [coding] -- evidence not reattached (--records-only)" for stage in kit.MAIN_STAGES
     ]
+    assert all(line.startswith("    by coder@tamper-suite (key sha256:") for line in lines[7:-1:2])
     assert lines[-1] == (
         "records verified -- evidence NOT checked (--records-only): no blob was reattached or re-hashed; not a pass."
     )

@@ -29,6 +29,8 @@ def test_defaults_and_every_field_by_keyword() -> None:
         "unchecked": "",
         "incomplete": False,
         "findings": (),
+        "producer": "",
+        "key_id": "",
     }
     values = {
         "stage_id": "s",
@@ -45,6 +47,8 @@ def test_defaults_and_every_field_by_keyword() -> None:
         "unchecked": "u",
         "incomplete": True,
         "findings": (Problem("EVIDENCE_SIZE_MISMATCH", "m"),),
+        "producer": "p@test",
+        "key_id": "sha256:" + "0" * 64,
     }
     built = StageVerdict(**values)  # type: ignore[arg-type]
     assert {f.name: getattr(built, f.name) for f in dataclasses.fields(StageVerdict)} == values

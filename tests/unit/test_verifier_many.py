@@ -468,7 +468,11 @@ def test_a_dump_exported_for_some_runs_says_the_others_are_not_in_it_never_delet
     on it reports RUN alone, and any other run is "not in this dump" (exit not found), not JOURNAL_MISSING."""
     root = dump(built, tmp_path / "dump")
     for path in (root / "topics" / "journal").iterdir():
-        kept = [line for line in path.read_bytes().splitlines(keepends=True) if json.loads(line).get("key") == base64.b64encode(RUN.encode()).decode()]
+        kept = [
+            line
+            for line in path.read_bytes().splitlines(keepends=True)
+            if json.loads(line).get("key") == base64.b64encode(RUN.encode()).decode()
+        ]
         path.write_bytes(b"".join(kept))
     (root / "manifest.json").write_text(json.dumps({"format": DUMP_FORMAT, "runs": [RUN]}))
     many = verify_many(None, DumpSource(root), cas=built.store, trusted=built.trusted)

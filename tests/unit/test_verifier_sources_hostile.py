@@ -615,7 +615,14 @@ def test_a_kcat_number_outside_kafkas_range_is_a_damaged_line(tmp_path: Path, fi
 
 def test_a_deeply_nested_kcat_line_is_a_damaged_line(tmp_path: Path) -> None:
     capture = tmp_path / "journal.json"
-    nested = b'{"topic": "' + JOURNAL.encode() + b'", "partition": 0, "offset": 1, "payload": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n"
+    nested = (
+        b'{"topic": "'
+        + JOURNAL.encode()
+        + b'", "partition": 0, "offset": 1, "payload": '
+        + b"[" * 100_000
+        + b"]" * 100_000
+        + b"}\n"
+    )
     capture.write_bytes(kcat_line(0, 0) + nested + kcat_line(0, 2))
     source = KcatSource([capture], PREFIX)
     assert read_all(source) == [0, 2]

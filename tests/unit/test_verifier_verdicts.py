@@ -137,6 +137,7 @@ class Writer:
         at: int | None = None,
         sized: bool = True,
         under_declare: int = 0,
+        producer: str = "verdicts@test",
     ) -> None:
         """A coding stage with two file blobs: an ActivitySubmission.v2 declaring their sizes, the first
         ``under_declare`` bytes too few; without ``sized`` an ActivitySubmission.v1 (refused as
@@ -156,7 +157,7 @@ class Writer:
             "run_id": run_id,
             "stage_id": stage_id,
             "role": role,
-            "producer": {"id": "verdicts@test", "sdk": "test"},
+            "producer": {"id": producer, "sdk": "test"},
             "kind": "coding",
             "artifact": artifact,
             "artifact_hash": sha256_digest(artifact),
@@ -170,9 +171,9 @@ class Writer:
         value = encode_signed_submission(record) if sized else C.encode(codec.ACTIVITY_SUBMISSION, record)
         self.feed(run_id, value, at=at)
 
-    def close(self, run_id: str, *, at: int | None = None) -> None:
+    def close(self, run_id: str, *, at: int | None = None, producer: str = "t") -> None:
         value = encode_signed_close(
-            {"submission_id": f"close-{run_id}", "run_id": run_id, "producer": {"id": "t", "sdk": "t"}, "occurred_at_ms": 0}
+            {"submission_id": f"close-{run_id}", "run_id": run_id, "producer": {"id": producer, "sdk": "t"}, "occurred_at_ms": 0}
         )
         self.feed(run_id, value, at=at)
 
@@ -390,7 +391,8 @@ def test_no_content_store_is_not_a_pass(built: Built) -> None:
     assert report.header.ok  # nothing failed ...
     for stage in report.stages:  # ... but no stage was checked
         assert (stage.ok, stage.failed, stage.unchecked) == (False, False, "evidence not reattached (no content store)")
-    assert lines[-5:-1] == [f"  NOT CHECKED stage-{i} [coding] -- evidence not reattached (no content store)" for i in range(4)]
+    assert lines[-9:-1:2] == [f"  NOT CHECKED stage-{i} [coding] -- evidence not reattached (no content store)" for i in range(4)]
+    assert lines[-8:-1:2] == [f"    by verdicts@test (key {producer_signer('verdicts@test').key_id})"] * 4
     assert lines[-1] == (
         "not fully verified -- not checked: NO_CONTENT_STORE; nothing that was checked failed, but this is not a pass."
     )
@@ -1090,7 +1092,8 @@ def test_actions_of_a_session_without_a_result_are_replayed_and_shown(tmp_path: 
         "step OK index=2 submit",
         "head NONE -- no accepted browser result names this session's head: 3 journalled actions verified, its end is not vouched for",
     ]
-    assert lines[-6] == (
+    assert lines[-2] == f"    by navigator@test (key {producer_signer('navigator@test').key_id})"
+    assert lines[-7] == (
         "  INCOMPLETE browser-0 [browser] (3 steps replayed, evidence reattached, lineage HMACs not verified for 3 "
         "action(s): their key is not a pinned audit key) -- the session never produced an accepted "
         "browser result (worker stopped, or its result was refused)"
@@ -1154,3 +1157,36 @@ def test_every_documented_code_is_asserted_by_some_test() -> None:
     mine = Path(__file__).read_text(encoding="utf-8").split("def test_every_documented_code_is_asserted_by_some_test")[0]
     quoted = set(re.findall(r"""["']([A-Z][A-Z_]+)["']""", sources + mine))
     assert sorted(documented - quoted) == []
+
+
+# ---------------------------------------------------------------------------
+# who did what (security review F4): every stage and the close name their producer and key
+# ---------------------------------------------------------------------------
+
+
+def test_a_run_made_by_two_producers_names_both_per_stage_and_who_closed_it(tmp_path: Path) -> None:
+    def two_producers(w: Writer) -> None:
+        w.stage(RUN, "by-alice", producer="coder@host")
+        w.stage(RUN, "by-mallory", producer="tester@host")
+        w.close(RUN, producer="tester@host")
+
+    built = build(tmp_path, script=two_producers)
+    report = built.verify()
+    assert report.exit_code == EXIT_VERIFIED  # both are registered and signed: attributed, not refused
+    keys = {name: producer_signer(name).key_id for name in ("coder@host", "tester@host")}
+    assert [(s.stage_id, s.producer, s.key_id) for s in report.stages] == [
+        ("by-alice", "coder@host", keys["coder@host"]),
+        ("by-mallory", "tester@host", keys["tester@host"]),
+    ]
+    document = json_of(report)
+    assert [(s["stage_id"], s["producer"], s["key_id"]) for s in document["stages"]] == [
+        ("by-alice", "coder@host", keys["coder@host"]),
+        ("by-mallory", "tester@host", keys["tester@host"]),
+    ]
+    assert (document["seal"]["closed_by"], document["seal"]["closed_by_key"]) == ("tester@host", keys["tester@host"])
+    _, lines = text_of(report)
+    at = lines.index("  OK by-mallory [coding] (evidence reattached)")
+    assert lines[at + 1] == f"    by tester@host (key {keys['tester@host']})"  # a coding stage has no detail lines
+    assert f"    by coder@host (key {keys['coder@host']})" in lines
+    (seal_line,) = [line for line in lines if line.startswith("  OK seal ")]
+    assert seal_line.endswith(f", closed by tester@host (key {keys['tester@host']}))")

@@ -2,6 +2,10 @@
  * The content-addressed blob store, S3 adapter (as `substrate/cas.py`): every blob lives under
  * `sha256/<first two hex>/<64 hex>` of its own bytes; `put` is idempotent (a blob already
  * present is not rewritten). Errors are `CasError`s, never the client's own.
+ *
+ * A shared bucket may hold bytes someone else put at an address first. So every upload carries
+ * `x-amz-checksum-sha256` equal to its address (the store refuses other bytes), and an upload is
+ * skipped only when the object there carries that checksum (`holds`), never merely because one exists.
  */
 
 import { Client } from "minio";
@@ -16,11 +20,19 @@ export function blobKey(digest: string): string {
   return `sha256/${hex.slice(0, 2)}/${hex}`;
 }
 
+/** The `x-amz-checksum-sha256` of the bytes whose address is `digest` (base64 of the raw SHA-256). */
+export function checksumSha256(digest: string): string {
+  return Buffer.from(digestHex(digest), "hex").toString("base64");
+}
+
 /** What the emitter needs of a blob store. */
 export interface BlobStore {
-  /** Store `data` under its digest (no-op when present); return the digest. */
+  /** Store `data` under its digest (no-op when it provably holds them); return the digest. */
   put(data: Uint8Array): Promise<string>;
+  /** An object (any bytes) is at the digest's address. */
   has(digest: string): Promise<boolean>;
+  /** The object at the digest's address provably holds its bytes (its stored checksum is the address's). */
+  holds(digest: string): Promise<boolean>;
   describe(): string;
 }
 
@@ -65,14 +77,43 @@ export class S3BlobStore implements BlobStore {
     }
   }
 
+  async holds(digest: string): Promise<boolean> {
+    try {
+      // minio-js has no checksum mode on statObject: the same HEAD, asking for the stored checksum
+      const res = await this.client.makeRequestAsync(
+        { method: "HEAD", bucketName: this.settings.bucket, objectName: blobKey(digest), headers: { "x-amz-checksum-mode": "ENABLED" } },
+        "",
+        [200],
+      );
+      res.resume();
+      return res.headers["x-amz-checksum-sha256"] === checksumSha256(digest);
+    } catch (exc) {
+      if (MISSING.has(String((exc as { code?: unknown }).code))) return false;
+      throw this.translate(exc, `look up blob ${digest}`);
+    }
+  }
+
   async put(data: Uint8Array): Promise<string> {
     const bytes = Buffer.from(data);
     const digest = sha256Digest(bytes);
-    if (await this.has(digest)) return digest;
+    if (await this.holds(digest)) return digest;
     try {
-      await this.client.putObject(this.settings.bucket, blobKey(digest), bytes, bytes.length, {
-        "Content-Type": "application/octet-stream",
-      });
+      // putObject would rename x-amz-checksum-sha256 to user metadata: the PUT itself, with the checksum the store checks
+      const res = await this.client.makeRequestAsync(
+        {
+          method: "PUT",
+          bucketName: this.settings.bucket,
+          objectName: blobKey(digest),
+          headers: {
+            "Content-Type": "application/octet-stream",
+            "Content-Length": String(bytes.length),
+            "x-amz-checksum-sha256": checksumSha256(digest),
+          },
+        },
+        bytes,
+        [200],
+      );
+      res.resume();
     } catch (exc) {
       throw this.translate(exc, `store blob ${digest}`);
     }
@@ -103,6 +144,10 @@ export class MemoryBlobStore implements BlobStore {
 
   async has(digest: string): Promise<boolean> {
     return this.blobs.has(digest);
+  }
+
+  async holds(digest: string): Promise<boolean> {
+    return this.blobs.has(digest); // keyed by the digest of the bytes it was given
   }
 
   describe(): string {

@@ -272,7 +272,7 @@ export class Emitter {
       await this.store.put(result.artifact);
       for (const data of result.blobs.values()) await this.store.put(data);
       for (const o of result.observations) {
-        if (!result.blobs.has(o.content_hash) && !(await this.store.has(o.content_hash))) {
+        if (!result.blobs.has(o.content_hash) && !(await this.store.holds(o.content_hash))) {
           throw new EvidenceNotStored(
             `observation ${JSON.stringify(o.ref)} (${o.content_hash}) is not in the CAS; build it with observe(kind, ref, bytes) or store its bytes before publishing`,
           );
