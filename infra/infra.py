@@ -1835,8 +1835,18 @@ def cmd_reset(ctx: Ctx) -> int:
     return 0
 
 
+def cmd_prepare(ctx: Ctx) -> int:
+    """fetch the Kafka jars and build MinIO when missing, starting nothing (make test runs it early, in the background)"""
+    t0 = time.monotonic()
+    ensure_kafka_jars(ctx.p)
+    ensure_minio(ctx.p)
+    say(f"prepare: Kafka jars and MinIO ready in {time.monotonic() - t0:.0f}s")
+    return 0
+
+
 COMMANDS = {
     "up": cmd_up,
+    "prepare": cmd_prepare,
     "down": cmd_down,
     "status": cmd_status,
     "restart-kafka": cmd_restart_kafka,

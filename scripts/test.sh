@@ -20,6 +20,9 @@ t0=$(date +%s)
 mkdir -p .infra
 scripts/promtool.sh > .infra/promtool-check.log 2>&1 &
 promtool_pid=$!
+# MinIO is built from the Go module proxy too (about 6 minutes once; kept in ~/.cache/bernstein): likewise
+.venv/bin/python infra/infra.py prepare > .infra/prepare.log 2>&1 &
+prepare_pid=$!
 scripts/check.sh
 echo "test: unit tests"
 .venv/bin/pytest -q -p no:cacheprovider tests/unit
@@ -40,6 +43,12 @@ if ! wait "$promtool_pid"; then
 fi
 cat .infra/promtool-check.log
 echo "test: waited $(( $(date +%s) - t_prom ))s more for promtool"
+if ! wait "$prepare_pid"; then
+  cat .infra/prepare.log
+  echo "test: infra/infra.py prepare failed (log above)" >&2
+  exit 1
+fi
+cat .infra/prepare.log
 if ! infra/status >/dev/null 2>&1; then started=1; fi
 infra/up --secure
 echo "test: integration tests (real Kafka with SASL_SSL and ACLs, real S3)"
