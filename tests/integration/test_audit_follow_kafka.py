@@ -631,3 +631,33 @@ def test_clean_traffic_of_100k_audit_records_raises_no_alert(services: Services,
     checked, _, alerts = follow_once(services.bootstrap, topics, trusted)
     assert alerts == []
     assert checked == count + counters.seals  # one audit record per journal record (entries and seals)
+
+
+def test_a_time_based_alert_on_resume_keeps_the_checkpoint_on_its_record_no_false_rewrite(deployment: Deployment) -> None:
+    """The hourly ``--once`` after a quiet spell (issue 26): resumed from its checkpoint, the follower raises
+    ``run_unsealed`` before it reads any new record and saves its checkpoint again. That checkpoint must still pin
+    the record it names: the next start finds the same record, reports no ``history_rewritten`` and re-checks nothing."""
+    scheduler = Scheduler(deployment.services.bootstrap, deployment.topics, deployment.keys)
+    try:
+        produce_all(
+            deployment.services.bootstrap,
+            deployment.topics.submissions,
+            [(b"run-quiet", encode_submission(run_id="run-quiet", stage_id="s0"))],  # never closed
+        )
+        deployment.wait_audited(1)
+    finally:
+        scheduler.stop()
+
+    def checked(stderr: str) -> list[dict[str, Any]]:
+        events = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+        return [e for e in events if e.get("event") == "checked"]
+
+    code, alerts, stderr = deployment.once()
+    assert code == 0 and alerts == [] and len(checked(stderr)) == 1, stderr
+    time.sleep(1.5)
+    code, alerts, stderr = deployment.once("--unsealed-after", "1")
+    assert [a["alert"] for a in alerts] == ["run_unsealed"], (alerts, stderr)
+    assert checked(stderr) == [], stderr  # nothing new was read before the alert
+    code, alerts, stderr = deployment.once("--unsealed-after", "1")
+    assert "history_rewritten" not in [a["alert"] for a in alerts] and code != 2, (alerts, stderr)
+    assert checked(stderr) == [], stderr  # resumed where it was: nothing re-checked

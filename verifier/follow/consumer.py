@@ -70,7 +70,10 @@ class _Partition:
     checked: int = 0
     """Records checked over every run (from the checkpoint)."""
     last_offset: int | None = None
-    last_value: bytes | None = None
+    last_value_sha256: str | None = None
+    """``value_digest`` of the record at ``last_offset``: from the checkpoint on resume, from the record once read.
+    (Not the bytes: a time-based alert raised before any new record is read saves this checkpoint again, and it
+    must pin the record it names, never the digest of nothing, which the next start would call a rewrite.)"""
     saved_offset: int | None = None
     """Offset of the last record covered by a saved checkpoint."""
     unsaved: int = 0
@@ -233,6 +236,7 @@ class Follower:
         entry = _Partition(checker, checkpoint, checked=checkpoint.checked if checkpoint else 0)
         if checkpoint is not None:
             entry.saved_offset = entry.last_offset = checkpoint.offset
+            entry.last_value_sha256 = checkpoint.value_sha256
         if self.options.once:
             entry.end = high
             entry.done = checkpoint is None and high <= low
@@ -385,7 +389,7 @@ class Follower:
         if entry.first_unsaved is None:
             entry.first_unsaved = batch[0].offset()
         entry.last_offset = batch[-1].offset()
-        entry.last_value = values[-1]
+        entry.last_value_sha256 = value_digest(values[-1])
 
     def _assign_journal(self, partitions: list[int]) -> None:
         """``check_journal``: the journal partitions of the audit partitions assigned, each from its saved position."""
@@ -466,7 +470,7 @@ class Follower:
         commits = []
         for partition in sorted(self.partitions if partitions is None else partitions):
             entry = self.partitions[partition]
-            if not (entry.unsaved or entry.dirty) or entry.last_offset is None:
+            if not (entry.unsaved or entry.dirty) or entry.last_offset is None or entry.last_value_sha256 is None:
                 continue
             entry.dirty = False
             then = None
@@ -486,7 +490,7 @@ class Follower:
                     self.topic,
                     partition,
                     entry.last_offset,
-                    value_digest(entry.last_value),
+                    entry.last_value_sha256,
                     entry.checked,
                     entry.checker.state,
                     entry.join,
