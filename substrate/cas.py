@@ -231,6 +231,9 @@ def check_blob_size(store: BlobStore, digest: str) -> int:
     What the verifier compares with a declared size (the per-run evidence cap). Raises what
     ``get`` raises (BlobNotFound, BlobIntegrityError, other CasErrors).
     """
+    checked_size = getattr(store, "checked_size", None)
+    if checked_size is not None:
+        return int(checked_size(digest))
     stream = getattr(store, "_stream", None)
     if stream is None:
         return len(store.get(digest))
@@ -477,11 +480,27 @@ class S3BlobStore(_StreamedStore):
             return bytes(data)
 
     def check(self, digest: str) -> None:
+        self.checked_size(digest)
+
+    def checked_size(self, digest: str) -> int:
+        """The byte length of the version at ``digest``'s address whose bytes hash to it, re-hashed in a stream
+        (the newest, else an older one: ``_true_version``); what ``check_blob_size`` asks."""
+        total = 0
+
+        def count(chunk: bytes | memoryview) -> None:
+            nonlocal total
+            total += len(chunk)
+
         try:
-            super().check(digest)
+            actual = self._stream(digest, count)
+            if actual != digest:
+                raise BlobIntegrityError(digest, actual, self.describe())
+            return total
         except (BlobIntegrityError, BlobNotFound) as newest:
-            if self._true_version(digest, newest, None) is None:
+            total = 0
+            if self._true_version(digest, newest, count) is None:
                 raise
+            return total
 
     def _true_version(self, digest: str, newest: CasError, sink: Any) -> str | None:
         """The id of an older version at ``digest``'s address whose bytes hash to it (streamed into ``sink``),

@@ -21,7 +21,16 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from schemas.canonical import is_digest
-from substrate.cas import MAX_BLOB_BYTES, BlobIntegrityError, BlobStore, DirBlobStore
+from schemas.errors import BernsteinError
+from substrate.cas import (
+    MAX_BLOB_BYTES,
+    BlobIntegrityError,
+    BlobStore,
+    CasUnavailable,
+    DirBlobStore,
+    check_blob,
+    check_blob_size,
+)
 from verifier import facts as _facts
 
 KEEP_BYTES: Final = 256 * 1024
@@ -98,3 +107,61 @@ class HashedAhead:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)  # the store's streaming read, path_of, ...: the same store
+
+
+class StoreUnavailable(BernsteinError):
+    """The content store did not answer (unreachable, timed out, refused, a server error): nothing was read, so
+    nothing can be judged. Deliberately not a ``CasError``: no check may read it as a verdict on the bytes."""
+
+    code = "STORE_UNAVAILABLE"
+
+    def __init__(self, cause: CasUnavailable) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+class FailFast:
+    """A remote ``BlobStore`` that stops asking after its first outage.
+
+    The first ``CasUnavailable`` (after the store's own bounded retries) becomes ``StoreUnavailable``, and so does
+    every later read, at once: a verify of thousands of blobs against a store that is down ends in seconds, with
+    every stage "not checked" (``STORE_UNAVAILABLE``, exit 6), never a mismatch. Everything else passes through.
+    """
+
+    def __init__(self, store: BlobStore) -> None:
+        self.store = store
+        self.outage: StoreUnavailable | None = None
+
+    @classmethod
+    def wrap(cls, store: BlobStore | None) -> BlobStore | None:
+        """``store`` guarded, unless it is local (a directory read ahead or not): a local read error is about the file."""
+        if store is None or isinstance(store, HashedAhead | DirBlobStore):
+            return store
+        return cls(store)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def _ask(self, call: Any, digest: str) -> Any:
+        if self.outage is not None:
+            raise self.outage
+        try:
+            return call(digest)
+        except CasUnavailable as exc:
+            self.outage = StoreUnavailable(exc)
+            raise self.outage from exc
+
+    def get(self, digest: str) -> bytes:
+        return bytes(self._ask(self.store.get, digest))
+
+    def has(self, digest: str) -> bool:
+        return bool(self._ask(self.store.has, digest))
+
+    def check(self, digest: str) -> None:
+        self._ask(lambda d: check_blob(self.store, d), digest)
+
+    def checked_size(self, digest: str) -> int:
+        return int(self._ask(lambda d: check_blob_size(self.store, d), digest))
+
+    def describe(self) -> str:
+        return self.store.describe()

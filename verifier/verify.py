@@ -87,7 +87,7 @@ from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError,
 from substrate.keys import TrustedKey, TrustedKeys, verify_signature
 from substrate.text import plural
 from verifier import facts as _facts
-from verifier.blobs import HashedAhead
+from verifier.blobs import FailFast, HashedAhead, StoreUnavailable
 from verifier.checkpoints import CheckpointWalk, final_seal_checkpoint_missing
 from verifier.checks import CheckContext, DetailLine, ModalityCheck, check_for
 from verifier.facts import (
@@ -159,7 +159,7 @@ def verify_stream(
     ``CAS_MISSING`` for a dump whose manifest lists blobs it no longer has).
     With ``records_only`` the store is deliberately not consulted (``RECORDS_ONLY``).
     """
-    cas = None if records_only else HashedAhead.wrap(cas)
+    cas = None if records_only else FailFast.wrap(HashedAhead.wrap(cas))
     c = codec.default_codec()
     key = run_id.encode()
     every = source.partitions("journal")
@@ -204,7 +204,7 @@ def verify_many(
     Memory: one walk per run of the partition being read and the stage verdicts of every
     run (never the records).
     """
-    cas = None if records_only else HashedAhead.wrap(cas)
+    cas = None if records_only else FailFast.wrap(HashedAhead.wrap(cas))
     c = codec.default_codec()
     facts = _facts.current()
     wanted = None if runs is None else frozenset(runs)
@@ -2081,9 +2081,12 @@ class _StageBuilder:
                 check = checks[entry_kind] = check_for(entry_kind)
             entry = c.decode(fact[12], expect=_ENTRY).record if check is not None else None
             related = tuple(sessions.pop(fact[5], ())) if entry_kind == "browser" else ()
-            verdict = _stage_verdict(
-                fact, entry, check, offset, self.cas, self.trusted, untrusted, related, self.why_unchecked, self.tally, row[1]
-            )
+            try:
+                verdict = _stage_verdict(
+                    fact, entry, check, offset, self.cas, self.trusted, untrusted, related, self.why_unchecked, self.tally, row[1]
+                )
+            except StoreUnavailable as exc:
+                verdict = _store_unavailable(fact[5], fact[6], fact[4], offset, exc)
             verdict = verdict.made_by(fact[14], fact[15])
             other = getattr(self.cas, "other_versions", None)
             if other:  # an S3 store that read some blob's true bytes from an older version
@@ -2094,12 +2097,29 @@ class _StageBuilder:
         # Sessions whose actions were journalled but that never produced an accepted
         # browser result (a killed worker, a refused result): replayed like any others.
         for session_id, actions in self.sessions.items():
-            verdict = _incomplete_session(
-                self.run_id, session_id, actions, self.cas, self.trusted, self.why_unchecked, self.tally
-            )
+            try:
+                verdict = _incomplete_session(
+                    self.run_id, session_id, actions, self.cas, self.trusted, self.why_unchecked, self.tally
+                )
+            except StoreUnavailable as exc:
+                verdict = _store_unavailable(session_id, "browser", actions[0][1].get("seq", 0), actions[0][0], exc)
             first = actions[0][1] if actions else {}
             yield verdict.made_by(first.get("producer_id", ""), first.get("lineage_key_id", ""))
         self.sessions = {}
+
+
+def _store_unavailable(stage_id: str, kind: str, seq: int, offset: int, exc: StoreUnavailable) -> StageVerdict:
+    """A stage whose blobs could not be read because the store did not answer: not checked (exit 6), never failed.
+    Its journal record was still walked (chain, seal, audit); only its evidence is unjudged."""
+    return StageVerdict(
+        stage_id,
+        kind,
+        seq,
+        offset,
+        False,
+        unchecked=f"{StoreUnavailable.code}: evidence not reattached, the content store did not answer ({exc.cause})",
+        data={"code": StoreUnavailable.code},
+    )
 
 
 def _naming_other_versions(verdict: StageVerdict, digests: list[str], other: dict[str, list[Any]]) -> StageVerdict:
