@@ -29,7 +29,7 @@ from typing import Any
 from schemas import codec
 from schemas.canonical import is_digest
 from schemas.records import ENTRY_ACTIVITY_RESULT
-from substrate.cas import BlobStore, CasError, DirBlobStore
+from substrate.cas import BlobStore, CasError, CasUnavailable, DirBlobStore
 from substrate.keys import TrustedKeys
 from verifier.sources import DUMP_FORMAT, STREAMS, RecordSource, StoredRecord, encode_dump_line
 
@@ -118,6 +118,11 @@ def export_dump(
             try:
                 target.put(cas.get(digest))
                 copied += 1
+            except CasUnavailable as exc:  # an outage is not a missing blob: the dump would read as tampered
+                raise CasUnavailable(
+                    f"{exc}; the dump in {destination} is incomplete (no blob after {copied} copied): export again "
+                    "once the store answers"
+                ) from exc
             except CasError:
                 missing.append(digest)
         if progress:

@@ -9,6 +9,7 @@ really missing from the reachable store is still exit 2, naming that stage.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -16,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from substrate.cas import S3BlobStore, S3Settings
+from substrate.cas import CasUnavailable, S3BlobStore, S3Settings
 from tests.unit.test_verifier_verdicts import RUN, Built, build, json_of, text_of
+from verifier.export import export_dump
 from verifier.report import EXIT_MISMATCH, EXIT_NOT_FULLY_VERIFIED, EXIT_VERIFIED
 
 
@@ -78,3 +80,17 @@ def test_a_blob_really_missing_from_a_store_that_answers_is_still_a_mismatch(ser
     assert report.exit_code == EXIT_MISMATCH
     failed = [s for s in report.stages if s.failed]
     assert [s.stage_id for s in failed] == ["stage-0"] and "missing from store" in failed[0].reason
+
+
+def test_export_from_an_unreachable_store_fails_as_an_outage_never_lists_blobs_as_missing(
+    in_s3: tuple[Built, S3BlobStore], tmp_path: Path
+) -> None:
+    built, store = in_s3
+    down = S3BlobStore(
+        S3Settings("http://127.0.0.1:9", store.settings.access_key, store.settings.secret_key, store.settings.bucket)
+    )
+    with pytest.raises(CasUnavailable, match="is incomplete .*export again once the store answers"):
+        export_dump(built.source, tmp_path / "dump", cas=down, runs=[RUN], trusted=built.trusted)
+    export_dump(built.source, tmp_path / "whole", cas=store, runs=[RUN], trusted=built.trusted)
+    manifest = json.loads((tmp_path / "whole" / "manifest.json").read_text())
+    assert manifest["missing_blobs"] == [] and manifest["blobs"] > 0
