@@ -36,22 +36,23 @@ from tests.integration.helpers_kafka import (
     scheduler_config,
     stored_form,
 )
+from tests.integration.principals import producer_principal
 from tests.integration.test_scheduler_faults import small_plan
 from verifier.verify import verify
 
 BOMB_BYTES = 150_000_000
 """Inflated size of the bomb: past librdkafka's receive.message.max.bytes (100 MB), so the consumer cannot read it."""
+LARGE_BYTES = 60_000_000
+"""A value 28 times the documented limit that still inflates within what the consumer receives."""
 
 
-def produce_bomb(bootstrap: str, topic: str, key: bytes) -> int:
-    """A zstd batch of a few KB that inflates to ``BOMB_BYTES``; returns its offset (the broker must take it)."""
+def produce_bomb(bootstrap: str, topic: str, key: bytes, size: int = BOMB_BYTES) -> int:
+    """A zstd batch of a few KB that inflates to ``size``; returns its offset (the broker must take it)."""
     producer = Producer(
         client_config(bootstrap, **{"compression.type": "zstd", "message.max.bytes": 1_000_000_000, "linger.ms": 0})
     )
     delivered: list[Any] = []
-    producer.produce(
-        topic, b"\xc3\x01" + bytes(BOMB_BYTES - 2), key, partition=0, on_delivery=lambda e, m: delivered.append((e, m))
-    )
+    producer.produce(topic, b"\xc3\x01" + bytes(size - 2), key, partition=0, on_delivery=lambda e, m: delivered.append((e, m)))
     producer.flush(60)
     ((error, message),) = delivered
     assert error is None, error
@@ -112,11 +113,13 @@ def test_a_compression_bomb_and_a_quarantined_input_are_dead_lettered_and_the_pa
     plan = small_plan(store, ("honest-a", "honest-b"), 8)
     before, after = plan[:9], plan[9:]
     produce_all(bootstrap, topics.submissions, before)
-    bomb = produce_bomb(bootstrap, topics.submissions, b"honest-a")
+    with producer_principal(services):  # what one producer host's Kafka login can send
+        bomb = produce_bomb(bootstrap, topics.submissions, b"honest-a")
+        large = produce_bomb(bootstrap, topics.submissions, b"honest-b", LARGE_BYTES)
     offsets = produce_all(bootstrap, topics.submissions, after)
     quarantined = offsets[2]  # an honest stage an operator chose to keep out
-    count = len(plan) + 1
-    assert bomb == len(before) and offsets[-1] == count - 1
+    count = len(plan) + 2
+    assert (bomb, large) == (len(before), len(before) + 1) and offsets[-1] == count - 1
 
     config = scheduler_config(install_keys, seal_every=50)
     log = io.StringIO()
@@ -132,12 +135,14 @@ def test_a_compression_bomb_and_a_quarantined_input_are_dead_lettered_and_the_pa
     text = log.getvalue()
     assert counters.consumed == count, text
     assert f"input offset {bomb} could not be read" in text and f"input offset {bomb} cannot be read" in text, text
-    assert counters.dead_letter_codes == {"INPUT_UNREADABLE": 1, "INPUT_QUARANTINED": 1}, text
+    assert counters.dead_letter_codes == {"INPUT_UNREADABLE": 1, "INPUT_QUARANTINED": 1, "UNKNOWN_SCHEMA_FINGERPRINT": 1}
 
     out = read_outputs(bootstrap, topics)
     assert [offset for offset, _ in crossings(out)] == list(range(count))  # every input offset, once
     dead = {r.record["input"]["offset"]: r.record for r in out["deadletter"]}
-    assert sorted(dead) == [bomb, quarantined]
+    assert sorted(dead) == [bomb, large, quarantined]
+    # the 60 MB value was read (the client inflates zstd up to 100 MB) and dead-lettered by its bytes, kept as a digest
+    assert (dead[large]["code"], dead[large]["raw_size"]) == ("UNKNOWN_SCHEMA_FINGERPRINT", LARGE_BYTES)
     assert dead[bomb]["code"] == "INPUT_UNREADABLE" and "_BAD_COMPRESSION" in dead[bomb]["detail"], dead[bomb]
     assert dead[bomb]["detail"].startswith(f"Kafka could not deliver input offset {bomb}: ")
     assert dead[quarantined]["code"] == "INPUT_QUARANTINED", dead[quarantined]
