@@ -60,9 +60,20 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
+def _version() -> str:
+    """The installed distribution's version (the package metadata); "unknown" when run from a bare tree."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("bernstein-journal")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="bernstein", description="A verifiable activity journal for AI agents, on Kafka.")
     parser.add_argument("--debug", action="store_true", help="print tracebacks for internal errors")
+    parser.add_argument("--version", action="version", version=f"bernstein {_version()}", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="<command>", parser_class=_Parser)
     for module_name in COMMAND_MODULES:
         try:

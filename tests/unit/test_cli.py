@@ -67,3 +67,11 @@ def test_no_services_configured_says_what_to_do(tmp_path: Path) -> None:
     )
     assert result.returncode == 3
     assert "infra/up" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_version_prints_the_installed_distribution_version() -> None:
+    from importlib.metadata import version
+
+    result = _cli("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"bernstein {version('bernstein-journal')}"
