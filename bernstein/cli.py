@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Final, NoReturn
 
 from schemas.errors import BernsteinError
+from substrate.config import unknown_variables
 
 EXIT_OK: Final = 0
 EXIT_NOT_FOUND: Final = 1
@@ -92,6 +93,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    for name, meant in unknown_variables():
+        hint = f" (did you mean {meant}?)" if meant else ""
+        print(
+            f"bernstein: warning: {name} is set but no setting of bernstein has that name{hint}; it is ignored", file=sys.stderr
+        )
     try:
         code = int(args.func(args))
     except BernsteinError as exc:

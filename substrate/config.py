@@ -33,6 +33,55 @@ def _env_file_values(start: Path | None = None) -> dict[str, str]:
     return {}
 
 
+KNOWN_VARIABLES: Final = frozenset(
+    {
+        "BERNSTEIN_KAFKA_BOOTSTRAP",
+        "BERNSTEIN_KAFKA_CONFIG_FILE",
+        "BERNSTEIN_S3_ENDPOINT",
+        "BERNSTEIN_S3_ACCESS_KEY",
+        "BERNSTEIN_S3_SECRET_KEY",
+        "BERNSTEIN_S3_BUCKET",
+        "BERNSTEIN_S3_REGION",
+        "BERNSTEIN_S3_LOCK_MODE",
+        "BERNSTEIN_S3_LOCK_DAYS",
+        "BERNSTEIN_TOPIC_PREFIX",
+        "BERNSTEIN_TOPIC_REPLICATION_FACTOR",
+        "BERNSTEIN_TOPIC_MIN_INSYNC_REPLICAS",
+        "BERNSTEIN_ROLES",
+        "BERNSTEIN_KEYS_DIR",
+        "BERNSTEIN_PRODUCER_KEYS_DIR",
+        "BERNSTEIN_FOLLOW_STATE",
+        "BERNSTEIN_LOG_FORMAT",
+        "BERNSTEIN_DEBUG",
+        "BERNSTEIN_CORE",
+        "BERNSTEIN_CHROMIUM",
+        "BERNSTEIN_CHROMIUM_NO_SANDBOX",
+        "BERNSTEIN_BROWSER_USER",
+        "BERNSTEIN_SIGNUP_PASSWORD",
+        "BERNSTEIN_TOOL_CACHE",
+        # read by the test suites and SDK checks only
+        "BERNSTEIN_GO_LIVE",
+        "BERNSTEIN_GO_SAMPLES",
+        "BERNSTEIN_FUZZ_RANDOM",
+        "BERNSTEIN_KEEP_TOPICS",
+    }
+)
+"""Every ``BERNSTEIN_*`` variable something of the project reads (docs: README, "Configuration")."""
+
+
+def unknown_variables(environ: dict[str, str] | None = None) -> list[tuple[str, str | None]]:
+    """``BERNSTEIN_*`` variables set but read by nothing, each with the known name it most likely meant (or None):
+    a misspelt setting is otherwise ignored in silence and its default used."""
+    import difflib
+
+    names = sorted(name for name in (os.environ if environ is None else environ) if name.startswith("BERNSTEIN_"))
+    return [
+        (name, next(iter(difflib.get_close_matches(name, sorted(KNOWN_VARIABLES), n=1, cutoff=0.75)), None))
+        for name in names
+        if name not in KNOWN_VARIABLES
+    ]
+
+
 def setting(name: str, default: str | None = None, *, start: Path | None = None) -> str | None:
     """One setting: environment first, then ``.infra/env``, then ``default``."""
     value = os.environ.get(name)

@@ -75,3 +75,27 @@ def test_version_prints_the_installed_distribution_version() -> None:
     result = _cli("--version")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"bernstein {version('bernstein-journal')}"
+
+
+def test_a_misspelt_setting_is_named_with_the_one_it_most_likely_meant() -> None:
+    result = _cli("activity", "verify", "r", "--from", "/nonexistent/dump", env={"BERNSTEIN_S3_ENDPIONT": "http://x:1"})
+    assert (
+        "bernstein: warning: BERNSTEIN_S3_ENDPIONT is set but no setting of bernstein has that name "
+        "(did you mean BERNSTEIN_S3_ENDPOINT?); it is ignored"
+    ) in result.stderr
+    quiet = _cli("activity", "verify", "r", "--from", "/nonexistent/dump", env={"BERNSTEIN_S3_ENDPOINT": "http://x:1"})
+    assert "warning" not in quiet.stderr
+
+
+def test_every_variable_the_project_reads_is_known() -> None:
+    """The list the warning checks against holds every BERNSTEIN_* name the code reads (no false warnings)."""
+    import re
+
+    from substrate.config import KNOWN_VARIABLES
+
+    read: set[str] = set()
+    for folder in ("bernstein", "substrate", "producers", "consumers", "verifier", "schemas", "infra", "scripts"):
+        for path in (REPO / folder).rglob("*"):
+            if path.suffix in {".py", ".sh", ".go", ".ts"} and "node_modules" not in path.parts:
+                read |= set(re.findall(r"BERNSTEIN_[A-Z0-9_]*[A-Z0-9]", path.read_text(errors="replace")))
+    assert read - KNOWN_VARIABLES == set()
