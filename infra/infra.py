@@ -1288,23 +1288,11 @@ def _read_env_file(path: Path) -> dict[str, str]:
 
 
 def ensure_bucket(endpoint: str, access: str, secret: str, bucket: str) -> None:
-    try:
-        import urllib3
-        from minio import Minio
-        from minio.error import S3Error
-    except ImportError:
-        raise InfraError(
-            "python package minio missing: run infra with .venv/bin/python "
-            "(use the infra/up wrapper; create the venv with `make venv`)"
-        ) from None
-    u = urllib.parse.urlsplit(endpoint)
-    client = Minio(
-        u.netloc,
-        access_key=access,
-        secret_key=secret,
-        secure=u.scheme == "https",
-        region=S3_REGION,
-    )
+    """An external store's bucket, made plain when missing (its owner decides versioning and Object Lock)."""
+    client = _s3_client(endpoint, access, secret)
+    import urllib3
+    from minio.error import S3Error
+
     try:
         if not client.bucket_exists(bucket):
             client.make_bucket(bucket)
