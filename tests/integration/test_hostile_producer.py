@@ -1,0 +1,148 @@
+"""One compromised producer host against two honest ones (security review 2026-12-06, issue 25).
+
+Mallory holds what a producer host holds: a registered producer key, the producer Kafka principal
+and the producer S3 identity (``.infra/s3/producer.env``). Alice and Bob are honest producers on the
+same deployment. Each attack says which defence stops it; after all of them, the honest runs are
+sealed and `bernstein activity verify --from kafka --cas s3`, run with the reader S3 identity,
+exits 0 for each, naming what Mallory left at their blobs' addresses.
+
+| attack | what stops it |
+|---|---|
+| pre-place other bytes at the address of a page Alice is about to store | the SDK stores anyway: the object there lacks the store's checksum for the address (``holds``) |
+| overwrite a blob of Bob's sealed run | the bucket is versioned: the verifier reads the true version and names the other (CAS_VERSION_POISONED) |
+| delete a blob of Bob's sealed run | the producer identity may not delete (AccessDenied); Object Lock would refuse it anyway |
+| list other producers' evidence | the producer identity may not list (AccessDenied) |
+| upload a body under an address with a checksum that is not the body's | the store refuses it (XAmzContentChecksumMismatch) |
+| a compressed record that no client can inflate, on the honest runs' partition | the scheduler dead-letters it (INPUT_UNREADABLE) and reads on |
+
+Attacks on other producers' runs (closing, filling or planting stages in them) are refused only once
+runs have owners (issue 25, part 3): not here yet.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from minio.error import S3Error
+
+from producers.activity import ActivityResult
+from producers.emitter import Emitter
+from producers.identity import ProducerIdentity
+from schemas.canonical import sha256_digest
+from substrate.cas import S3BlobStore, S3Settings, blob_key, checksum_sha256
+from substrate.kafka import client_config
+from substrate.keys import init_keys, init_producer_keys
+from tests.conftest import bernstein_env
+from tests.integration import tamper_kit as kit
+from tests.integration.helpers_kafka import fresh_topics
+from tests.integration.principals import producer_principal
+from tests.prefixes import fresh_prefix
+from tests.producer_setup import trusted_keys, write_manifest
+
+pytestmark = pytest.mark.integration
+
+IDENTITIES = Path(__file__).resolve().parents[2] / ".infra" / "s3"
+
+
+def identity(name: str, services: Any) -> dict[str, str]:
+    """infra/up's S3 identity ``name`` as BERNSTEIN_S3_* variables."""
+    path = IDENTITIES / f"{name}.env"
+    assert path.is_file(), f"{path} is missing: infra/up makes one env file per S3 identity of its MinIO"
+    values = dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+    return {k: values[k] for k in ("BERNSTEIN_S3_ACCESS_KEY", "BERNSTEIN_S3_SECRET_KEY")}
+
+
+def store_as(name: str, services: Any) -> S3BlobStore:
+    creds = identity(name, services)
+    return S3BlobStore(
+        S3Settings(services.s3.endpoint, creds["BERNSTEIN_S3_ACCESS_KEY"], creds["BERNSTEIN_S3_SECRET_KEY"], services.s3.bucket)
+    )
+
+
+def publish_run(services: Any, topics: Any, keys: Any, run_id: str, pages: list[bytes]) -> list[str]:
+    """An honest producer's run under the producer principal and the producer S3 identity: one stage per page, then the
+    close. Returns the pages' digests."""
+    with (
+        producer_principal(services),
+        Emitter(
+            bootstrap=services.bootstrap,
+            store=store_as("producer", services),
+            topics=topics,
+            producer=ProducerIdentity(keys.name, keys.signer),
+        ) as emitter,
+    ):
+        digests = []
+        for index, page in enumerate(pages):
+            observation = emitter.capture("page", f"https://example.test/{run_id}/{index}", page)
+            digests.append(observation.content_hash)
+            result = ActivityResult.build("coding", {"run": run_id, "stage": index}, [observation])
+            emitter.publish(run_id=run_id, stage_id=f"s{index}", role="developer", result=result)
+        emitter.close_run(run_id)
+    return digests
+
+
+def test_a_hostile_producer_cannot_destroy_poison_or_stall_the_honest_producers_runs(services: Any, tmp_path: Path) -> None:
+    prefix = fresh_prefix()
+    topics = fresh_topics(services.bootstrap, prefix)
+    keys = init_keys(tmp_path / "keys")
+    alice, bob, mallory = (init_producer_keys(tmp_path / name, f"{name}@hostile") for name in ("alice", "bob", "mallory"))
+    manifest = write_manifest(tmp_path / "roles.toml", alice, bob, mallory, test_identities=False)
+    trust = tmp_path / "trusted-keys.json"
+    trusted_keys(keys, manifest).write(trust)
+    hostile = store_as("producer", services)  # Mallory's S3 identity: the one every producer host gets
+
+    # 1. Mallory pre-places bytes at the address of a page Alice will store (public pages are predictable)
+    alice_pages = [
+        b"a public page, predictable " + os.urandom(6).hex().encode(),
+        b"alice's own notes " + os.urandom(6).hex().encode(),
+    ]
+    poisoned = sha256_digest(alice_pages[0])
+    hostile._client.put_object(hostile.settings.bucket, blob_key(poisoned), io.BytesIO(b"poison"), 6)
+    # 2. Bob's run is published and (below) sealed; then Mallory overwrites one of its blobs and tries to delete another
+    bob_pages = [b"bob page one " + os.urandom(6).hex().encode(), b"bob page two " + os.urandom(6).hex().encode()]
+    bob_digests = publish_run(services, topics, bob, "run-bob", bob_pages)
+    hostile._client.put_object(hostile.settings.bucket, blob_key(bob_digests[0]), io.BytesIO(b"overwritten"), 11)
+    with pytest.raises(S3Error) as refused:
+        hostile._client.remove_object(hostile.settings.bucket, blob_key(bob_digests[1]))
+    assert refused.value.code == "AccessDenied"
+    with pytest.raises(S3Error) as refused:
+        list(hostile._client.list_objects(hostile.settings.bucket, prefix="sha256/", recursive=True))
+    assert refused.value.code == "AccessDenied"
+    with pytest.raises(S3Error) as refused:
+        hostile._client.put_object(
+            hostile.settings.bucket,
+            blob_key(bob_digests[1]),
+            io.BytesIO(b"not bob's"),
+            9,
+            metadata={"x-amz-checksum-sha256": checksum_sha256(bob_digests[1])},
+        )
+    assert refused.value.code == "XAmzContentChecksumMismatch"
+    # 3. a compressed record no client can inflate, on the partition of the honest runs, under the producer principal
+    with producer_principal(services):
+        bomb = Producer(client_config(services.bootstrap, **{"compression.type": "zstd", "message.max.bytes": 1_000_000_000}))
+        bomb.produce(topics.submissions, b"\xc3\x01" + bytes(150_000_000), b"run-alice", partition=0)
+        assert bomb.flush(60) == 0
+    alice_digests = publish_run(services, topics, alice, "run-alice", alice_pages)
+    assert alice_digests[0] == poisoned
+
+    env = {**kit.offline_env(), **bernstein_env(services, prefix, keys, None, manifest)}
+    scheduled = kit.bernstein(["scheduler", "run", "--partition", "0", "--idle-exit", "5"], env)
+    assert scheduled.returncode == 0, scheduled.stdout + scheduled.stderr
+    assert "cannot be read" in scheduled.stderr and "INPUT_UNREADABLE" in scheduled.stderr, scheduled.stderr
+
+    reader = {**env, **identity("reader", services)}
+    for run_id, other in (("run-alice", None), ("run-bob", bob_digests[0])):
+        verified = kit.bernstein(
+            ["activity", "verify", run_id, "--from", "kafka", "--cas", "s3", "--trusted-keys", str(trust)], reader
+        )
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+        named = [line for line in verified.stdout.splitlines() if "store CAS_VERSION_POISONED" in line]
+        if other is None:
+            assert named == [], verified.stdout  # Alice's true bytes are the newest version: nothing to name
+        else:
+            assert len(named) == 1 and other in named[0] and sha256_digest(b"overwritten") in named[0], verified.stdout
