@@ -202,6 +202,23 @@ def replication_settings() -> tuple[int, int]:
     return factor, min_insync
 
 
+CONNECT_TIMEOUT_SETTING: Final = "BERNSTEIN_KAFKA_CONNECT_TIMEOUT"
+
+
+def connect_timeout() -> float:
+    """How long a command's first request (metadata) may wait for a broker before it says it cannot reach it:
+    ``BERNSTEIN_KAFKA_CONNECT_TIMEOUT`` seconds, default 5. A reachable broker answers in milliseconds; a wrong
+    address or a stopped broker is then named within seconds, not after the client's own 30."""
+    text = setting(CONNECT_TIMEOUT_SETTING, "5") or "5"
+    try:
+        value = float(text)
+    except ValueError:
+        raise KafkaConfigError(f"{CONNECT_TIMEOUT_SETTING}={text!r} is not a number of seconds") from None
+    if not 0 < value <= 600:
+        raise KafkaConfigError(f"{CONNECT_TIMEOUT_SETTING}={value} must be more than 0 and at most 600 seconds")
+    return value
+
+
 def _positive_setting(name: str) -> int:
     text = setting(name, "1") or "1"
     try:
@@ -460,6 +477,11 @@ def _admin(bootstrap: str) -> tuple[Any, list[Any]]:
     return AdminClient(client_config(bootstrap, error_cb=errors.append)), errors
 
 
+def unreachable(exc: Exception, bootstrap: str, errors: list[Any] | None = None, admin: Any = None) -> KafkaError:
+    """``_unreachable`` for callers outside this module (the verifier's Kafka source, the follower)."""
+    return _unreachable(exc, bootstrap, errors or [], admin)
+
+
 def _unreachable(exc: Exception, bootstrap: str, errors: list[Any], admin: Any = None) -> KafkaError:
     """A failed request as a typed error: refused credentials, a TLS failure, or no broker at all."""
     if admin is not None:
@@ -485,7 +507,7 @@ def _cluster_metadata(admin: Any, bootstrap: str, timeout: float, errors: list[A
     from confluent_kafka import KafkaException
 
     try:
-        return admin.list_topics(timeout=timeout)
+        return admin.list_topics(timeout=min(timeout, connect_timeout()))
     except KafkaException as exc:
         if is_authorization_error(exc):
             raise not_authorized("list topics") from None

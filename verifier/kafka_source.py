@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from substrate.config import Topics
-from substrate.kafka import KafkaUnavailable, client_config, is_authorization_error, not_authorized
+from substrate.kafka import KafkaUnavailable, client_config, connect_timeout, is_authorization_error, not_authorized, unreachable
 from verifier.sources import StoredRecord
 
 _TIMEOUT: Final = 30.0
@@ -113,11 +113,11 @@ class KafkaSource:
 
         topic = self.topics.by_stream(stream)
         try:
-            metadata = AdminClient(client_config(self.bootstrap)).list_topics(topic=topic, timeout=_TIMEOUT)
+            metadata = AdminClient(client_config(self.bootstrap)).list_topics(topic=topic, timeout=connect_timeout())
         except KafkaException as exc:
             if is_authorization_error(exc):
                 raise not_authorized(f"read the topics of prefix {self.topics.prefix!r} ({exc})") from None
-            raise KafkaUnavailable(f"cannot reach Kafka at {self.bootstrap}: {exc}") from exc
+            raise unreachable(exc, self.bootstrap) from exc
         info = metadata.topics.get(topic)
         if info is not None and info.error is not None and is_authorization_error(info.error):
             # a topic this principal may not see is not a missing stream (that verdict is tamper evidence)

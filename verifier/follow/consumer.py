@@ -31,7 +31,15 @@ from typing import Any, Final
 from schemas.canonical import sha256_digest
 from schemas.errors import BernsteinError
 from substrate.config import Topics
-from substrate.kafka import KafkaError, KafkaNotAuthorized, KafkaUnavailable, client_config, is_authorization_error
+from substrate.kafka import (
+    KafkaError,
+    KafkaNotAuthorized,
+    KafkaUnavailable,
+    client_config,
+    connect_timeout,
+    is_authorization_error,
+    unreachable,
+)
 from substrate.keys import TrustedKeys
 from verifier import facts
 from verifier.follow.alerts import Alert, AlertKind
@@ -168,12 +176,12 @@ class Follower:
         from confluent_kafka import KafkaException
 
         try:
-            metadata = consumer.list_topics(topic=self.topic, timeout=_METADATA_TIMEOUT)
+            metadata = consumer.list_topics(topic=self.topic, timeout=min(_METADATA_TIMEOUT, connect_timeout()))
         except KafkaException as exc:
             self._raise_errors()
             if is_authorization_error(exc):
                 raise self._refused() from None
-            raise KafkaUnavailable(f"cannot reach Kafka at {self.options.bootstrap}: {exc}") from None
+            raise unreachable(exc, self.options.bootstrap) from None
         self._raise_errors()
         info = metadata.topics.get(self.topic)
         if info is not None and info.error is not None and is_authorization_error(info.error):
