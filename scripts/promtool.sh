@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Checks the shipped Prometheus alert rules with promtool (make promtool; scripts/test.sh).
 #
-# promtool is built from the Go module proxy the way infra/up takes Kafka from Maven Central:
-# `go install` of one pinned version of Prometheus' cmd/promtool into .infra/bin, once; later
-# runs find that version already there (`go version -m` reads the module version built into
-# the binary) and skip the build. Then:
+# A promtool on PATH is used as it is. Otherwise it is built from the Go module proxy the way
+# infra/up builds MinIO: `go install` of one pinned version of Prometheus' cmd/promtool into
+# ~/.cache/bernstein/promtool/<version> (BERNSTEIN_TOOL_CACHE), once per machine; later runs find
+# that version there (`go version -m` reads the module version built into the binary). Then:
 #   promtool check rules ops/prometheus/alerts.yml        (syntax, PromQL, templates)
 #   promtool test rules  ops/prometheus/tests/*.yml       (every alert fires when it should, not when it shouldn't)
 #   promtool promql format <expr>, for every query of ops/grafana/bernstein.json (it parses; Grafana's
@@ -16,7 +16,8 @@ root=$(pwd)
 # Prometheus' Go module versions: v0.3XX.Y is Prometheus v3.XX.Y.
 PROMTOOL_VERSION=${PROMTOOL_VERSION:-v0.316.0}
 PROMTOOL_PKG=github.com/prometheus/prometheus/cmd/promtool
-bin="$root/.infra/bin"
+# built once per machine, kept across clones and `infra/reset` (like MinIO): BERNSTEIN_TOOL_CACHE moves it
+bin="${BERNSTEIN_TOOL_CACHE:-$HOME/.cache/bernstein}/promtool/$PROMTOOL_VERSION"
 promtool="$bin/promtool"
 
 built_version() {
@@ -24,16 +25,19 @@ built_version() {
   go version -m "$promtool" 2>/dev/null | awk '$1 == "mod" && $2 == "github.com/prometheus/prometheus" {print $3}'
 }
 
-if ! command -v go >/dev/null 2>&1; then
-  echo "promtool: Go is needed to build promtool (apt-get install golang, or Go from go.dev)" >&2
-  exit 3
-fi
 t0=$(date +%s)
-if [ -x "$promtool" ] && [ "$(built_version)" = "$PROMTOOL_VERSION" ]; then
-  echo "promtool: $PROMTOOL_VERSION already built in .infra/bin ($(( $(date +%s) - t0 ))s)"
+if [ -z "${PROMTOOL_BUILD:-}" ] && command -v promtool >/dev/null 2>&1; then
+  # a promtool the machine already has (a Prometheus install, a package): used as it is
+  promtool=$(command -v promtool)
+  echo "promtool: using $promtool from PATH ($("$promtool" --version 2>&1 | head -1)); PROMTOOL_BUILD=1 builds $PROMTOOL_VERSION instead"
+elif ! command -v go >/dev/null 2>&1; then
+  echo "promtool: no promtool on PATH, and Go is needed to build one (apt-get install golang, or Go from go.dev)" >&2
+  exit 3
+elif [ -x "$promtool" ] && [ "$(built_version)" = "$PROMTOOL_VERSION" ]; then
+  echo "promtool: $PROMTOOL_VERSION already built in $bin ($(( $(date +%s) - t0 ))s)"
 else
   mkdir -p "$bin"
-  echo "promtool: building $PROMTOOL_PKG@$PROMTOOL_VERSION from the Go module proxy ($(go env GOPROXY)) into .infra/bin (one-time) ..."
+  echo "promtool: building $PROMTOOL_PKG@$PROMTOOL_VERSION from the Go module proxy ($(go env GOPROXY)) into $bin (one-time) ..."
   # GOFLAGS=-mod=mod: `go install pkg@version` ignores any go.mod around it; GOWORK=off likewise.
   if ! GOBIN="$bin" GOWORK=off GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 \
     go install "$PROMTOOL_PKG@$PROMTOOL_VERSION"; then
@@ -41,7 +45,7 @@ else
     exit 3
   fi
   if [ "$(built_version)" != "$PROMTOOL_VERSION" ]; then
-    echo "promtool: .infra/bin/promtool does not report module version $PROMTOOL_VERSION" >&2
+    echo "promtool: $promtool does not report module version $PROMTOOL_VERSION" >&2
     exit 3
   fi
   echo "promtool: built $PROMTOOL_VERSION in $(( $(date +%s) - t0 ))s"
