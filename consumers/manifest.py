@@ -19,6 +19,8 @@ Producers are pinned the same way, with ``[[producers]]`` (docs/security.md)::
     name = "research-worker"            # the producer.id of its submissions
     roles = ["scout"]                   # roles it may submit under
     agent_kinds = ["browser"]           # optional: kinds for role-less computer-use actions
+    run_prefixes = ["research-"]        # optional: run ids it owns (no other producer may open or add to them)
+    collaborators = ["browser-worker"]  # optional: producers that may add to its runs
       [[producers.keys]]
       public_key = "<64 hex>"           # `bernstein keys show --dir <producer keys>`
       valid_from_ms = 0                 # optional
@@ -44,7 +46,7 @@ from substrate.keys import KeyPurpose, KeyStatus, TrustedKey, TrustedKeys, Valid
 
 DEFAULT_KIND: Final = ActivityKind.CODING.value
 _ROLE_KEYS: Final = frozenset({"role", "agent_kind", "description"})
-_PRODUCER_KEYS: Final = frozenset({"name", "roles", "agent_kinds", "keys", "description"})
+_PRODUCER_KEYS: Final = frozenset({"name", "roles", "agent_kinds", "keys", "description", "run_prefixes", "collaborators"})
 _KEY_KEYS: Final = frozenset({"public_key", "key_id", "valid_from_ms", "valid_until_ms", "status", "description"})
 
 
@@ -115,18 +117,36 @@ def producers_from_document(document: dict[str, Any], roles: dict[str, str], *, 
         keys = entry.get("keys")
         if not isinstance(keys, list) or not keys:
             raise ManifestError(f"{where}: a producer needs at least one [[producers.keys]] entry with its public_key")
+        prefixes = _strings(entry.get("run_prefixes", []), f"{where}: run_prefixes")
+        for prefix in prefixes:
+            if not prefix or len(prefix) > 128 or not is_valid_id(prefix):
+                raise ManifestError(f"{where}: run prefix {prefix!r} must be the start of a valid run id ({ID_RULE})")
         producers.append(
             Producer(
                 name=name,
                 roles=frozenset(granted),
                 agent_kinds=frozenset(kinds) | frozenset(roles[r] for r in granted),
                 keys=tuple(_producer_key(key, f"{where}.keys[{k}]") for k, key in enumerate(keys)),
+                run_prefixes=tuple(prefixes),
+                collaborators=frozenset(_strings(entry.get("collaborators", []), f"{where}: collaborators")),
             )
         )
     names = [p.name for p in producers]
     for name in names:
         if names.count(name) > 1:
             raise ManifestError(f"{source}: producer {name!r} is declared twice")
+    claimed = [(prefix, p.name) for p in producers for prefix in p.run_prefixes]
+    for prefix, owner in claimed:
+        for other, other_owner in claimed:
+            if (prefix, owner) != (other, other_owner) and other.startswith(prefix):
+                raise ManifestError(
+                    f"{source}: run prefix {other!r} of {other_owner!r} starts with {prefix!r} of {owner!r}: a run id "
+                    "would have two owners"
+                )
+    for producer in producers:
+        for name in sorted(producer.collaborators):
+            if name not in names:
+                raise ManifestError(f"{source}: collaborator {name!r} of {producer.name!r} is not a declared producer")
     try:
         return ProducerRegistry.of(producers)
     except ValueError as exc:

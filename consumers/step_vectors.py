@@ -100,6 +100,8 @@ def manifest_toml() -> str:
     }
     for name, (granted, until) in grants.items():
         lines += ["", "[[producers]]", f'name = "{name}"', "roles = [" + ", ".join(f'"{r}"' for r in granted) + "]"]
+        if name == SCOUT_ONLY:  # owns the run ids that start with "scout-": RUN_NOT_OWNED for anyone else
+            lines += ['run_prefixes = ["scout-"]']
         lines += ["  [[producers.keys]]", f'  public_key = "{KEYS[name].public_key_raw.hex()}"']
         if until is not None:
             lines += ["  valid_from_ms = 0", f"  valid_until_ms = {until}"]
@@ -547,6 +549,27 @@ def cases() -> list[Case]:
     case("submission_signature_invalid", "SUBMISSION_SIGNATURE_INVALID", _with(stage(), reason_code="ok-but-unsigned"))
     case("producer_role_not_allowed", "PRODUCER_ROLE_NOT_ALLOWED", stage(producer=SCOUT_ONLY))
     case("duplicate_submission", "DUPLICATE_SUBMISSION", stage(), stage(stage_id="stage-1", submission_id="sub-run-1-stage-0"))
+    # -- refusals: runs and their owners (the manifest's run_prefixes)
+    case(
+        "run_not_owned",
+        "RUN_NOT_OWNED",
+        research(run_id="scout-run-1", producer=SCOUT_ONLY),
+        stage(run_id="scout-run-1", stage_id="stage-1", submission_id="sub-scout-run-1-stage-1"),
+        note="a stage in a run whose id is another producer's run prefix; the owner's own stage is journalled",
+    )
+    case(
+        "run_not_owned_close",
+        "RUN_NOT_OWNED",
+        research(run_id="scout-run-1", producer=SCOUT_ONLY),
+        close("scout-run-1"),
+        note="another producer may not close it either",
+    )
+    case(
+        "run_not_owned_action",
+        "RUN_NOT_OWNED",
+        actions(1, run_id="scout-run-2")[0][0],
+        note="nor act in a browser session of it (checked once the lineage signature names the producer)",
+    )
     # -- refusals: the stage's own fields
     case("unknown_kind", "UNKNOWN_KIND", stage(kind="poetry"))
     case("unknown_role", "UNKNOWN_ROLE", stage(role="ghost"))

@@ -31,7 +31,9 @@ class NativeCore:
         accept_undeclared_sizes: bool = False,
         seal_keys: Sequence[tuple[bytes, str, int, int | None]] = (),
         audit_keys: Sequence[tuple[bytes, str, int, int | None]] = (),
-        producers: Sequence[tuple[str, Sequence[str], Sequence[tuple[str, bytes, int, int | None]]]] = (),
+        producers: Sequence[
+            tuple[str, Sequence[str], Sequence[tuple[str, bytes, int, int | None]], Sequence[str], Sequence[str]]
+        ] = (),
         submission_partitions: int | None = None,
     ) -> None: ...
     def set_submission_partitions(self, partitions: int) -> None: ...

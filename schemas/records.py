@@ -225,6 +225,10 @@ class RefusalCode(StrEnum):
     WRONG_PARTITION = "WRONG_PARTITION"
     """The record is not on the submissions partition Kafka's murmur2 partitioner gives its key (issue 13,
     ``schemas.partitioning``): checked right after the record key, for submissions, run closes and actions."""
+    RUN_NOT_OWNED = "RUN_NOT_OWNED"
+    """The run id starts with another producer's run prefix (the roles manifest's ``run_prefixes``) and this
+    producer is not one of that owner's ``collaborators``: checked right after the producer is authenticated,
+    before anything reads or changes the run."""
 
 
 class DeadLetterCode(StrEnum):

@@ -161,6 +161,11 @@ def manifest_snippet(
         lines.append(f"roles = {json.dumps(roles)}")
     if agent_kinds is None:
         lines.append('# agent_kinds = ["browser"]     # a browser worker: its computer-use actions carry no role')
+        lines.append(
+            f"# run_prefixes = [{json.dumps(name.split('@')[0] + '-')}]  # run ids it owns: no other producer may open, "
+            "add to or close them"
+        )
+        lines.append("# collaborators = []            # producers that may add to its runs (a multi-agent run)")
     else:
         lines.append(f"agent_kinds = {json.dumps(agent_kinds)}")
     for key in keys:

@@ -143,6 +143,11 @@ class Producer:
     """Agent kinds it may act as: those of its roles, and any granted explicitly (computer-use actions
     carry no role: a browser worker needs ``browser``)."""
     keys: tuple[ProducerKey, ...] = ()
+    run_prefixes: tuple[str, ...] = ()
+    """Run ids it owns: a run whose id starts with one of these takes records only from this producer and
+    its ``collaborators`` (RUN_NOT_OWNED otherwise). No two producers' prefixes overlap."""
+    collaborators: frozenset[str] = frozenset()
+    """Producers that may add stages, actions and closes to its runs (a multi-agent run)."""
 
 
 @dataclass(frozen=True)
@@ -166,6 +171,14 @@ class ProducerRegistry:
 
     def lookup(self, key_id: str) -> tuple[Producer, ProducerKey] | None:
         return self.by_key.get(key_id)
+
+    def run_owner(self, run_id: str) -> tuple[Producer, str] | None:
+        """The producer that owns ``run_id`` by its run prefixes, with the prefix; None for an unowned run id."""
+        for producer in self.producers.values():
+            for prefix in producer.run_prefixes:
+                if run_id.startswith(prefix):
+                    return producer, prefix
+        return None
 
 
 @dataclass(frozen=True)

@@ -235,6 +235,8 @@ class NativeSchedulerCore:
                 p.name,
                 sorted(p.roles),
                 [(k.key_id, k.public_key, k.lifetime.valid_from_ms, k.lifetime.valid_until_ms) for k in p.keys],
+                list(p.run_prefixes),
+                sorted(p.collaborators),
             )
             for p in config.producers.producers.values()
         ]

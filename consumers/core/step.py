@@ -376,6 +376,7 @@ class SchedulerCore:
         refusal = (
             _envelope_refusal(record, sub, self.config.submission_partitions)
             or self._producer_refusal(record, sub, schema, role=role)
+            or self._owner_refusal(run_id, sub["producer"]["id"])
             or _duplicate_submission(state, sub)
         )
         if refusal is not None:
@@ -509,6 +510,24 @@ class SchedulerCore:
         elif refusal is None and observations and not self.config.accept_undeclared_sizes:
             refusal = _undeclared_refusal(codec.ACTIVITY_SUBMISSION, f"{len(observations)} observations", "observations")
         return refusal
+
+    def _owner_refusal(self, run_id: str, producer_id: str) -> _Refusal | None:
+        """A run id in another producer's run prefixes takes records only from its owner and the owner's
+        collaborators (docs/security.md, "Runs and their owners"); an id in nobody's prefixes is open to all."""
+        owned = self.config.producers.run_owner(run_id)
+        if owned is None:
+            return None
+        owner, prefix = owned
+        if producer_id == owner.name or producer_id in owner.collaborators:
+            return None
+        return _Refusal(
+            RefusalCode.RUN_NOT_OWNED,
+            f"run {run_id!r} belongs to {owner.name!r} (run prefix {prefix!r} in the roles manifest); "
+            f"{_clip(producer_id, 80)!r} is not one of its collaborators",
+            "run_id",
+            run_id,
+            _clip(owner.name),
+        )
 
     def _producer_refusal(self, record: InputRecord, item: dict[str, Any], schema: str, *, role: str | None) -> _Refusal | None:
         """Who may submit (docs/security.md): a producer key registered in the manifest signed this very input.
@@ -814,7 +833,7 @@ class SchedulerCore:
                 act["prev_anchor"],
                 expected_prev,
             )
-        refusal = self._lineage_refusal(record, act)
+        refusal = self._lineage_refusal(record, act) or self._owner_refusal(run_id, act["producer"]["id"])
         if refusal is None and sized:
             refusal = _cap_refusal(run_id, run, _action_blobs(act))
         elif refusal is None and not self.config.accept_undeclared_sizes:
@@ -904,8 +923,10 @@ class SchedulerCore:
         if not is_valid_id(run_id):
             self._refuse(state, record, close, _invalid_id(RefusalCode.INVALID_RUN_ID, "run_id", run_id), emit)
             return
-        envelope = _envelope_refusal(record, close, self.config.submission_partitions) or self._producer_refusal(
-            record, close, schema, role=None
+        envelope = (
+            _envelope_refusal(record, close, self.config.submission_partitions)
+            or self._producer_refusal(record, close, schema, role=None)
+            or self._owner_refusal(run_id, close["producer"]["id"])
         )
         if envelope is not None:
             self._refuse(state, record, close, envelope, emit)

@@ -47,7 +47,9 @@ use crate::hashing::{
     checkpoint_genesis, checkpoint_hash, checkpoint_signing_input, evidence_set_hash_of_digests,
     hex_string, journal_entry_hash, journal_genesis, seal_signing_input, sha256_digest, AuditMac,
 };
-use crate::producers::{run_close_signing_input, submission_signing_input, Producer, ProducerKey};
+use crate::producers::{
+    run_close_signing_input, run_owner, submission_signing_input, Producer, ProducerKey,
+};
 use crate::schemas::*;
 use crate::text::{char_len, clip, has_control, is_blank, is_digest, is_valid_id, repr_ascii};
 use crate::undo::{Change, Dropped, Field, UndoLog};
@@ -1136,6 +1138,9 @@ impl Core {
         if let Some(r) = signed {
             return Ok(Some(r));
         }
+        if let Some(r) = self.owner_refusal(run_id, sub.producer_id, host)? {
+            return Ok(Some(r));
+        }
         if let Some(earlier) = self
             .state
             .runs
@@ -1423,6 +1428,36 @@ impl Core {
     /// `_producer_refusal`: unsigned -> key unknown -> producer mismatch -> key not valid at
     /// the input's timestamp -> signature -> role not granted (`role` None: a run close).
     #[allow(clippy::too_many_arguments)]
+    /// `_owner_refusal`: a run id in another producer's run prefixes takes records only from its owner and the
+    /// owner's collaborators; an id in nobody's prefixes is open to all.
+    fn owner_refusal<'a>(
+        &self,
+        run_id: &'a str,
+        producer_id: &'a str,
+        host: &mut dyn Host,
+    ) -> Result<Option<Refusal<'a>>, Fallback> {
+        let Some((owner, prefix)) = run_owner(&self.cfg.producers, run_id) else {
+            return Ok(None);
+        };
+        if owner.admits(producer_id) {
+            return Ok(None);
+        }
+        let name = py_repr(&owner.name, host)?;
+        let shown = py_repr(&clip(producer_id, 80), host)?;
+        let prefix = py_repr(prefix, host)?;
+        Ok(Some(
+            Refusal::new(
+                "RUN_NOT_OWNED",
+                format!(
+                    "run '{run_id}' belongs to {name} (run prefix {prefix} in the roles manifest); {shown} is not one of its collaborators"
+                ),
+                "run_id",
+                run_id,
+            )
+            .recomputed(clip(&owner.name, MAX_EVIDENCE_CHARS).into_owned()),
+        ))
+    }
+
     fn producer_refusal<'a>(
         &self,
         schema: &'static str,
@@ -1656,7 +1691,7 @@ impl Core {
             self.cfg.submission_partitions,
         ) {
             Some(r) => Some(r),
-            None => self.producer_refusal(
+            None => match self.producer_refusal(
                 if close.producer.is_some() {
                     RUN_CLOSE_V2
                 } else {
@@ -1668,7 +1703,10 @@ impl Core {
                 rec.timestamp_ms,
                 |key_id| run_close_signing_input(close, key_id),
                 host,
-            )?,
+            )? {
+                Some(r) => Some(r),
+                None => self.owner_refusal(run_id, close.producer_id, host)?,
+            },
         };
         if let Some(r) = envelope {
             self.refuse(rec, pos, &fields, r, out);

@@ -78,11 +78,14 @@ impl Host for PyHost<'_> {
 type SessionTuple = (String, i128, String, bool);
 /// A key of a ring: (seed or secret, key id, valid_from_ms, valid_until_ms).
 type KeyEntry = (Vec<u8>, String, i64, Option<i64>);
-/// A registered producer: (name, roles, [(key id, raw public key, valid_from_ms, valid_until_ms)]).
+/// A registered producer: (name, roles, [(key id, raw public key, valid_from_ms, valid_until_ms)],
+/// run prefixes, collaborators).
 type ProducerEntry = (
     String,
     Vec<String>,
     Vec<(String, Vec<u8>, i64, Option<i64>)>,
+    Vec<String>,
+    Vec<String>,
 );
 type RunHeader = (String, i64, bool, i64, Vec<SessionTuple>);
 
@@ -456,7 +459,9 @@ impl NativeCore {
         };
         let mut registered = Vec::with_capacity(producers.len());
         let mut producer_keys = HashMap::with_hasher(hasher);
-        for (index, (name, mut granted, keys)) in producers.into_iter().enumerate() {
+        for (index, (name, mut granted, keys, run_prefixes, collaborators)) in
+            producers.into_iter().enumerate()
+        {
             granted.sort();
             for (key_id, public, from, until) in keys {
                 let key = crate::ed25519::PublicKey::from_bytes(public.as_slice());
@@ -473,6 +478,8 @@ impl NativeCore {
             registered.push(crate::producers::Producer {
                 name,
                 roles: granted,
+                run_prefixes,
+                collaborators,
             });
         }
         let cfg = Config {

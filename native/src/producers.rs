@@ -46,12 +46,31 @@ pub struct Producer {
     pub name: String,
     /// Granted roles, sorted (as `sorted(producer.roles)`).
     pub roles: Vec<String>,
+    /// Run ids it owns (`Producer.run_prefixes`): no two producers' prefixes overlap.
+    pub run_prefixes: Vec<String>,
+    /// Producers that may add to its runs (`Producer.collaborators`).
+    pub collaborators: Vec<String>,
 }
 
 impl Producer {
     pub fn may_take(&self, role: &str) -> bool {
         self.roles.iter().any(|r| r == role)
     }
+
+    /// `producer_id` may add to this producer's runs: it is this producer or one of its collaborators.
+    pub fn admits(&self, producer_id: &str) -> bool {
+        self.name == producer_id || self.collaborators.iter().any(|c| c == producer_id)
+    }
+}
+
+/// `ProducerRegistry.run_owner`: the producer whose run prefix `run_id` starts with, and that prefix.
+pub fn run_owner<'p>(producers: &'p [Producer], run_id: &str) -> Option<(&'p Producer, &'p str)> {
+    producers.iter().find_map(|p| {
+        p.run_prefixes
+            .iter()
+            .find(|prefix| run_id.starts_with(prefix.as_str()))
+            .map(|prefix| (p, prefix.as_str()))
+    })
 }
 
 /// `JSON.stringify` of a string as RFC 8785 writes it (`"` and `\` escaped, `\b \t \n \f \r`,

@@ -46,6 +46,8 @@ func NewBlobStore(cfg *Config) (*BlobStore, error) {
 		Region:     "us-east-1",
 		Transport:  transport,
 		MaxRetries: 2,
+		// checksums travel as trailing headers (minio-go's only way to send one): S3 and MinIO support them
+		TrailingHeaders: true,
 	})
 	if err != nil {
 		return nil, &ConfigError{Msg: "BERNSTEIN_S3_ENDPOINT: " + err.Error()}
@@ -114,7 +116,13 @@ func (s *BlobStore) Put(ctx context.Context, data []byte) (string, error) {
 	}
 	key, _ := BlobKey(digest)
 	_, err := s.client.PutObject(ctx, s.bucket, key, bytes.NewReader(data), int64(len(data)),
-		minio.PutObjectOptions{ContentType: "application/octet-stream", Checksum: minio.ChecksumSHA256})
+		minio.PutObjectOptions{
+			ContentType: "application/octet-stream",
+			// the client computes the SHA-256 checksum and the store checks the body against it
+			Checksum: minio.ChecksumSHA256,
+			// one PUT for any blob (at most 64 MiB): its stored checksum is the whole object's, i.e. the address
+			PartSize: 128 << 20,
+		})
 	if err != nil {
 		return "", &StoreError{Op: "store blob " + digest + " in " + s.where, Err: err}
 	}

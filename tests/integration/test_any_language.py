@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from schemas import codec
+from schemas.canonical import sha256_digest
 from schemas.partitioning import partition_for
 from schemas.records import ENTRY_ACTIVITY_RESULT
 from substrate.config import Topics
@@ -268,3 +269,28 @@ def test_one_run_from_python_go_typescript_and_submit_verifies(deployment: Deplo
     assert dump.returncode == 0, dump.stdout + dump.stderr
     verified = verify_dump(tmp_path / "dump", run_id, d.trust_file)
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_every_sdk_stores_its_bytes_at_an_address_someone_else_filled_first(deployment: Deployment, tmp_path: Path) -> None:
+    """Issue 25: an SDK skips an upload only when the object at the address carries the store's own checksum of the
+    address; bytes another producer put there first (no checksum) never stop the true ones from being stored."""
+    import io
+
+    from substrate.cas import S3BlobStore, blob_key
+
+    d = deployment
+    store = S3BlobStore(d.services.s3)
+    run_id = "any-language-poisoned"
+    payloads = {language: f"{language} evidence {os.urandom(6).hex()}\n".encode() for language in ("go", "typescript", "submit")}
+    for data in payloads.values():
+        digest = sha256_digest(data)
+        store._client.put_object(store.settings.bucket, blob_key(digest), io.BytesIO(b"poison"), 6)
+        assert store.has(digest) and not store.holds(digest)
+    commands = {"go": _go_emit(), "typescript": _ts_emit(), "submit": [str(kit.BERNSTEIN), "submit"]}
+    for language, command in commands.items():
+        observation = {"kind": "file", "ref": "x.txt", "base64": base64.b64encode(payloads[language]).decode()}
+        emit(command, [coding_stage(run_id, f"{language}-0", language, observation)], d.env(language), tmp_path)
+    for language, data in payloads.items():
+        digest = sha256_digest(data)
+        assert store.holds(digest), f"{language} skipped its upload over bytes it did not check"
+        assert store.get(digest) == data

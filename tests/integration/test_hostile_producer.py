@@ -14,9 +14,10 @@ exits 0 for each, naming what Mallory left at their blobs' addresses.
 | list other producers' evidence | the producer identity may not list (AccessDenied) |
 | upload a body under an address with a checksum that is not the body's | the store refuses it (XAmzContentChecksumMismatch) |
 | a compressed record that no client can inflate, on the honest runs' partition | the scheduler dead-letters it (INPUT_UNREADABLE) and reads on |
+| close Bob's run before he starts it, squat Alice's stage id, close her run | the runs are theirs (manifest ``run_prefixes``): RUN_NOT_OWNED, before the run is read or changed |
 
-Attacks on other producers' runs (closing, filling or planting stages in them) are refused only once
-runs have owners (issue 25, part 3): not here yet.
+Not yet defended (issue 25): empty closes of fresh run ids outside every prefix, and a bound on the runs one
+producer keeps open.
 """
 
 from __future__ import annotations
@@ -33,13 +34,14 @@ from minio.error import S3Error
 from producers.activity import ActivityResult
 from producers.emitter import Emitter
 from producers.identity import ProducerIdentity
+from schemas import codec
 from schemas.canonical import sha256_digest
 from substrate.cas import S3BlobStore, S3Settings, blob_key, checksum_sha256
 from substrate.kafka import client_config
 from substrate.keys import init_keys, init_producer_keys
 from tests.conftest import bernstein_env
 from tests.integration import tamper_kit as kit
-from tests.integration.helpers_kafka import fresh_topics
+from tests.integration.helpers_kafka import fresh_topics, read_partition
 from tests.integration.principals import producer_principal
 from tests.prefixes import fresh_prefix
 from tests.producer_setup import trusted_keys, write_manifest
@@ -92,6 +94,10 @@ def test_a_hostile_producer_cannot_destroy_poison_or_stall_the_honest_producers_
     keys = init_keys(tmp_path / "keys")
     alice, bob, mallory = (init_producer_keys(tmp_path / name, f"{name}@hostile") for name in ("alice", "bob", "mallory"))
     manifest = write_manifest(tmp_path / "roles.toml", alice, bob, mallory, test_identities=False)
+    text = manifest.read_text()
+    for name in ("alice", "bob"):  # each owns the run ids that start with its name
+        text = text.replace(f'name = "{name}@hostile"', f'name = "{name}@hostile"\nrun_prefixes = ["{name}-"]')
+    manifest.write_text(text)
     trust = tmp_path / "trusted-keys.json"
     trusted_keys(keys, manifest).write(trust)
     hostile = store_as("producer", services)  # Mallory's S3 identity: the one every producer host gets
@@ -105,7 +111,21 @@ def test_a_hostile_producer_cannot_destroy_poison_or_stall_the_honest_producers_
     hostile._client.put_object(hostile.settings.bucket, blob_key(poisoned), io.BytesIO(b"poison"), 6)
     # 2. Bob's run is published and (below) sealed; then Mallory overwrites one of its blobs and tries to delete another
     bob_pages = [b"bob page one " + os.urandom(6).hex().encode(), b"bob page two " + os.urandom(6).hex().encode()]
-    bob_digests = publish_run(services, topics, bob, "run-bob", bob_pages)
+    # 0. Mallory, with her own registered key, goes for the others' runs first: close Bob's before he starts it,
+    #    take Alice's first stage id and close her run
+    with (
+        producer_principal(services),
+        Emitter(
+            bootstrap=services.bootstrap, store=hostile, topics=topics, producer=ProducerIdentity(mallory.name, mallory.signer)
+        ) as emitter,
+    ):
+        emitter.close_run("bob-run")
+        squat = emitter.capture("page", "https://example.test/squat", b"mallory was here " + os.urandom(4).hex().encode())
+        emitter.publish(
+            run_id="alice-run", stage_id="s0", role="developer", result=ActivityResult.build("coding", {"x": 1}, [squat])
+        )
+        emitter.close_run("alice-run")
+    bob_digests = publish_run(services, topics, bob, "bob-run", bob_pages)
     hostile._client.put_object(hostile.settings.bucket, blob_key(bob_digests[0]), io.BytesIO(b"overwritten"), 11)
     with pytest.raises(S3Error) as refused:
         hostile._client.remove_object(hostile.settings.bucket, blob_key(bob_digests[1]))
@@ -125,9 +145,9 @@ def test_a_hostile_producer_cannot_destroy_poison_or_stall_the_honest_producers_
     # 3. a compressed record no client can inflate, on the partition of the honest runs, under the producer principal
     with producer_principal(services):
         bomb = Producer(client_config(services.bootstrap, **{"compression.type": "zstd", "message.max.bytes": 1_000_000_000}))
-        bomb.produce(topics.submissions, b"\xc3\x01" + bytes(150_000_000), b"run-alice", partition=0)
+        bomb.produce(topics.submissions, b"\xc3\x01" + bytes(150_000_000), b"alice-run", partition=0)
         assert bomb.flush(60) == 0
-    alice_digests = publish_run(services, topics, alice, "run-alice", alice_pages)
+    alice_digests = publish_run(services, topics, alice, "alice-run", alice_pages)
     assert alice_digests[0] == poisoned
 
     env = {**kit.offline_env(), **bernstein_env(services, prefix, keys, None, manifest)}
@@ -135,12 +155,23 @@ def test_a_hostile_producer_cannot_destroy_poison_or_stall_the_honest_producers_
     assert scheduled.returncode == 0, scheduled.stdout + scheduled.stderr
     assert "cannot be read" in scheduled.stderr and "INPUT_UNREADABLE" in scheduled.stderr, scheduled.stderr
 
+    refused = [
+        codec.decode(r.value).record for r in read_partition(services.bootstrap, topics, "refusals") if r.value is not None
+    ]
+    assert sorted((r["run_id"], r["code"]) for r in refused) == [
+        ("alice-run", "RUN_NOT_OWNED"),
+        ("alice-run", "RUN_NOT_OWNED"),
+        ("bob-run", "RUN_NOT_OWNED"),
+    ]
     reader = {**env, **identity("reader", services)}
-    for run_id, other in (("run-alice", None), ("run-bob", bob_digests[0])):
+    for run_id, other in (("alice-run", None), ("bob-run", bob_digests[0])):
         verified = kit.bernstein(
             ["activity", "verify", run_id, "--from", "kafka", "--cas", "s3", "--trusted-keys", str(trust)], reader
         )
         assert verified.returncode == 0, verified.stdout + verified.stderr
+        assert [line.strip() for line in verified.stdout.splitlines() if line.strip().startswith("by ")] == [
+            f"by {run_id.split('-')[0]}@hostile (key {(alice if run_id.startswith('alice') else bob).signer.key_id})"
+        ] * 2  # both stages are the owner's own: Mallory's squat was refused
         named = [line for line in verified.stdout.splitlines() if "store CAS_VERSION_POISONED" in line]
         if other is None:
             assert named == [], verified.stdout  # Alice's true bytes are the newest version: nothing to name

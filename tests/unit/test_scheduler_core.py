@@ -720,8 +720,9 @@ def test_every_activity_refusal_code_has_a_rule_here() -> None:
     """A new activity refusal code needs its exact-record test above (computer-use codes are tested with that modality)."""
     # the run-memory tests below, and the key, repeated-id and nesting tests of their own
     stateful = {"RUN_CLOSED", "DUPLICATE_STAGE", "REDUNDANT_STAGE", "RUN_KEY_MISMATCH", "DUPLICATE_SUBMISSION", "JSON_TOO_DEEP"}
-    # WRONG_PARTITION needs a partition count: its exact-record tests (both cores) are in test_partitioning.py.
-    covered = {rule.code.value for rule in RULES.values()} | stateful | {"WRONG_PARTITION"}
+    # WRONG_PARTITION needs a partition count: its exact-record tests (both cores) are in test_partitioning.py;
+    # RUN_NOT_OWNED needs a manifest with run prefixes: its exact-record tests (both cores) are in test_run_owners.py.
+    covered = {rule.code.value for rule in RULES.values()} | stateful | {"WRONG_PARTITION", "RUN_NOT_OWNED"}
     # The modality document rules have their exact-record tests in test_scheduler_modality_rules.py.
     documents = {code.value for code in RefusalCode if code.value.startswith(("RESEARCH_", "DATAOPS_"))}
     # The evidence cap's codes have theirs (both cores) in test_evidence_cap.py.
