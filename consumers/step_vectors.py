@@ -517,7 +517,7 @@ def cases() -> list[Case]:
         close(),
         note="a final RunSeal.v2 (signed by the seal key, closed_by the producer's signed close), its audit record and a final checkpoint",
     )
-    case("run_close_of_an_empty_run", "journal", close("run-empty"))
+    case("run_close_of_an_empty_run", "RUN_EMPTY", close("run-empty"), note="nothing to seal: refused, no state made")
 
     # -- dead letters -----------------------------------------------------------
     case("deadletter_not_avro", "deadletter", raw(b"this is not avro"), note="NOT_AVRO_SINGLE_OBJECT")

@@ -225,6 +225,10 @@ class RefusalCode(StrEnum):
     WRONG_PARTITION = "WRONG_PARTITION"
     """The record is not on the submissions partition Kafka's murmur2 partitioner gives its key (issue 13,
     ``schemas.partitioning``): checked right after the record key, for submissions, run closes and actions."""
+    RUN_EMPTY = "RUN_EMPTY"
+    """A close of a run that has no journal entry (unknown, or only refused stages): nothing to seal, and no state
+    or seal is made for it (a flood of closes of fresh run ids would otherwise keep a seal, an audit record, a
+    checkpoint and a state entry each, for good)."""
     RUN_NOT_OWNED = "RUN_NOT_OWNED"
     """The run id starts with another producer's run prefix (the roles manifest's ``run_prefixes``) and this
     producer is not one of that owner's ``collaborators``: checked right after the producer is authenticated,

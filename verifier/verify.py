@@ -619,7 +619,9 @@ def _has_key(records: Iterator[StoredRecord], key: bytes) -> bool:
 
 
 def _audit_mentions(source: RecordSource, run_id: str, trusted: TrustedKeys) -> int:
-    """Audit records whose decoded payload names ``run_id`` (never the unauthenticated Kafka key).
+    """Audit records whose decoded payload names ``run_id`` (never the unauthenticated Kafka key) and that mirror a
+    journal record (a result, an action, a seal): a run whose only records were refused has none, and is not found,
+    never "journal records deleted".
 
     With an audit key pinned, only records whose MAC verifies count; without
     one, the payload is all there is (the verdict then also says MACs were not verified).
@@ -629,7 +631,7 @@ def _audit_mentions(source: RecordSource, run_id: str, trusted: TrustedKeys) -> 
     for partition in source.partitions("audit"):
         for rows in _row_chunks(source, "audit", partition):
             for fact in facts.audit_facts([row[3] for row in rows], trusted.audit_secret):
-                if fact[0] == A_RECORD and fact[8] == run_id and _authenticated(fact, trusted):
+                if fact[0] == A_RECORD and fact[8] == run_id and fact[7] in _JOIN_EVENTS and _authenticated(fact, trusted):
                     count += 1
     return count
 
@@ -1363,10 +1365,9 @@ class _PartitionAudit:
             reason = _deadletter_code(self.c, value)
             if reason is not None:
                 self.deadletter_codes[offset] = reason
-        if authenticated:
+        if authenticated and event in _JOIN_EVENTS:  # a refusal mirrors no journal record: it is no evidence of one
             self.mentions[run_id] = self.mentions.get(run_id, 0) + 1
-            if event in _JOIN_EVENTS:
-                self.crossing_runs.add(run_id)
+            self.crossing_runs.add(run_id)
         if self.wanted is not None and run_id not in self.wanted:
             return
         crossings = self.run(run_id)

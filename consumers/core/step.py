@@ -936,6 +936,15 @@ class SchedulerCore:
             refusal = _Refusal(RefusalCode.RUN_CLOSED, f"run {run_id!r} is already closed and sealed", "run_id", run_id)
             self._refuse(state, record, close, refusal, emit)
             return
+        if run is None or run.entry_count == 0:  # nothing to seal: a close makes no state (or seal) out of nothing
+            refusal = _Refusal(
+                RefusalCode.RUN_EMPTY,
+                f"run {run_id!r} has no journal entry to seal; close a run after its first stage",
+                "run_id",
+                run_id,
+            )
+            self._refuse(state, record, close, refusal, emit)
+            return
         closed_by = None
         if schema == codec.RUN_CLOSE_V2:
             closed_by = {

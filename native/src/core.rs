@@ -1722,6 +1722,17 @@ impl Core {
             self.refuse(rec, pos, &fields, r, out);
             return Ok(());
         }
+        if self.state.runs.get(run_id).is_none_or(|run| run.entry_count == 0) {
+            // `_run_close`: nothing to seal; a close must not make state (or a seal) out of nothing
+            let r = Refusal::new(
+                "RUN_EMPTY",
+                format!("run '{run_id}' has no journal entry to seal; close a run after its first stage"),
+                "run_id",
+                run_id,
+            );
+            self.refuse(rec, pos, &fields, r, out);
+            return Ok(());
+        }
         let index = self.touch_run(run_id);
         let cfg = &self.cfg;
         let state = &mut self.state;

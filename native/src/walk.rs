@@ -331,13 +331,16 @@ impl AuditPlain {
             last_event = Some(event_obj.clone());
             expected_seq = seq + 1;
             last_mac = mac_obj.clone();
-            match mentions.iter_mut().find(|(r, _, _)| r == run_id) {
-                Some(found) => found.2 += 1,
-                None => mentions.push((run_id.to_owned(), run_obj.clone(), 1)),
-            }
+            // a refusal mirrors no journal record: only journal crossings count (`_PartitionAudit._record`)
             let joins = self.names.join_events.iter().any(|e| e == event);
-            if joins && !crossing_runs.iter().any(|(r, _)| r == run_id) {
-                crossing_runs.push((run_id.to_owned(), run_obj.clone()));
+            if joins {
+                match mentions.iter_mut().find(|(r, _, _)| r == run_id) {
+                    Some(found) => found.2 += 1,
+                    None => mentions.push((run_id.to_owned(), run_obj.clone(), 1)),
+                }
+                if !crossing_runs.iter().any(|(r, _)| r == run_id) {
+                    crossing_runs.push((run_id.to_owned(), run_obj.clone()));
+                }
             }
             at += 1;
             if let Some(wanted) = &wanted {

@@ -719,7 +719,15 @@ COMPUTER_USE_CODES = frozenset(
 def test_every_activity_refusal_code_has_a_rule_here() -> None:
     """A new activity refusal code needs its exact-record test above (computer-use codes are tested with that modality)."""
     # the run-memory tests below, and the key, repeated-id and nesting tests of their own
-    stateful = {"RUN_CLOSED", "DUPLICATE_STAGE", "REDUNDANT_STAGE", "RUN_KEY_MISMATCH", "DUPLICATE_SUBMISSION", "JSON_TOO_DEEP"}
+    stateful = {
+        "RUN_CLOSED",
+        "RUN_EMPTY",
+        "DUPLICATE_STAGE",
+        "REDUNDANT_STAGE",
+        "RUN_KEY_MISMATCH",
+        "DUPLICATE_SUBMISSION",
+        "JSON_TOO_DEEP",
+    }
     # WRONG_PARTITION needs a partition count: its exact-record tests (both cores) are in test_partitioning.py;
     # RUN_NOT_OWNED needs a manifest with run prefixes: its exact-record tests (both cores) are in test_run_owners.py.
     covered = {rule.code.value for rule in RULES.values()} | stateful | {"WRONG_PARTITION", "RUN_NOT_OWNED"}
@@ -1072,28 +1080,21 @@ def test_periodic_seal_every_n_entries_per_run_and_final_seal_on_close() -> None
     assert not d.state.runs["run-b"].closed
 
 
-def test_closing_an_unknown_run_seals_an_empty_chain() -> None:
+def test_closing_a_run_with_nothing_to_seal_is_refused_and_makes_no_state() -> None:
+    """Security review F6: each signed close of a fresh run id was a seal, an audit record, a checkpoint and a state
+    entry kept for good. A run with no journal entry (unknown, or only refused stages) has nothing to seal."""
     d = Driver()
     outs = d.feed(enc_close("never-started"), key=b"never-started")
-    assert [o.what for o in outs] == ["seal", "audit", "checkpoint"]
-    _check_seal(
-        outs[0],
-        run_id="never-started",
-        entry_count=0,
-        head=journal_genesis("never-started"),
-        offset=0,
-        final=True,
-        audit_seq=0,
-        audit_head=audit_genesis(AUDIT_KEY, PARTITION),
-        closed_by={
-            "submission_id": "close-never-started",
-            "producer_id": "unit@test",
-            "occurred_at_ms": 1_700_000_000_999,
-            "key_id": producer_signer("unit@test").key_id,
-            "signature": signed_close(run_close("never-started"))["producer_signature"],
-        },
+    assert [o.what for o in outs] == ["refusal", "audit"]
+    assert (outs[0].record["code"], outs[0].record["field"], outs[0].record["declared"]) == (
+        "RUN_EMPTY",
+        "run_id",
+        "never-started",
     )
-    assert d.state.runs["never-started"].closed
+    assert outs[0].record["message"] == "run 'never-started' has no journal entry to seal; close a run after its first stage"
+    assert "never-started" not in d.state.runs
+    d.feed(enc_sub(run_id="refused-only", role="ghost-role"), key=b"refused-only")  # refused: still nothing to seal
+    assert [o.what for o in d.feed(enc_close("refused-only"), key=b"refused-only")] == ["refusal", "audit"]
 
 
 # ---------------------------------------------------------------------------

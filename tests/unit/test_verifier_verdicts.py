@@ -55,7 +55,7 @@ from verifier.report import (
     RunReport,
 )
 from verifier.sources import DUMP_FORMAT, DumpSource, KcatSource, StoredRecord, encode_dump_line
-from verifier.verify import verify
+from verifier.verify import verify, verify_many
 
 C = codec.default_codec()
 REPO = Path(__file__).resolve().parents[2]
@@ -593,8 +593,8 @@ def test_deleted_journal_is_a_mismatch_even_with_blanked_audit_keys(built: Built
     report = built.verify(built.source.replaced("journal", journal).replaced("audit", audit))
     assert_exit(report, EXIT_MISMATCH)
     (problem,) = report.header.dump_problems
-    mirrored = sum(1 for a in audits(built) if a["run_id"] == RUN)
-    assert mirrored == 4 + 3 + 1  # results, seals (two periodic, the final), the refusal
+    mirrored = sum(1 for a in audits(built) if a["run_id"] == RUN and a["event"] != "activity.refused")
+    assert mirrored == 4 + 3  # results and seals (two periodic, the final): a refusal mirrors no journal record
     assert (problem.code, problem.message) == (
         "JOURNAL_MISSING",
         f"the journal holds no records of run {RUN!r}, but the audit chain mirrors {mirrored} crossings of it (journal records deleted)",
@@ -1190,3 +1190,20 @@ def test_a_run_made_by_two_producers_names_both_per_stage_and_who_closed_it(tmp_
     assert f"    by coder@host (key {keys['coder@host']})" in lines
     (seal_line,) = [line for line in lines if line.startswith("  OK seal ")]
     assert seal_line.endswith(f", closed by tester@host (key {keys['tester@host']}))")
+
+
+def test_a_run_whose_only_records_were_refused_is_not_found_never_deleted(tmp_path: Path) -> None:
+    """Its audit records mirror refusals, not journal records: "not found" (exit 1), not JOURNAL_MISSING (exit 2)."""
+
+    def refused_only(w: Writer) -> None:
+        w.stage(RUN, "stage-0")
+        w.stage("run-refused", "s0", role="nobody")  # refused: unknown role
+        w.close("run-refused")  # refused: nothing to seal (RUN_EMPTY)
+        w.close(RUN)
+
+    built = build(tmp_path, script=refused_only)
+    assert [a["event"] for a in audits(built) if a["run_id"] == "run-refused"] == ["activity.refused"] * 2
+    report = built.verify(run_id="run-refused")
+    assert (report.exit_code, report.header.found, report.header.dump_problems) == (EXIT_NOT_FOUND, False, ())
+    (many,) = [r for r in verify_many(["run-refused"], built.source, cas=built.store, trusted=built.trusted)]
+    assert many.exit_code == EXIT_NOT_FOUND
