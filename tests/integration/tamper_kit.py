@@ -488,6 +488,10 @@ class DumpView:
         """How many audit records mirror a record of ``run_id``."""
         return sum(1 for a in self.audit if a.entry["run_id"] == run_id)
 
+    def journal_crossings(self, run_id: str = MAIN_RUN) -> int:
+        """How many audit records mirror a journal record of ``run_id`` (its results and seals, not its refusals)."""
+        return sum(1 for a in self.audit if a.entry["run_id"] == run_id and a.entry["event"] != "activity.refused")
+
     def audit_refusal(self, run_id: str = MAIN_RUN) -> AuditLine:
         """The audit record mirroring ``run_id``'s one refusal."""
         (line,) = [a for a in self.audit if a.entry["run_id"] == run_id and a.entry["event"] == "activity.refused"]
