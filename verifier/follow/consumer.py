@@ -91,6 +91,8 @@ class _Partition:
     end: int | None = None
     """``once``: the last stable offset pinned at the start (records at or after it are left for the next run)."""
     done: bool = False
+    restarted: bool = False
+    """Checked again from its first record after a rewritten history (``_restart``)."""
     join: JournalJoin | None = None
     """``check_journal``: the mirrors expected and the journal hashes seen."""
     journal_end: int | None = None
@@ -288,7 +290,7 @@ class Follower:
         from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
         old = self.partitions[partition]
-        entry = _Partition(PartitionChecker(self.topic, partition, self._trusted(), self.options.policy), None)
+        entry = _Partition(PartitionChecker(self.topic, partition, self._trusted(), self.options.policy), None, restarted=True)
         entry.end = old.end
         self.partitions[partition] = entry
         self._consumer.seek(TopicPartition(self.topic, partition, OFFSET_BEGINNING))
@@ -370,7 +372,9 @@ class Follower:
         if self.options.once:
             for partition in at_end:  # after the records of this batch: the end event follows them
                 entry = self.partitions.get(partition)
-                if entry is not None and entry.resume is None:
+                # a partition restarted from its start reads again: an end event from before the seek (this
+                # batch or a later one) is not its end; it would stop the re-check before its first record
+                if entry is not None and entry.resume is None and not (entry.restarted and entry.last_offset is None):
                     entry.done = True
 
     def _check_records(self, entry: _Partition, partition: int, batch: list[Any], trusted: TrustedKeys, now: int) -> None:
