@@ -514,7 +514,8 @@ def test_receipt_published_as_failed_is_refused_by_the_scheduler(world: World) -
     The scheduler refuses it from its own bytes (docs/modality_rules.md), so nothing is journalled; the
     verifier's RECEIPT_STATE_MISMATCH remains for a journal edited afterwards (tests/unit/test_dataops_verify.py).
     """
-    (refusal,) = pk.refusals(world.dump, MISLABELLED)
+    refusal, close = pk.refusals(world.dump, MISLABELLED)
+    assert close["code"] == "RUN_EMPTY"  # its only stage was refused: its close has nothing to seal
     assert {k: refusal[k] for k in ("code", "stage_id", "kind", "field", "declared", "recomputed", "message")} == {
         "code": "DATAOPS_OUTCOME_MISMATCH",
         "stage_id": "data-0",

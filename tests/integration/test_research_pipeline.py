@@ -452,7 +452,7 @@ def test_boundary_refusal_publishes_nothing(name: str, world: World) -> None:
     assert boundary_run(name) not in world.journal_runs
     # ... while the same topics do hold the runs that were published (the reads are not blind).
     assert {RUN, TWIN, BUDGET, MISLABELLED} <= set(world.submission_runs)
-    assert {RUN, TWIN, BUDGET, MISLABELLED} <= world.journal_runs
+    assert {RUN, TWIN, BUDGET} <= world.journal_runs  # MISLABELLED's stage and close were both refused
 
 
 def test_not_in_page_quote_is_in_the_raw_bytes_but_not_in_the_page_text() -> None:
@@ -506,7 +506,8 @@ def test_refusal_record_published_under_another_reason_code_is_refused_by_the_sc
     The rule is decided from the submission's own bytes (docs/modality_rules.md); the verifier's check of
     the same rule remains for a journal edited afterwards.
     """
-    (refusal,) = pk.refusals(world.dump, MISLABELLED)
+    refusal, close = pk.refusals(world.dump, MISLABELLED)
+    assert close["code"] == "RUN_EMPTY"  # its only stage was refused: its close has nothing to seal
     assert {k: refusal[k] for k in ("code", "stage_id", "kind", "field", "declared", "recomputed", "message")} == {
         "code": "RESEARCH_OUTCOME_MISMATCH",
         "stage_id": STAGE,
