@@ -484,8 +484,8 @@ class SchedulerShell:
         }
         """Input offset -> why it is dead-lettered instead of stepped: Kafka refused one of its outputs
         (PRODUCE_REJECTED), Kafka could not deliver it (INPUT_UNREADABLE), or an operator quarantined it."""
-        self._unreadable_seen: dict[int, str] = {}
-        """Input offset -> the consumer error seen once there: a second sight makes it INPUT_UNREADABLE."""
+        self._unreadable_seen: set[int] = set()
+        """Input offsets the consumer delivered an error for once: a second sight makes it INPUT_UNREADABLE."""
         self._read_from = 0
         """The input offset the loop reads next (after a batch, a seek or the start): an error about an
         offset before it is a stale copy of one already dealt with."""
@@ -1326,7 +1326,7 @@ class SchedulerShell:
         if offset in self._rejected:  # already judged (or quarantined): dead-letter it, then read on after it
             tp.offset = offset + 1
         elif offset not in self._unreadable_seen:
-            self._unreadable_seen[offset] = str(error)
+            self._unreadable_seen.add(offset)
             self._consumer.seek(tp)  # once more, in case it was a passing fault
             self._log(
                 f"input offset {offset} could not be read ({error}); fetching it once more",
@@ -1339,7 +1339,7 @@ class SchedulerShell:
         else:
             detail = f"Kafka could not deliver input offset {offset}: {error}"
             self._rejected[offset] = (DeadLetterCode.INPUT_UNREADABLE, detail)
-            del self._unreadable_seen[offset]
+            self._unreadable_seen.discard(offset)
             tp.offset = offset + 1
             self._log(
                 f"input offset {offset} cannot be read ({error}); dead-lettering it "

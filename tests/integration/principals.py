@@ -12,9 +12,31 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
-from tests.conftest import as_component
+from substrate.cas import S3BlobStore, S3Settings
+from tests.conftest import _read_env, as_component
+
+S3_IDENTITIES = Path(__file__).resolve().parents[2] / ".infra" / "s3"
+"""infra/up's S3 identities of its MinIO, one env file each (producer, reader, ops)."""
+
+
+def s3_identity(name: str) -> dict[str, str]:
+    """infra/up's S3 identity ``name`` as its BERNSTEIN_S3_ACCESS_KEY and BERNSTEIN_S3_SECRET_KEY."""
+    path = S3_IDENTITIES / f"{name}.env"
+    assert path.is_file(), f"{path} is missing: infra/up makes one env file per S3 identity of its MinIO"
+    values = _read_env(path)
+    return {k: values[k] for k in ("BERNSTEIN_S3_ACCESS_KEY", "BERNSTEIN_S3_SECRET_KEY")}
+
+
+def store_as(name: str, services: Any) -> S3BlobStore:
+    """The CAS as S3 identity ``name`` sees it."""
+    creds = s3_identity(name)
+    return S3BlobStore(
+        S3Settings(services.s3.endpoint, creds["BERNSTEIN_S3_ACCESS_KEY"], creds["BERNSTEIN_S3_SECRET_KEY"], services.s3.bucket)
+    )
+
 
 CONFIG_FILE = "BERNSTEIN_KAFKA_CONFIG_FILE"
 

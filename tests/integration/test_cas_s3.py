@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +13,7 @@ from minio.error import S3Error
 from schemas.canonical import sha256_digest
 from substrate.cas import BlobIntegrityError, CasUnavailable, S3BlobStore, S3Settings, blob_key, checksum_sha256
 from tests.cas_contract import BlobStoreContract
+from tests.integration.principals import store_as
 
 
 class TestS3BlobStore(BlobStoreContract):
@@ -47,18 +47,6 @@ class TestS3BlobStore(BlobStoreContract):
 # a store that only the right bytes can enter and no one can empty (security review F2, issue 25)
 # ---------------------------------------------------------------------------
 
-IDENTITIES = Path(__file__).resolve().parents[2] / ".infra" / "s3"
-
-
-def as_identity(name: str, services: Any) -> S3BlobStore:
-    """The CAS as infra/up's S3 identity ``name`` (producer, reader or ops) sees it."""
-    path = IDENTITIES / f"{name}.env"
-    assert path.is_file(), f"{path} is missing: infra/up makes one env file per S3 identity of its MinIO"
-    values = dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
-    return S3BlobStore(
-        S3Settings(services.s3.endpoint, values["BERNSTEIN_S3_ACCESS_KEY"], values["BERNSTEIN_S3_SECRET_KEY"], services.s3.bucket)
-    )
-
 
 def raw_put(store: S3BlobStore, digest: str, data: bytes) -> None:
     """What a hostile holder of the identity can send: any bytes at any address, without a checksum."""
@@ -68,7 +56,7 @@ def raw_put(store: S3BlobStore, digest: str, data: bytes) -> None:
 def test_a_producer_can_neither_delete_nor_list_and_the_store_refuses_bytes_that_are_not_the_address(
     services: Any,
 ) -> None:
-    mallory, alice = as_identity("producer", services), as_identity("producer", services)
+    mallory, alice = store_as("producer", services), store_as("producer", services)
     digest = alice.put(os.urandom(200))
     with pytest.raises(S3Error) as refused:
         mallory._client.remove_object(mallory.settings.bucket, blob_key(digest))
@@ -88,7 +76,7 @@ def test_a_producer_can_neither_delete_nor_list_and_the_store_refuses_bytes_that
 
 
 def test_bytes_placed_first_at_an_address_cannot_stop_the_true_ones_being_stored(services: Any) -> None:
-    mallory, alice, reader = (as_identity(n, services) for n in ("producer", "producer", "reader"))
+    mallory, alice, reader = (store_as(n, services) for n in ("producer", "producer", "reader"))
     page = b"a public page anyone can predict " + os.urandom(8).hex().encode()
     digest = sha256_digest(page)
     raw_put(mallory, digest, b"poison")
@@ -98,7 +86,7 @@ def test_bytes_placed_first_at_an_address_cannot_stop_the_true_ones_being_stored
 
 
 def test_a_reader_finds_the_true_version_under_an_overwrite_and_names_the_other(services: Any) -> None:
-    alice, mallory, reader, ops = (as_identity(n, services) for n in ("producer", "producer", "reader", "ops"))
+    alice, mallory, reader, ops = (store_as(n, services) for n in ("producer", "producer", "reader", "ops"))
     page = os.urandom(300)
     digest = alice.put(page)
     raw_put(mallory, digest, b"overwritten after the run was sealed")
@@ -107,7 +95,7 @@ def test_a_reader_finds_the_true_version_under_an_overwrite_and_names_the_other(
     assert other.recomputed == sha256_digest(b"overwritten after the run was sealed") and other.version_id and other.written
     # a producer cannot list versions: it sees the newest, which is not the address's, and says so
     with pytest.raises(BlobIntegrityError):
-        as_identity("producer", services).get(digest)
+        store_as("producer", services).get(digest)
     # Object Lock: not even ops can delete the locked true version
     (true_version,) = [
         v.version_id

@@ -36,34 +36,17 @@ from producers.emitter import Emitter
 from producers.identity import ProducerIdentity
 from schemas import codec
 from schemas.canonical import sha256_digest
-from substrate.cas import S3BlobStore, S3Settings, blob_key, checksum_sha256
+from substrate.cas import blob_key, checksum_sha256
 from substrate.kafka import client_config
 from substrate.keys import init_keys, init_producer_keys
 from tests.conftest import bernstein_env
 from tests.integration import tamper_kit as kit
 from tests.integration.helpers_kafka import fresh_topics, read_partition
-from tests.integration.principals import producer_principal
+from tests.integration.principals import producer_principal, s3_identity, store_as
 from tests.prefixes import fresh_prefix
 from tests.producer_setup import trusted_keys, write_manifest
 
 pytestmark = pytest.mark.integration
-
-IDENTITIES = Path(__file__).resolve().parents[2] / ".infra" / "s3"
-
-
-def identity(name: str, services: Any) -> dict[str, str]:
-    """infra/up's S3 identity ``name`` as BERNSTEIN_S3_* variables."""
-    path = IDENTITIES / f"{name}.env"
-    assert path.is_file(), f"{path} is missing: infra/up makes one env file per S3 identity of its MinIO"
-    values = dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
-    return {k: values[k] for k in ("BERNSTEIN_S3_ACCESS_KEY", "BERNSTEIN_S3_SECRET_KEY")}
-
-
-def store_as(name: str, services: Any) -> S3BlobStore:
-    creds = identity(name, services)
-    return S3BlobStore(
-        S3Settings(services.s3.endpoint, creds["BERNSTEIN_S3_ACCESS_KEY"], creds["BERNSTEIN_S3_SECRET_KEY"], services.s3.bucket)
-    )
 
 
 def publish_run(services: Any, topics: Any, keys: Any, run_id: str, pages: list[bytes]) -> list[str]:
@@ -163,7 +146,7 @@ def test_a_hostile_producer_cannot_destroy_poison_or_stall_the_honest_producers_
         ("alice-run", "RUN_NOT_OWNED"),
         ("bob-run", "RUN_NOT_OWNED"),
     ]
-    reader = {**env, **identity("reader", services)}
+    reader = {**env, **s3_identity("reader")}
     for run_id, other in (("alice-run", None), ("bob-run", bob_digests[0])):
         verified = kit.bernstein(
             ["activity", "verify", run_id, "--from", "kafka", "--cas", "s3", "--trusted-keys", str(trust)], reader
