@@ -57,6 +57,10 @@ RUN_SEAL_V2: Final = "RunSeal.v2"
 RUN_SEALS: Final = frozenset({RUN_SEAL, RUN_SEAL_V2})
 SEAL_RECORD: Final = "SealRecord.v1"
 REFUSAL: Final = "Refusal.v1"
+REFUSAL_V2: Final = "Refusal.v2"
+"""What the scheduler writes since v2: v1 plus who sent the refused record (``producer``, ``key_id``) and
+whether its signature was verified before the refusal (``authenticated``); v1 records stay decodable."""
+REFUSALS: Final = frozenset({REFUSAL, REFUSAL_V2})
 DEAD_LETTER: Final = "DeadLetter.v1"
 DEAD_LETTER_V2: Final = "DeadLetter.v2"
 """What the scheduler writes since v2 (key digest and size, at most 1 KiB of the key); v1 records stay decodable."""

@@ -16,6 +16,7 @@ from producers.dataops import DataOpsActivity, EffectBeforePlan
 from schemas.canonical import canonical_json, evidence_set_hash, sha256_digest
 from schemas.documents.common import Violation
 from substrate.keys import Ed25519Signer
+from tests.producer_kit import producer_signer
 
 HTML = "text/html; charset=utf-8"
 SIGNER = Ed25519Signer.from_seed(b"\x05" * 32)
@@ -183,7 +184,8 @@ def dataops_submission(
 
 
 def refusal_record(sub: dict[str, Any], violation: Violation, topic: str, offset: int) -> dict[str, Any]:
-    """The Refusal record both cores write for ``sub`` (read from partition 0 of ``topic``) breaking ``violation``."""
+    """The Refusal.v2 record both cores write for ``sub`` (read from partition 0 of ``topic``, signed by its
+    producer's test key) breaking ``violation``: a document rule is checked after the signature verified."""
 
     def clip(text: str) -> str:
         return text if len(text) <= 256 else text[:253] + "..."
@@ -203,4 +205,7 @@ def refusal_record(sub: dict[str, Any], violation: Violation, topic: str, offset
         "earlier_stage_id": None,
         "input": {"topic": topic, "partition": 0, "offset": offset},
         "occurred_at_ms": sub["occurred_at_ms"],
+        "producer": sub["producer"]["id"],
+        "key_id": producer_signer(sub["producer"]["id"]).key_id,
+        "authenticated": True,
     }

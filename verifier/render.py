@@ -40,6 +40,7 @@ from verifier.report import (
     KeysUsed,
     Problem,
     ProducerVerdict,
+    RefusalSeen,
     RunHeader,
     SealVerdict,
     StageTally,
@@ -75,6 +76,8 @@ def header_lines(header: RunHeader) -> Iterator[str]:
         yield _audit_line(header.audit)
     if header.producers is not None:
         yield _producers_line(header.producers, header.keys)
+    for refusal in header.refusals:
+        yield _refusal_line(refusal)
     for problem in header.unchecked:
         yield f"  NOT CHECKED {problem.code} -- {problem.message}"
 
@@ -125,6 +128,22 @@ def _producers_line(producers: ProducerVerdict, keys: KeysUsed | None) -> str:
     signed = f"{plural(producers.signed, 'producer signature')} verified with pinned producer keys"
     legacy = f", {plural(producers.legacy, 'entry predates', 'entries predate')} producer signatures" if producers.legacy else ""
     return f"  OK producers ({signed}{legacy}; keys: {keys_summary(keys or KeysUsed())})"
+
+
+def _refusal_line(refusal: RefusalSeen) -> str:
+    """``REFUSED CODE stage S [kind] (refusals partition P, offset N) -- by NAME (key K)``: who sent what the
+    scheduler refused; "claimed by" when it was refused before its signature verified."""
+    stage = f" stage {refusal.stage_id}" if refusal.stage_id else ""
+    kind = f" [{refusal.kind}]" if refusal.kind else ""
+    where = f"(refusals partition {refusal.partition}, offset {refusal.offset})"
+    if refusal.authenticated is None:
+        sender = "sender not recorded (a Refusal.v1)"
+    elif refusal.authenticated:
+        sender = f"by {author(refusal.producer, refusal.key_id)}"
+    else:
+        key = f"key {refusal.key_id}" if refusal.key_id else "unsigned"
+        sender = f"claimed by {refusal.producer} ({key}; not authenticated: refused before its signature verified)"
+    return f"  REFUSED {refusal.code}{stage}{kind} {where} -- {sender}"
 
 
 def keys_summary(keys: KeysUsed) -> str:
@@ -231,6 +250,7 @@ def report_document(header: RunHeader, stages: Iterable[StageVerdict]) -> tuple[
         "audit": _section(header.audit),
         "producers": _section(header.producers),
         "keys": None if header.keys is None else header.keys.to_json(),
+        "refusals": [r.to_json() for r in header.refusals],
         "stages": stage_list,
     }
     return document, code

@@ -280,6 +280,39 @@ class StageVerdict:
 
 
 @dataclass(frozen=True)
+class RefusalSeen:
+    """A refusal record of the run, and who sent what was refused, as the scheduler recorded it.
+
+    The record is the scheduler's: the audit chain mirrors its hash (``REFUSAL_NOT_AUDITED`` otherwise),
+    so these names are as trustworthy as the scheduler; a Refusal.v1 predates them."""
+
+    partition: int
+    offset: int
+    code: str
+    stage_id: str
+    kind: str
+    producer: str
+    """The producer.id the refused record named ("" for a Refusal.v1)."""
+    key_id: str
+    """The key id it said signed it ("" for an unsigned record or a Refusal.v1)."""
+    authenticated: bool | None
+    """True: refused after that producer's registered key verified its signature (the producer sent it);
+    False: refused before or at the signature check (the names are only claimed); None: a Refusal.v1."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "partition": self.partition,
+            "offset": self.offset,
+            "code": self.code,
+            "stage_id": self.stage_id,
+            "kind": self.kind,
+            "producer": self.producer,
+            "key_id": self.key_id,
+            "authenticated": self.authenticated,
+        }
+
+
+@dataclass(frozen=True)
 class RunHeader:
     """Everything decided before the per-stage verdicts: found, chain, seal, audit."""
 
@@ -301,6 +334,8 @@ class RunHeader:
     """No final seal, and no record (audit chain, seal) says one was written: the run is still open."""
     records_only: bool = False
     """``--records-only``: the evidence blobs were deliberately not reattached."""
+    refusals: tuple[RefusalSeen, ...] = ()
+    """The run's refusal records, in partition and offset order."""
 
     @property
     def ok(self) -> bool:

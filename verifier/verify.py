@@ -66,7 +66,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from schemas import codec
 from schemas.canonical import (
@@ -112,6 +112,7 @@ from verifier.report import (
     Problem,
     ProducerKeyUse,
     ProducerVerdict,
+    RefusalSeen,
     RunHeader,
     RunReport,
     SealVerdict,
@@ -284,7 +285,7 @@ class _RunWalk:
         self.chain.feed_many(facts, [row[0] for row in rows], [row[3] for row in rows], [row[1] for row in rows], signed)
 
     def header(
-        self, source: RecordSource, refusals: list[tuple[int, int, str]], *, cas: BlobStore | None, records_only: bool
+        self, source: RecordSource, refusals: list[_RefusalRecord], *, cas: BlobStore | None, records_only: bool
     ) -> RunHeader:
         """The run's header once its journal is read: the audit chain is drained, refusals and dead letters checked."""
         audit, chain = self.audit, self.chain
@@ -335,6 +336,7 @@ class _RunWalk:
             unchecked=tuple(unchecked),
             open=is_open,
             records_only=records_only,
+            refusals=tuple(r.seen for r in refusals if r.seen is not None),
         )
 
 
@@ -435,17 +437,51 @@ def _partition_audit(
     return part
 
 
-def _refusal_records(source: RecordSource, keys: set[bytes] | None) -> dict[bytes, list[tuple[int, int, str]]]:
-    """(refusals partition, offset, sha256 of the value) of each run's refusal records (every run for ``keys``
-    None), every refusals partition read once, in partition and offset order."""
-    found: dict[bytes, list[tuple[int, int, str]]] = {}
+class _RefusalRecord(NamedTuple):
+    """One refusal record of a run: where it is, the sha256 of its value, and what it says (None: undecodable)."""
+
+    partition: int
+    offset: int
+    digest: str
+    seen: RefusalSeen | None
+
+
+def _refusal_records(source: RecordSource, keys: set[bytes] | None) -> dict[bytes, list[_RefusalRecord]]:
+    """Each run's refusal records (every run for ``keys`` None), every refusals partition read once, in
+    partition and offset order."""
+    c = codec.default_codec()
+    found: dict[bytes, list[_RefusalRecord]] = {}
     for partition in source.partitions("refusals"):
         for rows in _row_chunks(source, "refusals", partition):
             for row in rows:
                 key = row[2]
                 if key is not None and (keys is None or key in keys):
-                    found.setdefault(key, []).append((partition, row[0], sha256_digest(row[3] or b"")))
+                    value = row[3] or b""
+                    seen = _refusal_seen(c, partition, row[0], value)
+                    found.setdefault(key, []).append(_RefusalRecord(partition, row[0], sha256_digest(value), seen))
     return found
+
+
+def _refusal_seen(c: codec.Codec, partition: int, offset: int, value: bytes) -> RefusalSeen | None:
+    """What a refusal record says of its sender; None for bytes that are no Refusal (the audit check names them)."""
+    try:
+        decoded = c.decode(value)
+    except codec.DecodeError:
+        return None
+    if decoded.schema.name not in codec.REFUSALS:
+        return None
+    r = decoded.record
+    v2 = decoded.schema.name == codec.REFUSAL_V2
+    return RefusalSeen(
+        partition,
+        offset,
+        r["code"],
+        r["stage_id"],
+        r["kind"],
+        r["producer"] if v2 else "",
+        r["key_id"] if v2 else "",
+        r["authenticated"] if v2 else None,
+    )
 
 
 def _producer_keys(ledger: KeyLedger) -> tuple[ProducerKeyUse, ...]:
@@ -1873,7 +1909,7 @@ class _AuditWalk:
             )
         return seen
 
-    def check_refusals(self, source: RecordSource, records: list[tuple[int, int, str]]) -> None:
+    def check_refusals(self, source: RecordSource, records: list[_RefusalRecord]) -> None:
         """Every refusal record of the run must be one the audit chain mirrors, and vice versa.
 
         ``records`` are the run's refusal records, (refusals partition, offset, sha256 of the value),
@@ -1902,7 +1938,7 @@ class _AuditWalk:
         expected: dict[str, list[tuple[int, int]]] = {}
         for seq, offset, digest in refusal_hashes:
             expected.setdefault(digest, []).append((seq, offset))
-        for partition, record_offset, digest in records:
+        for partition, record_offset, digest, _ in records:
             if expected.get(digest):
                 expected[digest].pop()
                 continue

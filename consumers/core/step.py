@@ -177,6 +177,8 @@ class _Refusal:
     recomputed: str = ""
     earlier_stage_id: str | None = None
     exception: str = "ActivityRejected"
+    authenticated: bool = False
+    """Reached after the producer's signature verified: the refusal names a sender that provably sent it."""
 
 
 def initial_state(config: SchedulerConfig, partition: int) -> SchedulerState:
@@ -364,8 +366,8 @@ class SchedulerCore:
             self._seal(state, record, emit, run_id, run, final=False)
 
     def _validate(self, state: SchedulerState, record: InputRecord, sub: dict[str, Any], schema: str) -> _Refusal | None:
-        sized = schema in _SIZED_INPUTS
-        run_id, stage_id, role, kind = sub["run_id"], sub["stage_id"], sub["role"], sub["kind"]
+        """The first refusal a submission earns, or None; refusals after its signature verified say so."""
+        run_id, stage_id, role = sub["run_id"], sub["stage_id"], sub["role"]
         for code, field, value in (
             (RefusalCode.INVALID_RUN_ID, "run_id", run_id),
             (RefusalCode.INVALID_STAGE_ID, "stage_id", stage_id),
@@ -373,12 +375,19 @@ class SchedulerCore:
         ):
             if not is_valid_id(value):
                 return _invalid_id(code, field, value)
-        refusal = (
-            _envelope_refusal(record, sub, self.config.submission_partitions)
-            or self._producer_refusal(record, sub, schema, role=role)
-            or self._owner_refusal(run_id, sub["producer"]["id"])
-            or _duplicate_submission(state, sub)
+        refusal = _envelope_refusal(record, sub, self.config.submission_partitions) or self._producer_refusal(
+            record, sub, schema, role=role
         )
+        if refusal is not None:
+            return refusal
+        refusal = self._validate_signed(state, sub, schema)
+        return None if refusal is None else replace(refusal, authenticated=True)
+
+    def _validate_signed(self, state: SchedulerState, sub: dict[str, Any], schema: str) -> _Refusal | None:
+        """The stage rules, once its producer is authenticated."""
+        sized = schema in _SIZED_INPUTS
+        run_id, stage_id, role, kind = sub["run_id"], sub["stage_id"], sub["role"], sub["kind"]
+        refusal = self._owner_refusal(run_id, sub["producer"]["id"]) or _duplicate_submission(state, sub)
         if refusal is not None:
             return refusal
         if kind not in KINDS:
@@ -594,6 +603,7 @@ class SchedulerCore:
                 "role",
                 role,
                 _clip(", ".join(sorted(producer.roles))),
+                authenticated=True,  # the signature verified: only the grant is missing
             )
         return None
 
@@ -630,7 +640,7 @@ class SchedulerCore:
     def _refuse(self, state: SchedulerState, record: InputRecord, sub: dict[str, Any], refusal: _Refusal, emit: _Emitter) -> None:
         run_id, stage_id, kind = sub["run_id"], sub.get("stage_id", ""), sub.get("kind", "")
         value = self._codec.encode(
-            codec.REFUSAL,
+            codec.REFUSAL_V2,
             {
                 "exception": refusal.exception,
                 "code": refusal.code.value,
@@ -646,6 +656,9 @@ class SchedulerCore:
                 "earlier_stage_id": refusal.earlier_stage_id,
                 "input": {"topic": record.topic, "partition": record.partition, "offset": record.offset},
                 "occurred_at_ms": _occurred_at(sub, record),
+                "producer": _clip(sub["producer"]["id"]),
+                "key_id": _clip(sub.get("producer_key_id", "")),
+                "authenticated": refusal.authenticated,
             },
         )
         # keyed by the run id when it is one, else by nothing: never by an unbounded input key
@@ -675,7 +688,19 @@ class SchedulerCore:
     ) -> None:
         refusal = self._validate_action(state, record, act, sized=sized)
         if refusal is not None:
-            self._refuse(state, record, {**act, "stage_id": act["session_id"], "kind": "browser", "role": ""}, refusal, emit)
+            self._refuse(
+                state,
+                record,
+                {
+                    **act,
+                    "stage_id": act["session_id"],
+                    "kind": "browser",
+                    "role": "",
+                    "producer_key_id": act["lineage"]["key_id"],
+                },
+                refusal,
+                emit,
+            )
             return
         run_id: str = act["run_id"]
         session_id: str = act["session_id"]
@@ -833,12 +858,15 @@ class SchedulerCore:
                 act["prev_anchor"],
                 expected_prev,
             )
-        refusal = self._lineage_refusal(record, act) or self._owner_refusal(run_id, act["producer"]["id"])
+        refusal = self._lineage_refusal(record, act)
+        if refusal is not None:
+            return refusal
+        refusal = self._owner_refusal(run_id, act["producer"]["id"])
         if refusal is None and sized:
             refusal = _cap_refusal(run_id, run, _action_blobs(act))
         elif refusal is None and not self.config.accept_undeclared_sizes:
             refusal = _undeclared_refusal(codec.COMPUTER_USE_ACTION, "a screenshot and a DOM snapshot", "evidence")
-        return refusal
+        return None if refusal is None else replace(refusal, authenticated=True)
 
     def _lineage_refusal(self, record: InputRecord, act: dict[str, Any]) -> _Refusal | None:
         """The signed lineage entry must bind this very action, under a registered producer key.
@@ -913,6 +941,7 @@ class SchedulerCore:
                 "kind",
                 "browser",
                 _clip(", ".join(sorted(producer.agent_kinds))),
+                authenticated=True,  # the signature verified: only the grant is missing
             )
         return None
 
@@ -923,26 +952,13 @@ class SchedulerCore:
         if not is_valid_id(run_id):
             self._refuse(state, record, close, _invalid_id(RefusalCode.INVALID_RUN_ID, "run_id", run_id), emit)
             return
-        envelope = (
-            _envelope_refusal(record, close, self.config.submission_partitions)
-            or self._producer_refusal(record, close, schema, role=None)
-            or self._owner_refusal(run_id, close["producer"]["id"])
+        refusal = _envelope_refusal(record, close, self.config.submission_partitions) or self._producer_refusal(
+            record, close, schema, role=None
         )
-        if envelope is not None:
-            self._refuse(state, record, close, envelope, emit)
-            return
-        run = state.runs.get(run_id)
-        if run is not None and run.closed:
-            refusal = _Refusal(RefusalCode.RUN_CLOSED, f"run {run_id!r} is already closed and sealed", "run_id", run_id)
-            self._refuse(state, record, close, refusal, emit)
-            return
-        if run is None or run.entry_count == 0:  # nothing to seal: a close makes no state (or seal) out of nothing
-            refusal = _Refusal(
-                RefusalCode.RUN_EMPTY,
-                f"run {run_id!r} has no journal entry to seal; close a run after its first stage",
-                "run_id",
-                run_id,
-            )
+        if refusal is None:
+            refusal = self._close_refusal(state, run_id, close)
+            refusal = None if refusal is None else replace(refusal, authenticated=True)
+        if refusal is not None:
             self._refuse(state, record, close, refusal, emit)
             return
         closed_by = None
@@ -955,6 +971,23 @@ class SchedulerCore:
                 "signature": close["producer_signature"],
             }
         self._seal(state, record, emit, run_id, state.run_for(run_id), final=True, closed_by=closed_by)
+
+    def _close_refusal(self, state: SchedulerState, run_id: str, close: dict[str, Any]) -> _Refusal | None:
+        """The rules of a close from an authenticated producer: its run's owner, a run still open, not empty."""
+        refusal = self._owner_refusal(run_id, close["producer"]["id"])
+        if refusal is not None:
+            return refusal
+        run = state.runs.get(run_id)
+        if run is not None and run.closed:
+            return _Refusal(RefusalCode.RUN_CLOSED, f"run {run_id!r} is already closed and sealed", "run_id", run_id)
+        if run is None or run.entry_count == 0:  # nothing to seal: a close makes no state (or seal) out of nothing
+            return _Refusal(
+                RefusalCode.RUN_EMPTY,
+                f"run {run_id!r} has no journal entry to seal; close a run after its first stage",
+                "run_id",
+                run_id,
+            )
+        return None
 
     def _seal(
         self,

@@ -463,6 +463,8 @@ struct Refusal<'a> {
     recomputed: Cow<'a, str>,
     earlier_stage_id: Option<String>,
     exception: &'static str,
+    /// Reached after the producer's signature verified (Refusal.v2 `authenticated`).
+    authenticated: bool,
 }
 
 impl<'a> Refusal<'a> {
@@ -480,10 +482,15 @@ impl<'a> Refusal<'a> {
             recomputed: Cow::Borrowed(""),
             earlier_stage_id: None,
             exception: "ActivityRejected",
+            authenticated: false,
         }
     }
     fn recomputed(mut self, value: impl Into<Cow<'a, str>>) -> Self {
         self.recomputed = value.into();
+        self
+    }
+    fn authenticated(mut self) -> Self {
+        self.authenticated = true;
         self
     }
 }
@@ -499,6 +506,9 @@ struct RefusedFields<'a> {
     artifact_hash: &'a str,
     evidence_set_hash: &'a str,
     occurred_at_ms: i64,
+    /// The producer.id and the signing key id the record names (empty: unsigned).
+    producer: &'a str,
+    key_id: &'a str,
 }
 
 fn malformed_digest<'a>(field: impl Into<Cow<'a, str>>, value: &'a str) -> Refusal<'a> {
@@ -920,6 +930,8 @@ impl Core {
                 artifact_hash: sub.artifact_hash,
                 evidence_set_hash: sub.evidence_set_hash,
                 occurred_at_ms: sub.occurred_at_ms,
+                producer: sub.producer_id,
+                key_id: sub.producer.map_or("", |(key_id, _)| key_id),
             };
             self.refuse(rec, pos, &fields, refusal, out);
             return Ok(());
@@ -1098,7 +1110,7 @@ impl Core {
         host: &mut dyn Host,
     ) -> Result<Option<Refusal<'a>>, Fallback> {
         let key = rec.key;
-        let (run_id, stage_id, role, kind) = (sub.run_id, sub.stage_id, sub.role, sub.kind);
+        let (run_id, stage_id, role) = (sub.run_id, sub.stage_id, sub.role);
         let ids = [
             ("INVALID_RUN_ID", "run_id", run_id),
             ("INVALID_STAGE_ID", "stage_id", stage_id),
@@ -1138,6 +1150,16 @@ impl Core {
         if let Some(r) = signed {
             return Ok(Some(r));
         }
+        Ok(self.validate_signed(sub, host)?.map(Refusal::authenticated))
+    }
+
+    /// `_validate_signed`: the stage rules, once the producer's signature verified.
+    fn validate_signed<'a>(
+        &self,
+        sub: &Submission<'a>,
+        host: &mut dyn Host,
+    ) -> Result<Option<Refusal<'a>>, Fallback> {
+        let (run_id, stage_id, role, kind) = (sub.run_id, sub.stage_id, sub.role, sub.kind);
         if let Some(r) = self.owner_refusal(run_id, sub.producer_id, host)? {
             return Ok(Some(r));
         }
@@ -1425,9 +1447,6 @@ impl Core {
         Ok(None)
     }
 
-    /// `_producer_refusal`: unsigned -> key unknown -> producer mismatch -> key not valid at
-    /// the input's timestamp -> signature -> role not granted (`role` None: a run close).
-    #[allow(clippy::too_many_arguments)]
     /// `_owner_refusal`: a run id in another producer's run prefixes takes records only from its owner and the
     /// owner's collaborators; an id in nobody's prefixes is open to all.
     fn owner_refusal<'a>(
@@ -1458,6 +1477,9 @@ impl Core {
         ))
     }
 
+    /// `_producer_refusal`: unsigned -> key unknown -> producer mismatch -> key not valid at
+    /// the input's timestamp -> signature -> role not granted (`role` None: a run close).
+    #[allow(clippy::too_many_arguments)]
     fn producer_refusal<'a>(
         &self,
         schema: &'static str,
@@ -1568,7 +1590,8 @@ impl Core {
                         "role",
                         role,
                     )
-                    .recomputed(clip(&producer.roles.join(", "), MAX_EVIDENCE_CHARS).into_owned()),
+                    .recomputed(clip(&producer.roles.join(", "), MAX_EVIDENCE_CHARS).into_owned())
+                    .authenticated(),
                 ));
             }
         }
@@ -1585,8 +1608,8 @@ impl Core {
     ) {
         let c = |s: &'a str| clip(s, MAX_EVIDENCE_CHARS);
         let mut value = soe_buffer(
-            &FP_REFUSAL,
-            200 + r.message.len() + r.declared.len() + r.recomputed.len(),
+            &FP_REFUSAL_V2,
+            300 + r.message.len() + r.declared.len() + r.recomputed.len(),
         );
         put_str(&mut value, r.exception);
         put_str(&mut value, r.code);
@@ -1607,6 +1630,9 @@ impl Core {
             rec.timestamp_ms
         };
         put_long(&mut value, occurred_at_ms);
+        put_str(&mut value, &c(f.producer));
+        put_str(&mut value, &c(f.key_id));
+        value.push(u8::from(r.authenticated));
 
         // keyed by the run id when it is one, else by nothing: never by an unbounded input key
         let valid_run = is_valid_id(f.run_id);
@@ -1669,6 +1695,8 @@ impl Core {
             artifact_hash: "",
             evidence_set_hash: "",
             occurred_at_ms: close.occurred_at_ms,
+            producer: close.producer_id,
+            key_id: close.producer.map_or("", |(key_id, _)| key_id),
         };
         if !is_valid_id(run_id) {
             let r = Refusal::new(
@@ -1705,7 +1733,9 @@ impl Core {
                 host,
             )? {
                 Some(r) => Some(r),
-                None => self.owner_refusal(run_id, close.producer_id, host)?,
+                None => self
+                    .owner_refusal(run_id, close.producer_id, host)?
+                    .map(Refusal::authenticated),
             },
         };
         if let Some(r) = envelope {
@@ -1718,18 +1748,25 @@ impl Core {
                 format!("run '{run_id}' is already closed and sealed"),
                 "run_id",
                 run_id,
-            );
+            )
+            .authenticated();
             self.refuse(rec, pos, &fields, r, out);
             return Ok(());
         }
-        if self.state.runs.get(run_id).is_none_or(|run| run.entry_count == 0) {
+        if self
+            .state
+            .runs
+            .get(run_id)
+            .is_none_or(|run| run.entry_count == 0)
+        {
             // `_run_close`: nothing to seal; a close must not make state (or a seal) out of nothing
             let r = Refusal::new(
                 "RUN_EMPTY",
                 format!("run '{run_id}' has no journal entry to seal; close a run after its first stage"),
                 "run_id",
                 run_id,
-            );
+            )
+            .authenticated();
             self.refuse(rec, pos, &fields, r, out);
             return Ok(());
         }

@@ -26,6 +26,7 @@ pub const FP_JOURNAL_ENTRY: [u8; 8] = [0x95, 0x01, 0x95, 0x83, 0x4f, 0xfc, 0xdf,
 pub const FP_JOURNAL_ENTRY_V2: [u8; 8] = [0xef, 0xf1, 0x8c, 0x93, 0x90, 0xbe, 0x7e, 0xca];
 pub const FP_JOURNAL_RECORD: [u8; 8] = [0xb6, 0xd2, 0x02, 0x83, 0x42, 0x51, 0x5c, 0x4d];
 pub const FP_REFUSAL: [u8; 8] = [0xee, 0x9b, 0xe0, 0x52, 0xed, 0x5c, 0xf7, 0x7b];
+pub const FP_REFUSAL_V2: [u8; 8] = [0x13, 0x2f, 0xa1, 0xda, 0x73, 0xb1, 0x8c, 0xe1];
 pub const FP_DEAD_LETTER: [u8; 8] = [0x6d, 0x54, 0x57, 0x61, 0x54, 0xc4, 0xac, 0x34];
 pub const FP_DEAD_LETTER_V2: [u8; 8] = [0x06, 0xb1, 0x48, 0x42, 0x91, 0xf3, 0x6d, 0x55];
 pub const FP_RUN_SEAL: [u8; 8] = [0x3e, 0x25, 0x04, 0xa5, 0xa2, 0x85, 0x4e, 0xda];
@@ -40,7 +41,7 @@ pub const FP_COMPUTER_USE_ENTRY: [u8; 8] = [0xf4, 0x26, 0x4e, 0x24, 0xce, 0x46, 
 pub const FP_COMPUTER_USE_ENTRY_V2: [u8; 8] = [0xed, 0xd7, 0x93, 0xb0, 0xeb, 0xb5, 0x33, 0xe6];
 
 /// Every schema whose layout is hard-coded here, by its `.avsc` stem.
-pub const NATIVE_SCHEMAS: [(&str, [u8; 8]); 20] = [
+pub const NATIVE_SCHEMAS: [(&str, [u8; 8]); 21] = [
     (ACTIVITY_SUBMISSION, FP_ACTIVITY_SUBMISSION),
     (ACTIVITY_SUBMISSION_V2, FP_ACTIVITY_SUBMISSION_V2),
     (ACTIVITY_SUBMISSION_V3, FP_ACTIVITY_SUBMISSION_V3),
@@ -52,6 +53,7 @@ pub const NATIVE_SCHEMAS: [(&str, [u8; 8]); 20] = [
     ("JournalEntry.v1", FP_JOURNAL_ENTRY),
     ("JournalRecord.v1", FP_JOURNAL_RECORD),
     ("Refusal.v1", FP_REFUSAL),
+    ("Refusal.v2", FP_REFUSAL_V2),
     ("DeadLetter.v1", FP_DEAD_LETTER),
     ("DeadLetter.v2", FP_DEAD_LETTER_V2),
     ("RunSeal.v1", FP_RUN_SEAL),

@@ -27,7 +27,7 @@ const (
 	SchemaActivitySubmissionV3 = "ActivitySubmission.v3"
 	SchemaRunCloseV2           = "RunClose.v2"
 	SchemaJournalEntryV3       = "JournalEntry.v3"
-	SchemaRefusal              = "Refusal.v1"
+	SchemaRefusal              = "Refusal.v2" // what the scheduler writes on P.activity.refusals since v2 (v1 still decodes)
 )
 
 // Magic is the Avro single-object marker.

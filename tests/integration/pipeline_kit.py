@@ -255,6 +255,7 @@ def expected_header(dump: Path, run_id: str, keys: InstallKeys) -> list[str]:
         f"  OK audit ({_plural(len(view.audit), 'record')} on the partition, MACs verified with pinned key {keys.audit.key_id}; "
         f"{len(run_audit)} of this run agree with the journal; {view.checkpoint_words()})",
         producers_line(view, run_id, keys),
+        *view.refusal_lines(run_id),
     ]
 
 

@@ -478,6 +478,24 @@ class DumpView:
     def seals(self, run_id: str = MAIN_RUN) -> list[JournalLine]:
         return seal_lines(self.journal_items, run_id)
 
+    def refusal_lines(self, run_id: str = MAIN_RUN) -> list[str]:
+        """The report's ``REFUSED`` lines of ``run_id``, from the dump's Refusal.v2 records (partition 0)."""
+        path = topic_file(self.dump, "refusals")
+        c = codec.default_codec()
+        lines = []
+        for item in load_lines(path) if path.exists() else []:
+            if key_of(item) != run_id.encode():
+                continue
+            r = c.decode(value_of(item)).record
+            assert r["authenticated"], "the suite's refusals all come after the producer's signature verified"
+            stage = f" stage {r['stage_id']}" if r["stage_id"] else ""
+            kind = f" [{r['kind']}]" if r["kind"] else ""
+            lines.append(
+                f"  REFUSED {r['code']}{stage}{kind} (refusals partition 0, offset {item['offset']}) -- "
+                f"by {r['producer']} (key {r['key_id']})"
+            )
+        return lines
+
     def entry_hash(self, seq: int, run_id: str = MAIN_RUN) -> str:
         return str(self.entry(seq, run_id).envelope["entry_hash"])
 

@@ -106,6 +106,10 @@ def test_a_run_that_crosses_the_cap_gets_the_exact_refusal_from_both_cores(
         "recomputed": str(CAP),
         "earlier_stage_id": None,
         "occurred_at_ms": 1_767_225_600_000,
+        # the cap is the last rule, checked once the producer's signature verified
+        "producer": subs[1]["producer"]["id"],
+        "key_id": codec.decode(items[1][1] or b"").record["producer_key_id"],
+        "authenticated": True,
     }
     assert first == {
         **common,

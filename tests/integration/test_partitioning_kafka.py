@@ -128,6 +128,9 @@ def test_a_crc32_placed_submission_is_refused_and_the_murmur2_placed_one_journal
             "earlier_stage_id": None,
             "input": {"topic": topics.submissions, "partition": wrong, "offset": crc_offset},
             "occurred_at_ms": record["occurred_at_ms"],
+            "producer": record["producer"]["id"],
+            "key_id": codec.decode(value).record["producer_key_id"],
+            "authenticated": False,  # the partition is checked before the signature
         }
     ]
     assert [r.key for r in refused] == [key]

@@ -283,6 +283,10 @@ def test_refusal_rule_through_the_broker(
         "earlier_stage_id": expected.get("earlier_stage_id"),
         "input": {"topic": topics.submissions, "partition": 0, "offset": bad.offset},
         "occurred_at_ms": sent["occurred_at_ms"],
+        # every rule here is checked after the emitter's signature verified: the sender is proven
+        "producer": sent["producer"]["id"],
+        "key_id": sent["producer_key_id"],
+        "authenticated": True,
     }
     assert RefusalCode(record["code"])  # a stable code of the contract
     assert message
@@ -710,7 +714,15 @@ def test_a_record_keyed_elsewhere_and_a_repeated_submission_id_get_their_exact_r
     inputs = read_partition(bootstrap, topics, "submissions")
     refusals = [r.record for r in out["refusals"]]
     assert all(r.key == key for r in out["refusals"])
-    common = {"exception": "ActivityRejected", "run_id": run_id, "role": "developer", "recomputed": ""}
+    sender = codec.decode(first).record  # every record here is sent by tests@host, signed with its test key
+    common = {
+        "exception": "ActivityRejected",
+        "run_id": run_id,
+        "role": "developer",
+        "recomputed": "",
+        "producer": sender["producer"]["id"],
+        "key_id": sender["producer_key_id"],
+    }
     run_digest = sha256_digest(key)
     other_digest = sha256_digest(b"run-other")
     assert refusals == [
@@ -727,6 +739,7 @@ def test_a_record_keyed_elsewhere_and_a_repeated_submission_id_get_their_exact_r
             "earlier_stage_id": "s0",
             "input": {"topic": topics.submissions, "partition": 0, "offset": offsets[1]},
             "occurred_at_ms": 1_700_000_000_000,
+            "authenticated": True,
         },
         {
             **common,
@@ -741,6 +754,7 @@ def test_a_record_keyed_elsewhere_and_a_repeated_submission_id_get_their_exact_r
             "earlier_stage_id": "s0",
             "input": {"topic": topics.submissions, "partition": 0, "offset": offsets[2]},
             "occurred_at_ms": 1_700_000_000_000,
+            "authenticated": True,
         },
         {
             **common,
@@ -756,6 +770,7 @@ def test_a_record_keyed_elsewhere_and_a_repeated_submission_id_get_their_exact_r
             "earlier_stage_id": None,
             "input": {"topic": topics.submissions, "partition": 0, "offset": offsets[3]},
             "occurred_at_ms": 1_700_000_000_000,
+            "authenticated": False,  # refused before the signature is checked
         },
         {
             **common,
@@ -771,6 +786,7 @@ def test_a_record_keyed_elsewhere_and_a_repeated_submission_id_get_their_exact_r
             "earlier_stage_id": None,
             "input": {"topic": topics.submissions, "partition": 0, "offset": offsets[4]},
             "occurred_at_ms": 1_700_000_000_000,
+            "authenticated": False,  # refused before the signature is checked
         },
     ]
     entries = [r.inner for r in out["journal"] if r.schema == codec.JOURNAL_RECORD]

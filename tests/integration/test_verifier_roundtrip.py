@@ -42,6 +42,7 @@ def expected_report(run: kit.RealisticRun, view: kit.DumpView) -> list[str]:
         f"  OK audit ({audit_records} records on the partition, MACs verified with pinned key {run.keys.audit.key_id}; "
         f"{main_crossings} of this run agree with the journal, 1 refusal; {view.checkpoint_words()})",
         producers_line(run, view),
+        *view.refusal_lines(kit.MAIN_RUN),
         *[line for stage in kit.MAIN_STAGES for line in (f"  OK {stage} [coding] (evidence reattached)", by_line(view, stage))],
         VERIFIED,
     ]
@@ -364,9 +365,21 @@ def test_json_report_structure(run: kit.RealisticRun, view: kit.DumpView) -> Non
         "audit",
         "producers",
         "keys",
+        "refusals",
         "stages",
     }
     assert (document["run"], document["found"], document["ok"], document["exit_code"]) == (kit.MAIN_RUN, True, True, 0)
+    (refusal,) = [line for line in view.refusal_lines() if "REDUNDANT_STAGE" in line]
+    assert [{k: r[k] for k in ("code", "stage_id", "producer", "key_id", "authenticated")} for r in document["refusals"]] == [
+        {
+            "code": "REDUNDANT_STAGE",
+            "stage_id": "stage-0-again",
+            "producer": "coder@tamper-suite",
+            "key_id": producer_signer("coder@tamper-suite").key_id,
+            "authenticated": True,
+        }
+    ]
+    assert f"offset {document['refusals'][0]['offset']})" in refusal
     assert document["source"] == f"dump {run.dump}"
     assert document["dump_problems"] == [] and document["reason"] == ""
     assert (document["verdict"], document["open"], document["records_only"], document["unchecked"]) == (

@@ -497,7 +497,7 @@ def test_each_refusal_is_byte_identical(name: str) -> None:
     pair.feed(enc_sub(stage_id="accepted-0", pages=[b"first"]))
     record = {**sub(stage_id="stage-9"), **REFUSALS[name]}
     outs = pair.feed(enc(record), key=record["run_id"].encode())
-    assert kinds(outs) == [codec.REFUSAL, codec.AUDIT_RECORD_V2]
+    assert kinds(outs) == [codec.REFUSAL_V2, codec.AUDIT_RECORD_V2]
     assert codec.decode(outs[0].value).record["code"] != "RUN_KEY_MISMATCH"
 
 
@@ -577,7 +577,7 @@ def test_each_producer_refusal_is_byte_identical(name: str) -> None:
     pair = Pair()
     pair.feed(enc_sub(stage_id="accepted-0", pages=[b"first"]))
     outs = pair.feed(encode(sub(stage_id="stage-9")))
-    assert kinds(outs) == [codec.REFUSAL, codec.AUDIT_RECORD_V2]
+    assert kinds(outs) == [codec.REFUSAL_V2, codec.AUDIT_RECORD_V2]
     assert codec.decode(outs[0].value).record["code"] == code
     assert pair.native.fallbacks == 0  # every producer check is native (no fallback), byte for byte
 
@@ -602,7 +602,7 @@ def test_run_closes_are_checked_alike(name: str) -> None:
     pair.feed(enc_sub(stage_id="s0", pages=[b"zero"]))
     outs = pair.feed(encode(close_record()))
     if code:
-        assert kinds(outs) == [codec.REFUSAL, codec.AUDIT_RECORD_V2]
+        assert kinds(outs) == [codec.REFUSAL_V2, codec.AUDIT_RECORD_V2]
         assert codec.decode(outs[0].value).record["code"] == code
         assert not pair.py_state.runs["run-1"].closed
     else:
@@ -731,15 +731,17 @@ def test_run_memory_rules_duplicate_redundant_closed() -> None:
     pair.feed(enc_sub(stage_id="fetch-1", pages=[b"a", b"b"]))
     pair.feed(enc_sub(stage_id="fetch-2", pages=[b"c"]))
     assert (
-        kinds(pair.feed(enc_sub(stage_id="fetch-3", pages=[b"b", b"a", b"b"], artifact=b"other")))[0] == codec.REFUSAL
+        kinds(pair.feed(enc_sub(stage_id="fetch-3", pages=[b"b", b"a", b"b"], artifact=b"other")))[0] == codec.REFUSAL_V2
     )  # redundant
-    assert kinds(pair.feed(enc_sub(stage_id="fetch-1", pages=[b"new"], submission_id="again")))[0] == codec.REFUSAL  # duplicate
+    assert (
+        kinds(pair.feed(enc_sub(stage_id="fetch-1", pages=[b"new"], submission_id="again")))[0] == codec.REFUSAL_V2
+    )  # duplicate
     pair.feed(enc_sub(stage_id="plan-1", pages=[]))
     pair.feed(enc_sub(stage_id="plan-2", pages=[]))  # empty evidence is never redundant
     pair.feed(enc_sub(run_id="run-2", stage_id="fetch-9", pages=[b"a", b"b"]), key=b"run-2")  # per run
     assert kinds(pair.feed(enc_close()))[0] == codec.SEAL_RECORD
-    assert kinds(pair.feed(enc_sub(stage_id="late", pages=[b"late"])))[0] == codec.REFUSAL  # run closed
-    assert kinds(pair.feed(enc_close()))[0] == codec.REFUSAL  # second close
+    assert kinds(pair.feed(enc_sub(stage_id="late", pages=[b"late"])))[0] == codec.REFUSAL_V2  # run closed
+    assert kinds(pair.feed(enc_close()))[0] == codec.REFUSAL_V2  # second close
     pair.feed(enc_close("bad id"), key=b"k")
     pair.feed(enc_close("\u00e9" * 300), key=None)
     pair.feed(enc_close("never-started"), key=b"never-started")
@@ -765,7 +767,7 @@ def test_a_key_that_is_not_the_run_id_is_refused_alike(name: str) -> None:
     pair.feed(enc_sub(stage_id="s0", pages=[b"zero"]))
     for value in (enc_sub(stage_id="s1", pages=[b"one"]), enc_close(), enc_close("bad id")):
         outs = pair.feed(value, key=KEYS[name])
-        assert kinds(outs) == [codec.REFUSAL, codec.AUDIT_RECORD_V2]
+        assert kinds(outs) == [codec.REFUSAL_V2, codec.AUDIT_RECORD_V2]
         assert len(outs[0].key) <= 128
     assert pair.native.fallbacks == 0
 

@@ -30,7 +30,7 @@ from schemas.records import RefusalCode, is_valid_id
 from schemas.vectors import generate
 from substrate.config import Topics
 from substrate.kafka import emitter_producer_config
-from tests.unit.test_native_core import PARTITION, TOPIC, Pair, cu_action, enc_close, enc_sub, kinds, make_config, sub
+from tests.unit.test_native_core import PARTITION, TOPIC, UNIT, Pair, cu_action, enc_close, enc_sub, kinds, make_config, sub
 
 REPO = Path(__file__).resolve().parents[2]
 VECTORS = REPO / "schemas" / "vectors" / "partitions.json"
@@ -147,7 +147,7 @@ def test_the_chosen_runs_sit_where_the_tests_say() -> None:
 
 
 def _refusal(outputs: list[Any]) -> dict[str, Any]:
-    assert kinds(outputs) == [codec.REFUSAL, codec.AUDIT_RECORD_V2]
+    assert kinds(outputs) == [codec.REFUSAL_V2, codec.AUDIT_RECORD_V2]
     record: dict[str, Any] = codec.decode(outputs[0].value).record
     return record
 
@@ -178,6 +178,10 @@ def test_a_submission_on_the_wrong_partition_is_refused_with_the_evidence() -> N
         "earlier_stage_id": None,
         "input": {"topic": TOPIC, "partition": PARTITION, "offset": 17},
         "occurred_at_ms": record["occurred_at_ms"],
+        # the envelope is checked before the signature: the sender is only claimed
+        "producer": "unit@test",
+        "key_id": UNIT.key_id,
+        "authenticated": False,
     }
     assert outs[0].key == AWAY_RUN.encode()
     assert AWAY_RUN not in pair.py_state.runs  # nothing of the run is kept on the wrong partition

@@ -12,7 +12,7 @@ import pytest
 from consumers.core.model import ProducerRegistry, SchedulerConfig
 from consumers.manifest import ManifestError, parse_manifest
 from schemas import codec
-from tests.producer_kit import NAMES, encode_signed_close, producer, producer_signer
+from tests.producer_kit import NAMES, encode_signed_close, encode_signed_submission, producer, producer_signer
 from tests.unit.test_native_core import (
     NON_ASCII_PRODUCERS,
     PRODUCERS,
@@ -50,7 +50,7 @@ def close(run_id: str, by: str) -> bytes:
 
 
 def refusal(outs: list[Any]) -> dict[str, Any]:
-    assert kinds(outs) == [codec.REFUSAL, codec.AUDIT_RECORD_V2]
+    assert kinds(outs) == [codec.REFUSAL_V2, codec.AUDIT_RECORD_V2]
     return dict(codec.decode(outs[0].value).record)
 
 
@@ -83,6 +83,32 @@ def test_the_owner_and_its_collaborators_add_to_its_runs_and_nobody_else_touches
     assert kinds(pair.feed(stage("run-9", "s0", STRANGER, b"open run"), key=b"run-9"))[0] == codec.JOURNAL_RECORD
     assert kinds(pair.feed(stage("run-9", "s1", OWNER, b"open run, 2"), key=b"run-9"))[0] == codec.JOURNAL_RECORD
     assert pair.native.fallbacks == 0  # every ownership check is native, byte for byte
+
+
+def test_a_refusal_names_its_sender_as_proven_or_only_as_claimed_by_both_cores() -> None:
+    """Refusal.v2: a stranger's authenticated stage is refused naming the stranger (``authenticated``); a record
+    that claims the owner's name under the stranger's key is refused before any trust, the names only claimed."""
+    pair = Pair(owned_config())
+    key = b"nav-run-1"
+    pair.feed(stage("nav-run-1", "s0", OWNER, b"owner's page"), key=key)
+    squat = refusal(pair.feed(stage("nav-run-1", "s1", STRANGER, b"a page"), key=key))
+    assert (squat["code"], squat["producer"], squat["key_id"], squat["authenticated"]) == (
+        "RUN_NOT_OWNED",
+        STRANGER,
+        producer_signer(STRANGER).key_id,
+        True,
+    )
+    forged = enc_sub(run_id="nav-run-1", stage_id="s1", pages=[b"a page"], producer={"id": OWNER, "sdk": "x"})
+    impostor = encode_signed_submission(codec.decode(forged).record, producer_signer(STRANGER))
+    posing = refusal(pair.feed(impostor, key=key))
+    assert (posing["code"], posing["producer"], posing["key_id"], posing["authenticated"]) == (
+        "PRODUCER_MISMATCH",
+        OWNER,
+        producer_signer(STRANGER).key_id,
+        False,
+    )
+    stray = refusal(pair.feed(close("nav-run-1", STRANGER), key=key))
+    assert (stray["code"], stray["producer"], stray["authenticated"]) == ("RUN_NOT_OWNED", STRANGER, True)
 
 
 def test_an_owner_with_a_non_ascii_name_is_named_alike() -> None:

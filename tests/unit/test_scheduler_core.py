@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 from hypothesis import given
@@ -207,7 +207,7 @@ def decode_out(out: OutputRecord) -> Out:
     if name == codec.SEAL_RECORD:
         assert out.stream is Stream.JOURNAL
         return Out(out, "seal", rec, codec.decode(rec["payload"], expect=frozenset({codec.RUN_SEAL_V2})).record)
-    if name == codec.REFUSAL:
+    if name == codec.REFUSAL_V2:
         assert out.stream is Stream.REFUSALS
         return Out(out, "refusal", rec, None)
     if name == codec.DEAD_LETTER_V2:
@@ -635,6 +635,32 @@ RULES: dict[str, Rule] = {
 }
 
 
+SENT_BY_UNIT: Final = {"producer": "unit@test", "key_id": producer_signer("unit@test").key_id, "authenticated": True}
+"""A Refusal.v2's sender once unit@test's signature verified."""
+CLAIMED_BY_UNIT: Final = {**SENT_BY_UNIT, "authenticated": False}
+"""... and before: the names are only what the record claims."""
+
+REFUSED_BEFORE_THE_SIGNATURE = frozenset(
+    {
+        RefusalCode.INVALID_RUN_ID,
+        RefusalCode.INVALID_STAGE_ID,
+        RefusalCode.INVALID_ROLE,
+        RefusalCode.INVALID_OCCURRED_AT,
+        RefusalCode.INVALID_PRODUCER,
+        RefusalCode.INVALID_SUBMISSION_ID,
+        RefusalCode.RUN_KEY_MISMATCH,
+        RefusalCode.WRONG_PARTITION,
+        RefusalCode.SUBMISSION_UNSIGNED,
+        RefusalCode.PRODUCER_KEY_UNKNOWN,
+        RefusalCode.PRODUCER_MISMATCH,
+        RefusalCode.PRODUCER_KEY_NOT_VALID,
+        RefusalCode.SUBMISSION_SIGNATURE_INVALID,
+    }
+)
+"""The codes a submission earns before its producer's signature is checked (or because it failed):
+their Refusal.v2 names the producer and key only as claimed (``authenticated`` false)."""
+
+
 @pytest.mark.parametrize("name", sorted(RULES))
 def test_each_refusal_rule_produces_the_exact_refusal_record_and_changes_no_run_state(name: str) -> None:
     rule = RULES[name]
@@ -643,7 +669,8 @@ def test_each_refusal_rule_produces_the_exact_refusal_record_and_changes_no_run_
     d.feed(enc_sub(stage_id="accepted-0", pages=[b"first"]))
     before = copy.deepcopy(d.state)
     bad = {**submission(stage_id="stage-9"), **rule.changes}
-    outs = d.feed(rule.encode(bad), key=bad["run_id"].encode())
+    raw = rule.encode(bad)
+    outs = d.feed(raw, key=bad["run_id"].encode())
     assert [o.what for o in outs] == ["refusal", "audit"]
     refusal, audit = outs
 
@@ -663,6 +690,10 @@ def test_each_refusal_rule_produces_the_exact_refusal_record_and_changes_no_run_
         "input": {"topic": TOPIC, "partition": PARTITION, "offset": 1},
         # an out-of-range time is not repeated: the refusal carries the input record's timestamp
         "occurred_at_ms": bad["occurred_at_ms"] if 0 <= bad["occurred_at_ms"] <= MAX_OCCURRED_AT_MS else BASE_TS + 7,
+        # who sent it, as the record states; authenticated once its signature verified
+        "producer": _clip(bad["producer"]["id"]),
+        "key_id": _clip(codec.decode(raw).record.get("producer_key_id", "")),
+        "authenticated": rule.code not in REFUSED_BEFORE_THE_SIGNATURE,
     }
     assert message.strip(), "a refusal explains itself"
     for evidence in (rule.declared, rule.recomputed):
@@ -785,6 +816,7 @@ def test_redundant_stage_names_the_earlier_stage_and_changes_no_state() -> None:
         "earlier_stage_id": "fetch-1",
         "input": {"topic": TOPIC, "partition": PARTITION, "offset": 2},
         "occurred_at_ms": 1_700_000_000_123,
+        **SENT_BY_UNIT,
     }
     assert outs[1].inner is not None and outs[1].inner["reason_code"] == "REDUNDANT_STAGE"
     assert outs[1].inner["evidence_set_hash"] == esh and outs[1].inner["journal_seq"] == -1
@@ -828,6 +860,7 @@ def test_duplicate_stage_is_refused_even_with_new_evidence() -> None:
         "earlier_stage_id": "s1",
         "input": {"topic": TOPIC, "partition": PARTITION, "offset": 1},
         "occurred_at_ms": 1_700_000_000_123,
+        **SENT_BY_UNIT,
     }
     assert d.state.runs == before.runs
 
@@ -855,6 +888,7 @@ def test_run_closed_refuses_later_stages_and_a_second_close() -> None:
         "earlier_stage_id": None,
         "input": {"topic": TOPIC, "partition": PARTITION, "offset": 2},
         "occurred_at_ms": 1_700_000_000_123,
+        **SENT_BY_UNIT,
     }
     outs = d.feed(enc_close())
     assert [o.what for o in outs] == ["refusal", "audit"]
@@ -866,6 +900,7 @@ def test_run_closed_refuses_later_stages_and_a_second_close() -> None:
         "",
     )
     assert second["occurred_at_ms"] == 1_700_000_000_999
+    assert {k: second[k] for k in SENT_BY_UNIT} == SENT_BY_UNIT  # a signed close: its sender verified
     assert d.state.runs == before.runs
 
 
@@ -1299,6 +1334,7 @@ def test_a_record_not_keyed_by_its_run_id_is_refused_and_keyed_by_the_run_id(key
         "recomputed": run_digest,
         "earlier_stage_id": None,
         "occurred_at_ms": 1_700_000_000_123,
+        **CLAIMED_BY_UNIT,
     }
     assert outs[0].raw.key == b"run-1"
     assert len(outs[0].raw.value) < 2048 and len(outs[1].raw.value) < 2048
@@ -1333,6 +1369,7 @@ def test_a_repeated_submission_id_is_refused_naming_the_earlier_stage_and_surviv
         "recomputed": "",
         "earlier_stage_id": "s0",
         "occurred_at_ms": 1_700_000_000_123,
+        **SENT_BY_UNIT,
     }
     assert outs[1].inner is not None and outs[1].inner["reason_code"] == "DUPLICATE_SUBMISSION"
     # the id, not the stage: another stage under the same id is refused too

@@ -74,7 +74,7 @@ def test_each_broken_rule_is_refused_with_its_exact_record_by_both_cores(name: s
     outputs, state, native = both_cores(sub)
     assert [o.stream for o in outputs] == [Stream.REFUSALS, Stream.AUDIT]
     refusal = codec.decode(outputs[0].value or b"")
-    assert refusal.schema.name == codec.REFUSAL
+    assert refusal.schema.name == codec.REFUSAL_V2
     assert refusal.record == refusal_record(sub, violation, TOPIC, 0)
     assert outputs[0].key == sub["run_id"].encode()
     audit = codec.decode(codec.decode(outputs[1].value or b"").record["payload"]).record

@@ -379,6 +379,61 @@ def test_untouched_run_verifies(built: Built) -> None:
     assert built.verify(run_id=OTHER).exit_code == EXIT_VERIFIED
 
 
+def test_the_report_names_who_sent_each_refused_record_and_whether_that_was_proven(tmp_path: Path) -> None:
+    """Refusal.v2 names the sender: "by" once its signature verified, "claimed by" when refused before."""
+
+    def script(w: Writer) -> None:
+        standard(w)  # stage-x: refused for its unknown role, after verdicts@test's signature verified
+        record = {
+            "submission_id": "impostor",
+            "run_id": RUN,
+            "stage_id": "stage-y",
+            "role": "developer",
+            "producer": {"id": "verdicts@test", "sdk": "test"},
+            "kind": "coding",
+            "artifact": b"a",
+            "artifact_hash": sha256_digest(b"a"),
+            "evidence_set_hash": evidence_set_hash([]),
+            "observations": [],
+            "terminal_state": "completed",
+            "reason_code": "ok",
+            "occurred_at_ms": 1,
+        }
+        # unit@test signs a stage in verdicts@test's name: PRODUCER_MISMATCH, the name only claimed
+        w.feed(RUN, encode_signed_submission(record, producer_signer("unit@test")))
+
+    report = build(tmp_path, script=script).verify()
+    lines = assert_exit(report, EXIT_VERIFIED)  # refusals change no run: it still verifies
+    verdicts, impostor = producer_signer("verdicts@test").key_id, producer_signer("unit@test").key_id
+    assert [line for line in lines if "REFUSED" in line] == [
+        f"  REFUSED UNKNOWN_ROLE stage stage-x [coding] (refusals partition 0, offset 0) -- by verdicts@test (key {verdicts})",
+        f"  REFUSED PRODUCER_MISMATCH stage stage-y [coding] (refusals partition 0, offset 1) -- claimed by verdicts@test "
+        f"(key {impostor}; not authenticated: refused before its signature verified)",
+    ]
+    assert json_of(report)["refusals"] == [
+        {
+            "partition": 0,
+            "offset": 0,
+            "code": "UNKNOWN_ROLE",
+            "stage_id": "stage-x",
+            "kind": "coding",
+            "producer": "verdicts@test",
+            "key_id": verdicts,
+            "authenticated": True,
+        },
+        {
+            "partition": 0,
+            "offset": 1,
+            "code": "PRODUCER_MISMATCH",
+            "stage_id": "stage-y",
+            "kind": "coding",
+            "producer": "verdicts@test",
+            "key_id": impostor,
+            "authenticated": False,
+        },
+    ]
+
+
 # ---------------------------------------------------------------------------
 # no content store, --records-only (H4)
 # ---------------------------------------------------------------------------
