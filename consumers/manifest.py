@@ -21,6 +21,8 @@ Producers are pinned the same way, with ``[[producers]]`` (docs/security.md)::
     agent_kinds = ["browser"]           # optional: kinds for role-less computer-use actions
     run_prefixes = ["research-"]        # optional: run ids it owns (no other producer may open or add to them)
     collaborators = ["browser-worker"]  # optional: producers that may add to its runs
+    kafka_principal = "User:research-1" # optional: its own Kafka principal (default User:<name>)
+    produce_bytes_per_second = 1048576  # optional: its Kafka produce quota (default: `bernstein kafka acls`'s)
       [[producers.keys]]
       public_key = "<64 hex>"           # `bernstein keys show --dir <producer keys>`
       valid_from_ms = 0                 # optional
@@ -32,6 +34,7 @@ another producer's name, or under a role its producer was not granted, is refuse
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +49,19 @@ from substrate.keys import KeyPurpose, KeyStatus, TrustedKey, TrustedKeys, Valid
 
 DEFAULT_KIND: Final = ActivityKind.CODING.value
 _ROLE_KEYS: Final = frozenset({"role", "agent_kind", "description"})
-_PRODUCER_KEYS: Final = frozenset({"name", "roles", "agent_kinds", "keys", "description", "run_prefixes", "collaborators"})
+_PRODUCER_KEYS: Final = frozenset(
+    {
+        "name",
+        "roles",
+        "agent_kinds",
+        "keys",
+        "description",
+        "run_prefixes",
+        "collaborators",
+        "kafka_principal",
+        "produce_bytes_per_second",
+    }
+)
 _KEY_KEYS: Final = frozenset({"public_key", "key_id", "valid_from_ms", "valid_until_ms", "status", "description"})
 
 
@@ -56,6 +71,8 @@ class Manifest:
 
     roles: dict[str, str]
     producers: ProducerRegistry
+    kafka: tuple[KafkaIdentity, ...] = ()
+    """Each producer's Kafka principal and produce quota (``kafka_identities``), in manifest order."""
 
 
 class ManifestError(MalformedInput):
@@ -192,7 +209,8 @@ def parse_manifest(text: str, *, source: str = "<manifest>") -> Manifest:
     if unknown:
         raise ManifestError(f"{source} has unknown top-level keys {sorted(unknown)}; allowed: roles, producers")
     roles = roles_from_document(document, source=source)
-    return Manifest(roles=roles, producers=producers_from_document(document, roles, source=source))
+    producers = producers_from_document(document, roles, source=source)
+    return Manifest(roles=roles, producers=producers, kafka=kafka_identities(document, source=source))
 
 
 def _read(path: Path) -> str:
@@ -236,3 +254,68 @@ def trusted_producer_keys(registry: ProducerRegistry) -> TrustedKeys:
         )
         for producer, key in registry.by_key.values()
     )
+
+
+# ---------------------------------------------------------------- Kafka identities (issue 25)
+
+PRINCIPAL_RULE: Final = re.compile(r"[A-Za-z][A-Za-z0-9]*:\S+")
+"""A Kafka principal, ``TYPE:NAME`` (``User:research-1``, ``User:CN=worker-1,O=acme``)."""
+MAX_PRODUCE_BYTES_PER_SECOND: Final = 2**53
+"""Kafka keeps a quota as a double: larger whole numbers would not round-trip."""
+
+
+@dataclass(frozen=True)
+class KafkaIdentity:
+    """One producer host's Kafka identity: the principal it authenticates as, and its produce quota.
+
+    ``produce_bytes_per_second`` is None when the manifest leaves it to the deployment's default
+    (``bernstein kafka acls --produce-bytes-per-second``). Kept out of ``consumers.core.model.Producer``:
+    the scheduler never sees a Kafka principal; only ``bernstein kafka`` reads these.
+    """
+
+    producer: str
+    principal: str
+    produce_bytes_per_second: int | None = None
+
+    @property
+    def principal_type(self) -> str:
+        return self.principal.partition(":")[0]
+
+    @property
+    def principal_name(self) -> str:
+        """The principal's name: what a SCRAM login and a Kafka user quota are keyed by."""
+        return self.principal.partition(":")[2]
+
+
+def kafka_identities(document: dict[str, Any], *, source: str = "<manifest>") -> tuple[KafkaIdentity, ...]:
+    """The ``kafka_principal`` and ``produce_bytes_per_second`` of each ``[[producers]]`` entry.
+
+    ``kafka_principal`` defaults to ``User:<name>``: every producer host has its own principal,
+    so the broker can name the host a flood or a refused write comes from. Two producers may not
+    share a principal. Expects a document whose producers ``producers_from_document`` accepted.
+    """
+    identities: list[KafkaIdentity] = []
+    owners: dict[str, str] = {}
+    for index, entry in enumerate(document.get("producers", [])):
+        where = f"{source}: producers[{index}]"
+        name = entry["name"]
+        principal = entry.get("kafka_principal", f"User:{name}")
+        if "kafka_principal" in entry and (not isinstance(principal, str) or not PRINCIPAL_RULE.fullmatch(principal)):
+            raise ManifestError(
+                f"{where}: kafka_principal must be TYPE:NAME with no spaces, e.g. User:{name} (got {principal!r})"
+            )
+        rate = entry.get("produce_bytes_per_second")
+        if rate is not None and (
+            not isinstance(rate, int) or isinstance(rate, bool) or not 0 < rate <= MAX_PRODUCE_BYTES_PER_SECOND
+        ):
+            raise ManifestError(
+                f"{where}: produce_bytes_per_second must be a whole number of bytes from 1 to 2^53 (got {rate!r})"
+            )
+        if principal in owners:
+            raise ManifestError(
+                f"{where}: Kafka principal {principal!r} of {name!r} is also {owners[principal]!r}'s: each producer host "
+                "needs its own (set kafka_principal)"
+            )
+        owners[principal] = name
+        identities.append(KafkaIdentity(name, principal, rate))
+    return tuple(identities)
