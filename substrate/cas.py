@@ -35,7 +35,10 @@ An S3 store is shared by every producer, so it may be hostile too (docs/security
   version, so a reader whose newest version does not hash to its address looks through the
   older ones, reads the true bytes from the one that does, and keeps every other version it
   saw as an ``OtherVersion`` (``S3BlobStore.other_versions``): a poisoning attempt the
-  verifier names without failing the run whose true bytes are present.
+  verifier names without failing the run whose true bytes are present;
+- bytes placed *before* the true ones (the pre-poisoning a checked upload defeats) lie beneath a
+  newest version that is right, so an ordinary read never sees them; with ``every_version`` a
+  reader also lists every blob's versions and names those too (one listing per blob read).
 """
 
 from __future__ import annotations
@@ -384,6 +387,13 @@ class OtherVersion:
     """Who wrote it, when the store says (its listing's owner), else ""."""
 
 
+def _other_version(digest: str, version: Any, recomputed: str) -> OtherVersion:
+    """An ``OtherVersion`` from a listed version (minio's ``Object``): its id, when and by whom it was written."""
+    owner = getattr(version, "owner_name", None) or getattr(version, "owner_id", None) or ""
+    written = version.last_modified.isoformat() if version.last_modified else ""
+    return OtherVersion(digest, str(version.version_id), recomputed, written, str(owner))
+
+
 def checksum_sha256(digest: str) -> str:
     """The ``x-amz-checksum-sha256`` of the bytes whose address is ``digest`` (base64 of the raw SHA-256)."""
     return base64.b64encode(bytes.fromhex(digest_hex(digest))).decode("ascii")
@@ -404,11 +414,13 @@ class S3Settings:
 class S3BlobStore(_StreamedStore):
     """A CAS in an S3 bucket, through the ``minio`` client (works against real MinIO)."""
 
-    def __init__(self, settings: S3Settings) -> None:
+    def __init__(self, settings: S3Settings, *, every_version: bool = False) -> None:
         import urllib3
         from minio import Minio  # imported here so offline tools need not load it
 
         self.settings = settings
+        self.every_version = every_version
+        """Also name the versions beneath a newest version that holds the right bytes (a listing per blob read)."""
         secure = settings.endpoint.startswith("https://")
         host = settings.endpoint.split("://", 1)[-1].rstrip("/")
         self._client = Minio(
@@ -472,12 +484,15 @@ class S3BlobStore(_StreamedStore):
 
     def get(self, digest: str) -> bytes:
         try:
-            return super().get(digest)
+            data = super().get(digest)
         except (BlobIntegrityError, BlobNotFound) as newest:
-            data = bytearray()
-            if self._true_version(digest, newest, data.extend) is None:
+            found = bytearray()
+            if self._true_version(digest, newest, found.extend) is None:
                 raise
-            return bytes(data)
+            return bytes(found)
+        if self.every_version:
+            self._versions_beneath(digest)
+        return data
 
     def check(self, digest: str) -> None:
         self.checked_size(digest)
@@ -495,6 +510,8 @@ class S3BlobStore(_StreamedStore):
             actual = self._stream(digest, count)
             if actual != digest:
                 raise BlobIntegrityError(digest, actual, self.describe())
+            if self.every_version:
+                self._versions_beneath(digest)
             return total
         except (BlobIntegrityError, BlobNotFound) as newest:
             total = 0
@@ -502,9 +519,8 @@ class S3BlobStore(_StreamedStore):
                 raise
             return total
 
-    def _true_version(self, digest: str, newest: CasError, sink: Any) -> str | None:
-        """The id of an older version at ``digest``'s address whose bytes hash to it (streamed into ``sink``),
-        noting every other version in ``other_versions``; None when there is none (or versions cannot be listed)."""
+    def _versions(self, digest: str) -> list[Any] | None:
+        """Every version at ``digest``'s address, newest first; None when this identity may not list them."""
         from minio.error import S3Error
 
         key = blob_key(digest)
@@ -519,6 +535,36 @@ class S3BlobStore(_StreamedStore):
         except Exception as exc:  # noqa: BLE001
             raise self._translate(exc, f"list the versions of blob {digest}") from exc
         versions.sort(key=lambda v: v.last_modified.timestamp() if v.last_modified else 0.0, reverse=True)
+        return versions
+
+    def _versions_beneath(self, digest: str) -> None:
+        """Note in ``other_versions`` every version below the newest (which was read and is right) whose bytes
+        are not the address's: bytes someone placed there first, or a delete marker."""
+        versions = self._versions(digest) or []
+        latest = [v for v in versions if str(v.is_latest).lower() == "true"]
+        newest = latest[0] if latest else (versions[0] if versions else None)
+        others: list[OtherVersion] = []
+        for version in versions:
+            if version is newest:
+                continue
+            recomputed = ""
+            if not version.is_delete_marker:
+                try:
+                    recomputed = self._stream(digest, None, version.version_id)
+                except CasError:
+                    recomputed = ""
+                if recomputed == digest:
+                    continue  # the same true bytes stored twice: nothing wrong
+            others.append(_other_version(digest, version, recomputed))
+        if others:
+            self.other_versions[digest] = others
+
+    def _true_version(self, digest: str, newest: CasError, sink: Any) -> str | None:
+        """The id of an older version at ``digest``'s address whose bytes hash to it (streamed into ``sink``),
+        noting every other version in ``other_versions``; None when there is none (or versions cannot be listed)."""
+        versions = self._versions(digest)
+        if versions is None:
+            return None
         others: list[OtherVersion] = []
         found: str | None = None
         for version in versions:
@@ -534,9 +580,7 @@ class S3BlobStore(_StreamedStore):
                     if sink is not None and sunk is not None:
                         sink(bytes(sunk))
                     continue
-            owner = getattr(version, "owner_name", None) or getattr(version, "owner_id", None) or ""
-            written = version.last_modified.isoformat() if version.last_modified else ""
-            others.append(OtherVersion(digest, str(version.version_id), recomputed, written, str(owner)))
+            others.append(_other_version(digest, version, recomputed))
         if found is None:
             return None
         self.other_versions[digest] = others

@@ -54,6 +54,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="s3, a CAS directory, or none (= --records-only) (default: <dump>/cas for dumps, s3 for kafka; a kcat capture needs one)",
     )
     verify.add_argument(
+        "--every-version",
+        action="store_true",
+        help="with an S3 store: also list every version at each blob's address and name those holding other bytes "
+        "(CAS_VERSION_POISONED) even beneath a right newest version; one listing per blob, needs an identity that may "
+        "list versions (the reader's)",
+    )
+    verify.add_argument(
         "--records-only",
         action="store_true",
         help="check the records alone, without reattaching evidence: never exit 0 (exit 6, and the last line says so)",
@@ -130,7 +137,8 @@ def _verify(args: argparse.Namespace) -> int:
     elif args.cas is None and args.source != "kafka":
         cas = None  # a kcat capture carries no blobs: NO_CONTENT_STORE unless --cas names one
     else:
-        cas = store_from(args.cas, settings_from(args))  # kafka without S3: None, reported as NO_CONTENT_STORE
+        # kafka without S3: None, reported as NO_CONTENT_STORE
+        cas = store_from(args.cas, settings_from(args), every_version=args.every_version)
     trusted = trusted_from(args.trusted_keys, args.keys_dir, args.roles)
     if runs is not None and len(runs) == 1 and not args.runs_file:
         header, stages = verify_stream(runs[0], source, cas=cas, trusted=trusted, records_only=records_only)

@@ -43,22 +43,25 @@ def keys_from(args: argparse.Namespace) -> InstallKeys:
     return load_keys(getattr(args, "keys_dir", None) or default_keys_dir())
 
 
-def s3_store(settings: Settings) -> S3BlobStore:
+def s3_store(settings: Settings, *, every_version: bool = False) -> S3BlobStore:
     if settings.s3 is None:
         raise UsageError("no S3 endpoint: set BERNSTEIN_S3_ENDPOINT or run `infra/up` (it writes .infra/env)")
-    return S3BlobStore(settings.s3)
+    return S3BlobStore(settings.s3, every_version=every_version)
 
 
-def store_from(spec: str | None, settings: Settings, *, default_dir: Path | None = None) -> BlobStore | None:
-    """``s3`` -> the S3 bucket, ``none`` -> no store, anything else -> a CAS directory."""
+def store_from(
+    spec: str | None, settings: Settings, *, default_dir: Path | None = None, every_version: bool = False
+) -> BlobStore | None:
+    """``s3`` -> the S3 bucket, ``none`` -> no store, anything else -> a CAS directory. ``every_version``: an S3
+    store also lists each blob's versions and names the wrong ones beneath a right newest (``S3BlobStore``)."""
     if spec is None:
         if default_dir is not None:
             return DirBlobStore(default_dir) if default_dir.is_dir() else None
-        return s3_store(settings) if settings.s3 is not None else None
+        return s3_store(settings, every_version=every_version) if settings.s3 is not None else None
     if spec == "none":
         return None
     if spec == "s3":
-        return s3_store(settings)
+        return s3_store(settings, every_version=every_version)
     path = Path(spec)
     if not path.is_dir():
         raise UsageError(f"--cas {spec}: no such directory (pass s3, none, or a CAS directory such as <dump>/cas)")

@@ -85,6 +85,25 @@ def test_bytes_placed_first_at_an_address_cannot_stop_the_true_ones_being_stored
     assert alice.holds(digest) and reader.get(digest) == page
 
 
+def test_bytes_placed_beneath_the_true_ones_are_named_only_by_a_reader_that_lists_every_version(services: Any) -> None:
+    mallory, alice, reader = (store_as(n, services) for n in ("producer", "producer", "reader"))
+    page = b"another predictable page " + os.urandom(8).hex().encode()
+    digest = sha256_digest(page)
+    raw_put(mallory, digest, b"placed first")
+    assert alice.put_result(page).stored and alice.put_result(page).stored is False  # stored once, then held
+    assert reader.get(digest) == page and reader.other_versions == {}  # the newest is right: one read, nothing seen
+    lister = store_as("reader", services)
+    lister.every_version = True
+    assert lister.get(digest) == page
+    (other,) = lister.other_versions[digest]
+    assert (other.recomputed, bool(other.version_id), bool(other.written)) == (sha256_digest(b"placed first"), True, True)
+    checker = store_as("reader", services)
+    checker.every_version = True
+    assert checker.checked_size(digest) == len(page) and [o.version_id for o in checker.other_versions[digest]] == [
+        other.version_id
+    ]
+
+
 def test_a_reader_finds_the_true_version_under_an_overwrite_and_names_the_other(services: Any) -> None:
     alice, mallory, reader, ops = (store_as(n, services) for n in ("producer", "producer", "reader", "ops"))
     page = os.urandom(300)

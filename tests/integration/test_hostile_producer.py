@@ -146,6 +146,8 @@ def test_a_hostile_producer_cannot_destroy_poison_or_stall_the_honest_producers_
         ("alice-run", "RUN_NOT_OWNED"),
         ("bob-run", "RUN_NOT_OWNED"),
     ]
+    # each refusal names Mallory, proven: her own registered key signed what was refused (Refusal.v2)
+    assert {(r["producer"], r["key_id"], r["authenticated"]) for r in refused} == {(mallory.name, mallory.signer.key_id, True)}
     reader = {**env, **s3_identity("reader")}
     for run_id, other in (("alice-run", None), ("bob-run", bob_digests[0])):
         verified = kit.bernstein(
@@ -160,3 +162,15 @@ def test_a_hostile_producer_cannot_destroy_poison_or_stall_the_honest_producers_
             assert named == [], verified.stdout  # Alice's true bytes are the newest version: nothing to name
         else:
             assert len(named) == 1 and other in named[0] and sha256_digest(b"overwritten") in named[0], verified.stdout
+        assert (
+            "REFUSED RUN_NOT_OWNED" in verified.stdout
+            and f"-- by {mallory.name} (key {mallory.signer.key_id})" in verified.stdout
+        )
+    # --every-version lists every blob's versions: Mallory's bytes beneath Alice's true newest version are named too
+    listed = kit.bernstein(
+        ["activity", "verify", "alice-run", "--from", "kafka", "--cas", "s3", "--every-version", "--trusted-keys", str(trust)],
+        reader,
+    )
+    assert listed.returncode == 0, listed.stdout + listed.stderr  # the true bytes are there: the run still verifies
+    named = [line for line in listed.stdout.splitlines() if "store CAS_VERSION_POISONED" in line]
+    assert len(named) == 1 and poisoned in named[0] and sha256_digest(b"poison") in named[0], listed.stdout
