@@ -21,6 +21,7 @@ Producers are pinned the same way, with ``[[producers]]`` (docs/security.md)::
     agent_kinds = ["browser"]           # optional: kinds for role-less computer-use actions
     run_prefixes = ["research-"]        # optional: run ids it owns (no other producer may open or add to them)
     collaborators = ["browser-worker"]  # optional: producers that may add to its runs
+    max_open_runs = 1000                # optional: runs it may have open at once (default 10000)
     kafka_principal = "User:research-1" # optional: its own Kafka principal (default User:<name>)
     produce_bytes_per_second = 1048576  # optional: its Kafka produce quota (default: `bernstein kafka acls`'s)
       [[producers.keys]]
@@ -40,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from consumers.core.model import Lifetime, Producer, ProducerKey, ProducerRegistry
+from consumers.core.model import DEFAULT_MAX_OPEN_RUNS, Lifetime, Producer, ProducerKey, ProducerRegistry
 from schemas.canonical import public_key_id
 from schemas.ed25519 import weak_key
 from schemas.errors import MalformedInput
@@ -60,6 +61,7 @@ _PRODUCER_KEYS: Final = frozenset(
         "collaborators",
         "kafka_principal",
         "produce_bytes_per_second",
+        "max_open_runs",
     }
 )
 _KEY_KEYS: Final = frozenset({"public_key", "key_id", "valid_from_ms", "valid_until_ms", "status", "description"})
@@ -146,6 +148,7 @@ def producers_from_document(document: dict[str, Any], roles: dict[str, str], *, 
                 keys=tuple(_producer_key(key, f"{where}.keys[{k}]") for k, key in enumerate(keys)),
                 run_prefixes=tuple(prefixes),
                 collaborators=frozenset(_strings(entry.get("collaborators", []), f"{where}: collaborators")),
+                max_open_runs=_max_open_runs(entry.get("max_open_runs", DEFAULT_MAX_OPEN_RUNS), where),
             )
         )
     names = [p.name for p in producers]
@@ -198,6 +201,16 @@ def _strings(value: object, where: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ManifestError(f"{where} must be a list of strings")
     return list(value)
+
+
+MAX_OPEN_RUNS_LIMIT: Final = 1 << 31
+"""The largest ``max_open_runs`` (both cores count in 64 bits; a larger bound would bound nothing)."""
+
+
+def _max_open_runs(value: Any, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_OPEN_RUNS_LIMIT:
+        raise ManifestError(f"{where}: max_open_runs must be a whole number from 1 to {MAX_OPEN_RUNS_LIMIT} (got {value!r})")
+    return value
 
 
 def parse_manifest(text: str, *, source: str = "<manifest>") -> Manifest:

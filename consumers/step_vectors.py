@@ -101,7 +101,7 @@ def manifest_toml() -> str:
     for name, (granted, until) in grants.items():
         lines += ["", "[[producers]]", f'name = "{name}"', "roles = [" + ", ".join(f'"{r}"' for r in granted) + "]"]
         if name == SCOUT_ONLY:  # owns the run ids that start with "scout-": RUN_NOT_OWNED for anyone else
-            lines += ['run_prefixes = ["scout-"]']
+            lines += ['run_prefixes = ["scout-"]', "max_open_runs = 1  # OPEN_RUNS_EXCEEDED for its second open run"]
         lines += ["  [[producers.keys]]", f'  public_key = "{KEYS[name].public_key_raw.hex()}"']
         if until is not None:
             lines += ["  valid_from_ms = 0", f"  valid_until_ms = {until}"]
@@ -569,6 +569,22 @@ def cases() -> list[Case]:
         "RUN_NOT_OWNED",
         actions(1, run_id="scout-run-2")[0][0],
         note="nor act in a browser session of it (checked once the lineage signature names the producer)",
+    )
+    # -- refusals: what the scheduler keeps for one producer (the manifest's max_open_runs)
+    case(
+        "open_runs_exceeded",
+        "OPEN_RUNS_EXCEEDED",
+        research(run_id="scout-run-1", producer=SCOUT_ONLY),
+        research(run_id="scout-run-2", producer=SCOUT_ONLY),
+        note="its limit is one open run: a stage that would open a second is refused (the last check)",
+    )
+    case(
+        "open_run_freed_by_its_close",
+        "journal",
+        research(run_id="scout-run-1", producer=SCOUT_ONLY),
+        close("scout-run-1", producer=SCOUT_ONLY),
+        research(run_id="scout-run-2", producer=SCOUT_ONLY),
+        note="closing its open run frees the place: the next run opens",
     )
     # -- refusals: the stage's own fields
     case("unknown_kind", "UNKNOWN_KIND", stage(kind="poetry"))

@@ -233,6 +233,10 @@ class RefusalCode(StrEnum):
     """The run id starts with another producer's run prefix (the roles manifest's ``run_prefixes``) and this
     producer is not one of that owner's ``collaborators``: checked right after the producer is authenticated,
     before anything reads or changes the run."""
+    OPEN_RUNS_EXCEEDED = "OPEN_RUNS_EXCEEDED"
+    """The record would open a new run, but its producer already has as many open runs as its limit
+    (``max_open_runs`` in the roles manifest, default ``DEFAULT_MAX_OPEN_RUNS``): what the scheduler keeps for any
+    one producer is bounded. The last check of a stage or action; a close of one of its runs frees a place."""
 
 
 class DeadLetterCode(StrEnum):

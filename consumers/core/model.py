@@ -132,6 +132,11 @@ class ProducerKey:
     lifetime: Lifetime = Lifetime()
 
 
+DEFAULT_MAX_OPEN_RUNS: Final = 10_000
+"""Open runs a producer may have at once unless its manifest entry says otherwise (``max_open_runs``): an open run
+keeps its stages, evidence sets and blob digests in the scheduler's memory until it is closed."""
+
+
 @dataclass(frozen=True)
 class Producer:
     """A registered producer: its name (``producer.id`` of its submissions), grants and keys."""
@@ -148,6 +153,9 @@ class Producer:
     its ``collaborators`` (RUN_NOT_OWNED otherwise). No two producers' prefixes overlap."""
     collaborators: frozenset[str] = frozenset()
     """Producers that may add stages, actions and closes to its runs (a multi-agent run)."""
+    max_open_runs: int = DEFAULT_MAX_OPEN_RUNS
+    """Runs it may have open at once (opened by its accepted records, not yet closed): a record that would open
+    one more is refused (OPEN_RUNS_EXCEEDED)."""
 
 
 @dataclass(frozen=True)
@@ -271,6 +279,9 @@ class RunState:
     blobs: set[str] = field(default_factory=set)
     """Every blob digest counted in ``evidence_bytes`` (a blob seen again in the run counts once). Grows by one
     digest (71 characters) per distinct blob: a run at the 64 MiB cap of 4 KiB blobs holds 16k of them."""
+    opened_by: str = ""
+    """The producer whose accepted record opened the run (its first journal entry's ``producer.id``): the run counts
+    toward that producer's open runs until it is closed. "" in states written before producers had limits."""
 
     @classmethod
     def new(cls, run_id: str) -> RunState:
@@ -296,6 +307,15 @@ class RunState:
         self.evidence_bytes = 0
 
 
+def count_open_runs(runs: Mapping[str, RunState]) -> dict[str, int]:
+    """Each producer's open runs, counted from the runs: what ``SchedulerState.open_runs`` holds."""
+    counts: dict[str, int] = {}
+    for run in runs.values():
+        if run.opened_by and not run.closed:
+            counts[run.opened_by] = counts.get(run.opened_by, 0) + 1
+    return counts
+
+
 @dataclass(slots=True)
 class SchedulerState:
     """The whole memory of one partition's scheduler.
@@ -314,6 +334,9 @@ class SchedulerState:
     """checkpoint_hash of the last checkpoint's payload (the partition's checkpoint genesis before the first)."""
     checkpoint_audit_seq: int = 0
     """audit_seq the last checkpoint committed to (0 before the first)."""
+    open_runs: dict[str, int] = field(default_factory=dict)
+    """producer -> its open runs (``opened_by`` of runs not closed), kept by the step; derived from ``runs``
+    (``count_open_runs``) wherever a state is built from elsewhere (a snapshot, a rebuild, the native core)."""
     undo: UndoLog | None = field(default=None, compare=False, repr=False)
     """The open undo epochs (``consumers.core.undo``), while the shell may still rewind; not part of the state."""
 

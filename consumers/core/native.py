@@ -237,6 +237,7 @@ class NativeSchedulerCore:
                 [(k.key_id, k.public_key, k.lifetime.valid_from_ms, k.lifetime.valid_until_ms) for k in p.keys],
                 list(p.run_prefixes),
                 sorted(p.collaborators),
+                p.max_open_runs,
             )
             for p in config.producers.producers.values()
         ]
@@ -454,6 +455,7 @@ class NativeSchedulerCore:
                     submissions=submissions,
                     evidence_bytes=evidence_bytes,
                     blobs=set(blobs),
+                    opened_by=opened_by,
                 )
                 for (
                     run_id,
@@ -467,8 +469,10 @@ class NativeSchedulerCore:
                     submissions,
                     evidence_bytes,
                     blobs,
+                    opened_by,
                 ) in runs
             },
+            open_runs=self._native.open_runs(),
         )
 
     def load(self, state: SchedulerState) -> NativeState:
@@ -494,6 +498,7 @@ class NativeSchedulerCore:
                     run.submissions,
                     run.evidence_bytes,
                     sorted(run.blobs),
+                    run.opened_by,
                 )
                 for run_id, run in state.runs.items()
             ],
@@ -537,6 +542,7 @@ class NativeSchedulerCore:
             checkpoint_seq=checkpoint_seq,
             checkpoint_head=checkpoint_head,
             checkpoint_audit_seq=checkpoint_audit_seq,
+            open_runs=self._native.open_runs(),
         )
         try:
             after, outputs = self._reference.step(state, record)
@@ -548,6 +554,7 @@ class NativeSchedulerCore:
             if after is state and after.runs is lazy and not runs.unsupported and not _scheduler_error(outputs):
                 self._native.set_audit(after.audit_seq, after.audit_head)
                 self._native.set_checkpoint(after.checkpoint_seq, after.checkpoint_head, after.checkpoint_audit_seq)
+                self._native.set_open_runs(after.open_runs)
                 runs.write_back()
                 return outputs
         # The reference did something the lazy view does not model (or failed
@@ -653,7 +660,7 @@ class _LazyRuns(_Unmodelled, MutableMapping[str, RunState]):
         header = self._native.run_header(run_id)
         if header is None:
             return None
-        head, entry_count, closed, sealed_count, sessions = header
+        head, entry_count, closed, sealed_count, sessions, opened_by = header
         run = RunState(
             head=head,
             entry_count=entry_count,
@@ -665,6 +672,7 @@ class _LazyRuns(_Unmodelled, MutableMapping[str, RunState]):
             submissions=_NativeMap(self._native.submission_get, run_id, self),  # type: ignore[arg-type]
             evidence_bytes=self._native.evidence_bytes(run_id),
             blobs=_NativeSet(self._native.blob_has, run_id, self),  # type: ignore[arg-type]
+            opened_by=opened_by,
         )
         self._runs[run_id] = run
         return run
@@ -716,6 +724,7 @@ class _LazyRuns(_Unmodelled, MutableMapping[str, RunState]):
                 run.evidence_bytes,
                 blobs_replace,
                 blobs,
+                run.opened_by,
             )
 
 

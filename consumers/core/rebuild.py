@@ -58,7 +58,14 @@ from itertools import islice
 from typing import Any
 
 from consumers.core import native as _native_core
-from consumers.core.model import AuditKeyVersion, SchedulerConfig, SchedulerState, SessionState, Signer
+from consumers.core.model import (
+    AuditKeyVersion,
+    SchedulerConfig,
+    SchedulerState,
+    SessionState,
+    Signer,
+    count_open_runs,
+)
 from consumers.core.native import NativeUnavailable, native_status
 from consumers.core.step import charge_evidence, initial_state
 from schemas import codec
@@ -270,6 +277,7 @@ def rebuild_state(
         )
     audit.finish()
     _walk_checkpoints(state, config, c, checkpoint_values, checkpoints_topic, skip, reader)
+    state.open_runs = count_open_runs(state.runs)
     return state
 
 
@@ -358,7 +366,16 @@ def _entry_fact(inner: codec.Decoded, payload: bytes, stored_hash: str) -> Journ
             if "screenshot_size" in entry  # ComputerUseEntry.v2
             else None
         )
-        return (_ACTION, *head, entry["submission_id"], entry["session_id"], entry["action_index"], entry["anchor"], charges)
+        return (
+            _ACTION,
+            *head,
+            entry["submission_id"],
+            entry["session_id"],
+            entry["action_index"],
+            entry["anchor"],
+            charges,
+            entry["producer_id"],
+        )
     observations = entry["observations"]
     sized = bool(observations) and "size" in observations[0]  # JournalEntry.v2 and v3
     return (
@@ -370,6 +387,7 @@ def _entry_fact(inner: codec.Decoded, payload: bytes, stored_hash: str) -> Journ
         bool(observations),
         tuple((o["content_hash"], o["size"]) for o in observations) if sized else None,
         entry["kind"] == "browser",
+        entry["producer_id"],
     )
 
 
@@ -682,6 +700,8 @@ def _apply_entry(state: SchedulerState, c: codec.Codec, envelope: dict[str, Any]
 def _apply_entry_fact(state: SchedulerState, fact: JournalFact) -> str | None:
     kind, run_id, seq, entry_hash, prev_hash, stored_hash_ok = fact[:6]
     run = state.run_for(run_id)
+    if seq == 0 and kind != _ODD_ENTRY:
+        run.opened_by = fact[-1]  # the producer whose first entry opened the run (counted in ``open_runs``)
     if seq != run.entry_count or prev_hash != run.head:
         return f"the journal of run {run_id!r} does not chain at seq {seq} (expected seq {run.entry_count} after {run.head})"
     if not stored_hash_ok:
@@ -692,7 +712,7 @@ def _apply_entry_fact(state: SchedulerState, fact: JournalFact) -> str | None:
     run.head = entry_hash
     run.entry_count += 1
     if kind == _ACTION:
-        submission_id, session_id, action_index, anchor, charges = fact[6:]
+        submission_id, session_id, action_index, anchor, charges = fact[6:11]
         run.submissions[submission_id] = session_id
         if run.closed:
             # The step journals nothing after a final seal; should an adopted entry follow one, the
@@ -707,7 +727,7 @@ def _apply_entry_fact(state: SchedulerState, fact: JournalFact) -> str | None:
         if charges is not None:  # ComputerUseEntry.v2
             charge_evidence(run, charges)
         return None
-    submission_id, stage_id, evidence_set_hash, observed, charges, browser = fact[6:]
+    submission_id, stage_id, evidence_set_hash, observed, charges, browser = fact[6:12]
     run.submissions[submission_id] = stage_id
     if run.closed:
         return None

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from consumers.core.model import RunState, SchedulerConfig, SchedulerState, SessionState
+from consumers.core.model import RunState, SchedulerConfig, SchedulerState, SessionState, count_open_runs
 
 MAGIC: Final = b"bernstein.scheduler.state.v1\n"
 _PURPOSE: Final = b"bernstein scheduler state snapshot v1"
@@ -95,6 +95,7 @@ def _run_form(run: RunState) -> dict[str, Any]:
         "submissions": list(map(list, run.submissions.items())),
         "evidence_bytes": run.evidence_bytes,
         "blobs": sorted(run.blobs),
+        "opened_by": run.opened_by,
     }
 
 
@@ -129,7 +130,9 @@ def state_of_form(form: dict[str, Any]) -> SchedulerState:
             submissions={_str(k): _str(v) for k, v in r["submissions"]},
             evidence_bytes=_int(r["evidence_bytes"]),
             blobs={_str(b) for b in r["blobs"]},
+            opened_by=_str(r.get("opened_by", "")),  # absent from snapshots written before open-run limits
         )
+    state.open_runs = count_open_runs(state.runs)
     return state
 
 

@@ -330,7 +330,7 @@ class SchedulerCore:
         value = self._codec.encode(codec.JOURNAL_RECORD, {"payload": payload, "entry_hash": entry_hash})
         emit.add(Stream.JOURNAL, run_id.encode(), value, b"bernstein.activity.result")
 
-        run = state.run_for(run_id)
+        run = self._opened(state, run_id, sub["producer"]["id"])
         run.head = entry_hash
         run.entry_count = seq + 1
         run.submissions[sub["submission_id"]] = sub["stage_id"]
@@ -518,7 +518,35 @@ class SchedulerCore:
             refusal = _cap_refusal(run_id, run, _observation_blobs(sub))
         elif refusal is None and observations and not self.config.accept_undeclared_sizes:
             refusal = _undeclared_refusal(codec.ACTIVITY_SUBMISSION, f"{len(observations)} observations", "observations")
-        return refusal
+        return refusal or self._open_runs_refusal(state, run_id, sub["producer"]["id"])
+
+    def _open_runs_refusal(self, state: SchedulerState, run_id: str, producer_id: str) -> _Refusal | None:
+        """A record that would open a run while its (authenticated) producer has ``max_open_runs`` open: the last
+        check, so what the scheduler keeps for one producer stays bounded (docs/security.md)."""
+        if run_id in state.runs:
+            return None
+        producer = self.config.producers.producers.get(producer_id)
+        count = state.open_runs.get(producer_id, 0)
+        if producer is None or count < producer.max_open_runs:
+            return None
+        return _Refusal(
+            RefusalCode.OPEN_RUNS_EXCEEDED,
+            f"producer {producer_id!r} already has {count} open runs, its limit (max_open_runs in the roles manifest); "
+            f"close one before opening run {run_id!r}",
+            "run_id",
+            run_id,
+            str(producer.max_open_runs),
+        )
+
+    @staticmethod
+    def _opened(state: SchedulerState, run_id: str, producer_id: str) -> RunState:
+        """The run an accepted record changes; a run it opens counts toward its producer's open runs."""
+        new = run_id not in state.runs
+        run = state.run_for(run_id)
+        if new:
+            run.opened_by = producer_id
+            state.open_runs[producer_id] = state.open_runs.get(producer_id, 0) + 1
+        return run
 
     def _owner_refusal(self, run_id: str, producer_id: str) -> _Refusal | None:
         """A run id in another producer's run prefixes takes records only from its owner and the owner's
@@ -740,7 +768,7 @@ class SchedulerCore:
         entry_hash = journal_entry_hash(payload)
         value = self._codec.encode(codec.JOURNAL_RECORD, {"payload": payload, "entry_hash": entry_hash})
         emit.add(Stream.JOURNAL, run_id.encode(), value, b"bernstein.computer_use.action")
-        run = state.run_for(run_id)
+        run = self._opened(state, run_id, act["producer"]["id"])
         session = run.sessions.get(session_id)
         if session is None:
             session = SessionState(0, computer_use_genesis(run_id, session_id))
@@ -866,6 +894,7 @@ class SchedulerCore:
             refusal = _cap_refusal(run_id, run, _action_blobs(act))
         elif refusal is None and not self.config.accept_undeclared_sizes:
             refusal = _undeclared_refusal(codec.COMPUTER_USE_ACTION, "a screenshot and a DOM snapshot", "evidence")
+        refusal = refusal or self._open_runs_refusal(state, run_id, act["producer"]["id"])
         return None if refusal is None else replace(refusal, authenticated=True)
 
     def _lineage_refusal(self, record: InputRecord, act: dict[str, Any]) -> _Refusal | None:
@@ -1025,6 +1054,11 @@ class SchedulerCore:
         if final:
             run.close()  # keeps only what later refusals of the closed run need
             emit.final_sealed = True
+            opened = state.open_runs.get(run.opened_by, 0)
+            if opened > 1:
+                state.open_runs[run.opened_by] = opened - 1
+            elif opened == 1:
+                del state.open_runs[run.opened_by]  # a producer without open runs takes no room
         self._audit(
             state,
             record,

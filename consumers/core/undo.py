@@ -8,8 +8,8 @@ core keeps the same log in Rust, ``native/src/undo.rs``).
 
 Every change the step makes to a run goes through ``SchedulerState.run_for``, which
 hands the run to ``save`` first: the first change in an epoch copies the run (or notes
-that it did not exist). The partition's audit and checkpoint chains are copied at the
-mark. A rewind puts the copies back, newest epoch first; dict positions are kept (a run
+that it did not exist). The partition's audit and checkpoint chains and the producers' open-run counts are
+copied at the mark. A rewind puts the copies back, newest epoch first; dict positions are kept (a run
 that existed is put back under its key, a new run is deleted), so a rewound state's
 bytes equal a full fold's.
 """
@@ -34,6 +34,7 @@ def copy_run(run: RunState) -> RunState:
         submissions=dict(run.submissions),
         evidence_bytes=run.evidence_bytes,
         blobs=set(run.blobs),
+        opened_by=run.opened_by,
     )
 
 
@@ -42,6 +43,8 @@ class _Epoch:
     id: int
     audit: tuple[int, str]
     checkpoint: tuple[int, str, int]
+    open_runs: dict[str, int]
+    """Each producer's open runs at the mark (one count per producer: copied whole)."""
     runs: dict[str, RunState | None] = field(default_factory=dict)
     """run id -> the run before this epoch first changed it (None: the epoch created it)."""
 
@@ -61,6 +64,7 @@ class UndoLog:
                 self.next_id,
                 (state.audit_seq, state.audit_head),
                 (state.checkpoint_seq, state.checkpoint_head, state.checkpoint_audit_seq),
+                dict(state.open_runs),
             )
         )
         return self.next_id
@@ -93,5 +97,6 @@ class UndoLog:
                     state.runs[run_id] = run
             state.audit_seq, state.audit_head = epoch.audit
             state.checkpoint_seq, state.checkpoint_head, state.checkpoint_audit_seq = epoch.checkpoint
+            state.open_runs = dict(epoch.open_runs)
         del self.epochs[index:]
         return True

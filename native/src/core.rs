@@ -35,7 +35,7 @@
 //! audit key (secret, so not floodable; fixed, so runs are reproducible).
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasher;
 
 use ed25519_dalek::{Signer as _, SigningKey};
@@ -261,6 +261,8 @@ pub struct RunState {
     pub evidence_bytes: i64,
     /// The digests counted in `evidence_bytes` (each once).
     pub blobs: Set<Box<str>>,
+    /// The producer whose accepted record opened the run ("" in states from before open-run limits).
+    pub opened_by: Box<str>,
 }
 
 impl RunState {
@@ -276,6 +278,7 @@ impl RunState {
             submissions: Map::with_hasher(hasher),
             evidence_bytes: 0,
             blobs: Set::with_hasher(hasher),
+            opened_by: "".into(),
         }
     }
 
@@ -326,6 +329,19 @@ pub struct State {
     pub audit: AuditChain,
     pub runs: Map<Box<str>, RunState>,
     pub checkpoint: CheckpointChain,
+    /// `SchedulerState.open_runs`: producer -> its open runs (`opened_by` of runs not closed).
+    pub open_runs: BTreeMap<Box<str>, i64>,
+}
+
+/// `count_open_runs`: each producer's open runs, counted from the runs.
+pub fn count_open_runs(runs: &Map<Box<str>, RunState>) -> BTreeMap<Box<str>, i64> {
+    let mut counts: BTreeMap<Box<str>, i64> = BTreeMap::new();
+    for run in runs.values() {
+        if !run.opened_by.is_empty() && !run.closed {
+            *counts.entry(run.opened_by.clone()).or_insert(0) += 1;
+        }
+    }
+    counts
 }
 
 // ---------------------------------------------------------------------------
@@ -753,6 +769,18 @@ impl Core {
     /// The run `run_id` is about to change (its first journal entry or seal creates it): an empty run
     /// unless it is there already, and, inside an undo epoch, its creation and its scalars recorded.
     /// Returns the run's index in the state's runs.
+    /// `SchedulerCore._opened`: the run an accepted record changes; a run it opens counts toward its
+    /// producer's open runs.
+    fn open_run(&mut self, run_id: &str, producer_id: &str) -> usize {
+        let created = !self.state.runs.contains_key(run_id);
+        let index = self.touch_run(run_id);
+        if created {
+            self.state.runs[index].opened_by = producer_id.into();
+            *self.state.open_runs.entry(producer_id.into()).or_insert(0) += 1;
+        }
+        index
+    }
+
     fn touch_run(&mut self, run_id: &str) -> usize {
         let (index, created) = match self.state.runs.get_index_of(run_id) {
             Some(index) => (index, false),
@@ -778,6 +806,7 @@ impl Core {
             },
             runs: Map::with_hasher(self.cfg.hasher),
             checkpoint: CheckpointChain::genesis(partition),
+            open_runs: BTreeMap::new(),
         };
     }
 
@@ -1016,7 +1045,7 @@ impl Core {
             ce_type: CeType::ActivityResult,
         });
 
-        let index = self.touch_run(run_id);
+        let index = self.open_run(run_id, sub.producer_id);
         let cfg = &self.cfg;
         let state = &mut self.state;
         let undo = &mut self.undo;
@@ -1436,6 +1465,9 @@ impl Core {
                 .recomputed(ACTIVITY_SUBMISSION_V2.to_string()),
             ));
         }
+        if let Some(r) = self.open_runs_refusal(run_id, sub.producer_id, host)? {
+            return Ok(Some(r));
+        }
         if let Some(run) = self.state.runs.get(run_id) {
             // Counters at the end of the long range (only a forged state has them): the reference's integers decide.
             if run.entry_count == i64::MAX
@@ -1445,6 +1477,37 @@ impl Core {
             }
         }
         Ok(None)
+    }
+
+    /// `_open_runs_refusal`: a record that would open a run while its producer has `max_open_runs` open.
+    fn open_runs_refusal<'a>(
+        &self,
+        run_id: &'a str,
+        producer_id: &str,
+        host: &mut dyn Host,
+    ) -> Result<Option<Refusal<'a>>, Fallback> {
+        if self.state.runs.contains_key(run_id) {
+            return Ok(None);
+        }
+        let Some(producer) = self.cfg.producers.iter().find(|p| p.name == producer_id) else {
+            return Ok(None);
+        };
+        let count = self.state.open_runs.get(producer_id).copied().unwrap_or(0);
+        if count < producer.max_open_runs {
+            return Ok(None);
+        }
+        let name = py_repr(producer_id, host)?;
+        Ok(Some(
+            Refusal::new(
+                "OPEN_RUNS_EXCEEDED",
+                format!(
+                    "producer {name} already has {count} open runs, its limit (max_open_runs in the roles manifest); close one before opening run '{run_id}'"
+                ),
+                "run_id",
+                run_id,
+            )
+            .recomputed(producer.max_open_runs.to_string()),
+        ))
     }
 
     /// `_owner_refusal`: a run id in another producer's run prefixes takes records only from its owner and the
@@ -1790,6 +1853,13 @@ impl Core {
         );
         if let Some(dropped) = dropped {
             self.undo.record(Change::Closed(index, Box::new(dropped)));
+        }
+        let opened_by = &self.state.runs[index].opened_by;
+        if let Some(count) = self.state.open_runs.get_mut(opened_by) {
+            *count -= 1;
+            if *count == 0 {
+                self.state.open_runs.remove(opened_by); // a producer without open runs takes no room
+            }
         }
         self.final_sealed = true;
         Ok(())

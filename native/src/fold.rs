@@ -210,6 +210,8 @@ struct Entry<'a> {
     prev_hash: &'a str,
     entry_type: &'a str,
     submission_id: &'a str,
+    /// The producer.id the entry names: the run's opener when it is the run's first entry.
+    producer_id: &'a str,
     body: Body<'a>,
 }
 
@@ -233,7 +235,7 @@ fn decode_activity<'a>(r: &mut Reader<'a>, layout: Layout) -> ReadResult<Entry<'
     let stage_id = r.string()?;
     r.string()?; // role
     let kind = r.string()?;
-    r.string()?; // producer_id
+    let producer_id = r.string()?;
     let submission_id = r.string()?;
     r.string()?; // artifact_hash
     let evidence_set_hash = r.string()?;
@@ -269,6 +271,7 @@ fn decode_activity<'a>(r: &mut Reader<'a>, layout: Layout) -> ReadResult<Entry<'
         prev_hash,
         entry_type,
         submission_id,
+        producer_id,
         body: Body::Activity {
             stage_id,
             kind,
@@ -287,7 +290,7 @@ fn decode_action<'a>(r: &mut Reader<'a>, layout: Layout) -> ReadResult<Entry<'a>
     let entry_type = r.string()?;
     let session_id = r.string()?;
     let action_index = r.long()?;
-    r.string()?; // producer_id
+    let producer_id = r.string()?;
     let submission_id = r.string()?;
     r.string()?; // prev_anchor
     let anchor = r.string()?;
@@ -313,6 +316,7 @@ fn decode_action<'a>(r: &mut Reader<'a>, layout: Layout) -> ReadResult<Entry<'a>
         prev_hash,
         entry_type,
         submission_id,
+        producer_id,
         body: Body::Action {
             session_id,
             action_index,
@@ -775,6 +779,7 @@ fn journal_object<'py>(py: Python<'py>, facts: JournalFacts<'_>) -> PyResult<Bou
                             None => py.None().into_bound(py),
                         },
                         flag(py, kind == "browser"),
+                        s(py, entry.producer_id),
                     ],
                 ),
                 Body::Action {
@@ -799,6 +804,7 @@ fn journal_object<'py>(py: Python<'py>, facts: JournalFacts<'_>) -> PyResult<Bou
                             Some(items) => charges(py, &items)?,
                             None => py.None().into_bound(py),
                         },
+                        s(py, entry.producer_id),
                     ],
                 ),
             }

@@ -44,7 +44,7 @@ fn commit_arenas_lazily() {
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_ARENA_EAGER_COMMIT, 0) };
 }
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use ed25519_dalek::{Signer as _, SigningKey};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -79,15 +79,16 @@ type SessionTuple = (String, i128, String, bool);
 /// A key of a ring: (seed or secret, key id, valid_from_ms, valid_until_ms).
 type KeyEntry = (Vec<u8>, String, i64, Option<i64>);
 /// A registered producer: (name, roles, [(key id, raw public key, valid_from_ms, valid_until_ms)],
-/// run prefixes, collaborators).
+/// run prefixes, collaborators, max open runs).
 type ProducerEntry = (
     String,
     Vec<String>,
     Vec<(String, Vec<u8>, i64, Option<i64>)>,
     Vec<String>,
     Vec<String>,
+    i64,
 );
-type RunHeader = (String, i64, bool, i64, Vec<SessionTuple>);
+type RunHeader = (String, i64, bool, i64, Vec<SessionTuple>, String);
 
 struct Headers {
     spec: Py<PyTuple>,
@@ -459,7 +460,7 @@ impl NativeCore {
         };
         let mut registered = Vec::with_capacity(producers.len());
         let mut producer_keys = HashMap::with_hasher(hasher);
-        for (index, (name, mut granted, keys, run_prefixes, collaborators)) in
+        for (index, (name, mut granted, keys, run_prefixes, collaborators, max_open_runs)) in
             producers.into_iter().enumerate()
         {
             granted.sort();
@@ -480,6 +481,7 @@ impl NativeCore {
                 roles: granted,
                 run_prefixes,
                 collaborators,
+                max_open_runs,
             });
         }
         let cfg = Config {
@@ -507,6 +509,7 @@ impl NativeCore {
             },
             runs: Map::with_hasher(hasher),
             checkpoint: CheckpointChain::genesis(partition),
+            open_runs: BTreeMap::new(),
         };
         let mut core = Core {
             cfg,
@@ -610,7 +613,7 @@ impl NativeCore {
     /// Replaces the whole state. `runs`: iterable of (run_id, head, entry_count,
     /// stages dict, evidence dict, closed, sealed_count, sessions list of
     /// (session_id, next_index, last_anchor, closed), submissions dict,
-    /// evidence_bytes, blobs iterable of digests).
+    /// evidence_bytes, blobs iterable of digests[, opened_by]).
     /// `checkpoint`: (checkpoint_seq, checkpoint_head, checkpoint_audit_seq),
     /// or None for the partition's checkpoint genesis.
     #[pyo3(signature = (partition, audit_seq, audit_head, runs, checkpoint = None))]
@@ -631,9 +634,14 @@ impl NativeCore {
             let t = item
                 .cast::<PyTuple>()
                 .map_err(|_| PyTypeError::new_err("each run must be a tuple"))?;
-            if t.len() != 11 {
-                return Err(PyTypeError::new_err("each run must be an 11-tuple"));
+            if t.len() != 11 && t.len() != 12 {
+                return Err(PyTypeError::new_err("each run must be an 11- or 12-tuple"));
             }
+            let opened_by: String = if t.len() == 12 {
+                t.get_item(11)?.extract()?
+            } else {
+                String::new()
+            };
             let mut blobs = Set::with_hasher(hasher);
             for digest in t.get_item(10)?.try_iter()? {
                 let digest: String = digest?.extract()?;
@@ -651,11 +659,14 @@ impl NativeCore {
                 submissions: str_map(&t.get_item(8)?, hasher, "submissions")?,
                 evidence_bytes: t.get_item(9)?.extract()?,
                 blobs,
+                opened_by: opened_by.into_boxed_str(),
             };
             map.insert(run_id.into_boxed_str(), run);
         }
         self.core.undo.clear();
+        let open_runs = crate::core::count_open_runs(&map);
         self.core.state = State {
+            open_runs,
             partition,
             audit: AuditChain {
                 seq: audit_seq,
@@ -691,6 +702,7 @@ impl NativeCore {
                 map_to_dict(py, &run.submissions)?,
                 run.evidence_bytes,
                 run.blobs.iter().map(|d| &**d).collect::<Vec<&str>>(),
+                &*run.opened_by,
             );
             runs.append(item)?;
         }
@@ -754,7 +766,7 @@ impl NativeCore {
             .map_or(0, |r| r.evidence_bytes)
     }
 
-    /// (head, entry_count, closed, sealed_count, sessions) of a run, or None.
+    /// (head, entry_count, closed, sealed_count, sessions, opened_by) of a run, or None.
     fn run_header(&self, run_id: &str) -> Option<RunHeader> {
         self.core.state.runs.get(run_id).map(|r| {
             (
@@ -763,8 +775,27 @@ impl NativeCore {
                 r.closed,
                 r.sealed_count,
                 sessions_to(&r.sessions),
+                r.opened_by.to_string(),
             )
         })
+    }
+
+    /// `SchedulerState.open_runs`: producer -> its open runs.
+    fn open_runs(&self) -> BTreeMap<String, i64> {
+        self.core
+            .state
+            .open_runs
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect()
+    }
+
+    /// Replaces the open-run counts (the reference's, after it stepped a record on the lazy view).
+    fn set_open_runs(&mut self, counts: BTreeMap<String, i64>) {
+        self.core.state.open_runs = counts
+            .into_iter()
+            .map(|(k, v)| (k.into_boxed_str(), v))
+            .collect();
     }
 
     fn stage_get(&self, run_id: &str, stage_id: &str) -> Option<String> {
@@ -813,7 +844,7 @@ impl NativeCore {
     /// sessions are replaced; `stages` / `evidence` / `submissions` either replace
     /// the map (`*_replace`) or are assignments applied in order.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (run_id, head, entry_count, closed, sealed_count, sessions, stages_replace, stages, evidence_replace, evidence, submissions_replace = false, submissions = Vec::new(), evidence_bytes = None, blobs_replace = false, blobs = Vec::new()))]
+    #[pyo3(signature = (run_id, head, entry_count, closed, sealed_count, sessions, stages_replace, stages, evidence_replace, evidence, submissions_replace = false, submissions = Vec::new(), evidence_bytes = None, blobs_replace = false, blobs = Vec::new(), opened_by = None))]
     fn apply_run(
         &mut self,
         run_id: &str,
@@ -831,6 +862,7 @@ impl NativeCore {
         evidence_bytes: Option<i64>,
         blobs_replace: bool,
         blobs: Vec<String>,
+        opened_by: Option<String>,
     ) {
         let hasher = self.core.cfg.hasher;
         let runs = &mut self.core.state.runs;
@@ -877,6 +909,9 @@ impl NativeCore {
         }
         for digest in blobs {
             run.blobs.insert(digest.into_boxed_str());
+        }
+        if let Some(producer) = opened_by {
+            run.opened_by = producer.into_boxed_str();
         }
     }
 

@@ -50,6 +50,8 @@ pub struct Producer {
     pub run_prefixes: Vec<String>,
     /// Producers that may add to its runs (`Producer.collaborators`).
     pub collaborators: Vec<String>,
+    /// Runs it may have open at once (`Producer.max_open_runs`).
+    pub max_open_runs: i64,
 }
 
 impl Producer {

@@ -85,6 +85,8 @@ fn put_run(out: &mut Vec<u8>, run: &RunState) {
     put_int(out, run.evidence_bytes);
     out.extend_from_slice(b",\"head\":");
     put_str(out, &run.head);
+    out.extend_from_slice(b",\"opened_by\":");
+    put_str(out, &run.opened_by);
     out.extend_from_slice(b",\"sealed_count\":");
     put_int(out, run.sealed_count);
     out.extend_from_slice(b",\"sessions\":");

@@ -15,6 +15,7 @@
 //! rebuilds from Kafka.
 
 use crate::core::{AuditChain, CheckpointChain, Map, RunState, Session, Set, State};
+use std::collections::BTreeMap;
 
 /// Which of a run's string maps a `MapSet` changed.
 #[derive(Clone, Copy, Debug)]
@@ -82,6 +83,8 @@ struct Epoch {
     id: u64,
     audit: (i64, String),
     checkpoint: (i64, String, i64),
+    /// Each producer's open runs at the mark (one count per producer: copied whole).
+    open_runs: BTreeMap<Box<str>, i64>,
     changes: Vec<Change>,
 }
 
@@ -112,6 +115,7 @@ impl UndoLog {
                 state.checkpoint.head.clone(),
                 state.checkpoint.audit_seq,
             ),
+            open_runs: state.open_runs.clone(),
             changes: Vec::new(),
         });
         self.next_id
@@ -179,6 +183,7 @@ impl UndoLog {
                 head: epoch.checkpoint.1,
                 audit_seq: epoch.checkpoint.2,
             };
+            state.open_runs = epoch.open_runs;
         }
         true
     }

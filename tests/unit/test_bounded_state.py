@@ -114,8 +114,10 @@ def test_a_closed_run_keeps_its_submissions_head_and_counts_and_nothing_else() -
         submissions={"action-0": "browser-0", "first": "s1", "second": "s2"},
         evidence_bytes=0,
         blobs=set(),
+        opened_by="navigator@test",  # its first record's producer: the run no longer counts toward its open runs
     )
     assert (seal["entry_count"], seal["final"]) == (3, True)
+    assert d.state.open_runs == {"unit@test": 1}  # run-2, still open
     # the open run keeps everything its later inputs are checked against
     open_run = d.state.runs["run-2"]
     assert not open_run.closed and list(open_run.stages) == ["s1"] and len(open_run.blobs) == 1

@@ -760,8 +760,9 @@ def test_every_activity_refusal_code_has_a_rule_here() -> None:
         "JSON_TOO_DEEP",
     }
     # WRONG_PARTITION needs a partition count: its exact-record tests (both cores) are in test_partitioning.py;
-    # RUN_NOT_OWNED needs a manifest with run prefixes: its exact-record tests (both cores) are in test_run_owners.py.
-    covered = {rule.code.value for rule in RULES.values()} | stateful | {"WRONG_PARTITION", "RUN_NOT_OWNED"}
+    # RUN_NOT_OWNED needs a manifest with run prefixes: its exact-record tests (both cores) are in test_run_owners.py;
+    # OPEN_RUNS_EXCEEDED needs a producer at its max_open_runs: its tests (both cores) are in test_open_runs.py.
+    covered = {rule.code.value for rule in RULES.values()} | stateful | {"WRONG_PARTITION", "RUN_NOT_OWNED", "OPEN_RUNS_EXCEEDED"}
     # The modality document rules have their exact-record tests in test_scheduler_modality_rules.py.
     documents = {code.value for code in RefusalCode if code.value.startswith(("RESEARCH_", "DATAOPS_"))}
     # The evidence cap's codes have theirs (both cores) in test_evidence_cap.py.
