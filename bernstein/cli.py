@@ -3,17 +3,11 @@
 Each command module exposes ``register(subparsers)`` which adds its parser
 and sets ``func`` to a handler ``(args) -> int``. Handlers return the exit
 code; a ``BernsteinError`` escaping a handler is a user-facing failure and is
-printed as one line (exit 3), never as a traceback. Exit codes used across
-commands::
-
-    0  success / verified
-    1  not found (run, activity)
-    2  mismatch (verification failed, tamper)
-    3  usage error or unreadable input (bad flags, missing file, service down)
-    4  internal error (a defect; rerun with --debug for the traceback)
-    7  `scheduler run`: another instance took the partition over, or the process was
-       paused and cannot prove it still owns it (this one stopped)
-    128+N  `scheduler run --all-partitions`: a partition's child was killed by signal N
+printed as one line (exit 3), never as a traceback. Every exit code of every
+command, with its meaning, is in ``substrate.exit_codes`` (docs/operations.md,
+"Exit codes"): 0 success, 1 not found, 2 mismatch (or the command's own finding:
+alerts, a bad description), 3 usage error, unusable input or a service unavailable,
+4 internal error, 5 open, 6 not fully verified, 7 fenced, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -27,12 +21,12 @@ from typing import Final, NoReturn
 
 from schemas.errors import BernsteinError
 from substrate.config import unknown_variables
-
-EXIT_OK: Final = 0
-EXIT_NOT_FOUND: Final = 1
-EXIT_MISMATCH: Final = 2
-EXIT_USAGE: Final = 3
-EXIT_INTERNAL: Final = 4
+from substrate.exit_codes import EXIT_INTERNAL as EXIT_INTERNAL
+from substrate.exit_codes import EXIT_INTERRUPTED
+from substrate.exit_codes import EXIT_MISMATCH as EXIT_MISMATCH
+from substrate.exit_codes import EXIT_NOT_FOUND as EXIT_NOT_FOUND
+from substrate.exit_codes import EXIT_OK as EXIT_OK
+from substrate.exit_codes import EXIT_USAGE as EXIT_USAGE
 
 # Modules that register subcommands; a module that is not present yet is skipped.
 COMMAND_MODULES: Final = (
@@ -105,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("bernstein: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (e.g. `| head`); nothing more to say.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

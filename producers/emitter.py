@@ -7,6 +7,12 @@ producer (acks=all) keyed by run id and waits for the broker's
 acknowledgement; a broker or S3 failure raises a typed ``EmitError``, never
 a silent loss.
 
+A producer never creates topics: before its first publish the emitter checks that
+``<prefix>.activity.submissions`` exists (``Emitter.require_topic``) and raises
+``TopicMissing`` (``E_TOPIC_MISSING``) naming the topic, the prefix and
+``bernstein topic create --prefix P`` when it does not, so a mistyped prefix fails
+instead of publishing where no scheduler reads.
+
 Every submission is signed by the producer (docs/security.md): an
 ``ActivitySubmission.v3`` or ``RunClose.v2`` carries the producer's key id and its
 Ed25519 signature over ``schemas.canonical.submission_statement`` /
@@ -47,7 +53,14 @@ from schemas.errors import BernsteinError
 from schemas.records import Observation, Position, is_valid_id
 from substrate.cas import BlobNotFound, BlobStore, CasError, S3BlobStore, check_blob_size
 from substrate.config import Settings, Topics
-from substrate.kafka import emitter_producer_config, ensure_submissions_topic, require_bootstrap
+from substrate.kafka import TopicMissing as TopicMissing  # re-exported: what a publish raises without the topic
+from substrate.kafka import (
+    emitter_producer_config,
+    is_unknown_topic,
+    require_bootstrap,
+    require_submissions_topic,
+    topic_missing,
+)
 from substrate.keys import Ed25519Signer
 
 SDK: Final = "bernstein-python/0.1.0"
@@ -187,7 +200,6 @@ class Emitter:
         topics: Topics,
         producer: SigningProducer,
         producer_id: str | None = None,
-        partitions: int = 1,
         delivery_timeout: float = 30.0,
         retries: int = 2,
     ) -> None:
@@ -198,7 +210,6 @@ class Emitter:
         self.producer_id = resolve_producer_id(producer, producer_id)
         self.signer = producer.signer
         self._bootstrap = require_bootstrap(bootstrap)
-        self._partitions = partitions
         self._timeout = delivery_timeout
         self._retries = retries
         self._topics_ready = False
@@ -213,7 +224,6 @@ class Emitter:
         producer_id: str | None = None,
         keys_dir: Path | None = None,
         store: BlobStore | None = None,
-        partitions: int = 1,
     ) -> Emitter:
         """An emitter for these settings; ``producer`` defaults to the keys of ``keys_dir`` or
         ``$BERNSTEIN_PRODUCER_KEYS_DIR`` (``producers.identity.default_producer_keys_dir``)."""
@@ -229,7 +239,6 @@ class Emitter:
             topics=settings.topics,
             producer=producer,
             producer_id=producer_id,
-            partitions=partitions,
         )
 
     # -- evidence -------------------------------------------------------------
@@ -357,14 +366,19 @@ class Emitter:
         except CasError as exc:
             raise EmitError(f"cannot store evidence before publishing: {exc}") from exc
 
-    def _ensure_topics(self) -> None:
+    def require_topic(self) -> None:
+        """Check once that the submissions topic exists; ``TopicMissing`` (or another ``KafkaError``) if not.
+
+        Publishing does it before its first record; a caller may do it first, e.g. before storing blobs.
+        Never creates a topic: that is the Kafka admin's job (``bernstein topic create``).
+        """
         if not self._topics_ready:
-            ensure_submissions_topic(self._bootstrap, self.topics, partitions=self._partitions, timeout=self._timeout)
+            require_submissions_topic(self._bootstrap, self.topics, timeout=self._timeout)
             self._topics_ready = True
 
     def _produce(self, run_id: str, submission_id: str, value: bytes) -> Published:
         """Produce ``value`` keyed by the run id; retry the same bytes while it is not acknowledged."""
-        self._ensure_topics()
+        self.require_topic()
         attempt = 0
         while True:
             try:
@@ -405,6 +419,8 @@ class Emitter:
             )
         if outcome["err"] is not None:
             err = outcome["err"]
+            if is_unknown_topic(err):  # deleted since the check
+                raise topic_missing(self._bootstrap, self.topics)
             retriable = bool(getattr(err, "retriable", lambda: False)())
             raise failed(f"broker refused submission for run {run_id!r}: {err}", retriable=retriable)
         msg = outcome["msg"]

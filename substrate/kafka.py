@@ -1,8 +1,12 @@
 """Kafka configuration, topic creation and error translation.
 
-Every topic is created on first use with explicit settings (never broker
-auto-creation): nothing is ever deleted by retention and nothing is compacted,
-because a compacted or expired journal would break its own hash chain. All
+Every topic is created with explicit settings (``ensure_topics``: ``bernstein topic
+create``, the scheduler, the demo; never broker auto-creation): nothing is ever deleted
+by retention and nothing is compacted, because a compacted or expired journal would
+break its own hash chain. Producers never create topics: they only check that the
+submissions topic exists (``require_submissions_topic``; a missing one is
+``TopicMissing``, which names ``bernstein topic create``), so a mistyped prefix fails
+instead of starting a deployment no scheduler reads. All
 output topics have as many partitions as the submissions topic: a scheduler
 writes its outputs to the partition number it reads from, so each input
 partition owns one journal partition, one audit chain and one checkpoint chain.
@@ -88,6 +92,21 @@ class KafkaNotAuthorized(KafkaError):
     """The broker refused this client's principal (authentication failed or an ACL denies the operation)."""
 
     code = "E_KAFKA_NOT_AUTHORIZED"
+
+
+class TopicMissing(KafkaError):
+    """A topic a producer writes to does not exist; producers never create topics (the admin does)."""
+
+    code = "E_TOPIC_MISSING"
+
+
+def topic_missing(bootstrap: str, topics: Topics) -> TopicMissing:
+    """The typed error for a missing submissions topic: which topic, which prefix, and the command that creates it."""
+    return TopicMissing(
+        f"topic {topics.submissions} does not exist on Kafka at {bootstrap}: no deployment has the prefix {topics.prefix!r} there, so "
+        "nothing would read what is published (a mistyped --prefix or BERNSTEIN_TOPIC_PREFIX?). Producers never create "
+        f"topics: the Kafka admin creates the deployment's topics with `bernstein topic create --prefix {topics.prefix}`"
+    )
 
 
 CONFIG_FILE_SETTING: Final = "BERNSTEIN_KAFKA_CONFIG_FILE"
@@ -289,6 +308,8 @@ def emitter_producer_config(bootstrap: str) -> dict[str, Any]:
             "linger.ms": 2,
             "message.timeout.ms": 30000,
             "message.max.bytes": 2097152,
+            # a producer never creates topics, not even through a broker that auto-creates them on first use
+            "allow.auto.create.topics": False,
         },
     )
 
@@ -377,16 +398,17 @@ def ensure_topics(bootstrap: str, topics: Topics, *, partitions: int = 1, timeou
     return count
 
 
-def ensure_submissions_topic(bootstrap: str, topics: Topics, *, partitions: int = 1, timeout: float = 30.0) -> int:
-    """A producer's check: the submissions topic exists (its partition count is returned).
+def require_submissions_topic(bootstrap: str, topics: Topics, *, timeout: float = 30.0) -> int:
+    """A producer's check: the submissions topic exists (its partition count is returned). Never creates a topic.
 
-    Needs only Describe on that topic (a producer's ACLs grant nothing else). When it is missing,
-    the deployment's topics are created (``ensure_topics``), which works on an open local broker
-    and fails with ``KafkaNotAuthorized`` under ACLs: topics are then the admin's job.
+    Needs only Describe on that topic (a producer's ACLs grant nothing else). A missing topic is
+    ``TopicMissing`` (the prefix and ``bernstein topic create`` named), on an open broker as under
+    ACLs; a principal that may not Describe it gets ``KafkaNotAuthorized`` (Kafka does not tell it
+    whether the topic exists). The metadata request does not ask the broker to auto-create it.
     """
     from confluent_kafka import KafkaException
 
-    admin, errors = _admin(bootstrap)
+    admin, errors = _admin(bootstrap, **{"allow.auto.create.topics": False})
     try:
         metadata = admin.list_topics(topic=topics.submissions, timeout=timeout)
     except KafkaException as exc:
@@ -399,7 +421,15 @@ def ensure_submissions_topic(bootstrap: str, topics: Topics, *, partitions: int 
         return len(info.partitions)
     if error is not None and is_authorization_error(error):
         raise _no_topic(topics)
-    return ensure_topics(bootstrap, topics, partitions=partitions, timeout=timeout)
+    if error is None or is_unknown_topic(error):
+        raise topic_missing(bootstrap, topics)
+    raise KafkaError(f"cannot describe topic {topics.submissions}: {error}")
+
+
+def is_unknown_topic(error: Any) -> bool:
+    """True for a confluent_kafka ``KafkaError`` that says the topic does not exist."""
+    name = error.name() if hasattr(error, "name") else str(error)
+    return name in ("UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC")
 
 
 def _no_topic(topics: Topics) -> KafkaNotAuthorized:
@@ -469,12 +499,12 @@ def delete_topics_with_prefixes(bootstrap: str, prefixes: Iterable[str], *, time
     return doomed
 
 
-def _admin(bootstrap: str) -> tuple[Any, list[Any]]:
+def _admin(bootstrap: str, **extra: Any) -> tuple[Any, list[Any]]:
     """An AdminClient and the errors librdkafka reports out of band (a refused SASL login, a failed TLS handshake)."""
     from confluent_kafka.admin import AdminClient
 
     errors: list[Any] = []
-    return AdminClient(client_config(bootstrap, error_cb=errors.append)), errors
+    return AdminClient(client_config(bootstrap, error_cb=errors.append, **extra)), errors
 
 
 def unreachable(exc: Exception, bootstrap: str, errors: list[Any] | None = None, admin: Any = None) -> KafkaError:
@@ -541,7 +571,9 @@ def partition_count(bootstrap: str, topic: str, timeout: float = 10.0) -> int:
         raise _unreachable(exc, bootstrap, errors, admin) from exc
     info = metadata.topics.get(topic)
     if info is None or info.error is not None:
-        raise TopicMismatch(f"topic {topic} does not exist; publish something or run `bernstein topics create`")
+        raise TopicMismatch(
+            f"topic {topic} does not exist: create the deployment's topics with `bernstein topic create --prefix P`"
+        )
     return len(info.partitions)
 
 

@@ -178,10 +178,12 @@ def as_component(args: Sequence[str], env: dict[str, str]) -> dict[str, str]:
 
     The scheduler runs as User:scheduler, the research/browser/data-ops workers as User:producer,
     verify/export/replay as User:auditor, each with the ACLs ``grant`` gave the test's prefix.
+    Before a producer (or, on the secured broker, the scheduler) runs, the prefix's topics are
+    created: the deployment step an operator does first, since producers never create topics (on
+    a plaintext broker the scheduler creates them itself, with the settings of its own ``env``).
     """
     config = env.get("BERNSTEIN_KAFKA_CONFIG_FILE")
-    if not config or Path(config).name != "admin.properties":
-        return env
+    secured = bool(config) and Path(str(config)).name == "admin.properties"
     args = list(args)
     starts = [i for i, arg in enumerate(args) if arg == "bernstein" or arg.endswith("/bernstein")]
     if starts:  # a whole command line ("python -m bernstein ...", ".venv/bin/bernstein ..."): its arguments
@@ -189,11 +191,13 @@ def as_component(args: Sequence[str], env: dict[str, str]) -> dict[str, str]:
     words = tuple(arg for arg in args if not arg.startswith("-"))
     for command, principal in _COMMAND_PRINCIPALS:
         if words[: len(command)] == command:
-            if principal != "auditor" and env.get("BERNSTEIN_KAFKA_BOOTSTRAP") and env.get("BERNSTEIN_TOPIC_PREFIX"):
-                # the deployment step a real operator does first: the admin creates the topics (as the
-                # component would have on an open broker: missing ones, 1 partition unless they exist)
+            creates = principal == "producer" or (secured and principal == "scheduler")
+            if creates and env.get("BERNSTEIN_KAFKA_BOOTSTRAP") and env.get("BERNSTEIN_TOPIC_PREFIX"):
+                # `bernstein topic create` as the admin: the missing topics, 1 partition unless they exist
                 ensure_topics(env["BERNSTEIN_KAFKA_BOOTSTRAP"], Topics(env["BERNSTEIN_TOPIC_PREFIX"]))
-            return {**env, "BERNSTEIN_KAFKA_CONFIG_FILE": str(Path(config).parent / f"{principal}.properties")}
+            if not secured:
+                return env
+            return {**env, "BERNSTEIN_KAFKA_CONFIG_FILE": str(Path(str(config)).parent / f"{principal}.properties")}
     return env
 
 

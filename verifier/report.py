@@ -10,24 +10,18 @@ recomputed values, so a tamper is named once, where it happened.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Final
 
+from substrate.exit_codes import EXIT_MISMATCH as EXIT_MISMATCH
+from substrate.exit_codes import EXIT_NOT_FOUND as EXIT_NOT_FOUND
+from substrate.exit_codes import EXIT_NOT_FULLY_VERIFIED as EXIT_NOT_FULLY_VERIFIED
+from substrate.exit_codes import EXIT_OK
+from substrate.exit_codes import EXIT_OPEN as EXIT_OPEN
 from verifier.checks.base import DetailLine
 
-EXIT_VERIFIED = 0
+# The verdicts are exit codes; every exit code and its meaning is in ``substrate.exit_codes`` (re-exported here).
+EXIT_VERIFIED: Final = EXIT_OK
 """Every record authenticated with pinned keys and every evidence blob reattached and re-hashed."""
-EXIT_NOT_FOUND = 1
-"""The run is not in the source, or its journal holds no accepted activity."""
-EXIT_MISMATCH = 2
-"""At least one check failed: something was changed, lost or added."""
-EXIT_USAGE = 3
-"""Usage error or unreadable input (``bernstein.cli``)."""
-EXIT_INTERNAL = 4
-"""Internal error (``bernstein.cli``: an exception that is not a user mistake)."""
-EXIT_OPEN = 5
-"""The run is still open (no final seal, and nothing says one was written); everything else verified."""
-EXIT_NOT_FULLY_VERIFIED = 6
-"""A check could not be run (no content store, --records-only, no audit key, a stream not captured); nothing failed."""
 
 
 STREAMS = ("journal", "audit", "refusals", "deadletter", "checkpoints")

@@ -1,17 +1,26 @@
 """``bernstein audit follow``: check the audit topic as it grows and print alerts (docs/operations.md).
 
 Exit codes: 0 no alert (``--once``: everything up to the end checked; following: stopped
-cleanly by SIGTERM/SIGINT); 2 at least one alert was raised; 3 a usage error, an unreadable
-keys or checkpoint file, or Kafka unreachable or refusing (typed, never a traceback).
+cleanly by SIGTERM/SIGINT); 2 at least one alert was raised, or a tamper finding is still
+latched; 3 a usage error, an unreadable keys or checkpoint file, or Kafka unreachable or
+refusing (typed, never a traceback).
+
+``bernstein audit ack`` acknowledges a latched tamper finding (``verifier.follow.latch``),
+``bernstein audit latches`` lists those not acknowledged yet, and ``bernstein audit rules``
+prints the shipped alert rules with their runbook links under another base
+(``verifier.follow.rules``). None of the three talks to Kafka.
 """
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import os
+import shlex
 import signal
 import sys
+import time
 from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
@@ -26,17 +35,18 @@ from bernstein.commands.common import (
     settings_from,
     trusted_from,
 )
+from substrate.exit_codes import EXIT_ALERTS
+from substrate.exit_codes import EXIT_OK as EXIT_CLEAN
 from substrate.kafka import require_bootstrap
 from substrate.keys import TrustedKeys
 from substrate.ops_http import DEFAULT_HOST, OpsServer
 from verifier.facts import A_RECORD
-from verifier.follow.alerts import Alert
+from verifier.follow.alerts import Alert, AlertKind
 from verifier.follow.checker import Policy
 from verifier.follow.checkpoint import CheckpointStore
 from verifier.follow.consumer import Follower, FollowOptions
-
-EXIT_CLEAN = 0
-EXIT_ALERTS = 2
+from verifier.follow.latch import TAMPER, AckLog, LatchStore, NotLatched, acknowledge, pending
+from verifier.follow.rules import DEFAULT_RUNBOOK_BASE, check_base, rebase, shipped_rules
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -118,6 +128,54 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help=f"address the metrics server listens on (default {DEFAULT_HOST}; 0.0.0.0 for every interface)",
     )
     follow.set_defaults(func=_follow)
+
+    latchable = ", ".join(sorted(k.value for k in TAMPER))
+    ack = audit_sub.add_parser(
+        "ack",
+        help="acknowledge a latched tamper finding (the alert on it stops; exit 0 acked, 3 nothing latched)",
+        description="A tamper-class finding of `audit follow` stays latched (in the follower's state directory, "
+        "and as the gauge bernstein_audit_tamper_latched) until it is acknowledged here, by the partition and kind "
+        "the alert and the follower's output name. The ack is appended to <state>/acks.jsonl (when, who, why, the "
+        "finding's evidence) and printed as that JSON line; the follower clears the latch at its next tick or start. "
+        "A new finding of the same kind latches again. Reads and writes local files only.",
+    )
+    add_prefix_flag(ack)
+    ack.add_argument("--state", type=Path, default=None, help="the follower's state directory (as `audit follow --state`)")
+    ack.add_argument(
+        "--partition", type=non_negative_int, required=True, help="the audit partition (the alert's partition label)"
+    )
+    ack.add_argument("--kind", required=True, help=f"the finding's kind (the alert's kind label): one of {latchable}")
+    ack.add_argument("--reason", required=True, help="why it is acknowledged: what was found and done (kept in the ack log)")
+    ack.add_argument("--by", default=None, help="who acknowledges (default: $SUDO_USER, else the login name of this process)")
+    ack.set_defaults(func=_ack)
+
+    latches = audit_sub.add_parser(
+        "latches",
+        help="list the tamper findings latched and not acknowledged yet (JSON lines; exit 0)",
+        description="Each latched finding of the follower state directory not acknowledged yet, one JSON line: "
+        "partition, kind, since, findings, the first and last alert line, and the `audit ack` command to type.",
+    )
+    add_prefix_flag(latches)
+    latches.add_argument("--state", type=Path, default=None, help="the follower's state directory (as `audit follow --state`)")
+    latches.set_defaults(func=_latches)
+
+    rules = audit_sub.add_parser(
+        "rules",
+        help="print the Prometheus alert rules with runbook links under --runbook-base",
+        description="Prints ops/prometheus/alerts.yml (or --rules FILE) with every runbook_url under --runbook-base "
+        f"(the alert's #anchor kept; default base {DEFAULT_RUNBOOK_BASE}): point the links at where you host "
+        "docs/operations.md. Nothing else of the rules changes.",
+    )
+    rules.add_argument(
+        "--runbook-base",
+        default=DEFAULT_RUNBOOK_BASE,
+        help="absolute URL of the runbook page; each alert links to <base>#<alert name in lower case>",
+    )
+    rules.add_argument(
+        "--rules", type=Path, default=None, help="the rules file (default: the checkout's ops/prometheus/alerts.yml)"
+    )
+    rules.add_argument("--out", type=Path, default=None, help="write here instead of stdout")
+    rules.set_defaults(func=_rules)
 
 
 def _seconds_ms(value: float, flag: str, *, off: bool = True) -> int | None:
@@ -226,6 +284,7 @@ def _follow(args: argparse.Namespace) -> int:
         _printer(sys.stdout, text),
         on_record=_record_view(sys.stdout, topics.audit) if text else None,
         progress=progress if args.progress else None,
+        notice=progress if args.progress else _latch_notice,
     )
     server = None
     if args.metrics_port is not None:
@@ -250,4 +309,116 @@ def _follow(args: argparse.Namespace) -> int:
             server.close()
     if text:
         print(f"checked {follower.checked} records, {alerts} alerts", file=sys.stdout)
-    return EXIT_ALERTS if alerts else EXIT_CLEAN
+    return EXIT_ALERTS if alerts or follower.held_at_end else EXIT_CLEAN
+
+
+def _latch_notice(line: dict[str, Any]) -> None:
+    """A latch held at start, latched or acknowledged, as one line on stderr (without --progress)."""
+    where = f"{line['topic']}[{line['partition']}] {line['kind']}"
+    if line["event"] == "latch_acknowledged":
+        text = f"latch cleared: {where}, acknowledged by {line['by']}: {line['reason']}"
+    else:
+        held = "latched" if line["event"] == "latched" else "still latched"
+        text = (
+            f"{held}: {where} since {line['since']} ({line['findings']} finding(s), the first at offset "
+            f"{line['first_offset']}); acknowledge with `{line['ack']}`"
+        )
+    sys.stderr.write(f"bernstein audit follow: {text}\n")
+    sys.stderr.flush()
+
+
+def _latch_state(args: argparse.Namespace) -> tuple[str, str, LatchStore, AckLog]:
+    """(prefix, audit topic, latch files, ack log) of the follower state directory the flags name."""
+    topics = settings_from(args).topics
+    directory = _state_dir(args, topics.prefix)
+    if not directory.is_dir():
+        raise UsageError(
+            f"no follower state directory {directory} (pass the --state the follower runs with, and the same --prefix)"
+        )
+    return topics.prefix, topics.audit, LatchStore(directory), AckLog(directory)
+
+
+def _who(given: str | None) -> str:
+    if given is not None:
+        return given
+    sudo = os.environ.get("SUDO_USER")
+    if sudo:
+        return sudo
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        raise UsageError("cannot tell who you are from the environment: pass --by NAME") from None
+
+
+def _ack(args: argparse.Namespace) -> int:
+    try:
+        kind = AlertKind(args.kind)
+    except ValueError:
+        kind = None
+    if kind not in TAMPER:
+        raise UsageError(f"--kind {args.kind}: not a kind that latches; one of {', '.join(sorted(k.value for k in TAMPER))}")
+    assert kind is not None
+    prefix, topic, store, log = _latch_state(args)
+    acks = log.read()
+    try:
+        made = acknowledge(
+            store.load(topic, args.partition),
+            kind,
+            by=_who(args.by),
+            reason=args.reason,
+            now_ms=int(time.time() * 1000),
+            log=acks,
+        )
+    except NotLatched as exc:
+        held = [
+            f"partition {latches.partition} {latch.kind.value}"
+            for partition in store.partitions(topic)
+            for latches in [store.load(topic, partition)]
+            for latch in pending(latches, acks)
+        ]
+        listed = f"latched in {store.directory}: {', '.join(held)}" if held else f"nothing is latched in {store.directory}"
+        raise UsageError(f"{exc.message} ({listed})") from None
+    log.append(made)
+    print(made.line())
+    return EXIT_CLEAN
+
+
+def _latches(args: argparse.Namespace) -> int:
+    prefix, topic, store, log = _latch_state(args)
+    acks = log.read()
+    for partition in store.partitions(topic):
+        for latch in pending(store.load(topic, partition), acks):
+            line = {"topic": topic, "partition": partition, **latch.to_json()}
+            line["ack"] = (
+                f"bernstein audit ack --prefix {shlex.quote(prefix)} --state {shlex.quote(str(store.directory))} "
+                f"--partition {partition} "
+                f"--kind {latch.kind.value} --reason TEXT"
+            )
+            print(json.dumps(line, separators=(",", ":")))
+    return EXIT_CLEAN
+
+
+def _rules(args: argparse.Namespace) -> int:
+    try:
+        base = check_base(args.runbook_base)
+    except ValueError as exc:
+        raise UsageError(f"--runbook-base: {exc}") from None
+    path = args.rules or shipped_rules()
+    if path is None:
+        raise UsageError("no ops/prometheus/alerts.yml beside this installation: pass --rules PATH (the file of the release)")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read the rules {path}: {exc}") from None
+    try:
+        rebased = rebase(text, base)
+    except ValueError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+    if args.out is None:
+        sys.stdout.write(rebased)
+        return EXIT_CLEAN
+    try:
+        Path(args.out).write_text(rebased, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {args.out}: {exc}") from None
+    return EXIT_CLEAN

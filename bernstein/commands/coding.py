@@ -10,6 +10,7 @@ from bernstein.commands.common import UsageError, add_prefix_flag, settings_from
 from producers.coding import publish_spawn, run_spawn
 from producers.emitter import Emitter
 from producers.identity import add_producer_flags, producer_from_args
+from substrate.exit_codes import EXIT_COMMAND_FAILED, EXIT_OK
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -19,7 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "run",
         help="run a command in a directory and publish what it changed",
         description="Snapshot WORKDIR, run the command, publish a coding activity whose artifact is the unified "
-        "diff and whose observations are the bytes of every file the command wrote.",
+        "diff and whose observations are the bytes of every file the command wrote. Exit 0 when the command "
+        "succeeded, 2 when it exited non-zero or timed out (its activity is published either way), 3 on a usage "
+        "or service error (a missing submissions topic: `bernstein topic create --prefix P`).",
     )
     add_prefix_flag(run)
     run.add_argument("--run", dest="run_id", required=True, help="run id")
@@ -40,8 +43,9 @@ def _run(args: argparse.Namespace) -> int:
     if not args.workdir.is_dir():
         raise UsageError(f"--workdir {args.workdir} is not a directory")
     producer = producer_from_args(args)  # before the command runs: no keys, nothing to publish
-    spawn = run_spawn(args.workdir, command, timeout=args.timeout)
     with Emitter.from_settings(settings_from(args), producer=producer) as emitter:
+        emitter.require_topic()  # before the command runs: no submissions topic (E_TOPIC_MISSING), nothing is run
+        spawn = run_spawn(args.workdir, command, timeout=args.timeout)
         published = publish_spawn(emitter, spawn, run_id=args.run_id, stage_id=args.stage, role=args.role)
     summary = {
         "run": published.run_id,
@@ -60,4 +64,4 @@ def _run(args: argparse.Namespace) -> int:
             f"published coding activity {args.stage} of run {published.run_id}: {len(spawn.written)} files written, "
             f"{len(spawn.deleted)} deleted, exit {spawn.exit_code} -> {published.where}"
         )
-    return 0 if spawn.exit_code == 0 and not spawn.timed_out else 2
+    return EXIT_OK if spawn.exit_code == 0 and not spawn.timed_out else EXIT_COMMAND_FAILED

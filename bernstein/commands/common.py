@@ -13,6 +13,7 @@ from consumers.manifest import load_manifest, trusted_producer_keys
 from schemas.errors import BernsteinError
 from substrate.cas import BlobStore, DirBlobStore, S3BlobStore
 from substrate.config import Settings
+from substrate.exit_codes import EXIT_USAGE
 from substrate.keys import InstallKeys, TrustedKeys, default_keys_dir, load_keys
 
 
@@ -134,7 +135,7 @@ def show_usage(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace]
 
     def handler(_args: argparse.Namespace) -> int:
         parser.print_help(sys.stderr)
-        return 3
+        return EXIT_USAGE
 
     return handler
 

@@ -45,6 +45,7 @@ from typing import Any, Final
 from bernstein.commands.common import UsageError, command_group, settings_from
 from consumers.manifest import MAX_PRODUCE_BYTES_PER_SECOND, PRINCIPAL_RULE, KafkaIdentity, ManifestError, load_manifest
 from schemas.errors import BernsteinError
+from substrate.exit_codes import EXIT_OK
 from substrate.kafka import (
     KafkaError,
     client_config,
@@ -656,7 +657,7 @@ def _acls(args: argparse.Namespace) -> int:
         if quotas:
             apply_quotas(bootstrap, quotas, kafka_configs=args.kafka_configs, java_properties=args.kafka_configs_properties)
             print(f"set {len(quotas)} produce quotas")
-    return 0
+    return EXIT_OK
 
 
 def _users(args: argparse.Namespace) -> int:
@@ -666,10 +667,10 @@ def _users(args: argparse.Namespace) -> int:
         for identity in identities:
             kind = f"SCRAM {args.mechanism}" if identity in users else "not a SCRAM login (skipped)"
             print(f"USER {identity.principal} producer={identity.producer!r} {kind}")
-        return 0
+        return EXIT_OK
     if args.out is None:
         raise UsageError("--apply needs --out DIR: each new login's password is written there, and nowhere else")
     bootstrap = require_bootstrap(settings_from(argparse.Namespace(prefix=None)).kafka_bootstrap)
     for outcome in ensure_scram_users(bootstrap, identities, args.out, rotate=args.rotate, mechanism=args.mechanism):
         print(outcome.line())
-    return 0
+    return EXIT_OK

@@ -26,6 +26,7 @@ from typing import Any
 from bernstein.commands.common import UsageError, command_group
 from consumers.manifest import load_manifest, trusted_producer_keys
 from producers.identity import default_producer_keys_dir
+from substrate.exit_codes import EXIT_OK
 from substrate.keys import (
     KEYRING_FILE,
     KeyPurpose,
@@ -130,7 +131,7 @@ def _init(args: argparse.Namespace) -> int:
     print(f"  seal key   {keys.signer.key_id}  (Ed25519, install.ed25519.key, mode 0600)")
     print(f"  audit key  {keys.audit.key_id}  (HMAC-SHA256, audit.hmac.key, mode 0600)")
     print("register each producer host in the manifest ([[producers]]; `bernstein keys init --producer NAME` prints it)")
-    return 0
+    return EXIT_OK
 
 
 def _init_producer(directory: Path, name: str) -> int:
@@ -144,7 +145,7 @@ def _init_producer(directory: Path, name: str) -> int:
     print("register it in the scheduler's manifest (roles.toml), granting the roles it may take:")
     print("")
     print(manifest_snippet(name, [_manifest_key(keys.ring.current(KeyPurpose.PRODUCER))]))
-    return 0
+    return EXIT_OK
 
 
 def manifest_snippet(
@@ -208,7 +209,7 @@ def _show(args: argparse.Namespace) -> int:
         "keys": [_shown(key) for key in ring.keys],
     }
     print(json.dumps(document, indent=2))
-    return 0
+    return EXIT_OK
 
 
 def _shown(key: RingKey) -> dict[str, Any]:
@@ -273,7 +274,7 @@ def _rotate(args: argparse.Namespace) -> int:
             "outside the old key's lifetime. Stop it before rotating, or rotate with --at-ms a moment ahead and restart "
             "before then.)"
         )
-    return 0
+    return EXIT_OK
 
 
 # ---------------------------------------------------------------------------
@@ -319,4 +320,4 @@ def _trust(args: argparse.Namespace) -> int:
         )
     elif producers == 0:
         print(f"warning: {manifest_path} registers no producer ([[producers]])", file=sys.stderr)
-    return 0
+    return EXIT_OK

@@ -26,7 +26,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Final
 
-from bernstein.cli import EXIT_INTERNAL, EXIT_USAGE
 from bernstein.commands.common import (
     UsageError,
     add_keys_flag,
@@ -53,6 +52,7 @@ from consumers.metrics import GroupProbe, SchedulerMetrics, ShellProbe, core_nam
 from consumers.shell import SchedulerFenced, SchedulerShell, ShellOptions
 from schemas.errors import BernsteinError
 from substrate.config import Topics
+from substrate.exit_codes import EXIT_FENCED, EXIT_INTERNAL, EXIT_OK, EXIT_SIGNALLED, EXIT_USAGE
 from substrate.kafka import ensure_topics, partition_count, require_bootstrap
 from substrate.keys import InstallKeys, KeyPurpose, RingKey
 from substrate.logs import LOG_FORMATS, EventLog, install_json_logging, log_format
@@ -60,8 +60,6 @@ from substrate.ops_http import DEFAULT_HOST, OpsServer
 from substrate.topic_policy import require_history_kept
 
 DEFAULT_ROLES = Path("config") / "roles.toml"
-EXIT_FENCED: Final = 7
-"""Another scheduler instance owns the partition now; this one stopped (see the module doc)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -349,7 +347,7 @@ def _run_logged(args: argparse.Namespace, log: EventLog) -> int:
     finally:
         if server is not None:
             server.close()
-    return 0
+    return EXIT_OK
 
 
 def _serve_metrics(args: argparse.Namespace, log: EventLog, registry: Any, probe: Any, scope: str = "") -> OpsServer:
@@ -463,7 +461,7 @@ def _run_group(args: argparse.Namespace, log: EventLog, bootstrap: str, topics: 
     finally:
         if server is not None:
             server.close()
-    return 0
+    return EXIT_OK
 
 
 def _supervise(args: argparse.Namespace, partitions: int) -> int:
@@ -568,7 +566,7 @@ def restart_delay(code: int, *, ran_for: float, stopping: bool, restarts: int) -
     configuration error). A child killed by a signal, or failing later (Kafka errors that kept recurring),
     starts again after 1, 2, 4 ... 30 seconds (``restarts`` since it last ran ``_STEADY_S``).
     """
-    if stopping or code in (0, EXIT_FENCED) or (code == EXIT_USAGE and ran_for < _QUICK_FAILURE_S):
+    if stopping or code in (EXIT_OK, EXIT_FENCED) or (code == EXIT_USAGE and ran_for < _QUICK_FAILURE_S):
         return None
     return float(min(2**restarts, 30))
 
@@ -583,6 +581,6 @@ def supervised_exit(returncodes: list[int]) -> int:
     A child killed by a signal counts as ``128 + N``; a child that failed outright matters more
     than one that was fenced (a newer instance runs there).
     """
-    codes = [128 - code if code < 0 else code for code in returncodes]
-    failures = [code for code in codes if code not in (0, EXIT_FENCED)]
+    codes = [EXIT_SIGNALLED - code if code < 0 else code for code in returncodes]
+    failures = [code for code in codes if code not in (EXIT_OK, EXIT_FENCED)]
     return max(failures) if failures else max(codes)

@@ -14,9 +14,9 @@ Per submission it prints the journal entry (or, for a run close, the final seal)
 the state of runs already on the real topics (a stage id or submission id used before, a closed
 run, the evidence already counted) and the topic's partition count; it starts every run afresh.
 
-Exit codes: 0 every submission would be journalled; 1 at least one would be refused or
-dead-lettered; 2 usage error (unreadable FILE, a bad description, a bad manifest, missing producer
-keys, bad flags).
+Exit codes (``substrate.exit_codes``): 0 every submission would be journalled; 1 at least one
+would be refused or dead-lettered; 3 usage error (unreadable FILE, a bad description, a bad
+manifest, missing producer keys, bad flags), as for every bernstein command.
 """
 
 from __future__ import annotations
@@ -40,28 +40,26 @@ from schemas import codec
 from schemas.canonical import hmac_key_id
 from schemas.errors import BernsteinError
 from substrate.config import Topics
+from substrate.exit_codes import EXIT_OK, EXIT_USAGE, EXIT_WOULD_BE_REFUSED
 from substrate.keys import Ed25519Signer
 
-EXIT_JOURNALLED: Final = 0
-EXIT_REFUSED: Final = 1
-EXIT_USAGE: Final = 2
 DEFAULT_MANIFEST: Final = Path("config") / "roles.toml"
 
 
 class CheckUsageError(BernsteinError):
-    """``submission check`` cannot run: the message says what to fix (exit 2)."""
+    """``submission check`` cannot run: the message says what to fix (exit 3, ``EXIT_USAGE``)."""
 
     code = "E_USAGE"
 
 
 class _CheckParser(argparse.ArgumentParser):
-    """Bad flags of ``submission check`` exit 2, its usage-error code."""
+    """Bad flags of ``submission check`` get its own usage line; they exit 3 (``EXIT_USAGE``) as everywhere."""
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
         parsed, extras = super().parse_known_args(args, namespace)
-        if extras:  # else the top-level parser would report them (exit 3)
+        if extras:  # else the top-level parser would report them with its own usage line
             self.error(f"unrecognized arguments: {' '.join(extras)}")
         return parsed, extras
 
@@ -83,7 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "would get. FILE holds activity descriptions as JSON lines (as `bernstein submit` reads them; signed with "
         "--producer-keys) or the raw bytes of one Avro single-object record (starting c3 01). The scheduler's "
         "view of runs already on the topics is not known here: every run starts afresh. Exit 0 all would be "
-        "journalled, 1 any would be refused or dead-lettered, 2 usage error. No network.",
+        "journalled, 1 any would be refused or dead-lettered, 3 usage error. No network.",
     )
     check.add_argument("file", type=Path, metavar="FILE", help="JSON-lines descriptions, or one Avro single-object record")
     check.add_argument(
@@ -148,7 +146,7 @@ def _check(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     for verdict in verdicts:
         print(json.dumps(as_json(verdict), sort_keys=True) if args.format == "json" else as_text(verdict))
-    return EXIT_JOURNALLED if all(v.verdict == "journal" for v in verdicts) else EXIT_REFUSED
+    return EXIT_OK if all(v.verdict == "journal" for v in verdicts) else EXIT_WOULD_BE_REFUSED
 
 
 def _manifest_path(given: Path | None) -> Path:

@@ -9,10 +9,12 @@ run id) and acknowledged, and one JSON line says where it landed::
     {"run_id": "run-42", "submission_id": "...", "topic": "bernstein.activity.submissions", "partition": 0, "offset": 7}
 
 The first line that fails stops the command (lines before it were published and printed;
-nothing of the failing line was published). Exit codes: 0 every line published; 2 a bad
-description (the message names the line and the field) or unusable producer keys; 3 Kafka or
-S3 unavailable or refusing (not authorized, topic missing, not acknowledged), and flags that do
-not parse (as for every bernstein command). Never a traceback. Whether the scheduler journals or refuses a published submission is its verdict,
+nothing of the failing line was published). Exit codes (``substrate.exit_codes``): 0 every
+line published; 2 a bad description (the message names the line and the field) or unusable
+producer keys; 3 Kafka or S3 unavailable or refusing (not authorized, not acknowledged, or the
+submissions topic missing: ``E_TOPIC_MISSING``, which names the prefix and ``bernstein topic
+create``; a producer never creates topics), and flags that do not parse (as for every bernstein
+command). Never a traceback. Whether the scheduler journals or refuses a published submission is its verdict,
 on the journal and refusals topics; ``bernstein submission check`` predicts it offline.
 """
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import IO, Final
+from typing import IO
 
 from bernstein.commands.common import add_prefix_flag, positive_seconds, settings_from
 from producers.description import DescriptionError, StageDescription, parse_description, signed_value
@@ -30,12 +32,9 @@ from producers.identity import add_producer_flags, producer_from_args
 from schemas.errors import BernsteinError
 from substrate.cas import CasError, S3BlobStore
 from substrate.config import Settings
+from substrate.exit_codes import EXIT_BAD_DESCRIPTION, EXIT_OK, EXIT_UNAVAILABLE
 from substrate.kafka import KafkaError, require_bootstrap
 from substrate.keys import ProducerKeys
-
-EXIT_PUBLISHED: Final = 0
-EXIT_BAD_DESCRIPTION: Final = 2
-EXIT_UNAVAILABLE: Final = 3
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -51,7 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         '{"run_id", "submission_id", "topic", "partition", "offset"}. TESTING ONLY: a stage\'s "artifact_hash" is '
         "published as given instead of the computed hash, so the scheduler refuses it (ARTIFACT_HASH_MISMATCH): it "
         "exists to test refusals. Stops at the first failing line. Exit 0 all published, 2 bad description (line and "
-        "field named) or unusable producer keys, 3 Kafka or S3 unavailable or refusing (or bad flags).",
+        "field named) or unusable producer keys, 3 Kafka or S3 unavailable or refusing, the submissions topic missing "
+        "(producers never create topics: `bernstein topic create --prefix P`), or bad flags.",
     )
     add_prefix_flag(submit)
     add_producer_flags(submit)
@@ -60,7 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         type=positive_seconds,
         default=30.0,
         metavar="SECONDS",
-        help="wait at most this long for Kafka (topic check, each acknowledgement); default 30",
+        help="wait at most this long for Kafka (the submissions topic's check, each acknowledgement); default 30",
     )
     submit.set_defaults(func=_submit)
 
@@ -103,7 +103,7 @@ def submit_lines(lines: IO[str], *, producer: ProducerKeys, settings: Settings, 
                 emitter.close()
             except EmitError:
                 pass  # every line printed was acknowledged already
-    return EXIT_PUBLISHED
+    return EXIT_OK
 
 
 def _emitter(settings: Settings, producer: ProducerKeys, timeout: float) -> Emitter:
@@ -112,7 +112,7 @@ def _emitter(settings: Settings, producer: ProducerKeys, timeout: float) -> Emit
     if settings.s3 is None:
         raise EmitError("no S3 endpoint: set BERNSTEIN_S3_ENDPOINT (and BERNSTEIN_S3_ACCESS_KEY / _SECRET_KEY) or run `infra/up`")
     try:
-        return Emitter(
+        emitter = Emitter(
             bootstrap=require_bootstrap(settings.kafka_bootstrap),
             store=S3BlobStore(settings.s3),
             topics=settings.topics,
@@ -121,6 +121,8 @@ def _emitter(settings: Settings, producer: ProducerKeys, timeout: float) -> Emit
         )
     except KafkaException as exc:  # librdkafka refused the client configuration
         raise EmitError(f"cannot create a Kafka producer: {exc}") from exc
+    emitter.require_topic()  # before the first blob is stored: a mistyped prefix stores nothing (TopicMissing)
+    return emitter
 
 
 def _landed(published: Published) -> dict[str, object]:

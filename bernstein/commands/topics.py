@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from bernstein.commands.common import UsageError, add_keys_flag, add_prefix_flag, command_group, settings_from, store_from
+from substrate.exit_codes import EXIT_OK
 from substrate.kafka import ensure_topics, require_bootstrap
 from substrate.keys import TrustedKeys, default_keys_dir, load_keys
 from verifier.export import export_dump
@@ -38,7 +39,7 @@ def _create(args: argparse.Namespace) -> int:
         raise UsageError("--partitions must be at least 1")
     count = ensure_topics(require_bootstrap(settings.kafka_bootstrap), settings.topics, partitions=args.partitions)
     print(f"topics of prefix {settings.topics.prefix!r} ready with {count} partition(s)")
-    return 0
+    return EXIT_OK
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -59,4 +60,4 @@ def _export(args: argparse.Namespace) -> int:
     print(f"exported {records} and {summary.blobs} blobs to {summary.directory}")
     if summary.missing_blobs:
         print(f"warning: {len(summary.missing_blobs)} referenced blobs were missing from the store", file=sys.stderr)
-    return 0
+    return EXIT_OK

@@ -47,13 +47,9 @@ from producers.computer_use.session import DEFAULT_MAX_ACTIONS, ActionPublisher,
 from producers.identity import ProducerIdMismatch, add_producer_flags, producer_from_args
 from producers.netpolicy import OriginPolicy, TargetRefused
 from substrate.cas import BlobStore
+from substrate.exit_codes import EXIT_MISMATCH, EXIT_NOT_FOUND, EXIT_OK, EXIT_REFUSED
 from substrate.keys import ProducerKeys
 from verifier.browser_replay import ReplayNotFound, ReplayResult, render_lines, replay_run, replay_sessions
-
-EXIT_OK = 0
-EXIT_NOT_FOUND = 1
-EXIT_MISMATCH = 2
-EXIT_REFUSED = 3
 
 
 def register(subparsers: Any) -> None:
@@ -163,6 +159,7 @@ def _run(args: argparse.Namespace) -> int:
     keys = producer_from_args(args)
     factory = PlaywrightDriver.factory(policy=policy, action_timeout_ms=int(args.action_timeout * 1000))
     with Emitter.from_settings(Settings.load(prefix=args.prefix), producer=keys) as emitter:
+        emitter.require_topic()  # before the browser starts: no submissions topic, nothing to do (E_TOPIC_MISSING)
         return execute_run(args, store=emitter.store, publisher=EmitterPublisher(emitter), keys=keys, driver_factory=factory)
 
 

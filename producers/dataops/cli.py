@@ -38,12 +38,9 @@ from producers.identity import add_producer_flags, producer_from_args
 from schemas.errors import BernsteinError
 from schemas.records import ID_RULE, is_valid_id
 from substrate.cas import BlobStore, DirBlobStore
+from substrate.exit_codes import EXIT_OK, EXIT_REFUSED
 from substrate.keys import ProducerKeys
 from substrate.text import plural
-
-EXIT_OK: Final = 0
-EXIT_REFUSED: Final = 3
-"""Same as a usage error: the job's input was refused (the refusal is recorded)."""
 
 DEFAULT_ROLES: Final = {"data": "analyst", "ops": "operator"}
 _JOBS: Final[dict[str, Callable[[DataOpsActivity, Sequence[InputFile], Sequence[str], Path], JobOutcome]]] = {
@@ -188,4 +185,5 @@ def _open(args: argparse.Namespace, keys: ProducerKeys) -> tuple[BlobStore, Any]
     from substrate.config import Settings
 
     emitter = Emitter.from_settings(Settings.load(), producer=keys, store=local)
+    emitter.require_topic()  # before the job runs: no submissions topic, nothing to do (E_TOPIC_MISSING, exit 3)
     return emitter.store, emitter

@@ -30,10 +30,8 @@ from producers.research.fetch import DEFAULT_TIMEOUT, FetchFn, make_fetch
 from producers.research.synthesis import load_synthesiser
 from producers.research.worker import ResearchWorker
 from substrate.cas import BlobStore
+from substrate.exit_codes import EXIT_OK, EXIT_REFUSED
 from substrate.text import plural
-
-EXIT_OK = 0
-EXIT_REFUSED = 3
 
 Publish = Callable[[ActivityResult], str]
 """Publishes a result for the command's run/stage/role; returns where it landed (for the summary)."""
@@ -76,6 +74,7 @@ def _handle(args: argparse.Namespace) -> int:
     from substrate.config import Settings
 
     with Emitter.from_settings(Settings.load(), producer=producer_from_args(args)) as emitter:
+        emitter.require_topic()  # before any fetch: no submissions topic, nothing to do (E_TOPIC_MISSING, exit 3)
 
         def publish(result: ActivityResult) -> str:
             return emitter.publish(run_id=args.run_id, stage_id=args.stage_id, role=args.role, result=result).where

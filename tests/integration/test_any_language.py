@@ -183,7 +183,6 @@ def test_one_run_from_python_go_typescript_and_submit_verifies(deployment: Deplo
             store=S3BlobStore(d.services.s3),
             topics=d.topics,
             producer=ProducerIdentity(python.name, python.signer),
-            partitions=PARTITIONS,
         ) as emitter:
             from producers.activity import ActivityResult
 

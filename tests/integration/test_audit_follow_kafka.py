@@ -37,7 +37,7 @@ from schemas.partitioning import partition_for
 from substrate.config import Topics
 from substrate.kafka import ensure_topics
 from substrate.keys import InstallKeys, TrustedKeys
-from tests.audit_forge import edited, parts, remac
+from tests.audit_forge import chain, edited, entry, parts, remac
 from tests.audit_forge import genuine as genuine_record
 from tests.conftest import REPO, Services, principal_env
 from tests.integration.helpers_kafka import (
@@ -661,3 +661,118 @@ def test_a_time_based_alert_on_resume_keeps_the_checkpoint_on_its_record_no_fals
     code, alerts, stderr = deployment.once("--unsealed-after", "1")
     assert "history_rewritten" not in [a["alert"] for a in alerts] and code != 2, (alerts, stderr)
     assert checked(stderr) == [], stderr  # resumed where it was: nothing re-checked
+
+
+def _wait_event(follower: Follower, event: str, timeout: float = 30.0, **fields: Any) -> dict[str, Any]:
+    """The first ``--progress`` event named ``event`` with ``fields`` (already seen or coming within ``timeout`` s)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for line in list(follower.events):
+            if line.get("event") == event and all(line.get(k) == v for k, v in fields.items()):
+                return line
+        assert follower.process.poll() is None, f"follower exited {follower.process.returncode}: {''.join(follower.stderr)}"
+        assert time.monotonic() < deadline, f"no {event} {fields} within {timeout} s: {follower.events}"
+        time.sleep(0.05)
+
+
+def _latched(url: str, prefix: str) -> dict[str, float]:
+    """``bernstein_audit_tamper_latched`` of partition 0 by kind, as scraped."""
+    found = {}
+    for name, value in _scrape(url).items():
+        if name.startswith("bernstein_audit_tamper_latched{"):
+            labels = dict(item.split("=", 1) for item in name[name.index("{") + 1 : -1].split(","))
+            assert labels["prefix"] == f'"{prefix}"', name
+            if labels["partition"] == '"0"':
+                found[labels["kind"].strip('"')] = value
+    return found
+
+
+def test_a_chain_break_stays_latched_across_a_restart_until_acknowledged_with_audit_ack(deployment: Deployment) -> None:
+    """Issue 26, item 4: a tamper finding latches (state directory and gauge), survives a restart, and is cleared only
+    by `bernstein audit ack`, which logs who and why; a new finding of the kind latches again."""
+    bootstrap, topics = deployment.services.bootstrap, deployment.topics
+    secret, key_id = deployment.keys.audit.secret, deployment.keys.audit.key_id
+    records = chain(secret, key_id, 0, [("activity.result", "run-1")] * 3)
+    # seq 3, MACed with the real key (as a thief of the key would) but linked to seq 0, not to seq 2: a chain break
+    broken, _ = genuine_record(secret, key_id, entry(0, 3, records[0][1]))
+    offsets = produce_all(bootstrap, topics.audit, [(b"run-1", v) for v, _ in records] + [(b"run-1", broken)])
+    state = deployment.tmp / "state"
+
+    first = deployment.follow("--metrics-port", "0", "--instance-id", "latch")
+    try:
+        url = _wait_event(first, "metrics_listening")["url"]
+        first.wait_alert("chain_break", offsets[3], time.monotonic(), timeout=30)
+        latched = _wait_event(first, "latched", kind="chain_break")
+        assert (latched["partition"], latched["first_offset"], latched["findings"]) == (0, offsets[3], 1)
+        assert "--partition 0 --kind chain_break" in latched["ack"] and f"--state {state}" in latched["ack"]
+        deadline = time.monotonic() + 10
+        while _latched(url, topics.prefix).get("chain_break") != 1:
+            assert time.monotonic() < deadline, _latched(url, topics.prefix)
+            time.sleep(0.1)
+        assert sum(_latched(url, topics.prefix).values()) == 1  # every other tamper kind served at 0
+    finally:
+        assert first.stop() == 2
+    on_disk = json.loads((state / f"{topics.audit}.0.latches.json").read_text())
+    assert [(x["kind"], x["id"], x["first"]["offset"]) for x in on_disk["latches"]] == [
+        ("chain_break", latched["latch"], offsets[3])
+    ]
+
+    # restarted on the same state: nothing is checked again, and the latch is back, gauge and all
+    second = deployment.follow("--metrics-port", "0", "--instance-id", "latch")
+    try:
+        url = _wait_event(second, "metrics_listening")["url"]
+        held = _wait_event(second, "latch_held", kind="chain_break")
+        assert held["latch"] == latched["latch"]
+        deadline = time.monotonic() + 10
+        while _latched(url, topics.prefix).get("chain_break") != 1:
+            assert time.monotonic() < deadline, _latched(url, topics.prefix)
+            time.sleep(0.1)
+
+        def ack(*extra: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-m", "bernstein", "audit", "ack", "--prefix", topics.prefix, "--state", str(state)]
+                + ["--partition", "0", "--kind", "chain_break", *extra],
+                env=deployment.env,
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+
+        done = ack("--reason", "seq 3 forged in the test; the chain is otherwise intact", "--by", "tester")
+        assert done.returncode == 0, done.stderr
+        logged = json.loads(done.stdout)
+        assert (logged["by"], logged["kind"], logged["partition"], logged["latch"], logged["findings"]) == (
+            "tester",
+            "chain_break",
+            0,
+            latched["latch"],
+            1,
+        )
+        assert logged["reason"] == "seq 3 forged in the test; the chain is otherwise intact"
+        assert logged["evidence"]["first"]["alert"] == "chain_break" and logged["evidence"]["first"]["offset"] == offsets[3]
+        assert [json.loads(line) for line in (state / "acks.jsonl").read_text().splitlines()] == [logged]
+
+        cleared = _wait_event(second, "latch_acknowledged", timeout=10, kind="chain_break")
+        assert (cleared["by"], cleared["latch"]) == ("tester", latched["latch"])
+        deadline = time.monotonic() + 10
+        while _latched(url, topics.prefix).get("chain_break") != 0:
+            assert time.monotonic() < deadline, _latched(url, topics.prefix)
+            time.sleep(0.1)
+        again = ack("--reason", "twice")
+        assert again.returncode == 3 and "no chain_break finding is latched on" in again.stderr, again.stderr
+        assert "Traceback" not in again.stderr and again.stdout == ""
+
+        # a new break of the same kind latches again, under a new id
+        offset, at = deployment.forge(genuine_record(secret, key_id, entry(0, 4, records[0][1]))[0])
+        second.wait_alert("chain_break", offset, at, timeout=10)
+        relatched = _wait_event(second, "latched", kind="chain_break", first_offset=offset)
+        assert relatched["latch"] != latched["latch"]
+        deadline = time.monotonic() + 10
+        while _latched(url, topics.prefix).get("chain_break") != 1:
+            assert time.monotonic() < deadline, _latched(url, topics.prefix)
+            time.sleep(0.1)
+    finally:
+        code = second.stop()
+    assert code == 2
+    assert [a["alert"] for a in second.seen] == ["chain_break"]  # the restart re-checked nothing

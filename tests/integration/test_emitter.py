@@ -1,4 +1,8 @@
-"""The emitter SDK against the real broker and S3 server."""
+"""The emitter SDK against the real broker and S3 server.
+
+The admin creates the topics first (``deployed``): producers never create topics, and an emitter
+on a prefix without them raises ``TopicMissing`` and leaves the broker's topic list as it was.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +10,24 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from producers.activity import ActivityResult, observe
-from producers.emitter import EmitError, Emitter, EvidenceNotStored, PublishFailed
+from producers.emitter import EmitError, Emitter, EvidenceNotStored, PublishFailed, TopicMissing
 from schemas import codec
 from schemas.canonical import evidence_set_hash, submission_signing_input, submission_statement
 from substrate.cas import DirBlobStore, S3BlobStore, S3Settings
 from substrate.config import Settings, Topics
 from substrate.kafka import KafkaUnavailable, client_config
 from substrate.keys import ProducerKeys, verify_signature
+from tests.integration.helpers_kafka import fresh_topics
+from tests.prefixes import fresh_prefix
 from tests.producer_setup import identity
+
+
+@pytest.fixture
+def deployed(settings: Settings) -> Settings:
+    """``settings`` whose topics the admin created (`bernstein topic create`), as a deployment's are."""
+    assert settings.kafka_bootstrap is not None
+    fresh_topics(settings.kafka_bootstrap, settings.topics.prefix)
+    return settings
 
 
 def _read_all(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes]]:
@@ -42,8 +56,9 @@ def _read_all(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes]]:
 
 
 def test_submission_round_trips_through_kafka_byte_for_byte(
-    settings: Settings, s3_store: S3BlobStore, producer_keys: ProducerKeys
+    deployed: Settings, s3_store: S3BlobStore, producer_keys: ProducerKeys
 ) -> None:
+    settings = deployed
     assert settings.kafka_bootstrap is not None
     with Emitter.from_settings(settings, producer=producer_keys, store=s3_store) as emitter:
         pages = [emitter.capture("page", "https://a.example/x", b"<p>alpha</p>"), emitter.capture("page", "https://b", b"beta")]
@@ -65,7 +80,8 @@ def test_submission_round_trips_through_kafka_byte_for_byte(
     assert codec.encode(codec.ACTIVITY_SUBMISSION_V3, sub) == records[0][1]
 
 
-def test_blobs_are_in_the_store_before_the_event_exists(settings: Settings, s3_store: S3BlobStore) -> None:
+def test_blobs_are_in_the_store_before_the_event_exists(deployed: Settings, s3_store: S3BlobStore) -> None:
+    settings = deployed
     assert settings.kafka_bootstrap is not None
     data = b"evidence that must be reattachable"
     with Emitter.from_settings(settings, producer=identity("t"), store=s3_store) as emitter:
@@ -77,7 +93,8 @@ def test_blobs_are_in_the_store_before_the_event_exists(settings: Settings, s3_s
     assert s3_store.get(sub["artifact_hash"]) == b"diff"
 
 
-def test_observation_not_in_the_store_is_not_published(settings: Settings, s3_store: S3BlobStore) -> None:
+def test_observation_not_in_the_store_is_not_published(deployed: Settings, s3_store: S3BlobStore) -> None:
+    settings = deployed
     assert settings.kafka_bootstrap is not None
     with Emitter.from_settings(settings, producer=identity("t"), store=s3_store) as emitter:
         phantom = observe("file", "never-stored.py", b"bytes nobody stored " + settings.topics.prefix.encode())
@@ -89,7 +106,8 @@ def test_observation_not_in_the_store_is_not_published(settings: Settings, s3_st
     assert [codec.decode(v).schema.name for _, v in records] == [codec.RUN_CLOSE_V2]
 
 
-def test_s3_failure_is_a_typed_error_and_nothing_is_published(settings: Settings, tmp_path: object) -> None:
+def test_s3_failure_is_a_typed_error_and_nothing_is_published(deployed: Settings, tmp_path: object) -> None:
+    settings = deployed
     assert settings.kafka_bootstrap is not None
     broken = S3BlobStore(S3Settings("http://127.0.0.1:9", "a", "b", "bernstein-cas"))
     with Emitter(bootstrap=settings.kafka_bootstrap, store=broken, topics=settings.topics, producer=identity("t")) as emitter:
@@ -104,3 +122,27 @@ def test_broker_failure_is_a_typed_error(tmp_path: object) -> None:
     emitter = Emitter(bootstrap="127.0.0.1:9", store=store, topics=Topics("nowhere"), producer=identity("t"), delivery_timeout=3)
     with pytest.raises((KafkaUnavailable, PublishFailed)):
         emitter.publish(run_id="r", stage_id="s", role="developer", result=ActivityResult.build("coding", b"d"))
+
+
+def _topic_names(bootstrap: str) -> set[str]:
+    from confluent_kafka.admin import AdminClient
+
+    return set(AdminClient(client_config(bootstrap)).list_topics(timeout=15).topics)
+
+
+def test_an_emitter_never_creates_topics_a_missing_one_is_topic_missing(settings: Settings, s3_store: S3BlobStore) -> None:
+    bootstrap = settings.kafka_bootstrap
+    assert bootstrap is not None
+    typo = Topics(fresh_prefix())
+    before = _topic_names(bootstrap)
+    with Emitter(bootstrap=bootstrap, store=s3_store, topics=typo, producer=identity("t"), delivery_timeout=10) as emitter:
+        with pytest.raises(TopicMissing) as caught:
+            emitter.close_run("run-typo")
+        with pytest.raises(TopicMissing):  # and again: nothing was created by the first attempt
+            emitter.require_topic()
+    assert caught.value.code == "E_TOPIC_MISSING"
+    assert f"topic {typo.submissions} does not exist on Kafka at {bootstrap}" in caught.value.message
+    assert f"`bernstein topic create --prefix {typo.prefix}`" in caught.value.message
+    after = _topic_names(bootstrap)
+    assert not {name for name in after if name.startswith(typo.prefix + ".")}
+    assert not (after - before) & set(typo.all)

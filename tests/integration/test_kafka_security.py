@@ -30,9 +30,9 @@ from substrate.kafka import (
     client_config,
     client_config_as,
     delivery_error,
-    ensure_submissions_topic,
     ensure_topics,
     partition_count,
+    require_submissions_topic,
 )
 from substrate.keys import ProducerKeys
 from tests.conftest import Services, grant, principal_env
@@ -107,14 +107,14 @@ def test_producer_only_checks_its_topic_and_may_not_create_topics(
 ) -> None:
     as_principal("producer")
     # Describe on submissions is all the emitter needs when the admin created the topics
-    assert ensure_submissions_topic(secured.bootstrap, topics) == 1
+    assert require_submissions_topic(secured.bootstrap, topics) == 1
     # a deployment nobody created: the producer cannot create it, and says who must
     other = Topics(prefix + "-missing")
     with pytest.raises(
         KafkaNotAuthorized,
         match=r"or it does not exist: the Kafka admin creates the deployment's topics \(`bernstein topic create --prefix ",
     ):
-        ensure_submissions_topic(secured.bootstrap, other, timeout=10)
+        require_submissions_topic(secured.bootstrap, other, timeout=10)
     # the other principals' topics are invisible to it
     visible = set(AdminClient(client_config(secured.bootstrap)).list_topics(timeout=15).topics)
     assert topics.submissions in visible
@@ -186,7 +186,7 @@ def test_wrong_password_is_refused_as_not_authorized(
     wrong.write_text("\n".join(lines) + "\n")
     monkeypatch.setenv("BERNSTEIN_KAFKA_CONFIG_FILE", str(wrong))
     with pytest.raises(KafkaError) as caught:
-        ensure_submissions_topic(secured.bootstrap, topics, timeout=10)
+        require_submissions_topic(secured.bootstrap, topics, timeout=10)
     assert isinstance(caught.value, KafkaNotAuthorized), caught.value
     assert "not-the-password" not in str(caught.value)
 

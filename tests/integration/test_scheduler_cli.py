@@ -13,6 +13,7 @@ from producers.emitter import Emitter
 from substrate.config import Settings
 from substrate.keys import ProducerKeys
 from tests.conftest import as_component
+from tests.integration.helpers_kafka import fresh_topics
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -20,7 +21,10 @@ REPO = Path(__file__).resolve().parents[2]
 def test_sigterm_stops_cleanly_after_committing(
     cli_env: dict[str, str], settings: Settings, s3_store: object, producer_keys: ProducerKeys
 ) -> None:
-    # the producer signs with its own keys; the scheduler runs with the manifest that registers them (cli_env)
+    # the admin creates the topics (producers never do); the producer signs with its own keys; the scheduler runs
+    # with the manifest that registers them (cli_env)
+    assert settings.kafka_bootstrap is not None
+    fresh_topics(settings.kafka_bootstrap, settings.topics.prefix)
     with Emitter.from_settings(settings, producer=producer_keys, store=s3_store) as emitter:  # type: ignore[arg-type]
         for i in range(3):
             page = emitter.capture("file", f"f{i}.py", f"print({i})\n".encode())

@@ -55,6 +55,9 @@ RUN = "run-rules"
 
 @pytest.fixture
 def emitter(settings: Settings, s3_store: S3BlobStore) -> Emitter:
+    """An emitter on the test's topics, which the admin created first (producers never create topics)."""
+    assert settings.kafka_bootstrap is not None
+    fresh_topics(settings.kafka_bootstrap, settings.topics.prefix)
     return Emitter.from_settings(settings, producer=identity("tests@host"), store=s3_store)
 
 

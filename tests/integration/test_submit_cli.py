@@ -184,3 +184,52 @@ def test_submit_as_a_producer_without_the_grant_exits_3_and_prints_nothing(
         "bernstein submit: error: line 1: nothing published for this line: this principal may not describe topic"
     )
     assert "Traceback" not in result.stderr
+
+
+def test_submit_to_a_mistyped_prefix_exits_3_naming_topic_create_and_creates_no_topic(
+    services: Any, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Producers never create topics: ``--prefix`` naming no deployment is E_TOPIC_MISSING (exit 3), not a new topic set.
+
+    Run with the environment's own client properties (the admin's on the secured broker, none on a
+    plaintext one): a principal that may Describe any topic, so the broker says the topic is missing
+    (a producer principal without the prefix's ACLs is told E_KAFKA_NOT_AUTHORIZED, see above).
+    """
+    from confluent_kafka.admin import AdminClient
+
+    from substrate.kafka import client_config
+    from tests.prefixes import fresh_prefix
+
+    typo = fresh_prefix()
+    admin = AdminClient(client_config(services.bootstrap))
+    before = set(admin.list_topics(timeout=15).topics)
+    (tmp_path / "page.html").write_bytes(b"evidence of " + typo.encode())
+    line = {
+        "run_id": "r",
+        "stage_id": "s",
+        "role": "developer",
+        "kind": "coding",
+        "artifact": typo,
+        "observations": [{"kind": "page", "ref": "p", "file": "page.html"}],
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "bernstein", "submit", "--prefix", typo, "--timeout", "10"],
+        input=json.dumps(line) + "\n",
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=cli_env,
+        timeout=120,
+    )
+    assert result.returncode == 3, result.stderr
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith(
+        f"bernstein submit: error: line 1: nothing published for this line: topic {typo}.activity.submissions does not "
+        f"exist on Kafka at {services.bootstrap}: no deployment has the prefix {typo!r} there"
+    ), result.stderr
+    assert result.stderr.endswith(f"`bernstein topic create --prefix {typo}`\n")
+    after = set(admin.list_topics(timeout=15).topics)
+    assert not {name for name in before | after if name.startswith(typo)}, "a producer created topics"
+    # and nothing was stored: the topic is checked before the first blob
+    assert not S3BlobStore(services.s3).has(content_hash(b"evidence of " + typo.encode()))

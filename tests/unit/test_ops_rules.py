@@ -25,7 +25,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from consumers.metrics import SchedulerMetrics
 from verifier.follow.alerts import AlertKind
 from verifier.follow.consumer import Follower
+from verifier.follow.latch import TAMPER
 from verifier.follow.metrics import FollowerMetrics
+from verifier.follow.rules import DEFAULT_RUNBOOK_BASE
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 RULES: Final = ROOT / "ops" / "prometheus" / "alerts.yml"
@@ -42,8 +44,13 @@ FOLLOWER_METRICS: Final = frozenset(
         "bernstein_audit_last_record_timestamp_seconds",  # gauge {partition}: the record's Kafka timestamp
         "bernstein_audit_lag_records",  # gauge {partition}
         "bernstein_audit_ready",  # gauge
+        "bernstein_audit_tamper_latched",  # gauge {prefix, partition, kind}: kind = verifier.follow.latch.TAMPER
     }
 )
+# What an exporter of Kafka's own consumer-group offsets serves (kafka_exporter, github.com/danielqsj/kafka_exporter):
+# the example rule on the scheduler group's lag reads these, so that lag shows while no scheduler runs.
+EXPORTER_METRICS: Final = frozenset({"kafka_consumergroup_lag", "kafka_consumergroup_current_offset"})
+EXPORTER_NAME: Final = re.compile(r"\b(kafka_[a-z0-9_]+)\b")
 SEVERITIES: Final = frozenset({"critical", "warning"})
 METRIC_NAME: Final = re.compile(r"\b(bernstein_[a-z0-9_]+)\b")
 RECORDED_NAME: Final = re.compile(r"\b(bernstein:[a-z0-9_:]+)")
@@ -158,8 +165,10 @@ def test_the_parser_refuses_a_layout_it_does_not_know() -> None:
 @pytest.mark.parametrize("rule", RULE_LIST, ids=lambda r: r.name)
 def test_every_rule_names_only_metrics_that_are_served(rule: Rule) -> None:
     names = set(METRIC_NAME.findall(rule.expr))
-    assert names or RECORDED_NAME.search(rule.expr) or "up{" in rule.expr, rule.expr
+    exported = set(EXPORTER_NAME.findall(rule.expr))
+    assert names or exported or RECORDED_NAME.search(rule.expr) or "up{" in rule.expr, rule.expr
     assert names <= KNOWN, f"{rule.name} names metrics nothing serves: {sorted(names - KNOWN)}"
+    assert exported <= EXPORTER_METRICS, f"{rule.name} names exporter metrics not listed: {sorted(exported - EXPORTER_METRICS)}"
     assert set(RECORDED_NAME.findall(rule.expr)) <= RECORDED
 
 
@@ -170,6 +179,10 @@ class _FollowerTallies:
         self.verified_by_partition = {0: 5}
         self.alert_kinds = {"gap": 1}
         self.last_timestamp_ms = {0: 1_700_000_000_000}
+        self.prefix = "p"
+
+    def latched(self) -> dict[int, frozenset[AlertKind]]:
+        return {0: frozenset({AlertKind.CHAIN_BREAK})}
 
     def lag_by_partition(self) -> dict[int, int]:
         return {0: 2}
@@ -187,6 +200,13 @@ def test_the_follower_list_is_what_the_follower_serves() -> None:
     assert served == FOLLOWER_METRICS
     kinds = {s.labels["kind"]: s.value for f in families for s in f.samples if s.name == "bernstein_audit_alerts_total"}
     assert kinds == {k.value: (1 if k.value == "gap" else 0) for k in AlertKind}  # every kind from 0: rules see the first one
+    latched = {
+        (s.labels["prefix"], s.labels["partition"], s.labels["kind"]): s.value
+        for f in families
+        for s in f.samples
+        if s.name == "bernstein_audit_tamper_latched"
+    }
+    assert latched == {("p", "0", k.value): (1 if k is AlertKind.CHAIN_BREAK else 0) for k in TAMPER}
 
 
 def test_the_known_metric_list_catches_a_misspelt_name() -> None:
@@ -205,7 +225,8 @@ def test_every_alert_has_severity_summary_description_and_a_runbook_that_exists(
     assert set(alert.annotations) == {"summary", "description", "runbook_url"}
     assert all(len(alert.annotations[k]) > 20 for k in ("summary", "description"))
     doc, _, anchor = alert.annotations["runbook_url"].partition("#")
-    assert doc == "docs/operations.md"
+    assert doc == DEFAULT_RUNBOOK_BASE and doc.startswith("https://"), "absolute, under the one base (audit rules)"
+    assert DEFAULT_RUNBOOK_BASE.endswith("/docs/operations.md")
     assert anchor == alert.name.lower(), "one runbook heading per alert, named as the alert"
     assert anchor in github_anchors(OPERATIONS.read_text(encoding="utf-8"))
 
@@ -216,12 +237,18 @@ def test_the_anchor_rule_matches_githubs() -> None:
 
 
 def test_every_follower_alert_kind_has_an_alert() -> None:
-    """Each kind `audit follow` raises is selected by exactly one alert; no rule names a kind that does not exist."""
+    """Each kind `audit follow` raises is selected by exactly one alert; no rule names a kind that does not exist.
+    The tamper kinds are selected on the latch gauge (they fire until acknowledged), the others on the alert counts."""
     selected: list[str] = []
     for alert in ALERTS:
         for op, value in re.findall(r'kind(=~?)"([^"]+)"', alert.expr):
             selected += value.split("|") if op == "=~" else [value]
     assert sorted(selected) == sorted(k.value for k in AlertKind)
+    for alert in ALERTS:
+        for _, value in re.findall(r'kind(=~?)"([^"]+)"', alert.expr):
+            latched = {AlertKind(k) for k in value.split("|")} <= TAMPER
+            assert latched == alert.expr.startswith("bernstein_audit_tamper_latched{"), alert.name
+            assert not latched or (alert.expr.endswith("== 1") and not alert.has_for), alert.name
 
 
 def _rule_tests() -> dict[str, dict[str, int]]:

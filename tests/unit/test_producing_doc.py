@@ -21,6 +21,7 @@ from consumers.core.native import make_core, native_status
 from consumers.core.step import SchedulerCore, initial_state
 from schemas import codec
 from schemas.canonical import MAX_JSON_DEPTH, artifact_hash, evidence_set_hash, sha256_digest
+from schemas.errors import BernsteinError
 from schemas.partitioning import murmur2, partition_for
 from schemas.records import (
     MAX_ID_LENGTH,
@@ -65,6 +66,18 @@ def _verifier_codes() -> set[str]:
     return set(re.findall(r"^\| `([A-Z][A-Z_]+)` \|", text, re.MULTILINE))
 
 
+def _error_codes() -> set[str]:
+    """The stable codes of the typed errors (``BernsteinError`` and every subclass the SDK and substrate define)."""
+    import producers.emitter  # noqa: F401 - defines the SDK's errors (and imports substrate's)
+
+    codes, todo = set(), [BernsteinError]
+    while todo:
+        cls = todo.pop()
+        codes.add(cls.code)
+        todo.extend(cls.__subclasses__())
+    return codes
+
+
 def _slug(heading: str) -> str:
     """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to dashes."""
     text = unicodedata.normalize("NFC", heading).strip().lower()
@@ -94,8 +107,9 @@ def test_the_dead_letter_table_lists_every_dead_letter_code() -> None:
 
 
 def test_every_code_the_page_names_exists() -> None:
-    """A backticked UPPER_CASE name is a refusal, dead-letter or verifier code, a setting, or Kafka's."""
+    """A backticked UPPER_CASE name is a refusal, dead-letter or verifier code, a typed error's code, a setting, or Kafka's."""
     known = {c.value for c in RefusalCode} | {c.value for c in DeadLetterCode} | _verifier_codes() | KAFKA_WORDS
+    known |= _error_codes()
     named = set(re.findall(r"`([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)`", TEXT))
     unknown = {name for name in named if not name.startswith("BERNSTEIN_")} - known
     assert not unknown, f"docs/producing.md names codes that do not exist: {sorted(unknown)}"

@@ -3,7 +3,8 @@
 Every single-record case of schemas/vectors/steps.json, written to a file as its raw bytes and
 checked under the vectors' manifest at the vectors' timestamp, gets exactly the journal entry or
 the refusal record the vectors state. Descriptions are signed with the producer's keys and checked
-in order in one state; exit codes 0 / 1 / 2 and both output formats are pinned.
+in order in one state; exit codes 0 / 1 / 3 (a usage error exits 3, as for every bernstein command)
+and both output formats are pinned.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 
 from bernstein.commands.submission import as_json, as_text, check_file
 from schemas import codec
+from substrate.exit_codes import EXIT_USAGE
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = json.loads((REPO / "schemas" / "vectors" / "steps.json").read_text(encoding="utf-8"))
@@ -269,14 +271,14 @@ def test_a_raw_record_needs_no_producer_keys(tmp_path: Path) -> None:
         (lambda p: None, ("f.jsonl", "--bogus"), "unrecognized arguments: --bogus"),
     ],
 )
-def test_usage_errors_exit_2_without_a_traceback(
+def test_usage_errors_exit_3_without_a_traceback(
     setup: Any, args: tuple[str, ...], message: str, tmp_path: Path, producer: tuple[Path, Path]
 ) -> None:
     keys, manifest = producer
     setup(tmp_path)
     extra = () if "--manifest" in args else ("--manifest", str(manifest))
     result = bernstein("submission", "check", *args, *extra, "--producer-keys", str(keys), cwd=tmp_path)
-    assert result.returncode == 2, result.stderr
+    assert result.returncode == EXIT_USAGE == 3, result.stderr
     assert message in result.stderr and "Traceback" not in result.stderr
     assert result.stdout == ""
 

@@ -18,11 +18,17 @@ save, so the saved ranges of successive runs follow each other without overlap.
 Alerts are emitted as soon as a record is checked, before its checkpoint is saved:
 after a crash the records checked since the last save are checked again (an alert
 may repeat; none is lost).
+
+A tamper-class alert also latches (``verifier.follow.latch``): the partition's latch
+file in the state directory is written before the next batch is read, the latch
+stays across restarts, and it is cleared only by an ack in the state directory's ack
+log (``bernstein audit ack``), read at start and at every tick.
 """
 
 from __future__ import annotations
 
 import functools
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,6 +52,7 @@ from verifier.follow.alerts import Alert, AlertKind
 from verifier.follow.checker import PartitionChecker, Policy
 from verifier.follow.checkpoint import Checkpoint, CheckpointStore, CheckpointWriter, resume_mismatch, value_digest
 from verifier.follow.journal import Expected, JournalJoin
+from verifier.follow.latch import TAMPER, Ack, AckLog, Latch, LatchStore, PartitionLatches
 
 _TIMEOUT: Final = 30.0
 _BATCH: Final = 5000
@@ -115,6 +122,7 @@ class Follower:
         *,
         on_record: OnRecord | None = None,
         progress: Progress | None = None,
+        notice: Progress | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.options = options
@@ -123,6 +131,8 @@ class Follower:
         self._emit_alert = emit
         self._on_record = on_record
         self._progress = progress
+        self._notice = notice
+        """Called with one event per latch held at start, latched, or cleared by an ack (``_latch_event``)."""
         self._clock = clock
         self.partitions: dict[int, _Partition] = {}
         self.alerts = 0
@@ -135,6 +145,16 @@ class Follower:
         self._journal: Any = None
         """``check_journal``: the journal's consumer (assigned the audit partitions' numbers, never in the group)."""
         self._failure: BernsteinError | None = None
+        # tamper latches (verifier.follow.latch): those of the partitions this process checks
+        self.prefix = options.topics.prefix
+        self.latches: dict[int, PartitionLatches] = {}
+        self.held_at_end = 0
+        """Latches held when ``run`` finished (the command exits 2 while any is held)."""
+        self._latch_store = LatchStore(options.store.directory)
+        self._ack_log = AckLog(options.store.directory)
+        self._acks: list[Ack] = []
+        self._acks_stamp: tuple[int, int] | None = None
+        self._latches_dirty: set[int] = set()
         # what the metrics endpoint reads (verifier.follow.metrics), kept by the loop at no cost per record
         self.verified_by_partition: dict[int, int] = {}
         self.last_timestamp_ms: dict[int, int] = {}
@@ -150,6 +170,88 @@ class Follower:
             self.alerts += 1
             self.alert_kinds[alert.kind.value] = self.alert_kinds.get(alert.kind.value, 0) + 1
             self._emit_alert(alert)
+            if alert.kind in TAMPER:
+                self._latch(alert)
+
+    # -- tamper latches ---------------------------------------------------------------
+
+    def _latch(self, alert: Alert) -> None:
+        latches = self.latches.get(alert.partition)
+        if latches is None:
+            latches = self._load_latches(alert.partition)
+        latch = latches.latch(alert, self._now_ms())
+        self._latches_dirty.add(alert.partition)
+        if latch is not None:
+            self._latch_event("latched", latches, latch)
+
+    def _load_latches(self, partition: int) -> PartitionLatches:
+        """The partition's latches from its file, with the acks logged so far applied; each one held is announced."""
+        latches = self.latches[partition] = self._latch_store.load(self.topic, partition)
+        self._apply_acks(self._read_acks(), [partition])
+        for latch in list(latches.held.values()):
+            self._latch_event("latch_held", latches, latch)
+        return latches
+
+    def _read_acks(self) -> list[Ack]:
+        """The ack log, read again only when it changed."""
+        stamp = self._ack_log.stamp()
+        if stamp != self._acks_stamp:
+            self._acks = self._ack_log.read()
+            self._acks_stamp = stamp
+        return self._acks
+
+    def _apply_acks(self, acks: list[Ack], partitions: list[int] | None = None) -> None:
+        now = self._now_ms()
+        for partition in sorted(self.latches) if partitions is None else partitions:
+            latches = self.latches[partition]
+            for ack in acks:
+                if ack.partition != partition or ack.kind not in latches.held:
+                    continue
+                cleared = latches.acknowledge(ack, now)
+                if cleared is None:
+                    continue
+                self._latches_dirty.add(partition)
+                self._latch_event("latch_acknowledged", latches, cleared, {"by": ack.by, "reason": ack.reason})
+                renewed = latches.held.get(ack.kind)
+                if renewed is not None:
+                    self._latch_event("latched", latches, renewed)
+
+    def _refresh_acks(self) -> None:
+        """At every tick: apply what was acknowledged since the last look (one stat when nothing was)."""
+        if self.latches and self._ack_log.stamp() != self._acks_stamp:
+            self._apply_acks(self._read_acks())
+
+    def _flush_latches(self, partitions: list[int] | None = None) -> None:
+        """Write the latch files that changed (before the next batch: a latch is on disk before much else happens)."""
+        for partition in sorted(self._latches_dirty if partitions is None else self._latches_dirty & set(partitions)):
+            latches = self.latches.get(partition)
+            if latches is not None:
+                self._latch_store.save(latches)
+            self._latches_dirty.discard(partition)
+
+    def _latch_event(self, event: str, latches: PartitionLatches, latch: Latch, extra: dict[str, Any] | None = None) -> None:
+        if self._notice is None:
+            return
+        self._notice(
+            {
+                "event": event,
+                "topic": self.topic,
+                "partition": latches.partition,
+                "kind": latch.kind.value,
+                "latch": latch.id,
+                "since": latch.to_json()["since"],
+                "findings": latch.findings,
+                "first_offset": latch.first.get("offset"),
+                **(extra or {}),
+                "ack": f"bernstein audit ack --prefix {shlex.quote(self.prefix)} "
+                f"--state {shlex.quote(str(self.options.store.directory))} "
+                f"--partition {latches.partition} --kind {latch.kind.value} --reason TEXT",
+            }
+        )
+
+    def latched(self) -> dict[int, frozenset[AlertKind]]:
+        """The kinds latched per partition this process checks (what the metrics endpoint serves)."""
+        return {partition: frozenset(tuple(latches.held)) for partition, latches in tuple(self.latches.items())}
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -234,6 +336,7 @@ class Follower:
         from confluent_kafka import OFFSET_BEGINNING
 
         checkpoint = self.options.store.load(self.topic, partition)
+        self._load_latches(partition)
         low, high = self._watermarks(partition)
         state = None
         if checkpoint is not None:
@@ -283,6 +386,7 @@ class Follower:
             ]
         )
         self._writer.flush()
+        self._flush_latches([checkpoint.partition])  # on disk before the checkpoint that led to it is gone
         self.options.store.discard(self.topic, checkpoint.partition)
 
     def _restart(self, partition: int) -> None:
@@ -315,10 +419,12 @@ class Follower:
         try:
             self._save([tp.partition for tp in revoked if tp.partition in self.partitions])
             self._writer.flush()  # on disk before another member may load it
+            self._flush_latches([tp.partition for tp in revoked])
         except BernsteinError as exc:
             self._failure = exc
         for tp in revoked:
             self.partitions.pop(tp.partition, None)
+            self.latches.pop(tp.partition, None)
         if self._journal is not None:
             self._journal.assign([])
         if self._progress is not None and revoked:
@@ -533,6 +639,7 @@ class Follower:
         return ends
 
     def _tick(self) -> None:
+        self._refresh_acks()
         now = self._now_ms()
         ends = self._submission_ends() if self.options.policy.silent_after_ms is not None else {}
         for partition in sorted(self.partitions):
@@ -579,6 +686,8 @@ class Follower:
                     self._journal_ends(sorted({m.partition() for m in messages if m.error() is None}))
                 self._check_batch(messages)
                 self._read_journal()
+                if self._latches_dirty:
+                    self._flush_latches()
                 moment = time.monotonic()
                 if moment - last_save >= self.options.checkpoint_every:
                     self._save()
@@ -595,6 +704,8 @@ class Follower:
             self._tick()
             self._save()  # what the last tick alerted on (runs, silence) is not alerted again by the next run
             self._writer.flush()
+            self._flush_latches()
+            self.held_at_end = sum(len(latches.held) for latches in self.latches.values())
         except BaseException as exc:
             self._state = (False, f"failed: {exc}")
             raise

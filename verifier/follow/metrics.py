@@ -8,7 +8,9 @@ dashboard use exactly these names (docs/operations.md, "Metrics and health"):
 - ``bernstein_audit_alerts_total{kind}``: alerts raised, by kind (``AlertKind``);
 - ``bernstein_audit_last_record_timestamp_seconds{partition}``: Kafka timestamp of the last record checked;
 - ``bernstein_audit_lag_records{partition}``: records on the partition not checked yet;
-- ``bernstein_audit_ready``: 1 while following (partitions assigned, no failure), else 0.
+- ``bernstein_audit_ready``: 1 while following (partitions assigned, no failure), else 0;
+- ``bernstein_audit_tamper_latched{prefix,partition,kind}``: 1 while a tamper-class finding of that kind is
+  latched on a partition this process checks, until ``bernstein audit ack`` (``verifier.follow.latch``), else 0.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from prometheus_client.registry import Collector
 from substrate.ops_http import DEFAULT_STALL_S
 from verifier.follow.alerts import AlertKind
 from verifier.follow.consumer import Follower
+from verifier.follow.latch import TAMPER
 
 PREFIX: Final = "bernstein_audit_"
 
@@ -86,6 +89,16 @@ class _FollowerCollector(Collector):
         for partition, records in sorted(f.lag_by_partition().items()):
             lag.add_metric([str(partition)], records)
         yield lag
+        latched = GaugeMetricFamily(
+            PREFIX + "tamper_latched",
+            "1 while a tamper-class finding of this kind is latched on this partition (until `bernstein audit ack`), else 0.",
+            labels=["prefix", "partition", "kind"],
+        )
+        kinds = sorted(TAMPER)
+        for partition, held in sorted(f.latched().items()):
+            for kind in kinds:
+                latched.add_metric([f.prefix, str(partition), kind.value], 1 if kind in held else 0)
+        yield latched
         ready, _ = f.readiness()
         yield GaugeMetricFamily(
             PREFIX + "ready", "1 while following (partitions assigned, no failure), else 0.", value=1 if ready else 0
