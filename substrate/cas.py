@@ -48,7 +48,6 @@ import hashlib
 import io
 import os
 import stat
-import tempfile
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +55,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from schemas.canonical import digest_hex, sha256_digest
 from schemas.errors import BernsteinError
+from substrate.files import write_atomically
 
 _CHUNK: Final = 1 << 20
 
@@ -306,17 +306,7 @@ class DirBlobStore(_StreamedStore):
         if path.exists():
             return PutResult(digest, stored=False)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(data)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            write_atomically(path, data)
         except OSError as exc:
             raise CasUnavailable(f"cannot write blob {digest} under {self.root}: {exc.strerror}") from exc
         return PutResult(digest, stored=True)

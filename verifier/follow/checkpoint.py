@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import queue
-import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +27,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from schemas.errors import BernsteinError
+from substrate.files import write_atomically
 from verifier.follow.checker import ChainState
 from verifier.follow.journal import JournalJoin
 
@@ -141,17 +140,7 @@ class CheckpointStore:
         """Replace the partition's checkpoint file with ``data`` (``encode``), atomically and durably."""
         path = self.path(topic, partition)
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=self.directory)
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(data)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.replace(temporary, path)
-            except BaseException:
-                Path(temporary).unlink(missing_ok=True)
-                raise
+            write_atomically(path, data)
         except OSError as exc:
             raise CheckpointError(f"cannot write the follow checkpoint {path}: {exc}") from None
 

@@ -27,13 +27,13 @@ import json
 import os
 import re
 import secrets
-import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
 from schemas.errors import BernsteinError
+from substrate.files import write_atomically
 from verifier.follow.alerts import INTEGRITY, Alert, AlertKind
 
 FORMAT: Final = "bernstein.audit-follow-latches/v1"
@@ -294,21 +294,6 @@ def pending(latches: PartitionLatches, log: list[Ack]) -> list[Latch]:
     return [latch for _, latch in sorted(latches.held.items()) if covered.get(latch.id, 0) < latch.findings]
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data``: a temporary file in the same directory, flushed to disk, renamed over it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
 class LatchStore:
     """The latch files of one follower state directory (see the module doc)."""
 
@@ -338,7 +323,7 @@ class LatchStore:
     def save(self, latches: PartitionLatches) -> None:
         path = self.path(latches.topic, latches.partition)
         try:
-            _write_atomically(path, json.dumps(latches.to_json(), separators=(",", ":")).encode("utf-8"))
+            write_atomically(path, json.dumps(latches.to_json(), separators=(",", ":")).encode("utf-8"))
         except OSError as exc:
             raise LatchError(f"cannot write the latch file {path}: {exc}") from None
 
