@@ -795,6 +795,13 @@ def check_json(document: dict[str, Any], expect: Expect) -> None:
     assert set(expect.stages) <= {s["stage_id"] for s in stages}
 
 
+def _refusal_line(r: dict[str, Any]) -> str:
+    """The text report's line of one refusal of the JSON document's ``refusals`` (docs/verifier.md)."""
+    where = f"(refusals partition {r['partition']}, offset {r['offset']})"
+    assert r["authenticated"], "the suite's refusal comes after its producer's signature verified"
+    return f"  REFUSED {r['code']} stage {r['stage_id']} [{r['kind']}] {where} -- by {r['producer']} (key {r['key_id']})"
+
+
 def check_text(text: str, document: dict[str, Any], expect: Expect) -> None:
     """The human report says the same thing, in the seed's grammar, line by line."""
     lines = text.splitlines()
@@ -809,6 +816,7 @@ def check_text(text: str, document: dict[str, Any], expect: Expect) -> None:
             else:
                 failed += 1
                 wanted.append(f"  MISMATCH {name} -- {section['problem']['message']}{_further(section['further_problems'])}")
+    wanted += [_refusal_line(r) for r in document["refusals"]]
     wanted += [f"  NOT CHECKED {p['code']} -- {p['message']}" for p in document["unchecked"]]
     authors = {s["stage_id"]: f"    by {s['producer']} (key {s['key_id']})" for s in document["stages"] if s["key_id"]}
     for stage_id in expect.stage_order:
@@ -1002,14 +1010,15 @@ def test_records_only_is_asked_for_by_name_and_never_exit_0(flag: list[str], run
     result = kit.bernstein(args, kit.offline_env(), cwd=tmp_path)
     assert result.returncode == 6, result.stdout + result.stderr
     lines = result.stdout.splitlines()
-    assert lines[5] == (
+    assert lines[5].startswith("  REFUSED REDUNDANT_STAGE stage stage-0-again [coding] ")  # the run's one refusal
+    assert lines[6] == (
         "  NOT CHECKED RECORDS_ONLY -- --records-only: the records were checked, the evidence was NOT "
         "(no blob reattached or re-hashed)"
     )
-    assert lines[6:-1:2] == [
+    assert lines[7:-1:2] == [
         f"  NOT CHECKED {stage} [coding] -- evidence not reattached (--records-only)" for stage in kit.MAIN_STAGES
     ]
-    assert all(line.startswith("    by coder@tamper-suite (key sha256:") for line in lines[7:-1:2])
+    assert all(line.startswith("    by coder@tamper-suite (key sha256:") for line in lines[8:-1:2])
     assert lines[-1] == (
         "records verified -- evidence NOT checked (--records-only): no blob was reattached or re-hashed; not a pass."
     )
