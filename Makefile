@@ -60,6 +60,7 @@ promtool:
 vectors: venv
 	$(VENV)/bin/python -m schemas.vectors.generate
 	$(VENV)/bin/python -m consumers.step_vectors
+	$(VENV)/bin/python -m consumers.audit_vectors
 
 infra-up: venv
 	infra/up

@@ -11,3 +11,4 @@ $V/mypy schemas substrate producers consumers verifier bernstein bench infra/inf
 echo "check: golden vectors"
 $V/python -m schemas.vectors.generate --check
 $V/python -m consumers.step_vectors --check
+$V/python -m consumers.audit_vectors --check

@@ -70,7 +70,6 @@ from typing import Any, Final, NamedTuple
 
 from schemas import codec
 from schemas.canonical import (
-    audit_genesis,
     evidence_set_hash,
     is_digest,
     journal_genesis,
@@ -86,7 +85,9 @@ from schemas.records import ENTRY_ACTIVITY_RESULT, ENTRY_COMPUTER_USE_ACTION, MA
 from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError, check_blob_size
 from substrate.keys import TrustedKey, TrustedKeys, verify_signature
 from substrate.text import plural
+from verifier import audit_chain as audit_rules
 from verifier import facts as _facts
+from verifier.audit_chain import ChainPosition, Finding, advance, judge
 from verifier.blobs import FailFast, HashedAhead, StoreUnavailable
 from verifier.checkpoints import CheckpointWalk, final_seal_checkpoint_missing
 from verifier.checks import CheckContext, DetailLine, ModalityCheck, check_for
@@ -104,7 +105,7 @@ from verifier.facts import (
     Facts,
     Row,
 )
-from verifier.keyuse import KeyLedger, KeysInForce, KeyUse, allowed_for, key_fits, key_problem
+from verifier.keyuse import KeyLedger, KeysInForce, KeyUse, allowed_for, key_problem
 from verifier.report import (
     AuditVerdict,
     ChainVerdict,
@@ -424,6 +425,17 @@ def _several_partitions(run_id: str, source: RecordSource, partitions: list[int]
     )
     header = RunHeader(run_id, source.describe(), found=True, dump_problems=(problem,))
     return _with_torn(header, source, None, journal_only=True)
+
+
+def audit_chain_findings(source: RecordSource, partition: int, trusted: TrustedKeys) -> list[Problem]:
+    """Every finding of one partition's audit chain, in the order met: its records (``verifier.audit_chain``), input
+    accounting, checkpoints and dead letters. A run's report names the first that concerns it and counts the rest;
+    this is the whole list (the audit-chain vectors hold every judge to it)."""
+    c = codec.default_codec()
+    part = _partition_audit(c, source, partition, _facts.current(), trusted, frozenset())
+    part.drain()
+    end = part.finish_checkpoints()
+    return [*part.found, *end, *part.check_deadletters(source)]
 
 
 def _partition_audit(
@@ -1222,6 +1234,9 @@ class _PartitionAudit:
     macs_verified: bool = True
     missing_key: str = ""
     genesis_checked: bool = False
+    """An authentic record moved the chain: ``last_mac`` is a MAC of it (before, the chain starts at its genesis)."""
+    stand_ins: int = 0
+    """Records reported since the last authentic one (``verifier.audit_chain.ChainPosition``)."""
     deadletters: list[tuple[int, int, int, str]] = field(default_factory=list)
     """(audit seq, audit offset, input offset, raw sha256) of the partition's dead letters."""
     deadletter_codes: dict[int, str] = field(default_factory=dict)
@@ -1341,7 +1356,7 @@ class _PartitionAudit:
                     offset=offset,
                 )
             )
-            self.expected_seq += 1
+            self.stand_ins += 1  # it stands in for at most one seq (``verifier.audit_chain``)
             self.last_input = None  # accounting restarts after a record already reported
             return
         (
@@ -1364,38 +1379,36 @@ class _PartitionAudit:
             self.v2_records += 1
         if self.checkpoints is not None:
             self.checkpoints.on_audit(seq, mac, input_offset)
-        if not self.genesis_checked:
-            self.genesis_checked = True
-            secret = self.trusted.audit_secret(key_id)
-            self.last_mac = audit_genesis(secret, self.partition) if secret is not None else prev_mac
         if (
             recomputed == mac
             and seq == self.expected_seq
             and prev_mac == self.last_mac
+            and self.genesis_checked
             and partition == self.partition == input_partition
             and self.audit_keys.fits(key_id, timestamp)
         ):
             # The plain record (its MAC verifies under a pinned audit key in force, it links to its
-            # predecessor, it is on this partition): what ``_record_checks`` concludes, in fewer steps.
+            # predecessor, it is on this partition): what ``verifier.audit_chain.judge`` concludes, in fewer steps.
             tainted = False
             authenticated = True
             self.key_ids.add(key_id)
+            self.stand_ins = 0
             last = self.last_input
             if last is not None and input_offset == last + 1:
                 self.last_input = input_offset  # the next input: what ``_account`` concludes
                 self.last_event = event
             else:
                 self._account(offset, seq, event, input_offset)
+            self.expected_seq = seq + 1
+            self.last_mac = mac
         else:
-            tainted = self._record_checks(offset, timestamp, key_id, mac, recomputed, partition, seq, prev_mac, input_partition)
+            tainted = self._judge(offset, fact, timestamp)
             authenticated = _authenticated(fact, self.trusted)
             if tainted:
                 self.last_input = None  # already reported: accounting restarts after it
             else:
                 self._account(offset, seq, event, input_offset)
         self.started = True
-        self.expected_seq = seq + 1
-        self.last_mac = mac
         if event == _DEADLETTER and not tainted:
             self.deadletters.append((seq, offset, input_offset, record_hash))
             reason = _deadletter_code(self.c, value)
@@ -1430,104 +1443,67 @@ class _PartitionAudit:
             )
         )
 
-    def _record_checks(
-        self,
-        offset: int,
-        timestamp: int,
-        key_id: str,
-        mac: str,
-        recomputed: str | None,
-        partition: int,
-        seq: int,
-        prev_mac: str,
-        input_partition: int,
-    ) -> bool:
-        """The record's key, MAC, sequence, link and partition, each failure added: True when any failed
-        (the record is tainted)."""
-        tainted = False
-        pinned = self.trusted.entry(key_id)
-        if recomputed is None and pinned is not None and not pinned.is_hmac:
-            # the id of a seal or producer key: never an audit key (one key, one purpose)
-            tainted = True
-            finding = key_problem(pinned, KeyUse.AUDIT, f"audit seq {seq} at offset {offset}", timestamp)
-            if finding is not None:  # always: an Ed25519 key is never allowed for audit
-                self.add(finding.problem(stream="audit", offset=offset, audit_seq=seq))
-        elif recomputed is None and self.trusted.hmac:
-            # An audit key is pinned, but not this record's: its MAC cannot be checked,
-            # and the key id is not covered by the MAC. Never a quiet pass.
-            tainted = True
-            self.add(
-                Problem(
-                    "AUDIT_KEY_NOT_PINNED",
-                    f"audit seq {seq} at offset {offset} names key {key_id}, which is not among the pinned audit keys: "
-                    "its MAC cannot be checked",
-                    stream="audit",
-                    offset=offset,
-                    audit_seq=seq,
-                    expected=", ".join(sorted(self.trusted.hmac)),
-                    recomputed=key_id,
-                )
-            )
-        elif recomputed is None:  # no audit key pinned at all
+    def _judge(self, offset: int, fact: tuple[Any, ...], timestamp: int) -> bool:
+        """The record judged as ``audit follow`` judges it (``verifier.audit_chain``), each finding added and the
+        chain moved: True when the record is tainted (its contents are not vouched for)."""
+        key_id, mac, recomputed, seq = fact[1], fact[2], fact[3], fact[5]
+        position = ChainPosition(self.expected_seq, self.last_mac if self.genesis_checked else None, self.stand_ins)
+        where = f"audit seq {seq} at offset {offset}"
+        judgement = judge(position, fact, partition=self.partition, timestamp_ms=timestamp, trusted=self.trusted, where=where)
+        for finding in judgement.findings:
+            self.add(self._problem(offset, fact, finding, position))
+        if judgement.unverified:  # no audit key pinned at all
             self.macs_verified = False
             self.missing_key = key_id
+        elif recomputed is not None and (recomputed == mac or macs_equal(recomputed, mac)):
+            self.key_ids.add(key_id)
+        if judgement.moves:
+            self.genesis_checked = True
+        advance(position, judgement, seq, mac)
+        self.expected_seq, self.stand_ins = position.next_seq, position.stand_ins
+        if position.head is not None:
+            self.last_mac = position.head
+        return judgement.tainted
+
+    def _problem(self, offset: int, fact: tuple[Any, ...], finding: Finding, position: ChainPosition) -> Problem:
+        """The report's problem for one finding of the judge."""
+        code, seq = finding.code, finding.seq
+        if finding.key is not None:
+            return finding.key.problem(stream="audit", offset=offset, audit_seq=seq)
+        if code == audit_rules.KEY_NOT_PINNED:
+            message = (
+                f"audit seq {seq} at offset {offset} names key {finding.found}, which is not among the pinned audit keys: "
+                "its MAC cannot be checked"
+            )
+        elif code == audit_rules.MAC_MISMATCH:
+            message = (
+                f"audit seq {seq} at offset {offset}: MAC mismatch (stored '{finding.expected}', recomputed '{finding.found}')"
+            )
+        elif code == audit_rules.WRONG_PARTITION:
+            message = f"audit record at offset {offset} names partition {fact[4]} (input partition {fact[11]})"
+            return Problem(code, message, stream="audit", offset=offset, audit_seq=seq)
+        elif code == audit_rules.OUT_OF_ORDER:
+            message = f"audit seq {seq} at offset {offset} comes after seq {position.next_seq - 1} (reordered or duplicated)"
+            return Problem(code, message, stream="audit", offset=offset, audit_seq=seq)
+        elif code == audit_rules.GAP:
+            message = f"audit seq jumps from {position.next_seq - 1} to {seq} at offset {offset}: records deleted"
+            return Problem(code, message, stream="audit", offset=offset, audit_seq=seq)
+        elif code == audit_rules.LINK_BROKEN:
+            message = (
+                f"audit seq {seq} at offset {offset} does not link to its predecessor "
+                f"(prev_mac '{finding.found}', expected '{finding.expected}')"
+            )
         else:
-            # (equal strings are equal MACs; macs_equal decides the rest)
-            if recomputed == mac or macs_equal(recomputed, mac):
-                self.key_ids.add(key_id)
-                if pinned is not None and not key_fits(pinned, KeyUse.AUDIT, timestamp):
-                    # MACed by that key, but outside its lifetime
-                    finding = key_problem(pinned, KeyUse.AUDIT, f"audit seq {seq} at offset {offset}", timestamp)
-                    if finding is not None:
-                        self.add(finding.problem(stream="audit", offset=offset, audit_seq=seq))
-            else:
-                tainted = True
-                self.add(
-                    Problem(
-                        "AUDIT_MAC_MISMATCH",
-                        f"audit seq {seq} at offset {offset}: MAC mismatch (stored '{mac}', recomputed '{recomputed}')",
-                        stream="audit",
-                        offset=offset,
-                        audit_seq=seq,
-                        expected=mac,
-                        recomputed=recomputed,
-                    )
-                )
-        if seq != self.expected_seq:
-            tainted = True
-            if seq > self.expected_seq:
-                message = f"audit seq jumps from {self.expected_seq - 1} to {seq} at offset {offset}: records deleted"
-                code = "AUDIT_GAP"
-            else:
-                message = f"audit seq {seq} at offset {offset} comes after seq {self.expected_seq - 1} (reordered or duplicated)"
-                code = "AUDIT_OUT_OF_ORDER"
-            self.add(Problem(code, message, stream="audit", offset=offset, audit_seq=seq))
-        elif prev_mac != self.last_mac and not macs_equal(prev_mac, self.last_mac):
-            tainted = True
-            self.add(
-                Problem(
-                    "AUDIT_LINK_BROKEN",
-                    f"audit seq {seq} at offset {offset} does not link to its predecessor "
-                    f"(prev_mac '{prev_mac}', expected '{self.last_mac}')",
-                    stream="audit",
-                    offset=offset,
-                    audit_seq=seq,
-                    expected=self.last_mac,
-                    recomputed=prev_mac,
-                )
-            )
-        if partition != self.partition or input_partition != self.partition:
-            tainted = True
-            self.add(
-                Problem(
-                    "AUDIT_WRONG_PARTITION",
-                    f"audit record at offset {offset} names partition {partition} (input partition {input_partition})",
-                    stream="audit",
-                    offset=offset,
-                    audit_seq=seq,
-                )
-            )
-        return tainted
+            raise AssertionError(f"a judge code the verifier does not phrase: {code}")
+        return Problem(
+            code,
+            message,
+            stream="audit",
+            offset=offset,
+            audit_seq=seq,
+            expected=finding.expected or "",
+            recomputed=finding.found or "",
+        )
 
     def _account(self, offset: int, seq: int, event: str, input_offset: int) -> None:
         """Every input offset is accounted for by exactly one crossing, in input order.

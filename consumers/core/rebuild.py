@@ -134,6 +134,7 @@ class StateCorrupted(BernsteinError):
         self.partition = partition
         self.offset = offset
         self.index = index
+        self.kind = kind
         shown = str(offset) if offset is not None else "<offset>"
         hint = OPERATOR_HINTS[kind].format(topic=topic, partition=partition, offset=shown)
         super().__init__(f"{self.where}: {problem}. {hint}")

@@ -7,7 +7,9 @@ facts (``verifier.facts.audit_facts``: the same decode and MAC recomputation
 the next record is checked against (``ChainState``: next seq, chain head, ...) and
 returns the alerts.
 
-Rules, per record (the verifier's audit checks, ``verifier/verify.py`` ``_AuditWalk``):
+Rules, per record: ``verifier.audit_chain.judge``, the one judgement the verifier uses
+too (``schemas/vectors/audit_walks.json`` holds both, the rebuild and the native code to
+the same cases), each finding phrased as an alert:
 
 * it decodes as an AuditRecord (else ``undecodable``);
 * it names a pinned audit key (else ``unknown_key``, or ``key_misuse`` for a pinned
@@ -20,9 +22,10 @@ Rules, per record (the verifier's audit checks, ``verifier/verify.py`` ``_AuditW
 
 Only an authentic record moves the chain on: a record whose MAC cannot be verified,
 one copied from another partition and one whose seq was already seen are reported
-and then ignored, so a single forged record raises one alert, not one for every
-record after it. A record that verifies but skips seqs (records deleted) or does not
-link is reported and the chain continues from it.
+and then ignored, each standing in for at most one seq, so a single forged record
+(inserted, or edited in place) raises one alert, not one for every record after it
+and not a gap after it. A record that verifies but skips seqs (records deleted) or
+does not link is reported and the chain continues from it.
 
 Operational alerts come from the events of authentic records: every dead letter
 (``deadletter``), ``refusal_burst`` (N refusals within a window of record
@@ -39,12 +42,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.canonical import audit_genesis, macs_equal
 from schemas.records import AuditEvent
 from substrate.keys import TrustedKeys, Validity
+from verifier import audit_chain as chain
+from verifier.audit_chain import ChainPosition, Finding, judge
 from verifier.facts import A_RECORD, RAISE
 from verifier.follow.alerts import Alert, AlertKind
-from verifier.keyuse import KeyUse, key_problem
 
 Mirror = Callable[[int, int, str, str, int], None]
 _RESULT_EVENTS = frozenset({AuditEvent.ACTIVITY_RESULT.value, AuditEvent.COMPUTER_USE_ACTION.value})
@@ -73,6 +76,8 @@ class ChainState:
     next_seq: int = 0
     head: str | None = None
     """MAC of the last authentic record; None before the first one (the chain starts at its genesis)."""
+    stand_ins: int = 0
+    """Records reported since the last authentic one, each standing in for at most one seq (``verifier.audit_chain``)."""
     last_input: int = -1
     """Input (submissions) offset the last authentic record accounts for."""
     open_runs: dict[str, int] = field(default_factory=dict)
@@ -89,6 +94,7 @@ class ChainState:
         return {
             "next_seq": self.next_seq,
             "head": self.head,
+            "stand_ins": self.stand_ins,
             "last_input": self.last_input,
             "open_runs": dict(sorted(self.open_runs.items())),
             "unsealed_alerted": sorted(self.unsealed_alerted),
@@ -105,6 +111,7 @@ class ChainState:
         state = cls(
             next_seq=_int(data["next_seq"]),
             head=None if head is None else str(head),
+            stand_ins=_int(data.get("stand_ins", 0)),
             last_input=_int(data["last_input"]),
             open_runs={str(k): _int(v) for k, v in dict(data["open_runs"]).items()},
             unsealed_alerted={str(r) for r in data["unsealed_alerted"]},
@@ -167,6 +174,7 @@ class PartitionChecker:
                 if validity is not None and validity.contains(timestamp_ms):
                     state.next_seq = seq + 1
                     state.head = mac
+                    state.stand_ins = 0
                     state.last_input = fact[12]
                     state.progress_ms = now_ms
                     state.silent_alerted = False
@@ -183,118 +191,21 @@ class PartitionChecker:
         return self._check(offset, fact, timestamp_ms, now_ms)
 
     def _check(self, offset: int, fact: tuple[Any, ...], timestamp_ms: int, now_ms: int) -> list[Alert]:
-        """Every rule, with its alert (what ``check`` does when the fast path does not apply)."""
-        kind = fact[0]
-        if kind != A_RECORD:
-            reason = str(fact[1]) if kind != RAISE else f"{type(fact[1]).__name__}: {fact[1]}"
-            return [self._alert(AlertKind.UNDECODABLE, offset, f"audit record does not decode: {reason}")]
-        (
-            _,
-            key_id,
-            mac,
-            recomputed,
-            partition,
-            seq,
-            prev_mac,
-            event,
-            run_id,
-            record_hash,
-            journal_seq,
-            input_partition,
-            input_offset,
-        ) = fact
-        where = f"seq {seq}"
-        entry = self.trusted.entry(key_id)
-        if recomputed is None:
-            if entry is not None and not entry.is_hmac:
-                return [
-                    self._alert(
-                        AlertKind.KEY_MISUSE,
-                        offset,
-                        f"{where} names key {key_id}, pinned as a {entry.purpose.value} key, not an audit key",
-                        seq=seq,
-                        key_id=key_id,
-                    )
-                ]
-            return [
-                self._alert(
-                    AlertKind.UNKNOWN_KEY,
-                    offset,
-                    f"{where} names audit key {key_id}, which the trusted keys do not pin: its MAC cannot be checked",
-                    seq=seq,
-                    key_id=key_id,
-                )
-            ]
-        if recomputed != mac and not macs_equal(recomputed, mac):
-            return [
-                self._alert(
-                    AlertKind.MAC_MISMATCH,
-                    offset,
-                    f"{where}: the MAC does not recompute with key {key_id} (forged, edited or MACed with another key)",
-                    seq=seq,
-                    key_id=key_id,
-                    stored=mac,
-                    recomputed=recomputed,
-                )
-            ]
-        if partition != self.partition or input_partition != self.partition:
-            return [
-                self._alert(
-                    AlertKind.WRONG_PARTITION,
-                    offset,
-                    f"{where} names partition {partition} (input partition {input_partition}), stored in {self.partition}: "
-                    "a record copied from another chain",
-                    seq=seq,
-                )
-            ]
+        """Every rule (``verifier.audit_chain.judge``, the verifier's own), each finding as its alert."""
         state = self.state
-        if seq < state.next_seq:
-            return [
-                self._alert(
-                    AlertKind.OUT_OF_ORDER,
-                    offset,
-                    f"{where} comes after seq {state.next_seq - 1}: a replayed or duplicated record",
-                    seq=seq,
-                    expected_seq=state.next_seq,
-                )
-            ]
-        alerts: list[Alert] = []
-        assert entry is not None  # recomputed is not None: the key is pinned
-        finding = key_problem(entry, KeyUse.AUDIT, f"audit {where}", timestamp_ms)
-        if finding is not None:
-            alerts.append(self._alert(AlertKind.KEY_NOT_VALID, offset, finding.message, seq=seq, key_id=key_id))
-        if seq > state.next_seq:
-            missing = f"seqs {state.next_seq}..{seq - 1}" if seq - 1 > state.next_seq else f"seq {state.next_seq}"
-            alerts.append(
-                self._alert(
-                    AlertKind.GAP,
-                    offset,
-                    f"{where} follows seq {state.next_seq - 1}: {missing} missing (records deleted)"
-                    if state.next_seq
-                    else f"the chain starts at {where}: {missing} missing (records deleted)",
-                    seq=seq,
-                    expected_seq=state.next_seq,
-                )
-            )
-        else:
-            expected = state.head
-            if expected is None:  # seq 0: the genesis under the key of the first record
-                secret = self.trusted.audit_secret(key_id)
-                assert secret is not None
-                expected = audit_genesis(secret, self.partition)
-            if prev_mac != expected and not macs_equal(prev_mac, expected):
-                alerts.append(
-                    self._alert(
-                        AlertKind.CHAIN_BREAK,
-                        offset,
-                        f"{where} does not link to its predecessor (prev_mac {prev_mac}, expected {expected})",
-                        seq=seq,
-                        prev_mac=prev_mac,
-                        expected=expected,
-                    )
-                )
+        position = ChainPosition(state.next_seq, state.head, state.stand_ins)
+        seq_of = fact[5] if fact[0] == A_RECORD else None
+        judgement = judge(
+            position, fact, partition=self.partition, timestamp_ms=timestamp_ms, trusted=self.trusted, where=f"audit seq {seq_of}"
+        )
+        alerts = [self._finding(offset, fact, finding, position) for finding in judgement.findings]
+        if not judgement.moves:
+            state.stand_ins += 1
+            return alerts
+        (_, _, mac, _, _, seq, _, event, run_id, record_hash, journal_seq, _, input_offset) = fact
         state.next_seq = seq + 1
         state.head = mac
+        state.stand_ins = 0
         state.last_input = input_offset
         state.progress_ms = now_ms
         state.silent_alerted = False
@@ -302,6 +213,80 @@ class PartitionChecker:
             self.mirror(offset, seq, run_id, record_hash, journal_seq)
         alerts.extend(self._event(offset, seq, event, run_id, input_offset, timestamp_ms))
         return alerts
+
+    def _finding(self, offset: int, fact: tuple[Any, ...], finding: Finding, position: ChainPosition) -> Alert:
+        """The alert of one finding of the judge, phrased for an operator."""
+        code = finding.code
+        if code == chain.UNDECODABLE:
+            reason = str(fact[1]) if fact[0] != RAISE else f"{type(fact[1]).__name__}: {fact[1]}"
+            return self._alert(AlertKind.UNDECODABLE, offset, f"audit record does not decode: {reason}")
+        key_id, seq = fact[1], fact[5]
+        where = f"seq {seq}"
+        if code == chain.KEY_PURPOSE_MISMATCH:
+            return self._alert(
+                AlertKind.KEY_MISUSE,
+                offset,
+                f"{where} names key {key_id}, pinned as a {finding.found} key, not an audit key",
+                seq=seq,
+                key_id=key_id,
+            )
+        if code == chain.KEY_NOT_PINNED:
+            return self._alert(
+                AlertKind.UNKNOWN_KEY,
+                offset,
+                f"{where} names audit key {key_id}, which the trusted keys do not pin: its MAC cannot be checked",
+                seq=seq,
+                key_id=key_id,
+            )
+        if code == chain.MAC_MISMATCH:
+            return self._alert(
+                AlertKind.MAC_MISMATCH,
+                offset,
+                f"{where}: the MAC does not recompute with key {key_id} (forged, edited or MACed with another key)",
+                seq=seq,
+                key_id=key_id,
+                stored=finding.expected,
+                recomputed=finding.found,
+            )
+        if code == chain.WRONG_PARTITION:
+            return self._alert(
+                AlertKind.WRONG_PARTITION,
+                offset,
+                f"{where} names partition {fact[4]} (input partition {fact[11]}), stored in {self.partition}: "
+                "a record copied from another chain",
+                seq=seq,
+            )
+        if code == chain.OUT_OF_ORDER:
+            return self._alert(
+                AlertKind.OUT_OF_ORDER,
+                offset,
+                f"{where} comes after seq {position.next_seq - 1}: a replayed or duplicated record",
+                seq=seq,
+                expected_seq=position.next_seq,
+            )
+        if code == chain.GAP:
+            first = position.next_seq + position.stand_ins
+            missing = f"seqs {first}..{seq - 1}" if seq - 1 > first else f"seq {first}"
+            return self._alert(
+                AlertKind.GAP,
+                offset,
+                f"{where} follows seq {position.next_seq - 1}: {missing} missing (records deleted)"
+                if position.next_seq
+                else f"the chain starts at {where}: {missing} missing (records deleted)",
+                seq=seq,
+                expected_seq=position.next_seq,
+            )
+        if code == chain.LINK_BROKEN:
+            return self._alert(
+                AlertKind.CHAIN_BREAK,
+                offset,
+                f"{where} does not link to its predecessor (prev_mac {finding.found}, expected {finding.expected})",
+                seq=seq,
+                prev_mac=finding.found,
+                expected=finding.expected,
+            )
+        assert finding.key is not None, f"a judge code the follower does not phrase: {code}"
+        return self._alert(AlertKind.KEY_NOT_VALID, offset, finding.key.message, seq=seq, key_id=key_id)
 
     def _event(self, offset: int, seq: int, event: str, run_id: str, input_offset: int, timestamp_ms: int) -> list[Alert]:
         state = self.state
