@@ -39,15 +39,30 @@ An S3 store is shared by every producer, so it may be hostile too (docs/security
 - bytes placed *before* the true ones (the pre-poisoning a checked upload defeats) lie beneath a
   newest version that is right, so an ordinary read never sees them; with ``every_version`` a
   reader also lists every blob's versions and names those too (one listing per blob read).
+
+An S3 store that does not answer is an outage, never a verdict on the bytes (issue 26): every
+failure to get an answer is a ``CasUnavailable`` whose ``failure`` says which kind it is
+(``Failure``: unreachable, timeout, access denied, server error, connection cut, refused) with
+the endpoint and what to check, never a ``BlobNotFound`` or ``BlobIntegrityError``. Each request
+gets a deadline (``S3Settings.timeout``, else ``BERNSTEIN_S3_TIMEOUT`` seconds, default 10):
+connection failures, timeouts and 5xx answers are retried (three attempts at most) only while the
+deadline lasts, and no single wait outlives it; a wait of more than a few seconds is announced on
+the ``bernstein.s3`` logger (stderr, when nothing else is configured) as it goes on.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import http.client
 import io
+import itertools
+import logging
 import os
+import re
 import stat
+import threading
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,10 +107,49 @@ class BlobIntegrityError(CasError):
         """The bytes as stored now, so a caller can say what they have become (e.g. recompute an anchor)."""
 
 
+class Failure:
+    """Why a store did not serve a request (``CasUnavailable.failure``): stable words, in reports as ``failure``."""
+
+    UNREACHABLE: Final = "unreachable"
+    """Nothing answered at the address (connection refused, no route, no such host, a failed TLS handshake)."""
+    TIMEOUT: Final = "timeout"
+    """No answer within the request's deadline (``BERNSTEIN_S3_TIMEOUT``)."""
+    ACCESS_DENIED: Final = "access_denied"
+    """The store refused this credential or its policy refused the request (HTTP 401/403)."""
+    SERVER_ERROR: Final = "server_error"
+    """The store answered with a server error (HTTP 5xx) on every attempt."""
+    INTERRUPTED: Final = "interrupted"
+    """The connection was cut before the whole answer came (a proxy, a load balancer, the network)."""
+    REFUSED: Final = "refused"
+    """The store answered with another error (no such bucket, a bad request): it would not serve this request."""
+    LOCAL_IO: Final = "local_io"
+    """A directory store's file could not be read or written (permissions, I/O error)."""
+
+    ALL: Final = (UNREACHABLE, TIMEOUT, ACCESS_DENIED, SERVER_ERROR, INTERRUPTED, REFUSED, LOCAL_IO)
+
+
 class CasUnavailable(CasError):
-    """The store could not be reached or refused the request."""
+    """The store could not be reached or refused the request: an outage, never a verdict on the bytes.
+
+    ``failure`` is one of ``Failure``; ``endpoint`` the store's address; ``hint`` what to check."""
 
     code = "E_CAS_UNAVAILABLE"
+
+    def __init__(self, message: str, *, failure: str = Failure.UNREACHABLE, endpoint: str = "", hint: str = "") -> None:
+        super().__init__(message)
+        self.failure = failure
+        self.endpoint = endpoint
+        self.hint = hint
+
+    def restated(self, message: str) -> CasUnavailable:
+        """The same outage with another message (a caller adding what it means for its own work)."""
+        return CasUnavailable(message, failure=self.failure, endpoint=self.endpoint, hint=self.hint)
+
+
+class CasConfigError(CasError):
+    """A store setting that cannot work (``BERNSTEIN_S3_TIMEOUT`` that is not a number of seconds)."""
+
+    code = "E_CAS_CONFIG"
 
 
 class BlobRefused(CasError):
@@ -308,7 +362,9 @@ class DirBlobStore(_StreamedStore):
         try:
             write_atomically(path, data)
         except OSError as exc:
-            raise CasUnavailable(f"cannot write blob {digest} under {self.root}: {exc.strerror}") from exc
+            raise CasUnavailable(
+                f"cannot write blob {digest} under {self.root}: {exc.strerror}", failure=Failure.LOCAL_IO, endpoint=str(self.root)
+            ) from exc
         return PutResult(digest, stored=True)
 
     def has(self, digest: str) -> bool:
@@ -332,7 +388,9 @@ class DirBlobStore(_StreamedStore):
         except NotRegularFile as exc:
             raise BlobNotRegular(digest, path, exc.kind) from None
         except OSError as exc:
-            raise CasUnavailable(f"cannot read blob {digest} from {self.root}: {exc.strerror}") from exc
+            raise CasUnavailable(
+                f"cannot read blob {digest} from {self.root}: {exc.strerror}", failure=Failure.LOCAL_IO, endpoint=str(self.root)
+            ) from exc
         hasher = hashlib.sha256()
         try:
             if info.st_size > MAX_BLOB_BYTES:
@@ -353,7 +411,9 @@ class DirBlobStore(_StreamedStore):
                     if sink is not None:
                         sink(view[:n])
         except OSError as exc:
-            raise CasUnavailable(f"cannot read blob {digest} from {self.root}: {exc.strerror}") from exc
+            raise CasUnavailable(
+                f"cannot read blob {digest} from {self.root}: {exc.strerror}", failure=Failure.LOCAL_IO, endpoint=str(self.root)
+            ) from exc
         finally:
             if fd >= 0:
                 os.close(fd)
@@ -399,18 +459,180 @@ class S3Settings:
     secret_key: str
     bucket: str = "bernstein-cas"
     region: str = "us-east-1"
+    timeout: float | None = None
+    """Seconds one request may take, its retries included (None: ``BERNSTEIN_S3_TIMEOUT``, default 10)."""
+
+
+S3_TIMEOUT_SETTING: Final = "BERNSTEIN_S3_TIMEOUT"
+DEFAULT_S3_TIMEOUT: Final = 10.0
+"""A reachable store answers a blob request in milliseconds; a stopped or stalled one is named within seconds."""
+_ATTEMPTS: Final = 3
+"""Attempts of one request at most (connection failures, timeouts, 5xx answers), all within its deadline."""
+_CONNECT_TIMEOUT: Final = 5.0
+_WAIT_NOTICE_S: Final = 3.0
+"""A request still unanswered after this many seconds is announced (and again every as many seconds)."""
+_RETRY_NOTICE_S: Final = 1.0
+"""A retry is announced once its request has waited this long (quicker ones are silent)."""
+_S3_LOG: Final = logging.getLogger("bernstein.s3")
+_DENIED_CODES: Final = frozenset(
+    {"AccessDenied", "SignatureDoesNotMatch", "InvalidAccessKeyId", "ExpiredToken", "InvalidToken", "AllAccessDisabled"}
+)
+
+
+def s3_timeout() -> float:
+    """``BERNSTEIN_S3_TIMEOUT`` (environment, then ``.infra/env``) in seconds, default 10: more than 0, at most 600."""
+    from substrate.config import setting  # substrate.config imports this module
+
+    text = setting(S3_TIMEOUT_SETTING) or ""
+    if not text:
+        return DEFAULT_S3_TIMEOUT
+    try:
+        value = float(text)
+    except ValueError:
+        raise CasConfigError(f"{S3_TIMEOUT_SETTING}={text!r} is not a number of seconds") from None
+    if not 0 < value <= 600:
+        raise CasConfigError(f"{S3_TIMEOUT_SETTING}={value:g} must be more than 0 and at most 600 seconds")
+    return value
+
+
+def _short(exc: BaseException) -> str:
+    """``Type: message`` of a network error, without urllib3's object reprs and pool details (one readable line)."""
+    text = re.sub(r"<[^<>]* object at 0x[0-9a-f]+>:?\s*", "", str(exc)).strip()
+    text = re.sub(r"^HTTPS?Connection(?:Pool)?\([^)]*\):\s*", "", text)
+    text = text if len(text) <= 200 else text[:197] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class _Waits:
+    """Requests to S3 in flight, of every store of the process; one daemon thread announces each one still
+    waiting, every ``_WAIT_NOTICE_S`` seconds (the progress of a long wait)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[int, tuple[str, float, float, list[float]]] = {}
+        """Request id -> (store, deadline in seconds, began, [next announcement]) (monotonic)."""
+        self._ids = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def begin(self, describe: str, seconds: float) -> int:
+        now = time.monotonic()
+        with self._lock:
+            key = next(self._ids)
+            self._open[key] = (describe, seconds, now, [now + _WAIT_NOTICE_S])
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._watch, name="s3-waits", daemon=True)
+                self._thread.start()
+        return key
+
+    def end(self, key: int) -> None:
+        with self._lock:
+            self._open.pop(key, None)
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(0.5)
+            now = time.monotonic()
+            with self._lock:
+                due = [(describe, seconds, began) for describe, seconds, began, at in self._open.values() if now >= at[0]]
+                for _, _, _, at in self._open.values():
+                    if now >= at[0]:
+                        at[0] = now + _WAIT_NOTICE_S
+            for describe, seconds, began in due:
+                _S3_LOG.warning(
+                    "bernstein: still waiting for %s: %.0fs so far (the request gives up after %gs: %s)",
+                    describe,
+                    now - began,
+                    seconds,
+                    S3_TIMEOUT_SETTING,
+                )
+
+
+_WAITS: Final = _Waits()
+
+
+def _deadline_pool(seconds: float, describe: str) -> Any:
+    """A urllib3 pool whose every request has one deadline, ``seconds`` from its start: its attempts (at most
+    ``_ATTEMPTS``: connection failures, timeouts, 5xx answers) and each socket wait end there; the last 5xx
+    answer is handed to minio (an ``S3Error`` with its code), not turned into a bare retry error."""
+    import urllib3
+
+    class DeadlineRetry(urllib3.Retry):
+        deadline = float("inf")
+
+        def new(self, **kw: Any) -> DeadlineRetry:
+            renewed = super().new(**kw)
+            renewed.deadline = self.deadline
+            return renewed
+
+        def is_exhausted(self) -> bool:
+            return super().is_exhausted() or time.monotonic() >= self.deadline
+
+        def get_backoff_time(self) -> float:
+            return min(super().get_backoff_time(), max(0.0, self.deadline - time.monotonic()))
+
+        def increment(self, *args: Any, **kw: Any) -> DeadlineRetry:
+            renewed = super().increment(*args, **kw)
+            if time.monotonic() - (self.deadline - seconds) < _RETRY_NOTICE_S:
+                return renewed  # a quick retry (a refused connection) is not a wait worth a line
+            error, response = kw.get("error"), kw.get("response")
+            what = _short(error) if error is not None else f"HTTP {getattr(response, 'status', '?')}"
+            _S3_LOG.warning(
+                "bernstein: %s: %s; trying again (attempt %d of %d, %.1fs left of %gs, %s)",
+                describe,
+                what,
+                len(renewed.history) + 1,
+                _ATTEMPTS,
+                max(0.0, self.deadline - time.monotonic()),
+                seconds,
+                S3_TIMEOUT_SETTING,
+            )
+            return renewed
+
+    class DeadlineTimeout(urllib3.Timeout):
+        deadline = float("inf")
+
+        def clone(self) -> urllib3.Timeout:
+            left = max(self.deadline - time.monotonic(), 0.05)
+            connect, read = self.connect_timeout, self.read_timeout
+            return urllib3.Timeout(
+                connect=min(connect, left) if isinstance(connect, float | int) else left,
+                read=min(read, left) if isinstance(read, float | int) else left,
+            )
+
+    class DeadlinePool(urllib3.PoolManager):
+        def urlopen(self, method: str, url: str, redirect: bool = True, **kw: Any) -> Any:  # type: ignore[override]
+            deadline = time.monotonic() + seconds
+            retries = DeadlineRetry(
+                total=_ATTEMPTS - 1,
+                backoff_factor=0.2,
+                status_forcelist=(500, 502, 503, 504),
+                raise_on_status=False,
+            )
+            retries.deadline = deadline
+            timeout = DeadlineTimeout(connect=min(_CONNECT_TIMEOUT, seconds), read=seconds)
+            timeout.deadline = deadline
+            kw.setdefault("retries", retries)
+            kw.setdefault("timeout", timeout)
+            key = _WAITS.begin(describe, seconds)
+            try:
+                return super().urlopen(method, url, redirect=redirect, **kw)
+            finally:
+                _WAITS.end(key)
+
+    return DeadlinePool(maxsize=8)
 
 
 class S3BlobStore(_StreamedStore):
     """A CAS in an S3 bucket, through the ``minio`` client (works against real MinIO)."""
 
     def __init__(self, settings: S3Settings, *, every_version: bool = False) -> None:
-        import urllib3
         from minio import Minio  # imported here so offline tools need not load it
 
         self.settings = settings
         self.every_version = every_version
         """Also name the versions beneath a newest version that holds the right bytes (a listing per blob read)."""
+        self.timeout = settings.timeout if settings.timeout is not None else s3_timeout()
+        """Seconds one request may take, retries included (see the module doc)."""
         secure = settings.endpoint.startswith("https://")
         host = settings.endpoint.split("://", 1)[-1].rstrip("/")
         self._client = Minio(
@@ -419,12 +641,8 @@ class S3BlobStore(_StreamedStore):
             secret_key=settings.secret_key,
             secure=secure,
             region=settings.region,
-            # Fail within seconds when the server is down instead of minio's long default retries.
-            http_client=urllib3.PoolManager(
-                timeout=urllib3.Timeout(connect=5.0, read=60.0),
-                retries=urllib3.Retry(total=2, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504]),
-                maxsize=8,
-            ),
+            # Every request ends by its deadline: a store that is down, stalled or failing is named within seconds.
+            http_client=_deadline_pool(self.timeout, self.describe()),
         )
 
         self.other_versions: dict[str, list[OtherVersion]] = {}
@@ -520,7 +738,10 @@ class S3BlobStore(_StreamedStore):
                 for v in self._client.list_objects(self.settings.bucket, prefix=key, include_version=True)
                 if v.object_name == key and v.version_id
             ]
-        except S3Error:
+        except S3Error as exc:
+            outage = self._translate(exc, f"list the versions of blob {digest}")
+            if outage.failure == Failure.SERVER_ERROR:
+                raise outage from exc  # the store failed: no verdict may rest on what it did not list
             return None  # no ListBucketVersions (a producer's identity): the newest version's verdict stands
         except Exception as exc:  # noqa: BLE001
             raise self._translate(exc, f"list the versions of blob {digest}") from exc
@@ -541,6 +762,8 @@ class S3BlobStore(_StreamedStore):
             if not version.is_delete_marker:
                 try:
                     recomputed = self._stream(digest, None, version.version_id)
+                except CasUnavailable:
+                    raise  # an outage is not a version without readable bytes
                 except CasError:
                     recomputed = ""
                 if recomputed == digest:
@@ -563,6 +786,8 @@ class S3BlobStore(_StreamedStore):
                 sunk = bytearray() if sink is not None else None
                 try:
                     recomputed = self._stream(digest, None if sunk is None else sunk.extend, version.version_id)
+                except CasUnavailable:
+                    raise  # an outage is not a version without readable bytes
                 except CasError:
                     recomputed = ""
                 if recomputed == digest and found is None:
@@ -585,6 +810,10 @@ class S3BlobStore(_StreamedStore):
         try:
             response = self._client.get_object(self.settings.bucket, key, version_id=version_id)
             length = response.headers.get("Content-Length")
+            if length is None and "chunked" not in (response.headers.get("Transfer-Encoding") or "").lower():
+                # An answer whose headers were cut short parses as one without a length and an empty body: hashing
+                # it would call the blob changed. An S3 GetObject always states its length.
+                raise self._cut_short(digest, "an answer that does not state its length")
             if length is not None and length.isdigit() and int(length) > MAX_BLOB_BYTES:
                 raise BlobTooLarge(digest, int(length), self.describe())
             total = 0
@@ -595,6 +824,8 @@ class S3BlobStore(_StreamedStore):
                 hasher.update(chunk)
                 if sink is not None:
                     sink(chunk)
+            if length is not None and length.isdigit() and total != int(length):
+                raise self._cut_short(digest, f"{total} of the {length} bytes it announced")
         except CasError:
             raise
         except Exception as exc:  # noqa: BLE001
@@ -640,15 +871,90 @@ class S3BlobStore(_StreamedStore):
         except Exception as exc:  # noqa: BLE001
             raise self._translate(exc, "list blobs") from exc
 
-    def _translate(self, exc: Exception, action: str) -> CasError:
-        from minio.error import S3Error
+    def _translate(self, exc: Exception, action: str) -> CasUnavailable:
+        """A failed request as an outage of one ``Failure`` kind, naming the store, the error and what to check.
 
-        if isinstance(exc, S3Error):
-            return CasUnavailable(f"S3 refused to {action} in {self.describe()}: {exc.code}: {exc.message}")
-        return CasUnavailable(
-            f"cannot {action}: {self.describe()} is unreachable ({type(exc).__name__}: {exc}); "
-            "is the S3 server running? (`infra/up` starts one)"
+        Never a verdict on the bytes: whatever went wrong here, nothing was read."""
+        from xml.etree.ElementTree import ParseError
+
+        from minio.error import InvalidResponseError, S3Error, ServerError
+        from urllib3.exceptions import (
+            MaxRetryError,
+            NewConnectionError,
+            ProtocolError,
+            ResponseError,
+            SSLError,
         )
+        from urllib3.exceptions import TimeoutError as Urllib3Timeout
+
+        where, endpoint = self.describe(), self.settings.endpoint
+        root: BaseException = exc.reason if isinstance(exc, MaxRetryError) and exc.reason is not None else exc
+        status = 0
+        if isinstance(exc, S3Error):
+            status = int(getattr(exc.response, "status", 0) or 0)
+        elif isinstance(exc, ServerError):
+            status = exc.status_code
+        elif isinstance(exc, InvalidResponseError):
+            status = int(getattr(exc, "_code", 0) or 0)
+        if status or isinstance(exc, S3Error):
+            said = f"{exc.code}: {exc.message}" if isinstance(exc, S3Error) else _short(exc)
+            if status in (401, 403) or (isinstance(exc, S3Error) and exc.code in _DENIED_CODES):
+                return self._outage(
+                    Failure.ACCESS_DENIED,
+                    f"S3 refused to {action} in {where}: {said} (HTTP {status or 403})",
+                    "check BERNSTEIN_S3_ACCESS_KEY / BERNSTEIN_S3_SECRET_KEY and what this identity may do in bucket "
+                    f"{self.settings.bucket}",
+                )
+            if status >= 500:
+                return self._outage(
+                    Failure.SERVER_ERROR,
+                    f"S3 failed to {action} in {where}: HTTP {status} {said}, on every attempt",
+                    "the store is failing, not the data: check the S3 server's health, then try again",
+                )
+            return self._outage(
+                Failure.REFUSED,
+                f"S3 refused to {action} in {where}: {said} (HTTP {status})",
+                f"check BERNSTEIN_S3_BUCKET ({self.settings.bucket}) and BERNSTEIN_S3_ENDPOINT ({endpoint})",
+            )
+        if isinstance(root, ResponseError):  # a bare retry error: only when a 5xx came without a usable answer
+            return self._outage(
+                Failure.SERVER_ERROR,
+                f"S3 failed to {action} in {where}: {_short(root)}",
+                "the store is failing, not the data: check the S3 server's health, then try again",
+            )
+        if isinstance(root, NewConnectionError | ConnectionRefusedError | SSLError):
+            return self._outage(
+                Failure.UNREACHABLE,
+                f"cannot {action}: {where} is unreachable ({_short(root)})",
+                "is the S3 server running? (`infra/up` starts one); does BERNSTEIN_S3_ENDPOINT name it?",
+            )
+        if isinstance(root, Urllib3Timeout | TimeoutError):
+            return self._outage(
+                Failure.TIMEOUT,
+                f"cannot {action}: {where} did not answer within {self.timeout:g}s ({_short(root)})",
+                f"the store or the network is stalled or slow: try again, or allow more with {S3_TIMEOUT_SETTING}",
+            )
+        if isinstance(root, ProtocolError | ConnectionError | OSError | http.client.HTTPException | ParseError):
+            return self._outage(
+                Failure.INTERRUPTED,
+                f"cannot {action}: {where} cut the connection before the whole answer came ({_short(root)})",
+                "a proxy, load balancer or the network dropped it: try again",
+            )
+        return self._outage(
+            Failure.UNREACHABLE,
+            f"cannot {action}: {where} is unreachable ({_short(root)})",
+            "is the S3 server running? (`infra/up` starts one); does BERNSTEIN_S3_ENDPOINT name it?",
+        )
+
+    def _cut_short(self, digest: str, what: str) -> CasUnavailable:
+        return self._outage(
+            Failure.INTERRUPTED,
+            f"cannot read blob {digest}: {self.describe()} sent {what}: the answer was cut short",
+            "a proxy, load balancer or the network dropped it: try again",
+        )
+
+    def _outage(self, failure: str, message: str, hint: str) -> CasUnavailable:
+        return CasUnavailable(f"{message}; {hint}", failure=failure, endpoint=self.settings.endpoint, hint=hint)
 
 
 def _is_missing(exc: Exception) -> bool:

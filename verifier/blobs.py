@@ -111,13 +111,47 @@ class HashedAhead:
 
 class StoreUnavailable(BernsteinError):
     """The content store did not answer (unreachable, timed out, refused, a server error): nothing was read, so
-    nothing can be judged. Deliberately not a ``CasError``: no check may read it as a verdict on the bytes."""
+    nothing can be judged. Deliberately not a ``CasError``: no check may read it as a verdict on the bytes.
+
+    Its message leads with the code and the kind of failure (``STORE_UNAVAILABLE (timeout): ...``): a command
+    that stops on it (``browser replay``) prints that one line."""
 
     code = "STORE_UNAVAILABLE"
 
-    def __init__(self, cause: CasUnavailable) -> None:
-        super().__init__(str(cause))
+    def __init__(self, cause: CasUnavailable, store: str = "") -> None:
+        super().__init__(f"{self.code} ({cause.failure}): {cause}")
         self.cause = cause
+        self.store = store
+        """The store, as it describes itself."""
+        self.repeated = False
+        """Raised again for a later read, without asking the store (``FailFast``)."""
+
+    def again(self) -> StoreUnavailable:
+        """This outage for a later read that was not asked for."""
+        repeat = StoreUnavailable(self.cause, self.store)
+        repeat.repeated = True
+        return repeat
+
+    def data(self) -> dict[str, str]:
+        """What a report carries about the outage (a stage's ``data``): the code, the kind of failure, the store,
+        its endpoint, the error and what to check (docs/verifier.md, "not checked")."""
+        return {
+            "code": self.code,
+            "failure": self.cause.failure,
+            "store": self.store,
+            "endpoint": self.cause.endpoint,
+            "error": str(self.cause),
+            "hint": self.cause.hint,
+        }
+
+    def reason(self) -> str:
+        """A stage's ``unchecked`` text: the whole error for the first stage it stopped, a pointer for the rest."""
+        if self.repeated:
+            return (
+                f"{self.code}: evidence not reattached: the content store stopped answering before this stage "
+                f"({self.cause.failure} at {self.cause.endpoint or self.store}); nothing more was asked"
+            )
+        return f"{self.code}: evidence not reattached, the content store did not answer ({self.cause})"
 
 
 class FailFast:
@@ -134,8 +168,9 @@ class FailFast:
 
     @classmethod
     def wrap(cls, store: BlobStore | None) -> BlobStore | None:
-        """``store`` guarded, unless it is local (a directory read ahead or not): a local read error is about the file."""
-        if store is None or isinstance(store, HashedAhead | DirBlobStore):
+        """``store`` guarded, unless it is local (a directory read ahead or not): a local read error is about the file.
+        A store already guarded is returned as it is."""
+        if store is None or isinstance(store, HashedAhead | DirBlobStore | FailFast):
             return store
         return cls(store)
 
@@ -144,11 +179,11 @@ class FailFast:
 
     def _ask(self, call: Any, digest: str) -> Any:
         if self.outage is not None:
-            raise self.outage
+            raise self.outage.again()
         try:
             return call(digest)
         except CasUnavailable as exc:
-            self.outage = StoreUnavailable(exc)
+            self.outage = StoreUnavailable(exc, self.store.describe())
             raise self.outage from exc
 
     def get(self, digest: str) -> bytes:

@@ -37,6 +37,13 @@ the artifact and the CAS alone); the verifier's browser check uses it.
 Divergences name the first differing action index, the expected (signed)
 and recomputed anchors and a stable reason.
 
+A remote store that does not answer is an outage, never a divergence (issue 26):
+every replay reads through ``verifier.blobs.FailFast``, so the first read that
+gets no answer raises ``StoreUnavailable`` (``browser replay`` prints it as one
+line, exit 3) and nothing more is asked. Only once a divergence was found from
+bytes that were read does a later outage just mark the steps it stops (the
+replay already fails on what it read).
+
 ``check_lineage`` is step 4 on its own: it re-parses a stored lineage entry,
 checks the binding, the pinned key, the signature and (when the audit key is
 pinned) the HMAC, and names the first failure with a stable code.
@@ -79,6 +86,7 @@ from schemas.errors import BernsteinError, CanonicalizationError
 from schemas.records import ENTRY_COMPUTER_USE_ACTION
 from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError, DirBlobStore
 from substrate.keys import KeyPurpose, TrustedKeys
+from verifier.blobs import FailFast, StoreUnavailable
 
 if TYPE_CHECKING:
     from verifier.sources import RecordSource
@@ -574,7 +582,13 @@ class _Walker:
     def _fetch(self, digest: str) -> _Fetched:
         cached = self._blobs.get(digest)
         if cached is None:
-            cached = self._blobs[digest] = _fetch(self.cas, digest)
+            try:
+                cached = _fetch(self.cas, digest)
+            except StoreUnavailable as exc:
+                if self.divergence is None:
+                    raise  # nothing judged yet: the outage is the answer, never a divergence
+                cached = _Fetched(None, "unavailable", message=exc.message)  # the replay already fails on bytes read
+            self._blobs[digest] = cached
         return cached
 
     # -- the signed head ---------------------------------------------------------
@@ -717,7 +731,7 @@ def replay_steps(
     notes: Sequence[str] = (),
 ) -> ReplayResult:
     """Walk recorded actions and compare them with the signed head (see the module docstring)."""
-    walker = _Walker(run_id, session_id, cas, trusted, head)
+    walker = _Walker(run_id, session_id, _guarded(cas), trusted, head)
     walked, next_index, last = walker.walk(inputs)
     head_line = walker.compare_head(next_index, last, head_problem)
     return walker.result(walked, last, head_line, notes)
@@ -726,6 +740,13 @@ def replay_steps(
 # ---------------------------------------------------------------------------
 # from an action log (verifier check) and from the journal (replay_run)
 # ---------------------------------------------------------------------------
+
+
+def _guarded(cas: BlobStore) -> BlobStore:
+    """``cas`` behind ``FailFast`` (a remote store's outage raises ``StoreUnavailable``; a local one is as it was)."""
+    guarded = FailFast.wrap(cas)
+    assert guarded is not None
+    return guarded
 
 
 def replay_action_log(document: SessionDocument, log: ActionLog, *, cas: BlobStore, trusted: TrustedKeys) -> ReplayResult:
@@ -863,7 +884,22 @@ def replay_sessions(run_id: str, *, source: RecordSource, cas: BlobStore, truste
     sessions, notes = _collect(run_id, source)
     if not sessions:
         raise ReplayNotFound(f"run {run_id!r} has no browser session in {source.describe()}")
-    return tuple(_replay_one(run_id, session_id, records, cas, trusted, notes) for session_id, records in sessions.items())
+    cas = _guarded(cas)  # one guard for every session: after an outage nothing more is asked
+    results: list[ReplayResult] = []
+    for session_id, records in sessions.items():
+        try:
+            results.append(_replay_one(run_id, session_id, records, cas, trusted, notes))
+        except StoreUnavailable as exc:
+            if all(result.ok for result in results):
+                raise  # nothing judged wrong yet: the outage is the answer
+            results.append(_not_replayed(run_id, session_id, exc))  # an earlier session's divergence still stands
+    return tuple(results)
+
+
+def _not_replayed(run_id: str, session_id: str, exc: StoreUnavailable) -> ReplayResult:
+    """A session the store stopped answering for, after another session diverged on bytes that were read."""
+    divergence = ReplayDivergence(0, "", "", DivergenceReason.STORE_UNAVAILABLE, f"not replayed: {exc.message}")
+    return ReplayResult(False, 0, "", divergence, (), run_id=run_id, session_id=session_id, head_line="")
 
 
 def replay_run(
@@ -890,7 +926,7 @@ def replay_run(
     records = sessions.get(session_id)
     if records is None:
         raise ReplayNotFound(f"run {run_id!r} has no browser session {session_id!r} in {source.describe()}")
-    return _replay_one(run_id, session_id, records, cas, trusted, notes)
+    return _replay_one(run_id, session_id, records, _guarded(cas), trusted, notes)
 
 
 def _replay_one(

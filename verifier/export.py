@@ -119,7 +119,7 @@ def export_dump(
                 target.put(cas.get(digest))
                 copied += 1
             except CasUnavailable as exc:  # an outage is not a missing blob: the dump would read as tampered
-                raise CasUnavailable(
+                raise exc.restated(
                     f"{exc}; the dump in {destination} is incomplete (no blob after {copied} copied): export again "
                     "once the store answers"
                 ) from exc

@@ -2130,8 +2130,8 @@ def _store_unavailable(stage_id: str, kind: str, seq: int, offset: int, exc: Sto
         seq,
         offset,
         False,
-        unchecked=f"{StoreUnavailable.code}: evidence not reattached, the content store did not answer ({exc.cause})",
-        data={"code": StoreUnavailable.code},
+        unchecked=exc.reason(),
+        data=exc.data(),  # code, failure, store, endpoint, error, hint (docs/verifier.md, "not checked")
     )
 
 
