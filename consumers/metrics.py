@@ -3,8 +3,10 @@
 A custom collector reads the shell's ``Counters`` when Prometheus scrapes: the loop only
 adds to plain integers, as it did before there were metrics. The three histograms are
 observed once per committed transaction (never per record). Every sample carries the
-input ``partition`` it is about (one scheduler process owns one partition). The full list,
-with what each metric means, is in docs/operations.md ("Metrics and health").
+deployment's topic ``prefix`` (so two deployments scraped by one Prometheus stay apart) and the
+input ``partition`` it is about (one scheduler process owns one partition; a ``--group`` process
+the partitions assigned to it). The full list, with what each metric means, is in
+docs/operations.md ("Metrics and health").
 """
 
 from __future__ import annotations
@@ -24,11 +26,18 @@ from substrate.ops_http import DEFAULT_STALL_S
 PREFIX: Final = "bernstein_scheduler_"
 LATENCY_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 BATCH_BUCKETS: Final = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
+LABELS: Final = ("prefix", "partition")
+"""The labels every scheduler sample starts with: the deployment's topic prefix, the input partition."""
 
 
 def core_name(description: str) -> str:
     """``rust`` or ``python`` from ``choose_core``'s description of the core that runs."""
     return "python" if description.startswith("python") else "rust"
+
+
+def _labels(shell: SchedulerShell) -> tuple[str, str]:
+    """The values of ``LABELS`` for ``shell``'s samples."""
+    return shell.topics.prefix, str(shell.partition)
 
 
 class SchedulerMetrics:
@@ -45,21 +54,21 @@ class SchedulerMetrics:
         self._transaction = Histogram(
             PREFIX + "transaction_duration_seconds",
             "Seconds from begin_transaction to the commit's answer, per committed transaction.",
-            ["partition"],
+            LABELS,
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
         self._commit = Histogram(
             PREFIX + "commit_duration_seconds",
             "Seconds commit_transaction took, per committed transaction.",
-            ["partition"],
+            LABELS,
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
         self._batch = Histogram(
             PREFIX + "batch_size_records",
             "Input records per committed transaction.",
-            ["partition"],
+            LABELS,
             buckets=BATCH_BUCKETS,
             registry=self.registry,
         )
@@ -73,11 +82,11 @@ class SchedulerMetrics:
         return list(self._shells())
 
     def attach(self, shell: SchedulerShell) -> None:
-        """Observe ``shell``'s committed transactions (its ``observer``) under its partition's label."""
-        partition = str(shell.partition)
-        transaction = self._transaction.labels(partition=partition)
-        commit = self._commit.labels(partition=partition)
-        batch = self._batch.labels(partition=partition)
+        """Observe ``shell``'s committed transactions (its ``observer``) under its prefix's and partition's labels."""
+        labels = _labels(shell)
+        transaction = self._transaction.labels(*labels)
+        commit = self._commit.labels(*labels)
+        batch = self._batch.labels(*labels)
 
         def observe(records: int, transaction_s: float, commit_s: float) -> None:
             transaction.observe(transaction_s)
@@ -182,15 +191,15 @@ class _ShellCollector(Collector):
         }
         families: dict[str, CounterMetricFamily] = {}
         for name, (doc, _) in counted.items():
-            families[name] = CounterMetricFamily(PREFIX + name, doc, labels=["partition"])
+            families[name] = CounterMetricFamily(PREFIX + name, doc, labels=LABELS)
         refused = CounterMetricFamily(
-            PREFIX + "records_refused", "Refusal records committed, by refusal code.", labels=["partition", "code"]
+            PREFIX + "records_refused", "Refusal records committed, by refusal code.", labels=[*LABELS, "code"]
         )
         dead = CounterMetricFamily(
-            PREFIX + "records_dead_lettered", "Dead letters committed, by dead-letter code.", labels=["partition", "code"]
+            PREFIX + "records_dead_lettered", "Dead letters committed, by dead-letter code.", labels=[*LABELS, "code"]
         )
         transactions = CounterMetricFamily(
-            PREFIX + "transactions", "Kafka transactions, by outcome (committed, aborted).", labels=["partition", "outcome"]
+            PREFIX + "transactions", "Kafka transactions, by outcome (committed, aborted).", labels=[*LABELS, "outcome"]
         )
         gauges = {
             "consumer_lag_records": "Input high watermark minus the next offset the scheduler will commit: records not yet committed.",
@@ -200,30 +209,30 @@ class _ShellCollector(Collector):
             "rebuild_duration_seconds": "Seconds the last state rebuild took.",
             "ready": "1 while rebuilt and consuming (/readyz answers 200), else 0.",
         }
-        gauge = {name: GaugeMetricFamily(PREFIX + name, doc, labels=["partition"]) for name, doc in gauges.items()}
-        info = InfoMetricFamily(PREFIX + "core", "The step function that runs: core is rust or python.", labels=["partition"])
+        gauge = {name: GaugeMetricFamily(PREFIX + name, doc, labels=LABELS) for name, doc in gauges.items()}
+        info = InfoMetricFamily(PREFIX + "core", "The step function that runs: core is rust or python.", labels=LABELS)
         description = self.metrics.core_description
         for shell in sorted(shells, key=lambda s: s.partition):
             c: Counters = shell.counters
-            p = str(shell.partition)
+            p = list(_labels(shell))
             for name, (_, value) in counted.items():
-                families[name].add_metric([p], value(c))
+                families[name].add_metric(p, value(c))
             for code, count in sorted(dict(c.refused_codes).items()):  # dict(): a copy the loop cannot change under us
-                refused.add_metric([p, code], count)
+                refused.add_metric([*p, code], count)
             for code, count in sorted(dict(c.dead_letter_codes).items()):
-                dead.add_metric([p, code], count)
-            transactions.add_metric([p, "committed"], c.transactions)
-            transactions.add_metric([p, "aborted"], c.aborts)
+                dead.add_metric([*p, code], count)
+            transactions.add_metric([*p, "committed"], c.transactions)
+            transactions.add_metric([*p, "aborted"], c.aborts)
             if c.next_offset >= 0 and c.high_watermark >= 0:
-                gauge["consumer_lag_records"].add_metric([p], max(c.high_watermark - c.next_offset, 0))
-                gauge["input_high_watermark"].add_metric([p], c.high_watermark)
-                gauge["input_committed_offset"].add_metric([p], c.next_offset)
+                gauge["consumer_lag_records"].add_metric(p, max(c.high_watermark - c.next_offset, 0))
+                gauge["input_high_watermark"].add_metric(p, c.high_watermark)
+                gauge["input_committed_offset"].add_metric(p, c.next_offset)
             if c.last_seal_time > 0:
-                gauge["last_seal_timestamp_seconds"].add_metric([p], c.last_seal_time)
+                gauge["last_seal_timestamp_seconds"].add_metric(p, c.last_seal_time)
             if c.rebuilds:
-                gauge["rebuild_duration_seconds"].add_metric([p], c.rebuild_seconds)
-            gauge["ready"].add_metric([p], 1 if c.phase == "consuming" else 0)
-            info.add_metric([p], {"core": core_name(description), "description": description})
+                gauge["rebuild_duration_seconds"].add_metric(p, c.rebuild_seconds)
+            gauge["ready"].add_metric(p, 1 if c.phase == "consuming" else 0)
+            info.add_metric(p, {"core": core_name(description), "description": description})
         yield families["records_consumed"]
         yield families["records_journalled"]
         yield refused

@@ -15,7 +15,8 @@
 #      cache, so nothing built earlier with Rust can be reused);
 #   4. checks: bernstein_native and playwright are not installed, the package comes from the venv and
 #      ships py.typed; `bernstein activity verify` on the dump exits 0; the installed package writes a
-#      dump of its own (Python core) that verifies too; `bernstein browser run` names the extra.
+#      dump of its own (Python core) that verifies too; `bernstein browser run` names the extra;
+#      `bernstein audit rules` prints the alert rules the package carries.
 # Exit 0 when all of it holds; any other exit says which step failed. Needs the network to PyPI.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -123,5 +124,12 @@ err=$(clean "$venv/bernstein" browser run --flow "$tmp/flow.json" --url https://
 [ "$rc" = 3 ] && [[ $err == "bernstein: error: the browser modality needs Playwright"*"pip install 'bernstein-journal[browser]'"* ]] \
   || fail "bernstein browser run without Playwright: exit $rc, $err"
 say "bernstein browser run without the extra: exit 3, names bernstein-journal[browser]"
+
+# the installed package carries the alert rules that `bernstein audit rules` prints (no checkout beside it)
+rc=0
+rules=$(clean "$venv/bernstein" audit rules --runbook-base https://runbooks.example.internal/bernstein) || rc=$?
+linked=$(printf '%s\n' "$rules" | grep -c 'runbook_url: "https://runbooks.example.internal/bernstein#' || true)
+[ "$rc" = 0 ] && [ "$linked" -ge 20 ] || fail "bernstein audit rules from the installed package: exit $rc, $linked runbook links"
+say "bernstein audit rules from the installed package: exit 0, the shipped rules ($linked alerts) under another runbook base"
 
 say "OK on Python $pyversion: pip install . without Rust, $(wc -l <"$tmp/installed.txt") packages, dump verified (exit 0), in $(($(date +%s) - t0))s"

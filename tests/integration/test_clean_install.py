@@ -35,6 +35,7 @@ def test_pip_install_without_rust_then_verify_a_dump(python: str) -> None:
     for who in ("dump written by the dev environment", "dump written by the installed package"):
         assert f"clean-install: bernstein activity verify offline-run-1 ({who}): exit 0" in done.stderr, log
     assert "clean-install: bernstein browser run without the extra: exit 3, names bernstein-journal[browser]" in done.stderr
+    assert "clean-install: bernstein audit rules from the installed package: exit 0, the shipped rules (" in done.stderr, log
     assert re.search(
         rf"^clean-install: OK on Python {re.escape(version)}\.\d+: pip install \. without Rust", done.stderr, re.M
     ), log

@@ -505,7 +505,8 @@ def test_a_group_process_serves_the_metrics_of_every_partition_it_runs(
         def counted() -> bool:
             scraped = _scrape(url)
             return all(
-                scraped.get(f'bernstein_scheduler_records_journalled_total{{partition="{p}"}}') == target[p]
+                scraped.get(f'bernstein_scheduler_records_journalled_total{{partition="{p}",prefix="{topics.prefix}"}}')
+                == target[p]
                 for p in range(partitions)
             )
 
@@ -518,7 +519,7 @@ def test_a_group_process_serves_the_metrics_of_every_partition_it_runs(
         code = process.stop()
     assert code == 0, process.text()
     for p in range(partitions):
-        label = f'{{partition="{p}"}}'
+        label = f'{{partition="{p}",prefix="{topics.prefix}"}}'
         assert samples[f"bernstein_scheduler_records_consumed_total{label}"] == target[p]
         assert samples[f"bernstein_scheduler_records_journalled_total{label}"] == target[p]
         assert samples[f"bernstein_scheduler_ready{label}"] == 1

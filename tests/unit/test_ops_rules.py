@@ -39,11 +39,11 @@ OPERATIONS: Final = ROOT / "docs" / "operations.md"
 # scraped; test_the_follower_list_is_what_the_follower_serves keeps it equal to the follower's.
 FOLLOWER_METRICS: Final = frozenset(
     {
-        "bernstein_audit_records_verified_total",  # counter {partition}
-        "bernstein_audit_alerts_total",  # counter {kind}: kind = verifier.follow.alerts.AlertKind
-        "bernstein_audit_last_record_timestamp_seconds",  # gauge {partition}: the record's Kafka timestamp
-        "bernstein_audit_lag_records",  # gauge {partition}
-        "bernstein_audit_ready",  # gauge
+        "bernstein_audit_records_verified_total",  # counter {prefix, partition}
+        "bernstein_audit_alerts_total",  # counter {prefix, kind}: kind = verifier.follow.alerts.AlertKind
+        "bernstein_audit_last_record_timestamp_seconds",  # gauge {prefix, partition}: the record's Kafka timestamp
+        "bernstein_audit_lag_records",  # gauge {prefix, partition}
+        "bernstein_audit_ready",  # gauge {prefix}
         "bernstein_audit_tamper_latched",  # gauge {prefix, partition, kind}: kind = verifier.follow.latch.TAMPER
     }
 )
@@ -198,6 +198,8 @@ def test_the_follower_list_is_what_the_follower_serves() -> None:
     families = list(text_string_to_metric_families(text))
     served = {s.name for family in families for s in family.samples if s.name.startswith("bernstein_")}
     assert served == FOLLOWER_METRICS
+    unlabelled = [s for f in families for s in f.samples if s.name.startswith("bernstein_") and s.labels.get("prefix") != "p"]
+    assert unlabelled == [], "every follower sample carries the deployment's prefix"
     kinds = {s.labels["kind"]: s.value for f in families for s in f.samples if s.name == "bernstein_audit_alerts_total"}
     assert kinds == {k.value: (1 if k.value == "gap" else 0) for k in AlertKind}  # every kind from 0: rules see the first one
     latched = {
@@ -295,19 +297,26 @@ def _panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def test_the_dashboard_is_an_importable_grafana_dashboard() -> None:
+def test_the_dashboard_provisions_from_a_file() -> None:
+    """No import-time inputs (file provisioning leaves them unresolved): a data-source variable instead, which every
+    panel and query uses (tests/unit/test_grafana_dashboard.py checks the shape against Grafana's schema)."""
     d = _dashboard()
     assert d["schemaVersion"] >= 39
     assert d["uid"] == "bernstein-ops" and d["title"]
-    assert [(i["name"], i["type"], i["pluginId"]) for i in d["__inputs"]] == [("DS_PROMETHEUS", "datasource", "prometheus")]
+    assert "__inputs" not in d and "__requires" not in d
+    assert "${DS_" not in DASHBOARD.read_text(encoding="utf-8")
+    variables = {v["name"]: v for v in d["templating"]["list"]}
+    assert (variables["datasource"]["type"], variables["datasource"]["query"]) == ("datasource", "prometheus")
+    assert variables["prefix"]["type"] == "query" and not variables["prefix"].get("includeAll")
+    source = {"type": "prometheus", "uid": "${datasource}"}
     panels = _panels(d)
     ids = [p["id"] for p in panels]
     assert len(ids) == len(set(ids))
     for p in panels:
         if p["type"] == "row":
             continue
-        assert p["datasource"] == {"type": "prometheus", "uid": "${DS_PROMETHEUS}"}, p["title"]
-        assert p["targets"] and all(t["datasource"] == p["datasource"] and t["expr"] for t in p["targets"]), p["title"]
+        assert p["datasource"] == source, p["title"]
+        assert p["targets"] and all(t["datasource"] == source and t["expr"] for t in p["targets"]), p["title"]
         assert p.get("description"), p["title"]
 
 
@@ -363,3 +372,98 @@ def test_the_dashboard_shows_what_the_issue_asks_for() -> None:
         "bernstein_scheduler_input_committed_offset",
         "bernstein_scheduler_rebuilds_total",
     }
+
+
+# Deployments: every bernstein_ sample carries the topic prefix.
+
+
+def _own_metric_alerts() -> list[Rule]:
+    """The alerts on bernstein's own metrics (not Prometheus' `up`, not kafka_exporter's)."""
+    return [a for a in ALERTS if METRIC_NAME.search(a.expr) or RECORDED_NAME.search(a.expr)]
+
+
+def test_alerts_on_bernstein_metrics_name_the_deployment_and_match_on_its_prefix() -> None:
+    """Every summary names the prefix; every `on`/`by`/`ignoring` clause over bernstein metrics keeps it, so two
+    deployments scraped by one Prometheus (even under one instance label) are never matched with each other."""
+    own = _own_metric_alerts()
+    assert len(own) >= 15
+    for alert in own:
+        assert "{{ $labels.prefix }}" in alert.annotations["summary"], alert.name
+    for rule in RULE_LIST:
+        if not (METRIC_NAME.search(rule.expr) or RECORDED_NAME.search(rule.expr)):
+            continue
+        assert not re.search(r"\b(without|ignoring)\s*\(", rule.expr), rule.name
+        for clause in re.findall(r"\b(?:on|by)\s*\(([^)]*)\)", rule.expr):
+            assert "prefix" in {label.strip() for label in clause.split(",")}, (rule.name, clause)
+
+
+def test_every_bernstein_series_of_the_promtool_tests_carries_a_prefix() -> None:
+    """The rule tests feed series shaped as the processes serve them: with the prefix label."""
+    series = [
+        s for path in sorted(RULE_TESTS.glob("*.yml")) for s in re.findall(r"- series: '(bernstein_[^']+)'", path.read_text())
+    ]
+    assert len(series) >= 40
+    assert [s for s in series if not re.search(r'[{,]\s*prefix="[^"]+"', s)] == []
+    prefixes = {re.search(r'prefix="([^"]+)"', s)[1] for s in series}  # type: ignore[index]
+    assert prefixes >= {"prod", "staging"}, "a test with two deployments on one Prometheus"
+
+
+# The follower's metrics port: one number everywhere.
+
+
+def test_the_followers_metrics_port_is_one_documented_default() -> None:
+    from verifier.follow.metrics import DEFAULT_PORT
+
+    unit = (ROOT / "ops" / "systemd" / "bernstein-audit-follow.service").read_text(encoding="utf-8")
+    assert re.findall(r"--metrics-port (\d+)", unit) == [str(DEFAULT_PORT)]
+    group = (ROOT / "ops" / "systemd" / "bernstein-scheduler-group.service").read_text(encoding="utf-8")
+    assert str(DEFAULT_PORT) not in re.findall(r"--metrics-port (\d+)", group)
+    docs = OPERATIONS.read_text(encoding="utf-8")
+    assert f"**{DEFAULT_PORT} for the audit follower**" in docs
+    assert f"metrics on {DEFAULT_PORT};" in docs  # the units' table
+    scrape = docs.split("job_name: bernstein-audit-follow", 1)[1].split("\n", 2)[1]
+    assert re.findall(r'"[\w.-]+:(\d+)"', scrape) == [str(DEFAULT_PORT)], scrape
+    instances = {
+        port for path in RULE_TESTS.glob("*.yml") for port in re.findall(r'instance="follow[\w-]*:(\d+)"', path.read_text())
+    }
+    assert instances == {str(DEFAULT_PORT)}
+
+
+# Packaging: the installed package carries the rules `bernstein audit rules` prints.
+
+
+def test_the_wheel_carries_the_rules_that_audit_rules_reads(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import zipfile
+
+    uv = ROOT / ".infra" / "uv" / "bin" / "uv"
+    if not uv.is_file():
+        pytest.skip("no .infra/uv/bin/uv (make venv installs it)")
+    built = subprocess.run(
+        [str(uv), "build", "--wheel", "--quiet", "--out-dir", str(tmp_path / "dist"), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = (tmp_path / "dist").glob("bernstein_journal-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        assert archive.read("verifier/follow/alerts.yml") == RULES.read_bytes()
+        archive.extractall(tmp_path / "site")
+    # the installed code finds its own copy, from a directory that is not a checkout
+    probe = "import verifier.follow.rules as r; print(r.__file__); print(r.shipped_rules())"
+    found = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert found.returncode == 0, found.stderr
+    module, rules = found.stdout.splitlines()
+    assert Path(module).parent == tmp_path / "site" / "verifier" / "follow"
+    assert Path(rules) == tmp_path / "site" / "verifier" / "follow" / "alerts.yml"

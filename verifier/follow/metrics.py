@@ -2,13 +2,14 @@
 
 A custom collector reads the ``Follower``'s own tallies when Prometheus scrapes, so the check
 loop pays nothing per record. The alert rules in ``ops/prometheus/alerts.yml`` and the
-dashboard use exactly these names (docs/operations.md, "Metrics and health"):
+dashboard use exactly these names (docs/operations.md, "Metrics and health"). Every sample carries
+the deployment's topic ``prefix``, as the scheduler's do, so two deployments on one Prometheus stay apart:
 
-- ``bernstein_audit_records_verified_total{partition}``: audit records this process checked;
-- ``bernstein_audit_alerts_total{kind}``: alerts raised, by kind (``AlertKind``);
-- ``bernstein_audit_last_record_timestamp_seconds{partition}``: Kafka timestamp of the last record checked;
-- ``bernstein_audit_lag_records{partition}``: records on the partition not checked yet;
-- ``bernstein_audit_ready``: 1 while following (partitions assigned, no failure), else 0;
+- ``bernstein_audit_records_verified_total{prefix,partition}``: audit records this process checked;
+- ``bernstein_audit_alerts_total{prefix,kind}``: alerts raised, by kind (``AlertKind``);
+- ``bernstein_audit_last_record_timestamp_seconds{prefix,partition}``: Kafka timestamp of the last record checked;
+- ``bernstein_audit_lag_records{prefix,partition}``: records on the partition not checked yet;
+- ``bernstein_audit_ready{prefix}``: 1 while following (partitions assigned, no failure), else 0;
 - ``bernstein_audit_tamper_latched{prefix,partition,kind}``: 1 while a tamper-class finding of that kind is
   latched on a partition this process checks, until ``bernstein audit ack`` (``verifier.follow.latch``), else 0.
 """
@@ -29,6 +30,10 @@ from verifier.follow.consumer import Follower
 from verifier.follow.latch import TAMPER
 
 PREFIX: Final = "bernstein_audit_"
+DEFAULT_PORT: Final = 9310
+"""The follower's metrics port in the shipped unit (ops/systemd/bernstein-audit-follow.service), the docs and the
+rule tests. ``--metrics-port`` itself has no default (no server unless asked); the schedulers' ports are 9300
+(``--group``) and 9400 + partition (one process per partition), so one host can run all of them."""
 
 
 class FollowerMetrics:
@@ -64,30 +69,32 @@ class _FollowerCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         f = self.follower
         verified = CounterMetricFamily(
-            PREFIX + "records_verified", "Audit records this process checked (MAC, key, link, sequence).", labels=["partition"]
+            PREFIX + "records_verified",
+            "Audit records this process checked (MAC, key, link, sequence).",
+            labels=["prefix", "partition"],
         )
         for partition, count in sorted(f.verified_by_partition.items()):
-            verified.add_metric([str(partition)], count)
+            verified.add_metric([f.prefix, str(partition)], count)
         yield verified
-        alerts = CounterMetricFamily(PREFIX + "alerts", "Alerts this process raised, by kind.", labels=["kind"])
+        alerts = CounterMetricFamily(PREFIX + "alerts", "Alerts this process raised, by kind.", labels=["prefix", "kind"])
         for kind in AlertKind:
-            alerts.add_metric([kind.value], f.alert_kinds.get(kind.value, 0))
+            alerts.add_metric([f.prefix, kind.value], f.alert_kinds.get(kind.value, 0))
         yield alerts
         stamp = GaugeMetricFamily(
             PREFIX + "last_record_timestamp_seconds",
             "Kafka timestamp of the last audit record checked (age: time() minus it).",
-            labels=["partition"],
+            labels=["prefix", "partition"],
         )
         for partition, ms in sorted(f.last_timestamp_ms.items()):
-            stamp.add_metric([str(partition)], ms / 1000)
+            stamp.add_metric([f.prefix, str(partition)], ms / 1000)
         yield stamp
         lag = GaugeMetricFamily(
             PREFIX + "lag_records",
             "Records on the audit partition not checked yet (end offset minus next).",
-            labels=["partition"],
+            labels=["prefix", "partition"],
         )
         for partition, records in sorted(f.lag_by_partition().items()):
-            lag.add_metric([str(partition)], records)
+            lag.add_metric([f.prefix, str(partition)], records)
         yield lag
         latched = GaugeMetricFamily(
             PREFIX + "tamper_latched",
@@ -100,6 +107,8 @@ class _FollowerCollector(Collector):
                 latched.add_metric([f.prefix, str(partition), kind.value], 1 if kind in held else 0)
         yield latched
         ready, _ = f.readiness()
-        yield GaugeMetricFamily(
-            PREFIX + "ready", "1 while following (partitions assigned, no failure), else 0.", value=1 if ready else 0
+        ready_family = GaugeMetricFamily(
+            PREFIX + "ready", "1 while following (partitions assigned, no failure), else 0.", labels=["prefix"]
         )
+        ready_family.add_metric([f.prefix], 1 if ready else 0)
+        yield ready_family

@@ -20,9 +20,14 @@ _BASE: Final = re.compile(r"https?://[^\s\"\\#?]+(\?[^\s\"\\#]*)?")
 
 
 def shipped_rules() -> Path | None:
-    """``ops/prometheus/alerts.yml`` of the checkout this code runs from (None from an installed wheel)."""
-    path = Path(__file__).resolve().parents[2] / "ops" / "prometheus" / "alerts.yml"
-    return path if path.is_file() else None
+    """The shipped alert rules: ``alerts.yml`` beside this module in an installed package (the wheel carries
+    ``ops/prometheus/alerts.yml`` there, pyproject.toml's force-include), else ``ops/prometheus/alerts.yml`` of
+    the checkout this code runs from; None when neither exists."""
+    here = Path(__file__).resolve()
+    for path in (here.with_name("alerts.yml"), here.parents[2] / "ops" / "prometheus" / "alerts.yml"):
+        if path.is_file():
+            return path
+    return None
 
 
 def check_base(base: str) -> str:
