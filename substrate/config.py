@@ -1,8 +1,11 @@
 """Where the services are and what the topics are called.
 
-Resolution order for every setting: the process environment, then the
-``.infra/env`` file that ``infra/up`` writes (searched from the current
-directory upwards), then built-in defaults. Nothing here opens a connection.
+Resolution order for every setting: a command's flag where it has one
+(``--prefix``), the process environment, then the ``.infra/env`` file that
+``infra/up`` writes (searched from the current directory upwards), then
+built-in defaults. ``resolve`` also says which of these a value came from
+(the first stderr line of every command that talks to Kafka or S3 names it).
+Nothing here opens a connection.
 """
 
 from __future__ import annotations
@@ -18,19 +21,26 @@ DEFAULT_PREFIX: Final = "bernstein"
 ENV_FILE: Final = Path(".infra") / "env"
 
 
-def _env_file_values(start: Path | None = None) -> dict[str, str]:
+def env_file(start: Path | None = None) -> Path | None:
+    """The ``.infra/env`` settings are read from: the first one from ``start`` (the current directory) upwards."""
     directory = (start or Path.cwd()).resolve()
     for candidate in (directory, *directory.parents):
         path = candidate / ENV_FILE
         if path.is_file():
-            values: dict[str, str] = {}
-            for line in path.read_text(encoding="utf-8").splitlines():
-                line = line.strip()
-                if line and not line.startswith("#") and "=" in line:
-                    name, _, value = line.partition("=")
-                    values[name.strip()] = value.strip().strip('"')
-            return values
-    return {}
+            return path
+    return None
+
+
+def _env_file_values(start: Path | None = None) -> tuple[Path | None, dict[str, str]]:
+    path = env_file(start)
+    values: dict[str, str] = {}
+    if path is not None:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            line = line.strip()
+            if line and not line.startswith("#") and "=" in line:
+                name, _, value = line.partition("=")
+                values[name.strip()] = value.strip().strip('"')
+    return path, values
 
 
 KNOWN_VARIABLES: Final = frozenset(
@@ -45,6 +55,7 @@ KNOWN_VARIABLES: Final = frozenset(
         "BERNSTEIN_S3_REGION",
         "BERNSTEIN_S3_LOCK_MODE",
         "BERNSTEIN_S3_LOCK_DAYS",
+        "BERNSTEIN_S3_TIMEOUT",
         "BERNSTEIN_TOPIC_PREFIX",
         "BERNSTEIN_TOPIC_REPLICATION_FACTOR",
         "BERNSTEIN_TOPIC_MIN_INSYNC_REPLICAS",
@@ -83,12 +94,39 @@ def unknown_variables(environ: dict[str, str] | None = None) -> list[tuple[str, 
     ]
 
 
-def setting(name: str, default: str | None = None, *, start: Path | None = None) -> str | None:
-    """One setting: environment first, then ``.infra/env``, then ``default``."""
+@dataclass(frozen=True)
+class Resolved:
+    """A setting's value and where it came from, as the first stderr line of a command that talks to Kafka or S3
+    names it (``bernstein.commands.common.endpoint_banner``): a misread setting is then seen, not guessed at."""
+
+    value: str | None
+    source: str
+    """``flag --NAME``, the variable's name (the environment), ``.infra/env PATH``, ``default``, or ``unset: why``."""
+
+
+def resolve(
+    name: str, default: str | None = None, *, start: Path | None = None, flag: tuple[str, str | None] | None = None
+) -> Resolved:
+    """``setting`` with its provenance; ``flag`` (the flag's name and value) wins when its value is given."""
+    if flag is not None and flag[1]:
+        return Resolved(flag[1], f"flag {flag[0]}")
     value = os.environ.get(name)
     if value:
-        return value
-    return _env_file_values(start).get(name, default)
+        return Resolved(value, name)
+    path, values = _env_file_values(start)
+    if name in values:
+        return Resolved(values[name], f"{ENV_FILE} {path}")
+    if default is not None:
+        return Resolved(default, "default")
+    where = (
+        f"nor in {ENV_FILE} {path}" if path is not None else f"and no {ENV_FILE} from {(start or Path.cwd()).resolve()} upwards"
+    )
+    return Resolved(None, f"unset: {name} is not in the environment {where}")
+
+
+def setting(name: str, default: str | None = None, *, start: Path | None = None) -> str | None:
+    """One setting: environment first, then ``.infra/env``, then ``default``."""
+    return resolve(name, default, start=start).value
 
 
 @dataclass(frozen=True)

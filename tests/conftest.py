@@ -178,9 +178,8 @@ def as_component(args: Sequence[str], env: dict[str, str]) -> dict[str, str]:
 
     The scheduler runs as User:scheduler, the research/browser/data-ops workers as User:producer,
     verify/export/replay as User:auditor, each with the ACLs ``grant`` gave the test's prefix.
-    Before a producer (or, on the secured broker, the scheduler) runs, the prefix's topics are
-    created: the deployment step an operator does first, since producers never create topics (on
-    a plaintext broker the scheduler creates them itself, with the settings of its own ``env``).
+    Before a producer or the scheduler runs, the prefix's topics are created: the deployment step
+    an operator does first, since neither creates topics (``scheduler run`` only with ``--create-topics``).
     """
     config = env.get("BERNSTEIN_KAFKA_CONFIG_FILE")
     secured = bool(config) and Path(str(config)).name == "admin.properties"
@@ -191,7 +190,7 @@ def as_component(args: Sequence[str], env: dict[str, str]) -> dict[str, str]:
     words = tuple(arg for arg in args if not arg.startswith("-"))
     for command, principal in _COMMAND_PRINCIPALS:
         if words[: len(command)] == command:
-            creates = principal == "producer" or (secured and principal == "scheduler")
+            creates = principal in ("producer", "scheduler")
             if creates and env.get("BERNSTEIN_KAFKA_BOOTSTRAP") and env.get("BERNSTEIN_TOPIC_PREFIX"):
                 # `bernstein topic create` as the admin: the missing topics, 1 partition unless they exist
                 ensure_topics(env["BERNSTEIN_KAFKA_BOOTSTRAP"], Topics(env["BERNSTEIN_TOPIC_PREFIX"]))

@@ -119,8 +119,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--metrics-port",
         type=metrics_port,
         default=None,
-        help="serve /metrics (Prometheus), /healthz and /readyz on this port (0: any free port, printed on stderr). "
-        "Default: no server (docs/operations.md)",
+        help="serve /metrics (Prometheus), /healthz and /readyz on this port (9310 in the shipped unit and the docs; "
+        "0: any free port, printed on stderr). Default: no server (docs/operations.md)",
     )
     follow.add_argument(
         "--metrics-host",
@@ -172,7 +172,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="absolute URL of the runbook page; each alert links to <base>#<alert name in lower case>",
     )
     rules.add_argument(
-        "--rules", type=Path, default=None, help="the rules file (default: the checkout's ops/prometheus/alerts.yml)"
+        "--rules", type=Path, default=None, help="the rules file (default: the shipped ops/prometheus/alerts.yml, in the package)"
     )
     rules.add_argument("--out", type=Path, default=None, help="write here instead of stdout")
     rules.set_defaults(func=_rules)

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from consumers.manifest import load_manifest, trusted_producer_keys
 from schemas.errors import BernsteinError
 from substrate.cas import BlobStore, DirBlobStore, S3BlobStore
-from substrate.config import Settings
+from substrate.config import DEFAULT_PREFIX, Resolved, Settings, resolve
 from substrate.exit_codes import EXIT_USAGE
 from substrate.keys import InstallKeys, TrustedKeys, default_keys_dir, load_keys
 
@@ -38,6 +41,135 @@ def add_keys_flag(parser: argparse.ArgumentParser) -> None:
 
 def settings_from(args: argparse.Namespace) -> Settings:
     return Settings.load(prefix=getattr(args, "prefix", None))
+
+
+@dataclass(frozen=True)
+class Uses:
+    """What one invocation of a command talks to, for its first stderr line (``endpoint_banner``)."""
+
+    kafka: bool = False
+    s3: bool = False
+    prefix: bool = True
+    """Whether the topic prefix matters to it (not to ``kafka users``, nor to a dump's verify)."""
+    json: bool = False
+    """Its stderr is JSON lines (``scheduler run --log-format json``, ``audit follow --progress``): the line is one too."""
+    logger: str = "bernstein"
+    fields: tuple[tuple[str, Any], ...] = ()
+    """The JSON line's ``logger`` and the fields every line of the command's log carries (the scheduler's partition)."""
+
+
+NOTHING: Final = Uses()
+"""A command that touches neither Kafka nor S3: no line."""
+
+
+def _from(source: str) -> str:
+    """A source as the banner words it: ``default``, ``default: ...``, ``unset: ...`` and ``unreadable: ...`` as they
+    are, anything else (a flag, a variable, an ``.infra/env``, a file) ``from SOURCE``."""
+    return source if source == "default" or source.startswith(("default:", "unset:", "unreadable:")) else f"from {source}"
+
+
+def _protocol(start: Path | None) -> tuple[str, str]:
+    """The Kafka security protocol every client gets (``substrate.kafka.security_config``) and where it came from.
+
+    Never raises: an unusable properties file is the command's own error, on the next line."""
+    from substrate.kafka import CONFIG_FILE_SETTING, KafkaConfigError, load_client_properties
+
+    named = resolve(CONFIG_FILE_SETTING, start=start)
+    if not named.value:
+        return "PLAINTEXT", f"default: {CONFIG_FILE_SETTING} unset"
+    path = Path(named.value).expanduser()
+    via = f"via {CONFIG_FILE_SETTING}" + ("" if named.source == CONFIG_FILE_SETTING else f" {_from(named.source)}")
+    try:
+        protocol = load_client_properties(path).get("security.protocol")
+    except KafkaConfigError as exc:
+        return "unknown", f"unreadable: {exc.message}"
+    if protocol is None:
+        return "PLAINTEXT", f"default: no security.protocol in {path} {via}"
+    return protocol, f"{path} {via}"
+
+
+def endpoint_fields(uses: Uses, prefix_flag: str | None = None, *, start: Path | None = None) -> dict[str, Any]:
+    """Each endpoint, protocol and the prefix ``uses`` names, with where each came from, resolved as
+    ``Settings.load`` resolves them (flag, environment, ``.infra/env``, default); empty for ``NOTHING``."""
+    fields: dict[str, Any] = {}
+    if uses.kafka:
+        bootstrap = resolve("BERNSTEIN_KAFKA_BOOTSTRAP", start=start)
+        protocol, protocol_from = _protocol(start)
+        fields["kafka"] = {
+            "bootstrap": bootstrap.value,
+            "bootstrap_from": bootstrap.source,
+            "protocol": protocol,
+            "protocol_from": protocol_from,
+        }
+    if uses.prefix and (uses.kafka or uses.s3):
+        prefix: Resolved = resolve("BERNSTEIN_TOPIC_PREFIX", DEFAULT_PREFIX, start=start, flag=("--prefix", prefix_flag))
+        fields["prefix"] = {"value": prefix.value or DEFAULT_PREFIX, "from": prefix.source}
+    if uses.s3:
+        endpoint = resolve("BERNSTEIN_S3_ENDPOINT", start=start)
+        scheme = None if not endpoint.value else "https" if endpoint.value.startswith("https://") else "http"
+        fields["s3"] = {"endpoint": endpoint.value, "protocol": scheme, "from": endpoint.source}
+    return fields
+
+
+def endpoint_banner(fields: dict[str, Any]) -> str | None:
+    """``endpoint_fields`` as one line, the first a command that talks to Kafka or S3 writes on stderr, e.g.
+    ``bernstein: kafka HOST:PORT (SASL_SSL, from FILE via BERNSTEIN_KAFKA_CONFIG_FILE from .infra/env PATH; address
+    from .infra/env PATH); prefix bernstein (default); s3 http://HOST:PORT (http, from BERNSTEIN_S3_ENDPOINT)``.
+    A wrong broker, listener, prefix or store is then seen before the command waits on it (docs/operations.md,
+    "Configuration")."""
+    parts = []
+    kafka = fields.get("kafka")
+    if kafka is not None:
+        if kafka["bootstrap"] is None:
+            parts.append(f"kafka none ({kafka['bootstrap_from']})")
+        else:
+            parts.append(
+                f"kafka {kafka['bootstrap']} ({kafka['protocol']}, {_from(kafka['protocol_from'])}; "
+                f"address {_from(kafka['bootstrap_from'])})"
+            )
+    prefix = fields.get("prefix")
+    if prefix is not None:
+        parts.append(f"prefix {prefix['value']} ({_from(prefix['from'])})")
+    s3 = fields.get("s3")
+    if s3 is not None:
+        if s3["endpoint"] is None:
+            parts.append(f"s3 none ({s3['from']})")
+        else:
+            parts.append(f"s3 {s3['endpoint']} ({s3['protocol']}, {_from(s3['from'])})")
+    return f"bernstein: {'; '.join(parts)}" if parts else None
+
+
+ENDPOINT_LINE: Final = re.compile(r"bernstein: (kafka|prefix|s3) \S+ \(.*\)(; (prefix|s3) \S+ \(.*\))*")
+"""The text form of ``endpoint_banner`` (a whole line)."""
+
+
+def without_endpoint_line(stderr: str) -> str:
+    """``stderr`` without its first line when that line is the endpoint line (text, or the JSON event ``endpoints``
+    of a ``bernstein`` logger), for whatever reads the rest."""
+    first, _, rest = stderr.partition("\n")
+    if ENDPOINT_LINE.fullmatch(first):
+        return rest
+    if first.startswith("{"):
+        try:
+            event = json.loads(first)
+        except ValueError:
+            return stderr
+        if isinstance(event, dict) and event.get("event") == "endpoints" and str(event.get("logger")).startswith("bernstein"):
+            return rest
+    return stderr
+
+
+def announce_endpoints(uses: Uses, prefix_flag: str | None = None, *, stream: Any = None) -> None:
+    """Write the endpoint line (``endpoint_banner``) on stderr, as a JSON event when the command's stderr is JSON
+    lines; nothing for a command that touches neither Kafka nor S3."""
+    fields = endpoint_fields(uses, prefix_flag)
+    line = endpoint_banner(fields)
+    if line is None:
+        return
+    from substrate.logs import EventLog
+
+    log = EventLog(uses.logger, json=uses.json, stream=stream or sys.stderr, fields=dict(uses.fields))
+    log.emit("endpoints", line.removeprefix("bernstein: ") if uses.json else line, **fields)
 
 
 def keys_from(args: argparse.Namespace) -> InstallKeys:

@@ -53,7 +53,17 @@ from consumers.shell import SchedulerFenced, SchedulerShell, ShellOptions
 from schemas.errors import BernsteinError
 from substrate.config import Topics
 from substrate.exit_codes import EXIT_FENCED, EXIT_INTERNAL, EXIT_OK, EXIT_SIGNALLED, EXIT_USAGE
-from substrate.kafka import ensure_topics, partition_count, require_bootstrap
+from substrate.kafka import (
+    TopicMissing,
+    client_config,
+    connect_timeout,
+    ensure_topics,
+    is_authorization_error,
+    not_authorized,
+    partition_count,
+    require_bootstrap,
+    unreachable,
+)
 from substrate.keys import InstallKeys, KeyPurpose, RingKey
 from substrate.logs import LOG_FORMATS, EventLog, install_json_logging, log_format
 from substrate.ops_http import DEFAULT_HOST, OpsServer
@@ -87,6 +97,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "any number of machines; a process that dies or stops hands its partitions to the others (README, 'Failover')",
     )
     run.add_argument("--roles", type=Path, default=None, help="roles manifest (default: $BERNSTEIN_ROLES or config/roles.toml)")
+    run.add_argument(
+        "--create-topics",
+        action="store_true",
+        help="create the prefix's missing topics first, as `bernstein topic create` does (a local or test deployment). "
+        "Without it a missing topic stops the scheduler (E_TOPIC_MISSING, exit 3): a mistyped prefix starts nothing",
+    )
     run.add_argument("--seal-every", type=int, default=1000, help="sign a seal after every N entries of a run (default 1000)")
     run.add_argument(
         "--checkpoint-every",
@@ -314,7 +330,10 @@ def _run_logged(args: argparse.Namespace, log: EventLog) -> int:
         args.checkpoint_every,
         accept_undeclared_sizes=args.accept_undeclared_sizes,
     )
-    ensure_topics(bootstrap, settings.topics)
+    if args.create_topics:
+        ensure_topics(bootstrap, settings.topics)
+    else:
+        require_topics(bootstrap, settings.topics)
     require_history_kept(
         bootstrap, settings.topics.all, compacted=(settings.topics.state,), submissions=settings.topics.submissions
     )
@@ -348,6 +367,40 @@ def _run_logged(args: argparse.Namespace, log: EventLog) -> int:
         if server is not None:
             server.close()
     return EXIT_OK
+
+
+def require_topics(bootstrap: str, topics: Topics) -> None:
+    """Every topic of the deployment exists, else ``TopicMissing`` naming them and `bernstein topic create` (exit 3).
+
+    The scheduler creates no topic unless told to (``--create-topics``): like a producer's (``TopicMissing``), a
+    mistyped ``--prefix`` would otherwise start a topic set of its own that no producer writes to. Under ACLs a topic
+    this principal may not describe is missing to it too (Kafka hides it), so the message names the ACLs as well.
+    """
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    errors: list[Any] = []
+    admin = AdminClient(client_config(bootstrap, error_cb=errors.append, **{"allow.auto.create.topics": False}))
+    try:
+        metadata = admin.list_topics(timeout=connect_timeout())
+    except KafkaException as exc:
+        if is_authorization_error(exc):
+            raise not_authorized("list topics") from None
+        raise unreachable(exc, bootstrap, errors, admin) from exc
+    missing = [name for name in topics.all if name not in metadata.topics]
+    if not missing:
+        return
+    which = (
+        f"no topic of prefix {topics.prefix!r} exists"
+        if len(missing) == len(topics.all)
+        else f"topic(s) {', '.join(missing)} of prefix {topics.prefix!r} do not exist"
+    )
+    raise TopicMissing(
+        f"{which} on Kafka at {bootstrap} (a mistyped --prefix or BERNSTEIN_TOPIC_PREFIX?). The scheduler does not "
+        f"create topics: the Kafka admin creates them with `bernstein topic create --prefix {topics.prefix}` (and grants "
+        f"this principal their ACLs, `bernstein kafka acls --prefix {topics.prefix}`); a local deployment may pass "
+        "--create-topics instead"
+    )
 
 
 def _serve_metrics(args: argparse.Namespace, log: EventLog, registry: Any, probe: Any, scope: str = "") -> OpsServer:

@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from bernstein.commands.common import without_endpoint_line
 from consumers.core.step import SchedulerCore
 from consumers.shell import SchedulerShell
 from schemas.partitioning import partition_for
@@ -215,7 +216,8 @@ class Deployment:
             text=True,
             timeout=120,
         )
-        return result.returncode, [json.loads(line) for line in result.stdout.splitlines()], result.stderr
+        stderr = without_endpoint_line(result.stderr)  # the endpoints event comes first
+        return result.returncode, [json.loads(line) for line in result.stdout.splitlines()], stderr
 
 
 @pytest.fixture
@@ -587,19 +589,20 @@ def test_metrics_count_the_records_checked_and_the_alerts_raised(deployment: Dep
         audit = deployment.wait_audited(20)
         follower.wait_checked(audit[-1].offset)
         clean = _scrape(url)
-        assert clean['bernstein_audit_records_verified_total{partition="0"}'] == len(audit) == 20
+        p0 = f'partition="0",prefix="{deployment.topics.prefix}"'  # every sample names the deployment (labels sorted)
+        assert clean[f"bernstein_audit_records_verified_total{{{p0}}}"] == len(audit) == 20
         assert all(v == 0 for k, v in clean.items() if k.startswith("bernstein_audit_alerts_total")), clean
-        assert clean['bernstein_audit_lag_records{partition="0"}'] == 0
-        assert clean["bernstein_audit_ready"] == 1
-        assert clean['bernstein_audit_last_record_timestamp_seconds{partition="0"}'] == audit[-1].timestamp_ms / 1000
+        assert clean[f"bernstein_audit_lag_records{{{p0}}}"] == 0
+        assert clean[f'bernstein_audit_ready{{prefix="{deployment.topics.prefix}"}}'] == 1
+        assert clean[f"bernstein_audit_last_record_timestamp_seconds{{{p0}}}"] == audit[-1].timestamp_ms / 1000
         assert (_status(url + "/healthz"), _status(url + "/readyz")) == (200, 200)
 
         offset, at = deployment.forge(remac(audit[-1].value, os.urandom(32), "hmac-sha256-key:unpinned"))
         follower.wait_alert("unknown_key", offset, at)
         after = _scrape(url)
-        assert after['bernstein_audit_alerts_total{kind="unknown_key"}'] == 1
+        assert after[f'bernstein_audit_alerts_total{{kind="unknown_key",prefix="{deployment.topics.prefix}"}}'] == 1
         assert sum(v for k, v in after.items() if k.startswith("bernstein_audit_alerts_total")) == 1
-        assert after['bernstein_audit_records_verified_total{partition="0"}'] == 21
+        assert after[f"bernstein_audit_records_verified_total{{{p0}}}"] == 21
     finally:
         scheduler.stop()
         follower.stop()

@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from bernstein.commands.common import without_endpoint_line
 from tests.integration import pipeline_kit as pk
 from tests.integration import tamper_kit as kit
 
@@ -446,7 +447,7 @@ def test_boundary_refusal_publishes_nothing(name: str, world: World) -> None:
     result = world.refusals[name]
     assert result.returncode == 3, result.stdout + result.stderr
     assert result.stdout == ""
-    assert result.stderr == f"research refused: {boundary_message(name, world.url)} (nothing published)\n"
+    assert without_endpoint_line(result.stderr) == f"research refused: {boundary_message(name, world.url)} (nothing published)\n"
     # Nothing reached the broker for that run: not a submission, so not a journal record either.
     assert boundary_run(name) not in world.submission_runs
     assert boundary_run(name) not in world.journal_runs
@@ -465,7 +466,7 @@ def test_budget_refusal_is_journalled_and_verifies(world: World) -> None:
     result = world.budget
     assert result.returncode == 3, result.stdout + result.stderr
     assert (
-        result.stderr
+        without_endpoint_line(result.stderr)
         == f"research stopped: BUDGET_EXCEEDED: research run exceeds max_fetches=1 at source '{second}' (would reach 2)\n"
     )
     refusal_hash = pk.sha256_of(pk.canonical(budget_refusal_record(first, second)))

@@ -12,7 +12,7 @@ from producers.activity import ActivityResult
 from producers.emitter import Emitter
 from substrate.config import Settings
 from substrate.keys import ProducerKeys
-from tests.conftest import as_component
+from tests.conftest import Services, as_component
 from tests.integration.helpers_kafka import fresh_topics
 
 REPO = Path(__file__).resolve().parents[2]
@@ -71,3 +71,44 @@ def test_sigterm_stops_cleanly_after_committing(
     assert again.returncode == 0, again.stderr
     assert "state rebuilt from 3 journal records" in again.stderr
     assert "stopped: offset -1 | consumed 0" in again.stderr
+
+
+def test_a_mistyped_prefix_exits_3_naming_topic_create_and_creates_no_topic(
+    services: Services, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The scheduler creates no topic, as producers create none (issue 26 item 5): run as the admin, who could create
+    them, with a ``--prefix`` naming no deployment, it exits 3 within seconds (E_TOPIC_MISSING) naming ``bernstein
+    topic create --prefix``, and no topic of that prefix exists afterwards. Its first stderr line names the broker,
+    its protocol and the mistyped prefix, each with where it came from."""
+    from confluent_kafka.admin import AdminClient
+
+    from substrate.kafka import client_config, load_client_properties
+    from tests.prefixes import fresh_prefix
+
+    typo = fresh_prefix()
+    began = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "bernstein", "scheduler", "run", "--prefix", typo, "--idle-exit", "1"],
+        cwd=tmp_path,
+        env=cli_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    took = time.monotonic() - began
+    assert result.returncode == 3, result.stderr
+    assert took < 15, f"{took:.1f}s before the missing topics were named"
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    first, *rest = result.stderr.splitlines()
+    protocol = (
+        load_client_properties(services.config_file).get("security.protocol", "PLAINTEXT")
+        if services.config_file
+        else "PLAINTEXT"
+    )
+    assert first.startswith(f"bernstein: kafka {services.bootstrap} ({protocol}, "), first
+    assert first.endswith(f"; address from BERNSTEIN_KAFKA_BOOTSTRAP); prefix {typo} (from flag --prefix)"), first
+    assert len(rest) == 1, result.stderr
+    assert rest[0].startswith(f"bernstein: error: no topic of prefix {typo!r} exists on Kafka at {services.bootstrap}"), rest
+    assert f"`bernstein topic create --prefix {typo}`" in rest[0]
+    admin = AdminClient(client_config(services.bootstrap))
+    assert not [name for name in admin.list_topics(timeout=15).topics if name.startswith(typo)], "the scheduler created topics"

@@ -103,7 +103,7 @@ def scrape(base: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     status, text = get(f"{base}/metrics")
     assert status == 200
     return {
-        (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "partition"))): s.value
+        (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k not in ("partition", "prefix")))): s.value
         for family in text_string_to_metric_families(text)
         for s in family.samples
         if s.labels.get("partition") == "0"
@@ -243,6 +243,15 @@ def test_metrics_equal_the_topics_lag_falls_to_zero_and_no_secret_is_logged(
 
         total = first + backlog
         metrics = scrape(base)
+        # every scheduler sample names the deployment (topic prefix) as well as the partition
+        samples = text_string_to_metric_families(get(f"{base}/metrics")[1])
+        labelled = {
+            (s.labels.get("prefix"), s.labels.get("partition"))
+            for f in samples
+            for s in f.samples
+            if s.name.startswith("bernstein_")
+        }
+        assert labelled == {(topics.prefix, "0")}, labelled
         assert get(f"{base}/readyz") == (200, "consuming\n")
         assert get(f"{base}/healthz") == (200, "ok\n")
     finally:

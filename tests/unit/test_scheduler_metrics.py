@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
+from bernstein.commands.common import without_endpoint_line
 from consumers.core.model import Stream
 from consumers.core.native import NativeSchedulerCore
 from consumers.core.step import SchedulerCore, initial_state
@@ -177,7 +178,7 @@ def _samples(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, st
 def test_the_scheduler_collector_reads_the_counters_at_scrape_time() -> None:
     shell = _shell()
     metrics = SchedulerMetrics(shell, "python reference")
-    p = (("partition", str(PARTITION)),)
+    p = (("partition", str(PARTITION)), ("prefix", SHELL_TOPICS.prefix))  # sorted label pairs: every sample has both
     before = _samples(metrics.registry)
     assert before[("bernstein_scheduler_records_consumed_total", p)] == 0
     assert before[("bernstein_scheduler_ready", p)] == 0
@@ -210,6 +211,46 @@ def test_the_scheduler_collector_reads_the_counters_at_scrape_time() -> None:
     assert after[("bernstein_scheduler_transaction_duration_seconds_sum", p)] == 0.02
     assert after[("bernstein_scheduler_commit_duration_seconds_sum", p)] == 0.005
     assert core_name("native (bernstein_native, Rust)") == "rust"
+
+
+def _every_condition(shell: SchedulerShell) -> None:
+    """Counters that make every conditional family present (lag, seal, rebuild, a refusal and a dead letter)."""
+    c = shell.counters
+    c.next_offset, c.high_watermark, c.last_seal_time, c.rebuilds = 1, 2, 3.0, 1
+    c.refused_codes["X"] = c.dead_letter_codes["Y"] = 1
+    shell.observer is not None and shell.observer(1, 0.01, 0.001)
+
+
+def test_every_scheduler_sample_carries_the_deployments_prefix_and_partition() -> None:
+    """Two deployments (topic prefixes) scraped by one Prometheus: no scheduler sample of one has the labels of
+    a sample of the other, though both run partition 3 (a --group registry labels each shell by its own topics)."""
+    from substrate.config import Topics
+
+    samples: dict[str, set[tuple[str, str, tuple[tuple[str, str], ...]]]] = {}
+    for prefix in ("prod", "staging"):
+        shells = [
+            SchedulerShell(
+                bootstrap="unused:9", topics=Topics(prefix), partition=p, core=SchedulerCore(make_config()), progress=None
+            )
+            for p in (PARTITION, PARTITION + 1)
+        ]
+        metrics = SchedulerMetrics(lambda shells=shells: shells, "python reference")
+        for shell in shells:
+            metrics.attach(shell)
+            _every_condition(shell)
+        found = samples.setdefault(prefix, set())
+        for name, labels in _samples(metrics.registry):
+            if not name.startswith("bernstein_scheduler_"):
+                continue
+            values = dict(labels)
+            assert values.get("prefix") == prefix, (name, labels)
+            assert values.get("partition") in (str(PARTITION), str(PARTITION + 1)), (name, labels)
+            rest = tuple((k, v) for k, v in labels if k != "prefix")
+            found.add((name, values["partition"], rest))
+    assert samples["prod"] == samples["staging"]  # the same series apart from the prefix ...
+    families = {name.removesuffix("_bucket") for name, _, _ in samples["prod"]}
+    assert "bernstein_scheduler_batch_size_records" in families and "bernstein_scheduler_core_info" in families
+    assert len(samples["prod"]) > 40  # ... and every family is there (histogram buckets included)
 
 
 def test_the_scheduler_probe_follows_the_phase_and_the_heartbeat() -> None:
@@ -297,7 +338,7 @@ def test_a_failing_start_is_one_json_error_line_with_its_code_and_exit_3(tmp_pat
         [sys.executable, "-m", "bernstein", "scheduler", "run"], capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path
     )
     assert result.returncode == 3
-    lines = result.stderr.splitlines()
+    lines = without_endpoint_line(result.stderr).splitlines()  # the endpoints event comes first
     assert len(lines) == 1, result.stderr
     event = json.loads(lines[0])
     assert (event["level"], event["event"], event["code"], event["partition"]) == ("error", "error", "E_KEY_MISSING", 0)
@@ -374,6 +415,7 @@ def test_docs_operations_lists_every_event_the_scheduler_logs() -> None:
     logged = (
         _event_names(root / "consumers" / "shell.py", "_log", 1)
         | _event_names(root / "bernstein" / "commands" / "scheduler.py", "emit", 0)
+        | _event_names(root / "bernstein" / "commands" / "common.py", "emit", 0)  # the first line: endpoints
         | _event_names(root / "consumers" / "group.py", "log", 1)  # --group's member
         | _event_names(root / "consumers" / "group.py", "_give_up", 2)
     )
