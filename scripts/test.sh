@@ -52,7 +52,7 @@ cat .infra/prepare.log
 if ! infra/status >/dev/null 2>&1; then started=1; fi
 infra/up --secure
 echo "test: integration tests (real Kafka with SASL_SSL and ACLs, real S3)"
-.venv/bin/pytest -q -p no:cacheprovider tests/integration
+.venv/bin/pytest -q -p no:cacheprovider --durations=30 tests/integration
 t1=$(date +%s)
 echo "test: plaintext smoke test (the broker of make demo)"
 infra/up

@@ -37,6 +37,7 @@ from typing import Any, Final
 
 import pytest
 
+from bernstein.commands.common import without_endpoint_line
 from consumers.core.step import SchedulerCore
 from consumers.shell import SchedulerShell
 from producers.activity import ActivityResult, observe
@@ -323,7 +324,9 @@ def assert_an_outage(result: Result, expected_exit: int, endpoint: str) -> None:
     assert result.code == expected_exit, result.said
     assert result.took < BOUND, f"{result.took:.1f}s (bound {BOUND:.0f}s): the outage was waited out: {result.said}"
     assert "Traceback" not in result.stderr + result.stdout, result.said
-    assert endpoint in result.stdout + result.stderr, f"the store {endpoint} is not named: {result.said}"
+    # named by the error itself, not only by the first stderr line (which names every endpoint a command uses)
+    said = result.stdout + without_endpoint_line(result.stderr)
+    assert endpoint in said, f"the store {endpoint} is not named: {result.said}"
 
 
 # ---------------------------------------------------------------------------
