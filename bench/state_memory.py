@@ -17,7 +17,7 @@ closed. For the Python core it is measured by stepping with that old ``RunState.
 Rust core cannot switch, so its "before" is the same runs left open (an unreduced closed run
 held exactly the maps of the open run, plus two fields): the Python core measures both, so
 the proxy's error is printed. An open run's cost per stage and per observation is printed
-too (README, "How the scheduler's state grows").
+too (docs/scheduler.md, "How the scheduler's state grows").
 
 The last line is the headline, ``closed_run_after_vs_before=<python ratio> native=<ratio>``.
 """

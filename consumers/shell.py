@@ -385,7 +385,7 @@ class Counters:
     rewind_seconds: float = field(default=0.0, compare=False)
     """How long the last rewind took."""
     snapshots: int = 0
-    """State snapshots this process wrote (README, "Snapshots and restart")."""
+    """State snapshots this process wrote (docs/scheduler.md, "Snapshots and restart")."""
     snapshot_seconds: float = field(default=0.0, compare=False)
     """Time spent taking snapshots (waiting for the commit they cover, encoding them, asking for the ends)."""
     next_offset: int = -1
@@ -414,7 +414,7 @@ class ShellOptions:
     max_recoveries: int = 20
     quarantine: frozenset[int] = frozenset()
     """Journal offsets of this partition the rebuild skips: records an operator inspected and
-    found not written by this scheduler (see README, "When the scheduler will not start")."""
+    found not written by this scheduler (see docs/scheduler.md, "When the scheduler will not start")."""
     quarantine_inputs: frozenset[int] = frozenset()
     """Input (submissions) offsets of this partition to dead-letter without stepping them
     (``INPUT_QUARANTINED``): a record an operator chose not to let the scheduler read."""
@@ -761,7 +761,7 @@ class SchedulerShell:
         A record must sit on ``partition_for(key, N)`` (Kafka's murmur2 partitioner), else it is refused
         with WRONG_PARTITION. ``N`` is read at every start. Partitions added to the topic later (the
         README says never to) are not seen by a running scheduler, which refuses the records producers
-        then move to another partition; a restarted one adopts the new count (README, "A record sits on
+        then move to another partition; a restarted one adopts the new count (docs/decisions.md, "A record sits on
         its run id's murmur2 partition"). A core configured with another count is refused.
         """
         count = partition_count(self.bootstrap, self.input_topic)
@@ -883,7 +883,7 @@ class SchedulerShell:
         return state
 
     def _newest_snapshot(self) -> Snapshot | None:
-        """The newest snapshot of the partition that verifies (README, "Snapshots and restart"); None: fold everything."""
+        """The newest snapshot of the partition that verifies (docs/scheduler.md, "Snapshots and restart"); None: fold everything."""
         snapshot = newest_verified(
             self.core.config,
             self.partition,
@@ -1049,7 +1049,7 @@ class SchedulerShell:
         self.counters.phase = "consuming"
 
     def _rewind(self) -> Any | None:
-        """The state at the last commit, put back in memory from the core's undo log (README, "Snapshots and
+        """The state at the last commit, put back in memory from the core's undo log (docs/scheduler.md, "Snapshots and
         restart"); None when it cannot be had that way (a batch since was stepped on a copy, or the core lost its
         state): the caller rebuilds from Kafka."""
         marks = self._marks
@@ -1425,7 +1425,7 @@ class SchedulerShell:
             raise SchedulerFailed(
                 f"partition {self.partition}: Kafka refused even the dead letter of input offset {rejected.offset} "
                 f"({rejected.detail}); the output topics' max.message.bytes is below what the scheduler writes: "
-                "raise it (README, 'Running the scheduler') and restart the scheduler"
+                "raise it (docs/scheduler.md, 'Running the scheduler') and restart the scheduler"
             )
 
     def _settle(self) -> None:

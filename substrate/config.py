@@ -78,7 +78,7 @@ KNOWN_VARIABLES: Final = frozenset(
         "BERNSTEIN_KEEP_TOPICS",
     }
 )
-"""Every ``BERNSTEIN_*`` variable something of the project reads (docs: README, "Configuration")."""
+"""Every ``BERNSTEIN_*`` variable something of the project reads (docs/operations.md, "Configuration")."""
 
 
 def unknown_variables(environ: dict[str, str] | None = None) -> list[tuple[str, str | None]]:

@@ -58,7 +58,7 @@ STATE_COMPACTED: Final = {
     "min.cleanable.dirty.ratio": "0.1",
 }
 """The scheduler state topic: compacted (key = partition, or partition.chunk), so only the newest snapshots stay;
-small segments so that compaction reaches them (README, "Snapshots and restart")."""
+small segments so that compaction reaches them (docs/scheduler.md, "Snapshots and restart")."""
 
 
 def topic_config(topics: Topics, name: str) -> dict[str, str]:

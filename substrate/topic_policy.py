@@ -178,7 +178,7 @@ def require_history_kept(
         lines = "\n  ".join(risk.describe() for risk in risks)
         raise TopicHistoryAtRisk(
             f"the scheduler will not start: {len(risks)} topic setting(s) could lose history or stop it:\n  {lines}\n"
-            "(topics made by `bernstein topic create` have none of these; docs: README, 'Topics and their settings')"
+            "(topics made by `bernstein topic create` have none of these; docs/kafka-security.md, 'Topics and their settings')"
         )
 
 

@@ -2432,7 +2432,7 @@ def _reattach_sized(cas: BlobStore, digest: str, what: str) -> tuple[str, int | 
 
 
 class _EvidenceTally:
-    """A run's evidence bytes as the verifier counts them (README, "The evidence cap").
+    """A run's evidence bytes as the verifier counts them (docs/decisions.md, "The evidence cap").
 
     Each distinct digest counts once, with the size the scheduler counted (a v2 entry's declared
     size; a wrong one is EVIDENCE_SIZE_MISMATCH) or, for a v1 entry that declared none, the stored

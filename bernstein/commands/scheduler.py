@@ -94,7 +94,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--group",
         action="store_true",
         help="join the consumer group <prefix>.scheduler and run the partitions it assigns to this process: start it on "
-        "any number of machines; a process that dies or stops hands its partitions to the others (README, 'Failover')",
+        "any number of machines; a process that dies or stops hands its partitions to the others (docs/scheduler.md, 'Failover across machines')",
     )
     run.add_argument("--roles", type=Path, default=None, help="roles manifest (default: $BERNSTEIN_ROLES or config/roles.toml)")
     run.add_argument(
@@ -125,7 +125,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="migration only: accept ComputerUseAction.v1 inputs, which declare no blob sizes (else refused: "
         "EVIDENCE_SIZES_UNDECLARED; an unsigned ActivitySubmission.v1 is refused as SUBMISSION_UNSIGNED either way). "
         "The per-run evidence cap does not "
-        'hold for them; the verifier still sums their real sizes (README, "The evidence cap")',
+        'hold for them; the verifier still sums their real sizes (docs/decisions.md, "The evidence cap")',
     )
     run.add_argument("--batch-max", type=int, default=500, help="records per transaction at most (default 500)")
     run.add_argument("--batch-ms", type=int, default=20, help="wait for the first record of a batch, ms (default 20)")
@@ -155,7 +155,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         action="store_true",
         help="after each aborted transaction, when the state is put back to the last commit in memory (undo log), "
         "also rebuild it from Kafka and stop (exit 3) unless both are the same bytes: a self-check for tests and "
-        'audits that costs a rebuild per abort (README, "Snapshots and restart")',
+        'audits that costs a rebuild per abort (docs/scheduler.md, "Snapshots and restart")',
     )
     run.add_argument(
         "--core",
@@ -193,7 +193,7 @@ def _quarantined_offset(text: str) -> tuple[str, int]:
     if topic not in ("journal", "submissions"):
         raise argparse.ArgumentTypeError(
             f"--quarantine names journal or submissions offsets, not {topic!r}: an audit or checkpoint record the "
-            "scheduler cannot vouch for is skipped and named without it (README, 'When the scheduler will not start')"
+            "scheduler cannot vouch for is skipped and named without it (docs/scheduler.md, 'When the scheduler will not start')"
         )
     try:
         value = int(offset)
@@ -252,7 +252,7 @@ NO_PRODUCERS_WARNING: Final = (
     "WARNING: the roles manifest registers no producer ([[producers]]): every submission will be refused "
     "(SUBMISSION_UNSIGNED or PRODUCER_KEY_UNKNOWN). Fix: on each producer host run `bernstein keys init --producer "
     "NAME`, then add a [[producers]] entry with that name, its roles and its public key to {path} and restart the "
-    "scheduler (README, 'Producers')."
+    "scheduler (docs/security.md, 'Producers are pinned')."
 )
 
 
@@ -521,7 +521,7 @@ def _supervise(args: argparse.Namespace, partitions: int) -> int:
     """One child per partition; a child that dies is started again (``restart_delay``); SIGTERM is forwarded.
 
     The exit code is the worst final child's (``supervised_exit``). Several hosts, or failover between them:
-    ``--group`` instead (README, "Failover").
+    ``--group`` instead (docs/scheduler.md, "Failover across machines").
     """
     base = [sys.executable, "-m", "bernstein"]
     passthrough = []

@@ -297,7 +297,7 @@ class RunState:
         only the run id. ``head``, ``entry_count`` and ``sealed_count`` (what the final seal cited)
         stay for the rebuild's chain check and for anyone reading the state. Stages, evidence sets,
         sessions and blob digests are only read after the closed check, so they go: a closed run
-        costs its submission map and a few fields (README, "How the scheduler's state grows").
+        costs its submission map and a few fields (docs/scheduler.md, "How the scheduler's state grows").
         """
         self.closed = True
         self.stages = {}

@@ -28,7 +28,7 @@ those records (garbage, a forgery, a replayed copy) is not adopted and handed
 to ``report`` as a ``Skipped`` naming topic[partition]@offset: the scheduler
 logs it and goes on, the verifier still reports it. What still stops the
 rebuild (``StateCorrupted``, naming the exact record and, by topic, what an
-operator can do; README, "When the scheduler will not start"): an adopted
+operator can do; docs/scheduler.md, "When the scheduler will not start"): an adopted
 record that does not recompute (an entry's hash or chain link, a seal's
 signature, i.e. a changed key or a leaked audit key) or an adopted entry whose entry_type
 its layout does not carry (the step never writes one), an audit record that
@@ -98,21 +98,21 @@ OPERATOR_HINTS = {
     + "The scheduler will not extend a chain it cannot vouch for. If the scheduler's signing or audit key changed, start "
     "it with the keys that wrote this partition. If this scheduler did not write the record, it was forged or edited: "
     "keep the topic as it is (`bernstein activity verify` reports the runs it touches) and quarantine the journal record "
-    "so the rebuild skips it: `bernstein scheduler run --partition {partition} --quarantine {offset}` (README, "
+    "so the rebuild skips it: `bernstein scheduler run --partition {partition} --quarantine {offset}` (docs/scheduler.md, "
     "'When the scheduler will not start').",
     "audit": _KCAT
     + "The scheduler will not extend an audit chain it cannot vouch for. If the scheduler's audit key changed, start it "
     "with the audit key that wrote this partition. If the journal lost a record the audit chain mirrors, restore the "
     "journal; keep the topics as they are (`bernstein activity verify` reports the runs they touch). --quarantine skips "
-    "journal offsets only and does not apply to this record (README, 'When the scheduler will not start').",
+    "journal offsets only and does not apply to this record (docs/scheduler.md, 'When the scheduler will not start').",
     "checkpoints": _KCAT
     + "The scheduler will not extend a checkpoint chain it cannot vouch for. If the scheduler's signing key changed, "
     "start it with the key that wrote this partition; a checkpoint that commits more audit records than the audit "
     "partition holds means audit records were lost. Keep the topics as they are (`bernstein activity verify` reports "
-    "them). --quarantine skips journal offsets only and does not apply to this record (README, 'When the scheduler will "
+    "them). --quarantine skips journal offsets only and does not apply to this record (docs/scheduler.md, 'When the scheduler will "
     "not start').",
 }
-"""What StateCorrupted tells an operator, by the kind of topic; see README, "When the scheduler will not start"."""
+"""What StateCorrupted tells an operator, by the kind of topic; see docs/scheduler.md, "When the scheduler will not start"."""
 OPERATOR_HINT = OPERATOR_HINTS["journal"]
 
 
@@ -164,7 +164,7 @@ class Skipped:
     problem: str
 
     def __str__(self) -> str:
-        return f"{_where(self.topic, self.partition, self.offset, self.index)}: {self.problem}; not adopted (README, 'When the scheduler will not start')"
+        return f"{_where(self.topic, self.partition, self.offset, self.index)}: {self.problem}; not adopted (docs/scheduler.md, 'When the scheduler will not start')"
 
 
 Value = bytes | tuple[int, bytes]

@@ -946,7 +946,7 @@ def test_a_refused_dead_letter_stops_the_scheduler_with_the_limit_to_raise(
     ), raised.value.message
     assert raised.value.message.endswith(
         "the output topics' max.message.bytes is below what the scheduler writes: "
-        "raise it (README, 'Running the scheduler') and restart the scheduler"
+        "raise it (docs/scheduler.md, 'Running the scheduler') and restart the scheduler"
     )
     assert log.getvalue().count("Kafka refused an output of it") == 1, log.getvalue()
     # what was committed: the inputs before offset 4, each once, and nothing of offset 4 or after

@@ -864,7 +864,7 @@ def test_records_the_scheduler_did_not_write_are_named_not_adopted_and_the_parti
 
     def warned(log: io.StringIO) -> list[str]:
         lines = [line.split("warning: ", 1)[1] for line in log.getvalue().splitlines() if "warning: " in line]
-        assert all(line.endswith("not adopted (README, 'When the scheduler will not start')") for line in lines), lines
+        assert all(line.endswith("not adopted (docs/scheduler.md, 'When the scheduler will not start')") for line in lines), lines
         return sorted(line.split(": ", 1)[0] for line in lines)  # the journal and audit are read side by side
 
     log = io.StringIO()
