@@ -779,3 +779,21 @@ def test_a_chain_break_stays_latched_across_a_restart_until_acknowledged_with_au
         code = second.stop()
     assert code == 2
     assert [a["alert"] for a in second.seen] == ["chain_break"]  # the restart re-checked nothing
+
+
+def test_a_first_once_with_a_fresh_state_catches_a_scheduler_that_never_started(deployment: Deployment) -> None:
+    """Submissions wait and no audit record was ever written: the hourly ``--once`` with a fresh ``--state`` raises
+    ``scheduler_silent`` from the submissions' own timestamps, instead of starting its silence clock now."""
+    produce_all(
+        deployment.services.bootstrap,
+        deployment.topics.submissions,
+        [(b"run-waits", encode_submission(run_id="run-waits", stage_id="s0"))],
+    )
+    code, alerts, stderr = deployment.once("--silent-after", "60", state="fresh-young")
+    assert (code, [a["alert"] for a in alerts]) == (0, []), stderr  # younger than the threshold: not yet
+    time.sleep(2.5)
+    code, alerts, stderr = deployment.once("--silent-after", "2", state="fresh-old")
+    silent = [a for a in alerts if a["alert"] == "scheduler_silent"]
+    assert [(a["partition"], a["waiting"], a["last_input"]) for a in silent] == [(0, 1, -1)], (alerts, stderr)
+    assert code == 2, "an alert was raised (EXIT_ALERTS)"
+    assert [a["alert"] for a in alerts] == ["scheduler_silent"], "operational only: nothing latches"

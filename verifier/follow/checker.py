@@ -328,8 +328,10 @@ class PartitionChecker:
                 state.in_burst = False
         return []
 
-    def tick(self, now_ms: int, submissions_end: int | None = None) -> list[Alert]:
-        """Time-based alerts at wall clock ``now_ms``; ``submissions_end``: the input partition's end offset, if known."""
+    def tick(self, now_ms: int, submissions_end: int | None = None, *, waited_since_ms: int | None = None) -> list[Alert]:
+        """Time-based alerts at wall clock ``now_ms``; ``submissions_end``: the input partition's end offset, if known;
+        ``waited_since_ms``: for a chain never seen moving, since when submissions are known to wait (the silence clock
+        starts there, not now: a scheduler that never started is caught on the first look)."""
         alerts: list[Alert] = []
         state = self.state
         after = self.policy.unsealed_after_ms
@@ -350,8 +352,8 @@ class PartitionChecker:
         silent = self.policy.silent_after_ms
         if silent is not None and submissions_end is not None and not state.silent_alerted:
             waiting = submissions_end - (state.last_input + 1)
-            if state.progress_ms is None:
-                state.progress_ms = now_ms  # the clock starts when the follower first looks
+            if state.progress_ms is None:  # the clock starts when the follower first looks, or when input began to wait
+                state.progress_ms = now_ms if waited_since_ms is None else min(now_ms, waited_since_ms)
             if waiting > 0 and now_ms - state.progress_ms >= silent:
                 state.silent_alerted = True
                 alerts.append(

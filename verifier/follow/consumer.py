@@ -638,13 +638,38 @@ class Follower:
             ends[partition] = int(high)
         return ends
 
+    def _waited_since(self, partition: int, end: int, now_ms: int, silent_ms: int) -> int | None:
+        """For a partition whose checker never saw an audit record: ``now_ms - silent_ms`` when a submission older
+        than that waits (the broker's offset for that time is past the last input accounted for), else None.
+
+        So a scheduler that never started (or a fresh ``--state``) is caught by the first ``--once``, from the
+        submissions' own timestamps (LogAppendTime: the broker's clock), instead of starting the silence clock now."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        since = now_ms - silent_ms
+        try:
+            found = self._consumer.offsets_for_times(
+                [TopicPartition(self.options.topics.submissions, partition, since)], timeout=5.0
+            )
+        except KafkaException:
+            return None
+        offset = int(found[0].offset) if found else -1
+        # offset: the first submission stamped at or after ``since`` (-1: none is); older ones lie before it
+        first_waiting = self.partitions[partition].checker.state.last_input + 1
+        older_end = offset if offset >= 0 else end  # none stamped since: every submission is older
+        return since if older_end > first_waiting else None
+
     def _tick(self) -> None:
         self._refresh_acks()
         now = self._now_ms()
-        ends = self._submission_ends() if self.options.policy.silent_after_ms is not None else {}
+        silent = self.options.policy.silent_after_ms
+        ends = self._submission_ends() if silent is not None else {}
         for partition in sorted(self.partitions):
             entry = self.partitions[partition]
-            alerts = entry.checker.tick(now, ends.get(partition))
+            waited = None
+            if silent is not None and entry.checker.state.progress_ms is None and partition in ends:
+                waited = self._waited_since(partition, ends[partition], now, silent)
+            alerts = entry.checker.tick(now, ends.get(partition), waited_since_ms=waited)
             if alerts:
                 entry.dirty = True
                 self._emit(alerts)
