@@ -48,7 +48,7 @@ COMMAND_MODULES: Final = (
     "bernstein.commands.submission",
     "producers.research.cli",
     "producers.dataops.cli",
-    "producers.computer_use.cli",
+    "bernstein.commands.browser",
 )
 
 

@@ -16,6 +16,7 @@ exports trust the way ``bernstein keys trust --manifest`` does.
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import tempfile
 import threading
@@ -24,6 +25,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import TextIO
 
 from consumers.core.native import make_core
@@ -133,11 +135,26 @@ def coding_stage(ctx: DemoContext) -> None:
     ctx.say(f"    coding-1   [coding]   same files again (expected: refused as RedundantStage) -> offset {again.offset}")
 
 
+def _site_server() -> ModuleType:
+    """``demo/site_server.py``, loaded from the checkout by its path, the way a script is run: ``demo/`` (the site,
+    its flows, its server) is the repository's and is not a package nor installed (docs/decisions.md, 24)."""
+    name = "bernstein_demo_site_server"
+    if name in sys.modules:
+        return sys.modules[name]
+    path = REPO / "demo" / "site_server.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load the demo site's server from {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def research_stages(ctx: DemoContext) -> None:
     """A research agent reads the local demo site: every page is content-addressed as it lands, and every
     claim quotes the bytes it came from. A second query runs out of budget: recorded as a refused activity."""
-    sys.path.insert(0, str(REPO))
-    from demo.site_server import serve
+    serve = _site_server().serve
     from producers.research import (
         ResearchBudget,
         ResearchBudgetExceeded,
@@ -218,8 +235,7 @@ def dataops_stages(ctx: DemoContext) -> None:
 def browser_stage(ctx: DemoContext) -> None:
     """A scripted browser agent signs up on the demo site in headless Chromium; every action is anchored, signed
     and journalled, and the typed password never leaves the boundary in plain text."""
-    sys.path.insert(0, str(REPO))
-    from demo.site_server import serve
+    serve = _site_server().serve
     from producers.computer_use.demo import browser_demo_stage
 
     with serve(REPO / "demo" / "site") as (url, _stop):

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Static checks: ruff (lint + format), mypy (strict), golden vectors regenerate without a diff.
+# Static checks: ruff (lint + format), mypy (strict), the layer contract (import-linter), golden vectors regenerate
+# without a diff.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 V=.venv/bin
@@ -8,6 +9,8 @@ $V/ruff check .
 $V/ruff format --check . >/dev/null || { $V/ruff format --check . ; exit 1; }
 echo "check: mypy"
 $V/mypy schemas substrate producers consumers verifier bernstein bench infra/infra.py
+echo "check: layer contract"
+$V/lint-imports --no-cache
 echo "check: golden vectors"
 $V/python -m schemas.vectors.generate --check
 $V/python -m consumers.step_vectors --check

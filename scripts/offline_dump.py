@@ -31,11 +31,11 @@ from consumers.core.model import InputRecord
 from consumers.core.native import make_core
 from consumers.core.step import initial_state
 from producers.activity import ActivityResult, observe
-from producers.computer_use.fakes import MemorySource
 from producers.emitter import encode_signed_close, encode_signed_submission, submission_record
 from substrate.cas import DirBlobStore
 from substrate.keys import init_keys, init_producer_keys
 from verifier.export import export_dump
+from verifier.memory_source import MemorySource
 from verifier.sources import StoredRecord
 
 RUN: Final = "offline-run-1"

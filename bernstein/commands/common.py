@@ -7,7 +7,6 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -15,8 +14,11 @@ from typing import Any, Final
 from consumers.manifest import load_manifest, trusted_producer_keys
 from schemas.errors import BernsteinError
 from substrate.cas import BlobStore, DirBlobStore, S3BlobStore
+from substrate.cli_args import command_group as command_group
+from substrate.cli_args import non_negative_int as non_negative_int
+from substrate.cli_args import positive_seconds as positive_seconds
+from substrate.cli_args import show_usage as show_usage
 from substrate.config import DEFAULT_PREFIX, Resolved, Settings, resolve
-from substrate.exit_codes import EXIT_USAGE
 from substrate.keys import InstallKeys, TrustedKeys, default_keys_dir, load_keys
 
 
@@ -229,17 +231,6 @@ def trusted_from(path: Path | None, keys_dir: Path | None = None, roles: Path | 
     return trusted.merged(trusted_producer_keys(producers))
 
 
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0, with a message that names the value."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
-    return value
-
-
 def metrics_port(text: str) -> int:
     """argparse type of ``--metrics-port``: 0 (any free port) to 65535."""
     try:
@@ -249,37 +240,3 @@ def metrics_port(text: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"--metrics-port takes 0 to 65535, not {value}")
     return value
-
-
-def positive_seconds(text: str) -> float:
-    """argparse type: a number of seconds > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
-
-
-def show_usage(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
-    """Handler for a command group run without a subcommand: its help on stderr, exit 3."""
-
-    def handler(_args: argparse.Namespace) -> int:
-        parser.print_help(sys.stderr)
-        return EXIT_USAGE
-
-    return handler
-
-
-def command_group(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, *, help: str, metavar: str | None = None
-) -> argparse._SubParsersAction[argparse.ArgumentParser]:
-    """Add ``bernstein NAME <command>`` and return where its subcommands go.
-
-    Every group is wired the same way: subcommand in ``args.<name>_command``,
-    and run bare it prints its own help and exits 3 (``show_usage``).
-    """
-    group = sub.add_parser(name, help=help)
-    group.set_defaults(func=show_usage(group))
-    return group.add_subparsers(dest=f"{name}_command", metavar=metavar or f"<{name} command>")

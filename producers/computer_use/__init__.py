@@ -4,7 +4,6 @@ Public API::
 
     from producers.computer_use import (
         ComputerUseSession, EmitterPublisher, ScriptedAgent, load_flow, PlaywrightDriver,   # record
-        replay_run, replay_sessions, ReplayResult, ReplayDivergence, StepVerdict,            # replay
         isolated_profile_dir, classify_terminal_state, ComputerUseTerminalState,
         ComputerUseDriverError, ComputerUseRefusal, CapabilityRefusal, is_computer_use_capable,
         suggested_adapters, DEFAULT_RUN_BYTE_CAP, ActionByteCapExceeded,
@@ -15,13 +14,16 @@ Public API::
                                  worktree=Path("."))
     policy = OriginPolicy.from_urls(url, allow=["http://127.0.0.1:8000"])   # producers.netpolicy
     outcome = session.run(ScriptedAgent(load_flow(path, base_url=url)), PlaywrightDriver.factory(policy=policy))
+
+    from verifier.browser_replay import replay_run          # the offline replay is the verifier's
     result = replay_run(run_id, source=KafkaSource(...), cas=store, trusted=trusted)
 
 The recorded formats (action, observation hash and anchor, lineage entry,
 action records, action log, session document, terminal states and their
 mapping) live in ``schemas.documents.browser``, shared with the scheduler and
-the verifier; the offline replay is the verifier's (``verifier.browser_replay``).
-This package re-exports both for its public API.
+the verifier, and this package re-exports them for its public API. The offline
+replay is the verifier's (``verifier.browser_replay``); the SDK does not import
+the verifier (the layer contract in ``pyproject.toml``), so import it from there.
 
 Modules, one job each: ``boundary`` (the driver/agent contract; imports no
 browser library), ``snapshot`` (normalising and redacting accessibility
@@ -30,8 +32,9 @@ snapshots), ``lineage`` (sealing the signed lineage entry), ``terminal``
 ``profiles`` (isolated profile directories), ``budget`` (the persisted per-run
 byte cap), ``session`` (recording), ``agents`` (the scripted agent),
 ``playwright_driver`` (the concrete driver; the only module importing
-Playwright, loaded lazily from here), ``fakes`` (test doubles), ``cli``
-(``bernstein browser run|replay``), ``demo`` (the demo's signup stage). The
+Playwright, loaded lazily from here), ``demo`` (the demo's signup
+stage). ``bernstein browser run|replay`` is ``bernstein/commands/browser.py``; the
+test doubles are ``tests/support/browser_fakes.py``. The
 rules are written down in ``docs/computer_use.md``.
 """
 
@@ -90,16 +93,6 @@ from schemas.documents.browser import (
     parse_action_log,
     parse_session_document,
 )
-from verifier.browser_replay import (
-    DivergenceReason,
-    ReplayDivergence,
-    ReplayNotFound,
-    ReplayResult,
-    StepVerdict,
-    replay_action_log,
-    replay_run,
-    replay_sessions,
-)
 
 if TYPE_CHECKING:
     from producers.computer_use.playwright_driver import PlaywrightDriver
@@ -134,7 +127,6 @@ __all__ = [
     "ComputerUseRefusal",
     "ComputerUseSession",
     "ComputerUseTerminalState",
-    "DivergenceReason",
     "DriverFactory",
     "DriverFault",
     "EmitterPublisher",
@@ -148,15 +140,11 @@ __all__ = [
     "ObservationHashes",
     "PlaywrightDriver",
     "ProposedAction",
-    "ReplayDivergence",
-    "ReplayNotFound",
-    "ReplayResult",
     "RunByteLedger",
     "ScriptedAgent",
     "SessionDocument",
     "SessionOutcome",
     "SessionRefused",
-    "StepVerdict",
     "activity_terminal_state",
     "canonical_action",
     "classify_terminal_state",
@@ -168,9 +156,6 @@ __all__ = [
     "parse_action_log",
     "parse_flow",
     "parse_session_document",
-    "replay_action_log",
-    "replay_run",
-    "replay_sessions",
     "require_computer_use_capable",
     "suggested_adapters",
 ]

@@ -7,7 +7,7 @@
     result, receipt = activity.finish()                  # artifact = signed receipt
 
 ``verify_receipt`` checks a stored receipt offline against pinned keys only
-(``verifier.dataops_receipts``, re-exported here).
+(``substrate.dataops_receipts``, re-exported here).
 See ``docs/dataops.md`` for the phase rules, the receipt format and the trust model.
 """
 
@@ -35,7 +35,7 @@ from schemas.documents.dataops import (
     artifact_signing_input,
     receipt_signing_input,
 )
-from verifier.dataops_receipts import DataOpsVerdict, ReceiptFailure, verify_artifact, verify_receipt, verify_refusal
+from substrate.dataops_receipts import DataOpsVerdict, ReceiptFailure, verify_artifact, verify_receipt, verify_refusal
 
 __all__ = [
     "RECEIPT_FORMAT",

@@ -21,7 +21,6 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from bernstein.commands.common import command_group, non_negative_int
 from producers.activity import ActivityRejected, ActivityResult
 from producers.identity import add_producer_flags, producer_from_args
 from producers.research.budget import ResearchBudget
@@ -30,6 +29,7 @@ from producers.research.fetch import DEFAULT_TIMEOUT, FetchFn, make_fetch
 from producers.research.synthesis import load_synthesiser
 from producers.research.worker import ResearchWorker
 from substrate.cas import BlobStore
+from substrate.cli_args import command_group, non_negative_int
 from substrate.exit_codes import EXIT_OK, EXIT_REFUSED
 from substrate.text import plural
 

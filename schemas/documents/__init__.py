@@ -16,9 +16,10 @@ bytes (``consumers/core/step.py``) and the offline verifier (``verifier/``).
   for a decoded record), the first broken rule of a submission as a typed
   ``Violation`` (a ``RefusalCode``).
 
-Verification that needs pinned keys or the content store lives in
-``verifier/`` (``dataops_receipts``, ``browser_replay``). Nothing here imports
-``producers``, ``substrate``, ``consumers``, ``verifier`` or ``bernstein``
-(``tests/unit/test_import_boundary.py``). The scheduler's rules and codes are
+Verification that needs pinned keys or the content store lives above it:
+``substrate.dataops_receipts`` (shared by the data/ops SDK and the verifier) and
+``verifier.browser_replay``. Nothing here imports ``producers``, ``substrate``,
+``consumers``, ``verifier`` or ``bernstein`` (the layer contract,
+``[tool.importlinter]`` in ``pyproject.toml``). The scheduler's rules and codes are
 documented in ``docs/modality_rules.md``.
 """

@@ -28,7 +28,7 @@ This module is the one home of both formats and of the rules decidable from
 a submission's own bytes (``submission_violation``: structure, context,
 plan projection, plan-before-effect order, observations), used by the SDK
 (``producers.dataops``), the scheduler and the verifier. Signatures are
-verified offline only (``verifier.dataops_receipts``). Nothing here does I/O.
+verified offline only (``substrate.dataops_receipts``). Nothing here does I/O.
 """
 
 from __future__ import annotations

@@ -33,7 +33,6 @@ from producers.computer_use import (
     parse_session_document,
 )
 from producers.computer_use.agents import load_flow
-from producers.computer_use.fakes import InMemoryScheduler, RecordingPublisher
 from producers.computer_use.playwright_driver import BrowserUser, Isolation, PlaywrightDriver, _Staging
 from producers.computer_use.profiles import prepare_profile
 from producers.computer_use.terminal import ComputerUseDriverError, DriverFault
@@ -42,6 +41,7 @@ from schemas.records import TerminalState
 from substrate.cas import DirBlobStore
 from substrate.keys import ProducerKeys, init_keys, init_producer_keys
 from tests.integration.test_browser_kit import SIGNUP_FLOW, SITE, chromium_processes
+from tests.support.browser_fakes import InMemoryScheduler, RecordingPublisher
 from verifier.browser_replay import replay_run
 
 pytestmark = pytest.mark.browser

@@ -30,13 +30,13 @@ from producers.computer_use import (
     SessionOutcome,
     parse_session_document,
 )
-from producers.computer_use.fakes import InMemoryScheduler, RecordingPublisher
 from producers.computer_use.playwright_driver import BlockedRequest, PlaywrightDriver
 from producers.netpolicy import OriginPolicy
 from schemas.records import TerminalState
 from substrate.cas import DirBlobStore
 from substrate.keys import ProducerKeys, init_producer_keys
 from tests.integration.test_browser_kit import chromium_processes
+from tests.support.browser_fakes import InMemoryScheduler, RecordingPublisher
 from verifier.browser_replay import replay_run
 
 pytestmark = pytest.mark.browser

@@ -21,7 +21,6 @@ import pytest
 from demo.site_server import serve
 from producers.computer_use import SessionOutcome
 from producers.computer_use.demo import browser_demo_stage
-from producers.computer_use.fakes import MemorySource
 from producers.emitter import Emitter
 from schemas.canonical import typed_value_digest
 from schemas.records import TerminalState
@@ -42,6 +41,7 @@ from tests.integration.test_browser_kit import (
 )
 from tests.prefixes import fresh_prefix
 from tests.producer_setup import trust_of
+from tests.support.browser_fakes import MemorySource
 from verifier.browser_replay import DivergenceReason, replay_run
 from verifier.kafka_source import KafkaSource
 from verifier.verify import verify

@@ -42,7 +42,6 @@ from consumers.core.step import SchedulerCore
 from consumers.shell import SchedulerShell
 from producers.activity import ActivityResult, observe
 from producers.computer_use import Frame, ProposedAction, ScriptedAgent
-from producers.computer_use.fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, RecordingPublisher
 from producers.computer_use.session import ComputerUseSession
 from producers.emitter import encode_signed_close
 from substrate.cas import Failure, S3BlobStore, S3Settings
@@ -55,6 +54,7 @@ from tests.integration.fault_kit import FailingS3, FaultProxy, closed_port
 from tests.integration.helpers_kafka import fresh_topics, produce_all, read_partition
 from tests.prefixes import fresh_prefix
 from tests.producer_setup import write_manifest
+from tests.support.browser_fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, RecordingPublisher
 
 RUN: Final = "run-faults"
 SESSION: Final = "browser-0"

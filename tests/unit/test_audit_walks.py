@@ -21,8 +21,8 @@ import pytest
 from consumers import audit_vectors
 from consumers.core.native import native_status
 from consumers.core.rebuild import StateCorrupted, rebuild_state
-from producers.computer_use.fakes import MemorySource
 from substrate.keys import TrustedKeys
+from tests.support.browser_fakes import MemorySource
 from verifier import facts as facts_module
 from verifier.follow.checker import ChainState, PartitionChecker, Policy
 from verifier.follow.latch import TAMPER

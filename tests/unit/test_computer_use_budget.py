@@ -18,11 +18,11 @@ from producers.computer_use import (
     ScriptedAgent,
     parse_session_document,
 )
-from producers.computer_use.fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, RecordingPublisher
 from schemas.canonical import sha256_digest
 from schemas.records import TerminalState
 from substrate.cas import DirBlobStore
 from substrate.keys import ProducerKeys, init_producer_keys
+from tests.support.browser_fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, RecordingPublisher
 
 RUN = "run-cap"
 SHOT = 1000  # bytes per screenshot in these tests

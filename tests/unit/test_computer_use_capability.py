@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bernstein.commands.browser import EXIT_REFUSED, execute_run
 from producers.computer_use import (
     CapabilityRefusal,
     ComputerUseRefusal,
@@ -19,11 +20,10 @@ from producers.computer_use import (
     require_computer_use_capable,
     suggested_adapters,
 )
-from producers.computer_use.cli import EXIT_REFUSED, execute_run
-from producers.computer_use.fakes import FakeDriver, FakeDriverFactory, RecordingPublisher
 from producers.computer_use.profiles import isolated_profile_dir
 from substrate.cas import DirBlobStore
 from substrate.keys import init_producer_keys
+from tests.support.browser_fakes import FakeDriver, FakeDriverFactory, RecordingPublisher
 
 
 @pytest.mark.parametrize(

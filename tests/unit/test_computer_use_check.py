@@ -9,13 +9,14 @@ from typing import Any
 import pytest
 
 from producers.computer_use import ComputerUseSession, Frame, ProposedAction, ScriptedAgent, SessionOutcome
-from producers.computer_use.fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, RecordingPublisher
 from schemas import codec
 from substrate.cas import DirBlobStore
 from substrate.keys import ProducerKeys, init_producer_keys
+from tests.support.browser_fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, RecordingPublisher
 from verifier.checks import CheckContext, check_for
 from verifier.checks.browser import NO_STORE, check_browser
-from verifier.verify import verify, verify_stage
+from verifier.stages import verify_stage
+from verifier.verify import verify
 
 RUN = "run-check"
 SESSION = "browser-0"

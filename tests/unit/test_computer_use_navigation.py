@@ -18,12 +18,12 @@ from producers.computer_use import (
     ScriptedAgent,
     parse_session_document,
 )
-from producers.computer_use.fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, RecordingPublisher
 from producers.computer_use.playwright_driver import host_resolver_rules, sandbox_args
 from producers.netpolicy import Origin, OriginPolicy, TargetCode, TargetRefused, parse_origin
 from schemas.records import TerminalState
 from substrate.cas import DirBlobStore
 from substrate.keys import ProducerKeys, init_producer_keys
+from tests.support.browser_fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, RecordingPublisher
 
 SITE = "https://quill.example"
 LOCAL = "http://127.0.0.1:8000"

@@ -21,12 +21,12 @@ from producers.computer_use import (
     ScriptedAgent,
     SessionOutcome,
 )
-from producers.computer_use.fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, MemorySource, RecordingPublisher
 from schemas import codec
 from schemas.canonical import action_anchor, observation_hash, sha256_digest
 from substrate.cas import DirBlobStore
 from substrate.keys import Ed25519Signer, ProducerKeys, TrustedKeys, init_producer_keys
 from tests.computer_use_kit import computer_use_positions, edit_entry
+from tests.support.browser_fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, MemorySource, RecordingPublisher
 from verifier.browser_replay import DivergenceReason, ReplayNotFound, replay_run, replay_sessions
 from verifier.sources import StoredRecord
 

@@ -28,7 +28,6 @@ from producers.computer_use import (
     parse_session_document,
 )
 from producers.computer_use.boundary import AgentView
-from producers.computer_use.fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, RecordingPublisher
 from producers.computer_use.profiles import isolated_profile_dir
 from producers.identity import ProducerIdMismatch
 from schemas import codec
@@ -37,6 +36,7 @@ from schemas.ed25519 import verify_signature
 from schemas.records import BROWSER_SESSION_FORMAT, TerminalState
 from substrate.cas import DirBlobStore
 from substrate.keys import ProducerKeys, init_producer_keys
+from tests.support.browser_fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, RecordingPublisher
 
 RUN = "run-cu-1"
 SESSION = "browser-0"

@@ -12,8 +12,8 @@ from producers.dataops.cli import register
 from schemas.canonical import sha256_digest
 from schemas.errors import BernsteinError
 from substrate.cas import DirBlobStore
+from substrate.dataops_receipts import verify_artifact
 from substrate.keys import KeyPurpose, TrustedKey, TrustedKeys, init_keys, init_producer_keys, load_producer_keys
-from verifier.dataops_receipts import verify_artifact
 
 DEMO = Path(__file__).resolve().parents[2] / "demo" / "data"
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from substrate.dataops_receipts import EFFECT_BEFORE_PLAN, OBSERVATIONS_MISMATCH, verify_artifact
 from substrate.keys import TrustedKeys
 from tests.modality_kit import SIGNER, dataops_submission
-from verifier.dataops_receipts import EFFECT_BEFORE_PLAN, OBSERVATIONS_MISMATCH, verify_artifact
 
 TRUSTED = TrustedKeys(ed25519={SIGNER.key_id: SIGNER.public_key_raw})
 

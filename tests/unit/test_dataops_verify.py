@@ -19,10 +19,7 @@ from producers.dataops import DataActivity, EffectBeforePlan
 from producers.dataops.receipt import decode_signature, encode_signature
 from schemas.canonical import canonical_json, plan_hash, sha256_digest
 from substrate.cas import DirBlobStore
-from substrate.keys import Ed25519Signer, TrustedKeys
-from verifier.checks import check_for
-from verifier.checks.base import CheckContext, ModalityVerdict
-from verifier.dataops_receipts import (
+from substrate.dataops_receipts import (
     ARTIFACT_HASH_MISMATCH,
     BLOB_CHANGED,
     BLOB_MISSING,
@@ -43,6 +40,9 @@ from verifier.dataops_receipts import (
     verify_artifact,
     verify_receipt,
 )
+from substrate.keys import Ed25519Signer, TrustedKeys
+from verifier.checks import check_for
+from verifier.checks.base import CheckContext, ModalityVerdict
 
 PINNED = Ed25519Signer.from_seed(b"\x01" * 32)
 OTHER = Ed25519Signer.from_seed(b"\x02" * 32)

@@ -111,7 +111,7 @@ def test_the_module_is_a_leaf() -> None:
 def test_the_commands_use_the_tables_codes() -> None:
     from bernstein import cli
     from bernstein.commands import audit, scheduler, submission, submit
-    from producers.computer_use import cli as browser_cli
+    from bernstein.commands import browser as browser_cli
     from producers.dataops import cli as dataops_cli
     from producers.research import cli as research_cli
     from verifier import report

@@ -23,11 +23,11 @@ import pytest
 
 from consumers.core.model import InputRecord, SchedulerConfig
 from consumers.core.step import SchedulerCore, initial_state
-from producers.computer_use.fakes import MemorySource
 from schemas import codec
 from substrate.cas import DirBlobStore
 from substrate.keys import TrustedKeys, init_keys
 from tests.producer_kit import TEST_PRODUCERS, producer_trust
+from tests.support.browser_fakes import MemorySource
 from tests.unit.test_verifier_verdicts import (
     OTHER,
     PREFIX,

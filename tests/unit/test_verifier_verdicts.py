@@ -24,7 +24,6 @@ import pytest
 from consumers.core.model import InputRecord, SchedulerConfig
 from consumers.core.step import SchedulerCore, initial_state
 from producers.computer_use import ComputerUseSession, Frame, ProposedAction, ScriptedAgent
-from producers.computer_use.fakes import FakeDriver, FakeDriverFactory, MemorySource, RecordingPublisher
 from schemas import codec
 from schemas.canonical import (
     audit_mac,
@@ -43,6 +42,7 @@ from tests.producer_kit import (
     producer_signer,
     producer_trust,
 )
+from tests.support.browser_fakes import FakeDriver, FakeDriverFactory, MemorySource, RecordingPublisher
 from verifier.export import export_dump
 from verifier.render import escape, render_json, render_text
 from verifier.report import (

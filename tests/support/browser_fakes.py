@@ -1,11 +1,11 @@
-"""In-memory test doubles for the computer-use boundary (no browser, no Kafka).
+"""In-memory test doubles for the computer-use boundary (no browser, no Kafka); no shipped package imports them.
 
 * ``FakeDriver``: serves scripted frames, records what it was asked to do,
   raises scripted faults.
 * ``RecordingPublisher``: keeps every published action value and result, and
   encodes results with the emitter's own ``submission_record``, signed as the
   emitter signs them, so a test can fold the scheduler core over them.
-* ``MemorySource``: a ``verifier.sources.RecordSource`` over records in memory.
+* ``MemorySource``: ``verifier.memory_source``'s, re-exported here.
 * ``InMemoryScheduler``: the real, pure scheduler core folded over published
   values without Kafka, with the given producers registered; its outputs land in
   a ``MemorySource``.
@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,6 +27,7 @@ from producers.emitter import encode_signed_close, encode_signed_submission, sub
 from producers.identity import SigningProducer
 from schemas import codec
 from substrate.keys import AuditKey, Ed25519Signer, KeyPurpose, TrustedKey, TrustedKeys
+from verifier.memory_source import MemorySource as MemorySource
 from verifier.sources import StoredRecord
 
 
@@ -137,34 +138,6 @@ class RecordingPublisher:
             sdk="fake",
         )
         return encode_signed_submission(record, self.producer.signer)
-
-
-class MemorySource:
-    """A ``RecordSource`` over in-memory records, by stream and partition."""
-
-    def __init__(self, records: Mapping[str, Sequence[StoredRecord]] | None = None) -> None:
-        self._records: dict[str, list[StoredRecord]] = {k: list(v) for k, v in (records or {}).items()}
-
-    def describe(self) -> str:
-        return "memory"
-
-    def add(self, record: StoredRecord) -> None:
-        self._records.setdefault(record.stream, []).append(record)
-
-    def partitions(self, stream: str) -> list[int]:
-        return sorted({r.partition for r in self._records.get(stream, [])})
-
-    def records(self, stream: str, partition: int, *, headers: bool = True) -> Iterator[StoredRecord]:
-        yield from (r for r in self._records.get(stream, []) if r.partition == partition)
-
-    def all(self, stream: str) -> list[StoredRecord]:
-        return list(self._records.get(stream, []))
-
-    def replaced(self, stream: str, records: Sequence[StoredRecord]) -> MemorySource:
-        """A copy with ``stream`` replaced (tamper fixtures)."""
-        copy: dict[str, Any] = dict(self._records)
-        copy[stream] = list(records)
-        return MemorySource(copy)
 
 
 class InMemoryScheduler:

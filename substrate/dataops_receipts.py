@@ -4,7 +4,8 @@ The verification side of the data/ops modality: the receipt and refusal
 formats, what is signed and the plan and order rules are
 ``schemas.documents.dataops``'s; this module adds what needs pinned keys and
 the content store. The verifier's data/ops check (``verifier.checks.dataops``)
-calls it; the SDK re-exports it (``producers.dataops.verify_receipt``).
+calls it and the SDK re-exports it (``producers.dataops.verify_receipt``), so it
+lives below both (neither the SDK nor the verifier imports the other).
 
 ``verify_receipt`` runs every check and collects every failure (the first is
 the ``reason``), in this order:

@@ -1,0 +1,1 @@
+"""The scheduler's pure core: the step function, its model and its snapshots (no I/O)."""
