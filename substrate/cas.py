@@ -481,18 +481,9 @@ _DENIED_CODES: Final = frozenset(
 
 def s3_timeout() -> float:
     """``BERNSTEIN_S3_TIMEOUT`` (environment, then ``.infra/env``) in seconds, default 10: more than 0, at most 600."""
-    from substrate.config import setting  # substrate.config imports this module
+    from substrate.config import seconds_setting  # substrate.config imports this module
 
-    text = setting(S3_TIMEOUT_SETTING) or ""
-    if not text:
-        return DEFAULT_S3_TIMEOUT
-    try:
-        value = float(text)
-    except ValueError:
-        raise CasConfigError(f"{S3_TIMEOUT_SETTING}={text!r} is not a number of seconds") from None
-    if not 0 < value <= 600:
-        raise CasConfigError(f"{S3_TIMEOUT_SETTING}={value:g} must be more than 0 and at most 600 seconds")
-    return value
+    return seconds_setting(S3_TIMEOUT_SETTING, DEFAULT_S3_TIMEOUT, CasConfigError)
 
 
 def _short(exc: BaseException) -> str:

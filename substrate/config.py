@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from schemas.errors import BernsteinError
 from substrate.cas import S3Settings
 
 DEFAULT_PREFIX: Final = "bernstein"
@@ -127,6 +128,21 @@ def resolve(
 def setting(name: str, default: str | None = None, *, start: Path | None = None) -> str | None:
     """One setting: environment first, then ``.infra/env``, then ``default``."""
     return resolve(name, default, start=start).value
+
+
+def seconds_setting(name: str, default: float, error: type[BernsteinError], *, most: float = 600) -> float:
+    """A duration setting in seconds (``setting``), ``default`` when unset: more than 0 and at most ``most``, else
+    ``error`` naming the variable and what it holds (one rule for every timeout a user can set)."""
+    text = setting(name) or ""
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise error(f"{name}={text!r} is not a number of seconds") from None
+    if not 0 < value <= most:
+        raise error(f"{name}={value:g} must be more than 0 and at most {most:g} seconds")
+    return value
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from schemas.errors import BernsteinError
-from substrate.config import Topics, setting
+from substrate.config import Topics, seconds_setting, setting
 
 RETAIN_FOREVER: Final = {
     "cleanup.policy": "delete",
@@ -228,14 +228,7 @@ def connect_timeout() -> float:
     """How long a command's first request (metadata) may wait for a broker before it says it cannot reach it:
     ``BERNSTEIN_KAFKA_CONNECT_TIMEOUT`` seconds, default 5. A reachable broker answers in milliseconds; a wrong
     address or a stopped broker is then named within seconds, not after the client's own 30."""
-    text = setting(CONNECT_TIMEOUT_SETTING, "5") or "5"
-    try:
-        value = float(text)
-    except ValueError:
-        raise KafkaConfigError(f"{CONNECT_TIMEOUT_SETTING}={text!r} is not a number of seconds") from None
-    if not 0 < value <= 600:
-        raise KafkaConfigError(f"{CONNECT_TIMEOUT_SETTING}={value} must be more than 0 and at most 600 seconds")
-    return value
+    return seconds_setting(CONNECT_TIMEOUT_SETTING, 5.0, KafkaConfigError)
 
 
 def _positive_setting(name: str) -> int:
