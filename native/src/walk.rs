@@ -1,4 +1,4 @@
-//! The plain path of the verifier's chain and audit walks (`verifier/verify.py`), in Rust.
+//! The plain path of the verifier's chain and audit walks (`verifier/walks/`), in Rust.
 //!
 //! The walks check every record in Python. Almost every record of an intact partition is
 //! plain: it links to its predecessor, its MAC or producer signature verifies under a pinned
@@ -57,7 +57,7 @@ fn add_to_count<'py>(
 }
 
 /// One result or seal crossing of a run, queued by the audit walk for the run's journal walk
-/// (the fields of `verifier.verify._AuditEvent`, in its constructor's order).
+/// (the fields of `verifier.walks.partition._AuditEvent`, in its constructor's order).
 #[derive(Clone)]
 struct Event {
     seq: i64,
@@ -149,7 +149,7 @@ impl Windows {
     }
 }
 
-/// The audit event names the walks compare with (`verifier.verify`'s `_RESULT`, ...).
+/// The audit event names the walks compare with (`verifier.walks.partition`'s `RESULT`, ...).
 struct EventNames {
     result: String,
     entry_events: Vec<String>,
@@ -178,7 +178,7 @@ pub struct AuditPlain {
 #[pymethods]
 impl AuditPlain {
     /// `keys`: the pinned audit keys (`KeysInForce.windows`); `result`, `entry_events`,
-    /// `join_events`, `refused`, `deadletter`: the audit event names of `verifier.verify`.
+    /// `join_events`, `refused`, `deadletter`: the audit event names of `verifier.walks.partition`.
     #[new]
     #[allow(clippy::too_many_arguments)]
     fn new(

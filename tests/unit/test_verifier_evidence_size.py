@@ -23,7 +23,7 @@ from tests.unit.test_native_core import sub
 from tests.unit.test_verifier_verdicts import RUN, VERIFIED, C, LegacyCodec, Writer, build, entries
 from verifier.render import render_json, render_text
 from verifier.report import EXIT_MISMATCH, EXIT_VERIFIED, RunReport
-from verifier.verify import _action_size_findings
+from verifier.stages import _action_size_findings
 
 
 def text(report: RunReport) -> str:

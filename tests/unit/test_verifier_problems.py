@@ -16,14 +16,24 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _codes_in_source() -> set[str]:
     """Codes passed to ``Problem(...)`` / ``self._disagree(...)`` or assigned to ``code`` in the verifier's modules
-    that report problems (verifier/verify.py, verifier/checkpoints.py, verifier/keyuse.py, and verifier/blobs.py: a
-    stage not checked because the store did not answer, ``STORE_UNAVAILABLE``). A finding built
+    that report problems (verifier/verify.py, verifier/walks/, verifier/stages.py, verifier/checkpoints.py,
+    verifier/keyuse.py, and verifier/blobs.py: a stage not checked because the store did not answer,
+    ``STORE_UNAVAILABLE``). A finding built
     elsewhere and placed later (``Problem(finding.code, ...)``) has its code assigned to ``code`` where it is built.
 
     Fails on a code given any other way (a keyword, an expression), which the scan could not read.
     """
     codes: set[str] = set()
-    for module in ("verify.py", "checkpoints.py", "keyuse.py", "blobs.py"):
+    for module in (
+        "verify.py",
+        "walks/chain.py",
+        "walks/partition.py",
+        "walks/audit.py",
+        "stages.py",
+        "checkpoints.py",
+        "keyuse.py",
+        "blobs.py",
+    ):
         codes |= _codes_in(ast.parse((REPO / "verifier" / module).read_text(encoding="utf-8")))
     return codes | set(audit_chain.CODES)  # the one judgement of the audit chain names its codes in one tuple
 
