@@ -29,6 +29,7 @@ type Runner struct {
 	codec   *bernstein.Codec
 	files   map[string]map[string]any
 	Results []Result
+	Notes   []string // what a file's run reports besides its results (counts), printed after the misses
 }
 
 type handler struct {
@@ -47,6 +48,7 @@ var handlers = map[string]handler{
 	"partitions.json":     {[]string{"algorithm", "seed", "cases"}, runPartitions},
 	"steps.json":          {[]string{"description", "keys", "manifest_toml", "submission_partitions", "cases", "blobs", "headers_rule"}, runSteps},
 	"ed25519.json":        {[]string{"rule", "cases"}, runEd25519},
+	"audit_walks.json":    {[]string{"format", "about", "judgements", "submissions_topic", "tick_late_ms", "bases", "cases"}, runAuditWalks},
 }
 
 // Run reproduces every *.json file of dir and writes one line per miss and a summary to out.
@@ -108,6 +110,9 @@ func Run(dir string, out io.Writer) (*Runner, error) {
 			fmt.Fprintf(out, "MISS %s: %s\n", res.Name, res.Detail)
 		}
 	}
+	for _, note := range r.Notes {
+		fmt.Fprintln(out, note)
+	}
 	return r, nil
 }
 
@@ -124,6 +129,10 @@ func (r *Runner) Passed() int {
 
 func (r *Runner) miss(name, format string, args ...any) {
 	r.Results = append(r.Results, Result{Name: name, OK: false, Detail: fmt.Sprintf(format, args...)})
+}
+
+func (r *Runner) note(format string, args ...any) {
+	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
 }
 
 func (r *Runner) pass(name string) { r.Results = append(r.Results, Result{Name: name, OK: true}) }

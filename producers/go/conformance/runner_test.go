@@ -117,3 +117,65 @@ func TestMutatedStepInputsMiss(t *testing.T) {
 		}
 	}
 }
+
+// audit_walks.json: a base audit record's MAC or its key's secret changed, a non-garbage case's
+// record replaced by bytes that are no record, a garbage case whose garbage decodes, and an unknown
+// stream or case field are each a miss.
+func TestMutatedAuditWalksMiss(t *testing.T) {
+	dir := t.TempDir()
+	files, _ := filepath.Glob(filepath.Join(repoVectors, "*.json"))
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		if filepath.Base(f) == "audit_walks.json" {
+			var doc map[string]any
+			if err := json.Unmarshal(data, &doc); err != nil {
+				t.Fatal(err)
+			}
+			bases := doc["bases"].(map[string]any)
+			single := bases["single"].(map[string]any)
+			audit := single["records"].(map[string]any)["audit"].([]any)
+			// Record 2's MAC (its last field) ends in another hex digit: the record still round-trips,
+			// its MAC no longer recomputes.
+			value := audit[2].([]any)[3].(string)
+			digit := map[bool]string{true: "30", false: "31"}[value[len(value)-2:] != "30"] // "0" or "1"
+			audit[2].([]any)[3] = value[:len(value)-2] + digit
+			rotated := bases["rotated"].(map[string]any)
+			rotated["scheduler_audit_keys"].([]any)[1].(map[string]any)["secret_hex"] = strings.Repeat("c3", 32)
+			single["records"].(map[string]any)["gossip"] = []any{}
+			for _, c := range doc["cases"].([]any) {
+				c := c.(map[string]any)
+				switch c["name"] {
+				case "mac_flipped":
+					c["audit"].([]any)[0].([]any)[3] = "00016e6f"
+				case "garbage_in_place":
+					c["audit"].([]any)[7] = c["audit"].([]any)[6]
+				case "valid":
+					c["surprise"] = true
+				}
+			}
+			data, _ = json.Marshal(doc)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	if _, err := Run(dir, &out); err != nil {
+		t.Fatal(err)
+	}
+	misses := out.String()
+	for _, want := range []string{
+		"MISS audit_walks/bases/single/records/audit[2]/mac: got",
+		"MISS audit_walks/bases/rotated/scheduler_audit_keys[1]/key_id: got",
+		"MISS audit_walks/bases/rotated/records/audit[4]/mac: got",
+		"MISS audit_walks/bases/single/records/gossip: not covered: unknown stream",
+		"MISS audit_walks/cases/mac_flipped/audit[0]: not decodable",
+		"MISS audit_walks/cases/garbage_in_place/refused: a garbage case whose records all decode",
+		"MISS audit_walks/cases/garbage_in_place/undecodable_offsets: got [], want [7]",
+		"MISS audit_walks/cases[0]/surprise: not covered: unknown field",
+	} {
+		if !strings.Contains(misses, want) {
+			t.Errorf("missing %q in:\n%s", want, misses)
+		}
+	}
+}
