@@ -292,3 +292,45 @@ test("the conformance runner reproduces the repository's vectors and fails on an
   assert.equal(cli.status, 1);
   assert.match(cli.stdout, /\nconformance: \d+\/\d+ vectors reproduced\n$/);
 });
+
+test("the audit_walks.json runner reads every record, refuses garbage only where it is meant, and recomputes the base's MACs", () => {
+  type Walks = {
+    bases: { single: { records: { audit: [number, number, string | null, string][] } } };
+    cases: { name: string; audit: [number, number, string | null, string][] | null }[];
+  };
+  const walks = JSON.parse(readFileSync(join(VECTORS, "audit_walks.json"), "utf8")) as Walks;
+  const run = (change: (w: Walks) => void): string[] => {
+    const w = JSON.parse(JSON.stringify(walks)) as Walks;
+    change(w);
+    const dir = mkdtempSync(join(tmpdir(), "ts-vectors-"));
+    writeFileSync(join(dir, "audit_walks.json"), JSON.stringify(w));
+    return runConformance(dir).failures;
+  };
+  assert.deepEqual(run(() => undefined), []);
+  const codec = defaultCodec();
+  // A MAC edited in the scheduler's own chain: the record still reads back, its MAC no longer recomputes.
+  assert.deepEqual(
+    run((w) => {
+      const record = w.bases.single.records.audit[2] as [number, number, string | null, string];
+      const decoded = codec.decode(Buffer.from(record[3], "hex")).record;
+      decoded["mac"] = "hmac-sha256:" + "0".repeat(64);
+      record[3] = codec.encode("AuditRecord.v2", decoded).toString("hex");
+    }).map((f) => f.split(":")[0]),
+    ["audit_walks.bases.single.audit[2].mac"],
+  );
+  // Bytes that are no record: refused in a garbage case, a failure anywhere else.
+  const garbage = Buffer.from("not an audit record").toString("hex");
+  assert.deepEqual(
+    run((w) => {
+      for (const k of w.cases) if (k.name === "garbage_in_place" || k.name === "mac_flipped") (k.audit as [number, number, string | null, string][])[0]![3] = garbage;
+    }).map((f) => f.split(":")[0]),
+    ["audit_walks.cases.mac_flipped.audit[0]"],
+  );
+  assert.deepEqual(
+    run((w) => {
+      const k = w.cases.find((x) => x.name === "garbage_appended") as { audit: unknown[] };
+      k.audit.pop();
+    }),
+    ["audit_walks.cases.garbage_appended.no_audit_record: every record of a garbage case is an audit record"],
+  );
+});
