@@ -18,15 +18,22 @@ Two writers never share a file: only the follower writes latch files (only the p
 group), only ``audit ack`` appends to the ack log. An ack covers the findings its latch held when it was
 written (``findings``); findings the follower added in the meantime stay latched, as a new latch.
 
+A finding counts once. Records are checked again after a kill -9 (those after the last checkpoint on disk)
+and from the start after a rewritten history; the alerts they raise again are the same lines, which the
+partition remembers (``seen``: fingerprints of the latest ``MAX_SEEN`` findings, kept in the latch file and
+across acks), so they neither add to a latch nor latch again what an ack cleared.
+
 Pure but for ``LatchStore`` and ``AckLog`` (the files); no clock: times are given.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import secrets
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,6 +50,9 @@ ACK_LOG: Final = "acks.jsonl"
 TAMPER: Final[frozenset[AlertKind]] = INTEGRITY
 """The kinds that latch: every kind that says the chain (or the journal it mirrors) is not what the scheduler
 wrote. The operational kinds (dead letters, refusal bursts, unsealed runs, a silent scheduler) do not."""
+
+MAX_SEEN: Final = 4096
+"""Findings a partition remembers to count each once (more than a crash's re-checked records hold but in a flood)."""
 
 
 class LatchError(BernsteinError):
@@ -81,6 +91,11 @@ def _kind(value: Any) -> AlertKind:
     if kind not in TAMPER:
         raise ValueError(f"{kind.value} does not latch")
     return kind
+
+
+def fingerprint(line: dict[str, Any]) -> str:
+    """What identifies a finding: its alert line (kind, partition, offset, detail, evidence), hashed."""
+    return hashlib.sha256(json.dumps(line, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()[:32]
 
 
 def _alert_line(value: Any, what: str) -> dict[str, Any]:
@@ -196,17 +211,25 @@ class PartitionLatches:
     topic: str
     partition: int
     held: dict[AlertKind, Latch] = field(default_factory=dict)
+    seen: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    """``fingerprint``s of the latest ``MAX_SEEN`` findings counted, latched or acknowledged since (see the module doc)."""
 
     def latch(self, alert: Alert, now_ms: int) -> Latch | None:
-        """Hold ``alert`` if its kind latches; the new latch, or None (not a tamper kind, or counted in one held)."""
+        """Hold ``alert`` if its kind latches; the new latch, or None (not a tamper kind, counted in one held, or
+        a finding counted before: records checked again raise the same alert)."""
         if alert.kind not in TAMPER or alert.partition != self.partition:
             return None
         line = alert.to_json()
+        mark = fingerprint(line)
+        if mark in self.seen:
+            return None
+        self.seen[mark] = None
+        if len(self.seen) > MAX_SEEN:
+            self.seen.popitem(last=False)
         held = self.held.get(alert.kind)
         if held is not None:
-            if line != held.last:  # records checked again after a crash raise the same alert: one finding
-                held.findings += 1
-                held.last = line
+            held.findings += 1
+            held.last = line
             return None
         latch = Latch(alert.kind, new_latch_id(), now_ms, 1, line, line)
         self.held[alert.kind] = latch
@@ -240,6 +263,7 @@ class PartitionLatches:
             "topic": self.topic,
             "partition": self.partition,
             "latches": [self.held[kind].to_json() for kind in sorted(self.held)],
+            "seen": list(self.seen),
         }
 
     @classmethod
@@ -250,6 +274,11 @@ class PartitionLatches:
         for item in data["latches"]:
             latch = Latch.from_json(item)
             latches.held[latch.kind] = latch
+        if "seen" in data:
+            latches.seen = OrderedDict.fromkeys(str(mark) for mark in data["seen"])
+        else:  # a file from before: the findings it names are the ones known
+            lines = [line for latch in latches.held.values() for line in (latch.first, latch.last)]
+            latches.seen = OrderedDict.fromkeys(fingerprint(line) for line in lines)
         return latches
 
 
