@@ -45,7 +45,7 @@ from typing import Any
 from schemas.records import AuditEvent
 from substrate.keys import TrustedKeys, Validity
 from verifier import audit_chain as chain
-from verifier.audit_chain import ChainPosition, Finding, judge
+from verifier.audit_chain import ChainPosition, Finding, advance, judge
 from verifier.facts import A_RECORD, RAISE
 from verifier.follow.alerts import Alert, AlertKind
 
@@ -199,13 +199,12 @@ class PartitionChecker:
             position, fact, partition=self.partition, timestamp_ms=timestamp_ms, trusted=self.trusted, where=f"audit seq {seq_of}"
         )
         alerts = [self._finding(offset, fact, finding, position) for finding in judgement.findings]
+        mac, seq = (fact[2], fact[5]) if fact[0] == A_RECORD else ("", 0)
+        advance(position, judgement, seq, mac)
+        state.next_seq, state.head, state.stand_ins = position.next_seq, position.head, position.stand_ins
         if not judgement.moves:
-            state.stand_ins += 1
             return alerts
-        (_, _, mac, _, _, seq, _, event, run_id, record_hash, journal_seq, _, input_offset) = fact
-        state.next_seq = seq + 1
-        state.head = mac
-        state.stand_ins = 0
+        (_, _, _, _, _, _, _, event, run_id, record_hash, journal_seq, _, input_offset) = fact
         state.last_input = input_offset
         state.progress_ms = now_ms
         state.silent_alerted = False
