@@ -58,9 +58,9 @@ promtool:
 	scripts/promtool.sh
 
 vectors: venv
-	$(VENV)/bin/python -m schemas.vectors.generate
-	$(VENV)/bin/python -m consumers.step_vectors
-	$(VENV)/bin/python -m consumers.audit_vectors
+	$(VENV)/bin/python -m tests.vectors.generate
+	$(VENV)/bin/python -m tests.vectors.step_vectors
+	$(VENV)/bin/python -m tests.vectors.audit_vectors
 
 infra-up: venv
 	infra/up

@@ -1,4 +1,4 @@
-"""What the write-once, self-checking CAS costs against plain S3 puts and gets (issue 25, item 2).
+"""What the write-once, self-checking CAS costs against plain S3 puts and gets.
 
     python -m bench.cas [--blobs 400] [--size 16384] [--rounds 3]
 
@@ -24,9 +24,9 @@ import os
 import statistics
 import time
 
-from schemas.canonical import sha256_digest
-from substrate.cas import S3BlobStore, blob_key
-from substrate.config import Settings
+from bernstein.schemas.canonical import sha256_digest
+from bernstein.substrate.cas import S3BlobStore, blob_key
+from bernstein.substrate.config import Settings
 
 
 def main() -> int:

@@ -1,4 +1,4 @@
-"""The restart fold (``consumers.core.rebuild.rebuild_state``) in Python against the native fold reader.
+"""The restart fold (``bernstein.consumers.core.rebuild.rebuild_state``) in Python against the native fold reader.
 
     python -m bench.fold [--submissions 20000] [--runs 200] [--rounds 3]
 
@@ -11,7 +11,7 @@ checkpoints partition the signed checkpoints (periodic ones and one after each f
 Then folds those records with every check (Avro decode, entry hash and chain link, seal and
 checkpoint signatures, audit MAC and chain) ``--rounds`` times each way, alternating, and
 reports the best time of each. The folded states must be byte-identical
-(``consumers.core.snapshot.state_bytes``). The last line is ``fold_native_vs_python=<ratio>``
+(``bernstein.consumers.core.snapshot.state_bytes``). The last line is ``fold_native_vs_python=<ratio>``
 of the speeds (journal records per second).
 """
 
@@ -24,11 +24,11 @@ from typing import Any
 
 from bench.scheduler import config, submission
 from bench.state_memory import _close
-from consumers.core.model import InputRecord, SchedulerConfig, SchedulerState, Stream
-from consumers.core.native import make_core, native_status
-from consumers.core.rebuild import rebuild_state
-from consumers.core.snapshot import state_bytes
-from consumers.core.step import initial_state
+from bernstein.consumers.core.model import InputRecord, SchedulerConfig, SchedulerState, Stream
+from bernstein.consumers.core.native import make_core, native_status
+from bernstein.consumers.core.rebuild import rebuild_state
+from bernstein.consumers.core.snapshot import state_bytes
+from bernstein.consumers.core.step import initial_state
 
 PARTITION = 0
 BASE_TS = 1_760_000_000_000

@@ -9,7 +9,7 @@ Needs the local services (``infra/up``). In one run, on the same broker:
    writes one audit record per submission (and one per seal) to ``<prefix>.audit``.
 2. Baseline: a bare read_committed consumer reads the audit partition from its start to its
    end (consume in batches of 5000, no work per record).
-3. The follower (``verifier.follow.Follower``, ``--once`` mode, a fresh checkpoint directory)
+3. The follower (``bernstein.verifier.follow.Follower``, ``--once`` mode, a fresh checkpoint directory)
    checks the same partition: decode, MAC with the pinned audit key, chain link, seq, events,
    checkpoint saves. It must raise no alert and check every record.
 
@@ -31,15 +31,15 @@ from pathlib import Path
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from bench.scheduler import config, publish
-from consumers.core.native import make_core
-from consumers.shell import SchedulerShell, ShellOptions
-from substrate.config import Settings, Topics
-from substrate.kafka import client_config, delete_topics_with_prefixes, ensure_topics
-from substrate.keys import TrustedKeys
-from verifier.follow.alerts import Alert
-from verifier.follow.checker import Policy
-from verifier.follow.checkpoint import CheckpointStore
-from verifier.follow.consumer import Follower, FollowOptions
+from bernstein.consumers.core.native import make_core
+from bernstein.consumers.shell import SchedulerShell, ShellOptions
+from bernstein.substrate.config import Settings, Topics
+from bernstein.substrate.kafka import client_config, delete_topics_with_prefixes, ensure_topics
+from bernstein.substrate.keys import TrustedKeys
+from bernstein.verifier.follow.alerts import Alert
+from bernstein.verifier.follow.checker import Policy
+from bernstein.verifier.follow.checkpoint import CheckpointStore
+from bernstein.verifier.follow.consumer import Follower, FollowOptions
 
 
 def bare_consumer(bootstrap: str, topic: str) -> tuple[int, float]:

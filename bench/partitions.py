@@ -1,4 +1,4 @@
-"""Aggregate scheduler throughput with 1, 2 and 4 partitions, one scheduler process each (issue 15).
+"""Aggregate scheduler throughput with 1, 2 and 4 partitions, one scheduler process each.
 
     python -m bench.partitions [--count 40000] [--trials 3] [--runs 16]
 
@@ -7,7 +7,7 @@ a fresh deployment (its own topic prefix) whose topics have k partitions gets th
 ``--count`` signed submissions (``bench.scheduler``'s: 3 observations each, into ``--runs``
 runs that stay open). The run ids are chosen so that every partition holds as many runs as
 the next (``balanced_runs``), and every record sits on its run id's murmur2 partition
-(``schemas.partitioning``), as a producer's client puts it. Then k scheduler processes start,
+(``bernstein.schemas.partitioning``), as a producer's client puts it. Then k scheduler processes start,
 one per partition (``SchedulerShell``, the loop ``bernstein scheduler run --partition p`` runs,
 with ``bench.scheduler``'s keys and roles and its batch settings, native core). Each one gets
 ready (topic checks, producer, rebuild, seek) and waits; all start consuming at one moment, and
@@ -44,11 +44,11 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from bench.memory import peak_rss_mib
 from bench.scheduler import BATCH_MAX, BATCH_TIMEOUT, broker_cpu_seconds, config, submission
-from consumers.core.native import make_core
-from consumers.shell import Counters, SchedulerShell, ShellOptions
-from schemas.partitioning import partition_for
-from substrate.config import Settings, Topics
-from substrate.kafka import client_config, delete_topics_with_prefixes, ensure_topics
+from bernstein.consumers.core.native import make_core
+from bernstein.consumers.shell import Counters, SchedulerShell, ShellOptions
+from bernstein.schemas.partitioning import partition_for
+from bernstein.substrate.config import Settings, Topics
+from bernstein.substrate.kafka import client_config, delete_topics_with_prefixes, ensure_topics
 
 JOURNAL_ENTRY_TYPE = b"bernstein.activity.result"
 """The ``ce_type`` of a journalled submission (seals share the journal topic under another type)."""

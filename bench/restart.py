@@ -1,4 +1,4 @@
-"""Scheduler restart time with a large journal against a small one (issue 15, bounded restart).
+"""Scheduler restart time with a large journal against a small one (bounded restart).
 
     python -m bench.restart [--small 10000] [--large 200000] [--restarts 3]
 
@@ -29,10 +29,10 @@ from confluent_kafka import Producer
 from bench.memory import peak_rss_mib
 from bench.scheduler import config, submission
 from bench.state_memory import _close
-from consumers.core.native import make_core
-from consumers.shell import SchedulerShell, ShellOptions
-from substrate.config import Settings, Topics
-from substrate.kafka import client_config, delete_topics_with_prefixes, ensure_topics
+from bernstein.consumers.core.native import make_core
+from bernstein.consumers.shell import SchedulerShell, ShellOptions
+from bernstein.substrate.config import Settings, Topics
+from bernstein.substrate.kafka import client_config, delete_topics_with_prefixes, ensure_topics
 
 RUN_LENGTH = 50
 

@@ -1,4 +1,4 @@
-"""After an aborted transaction: rewinding the state in memory against rebuilding it (issue 15 item 1).
+"""After an aborted transaction: rewinding the state in memory against rebuilding it.
 
     python -m bench.rewind [--runs 200] [--stages 100] [--batch 500] [--repeats 5] [--core native|python]
 
@@ -28,11 +28,11 @@ from typing import Any
 
 from bench.scheduler import config
 from bench.state_memory import _inputs
-from consumers.core.model import InputRecord, OutputRecord, Stream
-from consumers.core.native import NativeSchedulerCore, NativeState
-from consumers.core.rebuild import rebuild_state
-from consumers.core.snapshot import state_bytes
-from consumers.core.step import SchedulerCore, initial_state
+from bernstein.consumers.core.model import InputRecord, OutputRecord, Stream
+from bernstein.consumers.core.native import NativeSchedulerCore, NativeState
+from bernstein.consumers.core.rebuild import rebuild_state
+from bernstein.consumers.core.snapshot import state_bytes
+from bernstein.consumers.core.step import SchedulerCore, initial_state
 
 
 def _core(name: str) -> Any:

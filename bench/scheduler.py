@@ -12,7 +12,7 @@ Needs the local services (``infra/up``). In one run, on the same broker:
 4. Latency: the scheduler runs while submissions arrive at a steady
    ``--rate``/s; produce-to-journal latency is measured per submission by a
    read_committed consumer of the journal topic (p50/p99/max, p99 against the
-   100 ms target of issue 15, with the machine's load average: on a shared
+   100 ms target, with the machine's load average: on a shared
    machine the tail follows the other work's CPU use).
 
 Context (not part of the headline): the same transactional loop writing the
@@ -48,7 +48,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 from bench.memory import peak_rss_mib
-from consumers.core.model import (
+from bernstein.consumers.core.model import (
     InputRecord,
     OutputRecord,
     ProducerKey,
@@ -56,15 +56,15 @@ from consumers.core.model import (
     SchedulerConfig,
     Stream,
 )
-from consumers.core.model import Producer as RegisteredProducer
-from consumers.core.native import make_core
-from consumers.core.step import initial_state
-from consumers.shell import Counters, SchedulerShell, ShellOptions
-from schemas import codec
-from schemas.canonical import evidence_set_hash, sha256_digest, submission_signing_input, submission_statement
-from substrate.config import Settings, Topics
-from substrate.kafka import client_config, delete_topics_with_prefixes, ensure_topics, transactional_producer_config
-from substrate.keys import AuditKey, Ed25519Signer
+from bernstein.consumers.core.model import Producer as RegisteredProducer
+from bernstein.consumers.core.native import make_core
+from bernstein.consumers.core.step import initial_state
+from bernstein.consumers.shell import Counters, SchedulerShell, ShellOptions
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import evidence_set_hash, sha256_digest, submission_signing_input, submission_statement
+from bernstein.substrate.config import Settings, Topics
+from bernstein.substrate.kafka import client_config, delete_topics_with_prefixes, ensure_topics, transactional_producer_config
+from bernstein.substrate.keys import AuditKey, Ed25519Signer
 
 ROLES = {"developer": "coding"}
 PRODUCER = Ed25519Signer.from_seed(b"\x0b" * 32)
@@ -72,7 +72,7 @@ PRODUCER = Ed25519Signer.from_seed(b"\x0b" * 32)
 BATCH_MAX = 500
 BATCH_TIMEOUT = 0.02
 LATENCY_P99_TARGET_MS = 100.0
-"""Issue 15: produce-to-journal p99 at 1,000 submissions/s."""
+"""produce-to-journal p99 at 1,000 submissions/s."""
 
 
 def submission(i: int, run: str, sent_ms: int = 0) -> bytes:

@@ -1,4 +1,4 @@
-"""What a snapshot costs the scheduler's loop, with the Rust core (issue 15 item 1, latency).
+"""What a snapshot costs the scheduler's loop, with the Rust core (latency).
 
     python -m bench.snapshot [--runs 200] [--stages 100] [--repeats 5]
 
@@ -21,8 +21,8 @@ import statistics
 import time
 
 from bench.rewind import _core, _interleaved, _start, _step
-from consumers.core.native import NativeSchedulerCore
-from consumers.core.snapshot import Positions, snapshot_form, state_bytes
+from bernstein.consumers.core.native import NativeSchedulerCore
+from bernstein.consumers.core.snapshot import Positions, snapshot_form, state_bytes
 
 
 def main() -> int:

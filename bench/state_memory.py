@@ -1,4 +1,4 @@
-"""Memory per closed run, before and after bounded state (issue 15 item 2), in both scheduler cores.
+"""Memory per closed run, before and after bounded state, in both scheduler cores.
 
     python -m bench.state_memory [--runs 2000] [--native-runs 10000] [--trials 3] [--stages 10] [--observations 3]
 
@@ -35,11 +35,11 @@ import tracemalloc
 from typing import Any
 
 from bench.scheduler import PRODUCER, config
-from consumers.core.model import InputRecord, RunState
-from consumers.core.native import NativeSchedulerCore
-from consumers.core.step import SchedulerCore, initial_state
-from schemas import codec
-from schemas.canonical import (
+from bernstein.consumers.core.model import InputRecord, RunState
+from bernstein.consumers.core.native import NativeSchedulerCore
+from bernstein.consumers.core.step import SchedulerCore, initial_state
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import (
     evidence_set_hash,
     run_close_statement,
     sha256_digest,

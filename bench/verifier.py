@@ -41,20 +41,20 @@ import time
 from pathlib import Path
 
 from bench.memory import peak_rss_mib
-from consumers.core.model import InputRecord, Producer, ProducerKey, ProducerRegistry, SchedulerConfig, Stream
-from consumers.core.step import SchedulerCore, initial_state
-from schemas import codec
-from schemas.canonical import (
+from bernstein.consumers.core.model import InputRecord, Producer, ProducerKey, ProducerRegistry, SchedulerConfig, Stream
+from bernstein.consumers.core.step import SchedulerCore, initial_state
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import (
     evidence_set_hash,
     run_close_statement,
     sha256_digest,
     submission_signing_input,
     submission_statement,
 )
-from substrate.cas import DirBlobStore
-from substrate.keys import AuditKey, Ed25519Signer, KeyPurpose, TrustedKey, TrustedKeys
-from verifier.sources import DUMP_FORMAT, DumpSource, StoredRecord, encode_dump_line
-from verifier.verify import verify_stream
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.keys import AuditKey, Ed25519Signer, KeyPurpose, TrustedKey, TrustedKeys
+from bernstein.verifier.sources import DUMP_FORMAT, DumpSource, StoredRecord, encode_dump_line
+from bernstein.verifier.verify import verify_stream
 
 REPO = Path(__file__).resolve().parent.parent
 RUN = "bench-run"
@@ -249,7 +249,7 @@ def signature_rate(root: Path) -> tuple[int, float]:
     """(signatures, seconds) of the verifier's own producer-signature check (``FactReader.producer_facts``: the
     statement rebuilt and the Ed25519 signature verified in Rust, in batches on one thread) over every journal record of the
     dump, and nothing else: the floor the signatures put under the record checks."""
-    from verifier import facts as _facts
+    from bernstein.verifier import facts as _facts
 
     values = [row[3] for rows in DumpSource(root).row_chunks("journal", 0) for row in rows]
     keys = trusted()

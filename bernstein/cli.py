@@ -7,7 +7,7 @@ printed as one line (exit 3), never as a traceback. Before a handler runs, a
 command that talks to Kafka or S3 (``ENDPOINTS``) writes its first stderr line:
 which broker, protocol, prefix and S3 endpoint it uses, and where each came
 from (``bernstein.commands.common.endpoint_banner``). Every exit code of every
-command, with its meaning, is in ``substrate.exit_codes`` (docs/operations.md,
+command, with its meaning, is in ``bernstein.substrate.exit_codes`` (docs/operations.md,
 "Exit codes"): 0 success, 1 not found, 2 mismatch (or the command's own finding:
 alerts, a bad description), 3 usage error, unusable input or a service unavailable,
 4 internal error, 5 open, 6 not fully verified, 7 fenced, 130 interrupted.
@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import Final, NoReturn
 
 from bernstein.commands.common import NOTHING, Uses, announce_endpoints
-from schemas.errors import BernsteinError
-from substrate.config import unknown_variables
-from substrate.exit_codes import EXIT_INTERNAL as EXIT_INTERNAL
-from substrate.exit_codes import EXIT_INTERRUPTED
-from substrate.exit_codes import EXIT_MISMATCH as EXIT_MISMATCH
-from substrate.exit_codes import EXIT_NOT_FOUND as EXIT_NOT_FOUND
-from substrate.exit_codes import EXIT_OK as EXIT_OK
-from substrate.exit_codes import EXIT_USAGE as EXIT_USAGE
+from bernstein.schemas.errors import BernsteinError
+from bernstein.substrate.config import unknown_variables
+from bernstein.substrate.exit_codes import EXIT_INTERNAL as EXIT_INTERNAL
+from bernstein.substrate.exit_codes import EXIT_INTERRUPTED
+from bernstein.substrate.exit_codes import EXIT_MISMATCH as EXIT_MISMATCH
+from bernstein.substrate.exit_codes import EXIT_NOT_FOUND as EXIT_NOT_FOUND
+from bernstein.substrate.exit_codes import EXIT_OK as EXIT_OK
+from bernstein.substrate.exit_codes import EXIT_USAGE as EXIT_USAGE
 
 # Modules that register subcommands; a module that is not present yet is skipped.
 COMMAND_MODULES: Final = (
@@ -46,14 +46,14 @@ COMMAND_MODULES: Final = (
     "bernstein.commands.demo",
     "bernstein.commands.submit",
     "bernstein.commands.submission",
-    "producers.research.cli",
-    "producers.dataops.cli",
+    "bernstein.producers.research.cli",
+    "bernstein.producers.dataops.cli",
     "bernstein.commands.browser",
 )
 
 
 def _scheduler_uses(args: argparse.Namespace) -> Uses:
-    from substrate.logs import LogFormatError, log_format
+    from bernstein.substrate.logs import LogFormatError, log_format
 
     try:
         json_logs = log_format(args.log_format) == "json"

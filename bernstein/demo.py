@@ -28,16 +28,16 @@ from pathlib import Path
 from types import ModuleType
 from typing import TextIO
 
-from consumers.core.native import make_core
-from consumers.shell import SchedulerShell
-from producers.activity import ActivityRejected, ActivityResult
-from producers.coding import publish_spawn, run_spawn
-from producers.emitter import Emitter, Published
-from schemas import codec
-from substrate.cas import DirBlobStore, S3BlobStore
-from substrate.config import Settings
-from substrate.kafka import ensure_topics, require_bootstrap
-from substrate.keys import (
+from bernstein.consumers.core.native import make_core
+from bernstein.consumers.shell import SchedulerShell
+from bernstein.producers.activity import ActivityRejected, ActivityResult
+from bernstein.producers.coding import publish_spawn, run_spawn
+from bernstein.producers.emitter import Emitter, Published
+from bernstein.schemas import codec
+from bernstein.substrate.cas import DirBlobStore, S3BlobStore
+from bernstein.substrate.config import Settings
+from bernstein.substrate.kafka import ensure_topics, require_bootstrap
+from bernstein.substrate.keys import (
     InstallKeys,
     KeyFileMissing,
     ProducerKeys,
@@ -47,11 +47,11 @@ from substrate.keys import (
     load_keys,
     load_producer_keys,
 )
-from verifier.export import export_dump
-from verifier.kafka_source import KafkaSource
-from verifier.render import render_text
-from verifier.sources import DumpSource
-from verifier.verify import verify_stream
+from bernstein.verifier.export import export_dump
+from bernstein.verifier.kafka_source import KafkaSource
+from bernstein.verifier.render import render_text
+from bernstein.verifier.sources import DumpSource
+from bernstein.verifier.verify import verify_stream
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO_PRODUCER = "demo-agents"
@@ -155,7 +155,7 @@ def research_stages(ctx: DemoContext) -> None:
     """A research agent reads the local demo site: every page is content-addressed as it lands, and every
     claim quotes the bytes it came from. A second query runs out of budget: recorded as a refused activity."""
     serve = _site_server().serve
-    from producers.research import (
+    from bernstein.producers.research import (
         ResearchBudget,
         ResearchBudgetExceeded,
         ResearchWorker,
@@ -192,8 +192,8 @@ def research_stages(ctx: DemoContext) -> None:
 def dataops_stages(ctx: DemoContext) -> None:
     """A data job (CSV rollup) and an ops job (config change) with signed receipts; then an ops job
     that writes before planning, which is refused and recorded as a refused activity."""
-    from producers.dataops import DataActivity, OpsActivity
-    from producers.dataops.examples import InputFile, JobSpec, misordered_job, run_data_job, run_ops_job
+    from bernstein.producers.dataops import DataActivity, OpsActivity
+    from bernstein.producers.dataops.examples import InputFile, JobSpec, misordered_job, run_data_job, run_ops_job
 
     data_dir = REPO / "demo" / "data"
     out_dir = ctx.workdir / "dataops"
@@ -236,7 +236,7 @@ def browser_stage(ctx: DemoContext) -> None:
     """A scripted browser agent signs up on the demo site in headless Chromium; every action is anchored, signed
     and journalled, and the typed password never leaves the boundary in plain text."""
     serve = _site_server().serve
-    from producers.computer_use.demo import browser_demo_stage
+    from bernstein.producers.computer_use.demo import browser_demo_stage
 
     with serve(REPO / "demo" / "site") as (url, _stop):
         outcome = browser_demo_stage(ctx.emitter, ctx.run_id, ctx.keys, url, ctx.workdir / "browser")

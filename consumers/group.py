@@ -33,9 +33,9 @@ from typing import Any, Final
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from consumers.shell import SchedulerFenced, SchedulerShell
-from schemas.errors import BernsteinError
-from substrate.kafka import client_config
+from bernstein.consumers.shell import SchedulerFenced, SchedulerShell
+from bernstein.schemas.errors import BernsteinError
+from bernstein.substrate.kafka import client_config
 
 DEFAULT_SESSION_TIMEOUT_MS: Final = 6000
 """How long the group waits for a silent member before its partitions move (the broker's

@@ -41,12 +41,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from consumers.core.model import DEFAULT_MAX_OPEN_RUNS, Lifetime, Producer, ProducerKey, ProducerRegistry
-from schemas.canonical import public_key_id
-from schemas.ed25519 import weak_key
-from schemas.errors import MalformedInput
-from schemas.records import ID_RULE, KINDS, ActivityKind, is_valid_id
-from substrate.keys import KeyPurpose, KeyStatus, TrustedKey, TrustedKeys, Validity
+from bernstein.consumers.core.model import DEFAULT_MAX_OPEN_RUNS, Lifetime, Producer, ProducerKey, ProducerRegistry
+from bernstein.schemas.canonical import public_key_id
+from bernstein.schemas.ed25519 import weak_key
+from bernstein.schemas.errors import MalformedInput
+from bernstein.schemas.records import ID_RULE, KINDS, ActivityKind, is_valid_id
+from bernstein.substrate.keys import KeyPurpose, KeyStatus, TrustedKey, TrustedKeys, Validity
 
 DEFAULT_KIND: Final = ActivityKind.CODING.value
 _ROLE_KEYS: Final = frozenset({"role", "agent_kind", "description"})
@@ -269,7 +269,7 @@ def trusted_producer_keys(registry: ProducerRegistry) -> TrustedKeys:
     )
 
 
-# ---------------------------------------------------------------- Kafka identities (issue 25)
+# ---------------------------------------------------------------- Kafka identities
 
 PRINCIPAL_RULE: Final = re.compile(r"[A-Za-z][A-Za-z0-9]*:\S+")
 """A Kafka principal, ``TYPE:NAME`` (``User:research-1``, ``User:CN=worker-1,O=acme``)."""
@@ -282,7 +282,7 @@ class KafkaIdentity:
     """One producer host's Kafka identity: the principal it authenticates as, and its produce quota.
 
     ``produce_bytes_per_second`` is None when the manifest leaves it to the deployment's default
-    (``bernstein kafka acls --produce-bytes-per-second``). Kept out of ``consumers.core.model.Producer``:
+    (``bernstein kafka acls --produce-bytes-per-second``). Kept out of ``bernstein.consumers.core.model.Producer``:
     the scheduler never sees a Kafka principal; only ``bernstein kafka`` reads these.
     """
 

@@ -20,8 +20,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from consumers.shell import Counters, SchedulerShell
-from substrate.ops_http import DEFAULT_STALL_S
+from bernstein.consumers.shell import Counters, SchedulerShell
+from bernstein.substrate.ops_http import DEFAULT_STALL_S
 
 PREFIX: Final = "bernstein_scheduler_"
 LATENCY_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)

@@ -47,10 +47,10 @@ from typing import Any, Final, NoReturn, TextIO
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from consumers.core.model import OUTPUT_FRAMING_ALLOWANCE, InputRecord, OutputRecord, SchedulerState, Stream
-from consumers.core.native import NativeSchedulerCore, NativeState, SchedulerCoreLike
-from consumers.core.rebuild import StateCorrupted, rebuild_state
-from consumers.core.snapshot import (
+from bernstein.consumers.core.model import OUTPUT_FRAMING_ALLOWANCE, InputRecord, OutputRecord, SchedulerState, Stream
+from bernstein.consumers.core.native import NativeSchedulerCore, NativeState, SchedulerCoreLike
+from bernstein.consumers.core.rebuild import StateCorrupted, rebuild_state
+from bernstein.consumers.core.snapshot import (
     Positions,
     Snapshot,
     encode_canonical,
@@ -60,15 +60,15 @@ from consumers.core.snapshot import (
     snapshot_json,
     state_bytes,
 )
-from schemas.errors import BernsteinError
-from schemas.records import DeadLetterCode
-from substrate.config import Topics
-from substrate.kafka import client_config, partition_count, transactional_producer_config
-from substrate.logs import write_line
+from bernstein.schemas.errors import BernsteinError
+from bernstein.schemas.records import DeadLetterCode
+from bernstein.substrate.config import Topics
+from bernstein.substrate.kafka import client_config, partition_count, transactional_producer_config
+from bernstein.substrate.logs import write_line
 
 _TXN_TIMEOUT_S: Final = 30.0
 _PRODUCER_MAX_MESSAGE_BYTES: Final = 2097152
-"""substrate.kafka's message.max.bytes for the scheduler's producer (raised when max_output_bytes needs it)."""
+"""bernstein.substrate.kafka's message.max.bytes for the scheduler's producer (raised when max_output_bytes needs it)."""
 _JOURNAL, _REFUSALS, _DEADLETTER = Stream.JOURNAL, Stream.REFUSALS, Stream.DEADLETTER
 _FETCH_MIN_BYTES: Final = 65536
 """What the loop's consumer asks the broker to gather before it answers (bounded by ``fetch.wait.max.ms``)."""
@@ -353,7 +353,7 @@ class _Inflight:
 
 @dataclass
 class Counters:
-    """What the scheduler has done since it started (shown as progress, read by ``consumers.metrics``)."""
+    """What the scheduler has done since it started (shown as progress, read by ``bernstein.consumers.metrics``)."""
 
     consumed: int = 0
     journalled: int = 0
@@ -459,7 +459,7 @@ class SchedulerShell:
         self.group_id = group_id or f"{topics.prefix}.scheduler"
         self.transactional_id = f"{topics.prefix}.scheduler.p{partition}"
         self.group_metadata = group_metadata
-        """Consumer-group mode (``consumers.group``): the group member's metadata (member id, generation) that
+        """Consumer-group mode (``bernstein.consumers.group``): the group member's metadata (member id, generation) that
         every transaction's input offsets carry (KIP-447), so the group coordinator refuses the offsets of a
         process the group has moved on from. Default: this shell's own consumer's (no member: a static owner)."""
         self.still_owned = still_owned
@@ -468,7 +468,7 @@ class SchedulerShell:
         self.counters = Counters()
         self.observer: Callable[[int, float, float], None] | None = None
         self.emit: Callable[[str, str, str, dict[str, Any]], None] | None = None
-        """Writes a log event (event, message, level, fields) instead of the text line (``substrate.logs``)."""
+        """Writes a log event (event, message, level, fields) instead of the text line (``bernstein.substrate.logs``)."""
         """Called once per committed transaction with (records, transaction seconds, commit seconds) (metrics)."""
         self._stop = False
         self._producer: Any = None

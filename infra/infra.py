@@ -73,7 +73,7 @@ DEFAULT_BUCKET = "bernstein-cas"
 S3_REGION = "us-east-1"
 
 KAFKA_JVM_OPTS = [
-    # The whole heap from the start, and a fixed young generation (bench.scheduler's latency, issue 15).
+    # The whole heap from the start, and a fixed young generation (bench.scheduler's latency).
     # Left to G1's 20 ms pause goal on a busy 2-core machine, eden shrank to about 20 MB: a young pause
     # every 0.7 s at 1,000 submissions/s, stretched to 100-290 ms when the machine is loaded, each one
     # a stall of the scheduler's transactions. With 128 MB: a pause every 4-5 s, about as long, 30-70%
@@ -694,7 +694,7 @@ def external_security() -> dict[str, str]:
         return {}
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
-    from substrate.kafka import KafkaError, security_config
+    from bernstein.substrate.kafka import KafkaError, security_config
 
     try:
         return security_config()

@@ -1,7 +1,7 @@
 """The seed's result contract: ``ActivityResult`` and its hashes, built on the producer side.
 
 Every modality returns an ActivityResult: an artifact plus the hashes needed to
-replay it. Hashes come from ``schemas.canonical``; nothing here does I/O.
+replay it. Hashes come from ``bernstein.schemas.canonical``; nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from schemas.canonical import artifact_hash, canonical_json, content_hash, evidence_set_hash
-from schemas.errors import BernsteinError
-from schemas.records import (
+from bernstein.schemas.canonical import artifact_hash, canonical_json, content_hash, evidence_set_hash
+from bernstein.schemas.errors import BernsteinError
+from bernstein.schemas.records import (
     ID_RULE,
     MAX_INLINE_ARTIFACT_BYTES,
     ActivityKind,

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from producers.activity import ActivityResult
-from producers.emitter import Emitter, Published
-from schemas.errors import BernsteinError
-from schemas.records import ActivityKind, Observation, TerminalState
+from bernstein.producers.activity import ActivityResult
+from bernstein.producers.emitter import Emitter, Published
+from bernstein.schemas.errors import BernsteinError
+from bernstein.schemas.records import ActivityKind, Observation, TerminalState
 
 SKIP_DIRS: Final = frozenset({".git", ".venv", "__pycache__", ".infra", "node_modules", ".mypy_cache", ".ruff_cache"})
 MAX_FILE_BYTES: Final = 16 * 1024 * 1024
@@ -74,7 +74,7 @@ class CodingSpawn:
 
     def observations(self) -> list[tuple[Observation, bytes]]:
         """One ``file`` observation per written file, with its bytes."""
-        from producers.activity import observe
+        from bernstein.producers.activity import observe
 
         return [(observe("file", path, self.after[path]), self.after[path]) for path in self.written]
 

@@ -34,12 +34,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-from producers.activity import ActivityRejected, ActivityResult, observe, require_valid_ids
-from producers.emitter import SDK, encode_signed_close, encode_signed_submission, submission_record
-from schemas.canonical import canonical_json
-from schemas.errors import BernsteinError, CanonicalizationError
-from schemas.records import Observation, TerminalState
-from substrate.keys import Ed25519Signer
+from bernstein.producers.activity import ActivityRejected, ActivityResult, observe, require_valid_ids
+from bernstein.producers.emitter import SDK, encode_signed_close, encode_signed_submission, submission_record
+from bernstein.schemas.canonical import canonical_json
+from bernstein.schemas.errors import BernsteinError, CanonicalizationError
+from bernstein.schemas.records import Observation, TerminalState
+from bernstein.substrate.keys import Ed25519Signer
 
 STAGE_FIELDS: Final = frozenset(
     {

@@ -15,9 +15,9 @@ instead of publishing where no scheduler reads.
 
 Every submission is signed by the producer (docs/security.md): an
 ``ActivitySubmission.v3`` or ``RunClose.v2`` carries the producer's key id and its
-Ed25519 signature over ``schemas.canonical.submission_statement`` /
+Ed25519 signature over ``bernstein.schemas.canonical.submission_statement`` /
 ``run_close_statement``, and ``producer.id`` is the name of the producer's key ring
-(``bernstein keys init --producer NAME``; see ``producers.identity`` for where the
+(``bernstein keys init --producer NAME``; see ``bernstein.producers.identity`` for where the
 keys are loaded from). The scheduler refuses a submission that is unsigned, signed by
 a key the manifest does not register to that name, or outside the key's lifetime.
 
@@ -45,23 +45,23 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-from producers.activity import ActivityRejected, ActivityResult, require_valid_ids
-from producers.identity import SigningProducer, load_producer, resolve_producer_id
-from schemas import codec
-from schemas.canonical import content_hash, run_close_statement, submission_signing_input, submission_statement
-from schemas.errors import BernsteinError
-from schemas.records import Observation, Position, is_valid_id
-from substrate.cas import BlobNotFound, BlobStore, CasError, S3BlobStore, check_blob_size
-from substrate.config import Settings, Topics
-from substrate.kafka import TopicMissing as TopicMissing  # re-exported: what a publish raises without the topic
-from substrate.kafka import (
+from bernstein.producers.activity import ActivityRejected, ActivityResult, require_valid_ids
+from bernstein.producers.identity import SigningProducer, load_producer, resolve_producer_id
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import content_hash, run_close_statement, submission_signing_input, submission_statement
+from bernstein.schemas.errors import BernsteinError
+from bernstein.schemas.records import Observation, Position, is_valid_id
+from bernstein.substrate.cas import BlobNotFound, BlobStore, CasError, S3BlobStore, check_blob_size
+from bernstein.substrate.config import Settings, Topics
+from bernstein.substrate.kafka import TopicMissing as TopicMissing  # re-exported: what a publish raises without the topic
+from bernstein.substrate.kafka import (
     emitter_producer_config,
     is_unknown_topic,
     require_bootstrap,
     require_submissions_topic,
     topic_missing,
 )
-from substrate.keys import Ed25519Signer
+from bernstein.substrate.keys import Ed25519Signer
 
 SDK: Final = "bernstein-python/0.1.0"
 
@@ -226,7 +226,7 @@ class Emitter:
         store: BlobStore | None = None,
     ) -> Emitter:
         """An emitter for these settings; ``producer`` defaults to the keys of ``keys_dir`` or
-        ``$BERNSTEIN_PRODUCER_KEYS_DIR`` (``producers.identity.default_producer_keys_dir``)."""
+        ``$BERNSTEIN_PRODUCER_KEYS_DIR`` (``bernstein.producers.identity.default_producer_keys_dir``)."""
         if producer is None:
             producer = load_producer(keys_dir)
         if store is None:

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol
 
-from schemas.errors import BernsteinError
-from substrate.keys import Ed25519Signer, ProducerKeys, load_producer_keys
+from bernstein.schemas.errors import BernsteinError
+from bernstein.substrate.keys import Ed25519Signer, ProducerKeys, load_producer_keys
 
 PRODUCER_KEYS_ENV: Final = "BERNSTEIN_PRODUCER_KEYS_DIR"
 
@@ -39,7 +39,7 @@ class ProducerIdMismatch(BernsteinError):
 class SigningProducer(Protocol):
     """What signs a producer's submissions: its name and its Ed25519 producer key.
 
-    ``substrate.keys.ProducerKeys`` (a producer key directory) is one; ``ProducerIdentity``
+    ``bernstein.substrate.keys.ProducerKeys`` (a producer key directory) is one; ``ProducerIdentity``
     is the bare pair (tests, tools that hold the key elsewhere).
     """
 

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 import idna  # httpx's own dependency: the IDNA 2008 / UTS 46 encoding browsers use
 
-from schemas.errors import BernsteinError
+from bernstein.schemas.errors import BernsteinError
 
 ALLOWED_SCHEMES: Final = frozenset({"http", "https"})
 DEFAULT_PORTS: Final = {"http": 80, "https": 443}

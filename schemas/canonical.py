@@ -23,7 +23,7 @@ from typing import Any, Final
 import orjson
 import rfc8785
 
-from schemas.errors import CanonicalizationError, MalformedDigest
+from bernstein.schemas.errors import CanonicalizationError, MalformedDigest
 
 CANONICALIZATION: Final = "rfc8785"
 """Tag written next to canonical documents so a future rule can be told apart."""

@@ -22,7 +22,7 @@ from typing import Any, Final
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
-from schemas.errors import BernsteinError, MalformedInput
+from bernstein.schemas.errors import BernsteinError, MalformedInput
 
 MAGIC: Final = b"\xc3\x01"
 HEADER_SIZE: Final = 10

@@ -1,6 +1,6 @@
 """Ed25519 signature verification as a pure function (no key files, no I/O): the system's one rule.
 
-Kept apart from ``substrate.keys`` (which reads key files) so that the
+Kept apart from ``bernstein.substrate.keys`` (which reads key files) so that the
 scheduler's pure core and the offline verifier can check signatures without
 importing anything that touches the filesystem.
 

@@ -208,7 +208,7 @@ class RefusalCode(StrEnum):
     INVALID_EVIDENCE_SIZE = "INVALID_EVIDENCE_SIZE"
     EVIDENCE_CAP_EXCEEDED = "EVIDENCE_CAP_EXCEEDED"
     EVIDENCE_SIZES_UNDECLARED = "EVIDENCE_SIZES_UNDECLARED"
-    # Producer identity (issue 12, docs/security.md): every submission is signed by a producer key
+    # Producer identity (docs/security.md): every submission is signed by a producer key
     # registered in the manifest, in this order of checks.
     SUBMISSION_UNSIGNED = "SUBMISSION_UNSIGNED"
     """An ActivitySubmission.v1/v2 or RunClose.v1: no producer signature."""
@@ -223,8 +223,7 @@ class RefusalCode(StrEnum):
     PRODUCER_ROLE_NOT_ALLOWED = "PRODUCER_ROLE_NOT_ALLOWED"
     """The producer may not take this role (or act as this agent kind)."""
     WRONG_PARTITION = "WRONG_PARTITION"
-    """The record is not on the submissions partition Kafka's murmur2 partitioner gives its key (issue 13,
-    ``schemas.partitioning``): checked right after the record key, for submissions, run closes and actions."""
+    """The record is not on the submissions partition Kafka's murmur2 partitioner gives its key (``bernstein.schemas.partitioning``): checked right after the record key, for submissions, run closes and actions."""
     RUN_EMPTY = "RUN_EMPTY"
     """A close of a run that has no journal entry (unknown, or only refused stages): nothing to seal, and no state
     or seal is made for it (a flood of closes of fresh run ids would otherwise keep a seal, an audit record, a

@@ -8,10 +8,10 @@ echo "check: ruff"
 $V/ruff check .
 $V/ruff format --check . >/dev/null || { $V/ruff format --check . ; exit 1; }
 echo "check: mypy"
-$V/mypy schemas substrate producers consumers verifier bernstein bench infra/infra.py
+$V/mypy bernstein bench infra/infra.py
 echo "check: layer contract"
 $V/lint-imports --no-cache
 echo "check: golden vectors"
-$V/python -m schemas.vectors.generate --check
-$V/python -m consumers.step_vectors --check
-$V/python -m consumers.audit_vectors --check
+$V/python -m tests.vectors.generate --check
+$V/python -m tests.vectors.step_vectors --check
+$V/python -m tests.vectors.audit_vectors --check

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install this checkout as a library into a fresh virtualenv with no Rust toolchain, then verify an
-# exported dump with it (issue 13: "pip install . then bernstein activity verify on an exported dump").
+# exported dump with it ("pip install . then bernstein activity verify on an exported dump").
 #
 #   scripts/clean-install.sh [PYTHON]    PYTHON: python3.11 (default), python3.13, 3.13, or a path
 #
@@ -13,8 +13,9 @@
 #      must fail there;
 #   3. `pip install --no-cache-dir --index-url https://pypi.org/simple <repo>` (PyPI only; no wheel
 #      cache, so nothing built earlier with Rust can be reused);
-#   4. checks: bernstein_native and playwright are not installed, the package comes from the venv and
-#      ships py.typed; `bernstein activity verify` on the dump exits 0; the installed package writes a
+#   4. checks: the distribution installs one top-level import name, bernstein (no generic schemas,
+#      verifier, ...); bernstein_native and playwright are not installed, the package comes from the venv
+#      and ships py.typed; `bernstein activity verify` on the dump exits 0; the installed package writes a
 #      dump of its own (Python core) that verifies too; `bernstein browser run` names the extra;
 #      `bernstein audit rules` prints the alert rules the package carries.
 # Exit 0 when all of it holds; any other exit says which step failed. Needs the network to PyPI.
@@ -43,7 +44,7 @@ trap 'rm -rf "$tmp"' EXIT
 [ -x "$repo/.venv/bin/python" ] || fail "no dev environment at $repo/.venv (make venv)"
 made=$("$repo/.venv/bin/python" "$repo/scripts/offline_dump.py" "$tmp/made")
 run_id=${made%% *}
-say "dump of run $run_id written by the dev environment ($("$repo/.venv/bin/python" -c 'from consumers.core.native import native_status; print(native_status()[1])'))"
+say "dump of run $run_id written by the dev environment ($("$repo/.venv/bin/python" -c 'from bernstein.consumers.core.native import native_status; print(native_status()[1])'))"
 
 # -- 2. an environment without Rust ---------------------------------------------------------------
 clean_path=""
@@ -86,21 +87,29 @@ clean "$venv/pip" list --format=freeze >"$tmp/installed.txt"
 # -- 4. checks, from a directory outside the checkout (imports come from the venv) ---------------------
 cd "$tmp"
 clean "$venv/python" - "$tmp/venv" <<'EOF' || fail "installed package checks"
-import importlib.util, pathlib, sys
+import importlib, importlib.util, pathlib, sys
 venv = pathlib.Path(sys.argv[1]).resolve()
 for absent in ("bernstein_native", "playwright"):
     assert importlib.util.find_spec(absent) is None, f"{absent} is installed (it must be optional)"
-for package in ("bernstein", "schemas", "substrate", "producers", "consumers", "verifier"):
-    module = __import__(package)
-    root = pathlib.Path(module.__file__).resolve().parent
-    assert venv in root.parents, f"{package} imported from {root}, not from the venv"
-    assert (root / "py.typed").is_file(), f"{package} ships no py.typed"
-from consumers.core.native import native_status
-from verifier import facts
-ok, why = native_status()
-assert not ok and why.startswith("the bernstein_native extension is not installed"), why
-assert facts.current().name == "python"
-print("clean-install: installed package: no bernstein_native, no playwright, py.typed in all six, Python core and facts")
+import importlib.metadata as md
+# the distribution's files name its top-level import names: only bernstein (the component folders
+# are subpackages of it, docs/decisions.md "One import name"), nothing generic
+files = md.distribution("bernstein-journal").files or []
+tops = sorted({f.parts[0] for f in files if not f.parts[0].endswith((".dist-info", ".data")) and f.parts[0] != ".."})
+assert tops == ["bernstein"], f"top-level names installed: {tops}"
+for generic in ("schemas", "substrate", "producers", "consumers", "verifier"):
+    assert importlib.util.find_spec(generic) is None, f"a top-level '{generic}' is importable from the venv"
+import bernstein
+root = pathlib.Path(bernstein.__file__).resolve().parent
+assert venv in root.parents, f"bernstein imported from {root}, not from the venv"
+assert (root / "py.typed").is_file(), "bernstein ships no py.typed"
+for component in ("schemas", "substrate", "producers", "consumers", "verifier"):
+    sub = importlib.import_module(f"bernstein.{component}")
+    assert (root / component) in pathlib.Path(sub.__file__).resolve().parents, f"bernstein.{component} from {sub.__file__}"
+assert not (root / "producers" / "go").exists() and not (root / "schemas" / "vectors").exists(), "SDKs or vectors shipped"
+from bernstein.consumers.core.native import native_status
+from bernstein.verifier import facts
+print(f"clean-install: installed package: top-level names {tops}, no bernstein_native, no playwright, py.typed, Python core and facts")
 EOF
 
 verify() {  # verify <label> <dir written by offline_dump.py> <run id>

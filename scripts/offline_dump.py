@@ -27,16 +27,16 @@ from typing import Any, Final
 
 from bernstein.commands.keys import export_trust
 from bernstein.commands.scheduler import scheduler_config
-from consumers.core.model import InputRecord
-from consumers.core.native import make_core
-from consumers.core.step import initial_state
-from producers.activity import ActivityResult, observe
-from producers.emitter import encode_signed_close, encode_signed_submission, submission_record
-from substrate.cas import DirBlobStore
-from substrate.keys import init_keys, init_producer_keys
-from verifier.export import export_dump
-from verifier.memory_source import MemorySource
-from verifier.sources import StoredRecord
+from bernstein.consumers.core.model import InputRecord
+from bernstein.consumers.core.native import make_core
+from bernstein.consumers.core.step import initial_state
+from bernstein.producers.activity import ActivityResult, observe
+from bernstein.producers.emitter import encode_signed_close, encode_signed_submission, submission_record
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.keys import init_keys, init_producer_keys
+from bernstein.verifier.export import export_dump
+from bernstein.verifier.memory_source import MemorySource
+from bernstein.verifier.sources import StoredRecord
 
 RUN: Final = "offline-run-1"
 PRODUCER: Final = "offline-coder"

@@ -40,7 +40,7 @@ An S3 store is shared by every producer, so it may be hostile too (docs/security
   newest version that is right, so an ordinary read never sees them; with ``every_version`` a
   reader also lists every blob's versions and names those too (one listing per blob read).
 
-An S3 store that does not answer is an outage, never a verdict on the bytes (issue 26): every
+An S3 store that does not answer is an outage, never a verdict on the bytes: every
 failure to get an answer is a ``CasUnavailable`` whose ``failure`` says which kind it is
 (``Failure``: unreachable, timeout, access denied, server error, connection cut, refused) with
 the endpoint and what to check, never a ``BlobNotFound`` or ``BlobIntegrityError``. Each request
@@ -68,9 +68,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol, runtime_checkable
 
-from schemas.canonical import digest_hex, sha256_digest
-from schemas.errors import BernsteinError
-from substrate.files import write_atomically
+from bernstein.schemas.canonical import digest_hex, sha256_digest
+from bernstein.schemas.errors import BernsteinError
+from bernstein.substrate.files import write_atomically
 
 _CHUNK: Final = 1 << 20
 
@@ -481,7 +481,7 @@ _DENIED_CODES: Final = frozenset(
 
 def s3_timeout() -> float:
     """``BERNSTEIN_S3_TIMEOUT`` (environment, then ``.infra/env``) in seconds, default 10: more than 0, at most 600."""
-    from substrate.config import seconds_setting  # substrate.config imports this module
+    from bernstein.substrate.config import seconds_setting  # substrate.config imports this module
 
     return seconds_setting(S3_TIMEOUT_SETTING, DEFAULT_S3_TIMEOUT, CasConfigError)
 

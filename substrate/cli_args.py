@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from substrate.exit_codes import EXIT_USAGE
+from bernstein.substrate.exit_codes import EXIT_USAGE
 
 
 def non_negative_int(text: str) -> int:

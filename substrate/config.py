@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from schemas.errors import BernsteinError
-from substrate.cas import S3Settings
+from bernstein.schemas.errors import BernsteinError
+from bernstein.substrate.cas import S3Settings
 
 DEFAULT_PREFIX: Final = "bernstein"
 ENV_FILE: Final = Path(".infra") / "env"
@@ -183,7 +183,7 @@ class Topics:
 
     @property
     def history(self) -> tuple[str, ...]:
-        """The topics that hold history: kept forever, never compacted (``substrate.topic_policy`` checks them)."""
+        """The topics that hold history: kept forever, never compacted (``bernstein.substrate.topic_policy`` checks them)."""
         return (self.submissions, self.journal, self.refusals, self.audit, self.deadletter, self.checkpoints)
 
     @property

@@ -2,9 +2,9 @@
 
 The verification side of the data/ops modality: the receipt and refusal
 formats, what is signed and the plan and order rules are
-``schemas.documents.dataops``'s; this module adds what needs pinned keys and
-the content store. The verifier's data/ops check (``verifier.checks.dataops``)
-calls it and the SDK re-exports it (``producers.dataops.verify_receipt``), so it
+``bernstein.schemas.documents.dataops``'s; this module adds what needs pinned keys and
+the content store. The verifier's data/ops check (``bernstein.verifier.checks.dataops``)
+calls it and the SDK re-exports it (``bernstein.producers.dataops.verify_receipt``), so it
 lives below both (neither the SDK nor the verifier imports the other).
 
 ``verify_receipt`` runs every check and collects every failure (the first is
@@ -33,8 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from schemas.canonical import sha256_digest
-from schemas.documents.dataops import (
+from bernstein.schemas.canonical import sha256_digest
+from bernstein.schemas.documents.dataops import (
     PLAN_HASH_MISMATCH,
     PLAN_INPUTS_MISMATCH,
     RECEIPT_FORMAT,
@@ -52,9 +52,9 @@ from schemas.documents.dataops import (
     plan_problems,
     receipt_signing_input,
 )
-from schemas.errors import MalformedDigest
-from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError
-from substrate.keys import TrustedKeys, verify_signature
+from bernstein.schemas.errors import MalformedDigest
+from bernstein.substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError
+from bernstein.substrate.keys import TrustedKeys, verify_signature
 
 # Stable failure codes (appended to, never renamed).
 RECEIPT_MALFORMED: Final = "RECEIPT_MALFORMED"

@@ -31,8 +31,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from schemas.errors import BernsteinError
-from substrate.config import Topics, seconds_setting, setting
+from bernstein.schemas.errors import BernsteinError
+from bernstein.substrate.config import Topics, seconds_setting, setting
 
 RETAIN_FOREVER: Final = {
     "cleanup.policy": "delete",
@@ -47,7 +47,7 @@ which producer key was valid by its input's timestamp, so a producer holding a r
 be able to backdate a submission (docs/security.md). Output topics keep CreateTime: the scheduler
 stamps each output with its input's timestamp, so a replay writes the same records. ``compression.type=producer``
 keeps compressed batches as sent: any other value makes the broker inflate each batch in its heap
-(``substrate.topic_policy.INPUT_SETTINGS`` says what that costs)."""
+(``bernstein.substrate.topic_policy.INPUT_SETTINGS`` says what that costs)."""
 
 
 STATE_COMPACTED: Final = {
@@ -289,7 +289,7 @@ def emitter_producer_config(bootstrap: str) -> dict[str, Any]:
     """Idempotent producer, acks from every in-sync replica, bounded delivery time, Kafka's murmur2 partitioner.
 
     ``murmur2_random`` places a keyed record where the Java client, franz-go and kafkajs do
-    (``schemas.partitioning.partition_for``), not on librdkafka's default CRC-32 partition: the
+    (``bernstein.schemas.partitioning.partition_for``), not on librdkafka's default CRC-32 partition: the
     scheduler refuses a record on another partition than its run id's (``WRONG_PARTITION``).
     """
     return client_config(

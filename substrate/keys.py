@@ -15,7 +15,7 @@ A producer's key directory (``bernstein keys init --producer NAME``), on that pr
     redaction.hmac.key          typed-value digests (never exported)
     keyring.json                as above, with ``"producer": NAME``
 
-Keys are identified by key id (``schemas.canonical.public_key_id`` /
+Keys are identified by key id (``bernstein.schemas.canonical.public_key_id`` /
 ``hmac_key_id``). A verifier trusts only keys it is handed in a trusted-keys
 file (``TrustedKeys``), never a key found in the data it checks. See docs/security.md.
 """
@@ -35,9 +35,9 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from schemas.canonical import hmac_key_id, public_key_id
-from schemas.ed25519 import verify_signature as verify_signature  # re-exported for callers
-from schemas.errors import BernsteinError
+from bernstein.schemas.canonical import hmac_key_id, public_key_id
+from bernstein.schemas.ed25519 import verify_signature as verify_signature  # re-exported for callers
+from bernstein.schemas.errors import BernsteinError
 
 SIGNING_KEY_FILE: Final = "install.ed25519.key"
 PUBLIC_KEY_FILE: Final = "install.ed25519.pub"

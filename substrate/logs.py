@@ -28,7 +28,7 @@ from typing import Any, Final, Literal, TextIO
 
 import orjson
 
-from schemas.errors import BernsteinError
+from bernstein.schemas.errors import BernsteinError
 
 LOG_FORMATS: Final = ("text", "json")
 ENV_VAR: Final = "BERNSTEIN_LOG_FORMAT"

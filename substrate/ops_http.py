@@ -28,7 +28,7 @@ from typing import Final, Protocol
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
-from schemas.errors import BernsteinError
+from bernstein.schemas.errors import BernsteinError
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_STALL_S: Final = 60.0

@@ -24,7 +24,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from substrate.kafka import (
+from bernstein.substrate.kafka import (
     KafkaError,
     _admin,
     _cluster_metadata,

@@ -26,12 +26,12 @@ from typing import Final
 import pytest
 from hypothesis import settings
 
-from substrate.cas import S3BlobStore, S3Settings
-from substrate.config import Settings, Topics
-from substrate.kafka import KafkaError, delete_topics_with_prefixes, ensure_topics
-from substrate.keys import InstallKeys, ProducerKeys, TrustedKeys, init_keys, init_producer_keys
-from tests.prefixes import ISSUED, fresh_prefix
-from tests.producer_setup import PRODUCER_NAME, trusted_keys, write_manifest
+from bernstein.substrate.cas import S3BlobStore, S3Settings
+from bernstein.substrate.config import Settings, Topics
+from bernstein.substrate.kafka import KafkaError, delete_topics_with_prefixes, ensure_topics
+from bernstein.substrate.keys import InstallKeys, ProducerKeys, TrustedKeys, init_keys, init_producer_keys
+from tests.support.prefixes import ISSUED, fresh_prefix
+from tests.support.producer_setup import PRODUCER_NAME, trusted_keys, write_manifest
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -31,10 +31,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from schemas.canonical import audit_genesis, macs_equal
-from substrate.keys import TrustedKeys
-from verifier.facts import A_RECORD
-from verifier.keyuse import KeyFinding, KeyUse, key_problem
+from bernstein.schemas.canonical import audit_genesis, macs_equal
+from bernstein.substrate.keys import TrustedKeys
+from bernstein.verifier.facts import A_RECORD
+from bernstein.verifier.keyuse import KeyFinding, KeyUse, key_problem
 
 UNDECODABLE: Final = "AUDIT_UNDECODABLE"
 KEY_NOT_PINNED: Final = "AUDIT_KEY_NOT_PINNED"
@@ -106,7 +106,7 @@ _CLEAN: Final = Judgement((), True)
 def judge(
     position: ChainPosition, fact: tuple[Any, ...], *, partition: int, timestamp_ms: int | None, trusted: TrustedKeys, where: str
 ) -> Judgement:
-    """Judge one record (its ``verifier.facts.audit_fact``) against ``position``; ``where`` names it in key messages."""
+    """Judge one record (its ``bernstein.verifier.facts.audit_fact``) against ``position``; ``where`` names it in key messages."""
     if fact[0] != A_RECORD:
         return Judgement((Finding(UNDECODABLE, found=str(fact[1])),), False)
     _, key_id, mac, recomputed, record_partition, seq, prev_mac = fact[:7]

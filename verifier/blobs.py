@@ -20,9 +20,9 @@ import os
 from collections.abc import Iterable
 from typing import Any, Final
 
-from schemas.canonical import is_digest
-from schemas.errors import BernsteinError
-from substrate.cas import (
+from bernstein.schemas.canonical import is_digest
+from bernstein.schemas.errors import BernsteinError
+from bernstein.substrate.cas import (
     MAX_BLOB_BYTES,
     BlobIntegrityError,
     BlobStore,
@@ -31,7 +31,7 @@ from substrate.cas import (
     check_blob,
     check_blob_size,
 )
-from verifier import facts as _facts
+from bernstein.verifier import facts as _facts
 
 KEEP_BYTES: Final = 256 * 1024
 """Blobs whose bytes the verifier needs (artifacts) are kept from the read when at most this long."""

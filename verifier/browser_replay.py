@@ -2,9 +2,9 @@
 
 The verification side of the browser modality; the formats it reads (action
 record, action log, session document, lineage entry) are
-``schemas.documents.browser``'s. The producer records, this module checks:
-the offline verifier's browser check (``verifier.checks.browser``), its
-incomplete-session replay (``verifier.verify``) and ``bernstein browser
+``bernstein.schemas.documents.browser``'s. The producer records, this module checks:
+the offline verifier's browser check (``bernstein.verifier.checks.browser``), its
+incomplete-session replay (``bernstein.verifier.verify``) and ``bernstein browser
 replay`` all walk a session here.
 
 ``replay_run(run_id, source=..., cas=..., trusted=...)`` walks the run's
@@ -37,8 +37,8 @@ the artifact and the CAS alone); the verifier's browser check uses it.
 Divergences name the first differing action index, the expected (signed)
 and recomputed anchors and a stable reason.
 
-A remote store that does not answer is an outage, never a divergence (issue 26):
-every replay reads through ``verifier.blobs.FailFast``, so the first read that
+A remote store that does not answer is an outage, never a divergence:
+every replay reads through ``bernstein.verifier.blobs.FailFast``, so the first read that
 gets no answer raises ``StoreUnavailable`` (``browser replay`` prints it as one
 line, exit 3) and nothing more is asked. Only once a divergence was found from
 bytes that were read does a later outage just mark the steps it stops (the
@@ -57,8 +57,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from schemas import codec
-from schemas.canonical import (
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import (
     canonical_json,
     is_digest,
     journal_entry_hash,
@@ -68,7 +68,7 @@ from schemas.canonical import (
     observation_hash,
     sha256_digest,
 )
-from schemas.documents.browser import (
+from bernstein.schemas.documents.browser import (
     Action,
     ActionLog,
     ActionRecord,
@@ -79,17 +79,17 @@ from schemas.documents.browser import (
     SessionDocument,
     parse_session_document,
 )
-from schemas.documents.browser import anchor as compute_anchor
-from schemas.documents.browser import genesis as session_genesis
-from schemas.ed25519 import verify_signature
-from schemas.errors import BernsteinError, CanonicalizationError
-from schemas.records import ENTRY_COMPUTER_USE_ACTION
-from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError, DirBlobStore
-from substrate.keys import KeyPurpose, TrustedKeys
-from verifier.blobs import FailFast, StoreUnavailable
+from bernstein.schemas.documents.browser import anchor as compute_anchor
+from bernstein.schemas.documents.browser import genesis as session_genesis
+from bernstein.schemas.ed25519 import verify_signature
+from bernstein.schemas.errors import BernsteinError, CanonicalizationError
+from bernstein.schemas.records import ENTRY_COMPUTER_USE_ACTION
+from bernstein.substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError, DirBlobStore
+from bernstein.substrate.keys import KeyPurpose, TrustedKeys
+from bernstein.verifier.blobs import FailFast, StoreUnavailable
 
 if TYPE_CHECKING:
-    from verifier.sources import RecordSource
+    from bernstein.verifier.sources import RecordSource
 
 _JOURNAL: Final = frozenset({codec.JOURNAL_RECORD, codec.SEAL_RECORD})
 _ENTRIES: Final = codec.JOURNAL_ENTRIES | codec.COMPUTER_USE_ENTRIES
@@ -150,7 +150,7 @@ def check_lineage(
     the key pinned as a producer key (or a v1 file's key of any purpose) ->
     registered to the entry's worker -> signature -> HMAC (only when the
     entry's audit key is pinned). The key's lifetime is the verifier's check
-    (``verifier.keyuse``, on the journal record's timestamp): an action log
+    (``bernstein.verifier.keyuse``, on the journal record's timestamp): an action log
     carries none.
     """
     try:
@@ -912,7 +912,7 @@ def replay_run(
 ) -> ReplayResult:
     """Replay one browser session of ``run_id`` from the journal (``source``) and the CAS.
 
-    ``source`` is a ``verifier.sources.RecordSource``. With ``session_id``
+    ``source`` is a ``bernstein.verifier.sources.RecordSource``. With ``session_id``
     None the run must hold exactly one session. Raises ``ReplayNotFound``
     when the run (or the session) has no browser record at all.
     """

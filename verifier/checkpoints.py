@@ -27,7 +27,7 @@ refusal) and the tail of the audit chain are covered by something signed:
   checkpoints held to the later one's setting: steps written before it by an
   instance with a larger setting left more records uncovered, honestly.
 
-The walk is fed the audit records in order by ``verifier.verify``'s audit
+The walk is fed the audit records in order by ``bernstein.verifier.verify``'s audit
 walk and reads the checkpoints lazily alongside, so memory stays flat. What no
 checkpoint covers yet (the audit records after the last verified one) is
 counted, not a problem: a later checkpoint will cover them. Deleting the tail
@@ -42,13 +42,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from schemas import codec
-from schemas.canonical import checkpoint_genesis, checkpoint_hash, checkpoint_signing_input, macs_equal
-from substrate.keys import TrustedKeys, verify_signature
-from substrate.text import plural
-from verifier.keyuse import KeyUse, allowed_for, key_problem
-from verifier.report import Problem
-from verifier.sources import RecordSource, StoredRecord
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import checkpoint_genesis, checkpoint_hash, checkpoint_signing_input, macs_equal
+from bernstein.substrate.keys import TrustedKeys, verify_signature
+from bernstein.substrate.text import plural
+from bernstein.verifier.keyuse import KeyUse, allowed_for, key_problem
+from bernstein.verifier.report import Problem
+from bernstein.verifier.sources import RecordSource, StoredRecord
 
 MAX_CHECKPOINT_EVERY: Final = 1000
 """The largest ``checkpoint_every`` a scheduler accepts, so the verifier knows the bound before the first checkpoint."""

@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from schemas import codec
-from schemas.canonical import is_digest
-from schemas.records import ENTRY_ACTIVITY_RESULT
-from substrate.cas import BlobStore, CasError, CasUnavailable, DirBlobStore
-from substrate.keys import TrustedKeys
-from verifier.sources import DUMP_FORMAT, STREAMS, RecordSource, StoredRecord, encode_dump_line
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import is_digest
+from bernstein.schemas.records import ENTRY_ACTIVITY_RESULT
+from bernstein.substrate.cas import BlobStore, CasError, CasUnavailable, DirBlobStore
+from bernstein.substrate.keys import TrustedKeys
+from bernstein.verifier.sources import DUMP_FORMAT, STREAMS, RecordSource, StoredRecord, encode_dump_line
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def export_dump(
     wanted = None if runs is None else {r.encode() for r in runs}
     destination.mkdir(parents=True, exist_ok=True)
     if any(destination.iterdir()):
-        from schemas.errors import MalformedInput
+        from bernstein.schemas.errors import MalformedInput
 
         raise MalformedInput(f"{destination} is not empty; export into a new directory")
     counts: dict[str, int] = {}

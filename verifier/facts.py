@@ -9,7 +9,7 @@ records at once, and ``verifier/sources.py`` parses dump lines the same way.
 Two implementations return identical tuples (``tests/unit/test_verifier_facts.py``
 checks it on valid and malformed inputs):
 
-* ``PYTHON``: the reference, built on ``schemas.codec``'s readers, fastavro
+* ``PYTHON``: the reference, built on ``bernstein.schemas.codec``'s readers, fastavro
   and orjson (the code the verifier ran per record before);
 * ``NATIVE``: ``bernstein_native.FactReader`` / ``parse_dump_lines`` (Rust),
   which hands back the items it does not reproduce (unusual dump lines,
@@ -41,7 +41,7 @@ Fact tuples (the first item is the kind):
     for the journal records of signed entry types: ``(P_OTHER,)`` no entry
     that carries a producer signature, ``(P_LEGACY,)`` a JournalEntry.v1/v2
     (it predates producer signatures), ``(P_ACTION,)`` a computer-use entry
-    (its lineage signature is checked by ``verifier.verify``), ``(P_SIGNED,
+    (its lineage signature is checked by ``bernstein.verifier.verify``), ``(P_SIGNED,
     seq, key_id, producer_id, verified)`` a JournalEntry.v3, ``verified``
     whether its producer signature verifies over the statement rebuilt from
     the entry under ``public_for(key_id)`` (a pinned raw Ed25519 key), None
@@ -70,8 +70,8 @@ from typing import Any, Final, Protocol
 
 import orjson
 
-from schemas import codec
-from schemas.canonical import (
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import (
     audit_mac,
     audit_record_mac,
     evidence_set_hash,
@@ -79,9 +79,9 @@ from schemas.canonical import (
     submission_signing_input,
     submission_statement,
 )
-from schemas.ed25519 import verify_signature
-from schemas.errors import CanonicalizationError, MalformedDigest
-from schemas.records import ENTRY_ACTIVITY_RESULT
+from bernstein.schemas.ed25519 import verify_signature
+from bernstein.schemas.errors import CanonicalizationError, MalformedDigest
+from bernstein.schemas.records import ENTRY_ACTIVITY_RESULT
 
 RAISE: Final = -1
 J_UNDECODABLE: Final = 0

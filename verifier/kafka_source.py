@@ -20,9 +20,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Final
 
-from substrate.config import Topics
-from substrate.kafka import KafkaUnavailable, client_config, connect_timeout, is_authorization_error, not_authorized, unreachable
-from verifier.sources import StoredRecord
+from bernstein.substrate.config import Topics
+from bernstein.substrate.kafka import (
+    KafkaUnavailable,
+    client_config,
+    connect_timeout,
+    is_authorization_error,
+    not_authorized,
+    unreachable,
+)
+from bernstein.verifier.sources import StoredRecord
 
 _TIMEOUT: Final = 30.0
 

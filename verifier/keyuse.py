@@ -1,4 +1,4 @@
-"""Which pinned key may sign or MAC which record, and when (issue 12, docs/verifier.md "Keys").
+"""Which pinned key may sign or MAC which record, and when (docs/verifier.md "Keys").
 
 A trusted-keys file (``bernstein.trusted-keys/v2``) pins every key with its purpose
 (seal, audit, producer), its lifetime ``[valid_from_ms, valid_until_ms)`` and, for a
@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
-from substrate.keys import KeyPurpose, TrustedKey, TrustedKeys
-from verifier.report import Problem
+from bernstein.substrate.keys import KeyPurpose, TrustedKey, TrustedKeys
+from bernstein.verifier.report import Problem
 
 
 class KeyUse(StrEnum):

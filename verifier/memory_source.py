@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from verifier.sources import StoredRecord
+from bernstein.verifier.sources import StoredRecord
 
 
 class MemorySource:

@@ -27,8 +27,8 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
-from substrate.text import plural
-from verifier.report import (
+from bernstein.substrate.text import plural
+from bernstein.verifier.report import (
     EXIT_MISMATCH,
     EXIT_NOT_FOUND,
     EXIT_NOT_FULLY_VERIFIED,

@@ -12,14 +12,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Final
 
-from substrate.exit_codes import EXIT_MISMATCH as EXIT_MISMATCH
-from substrate.exit_codes import EXIT_NOT_FOUND as EXIT_NOT_FOUND
-from substrate.exit_codes import EXIT_NOT_FULLY_VERIFIED as EXIT_NOT_FULLY_VERIFIED
-from substrate.exit_codes import EXIT_OK
-from substrate.exit_codes import EXIT_OPEN as EXIT_OPEN
-from verifier.checks.base import DetailLine
+from bernstein.substrate.exit_codes import EXIT_MISMATCH as EXIT_MISMATCH
+from bernstein.substrate.exit_codes import EXIT_NOT_FOUND as EXIT_NOT_FOUND
+from bernstein.substrate.exit_codes import EXIT_NOT_FULLY_VERIFIED as EXIT_NOT_FULLY_VERIFIED
+from bernstein.substrate.exit_codes import EXIT_OK
+from bernstein.substrate.exit_codes import EXIT_OPEN as EXIT_OPEN
+from bernstein.verifier.checks.base import DetailLine
 
-# The verdicts are exit codes; every exit code and its meaning is in ``substrate.exit_codes`` (re-exported here).
+# The verdicts are exit codes; every exit code and its meaning is in ``bernstein.substrate.exit_codes`` (re-exported here).
 EXIT_VERIFIED: Final = EXIT_OK
 """Every record authenticated with pinned keys and every evidence blob reattached and re-hashed."""
 

@@ -19,7 +19,7 @@ the verifier.
   ``01``, ``-0``, ``+1``, ``1_0`` are refused), within Kafka's int32 range.
 - A kcat capture is parsed once into a per-(stream, partition) index of line
   positions: a capture spread over N partitions costs O(N) parses, not O(N²).
-- The blobs of a dump's ``cas/`` are read the same way (``substrate.cas``:
+- The blobs of a dump's ``cas/`` are read the same way (``bernstein.substrate.cas``:
   regular files only, at most ``MAX_BLOB_BYTES``, hashed in a stream).
 
 **Damage to a dump is a verdict; a dump that is not one is unusable input.**
@@ -75,12 +75,12 @@ from typing import Any, BinaryIO, Final, Protocol
 
 import orjson
 
-from schemas.errors import MalformedInput
-from substrate.cas import NotRegularFile, file_kind, open_regular
-from substrate.config import Topics
-from substrate.kafka import RETAIN_FOREVER
-from verifier import facts
-from verifier.facts import Row
+from bernstein.schemas.errors import MalformedInput
+from bernstein.substrate.cas import NotRegularFile, file_kind, open_regular
+from bernstein.substrate.config import Topics
+from bernstein.substrate.kafka import RETAIN_FOREVER
+from bernstein.verifier import facts
+from bernstein.verifier.facts import Row
 
 STREAMS: Final = ("journal", "refusals", "audit", "deadletter", "checkpoints")
 DUMP_FORMAT: Final = "bernstein.dump/v1"
@@ -430,7 +430,7 @@ class DumpSource:
         """``records`` as lists of rows ``(offset, timestamp, key, value, topic, partition, headers)``.
 
         Same records, same torn-line and damaged-line handling, parsed a
-        chunk of lines at a time (``verifier.facts``); a chunk is never empty.
+        chunk of lines at a time (``bernstein.verifier.facts``); a chunk is never empty.
         """
         topics = self.root / "topics"
         directory = topics / stream

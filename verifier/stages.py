@@ -2,7 +2,7 @@
 
 The evidence-set hash recomputed, every blob reattached and re-hashed where a store is given, the run's
 evidence counted against its cap and the modality check run; incomplete browser sessions replayed. Apart
-from the record walks (``verifier.walks``), which need none of it.
+from the record walks (``bernstein.verifier.walks``), which need none of it.
 """
 
 from __future__ import annotations
@@ -11,19 +11,19 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from schemas import codec
-from schemas.canonical import evidence_set_hash, is_digest
-from schemas.errors import MalformedDigest
-from schemas.records import MAX_RUN_EVIDENCE_BYTES
-from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError, check_blob_size
-from substrate.keys import TrustedKeys
-from substrate.text import plural
-from verifier import facts as _facts
-from verifier.blobs import HashedAhead, StoreUnavailable
-from verifier.checks import CheckContext, DetailLine, ModalityCheck, check_for
-from verifier.facts import RAISE, S_RESULT, S_SKIP, Facts, Row
-from verifier.keyuse import KeyUse, key_problem
-from verifier.report import Problem, StageVerdict
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import evidence_set_hash, is_digest
+from bernstein.schemas.errors import MalformedDigest
+from bernstein.schemas.records import MAX_RUN_EVIDENCE_BYTES
+from bernstein.substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError, check_blob_size
+from bernstein.substrate.keys import TrustedKeys
+from bernstein.substrate.text import plural
+from bernstein.verifier import facts as _facts
+from bernstein.verifier.blobs import HashedAhead, StoreUnavailable
+from bernstein.verifier.checks import CheckContext, DetailLine, ModalityCheck, check_for
+from bernstein.verifier.facts import RAISE, S_RESULT, S_SKIP, Facts, Row
+from bernstein.verifier.keyuse import KeyUse, key_problem
+from bernstein.verifier.report import Problem, StageVerdict
 
 _ENTRY = codec.JOURNAL_ENTRIES
 
@@ -167,7 +167,7 @@ def _incomplete_session(
     tally: _EvidenceTally | None = None,
 ) -> StageVerdict:
     """Replay a session without an accepted result: bytes re-hashed, anchors recomputed, lineage checked."""
-    from verifier.browser_replay import DivergenceReason, replay_steps, step_input_from_entry
+    from bernstein.verifier.browser_replay import DivergenceReason, replay_steps, step_input_from_entry
 
     first_offset, first = actions[0]
     count = plural(len(actions), "journalled action")
@@ -383,7 +383,7 @@ def _receipt_key_problem(
     data: dict[str, Any], entry: dict[str, Any], trusted: TrustedKeys, offset: int, seq: int, timestamp: int | None
 ) -> Problem | None:
     """A data/ops receipt whose signatures verified must also be signed by a pinned producer key of the
-    entry's producer, in force at the record's timestamp (``verifier.keyuse``)."""
+    entry's producer, in force at the record's timestamp (``bernstein.verifier.keyuse``)."""
     key_id = data.get("signer_key_id")
     if not key_id or not data.get("signatures_ok") or not isinstance(key_id, str):
         return None

@@ -17,7 +17,7 @@ CLI can print a run of any length in flat memory. The steps, in report order:
    Every ``JournalEntry.v3`` and every final seal's ``closed_by`` carries its
    producer's signature: the statement is rebuilt from the journal record and
    checked with a pinned producer key registered to that producer and in
-   force at the record's timestamp (``verifier.keyuse``); older entries are
+   force at the record's timestamp (``bernstein.verifier.keyuse``); older entries are
    counted, not reported. Every key must also be pinned for the purpose it
    was used for, and in force when it was used (seals, checkpoints, audit
    records, lineage entries, data/ops receipts).
@@ -26,7 +26,7 @@ CLI can print a run of any length in flat memory. The steps, in report order:
    agree with the journal crossing by crossing (entry hashes, seals). Audit
    records of this run that the journal lacks name a truncated journal. The
    partition's signed checkpoints must verify and the chain must reach each
-   one's length with exactly its head (``verifier.checkpoints``); the audit
+   one's length with exactly its head (``bernstein.verifier.checkpoints``); the audit
    records after the last one are counted as not covered yet.
 4. Stages. For each ``activity.result`` entry: recompute the evidence-set
    hash from the pinned observation hashes; where a CAS is given, reattach and
@@ -36,13 +36,13 @@ CLI can print a run of any length in flat memory. The steps, in report order:
 Keys come only from ``trusted`` (pinned); a key found in the data is never
 used. No step touches the network unless the source is a live cluster.
 
-Each step has its module: 1-2 ``verifier.walks.chain``, 3 ``verifier.walks.partition``
-(the partition's audit chain) and ``verifier.walks.audit`` (one run's join with it), 4
-``verifier.stages``; this module finds the run, feeds the walks and assembles the report.
+Each step has its module: 1-2 ``bernstein.verifier.walks.chain``, 3 ``bernstein.verifier.walks.partition``
+(the partition's audit chain) and ``bernstein.verifier.walks.audit`` (one run's join with it), 4
+``bernstein.verifier.stages``; this module finds the run, feeds the walks and assembles the report.
 
 Every decision is made in Python, in these modules; the byte work on each record (splitting
 envelopes, reading heads, recomputing hashes and MACs, decoding stage fields)
-is done a batch of records at a time by ``verifier.facts``, in Rust when the
+is done a batch of records at a time by ``bernstein.verifier.facts``, in Rust when the
 ``bernstein_native`` extension is built, with the same results either way.
 With it, the records the walks find plain (an audit record whose MAC verifies
 under a key in force and that links on; a journal entry next in its chain,
@@ -53,11 +53,11 @@ Memory stays flat: records are read, and facts computed, a chunk at a time.
 
 ``verify_many(runs, source, ...)`` verifies many runs (every run with ``runs``
 None) reading each partition once: one journal pass feeds every run's walks,
-and the partition's audit chain is read once alongside (``verifier.walks.partition``),
+and the partition's audit chain is read once alongside (``bernstein.verifier.walks.partition``),
 its own findings kept with their position so that each run's report is the
 one ``verify`` gives for it alone. Evidence blobs of a directory store are
 re-hashed ahead, a batch of stages at a time, on every core
-(``verifier.blobs``); the next chunks' producer signatures are verified while
+(``bernstein.verifier.blobs``); the next chunks' producer signatures are verified while
 the current chunk is checked, on both cores (``_signed_ahead``).
 """
 
@@ -70,22 +70,24 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
 
-from schemas import codec
-from schemas.canonical import sha256_digest
-from substrate.cas import BlobStore
-from substrate.keys import TrustedKeys
-from verifier import facts as _facts
-from verifier.blobs import FailFast, HashedAhead
-from verifier.checkpoints import CheckpointWalk
-from verifier.facts import A_RECORD, Facts, Row
-from verifier.keyuse import KeyLedger
-from verifier.report import KeysUsed, Problem, RefusalSeen, RunHeader, RunReport, StageVerdict
-from verifier.sources import DumpProblem, DumpSource, KcatSource, RecordSource, StoredRecord
-from verifier.stages import _StageBuilder
-from verifier.walks.audit import RefusalRecord, _AuditWalk
-from verifier.walks.chain import _ChainWalk, producer_keys
-from verifier.walks.partition import JOIN_EVENTS, AuditRow, _PartitionAudit, is_authenticated
-from verifier.walks.partition import _AuditEvent as _AuditEvent  # tests/unit/test_verifier_plain_walk.py reaches it here
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import sha256_digest
+from bernstein.substrate.cas import BlobStore
+from bernstein.substrate.keys import TrustedKeys
+from bernstein.verifier import facts as _facts
+from bernstein.verifier.blobs import FailFast, HashedAhead
+from bernstein.verifier.checkpoints import CheckpointWalk
+from bernstein.verifier.facts import A_RECORD, Facts, Row
+from bernstein.verifier.keyuse import KeyLedger
+from bernstein.verifier.report import KeysUsed, Problem, RefusalSeen, RunHeader, RunReport, StageVerdict
+from bernstein.verifier.sources import DumpProblem, DumpSource, KcatSource, RecordSource, StoredRecord
+from bernstein.verifier.stages import _StageBuilder
+from bernstein.verifier.walks.audit import RefusalRecord, _AuditWalk
+from bernstein.verifier.walks.chain import _ChainWalk, producer_keys
+from bernstein.verifier.walks.partition import JOIN_EVENTS, AuditRow, _PartitionAudit, is_authenticated
+from bernstein.verifier.walks.partition import (
+    _AuditEvent as _AuditEvent,  # tests/unit/test_verifier_plain_walk.py reaches it here
+)
 
 _CHUNK: Final = 256
 """Records per batch for sources that only offer ``records`` (dumps give their own chunks)."""
@@ -306,7 +308,7 @@ def _signed_ahead(
     """The kept rows of each chunk with their producer-signature facts, the next chunks' computed while this
     one is walked.
 
-    ``producer_facts`` verifies the Ed25519 signatures in batches without the GIL (``verifier.facts``);
+    ``producer_facts`` verifies the Ed25519 signatures in batches without the GIL (``bernstein.verifier.facts``);
     in a second thread it does so while this thread checks earlier chunks' records, so the two
     overlap instead of taking turns. When the walk is ahead (its next chunk's signatures are still
     being checked), it checks the newest chunk not yet started itself rather than wait: the
@@ -382,7 +384,7 @@ def _several_partitions(run_id: str, source: RecordSource, partitions: list[int]
 
 
 def audit_chain_findings(source: RecordSource, partition: int, trusted: TrustedKeys) -> list[Problem]:
-    """Every finding of one partition's audit chain, in the order met: its records (``verifier.audit_chain``), input
+    """Every finding of one partition's audit chain, in the order met: its records (``bernstein.verifier.audit_chain``), input
     accounting, checkpoints and dead letters. A run's report names the first that concerns it and counts the rest;
     this is the whole list (the audit-chain vectors hold every judge to it)."""
     c = codec.default_codec()
@@ -535,7 +537,7 @@ _STREAM_ORDER: Final = {"journal": 0, "audit": 1, "checkpoints": 2, "refusals": 
 
 
 def _with_torn(header: RunHeader, source: RecordSource, partition: int | None, *, journal_only: bool = False) -> RunHeader:
-    """The header with the damage the source found in the files its verification reads (``verifier.sources.DumpProblem``).
+    """The header with the damage the source found in the files its verification reads (``bernstein.verifier.sources.DumpProblem``).
 
     A run on ``partition`` reads every journal and refusals file and its partition's audit, checkpoints
     and dead-letter files; a run not found (``partition`` None) the journal and audit files (only the

@@ -15,11 +15,11 @@ from bernstein.commands.common import (
     store_from,
     trusted_from,
 )
-from substrate.cas import BlobStore, DirBlobStore
-from substrate.kafka import require_bootstrap
-from verifier.render import render_json, render_many_json, render_many_text, render_text
-from verifier.sources import DumpSource, KcatSource, RecordSource
-from verifier.verify import verify_many, verify_stream
+from bernstein.substrate.cas import BlobStore, DirBlobStore
+from bernstein.substrate.kafka import require_bootstrap
+from bernstein.verifier.render import render_json, render_many_json, render_many_text, render_text
+from bernstein.verifier.sources import DumpSource, KcatSource, RecordSource
+from bernstein.verifier.verify import verify_many, verify_stream
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -85,7 +85,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def _source(args: argparse.Namespace) -> tuple[RecordSource, Path | None]:
     if args.source == "kafka":
-        from verifier.kafka_source import KafkaSource
+        from bernstein.verifier.kafka_source import KafkaSource
 
         settings = settings_from(args)
         return KafkaSource(require_bootstrap(settings.kafka_bootstrap), settings.topics), None

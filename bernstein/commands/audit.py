@@ -5,10 +5,10 @@ cleanly by SIGTERM/SIGINT); 2 at least one alert was raised, or a tamper finding
 latched; 3 a usage error, an unreadable keys or checkpoint file, or Kafka unreachable or
 refusing (typed, never a traceback).
 
-``bernstein audit ack`` acknowledges a latched tamper finding (``verifier.follow.latch``),
+``bernstein audit ack`` acknowledges a latched tamper finding (``bernstein.verifier.follow.latch``),
 ``bernstein audit latches`` lists those not acknowledged yet, and ``bernstein audit rules``
 prints the shipped alert rules with their runbook links under another base
-(``verifier.follow.rules``). None of the three talks to Kafka.
+(``bernstein.verifier.follow.rules``). None of the three talks to Kafka.
 """
 
 from __future__ import annotations
@@ -35,18 +35,18 @@ from bernstein.commands.common import (
     settings_from,
     trusted_from,
 )
-from substrate.exit_codes import EXIT_ALERTS
-from substrate.exit_codes import EXIT_OK as EXIT_CLEAN
-from substrate.kafka import require_bootstrap
-from substrate.keys import TrustedKeys
-from substrate.ops_http import DEFAULT_HOST, OpsServer
-from verifier.facts import A_RECORD
-from verifier.follow.alerts import Alert, AlertKind
-from verifier.follow.checker import Policy
-from verifier.follow.checkpoint import CheckpointStore
-from verifier.follow.consumer import Follower, FollowOptions
-from verifier.follow.latch import TAMPER, AckLog, LatchStore, NotLatched, acknowledge, pending
-from verifier.follow.rules import DEFAULT_RUNBOOK_BASE, check_base, rebase, shipped_rules
+from bernstein.substrate.exit_codes import EXIT_ALERTS
+from bernstein.substrate.exit_codes import EXIT_OK as EXIT_CLEAN
+from bernstein.substrate.kafka import require_bootstrap
+from bernstein.substrate.keys import TrustedKeys
+from bernstein.substrate.ops_http import DEFAULT_HOST, OpsServer
+from bernstein.verifier.facts import A_RECORD
+from bernstein.verifier.follow.alerts import Alert, AlertKind
+from bernstein.verifier.follow.checker import Policy
+from bernstein.verifier.follow.checkpoint import CheckpointStore
+from bernstein.verifier.follow.consumer import Follower, FollowOptions
+from bernstein.verifier.follow.latch import TAMPER, AckLog, LatchStore, NotLatched, acknowledge, pending
+from bernstein.verifier.follow.rules import DEFAULT_RUNBOOK_BASE, check_base, rebase, shipped_rules
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -288,7 +288,7 @@ def _follow(args: argparse.Namespace) -> int:
     )
     server = None
     if args.metrics_port is not None:
-        from verifier.follow.metrics import FollowerMetrics, FollowerProbe
+        from bernstein.verifier.follow.metrics import FollowerMetrics, FollowerProbe
 
         server = OpsServer(
             FollowerMetrics(follower).registry, FollowerProbe(follower), host=args.metrics_host, port=args.metrics_port

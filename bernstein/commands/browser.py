@@ -12,7 +12,7 @@ host is public) and each ``--allow-origin`` (exactly that scheme, host and
 port, which may be private: a local test server). Everything else -- other
 origins, ``file:``, private / loopback / link-local addresses -- is refused
 at the step that tries it (``NAVIGATION_REFUSED``, the session ends
-``refused``); see ``producers.netpolicy`` and docs/computer_use.md.
+``refused``); see ``bernstein.producers.netpolicy`` and docs/computer_use.md.
 
 ``run`` exit codes: 0 the session ended ok (every action and the result
 published); 3 it was refused before anything started (incapable adapter, bad
@@ -37,19 +37,19 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from bernstein.commands.common import add_prefix_flag, command_group, non_negative_int, positive_seconds
-from producers.activity import ActivityRejected
-from producers.computer_use.agents import ScriptedAgent, load_flow
-from producers.computer_use.boundary import DriverFactory
-from producers.computer_use.budget import DEFAULT_RUN_BYTE_CAP
-from producers.computer_use.capability import CapabilityRefusal, require_computer_use_capable
-from producers.computer_use.errors import FlowError
-from producers.computer_use.session import DEFAULT_MAX_ACTIONS, ActionPublisher, ComputerUseSession, SessionOutcome
-from producers.identity import ProducerIdMismatch, add_producer_flags, producer_from_args
-from producers.netpolicy import OriginPolicy, TargetRefused
-from substrate.cas import BlobStore
-from substrate.exit_codes import EXIT_MISMATCH, EXIT_NOT_FOUND, EXIT_OK, EXIT_REFUSED
-from substrate.keys import ProducerKeys
-from verifier.browser_replay import ReplayNotFound, ReplayResult, render_lines, replay_run, replay_sessions
+from bernstein.producers.activity import ActivityRejected
+from bernstein.producers.computer_use.agents import ScriptedAgent, load_flow
+from bernstein.producers.computer_use.boundary import DriverFactory
+from bernstein.producers.computer_use.budget import DEFAULT_RUN_BYTE_CAP
+from bernstein.producers.computer_use.capability import CapabilityRefusal, require_computer_use_capable
+from bernstein.producers.computer_use.errors import FlowError
+from bernstein.producers.computer_use.session import DEFAULT_MAX_ACTIONS, ActionPublisher, ComputerUseSession, SessionOutcome
+from bernstein.producers.identity import ProducerIdMismatch, add_producer_flags, producer_from_args
+from bernstein.producers.netpolicy import OriginPolicy, TargetRefused
+from bernstein.substrate.cas import BlobStore
+from bernstein.substrate.exit_codes import EXIT_MISMATCH, EXIT_NOT_FOUND, EXIT_OK, EXIT_REFUSED
+from bernstein.substrate.keys import ProducerKeys
+from bernstein.verifier.browser_replay import ReplayNotFound, ReplayResult, render_lines, replay_run, replay_sessions
 
 
 def register(subparsers: Any) -> None:
@@ -147,10 +147,10 @@ def _run(args: argparse.Namespace) -> int:
         require_computer_use_capable(args.adapter)  # before keys, Kafka or any browser
     except CapabilityRefusal as exc:
         return _refused(exc.code, exc.message, sys.stderr, suggested=exc.suggested_adapters)
-    from producers.computer_use.playwright_driver import PlaywrightDriver
-    from producers.computer_use.session import EmitterPublisher
-    from producers.emitter import Emitter
-    from substrate.config import Settings
+    from bernstein.producers.computer_use.playwright_driver import PlaywrightDriver
+    from bernstein.producers.computer_use.session import EmitterPublisher
+    from bernstein.producers.emitter import Emitter
+    from bernstein.substrate.config import Settings
 
     try:
         policy = session_policy(args)
@@ -251,14 +251,14 @@ def _print_outcome(args: argparse.Namespace, outcome: SessionOutcome, out: TextI
 
 def _replay(args: argparse.Namespace) -> int:
     from bernstein.commands.common import UsageError, settings_from, store_from, trusted_from
-    from verifier.sources import DumpSource
+    from bernstein.verifier.sources import DumpSource
 
     settings = settings_from(args)
     trusted = trusted_from(args.trusted_keys, args.keys_dir)
     source: Any
     if args.source == "kafka":
-        from substrate.kafka import require_bootstrap
-        from verifier.kafka_source import KafkaSource
+        from bernstein.substrate.kafka import require_bootstrap
+        from bernstein.verifier.kafka_source import KafkaSource
 
         source = KafkaSource(require_bootstrap(settings.kafka_bootstrap), settings.topics)
         cas = store_from(args.cas, settings)

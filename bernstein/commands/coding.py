@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 from bernstein.commands.common import UsageError, add_prefix_flag, settings_from
-from producers.coding import publish_spawn, run_spawn
-from producers.emitter import Emitter
-from producers.identity import add_producer_flags, producer_from_args
-from substrate.exit_codes import EXIT_COMMAND_FAILED, EXIT_OK
+from bernstein.producers.coding import publish_spawn, run_spawn
+from bernstein.producers.emitter import Emitter
+from bernstein.producers.identity import add_producer_flags, producer_from_args
+from bernstein.substrate.exit_codes import EXIT_COMMAND_FAILED, EXIT_OK
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -11,15 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from consumers.manifest import load_manifest, trusted_producer_keys
-from schemas.errors import BernsteinError
-from substrate.cas import BlobStore, DirBlobStore, S3BlobStore
-from substrate.cli_args import command_group as command_group
-from substrate.cli_args import non_negative_int as non_negative_int
-from substrate.cli_args import positive_seconds as positive_seconds
-from substrate.cli_args import show_usage as show_usage
-from substrate.config import DEFAULT_PREFIX, Resolved, Settings, resolve
-from substrate.keys import InstallKeys, TrustedKeys, default_keys_dir, load_keys
+from bernstein.consumers.manifest import load_manifest, trusted_producer_keys
+from bernstein.schemas.errors import BernsteinError
+from bernstein.substrate.cas import BlobStore, DirBlobStore, S3BlobStore
+from bernstein.substrate.cli_args import command_group as command_group
+from bernstein.substrate.cli_args import non_negative_int as non_negative_int
+from bernstein.substrate.cli_args import positive_seconds as positive_seconds
+from bernstein.substrate.cli_args import show_usage as show_usage
+from bernstein.substrate.config import DEFAULT_PREFIX, Resolved, Settings, resolve
+from bernstein.substrate.keys import InstallKeys, TrustedKeys, default_keys_dir, load_keys
 
 
 class UsageError(BernsteinError):
@@ -71,10 +71,10 @@ def _from(source: str) -> str:
 
 
 def _protocol(start: Path | None) -> tuple[str, str]:
-    """The Kafka security protocol every client gets (``substrate.kafka.security_config``) and where it came from.
+    """The Kafka security protocol every client gets (``bernstein.substrate.kafka.security_config``) and where it came from.
 
     Never raises: an unusable properties file is the command's own error, on the next line."""
-    from substrate.kafka import CONFIG_FILE_SETTING, KafkaConfigError, load_client_properties
+    from bernstein.substrate.kafka import CONFIG_FILE_SETTING, KafkaConfigError, load_client_properties
 
     named = resolve(CONFIG_FILE_SETTING, start=start)
     if not named.value:
@@ -168,7 +168,7 @@ def announce_endpoints(uses: Uses, prefix_flag: str | None = None, *, stream: An
     line = endpoint_banner(fields)
     if line is None:
         return
-    from substrate.logs import EventLog
+    from bernstein.substrate.logs import EventLog
 
     log = EventLog(uses.logger, json=uses.json, stream=stream or sys.stderr, fields=dict(uses.fields))
     log.emit("endpoints", line.removeprefix("bernstein: ") if uses.json else line, **fields)

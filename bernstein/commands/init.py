@@ -31,10 +31,10 @@ from typing import Final
 
 from bernstein.commands.common import UsageError, add_prefix_flag, settings_from
 from bernstein.commands.keys import export_trust, manifest_snippet, producer_manifest_keys
-from consumers.manifest import load_manifest, load_roles
-from substrate.exit_codes import EXIT_OK
-from substrate.kafka import ensure_topics, require_bootstrap
-from substrate.keys import (
+from bernstein.consumers.manifest import load_manifest, load_roles
+from bernstein.substrate.exit_codes import EXIT_OK
+from bernstein.substrate.kafka import ensure_topics, require_bootstrap
+from bernstein.substrate.keys import (
     InstallKeys,
     KeyFileMissing,
     KeyPurpose,

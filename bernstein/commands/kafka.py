@@ -43,10 +43,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from bernstein.commands.common import UsageError, command_group, settings_from
-from consumers.manifest import MAX_PRODUCE_BYTES_PER_SECOND, PRINCIPAL_RULE, KafkaIdentity, ManifestError, load_manifest
-from schemas.errors import BernsteinError
-from substrate.exit_codes import EXIT_OK
-from substrate.kafka import (
+from bernstein.consumers.manifest import MAX_PRODUCE_BYTES_PER_SECOND, PRINCIPAL_RULE, KafkaIdentity, ManifestError, load_manifest
+from bernstein.schemas.errors import BernsteinError
+from bernstein.substrate.exit_codes import EXIT_OK
+from bernstein.substrate.kafka import (
     KafkaError,
     client_config,
     client_config_as,
@@ -314,7 +314,7 @@ def config_command(kafka_configs: Path | None = None) -> list[str]:
 
 
 def java_client_properties(security: Mapping[str, str]) -> str:
-    """The Java client's properties for a librdkafka security config (``substrate.kafka.security_config``).
+    """The Java client's properties for a librdkafka security config (``bernstein.substrate.kafka.security_config``).
 
     Covers what ``infra/up --secure`` and most deployments use: PLAINTEXT/SSL/SASL_*, SASL PLAIN or
     SCRAM with a username and password, a CA file, and switching off the host name check. A client

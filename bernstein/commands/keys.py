@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from bernstein.commands.common import UsageError, command_group
-from consumers.manifest import load_manifest, trusted_producer_keys
-from producers.identity import default_producer_keys_dir
-from substrate.exit_codes import EXIT_OK
-from substrate.keys import (
+from bernstein.consumers.manifest import load_manifest, trusted_producer_keys
+from bernstein.producers.identity import default_producer_keys_dir
+from bernstein.substrate.exit_codes import EXIT_OK
+from bernstein.substrate.keys import (
     KEYRING_FILE,
     KeyPurpose,
     KeyRing,

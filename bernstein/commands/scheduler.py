@@ -35,7 +35,7 @@ from bernstein.commands.common import (
     metrics_port,
     settings_from,
 )
-from consumers.core.model import (
+from bernstein.consumers.core.model import (
     DEFAULT_MAX_OUTPUT_BYTES,
     MAX_CHECKPOINT_EVERY,
     MIN_MAX_OUTPUT_BYTES,
@@ -45,15 +45,15 @@ from consumers.core.model import (
     SchedulerConfig,
     SealKey,
 )
-from consumers.core.native import NATIVE_LABEL, NativeSchedulerCore, SchedulerCoreLike, choose_core
-from consumers.group import DEFAULT_SESSION_TIMEOUT_MS, GroupFailed, GroupScheduler
-from consumers.manifest import load_manifest
-from consumers.metrics import GroupProbe, SchedulerMetrics, ShellProbe, core_name
-from consumers.shell import SchedulerFenced, SchedulerShell, ShellOptions
-from schemas.errors import BernsteinError
-from substrate.config import Topics
-from substrate.exit_codes import EXIT_FENCED, EXIT_INTERNAL, EXIT_OK, EXIT_SIGNALLED, EXIT_USAGE
-from substrate.kafka import (
+from bernstein.consumers.core.native import NATIVE_LABEL, NativeSchedulerCore, SchedulerCoreLike, choose_core
+from bernstein.consumers.group import DEFAULT_SESSION_TIMEOUT_MS, GroupFailed, GroupScheduler
+from bernstein.consumers.manifest import load_manifest
+from bernstein.consumers.metrics import GroupProbe, SchedulerMetrics, ShellProbe, core_name
+from bernstein.consumers.shell import SchedulerFenced, SchedulerShell, ShellOptions
+from bernstein.schemas.errors import BernsteinError
+from bernstein.substrate.config import Topics
+from bernstein.substrate.exit_codes import EXIT_FENCED, EXIT_INTERNAL, EXIT_OK, EXIT_SIGNALLED, EXIT_USAGE
+from bernstein.substrate.kafka import (
     TopicMissing,
     client_config,
     connect_timeout,
@@ -64,10 +64,10 @@ from substrate.kafka import (
     require_bootstrap,
     unreachable,
 )
-from substrate.keys import InstallKeys, KeyPurpose, RingKey
-from substrate.logs import LOG_FORMATS, EventLog, install_json_logging, log_format
-from substrate.ops_http import DEFAULT_HOST, OpsServer
-from substrate.topic_policy import require_history_kept
+from bernstein.substrate.keys import InstallKeys, KeyPurpose, RingKey
+from bernstein.substrate.logs import LOG_FORMATS, EventLog, install_json_logging, log_format
+from bernstein.substrate.ops_http import DEFAULT_HOST, OpsServer
+from bernstein.substrate.topic_policy import require_history_kept
 
 DEFAULT_ROLES = Path("config") / "roles.toml"
 
@@ -468,7 +468,7 @@ def _shell(
 
 
 def _run_group(args: argparse.Namespace, log: EventLog, bootstrap: str, topics: Topics, config: SchedulerConfig) -> int:
-    """``--group``: run the partitions the consumer group assigns to this process (``consumers.group``)."""
+    """``--group``: run the partitions the consumer group assigns to this process (``bernstein.consumers.group``)."""
     labels: list[str] = []
     metrics: list[SchedulerMetrics] = []
 

@@ -4,7 +4,7 @@ FILE holds one or more submissions: activity descriptions as JSON lines (the inp
 ``bernstein submit``; stages and run closes, signed here with ``--producer-keys`` exactly as
 ``submit`` would sign them), or the raw bytes of one Avro single-object record (it starts with
 ``c3 01``), e.g. a submission another SDK encoded. They run in order through the scheduler's pure
-core (``consumers.core.step``) from a fresh state, under the roles manifest the scheduler uses
+core (``bernstein.consumers.core.step``) from a fresh state, under the roles manifest the scheduler uses
 (``--manifest``, default ``$BERNSTEIN_ROLES`` or ``config/roles.toml``), as records of partition 0
 of ``<prefix>.activity.submissions`` keyed by their run id and stamped ``--at`` (default now). Seal
 and audit keys are ephemeral: only the verdict matters. No network.
@@ -14,7 +14,7 @@ Per submission it prints the journal entry (or, for a run close, the final seal)
 the state of runs already on the real topics (a stage id or submission id used before, a closed
 run, the evidence already counted) and the topic's partition count; it starts every run afresh.
 
-Exit codes (``substrate.exit_codes``): 0 every submission would be journalled; 1 at least one
+Exit codes (``bernstein.substrate.exit_codes``): 0 every submission would be journalled; 1 at least one
 would be refused or dead-lettered; 3 usage error (unreadable FILE, a bad description, a bad
 manifest, missing producer keys, bad flags), as for every bernstein command.
 """
@@ -31,17 +31,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
-from consumers.core.model import InputRecord, OutputRecord, SchedulerConfig, Stream
-from consumers.core.step import SchedulerCore, initial_state
-from consumers.manifest import load_manifest
-from producers.description import DescriptionError, parse_descriptions, signed_value
-from producers.identity import add_producer_flags, producer_from_args
-from schemas import codec
-from schemas.canonical import hmac_key_id
-from schemas.errors import BernsteinError
-from substrate.config import Topics
-from substrate.exit_codes import EXIT_OK, EXIT_USAGE, EXIT_WOULD_BE_REFUSED
-from substrate.keys import Ed25519Signer
+from bernstein.consumers.core.model import InputRecord, OutputRecord, SchedulerConfig, Stream
+from bernstein.consumers.core.step import SchedulerCore, initial_state
+from bernstein.consumers.manifest import load_manifest
+from bernstein.producers.description import DescriptionError, parse_descriptions, signed_value
+from bernstein.producers.identity import add_producer_flags, producer_from_args
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import hmac_key_id
+from bernstein.schemas.errors import BernsteinError
+from bernstein.substrate.config import Topics
+from bernstein.substrate.exit_codes import EXIT_OK, EXIT_USAGE, EXIT_WOULD_BE_REFUSED
+from bernstein.substrate.keys import Ed25519Signer
 
 DEFAULT_MANIFEST: Final = Path("config") / "roles.toml"
 

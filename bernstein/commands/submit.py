@@ -1,6 +1,6 @@
 """``bernstein submit``: publish activities described as JSON lines on stdin (any program can produce).
 
-Each line is a stage or a run close (``producers.description``; docs/producing.md). Lines are
+Each line is a stage or a run close (``bernstein.producers.description``; docs/producing.md). Lines are
 handled one at a time, in order: the description is checked and signed with the producer key
 (``--producer-keys``), every blob it names (the observations' bytes and the artifact) is stored in
 S3, then the ActivitySubmission.v3 or RunClose.v2 is produced (idempotent, acks=all, keyed by the
@@ -9,7 +9,7 @@ run id) and acknowledged, and one JSON line says where it landed::
     {"run_id": "run-42", "submission_id": "...", "topic": "bernstein.activity.submissions", "partition": 0, "offset": 7}
 
 The first line that fails stops the command (lines before it were published and printed;
-nothing of the failing line was published). Exit codes (``substrate.exit_codes``): 0 every
+nothing of the failing line was published). Exit codes (``bernstein.substrate.exit_codes``): 0 every
 line published; 2 a bad description (the message names the line and the field) or unusable
 producer keys; 3 Kafka or S3 unavailable or refusing (not authorized, not acknowledged, or the
 submissions topic missing: ``E_TOPIC_MISSING``, which names the prefix and ``bernstein topic
@@ -26,15 +26,15 @@ import sys
 from typing import IO
 
 from bernstein.commands.common import add_prefix_flag, positive_seconds, settings_from
-from producers.description import DescriptionError, StageDescription, parse_description, signed_value
-from producers.emitter import EmitError, Emitter, Published
-from producers.identity import add_producer_flags, producer_from_args
-from schemas.errors import BernsteinError
-from substrate.cas import CasError, S3BlobStore
-from substrate.config import Settings
-from substrate.exit_codes import EXIT_BAD_DESCRIPTION, EXIT_OK, EXIT_UNAVAILABLE
-from substrate.kafka import KafkaError, require_bootstrap
-from substrate.keys import ProducerKeys
+from bernstein.producers.description import DescriptionError, StageDescription, parse_description, signed_value
+from bernstein.producers.emitter import EmitError, Emitter, Published
+from bernstein.producers.identity import add_producer_flags, producer_from_args
+from bernstein.schemas.errors import BernsteinError
+from bernstein.substrate.cas import CasError, S3BlobStore
+from bernstein.substrate.config import Settings
+from bernstein.substrate.exit_codes import EXIT_BAD_DESCRIPTION, EXIT_OK, EXIT_UNAVAILABLE
+from bernstein.substrate.kafka import KafkaError, require_bootstrap
+from bernstein.substrate.keys import ProducerKeys
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

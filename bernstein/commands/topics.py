@@ -7,11 +7,11 @@ import sys
 from pathlib import Path
 
 from bernstein.commands.common import UsageError, add_keys_flag, add_prefix_flag, command_group, settings_from, store_from
-from substrate.exit_codes import EXIT_OK
-from substrate.kafka import ensure_topics, require_bootstrap
-from substrate.keys import TrustedKeys, default_keys_dir, load_keys
-from verifier.export import export_dump
-from verifier.kafka_source import KafkaSource
+from bernstein.substrate.exit_codes import EXIT_OK
+from bernstein.substrate.kafka import ensure_topics, require_bootstrap
+from bernstein.substrate.keys import TrustedKeys, default_keys_dir, load_keys
+from bernstein.verifier.export import export_dump
+from bernstein.verifier.kafka_source import KafkaSource
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

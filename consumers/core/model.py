@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
-from schemas.canonical import checkpoint_genesis, journal_genesis
-from schemas.records import MAX_MESSAGE_BYTES
+from bernstein.schemas.canonical import checkpoint_genesis, journal_genesis
+from bernstein.schemas.records import MAX_MESSAGE_BYTES
 
 if TYPE_CHECKING:
-    from consumers.core.undo import UndoLog
+    from bernstein.consumers.core.undo import UndoLog
 
 OUTPUT_FRAMING_ALLOWANCE: Final = 16 * 1024
 """What ``max_output_bytes`` leaves of the topics' ``max.message.bytes`` for Kafka's own framing:
@@ -223,7 +223,7 @@ class SchedulerConfig:
     with EVIDENCE_SIZES_UNDECLARED."""
     submission_partitions: int | None = None
     """The submissions topic's partition count: an input record (submission, run close or computer-use
-    action) must sit on ``schemas.partitioning.partition_for(key, submission_partitions)``, else it is
+    action) must sit on ``bernstein.schemas.partitioning.partition_for(key, submission_partitions)``, else it is
     refused with WRONG_PARTITION. The shell sets it from the topic's metadata at start; None checks
     nothing (offline tools, tests of other rules)."""
 
@@ -338,7 +338,7 @@ class SchedulerState:
     """producer -> its open runs (``opened_by`` of runs not closed), kept by the step; derived from ``runs``
     (``count_open_runs``) wherever a state is built from elsewhere (a snapshot, a rebuild, the native core)."""
     undo: UndoLog | None = field(default=None, compare=False, repr=False)
-    """The open undo epochs (``consumers.core.undo``), while the shell may still rewind; not part of the state."""
+    """The open undo epochs (``bernstein.consumers.core.undo``), while the shell may still rewind; not part of the state."""
 
     def __post_init__(self) -> None:
         if not self.checkpoint_head:

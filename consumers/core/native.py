@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, NoReturn, Proto
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 
-from consumers.core import step as _reference
-from consumers.core.model import (
+from bernstein.consumers.core import step as _reference
+from bernstein.consumers.core.model import (
     AuditKeyVersion,
     InputRecord,
     Lifetime,
@@ -54,9 +54,9 @@ from consumers.core.model import (
     SessionState,
     Stream,
 )
-from consumers.core.step import SchedulerCore
-from schemas import codec
-from schemas.canonical import (
+from bernstein.consumers.core.step import SchedulerCore
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import (
     evidence_set_hash,
     public_key_id,
     run_close_statement,
@@ -64,8 +64,8 @@ from schemas.canonical import (
     submission_signing_input,
     submission_statement,
 )
-from schemas.errors import BernsteinError
-from schemas.records import (
+from bernstein.schemas.errors import BernsteinError
+from bernstein.schemas.records import (
     KINDS,
     MAX_INLINE_ARTIFACT_BYTES,
     MAX_KEPT_KEY_BYTES,
@@ -393,7 +393,7 @@ class NativeSchedulerCore:
         return list(refused), list(dead_letters)
 
     def state_json(self, state: NativeState) -> bytes:
-        """``consumers.core.snapshot.state_bytes`` of the current state, written by the extension (no Python objects:
+        """``bernstein.consumers.core.snapshot.state_bytes`` of the current state, written by the extension (no Python objects:
         a snapshot of a large state costs the loop a fraction of ``to_scheduler_state``)."""
         self._check(state)
         return self._native.state_json()

@@ -57,8 +57,8 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
-from consumers.core import native as _native_core
-from consumers.core.model import (
+from bernstein.consumers.core import native as _native_core
+from bernstein.consumers.core.model import (
     AuditKeyVersion,
     SchedulerConfig,
     SchedulerState,
@@ -66,10 +66,10 @@ from consumers.core.model import (
     Signer,
     count_open_runs,
 )
-from consumers.core.native import NativeUnavailable, native_status
-from consumers.core.step import charge_evidence, initial_state
-from schemas import codec
-from schemas.canonical import (
+from bernstein.consumers.core.native import NativeUnavailable, native_status
+from bernstein.consumers.core.step import charge_evidence, initial_state
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import (
     audit_genesis,
     audit_mac,
     audit_record_mac,
@@ -81,8 +81,8 @@ from schemas.canonical import (
     seal_signing_input,
     sha256_digest,
 )
-from schemas.errors import BernsteinError
-from schemas.records import ENTRY_COMPUTER_USE_ACTION, AuditEvent
+from bernstein.schemas.errors import BernsteinError
+from bernstein.schemas.records import ENTRY_COMPUTER_USE_ACTION, AuditEvent
 
 _JOURNAL_SCHEMAS = frozenset({codec.JOURNAL_RECORD, codec.SEAL_RECORD})
 _ENTRY_SCHEMAS = codec.JOURNAL_ENTRIES | codec.COMPUTER_USE_ENTRIES
@@ -221,7 +221,7 @@ def rebuild_state(
 ) -> SchedulerState:
     """Fold the journal, audit and checkpoint records of one partition (each in offset order).
 
-    ``start``: a verified snapshot's state (``consumers.core.snapshot``), taken over and
+    ``start``: a verified snapshot's state (``bernstein.consumers.core.snapshot``), taken over and
     extended; the three iterables then hold only the records after the snapshot's offsets.
 
     The three iterables are read once, the journal and the audit side by side
@@ -230,7 +230,7 @@ def rebuild_state(
     vouch for are handed to ``report`` and not adopted (see the module doc).
 
     ``native``: None decodes and checks the records in the native extension when it is usable
-    (``consumers.core.native.native_status``), in chunks of ``_CHUNK`` records, else in Python;
+    (``bernstein.consumers.core.native.native_status``), in chunks of ``_CHUNK`` records, else in Python;
     False always in Python (the reference); True in the extension or ``NativeUnavailable``.
     Both give the same state, the same ``Skipped`` reports and the same ``StateCorrupted``.
     """

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from consumers.core.model import RunState, SchedulerConfig, SchedulerState, SessionState, count_open_runs
+from bernstein.consumers.core.model import RunState, SchedulerConfig, SchedulerState, SessionState, count_open_runs
 
 MAGIC: Final = b"bernstein.scheduler.state.v1\n"
 _PURPOSE: Final = b"bernstein scheduler state snapshot v1"

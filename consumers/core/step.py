@@ -10,7 +10,7 @@ input partition therefore yields byte-identical outputs.
 Order of checks for an ActivitySubmission (the first failure wins and
 changes no state): ids -> submission_id -> producer id and sdk ->
 occurred_at_ms -> record key = run id -> the record's partition is the key's
-(``schemas.partitioning.partition_for``, when ``config.submission_partitions`` is set) -> the producer's signature
+(``bernstein.schemas.partitioning.partition_for``, when ``config.submission_partitions`` is set) -> the producer's signature
 (``_producer_refusal``: unsigned v1/v2 -> key unknown -> producer mismatch ->
 key not valid at the input's Kafka timestamp -> signature -> role not granted
 to the producer) -> repeated submission_id -> kind ->
@@ -68,7 +68,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from consumers.core.model import (
+from bernstein.consumers.core.model import (
     MAX_CHECKPOINT_EVERY,
     MIN_MAX_OUTPUT_BYTES,
     InputRecord,
@@ -81,9 +81,9 @@ from consumers.core.model import (
     SessionState,
     Stream,
 )
-from consumers.core.undo import UndoLog
-from schemas import codec
-from schemas.canonical import (
+from bernstein.consumers.core.undo import UndoLog
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import (
     MAX_JSON_DEPTH,
     action_anchor,
     action_digest,
@@ -109,12 +109,12 @@ from schemas.canonical import (
     submission_signing_input,
     submission_statement,
 )
-from schemas.documents.browser import LineageBinding
-from schemas.documents.rules import DOCUMENT_KINDS, record_violation
-from schemas.ed25519 import verify_signature
-from schemas.errors import CanonicalizationError
-from schemas.partitioning import partition_for
-from schemas.records import (
+from bernstein.schemas.documents.browser import LineageBinding
+from bernstein.schemas.documents.rules import DOCUMENT_KINDS, record_violation
+from bernstein.schemas.ed25519 import verify_signature
+from bernstein.schemas.errors import CanonicalizationError
+from bernstein.schemas.partitioning import partition_for
+from bernstein.schemas.records import (
     ACTION_KINDS,
     BROWSER_SESSION_FORMAT,
     ENTRY_ACTIVITY_RESULT,
@@ -249,7 +249,7 @@ class SchedulerCore:
     # -- rewinding (the shell, after an aborted transaction) ----------------------
 
     def mark(self, state: SchedulerState) -> tuple[SchedulerState, int]:
-        """Opens an undo epoch at ``state`` (``consumers.core.undo``): ``rewind`` can go back to here.
+        """Opens an undo epoch at ``state`` (``bernstein.consumers.core.undo``): ``rewind`` can go back to here.
 
         Returns the state to go on with (``state``) and the epoch's id."""
         if state.undo is None:
@@ -1487,7 +1487,7 @@ def _undeclared_refusal(schema: str, what: str, field: str) -> _Refusal:
 
 
 def _document_refusal(sub: dict[str, Any]) -> _Refusal | None:
-    """The first research or data/ops document rule the submission breaks (``schemas.documents.rules``)."""
+    """The first research or data/ops document rule the submission breaks (``bernstein.schemas.documents.rules``)."""
     violation = record_violation(sub)
     if violation is None:
         return None

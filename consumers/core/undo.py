@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from consumers.core.model import RunState, SchedulerState, SessionState
+from bernstein.consumers.core.model import RunState, SchedulerState, SessionState
 
 
 def copy_run(run: RunState) -> RunState:

@@ -2,7 +2,7 @@
 
 Public API::
 
-    from producers.computer_use import (
+    from bernstein.producers.computer_use import (
         ComputerUseSession, EmitterPublisher, ScriptedAgent, load_flow, PlaywrightDriver,   # record
         isolated_profile_dir, classify_terminal_state, ComputerUseTerminalState,
         ComputerUseDriverError, ComputerUseRefusal, CapabilityRefusal, is_computer_use_capable,
@@ -15,14 +15,14 @@ Public API::
     policy = OriginPolicy.from_urls(url, allow=["http://127.0.0.1:8000"])   # producers.netpolicy
     outcome = session.run(ScriptedAgent(load_flow(path, base_url=url)), PlaywrightDriver.factory(policy=policy))
 
-    from verifier.browser_replay import replay_run          # the offline replay is the verifier's
+    from bernstein.verifier.browser_replay import replay_run          # the offline replay is the verifier's
     result = replay_run(run_id, source=KafkaSource(...), cas=store, trusted=trusted)
 
 The recorded formats (action, observation hash and anchor, lineage entry,
 action records, action log, session document, terminal states and their
-mapping) live in ``schemas.documents.browser``, shared with the scheduler and
+mapping) live in ``bernstein.schemas.documents.browser``, shared with the scheduler and
 the verifier, and this package re-exports them for its public API. The offline
-replay is the verifier's (``verifier.browser_replay``); the SDK does not import
+replay is the verifier's (``bernstein.verifier.browser_replay``); the SDK does not import
 the verifier (the layer contract in ``pyproject.toml``), so import it from there.
 
 Modules, one job each: ``boundary`` (the driver/agent contract; imports no
@@ -42,8 +42,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from producers.computer_use.agents import FLOW_FORMAT, ScriptedAgent, load_flow, parse_flow
-from producers.computer_use.boundary import (
+from bernstein.producers.computer_use.agents import FLOW_FORMAT, ScriptedAgent, load_flow, parse_flow
+from bernstein.producers.computer_use.boundary import (
     AgentView,
     BrowserDriver,
     DriverFactory,
@@ -52,15 +52,20 @@ from producers.computer_use.boundary import (
     ProposedAction,
     canonical_action,
 )
-from producers.computer_use.budget import DEFAULT_RUN_BYTE_CAP, ActionByteCapExceeded, ByteLedgerUnreadable, RunByteLedger
-from producers.computer_use.capability import (
+from bernstein.producers.computer_use.budget import (
+    DEFAULT_RUN_BYTE_CAP,
+    ActionByteCapExceeded,
+    ByteLedgerUnreadable,
+    RunByteLedger,
+)
+from bernstein.producers.computer_use.capability import (
     CapabilityRefusal,
     ComputerUseRefusal,
     is_computer_use_capable,
     require_computer_use_capable,
     suggested_adapters,
 )
-from producers.computer_use.errors import (
+from bernstein.producers.computer_use.errors import (
     ActionLimitExceeded,
     ComputerUseError,
     FlowError,
@@ -68,16 +73,16 @@ from producers.computer_use.errors import (
     NavigationRefused,
     SessionRefused,
 )
-from producers.computer_use.profiles import isolated_profile_dir
-from producers.computer_use.session import (
+from bernstein.producers.computer_use.profiles import isolated_profile_dir
+from bernstein.producers.computer_use.session import (
     ActionPublisher,
     ComputerUseSession,
     EmitterPublisher,
     SessionOutcome,
 )
-from producers.computer_use.snapshot import normalise_snapshot
-from producers.computer_use.terminal import ComputerUseDriverError, DriverFault, classify_terminal_state
-from schemas.documents.browser import (
+from bernstein.producers.computer_use.snapshot import normalise_snapshot
+from bernstein.producers.computer_use.terminal import ComputerUseDriverError, DriverFault, classify_terminal_state
+from bernstein.schemas.documents.browser import (
     ACTION_LOG_FORMAT,
     LINEAGE_FORMAT,
     TERMINAL_STATE_MAP,
@@ -95,13 +100,13 @@ from schemas.documents.browser import (
 )
 
 if TYPE_CHECKING:
-    from producers.computer_use.playwright_driver import PlaywrightDriver
+    from bernstein.producers.computer_use.playwright_driver import PlaywrightDriver
 
 
 def __getattr__(name: str) -> Any:
     # Playwright is imported only when the concrete driver is asked for.
     if name == "PlaywrightDriver":
-        from producers.computer_use.playwright_driver import PlaywrightDriver
+        from bernstein.producers.computer_use.playwright_driver import PlaywrightDriver
 
         return PlaywrightDriver
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

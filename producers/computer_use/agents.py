@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from producers.computer_use.boundary import AgentView, ProposedAction, validate_proposal
-from producers.computer_use.errors import FlowError, InvalidAction
+from bernstein.producers.computer_use.boundary import AgentView, ProposedAction, validate_proposal
+from bernstein.producers.computer_use.errors import FlowError, InvalidAction
 
 FLOW_FORMAT: Final = "bernstein.browser.flow/v1"
 _KEYS: Final = frozenset({"kind", "target", "value", "value_env", "note"})

@@ -17,7 +17,7 @@ that is anchored, published and journalled: kind, target and only a keyed
 digest of the value (``typed_value_digest`` keyed with the producer's redaction
 key, so a short secret cannot be recovered by hashing guesses; that key never
 leaves the producer host, so no auditor's trusted-keys file can test guesses either). ``Action`` is a
-recorded format, so it lives in ``schemas.documents.browser``.
+recorded format, so it lives in ``bernstein.schemas.documents.browser``.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from producers.computer_use.errors import InvalidAction
-from schemas.canonical import typed_value_digest
-from schemas.documents.browser import Action
-from schemas.records import ACTION_KINDS, MAX_REF_LENGTH
+from bernstein.producers.computer_use.errors import InvalidAction
+from bernstein.schemas.canonical import typed_value_digest
+from bernstein.schemas.documents.browser import Action
+from bernstein.schemas.records import ACTION_KINDS, MAX_REF_LENGTH
 
 VALUE_KINDS = frozenset({"type", "select", "press", "scroll", "wait", "check"})
 """Kinds whose proposal may carry a value (digested before it leaves the boundary)."""

@@ -27,8 +27,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import ClassVar, Final
 
-from producers.computer_use.errors import ComputerUseError, SessionRefused
-from schemas.canonical import canonical_json, is_digest
+from bernstein.producers.computer_use.errors import ComputerUseError, SessionRefused
+from bernstein.schemas.canonical import canonical_json, is_digest
 
 DEFAULT_RUN_BYTE_CAP: Final = 64 * 1024 * 1024
 """Screenshot bytes one run may store (64 MiB)."""

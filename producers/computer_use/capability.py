@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Final
 
-from producers.computer_use.errors import ComputerUseError
+from bernstein.producers.computer_use.errors import ComputerUseError
 
 COMPUTER_USE_ADAPTERS: Final = frozenset({"playwright"})
 """Adapter names that can drive a browser for an external agent (lower case)."""

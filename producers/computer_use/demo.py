@@ -13,10 +13,10 @@ import secrets
 from pathlib import Path
 from typing import Final
 
-from producers.computer_use.agents import ScriptedAgent, load_flow
-from producers.computer_use.session import ComputerUseSession, EmitterPublisher, SessionOutcome
-from producers.emitter import Emitter
-from substrate.keys import ProducerKeys
+from bernstein.producers.computer_use.agents import ScriptedAgent, load_flow
+from bernstein.producers.computer_use.session import ComputerUseSession, EmitterPublisher, SessionOutcome
+from bernstein.producers.emitter import Emitter
+from bernstein.substrate.keys import ProducerKeys
 
 REPO: Final = Path(__file__).resolve().parent.parent.parent
 SIGNUP_FLOW: Final = REPO / "demo" / "flows" / "signup.json"
@@ -41,8 +41,8 @@ def browser_demo_stage(
     the end) and the run's byte ledger. Returns the outcome (``outcome.ok``,
     ``outcome.action_count``, ``outcome.head_anchor``, ``outcome.result_landed``).
     """
-    from producers.computer_use.playwright_driver import PlaywrightDriver
-    from producers.netpolicy import OriginPolicy
+    from bernstein.producers.computer_use.playwright_driver import PlaywrightDriver
+    from bernstein.producers.netpolicy import OriginPolicy
 
     # the demo site runs on loopback: its exact origin is allowed explicitly, nothing else is
     policy = OriginPolicy.from_urls(site_url, allow=[site_url])

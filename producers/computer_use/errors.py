@@ -1,6 +1,6 @@
 """Typed failures of the computer-use modality.
 
-Tree (all under ``schemas.errors.BernsteinError``)::
+Tree (all under ``bernstein.schemas.errors.BernsteinError``)::
 
     ComputerUseError                    base of everything below
     ├── CapabilityRefusal               an adapter that cannot do the task (capability.py)
@@ -16,8 +16,8 @@ Tree (all under ``schemas.errors.BernsteinError``)::
 
 Elsewhere: ``MalformedSessionDocument`` (a MalformedInput; bytes that are not a
 session document or action log) is the format's, in
-``schemas.documents.browser``; ``ReplayNotFound`` (the run holds no such
-browser session) is the replay's, in ``verifier.browser_replay``.
+``bernstein.schemas.documents.browser``; ``ReplayNotFound`` (the run holds no such
+browser session) is the replay's, in ``bernstein.verifier.browser_replay``.
 
 Codes are stable: appended to, never renamed. Playwright's exceptions never
 leave ``playwright_driver.py``; they become ``ComputerUseDriverError``.
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Final
 
-from schemas.errors import BernsteinError
+from bernstein.schemas.errors import BernsteinError
 
 
 class ComputerUseError(BernsteinError):
@@ -86,7 +86,7 @@ class InvalidAction(SessionRefused):
 
 
 class NavigationRefused(SessionRefused):
-    """The browser was asked to go where the session's origin policy forbids (``producers.netpolicy``).
+    """The browser was asked to go where the session's origin policy forbids (``bernstein.producers.netpolicy``).
 
     Raised at the boundary for a ``navigate`` action (before it is anchored:
     ``at_action`` is the refused action's index, which no record holds), or by

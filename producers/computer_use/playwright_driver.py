@@ -91,7 +91,7 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote, quote_plus
 
-from producers.computer_use.errors import BrowserExtraMissing
+from bernstein.producers.computer_use.errors import BrowserExtraMissing
 
 try:  # the [browser] extra: without it, asking for this driver is a typed error naming the extra
     from playwright.sync_api import BrowserContext, Page, Playwright, Request, Route, WebSocketRoute, sync_playwright
@@ -102,11 +102,11 @@ except ModuleNotFoundError as _exc:
         raise
     raise BrowserExtraMissing(_exc.name) from None
 
-from producers.computer_use.boundary import DriverFactory, Frame, ProposedAction
-from producers.computer_use.errors import NavigationRefused
-from producers.computer_use.terminal import ComputerUseDriverError, DriverFault
-from producers.netpolicy import Origin, OriginPolicy, TargetRefused
-from schemas.documents.browser import ComputerUseTerminalState
+from bernstein.producers.computer_use.boundary import DriverFactory, Frame, ProposedAction
+from bernstein.producers.computer_use.errors import NavigationRefused
+from bernstein.producers.computer_use.terminal import ComputerUseDriverError, DriverFault
+from bernstein.producers.netpolicy import Origin, OriginPolicy, TargetRefused
+from bernstein.schemas.documents.browser import ComputerUseTerminalState
 
 DEFAULT_CHROMIUM: Final = "/usr/bin/chromium"
 NO_SANDBOX_ENV: Final = "BERNSTEIN_CHROMIUM_NO_SANDBOX"

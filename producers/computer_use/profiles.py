@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 from typing import Final
 
-from schemas.canonical import canonical_json
+from bernstein.schemas.canonical import canonical_json
 
 PROFILES_DIR: Final = Path(".bernstein") / "computer-use" / "profiles"
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9_-]")

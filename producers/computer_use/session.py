@@ -32,7 +32,7 @@ stable reason code, and returned in the ``SessionOutcome``. Capability gating
 runs before the driver factory is called, so an incapable adapter starts
 nothing.
 
-The origin policy (``producers.netpolicy.OriginPolicy``) is the
+The origin policy (``bernstein.producers.netpolicy.OriginPolicy``) is the
 ``navigation`` argument, or else the driver's own ``navigation_policy`` (the
 Playwright driver always has one and enforces it on every request too). A
 driver without one (the in-memory fakes) reaches no network; the boundary
@@ -49,8 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from producers.activity import ActivityResult, require_valid_ids
-from producers.computer_use.boundary import (
+from bernstein.producers.activity import ActivityResult, require_valid_ids
+from bernstein.producers.computer_use.boundary import (
     AgentView,
     BrowserDriver,
     DriverFactory,
@@ -59,17 +59,17 @@ from producers.computer_use.boundary import (
     ProposedAction,
     canonical_action,
 )
-from producers.computer_use.budget import DEFAULT_RUN_BYTE_CAP, RunByteLedger
-from producers.computer_use.capability import require_computer_use_capable
-from producers.computer_use.errors import ActionLimitExceeded, ComputerUseError, NavigationRefused, SessionRefused
-from producers.computer_use.lineage import LineageBinding, lineage_entry, seal_lineage
-from producers.computer_use.profiles import prepare_profile, remove_profile
-from producers.computer_use.snapshot import normalise_snapshot
-from producers.computer_use.terminal import ComputerUseDriverError, DriverFault, classify_terminal_state
-from producers.identity import ProducerIdMismatch, resolve_producer_id
-from producers.netpolicy import OriginPolicy, TargetRefused
-from schemas import codec
-from schemas.documents.browser import (
+from bernstein.producers.computer_use.budget import DEFAULT_RUN_BYTE_CAP, RunByteLedger
+from bernstein.producers.computer_use.capability import require_computer_use_capable
+from bernstein.producers.computer_use.errors import ActionLimitExceeded, ComputerUseError, NavigationRefused, SessionRefused
+from bernstein.producers.computer_use.lineage import LineageBinding, lineage_entry, seal_lineage
+from bernstein.producers.computer_use.profiles import prepare_profile, remove_profile
+from bernstein.producers.computer_use.snapshot import normalise_snapshot
+from bernstein.producers.computer_use.terminal import ComputerUseDriverError, DriverFault, classify_terminal_state
+from bernstein.producers.identity import ProducerIdMismatch, resolve_producer_id
+from bernstein.producers.netpolicy import OriginPolicy, TargetRefused
+from bernstein.schemas import codec
+from bernstein.schemas.documents.browser import (
     ActionRecord,
     ComputerUseTerminalState,
     ObservationHashes,
@@ -80,12 +80,12 @@ from schemas.documents.browser import (
     observation_hashes,
     session_document,
 )
-from schemas.records import ActivityKind, Observation, TerminalState
-from substrate.cas import BlobStore
-from substrate.keys import ProducerKeys
+from bernstein.schemas.records import ActivityKind, Observation, TerminalState
+from bernstein.substrate.cas import BlobStore
+from bernstein.substrate.keys import ProducerKeys
 
 if TYPE_CHECKING:
-    from producers.emitter import Emitter
+    from bernstein.producers.emitter import Emitter
 
 SDK: Final = "bernstein-python/0.1.0 computer-use"
 DEFAULT_MAX_ACTIONS: Final = 500
@@ -114,7 +114,7 @@ class ActionPublisher(Protocol):
 
 
 class EmitterPublisher:
-    """``ActionPublisher`` over ``producers.emitter.Emitter`` (blobs are already stored)."""
+    """``ActionPublisher`` over ``bernstein.producers.emitter.Emitter`` (blobs are already stored)."""
 
     def __init__(self, emitter: Emitter) -> None:
         self.emitter = emitter

@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable
 from typing import Final
 
-from schemas.canonical import typed_value_digest
+from bernstein.schemas.canonical import typed_value_digest
 
 MIN_SCRUB_CHARS: Final = 4
 """Shorter typed values are not scrubbed from free text (they would match everywhere); fields are always redacted."""

@@ -3,7 +3,7 @@
 ``ComputerUseTerminalState`` is what the boundary observed (``ok``,
 ``driver_failure``, ``timeout``, ``refused``); the activity result carries the
 closed ``TerminalState`` set the scheduler accepts. ``TERMINAL_STATE_MAP`` (in
-``schemas.documents.browser``, with the states) is the whole mapping, written
+``bernstein.schemas.documents.browser``, with the states) is the whole mapping, written
 once, so a fault can never surface as free text:
 
     ok              -> completed
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import ClassVar, Final
 
-from producers.computer_use.errors import ComputerUseError, SessionRefused
-from schemas.documents.browser import ComputerUseTerminalState
+from bernstein.producers.computer_use.errors import ComputerUseError, SessionRefused
+from bernstein.schemas.documents.browser import ComputerUseTerminalState
 
 
 class DriverFault:

@@ -7,13 +7,13 @@
     result, receipt = activity.finish()                  # artifact = signed receipt
 
 ``verify_receipt`` checks a stored receipt offline against pinned keys only
-(``substrate.dataops_receipts``, re-exported here).
+(``bernstein.substrate.dataops_receipts``, re-exported here).
 See ``docs/dataops.md`` for the phase rules, the receipt format and the trust model.
 """
 
 from __future__ import annotations
 
-from producers.dataops.activity import (
+from bernstein.producers.dataops.activity import (
     ActivityFinished,
     DataActivity,
     DataOpsActivity,
@@ -25,7 +25,7 @@ from producers.dataops.activity import (
     Phase,
     PlanAlreadyDerived,
 )
-from schemas.documents.dataops import (
+from bernstein.schemas.documents.dataops import (
     RECEIPT_FORMAT,
     REFUSAL_FORMAT,
     DataOpsPlan,
@@ -35,7 +35,7 @@ from schemas.documents.dataops import (
     artifact_signing_input,
     receipt_signing_input,
 )
-from substrate.dataops_receipts import DataOpsVerdict, ReceiptFailure, verify_artifact, verify_receipt, verify_refusal
+from bernstein.substrate.dataops_receipts import DataOpsVerdict, ReceiptFailure, verify_artifact, verify_receipt, verify_refusal
 
 __all__ = [
     "RECEIPT_FORMAT",

@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import Final
 
-from producers.activity import ActivityRejected, ActivityResult, require_valid_ids
-from schemas.canonical import sha256_digest
-from schemas.documents.dataops import (
+from bernstein.producers.activity import ActivityRejected, ActivityResult, require_valid_ids
+from bernstein.schemas.canonical import sha256_digest
+from bernstein.schemas.documents.dataops import (
     DATAOPS_KINDS,
     REFUSAL_FORMAT,
     ROLE_INPUT,
@@ -32,8 +32,8 @@ from schemas.documents.dataops import (
     artifact_signing_input,
     encode_signature,
 )
-from schemas.records import MAX_REF_LENGTH, ActivityKind, Observation, TerminalState
-from substrate.cas import BlobStore
+from bernstein.schemas.records import MAX_REF_LENGTH, ActivityKind, Observation, TerminalState
+from bernstein.substrate.cas import BlobStore
 
 MAX_STEPS: Final = 1024
 MAX_STEP_LENGTH: Final = 4096

@@ -23,9 +23,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from producers.activity import ActivityRejected, ActivityResult
-from producers.dataops.activity import DataOpsActivity
-from producers.dataops.examples import (
+from bernstein.producers.activity import ActivityRejected, ActivityResult
+from bernstein.producers.dataops.activity import DataOpsActivity
+from bernstein.producers.dataops.examples import (
     VIOLATIONS,
     InputFile,
     JobOutcome,
@@ -34,13 +34,13 @@ from producers.dataops.examples import (
     run_data_job,
     run_ops_job,
 )
-from producers.identity import add_producer_flags, producer_from_args
-from schemas.errors import BernsteinError
-from schemas.records import ID_RULE, is_valid_id
-from substrate.cas import BlobStore, DirBlobStore
-from substrate.exit_codes import EXIT_OK, EXIT_REFUSED
-from substrate.keys import ProducerKeys
-from substrate.text import plural
+from bernstein.producers.identity import add_producer_flags, producer_from_args
+from bernstein.schemas.errors import BernsteinError
+from bernstein.schemas.records import ID_RULE, is_valid_id
+from bernstein.substrate.cas import BlobStore, DirBlobStore
+from bernstein.substrate.exit_codes import EXIT_OK, EXIT_REFUSED
+from bernstein.substrate.keys import ProducerKeys
+from bernstein.substrate.text import plural
 
 DEFAULT_ROLES: Final = {"data": "analyst", "ops": "operator"}
 _JOBS: Final[dict[str, Callable[[DataOpsActivity, Sequence[InputFile], Sequence[str], Path], JobOutcome]]] = {
@@ -181,8 +181,8 @@ def _open(args: argparse.Namespace, keys: ProducerKeys) -> tuple[BlobStore, Any]
         if local is None:
             raise DataOpsUsageError("--no-publish needs --cas-dir DIR: the receipt and its blobs must be stored somewhere")
         return local, None
-    from producers.emitter import Emitter
-    from substrate.config import Settings
+    from bernstein.producers.emitter import Emitter
+    from bernstein.substrate.config import Settings
 
     emitter = Emitter.from_settings(Settings.load(), producer=keys, store=local)
     emitter.require_topic()  # before the job runs: no submissions topic, nothing to do (E_TOPIC_MISSING, exit 3)

@@ -34,10 +34,10 @@ from typing import Any, Final
 
 import orjson
 
-from producers.activity import ActivityRejected, ActivityResult
-from producers.dataops.activity import DataOpsActivity, DataOpsPhaseError
-from producers.dataops.receipt import DataOpsReceipt
-from schemas.errors import BernsteinError, MalformedInput
+from bernstein.producers.activity import ActivityRejected, ActivityResult
+from bernstein.producers.dataops.activity import DataOpsActivity, DataOpsPhaseError
+from bernstein.producers.dataops.receipt import DataOpsReceipt
+from bernstein.schemas.errors import BernsteinError, MalformedInput
 
 JOB_FORMAT: Final = "bernstein.dataops.job/v1"
 _JOB_FIELDS: Final = frozenset({"format", "kind", "steps", "description"})

@@ -1,4 +1,4 @@
-"""Re-export of the data/ops receipt and refusal formats from ``schemas.documents.dataops``.
+"""Re-export of the data/ops receipt and refusal formats from ``bernstein.schemas.documents.dataops``.
 
 The model, canonical bytes, what is signed and the parsing live in the
 document package (one home shared with the scheduler and the verifier); this
@@ -7,7 +7,7 @@ module keeps the producers' import path working.
 
 from __future__ import annotations
 
-from schemas.documents.dataops import (
+from bernstein.schemas.documents.dataops import (
     DATAOPS_KINDS,
     ED25519_SIGNATURE_BYTES,
     RECEIPT_FORMAT,

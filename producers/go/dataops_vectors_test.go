@@ -8,7 +8,7 @@ import (
 )
 
 // The data/ops documents of steps.json's accepted cases, rebuilt byte for byte by DataOpsActivity
-// from constants restated here: consumers/step_vectors.py's RECEIPT_SIGNER (seed bytes 160..191),
+// from constants restated here: tests/vectors/step_vectors.py's RECEIPT_SIGNER (seed bytes 160..191),
 // ORDERS and SUMMARY. steps.json states the same values (keys.receipt_signer, blobs), and the
 // conformance runner rebuilds the receipts from those; this test pins the SDK's API on its own.
 func TestDataOpsActivityRebuildsTheStepVectors(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 )
 
 // steps.json's accepted research report and budget refusal, rebuilt byte for byte by
-// ResearchReport / ResearchAbort from the pages of consumers/step_vectors.py (PAGE_A, PAGE_B: the
+// ResearchReport / ResearchAbort from the pages of tests/vectors/step_vectors.py (PAGE_A, PAGE_B: the
 // vectors state only their hashes and sizes).
 func TestResearchHelpersRebuildTheStepVectors(t *testing.T) {
 	raw, err := os.ReadFile("../../schemas/vectors/steps.json")

@@ -2,7 +2,7 @@
 
 Public API::
 
-    from producers.research import (
+    from bernstein.producers.research import (
         ResearchWorker, ResearchBudget, ResearchBudgetExceeded, ClaimDraft, SpanRef,
         ActivityRejected, FetchedPage, ResearchRun, make_fetch, extractive_synthesiser,
     )
@@ -21,10 +21,10 @@ The rules are written down in ``docs/research.md``.
 
 from __future__ import annotations
 
-from producers.activity import ActivityRejected
-from producers.research.aborted import REASON_BUDGET_EXHAUSTED, REASON_FETCH_FAILED, AbortRecord
-from producers.research.budget import ResearchBudget
-from producers.research.errors import (
+from bernstein.producers.activity import ActivityRejected
+from bernstein.producers.research.aborted import REASON_BUDGET_EXHAUSTED, REASON_FETCH_FAILED, AbortRecord
+from bernstein.producers.research.budget import ResearchBudget
+from bernstein.producers.research.errors import (
     FetchCode,
     FetchRefused,
     InvalidBudget,
@@ -33,9 +33,9 @@ from producers.research.errors import (
     ResearchBudgetExceeded,
     SourceFetchFailed,
 )
-from producers.research.fetch import FetchedPage, FetchFn, Redirect, default_fetch, fetch_page, make_fetch
-from producers.research.quotes import NORMALISATION_VERSION, normalise_text, page_text, quote_in_page
-from producers.research.report import (
+from bernstein.producers.research.fetch import FetchedPage, FetchFn, Redirect, default_fetch, fetch_page, make_fetch
+from bernstein.producers.research.quotes import NORMALISATION_VERSION, normalise_text, page_text, quote_in_page
+from bernstein.producers.research.report import (
     REPORT_FORMAT,
     CitationRecord,
     ClaimRecord,
@@ -45,7 +45,7 @@ from producers.research.report import (
     parse_report,
     validate_report,
 )
-from producers.research.synthesis import (
+from bernstein.producers.research.synthesis import (
     ClaimDraft,
     SpanRef,
     Synthesiser,
@@ -53,7 +53,7 @@ from producers.research.synthesis import (
     load_synthesiser,
     make_extractive_synthesiser,
 )
-from producers.research.worker import ResearchRun, ResearchWorker
+from bernstein.producers.research.worker import ResearchRun, ResearchWorker
 
 __all__ = [
     "NORMALISATION_VERSION",

@@ -14,7 +14,7 @@ and the pages fetched before the stop are its observations (they are in the
 CAS already). Terminal state / reason code: ``refused`` / ``budget_exhausted``
 for a budget refusal, ``failed`` / ``fetch_failed`` for a fetch failure.
 
-The format and its parser live in ``schemas.documents.research`` (shared with
+The format and its parser live in ``bernstein.schemas.documents.research`` (shared with
 the scheduler and the verifier); this module builds the record from a stop.
 """
 
@@ -23,10 +23,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from producers.activity import ActivityResult
-from producers.research.errors import ResearchAborted, ResearchBudgetExceeded
-from producers.research.fetch import FetchedPage
-from schemas.documents.research import (
+from bernstein.producers.activity import ActivityResult
+from bernstein.producers.research.errors import ResearchAborted, ResearchBudgetExceeded
+from bernstein.producers.research.fetch import FetchedPage
+from bernstein.schemas.documents.research import (
     ABORT_SHAPES,
     FAILURE_FORMAT,
     PAGE_OBSERVATION,
@@ -36,7 +36,7 @@ from schemas.documents.research import (
     AbortRecord,
     parse_abort_document,
 )
-from schemas.records import ActivityKind, Observation
+from bernstein.schemas.records import ActivityKind, Observation
 
 __all__ = [
     "FAILURE_FORMAT",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from producers.research.errors import InvalidBudget, ResearchBudgetExceeded
+from bernstein.producers.research.errors import InvalidBudget, ResearchBudgetExceeded
 
 CAP_FETCHES = "max_fetches"
 CAP_COST = "max_cost_units"

@@ -21,17 +21,17 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from producers.activity import ActivityRejected, ActivityResult
-from producers.identity import add_producer_flags, producer_from_args
-from producers.research.budget import ResearchBudget
-from producers.research.errors import ResearchAborted, ResearchBudgetExceeded
-from producers.research.fetch import DEFAULT_TIMEOUT, FetchFn, make_fetch
-from producers.research.synthesis import load_synthesiser
-from producers.research.worker import ResearchWorker
-from substrate.cas import BlobStore
-from substrate.cli_args import command_group, non_negative_int
-from substrate.exit_codes import EXIT_OK, EXIT_REFUSED
-from substrate.text import plural
+from bernstein.producers.activity import ActivityRejected, ActivityResult
+from bernstein.producers.identity import add_producer_flags, producer_from_args
+from bernstein.producers.research.budget import ResearchBudget
+from bernstein.producers.research.errors import ResearchAborted, ResearchBudgetExceeded
+from bernstein.producers.research.fetch import DEFAULT_TIMEOUT, FetchFn, make_fetch
+from bernstein.producers.research.synthesis import load_synthesiser
+from bernstein.producers.research.worker import ResearchWorker
+from bernstein.substrate.cas import BlobStore
+from bernstein.substrate.cli_args import command_group, non_negative_int
+from bernstein.substrate.exit_codes import EXIT_OK, EXIT_REFUSED
+from bernstein.substrate.text import plural
 
 Publish = Callable[[ActivityResult], str]
 """Publishes a result for the command's run/stage/role; returns where it landed (for the summary)."""
@@ -70,8 +70,8 @@ def register(subparsers: Any) -> None:
 
 def _handle(args: argparse.Namespace) -> int:
     """The thin shell: build the emitter from settings, then ``execute``."""
-    from producers.emitter import Emitter
-    from substrate.config import Settings
+    from bernstein.producers.emitter import Emitter
+    from bernstein.substrate.config import Settings
 
     with Emitter.from_settings(Settings.load(), producer=producer_from_args(args)) as emitter:
         emitter.require_topic()  # before any fetch: no submissions topic, nothing to do (E_TOPIC_MISSING, exit 3)

@@ -1,6 +1,6 @@
 """Typed failures of the research modality.
 
-Tree (all under ``schemas.errors.BernsteinError``)::
+Tree (all under ``bernstein.schemas.errors.BernsteinError``)::
 
     FetchRefused            one fetch failed or was refused (code per cause)
     InvalidBudget           a ResearchBudget that is not non-negative integers
@@ -8,10 +8,10 @@ Tree (all under ``schemas.errors.BernsteinError``)::
     ├── ResearchBudgetExceeded   a cap would be crossed (code BUDGET_EXCEEDED)
     └── SourceFetchFailed        a planned source could not be fetched
     MalformedResearchArtifact    bytes that are not a research report / abort record
-                                 (defined in ``schemas.documents.research``, re-exported here)
+                                 (defined in ``bernstein.schemas.documents.research``, re-exported here)
 
 Boundary refusals of a report (uncited claim, quote not in page, ...) are
-``producers.activity.ActivityRejected`` with a code from ``report.RejectCode``.
+``bernstein.producers.activity.ActivityRejected`` with a code from ``report.RejectCode``.
 httpx exceptions never leave ``fetch.py``: they become ``FetchRefused``.
 """
 
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar, Final
 
-from schemas.documents.research import MalformedResearchArtifact
-from schemas.errors import BernsteinError
+from bernstein.schemas.documents.research import MalformedResearchArtifact
+from bernstein.schemas.errors import BernsteinError
 
 __all__ = [
     "FetchCode",
@@ -33,8 +33,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from producers.activity import ActivityResult
-    from producers.research.fetch import FetchedPage
+    from bernstein.producers.activity import ActivityResult
+    from bernstein.producers.research.fetch import FetchedPage
 
 
 class FetchCode:

@@ -5,7 +5,7 @@
 recorded (``Redirect(status, url)``) and re-checked, and refuses any scheme
 but http(s) and, unless ``allow_private=True``, hosts that resolve to a
 private, loopback, link-local, multicast or otherwise non-global address
-(SSRF guard; the rule is ``producers.netpolicy``, shared with the browser).
+(SSRF guard; the rule is ``bernstein.producers.netpolicy``, shared with the browser).
 Only 2xx responses are pages.
 
 Connections go to the address that was checked: the host is resolved once,
@@ -43,11 +43,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from producers import netpolicy
-from producers.netpolicy import Resolver, TargetCode, TargetRefused, is_public_address, system_resolve
-from producers.research.errors import FetchCode, FetchRefused
-from schemas.canonical import content_hash
-from schemas.documents.research import Redirect
+from bernstein.producers import netpolicy
+from bernstein.producers.netpolicy import Resolver, TargetCode, TargetRefused, is_public_address, system_resolve
+from bernstein.producers.research.errors import FetchCode, FetchRefused
+from bernstein.schemas.canonical import content_hash
+from bernstein.schemas.documents.research import Redirect
 
 if TYPE_CHECKING:
     import httpcore
@@ -135,7 +135,7 @@ class FetchedPage:
 
     def text(self) -> str:
         """The page's normalised text (what quotes are matched against)."""
-        from producers.research.quotes import page_text
+        from bernstein.producers.research.quotes import page_text
 
         return page_text(self.content, self.content_type)
 

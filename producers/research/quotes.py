@@ -1,4 +1,4 @@
-"""Re-export of ``schemas.documents.quotes``: the quote normalisation's one home.
+"""Re-export of ``bernstein.schemas.documents.quotes``: the quote normalisation's one home.
 
 The rule moved to the document package so that the worker, the scheduler and
 the verifier share it; this module keeps the producers' import path working.
@@ -6,7 +6,7 @@ the verifier share it; this module keeps the producers' import path working.
 
 from __future__ import annotations
 
-from schemas.documents.quotes import (
+from bernstein.schemas.documents.quotes import (
     NORMALISATION_VERSION,
     charset_of,
     decode,

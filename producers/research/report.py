@@ -1,7 +1,7 @@
 """The research report as the worker builds it: the boundary refusal before anything is stored.
 
 The report's format, model, parsing and rules live in
-``schemas.documents.research`` (one home shared with the scheduler and the
+``bernstein.schemas.documents.research`` (one home shared with the scheduler and the
 verifier); they are re-exported here so the producers' names keep working.
 
 ``validate_report`` is the worker's boundary: it raises ``ActivityRejected``
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from producers.activity import ActivityRejected
-from schemas.documents.research import (
+from bernstein.producers.activity import ActivityRejected
+from bernstein.schemas.documents.research import (
     REPORT_FORMAT,
     CitationRecord,
     ClaimRecord,

@@ -22,9 +22,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from producers.research.fetch import FetchedPage
-from producers.research.quotes import page_blocks
-from schemas.errors import BernsteinError
+from bernstein.producers.research.fetch import FetchedPage
+from bernstein.producers.research.quotes import page_blocks
+from bernstein.schemas.errors import BernsteinError
 
 _SENTENCE_END: Final = re.compile(r"(?<=[.!?])\s+(?=\S)")
 

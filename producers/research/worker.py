@@ -33,19 +33,19 @@ import inspect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from producers.activity import ActivityRejected, ActivityResult
-from producers.research.aborted import aborted_result, page_observations
-from producers.research.budget import CAP_BYTES, ResearchBudget
-from producers.research.errors import (
+from bernstein.producers.activity import ActivityRejected, ActivityResult
+from bernstein.producers.research.aborted import aborted_result, page_observations
+from bernstein.producers.research.budget import CAP_BYTES, ResearchBudget
+from bernstein.producers.research.errors import (
     FetchCode,
     FetchRefused,
     ResearchAborted,
     ResearchBudgetExceeded,
     SourceFetchFailed,
 )
-from producers.research.fetch import FetchedPage, FetchFn, default_fetch
-from producers.research.quotes import normalise_text
-from producers.research.report import (
+from bernstein.producers.research.fetch import FetchedPage, FetchFn, default_fetch
+from bernstein.producers.research.quotes import normalise_text
+from bernstein.producers.research.report import (
     CitationRecord,
     ClaimRecord,
     RejectCode,
@@ -53,9 +53,9 @@ from producers.research.report import (
     SourceRecord,
     validate_report,
 )
-from producers.research.synthesis import ClaimDraft, SpanRef, Synthesiser, extractive_synthesiser
-from schemas.records import MAX_REF_LENGTH, ActivityKind, Observation
-from substrate.cas import BlobIntegrityError, BlobStore
+from bernstein.producers.research.synthesis import ClaimDraft, SpanRef, Synthesiser, extractive_synthesiser
+from bernstein.schemas.records import MAX_REF_LENGTH, ActivityKind, Observation
+from bernstein.substrate.cas import BlobIntegrityError, BlobStore
 
 
 @dataclass(frozen=True)

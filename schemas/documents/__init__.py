@@ -17,8 +17,8 @@ bytes (``consumers/core/step.py``) and the offline verifier (``verifier/``).
   ``Violation`` (a ``RefusalCode``).
 
 Verification that needs pinned keys or the content store lives above it:
-``substrate.dataops_receipts`` (shared by the data/ops SDK and the verifier) and
-``verifier.browser_replay``. Nothing here imports ``producers``, ``substrate``,
+``bernstein.substrate.dataops_receipts`` (shared by the data/ops SDK and the verifier) and
+``bernstein.verifier.browser_replay``. Nothing here imports ``producers``, ``substrate``,
 ``consumers``, ``verifier`` or ``bernstein`` (the layer contract,
 ``[tool.importlinter]`` in ``pyproject.toml``). The scheduler's rules and codes are
 documented in ``docs/modality_rules.md``.

@@ -1,11 +1,11 @@
 """The browser (computer-use) documents: action, anchors, lineage entry, action log and session document.
 
 One home for every format a browser session records, used by the producer
-that records a session (``producers.computer_use``), the scheduler that
+that records a session (``bernstein.producers.computer_use``), the scheduler that
 checks a browser result against its session, and the verifier that replays
-it (``verifier.browser_replay``, ``verifier.checks.browser``).
+it (``bernstein.verifier.browser_replay``, ``bernstein.verifier.checks.browser``).
 
-Per-action hashes (the primitives live in ``schemas.canonical``, the one
+Per-action hashes (the primitives live in ``bernstein.schemas.canonical``, the one
 module that owns hashed bytes; this module only composes them)::
 
     screenshot_hash  = sha256(pre-action screenshot bytes)
@@ -30,8 +30,8 @@ to bind the action it arrives with)::
 No wall clock is in the entry, so the same action always seals to the same
 bytes. The HMAC and the signature both cover
 ``PAE("bernstein/lineage-entry/v1", entry)``
-(``schemas.canonical.lineage_signing_input``); sealing is the producer's
-(``producers.computer_use.lineage``), checking the verifier's.
+(``bernstein.schemas.canonical.lineage_signing_input``); sealing is the producer's
+(``bernstein.producers.computer_use.lineage``), checking the verifier's.
 
 Action record (one per anchored action)::
 
@@ -79,7 +79,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Final
 
-from schemas.canonical import (
+from bernstein.schemas.canonical import (
     action_anchor,
     canonical_json,
     computer_use_genesis,
@@ -87,8 +87,8 @@ from schemas.canonical import (
     observation_hash,
     sha256_digest,
 )
-from schemas.errors import MalformedInput
-from schemas.records import BROWSER_SESSION_FORMAT, TerminalState
+from bernstein.schemas.errors import MalformedInput
+from bernstein.schemas.records import BROWSER_SESSION_FORMAT, TerminalState
 
 ACTION_LOG_FORMAT: Final = "bernstein.browser.action-log/v1"
 _RECORD_DIGESTS: Final = ("prev_anchor", "anchor", "screenshot_hash", "dom_digest", "observation_hash", "lineage_entry_hash")
@@ -240,7 +240,7 @@ class LineageBinding:
     worker_id: str
 
     def required(self, key_id: str) -> dict[str, Any]:
-        """The fields the scheduler checks, in its order (``consumers.core.step._lineage_refusal``)."""
+        """The fields the scheduler checks, in its order (``bernstein.consumers.core.step._lineage_refusal``)."""
         return {
             "run_id": self.run_id,
             "session_id": self.session_id,

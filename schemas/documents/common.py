@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from schemas.records import RefusalCode
+from bernstein.schemas.records import RefusalCode
 
 MAX_SHOWN_CHARS: Final = 120
 """How much of one untrusted value a message quotes (messages stay bounded)."""

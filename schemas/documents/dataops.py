@@ -7,7 +7,7 @@ receipt, dropped or reordered without a signature failing. It names its
 signer by KEY ID only: a verifier looks that id up in its pinned keys and
 never trusts a key found in the document it checks.
 
-Signed bytes (all produced by ``schemas.canonical.signing_input``)::
+Signed bytes (all produced by ``bernstein.schemas.canonical.signing_input``)::
 
     artifact  PAE("bernstein/dataops-artifact/v1", canonical({run_id, stage_id,
               kind, role, index, ref, content_hash, plan_hash}))
@@ -27,8 +27,8 @@ instead (unsigned: it claims no effect)::
 This module is the one home of both formats and of the rules decidable from
 a submission's own bytes (``submission_violation``: structure, context,
 plan projection, plan-before-effect order, observations), used by the SDK
-(``producers.dataops``), the scheduler and the verifier. Signatures are
-verified offline only (``substrate.dataops_receipts``). Nothing here does I/O.
+(``bernstein.producers.dataops``), the scheduler and the verifier. Signatures are
+verified offline only (``bernstein.substrate.dataops_receipts``). Nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from typing import Any, Final, Protocol
 
 import orjson
 
-from schemas.canonical import (
+from bernstein.schemas.canonical import (
     DOMAIN_DATAOPS_ARTIFACT,
     DOMAIN_DATAOPS_RECEIPT,
     canonical_json,
@@ -52,9 +52,9 @@ from schemas.canonical import (
     sha256_digest,
     signing_input,
 )
-from schemas.documents.common import Submission, Violation, clip, show
-from schemas.errors import CanonicalizationError, MalformedDigest, MalformedInput
-from schemas.records import RefusalCode, TerminalState
+from bernstein.schemas.documents.common import Submission, Violation, clip, show
+from bernstein.schemas.errors import CanonicalizationError, MalformedDigest, MalformedInput
+from bernstein.schemas.records import RefusalCode, TerminalState
 
 RECEIPT_FORMAT: Final = "bernstein.dataops.receipt/v1"
 REFUSAL_FORMAT: Final = "bernstein.dataops.refusal/v1"
@@ -83,7 +83,7 @@ _ITEM_FIELDS: Final = frozenset({"role", "index", "ref", "content_hash", "signat
 
 
 class Signer(Protocol):
-    """What signs: an Ed25519 key known by its key id (``substrate.keys.Ed25519Signer``)."""
+    """What signs: an Ed25519 key known by its key id (``bernstein.substrate.keys.Ed25519Signer``)."""
 
     @property
     def key_id(self) -> str: ...
@@ -211,7 +211,7 @@ class DataOpsPlan:
 
     @classmethod
     def derive(cls, input_hashes: Iterable[str], steps: Sequence[str]) -> DataOpsPlan:
-        """Project inputs and steps through ``schemas.canonical`` (the only place the rule lives)."""
+        """Project inputs and steps through ``bernstein.schemas.canonical`` (the only place the rule lives)."""
         hashes = list(input_hashes)
         document = plan_document(hashes, steps)
         return cls(

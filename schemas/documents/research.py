@@ -1,6 +1,6 @@
 """The research artifact: report format, citation model, abort records and their rules.
 
-A report is RFC 8785 canonical JSON (``schemas.canonical.canonical_json``)
+A report is RFC 8785 canonical JSON (``bernstein.schemas.canonical.canonical_json``)
 with no floats and no timestamps, so it is a pure function of the query, the
 plan, the fetched bytes and the synthesiser's drafts::
 
@@ -44,11 +44,11 @@ from typing import Any, Final, Protocol
 
 import orjson
 
-from schemas.canonical import canonical_json, is_digest, sha256_digest
-from schemas.documents.common import Submission, Violation, clip, show
-from schemas.documents.quotes import NORMALISATION_VERSION, normalise_text, quote_occurs
-from schemas.errors import CanonicalizationError, MalformedInput
-from schemas.records import RefusalCode, TerminalState
+from bernstein.schemas.canonical import canonical_json, is_digest, sha256_digest
+from bernstein.schemas.documents.common import Submission, Violation, clip, show
+from bernstein.schemas.documents.quotes import NORMALISATION_VERSION, normalise_text, quote_occurs
+from bernstein.schemas.errors import CanonicalizationError, MalformedInput
+from bernstein.schemas.records import RefusalCode, TerminalState
 
 REPORT_FORMAT: Final = "bernstein.research.report/v1"
 REFUSAL_FORMAT: Final = "bernstein.research.refusal/v1"
@@ -125,7 +125,7 @@ class _Hop(Protocol):
 
 
 class FetchedPageLike(Protocol):
-    """What ``SourceRecord.from_page`` reads (``producers.research.fetch.FetchedPage``)."""
+    """What ``SourceRecord.from_page`` reads (``bernstein.producers.research.fetch.FetchedPage``)."""
 
     @property
     def source_ref(self) -> str: ...

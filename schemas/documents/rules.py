@@ -6,8 +6,8 @@ of the submission's modality its own bytes break (artifact + observations), or
 None. Pure: the same submission always gives the same answer, and nothing
 raises for hostile bytes (a malformed document is itself a violation).
 
-Kinds with rules here: ``research`` (``schemas.documents.research``), ``data``
-and ``ops`` (``schemas.documents.dataops``). ``coding`` artifacts are opaque
+Kinds with rules here: ``research`` (``bernstein.schemas.documents.research``), ``data``
+and ``ops`` (``bernstein.schemas.documents.dataops``). ``coding`` artifacts are opaque
 and ``browser`` sessions are checked against the scheduler's session state
 (``step.py``), which these stateless rules cannot see.
 """
@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from schemas.documents import dataops, research
-from schemas.documents.common import Submission, Violation
+from bernstein.schemas.documents import dataops, research
+from bernstein.schemas.documents.common import Submission, Violation
 
 RULES: Final[Mapping[str, Callable[[Submission], Violation | None]]] = {
     "research": research.submission_violation,

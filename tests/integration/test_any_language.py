@@ -1,4 +1,4 @@
-"""One run, four producers in three languages (issue 13): Python, Go, TypeScript and ``bernstein submit``.
+"""One run, four producers in three languages: Python, Go, TypeScript and ``bernstein submit``.
 
 A single run on a 6-partition submissions topic gets one coding stage from each of the
 Python emitter SDK, the Go SDK (``producers/go``, its ``bernstein-go-emit`` command), the
@@ -26,19 +26,19 @@ from typing import Any
 
 import pytest
 
-from schemas import codec
-from schemas.canonical import sha256_digest
-from schemas.partitioning import partition_for
-from schemas.records import ENTRY_ACTIVITY_RESULT
-from substrate.config import Topics
-from substrate.keys import InstallKeys, ProducerKeys, init_keys, init_producer_keys
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import sha256_digest
+from bernstein.schemas.partitioning import partition_for
+from bernstein.schemas.records import ENTRY_ACTIVITY_RESULT
+from bernstein.substrate.config import Topics
+from bernstein.substrate.keys import InstallKeys, ProducerKeys, init_keys, init_producer_keys
 from tests.conftest import bernstein_env, principal_env
 from tests.integration import tamper_kit as kit
-from tests.integration.helpers_kafka import fresh_topics, read_partition
-from tests.integration.pipeline_kit import verify_dump
-from tests.integration.principals import producer_principal
-from tests.prefixes import fresh_prefix
-from tests.producer_setup import trusted_keys, write_manifest
+from tests.support.kafka import fresh_topics, read_partition
+from tests.support.pipeline import verify_dump
+from tests.support.prefixes import fresh_prefix
+from tests.support.principals import producer_principal
+from tests.support.producer_setup import trusted_keys, write_manifest
 
 pytestmark = pytest.mark.integration
 
@@ -117,10 +117,10 @@ def predicted_refusal(case: dict[str, Any]) -> dict[str, Any]:
 
 def schedule_partition(d: Deployment, partition: int) -> None:
     """The real scheduler, in-process, over one partition until it has consumed everything published to it."""
-    from consumers.core.model import SchedulerConfig
-    from consumers.core.step import SchedulerCore
-    from consumers.manifest import load_manifest
-    from consumers.shell import SchedulerShell
+    from bernstein.consumers.core.model import SchedulerConfig
+    from bernstein.consumers.core.step import SchedulerCore
+    from bernstein.consumers.manifest import load_manifest
+    from bernstein.consumers.shell import SchedulerShell
 
     published = len(read_partition(d.services.bootstrap, d.topics, "submissions", partition))
     manifest = load_manifest(d.manifest)
@@ -172,9 +172,9 @@ def test_one_run_from_python_go_typescript_and_submit_verifies(deployment: Deplo
     published: dict[str, list[dict[str, Any]]] = {}
 
     # Python: the emitter SDK in-process, as the producer principal
-    from producers.emitter import Emitter
-    from producers.identity import ProducerIdentity
-    from substrate.cas import S3BlobStore
+    from bernstein.producers.emitter import Emitter
+    from bernstein.producers.identity import ProducerIdentity
+    from bernstein.substrate.cas import S3BlobStore
 
     python = d.producers["python"]
     with producer_principal(d.services):
@@ -184,7 +184,7 @@ def test_one_run_from_python_go_typescript_and_submit_verifies(deployment: Deplo
             topics=d.topics,
             producer=ProducerIdentity(python.name, python.signer),
         ) as emitter:
-            from producers.activity import ActivityResult
+            from bernstein.producers.activity import ActivityResult
 
             observation = emitter.capture("file", "src/app.py", b"print('hello from python')\n")
             result = ActivityResult.build(
@@ -271,11 +271,11 @@ def test_one_run_from_python_go_typescript_and_submit_verifies(deployment: Deplo
 
 
 def test_every_sdk_stores_its_bytes_at_an_address_someone_else_filled_first(deployment: Deployment, tmp_path: Path) -> None:
-    """Issue 25: an SDK skips an upload only when the object at the address carries the store's own checksum of the
+    """an SDK skips an upload only when the object at the address carries the store's own checksum of the
     address; bytes another producer put there first (no checksum) never stop the true ones from being stored."""
     import io
 
-    from substrate.cas import S3BlobStore, blob_key
+    from bernstein.substrate.cas import S3BlobStore, blob_key
 
     d = deployment
     store = S3BlobStore(d.services.s3)

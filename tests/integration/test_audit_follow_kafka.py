@@ -1,4 +1,4 @@
-"""``bernstein audit follow`` against the real (secured) broker and a real scheduler (issue 14, "Checks").
+"""``bernstein audit follow`` against the real (secured) broker and a real scheduler ("Checks").
 
 The scheduler is the transaction shell, in-process on a thread (as in test_scheduler_kafka);
 the follower is ``bernstein audit follow`` in a subprocess under the auditor's principal, with
@@ -32,16 +32,16 @@ from typing import Any
 import pytest
 
 from bernstein.commands.common import without_endpoint_line
-from consumers.core.step import SchedulerCore
-from consumers.shell import SchedulerShell
-from schemas.partitioning import partition_for
-from substrate.config import Topics
-from substrate.kafka import ensure_topics
-from substrate.keys import InstallKeys, TrustedKeys
-from tests.audit_forge import chain, edited, entry, parts, remac
-from tests.audit_forge import genuine as genuine_record
+from bernstein.consumers.core.step import SchedulerCore
+from bernstein.consumers.shell import SchedulerShell
+from bernstein.schemas.partitioning import partition_for
+from bernstein.substrate.config import Topics
+from bernstein.substrate.kafka import ensure_topics
+from bernstein.substrate.keys import InstallKeys, TrustedKeys
 from tests.conftest import REPO, Services, principal_env
-from tests.integration.helpers_kafka import (
+from tests.support.audit_forge import chain, edited, entry, parts, remac
+from tests.support.audit_forge import genuine as genuine_record
+from tests.support.kafka import (
     encode_close,
     encode_submission,
     fresh_topics,
@@ -377,7 +377,7 @@ def test_a_rewritten_topic_is_reported_on_resume_and_its_deleted_record_as_a_gap
     # the attacker deletes the topic and writes it again without seq 5 (offsets shift: no transactions now)
     from confluent_kafka.admin import AdminClient
 
-    from substrate.kafka import client_config
+    from bernstein.substrate.kafka import client_config
 
     topic = deployment.topics.audit
     admin = AdminClient(client_config(bootstrap))
@@ -613,8 +613,8 @@ def test_clean_traffic_of_100k_audit_records_raises_no_alert(services: Services,
     from bench.follow import follower as follow_once
     from bench.scheduler import config as bench_config
     from bench.scheduler import publish
-    from consumers.core.native import make_core
-    from consumers.shell import ShellOptions
+    from bernstein.consumers.core.native import make_core
+    from bernstein.consumers.shell import ShellOptions
 
     count = 100_000
     topics = fresh_topics(services.bootstrap, prefix)
@@ -637,7 +637,7 @@ def test_clean_traffic_of_100k_audit_records_raises_no_alert(services: Services,
 
 
 def test_a_time_based_alert_on_resume_keeps_the_checkpoint_on_its_record_no_false_rewrite(deployment: Deployment) -> None:
-    """The hourly ``--once`` after a quiet spell (issue 26): resumed from its checkpoint, the follower raises
+    """The hourly ``--once`` after a quiet spell: resumed from its checkpoint, the follower raises
     ``run_unsealed`` before it reads any new record and saves its checkpoint again. That checkpoint must still pin
     the record it names: the next start finds the same record, reports no ``history_rewritten`` and re-checks nothing."""
     scheduler = Scheduler(deployment.services.bootstrap, deployment.topics, deployment.keys)
@@ -691,7 +691,7 @@ def _latched(url: str, prefix: str) -> dict[str, float]:
 
 
 def test_a_chain_break_stays_latched_across_a_restart_until_acknowledged_with_audit_ack(deployment: Deployment) -> None:
-    """Issue 26, item 4: a tamper finding latches (state directory and gauge), survives a restart, and is cleared only
+    """a tamper finding latches (state directory and gauge), survives a restart, and is cleared only
     by `bernstein audit ack`, which logs who and why; a new finding of the kind latches again."""
     bootstrap, topics = deployment.services.bootstrap, deployment.topics
     secret, key_id = deployment.keys.audit.secret, deployment.keys.audit.key_id

@@ -1,4 +1,4 @@
-"""A broker that is not there is named within seconds, with what to check (issue 26, item 5).
+"""A broker that is not there is named within seconds, with what to check.
 
 Each command's first request to Kafka waits at most ``BERNSTEIN_KAFKA_CONNECT_TIMEOUT`` seconds (default 5)
 before it says it cannot reach the broker, and the message names the address and what to check. Nothing
@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from substrate.keys import init_keys
+from bernstein.substrate.keys import init_keys
 from tests.integration import tamper_kit as kit
-from tests.producer_setup import trusted_keys, write_manifest
+from tests.support.producer_setup import trusted_keys, write_manifest
 
 
 @pytest.mark.parametrize(

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from bernstein.producers.emitter import Emitter
+from bernstein.substrate.cas import S3BlobStore
+from bernstein.substrate.config import Topics
+from bernstein.substrate.keys import InstallKeys, ProducerKeys
 from demo.site_server import serve
-from producers.emitter import Emitter
-from substrate.cas import S3BlobStore
-from substrate.config import Topics
-from substrate.keys import InstallKeys, ProducerKeys
 from tests.conftest import Services, as_component
 from tests.integration.test_browser_kit import SIGNUP_FLOW, SITE, all_topic_records, chromium_processes, refusals, run_scheduler
-from tests.producer_setup import identity
+from tests.support.producer_setup import identity
 
 pytestmark = pytest.mark.browser
 

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import sync_playwright
 
+from bernstein.producers.computer_use import ProposedAction
+from bernstein.producers.computer_use.playwright_driver import PlaywrightDriver
+from bernstein.producers.netpolicy import OriginPolicy
+from bernstein.schemas.canonical import sha256_digest
 from demo.site_server import serve
-from producers.computer_use import ProposedAction
-from producers.computer_use.playwright_driver import PlaywrightDriver
-from producers.netpolicy import OriginPolicy
-from schemas.canonical import sha256_digest
 from tests.integration.test_browser_kit import SITE, chromium_processes
 
 pytestmark = pytest.mark.browser

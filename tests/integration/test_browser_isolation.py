@@ -22,8 +22,7 @@ import pytest
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import sync_playwright
 
-from demo.site_server import serve
-from producers.computer_use import (
+from bernstein.producers.computer_use import (
     ComputerUseSession,
     ComputerUseTerminalState,
     ProposedAction,
@@ -32,17 +31,18 @@ from producers.computer_use import (
     isolated_profile_dir,
     parse_session_document,
 )
-from producers.computer_use.agents import load_flow
-from producers.computer_use.playwright_driver import BrowserUser, Isolation, PlaywrightDriver, _Staging
-from producers.computer_use.profiles import prepare_profile
-from producers.computer_use.terminal import ComputerUseDriverError, DriverFault
-from producers.netpolicy import OriginPolicy
-from schemas.records import TerminalState
-from substrate.cas import DirBlobStore
-from substrate.keys import ProducerKeys, init_keys, init_producer_keys
+from bernstein.producers.computer_use.agents import load_flow
+from bernstein.producers.computer_use.playwright_driver import BrowserUser, Isolation, PlaywrightDriver, _Staging
+from bernstein.producers.computer_use.profiles import prepare_profile
+from bernstein.producers.computer_use.terminal import ComputerUseDriverError, DriverFault
+from bernstein.producers.netpolicy import OriginPolicy
+from bernstein.schemas.records import TerminalState
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.keys import ProducerKeys, init_keys, init_producer_keys
+from bernstein.verifier.browser_replay import replay_run
+from demo.site_server import serve
 from tests.integration.test_browser_kit import SIGNUP_FLOW, SITE, chromium_processes
 from tests.support.browser_fakes import InMemoryScheduler, RecordingPublisher
-from verifier.browser_replay import replay_run
 
 pytestmark = pytest.mark.browser
 
@@ -217,7 +217,7 @@ def test_a_long_wait_is_cut_at_the_session_timeout(site: str, tmp_path: Path, ke
     )
 
 
-# -- what the browser process can reach (issue 12 item 5) ------------------------------------------------
+# -- what the browser process can reach ------------------------------------------------
 
 ROOT = os.geteuid() == 0
 NO_USERNS = r'''#!/usr/bin/python3

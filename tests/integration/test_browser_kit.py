@@ -8,19 +8,19 @@ from pathlib import Path
 
 import psutil
 
-from consumers.core.model import SchedulerConfig
-from consumers.core.step import SchedulerCore
-from consumers.shell import SchedulerShell
-from producers.identity import SigningProducer
-from schemas import codec
-from schemas.canonical import journal_entry_hash
-from substrate.cas import BlobStore
-from substrate.config import Topics
-from substrate.keys import InstallKeys
-from tests.computer_use_kit import edit_entry
-from tests.producer_setup import registry_of
-from verifier.kafka_source import KafkaSource
-from verifier.sources import StoredRecord
+from bernstein.consumers.core.model import SchedulerConfig
+from bernstein.consumers.core.step import SchedulerCore
+from bernstein.consumers.shell import SchedulerShell
+from bernstein.producers.identity import SigningProducer
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import journal_entry_hash
+from bernstein.substrate.cas import BlobStore
+from bernstein.substrate.config import Topics
+from bernstein.substrate.keys import InstallKeys
+from bernstein.verifier.kafka_source import KafkaSource
+from bernstein.verifier.sources import StoredRecord
+from tests.support.computer_use import edit_entry
+from tests.support.producer_setup import registry_of
 
 REPO = Path(__file__).resolve().parents[2]
 SITE = REPO / "demo" / "site"

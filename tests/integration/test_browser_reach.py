@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from producers.computer_use import (
+from bernstein.producers.computer_use import (
     ComputerUseSession,
     ComputerUseTerminalState,
     ProposedAction,
@@ -30,14 +30,14 @@ from producers.computer_use import (
     SessionOutcome,
     parse_session_document,
 )
-from producers.computer_use.playwright_driver import BlockedRequest, PlaywrightDriver
-from producers.netpolicy import OriginPolicy
-from schemas.records import TerminalState
-from substrate.cas import DirBlobStore
-from substrate.keys import ProducerKeys, init_producer_keys
+from bernstein.producers.computer_use.playwright_driver import BlockedRequest, PlaywrightDriver
+from bernstein.producers.netpolicy import OriginPolicy
+from bernstein.schemas.records import TerminalState
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.keys import ProducerKeys, init_producer_keys
+from bernstein.verifier.browser_replay import replay_run
 from tests.integration.test_browser_kit import chromium_processes
 from tests.support.browser_fakes import InMemoryScheduler, RecordingPublisher
-from verifier.browser_replay import replay_run
 
 pytestmark = pytest.mark.browser
 

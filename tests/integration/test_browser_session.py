@@ -18,17 +18,19 @@ from pathlib import Path
 
 import pytest
 
+from bernstein.producers.computer_use import SessionOutcome
+from bernstein.producers.computer_use.demo import browser_demo_stage
+from bernstein.producers.emitter import Emitter
+from bernstein.schemas.canonical import typed_value_digest
+from bernstein.schemas.records import TerminalState
+from bernstein.substrate.cas import DirBlobStore, S3BlobStore
+from bernstein.substrate.config import Topics
+from bernstein.substrate.kafka import ensure_topics
+from bernstein.substrate.keys import ProducerKeys, TrustedKeys, init_keys, init_producer_keys
+from bernstein.verifier.browser_replay import DivergenceReason, replay_run
+from bernstein.verifier.kafka_source import KafkaSource
+from bernstein.verifier.verify import verify
 from demo.site_server import serve
-from producers.computer_use import SessionOutcome
-from producers.computer_use.demo import browser_demo_stage
-from producers.emitter import Emitter
-from schemas.canonical import typed_value_digest
-from schemas.records import TerminalState
-from substrate.cas import DirBlobStore, S3BlobStore
-from substrate.config import Topics
-from substrate.kafka import ensure_topics
-from substrate.keys import ProducerKeys, TrustedKeys, init_keys, init_producer_keys
-from tests.computer_use_kit import computer_use_positions
 from tests.conftest import Services
 from tests.integration.test_browser_kit import (
     SITE,
@@ -39,12 +41,10 @@ from tests.integration.test_browser_kit import (
     refusals,
     run_scheduler,
 )
-from tests.prefixes import fresh_prefix
-from tests.producer_setup import trust_of
 from tests.support.browser_fakes import MemorySource
-from verifier.browser_replay import DivergenceReason, replay_run
-from verifier.kafka_source import KafkaSource
-from verifier.verify import verify
+from tests.support.computer_use import computer_use_positions
+from tests.support.prefixes import fresh_prefix
+from tests.support.producer_setup import trust_of
 
 pytestmark = pytest.mark.browser
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from minio.error import S3Error
 
-from schemas.canonical import sha256_digest
-from substrate.cas import BlobIntegrityError, CasUnavailable, S3BlobStore, S3Settings, blob_key, checksum_sha256
-from tests.cas_contract import BlobStoreContract
-from tests.integration.principals import store_as
+from bernstein.schemas.canonical import sha256_digest
+from bernstein.substrate.cas import BlobIntegrityError, CasUnavailable, S3BlobStore, S3Settings, blob_key, checksum_sha256
+from tests.support.cas_contract import BlobStoreContract
+from tests.support.principals import store_as
 
 
 class TestS3BlobStore(BlobStoreContract):
@@ -44,7 +44,7 @@ class TestS3BlobStore(BlobStoreContract):
 
 
 # ---------------------------------------------------------------------------
-# a store that only the right bytes can enter and no one can empty (security review F2, issue 25)
+# a store that only the right bytes can enter and no one can empty (security review F2)
 # ---------------------------------------------------------------------------
 
 

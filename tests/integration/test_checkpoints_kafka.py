@@ -15,16 +15,19 @@ import io
 
 import pytest
 
-from consumers.core.model import SchedulerConfig
-from consumers.core.native import NativeSchedulerCore, native_status
-from consumers.core.step import SchedulerCore
-from consumers.shell import SchedulerShell, ShellOptions
-from schemas import codec
-from schemas.canonical import checkpoint_genesis, checkpoint_hash
-from substrate.cas import S3BlobStore
-from substrate.config import Settings
-from substrate.keys import InstallKeys, TrustedKeys
-from tests.integration.helpers_kafka import (
+from bernstein.consumers.core.model import SchedulerConfig
+from bernstein.consumers.core.native import NativeSchedulerCore, native_status
+from bernstein.consumers.core.step import SchedulerCore
+from bernstein.consumers.shell import SchedulerShell, ShellOptions
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import checkpoint_genesis, checkpoint_hash
+from bernstein.substrate.cas import S3BlobStore
+from bernstein.substrate.config import Settings
+from bernstein.substrate.keys import InstallKeys, TrustedKeys
+from bernstein.verifier.kafka_source import KafkaSource
+from bernstein.verifier.report import EXIT_VERIFIED
+from bernstein.verifier.verify import verify
+from tests.support.kafka import (
     encode_close,
     encode_submission,
     fold,
@@ -34,10 +37,7 @@ from tests.integration.helpers_kafka import (
     read_partition,
     scheduler_config,
 )
-from tests.producer_kit import producer_trust
-from verifier.kafka_source import KafkaSource
-from verifier.report import EXIT_VERIFIED
-from verifier.verify import verify
+from tests.support.producers import producer_trust
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""A compromised agent host (issue 12, "Checks"): with everything one producer host holds, try to forge.
+"""A compromised agent host ("Checks"): with everything one producer host holds, try to forge.
 
 Producer ``mallory@agents`` is taken over. Its host holds its producer key directory
 (``bernstein keys init --producer``: the Ed25519 producer key, the lineage HMAC key, the redaction
@@ -43,27 +43,27 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from bernstein.commands.keys import manifest_snippet, producer_manifest_keys
-from producers.activity import ActivityResult
-from producers.emitter import Emitter, encode_signed_submission
-from schemas import codec
-from schemas.canonical import (
+from bernstein.producers.activity import ActivityResult
+from bernstein.producers.emitter import Emitter, encode_signed_submission
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import (
     audit_record_mac,
     journal_entry_hash,
     seal_signing_input,
     submission_signing_input,
     submission_statement,
 )
-from substrate.cas import S3BlobStore
-from substrate.config import Topics
-from substrate.kafka import client_config, client_config_as, delivery_error
-from substrate.keys import Ed25519Signer, InstallKeys, ProducerKeys, load_keys, load_producer_keys
+from bernstein.substrate.cas import S3BlobStore
+from bernstein.substrate.config import Topics
+from bernstein.substrate.kafka import client_config, client_config_as, delivery_error
+from bernstein.substrate.keys import Ed25519Signer, InstallKeys, ProducerKeys, load_keys, load_producer_keys
+from bernstein.verifier.sources import StoredRecord, encode_dump_line
 from tests.integration import tamper_kit as kit
-from tests.integration.helpers_kafka import Rec, fresh_topics, read_partition, submission_record
-from tests.integration.pipeline_kit import verify_dump_json
-from tests.integration.principals import producer_principal, secure
-from tests.prefixes import fresh_prefix
-from tests.producer_setup import ROLES_TOML
-from verifier.sources import StoredRecord, encode_dump_line
+from tests.support.kafka import Rec, fresh_topics, read_partition, submission_record
+from tests.support.pipeline import verify_dump_json
+from tests.support.prefixes import fresh_prefix
+from tests.support.principals import producer_principal, secure
+from tests.support.producer_setup import ROLES_TOML
 
 MALLORY: Final = "mallory@agents"
 """The compromised producer host."""

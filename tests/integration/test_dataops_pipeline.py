@@ -33,10 +33,10 @@ from typing import Any
 
 import pytest
 
-from substrate.keys import ProducerKeys, TrustedKeys, init_producer_keys
+from bernstein.substrate.keys import ProducerKeys, TrustedKeys, init_producer_keys
 from tests.integration import pipeline_kit as pk
 from tests.integration import tamper_kit as kit
-from tests.producer_setup import write_manifest
+from tests.support.producer_setup import write_manifest
 
 pytestmark = pytest.mark.integration
 
@@ -171,9 +171,9 @@ def world(services: Any, tmp_path_factory: pytest.TempPathFactory) -> World:
 
 def publish_mislabelled(pipe: pk.Pipeline, output: Path) -> None:
     """A genuine signed receipt (the same job, in-process, the publishing producer's key), published as 'failed'."""
-    from producers.activity import ActivityResult
-    from producers.dataops import DataActivity
-    from producers.dataops.examples import InputFile, run_data_job
+    from bernstein.producers.activity import ActivityResult
+    from bernstein.producers.dataops import DataActivity
+    from bernstein.producers.dataops.examples import InputFile, run_data_job
 
     with pipe.emitter() as emitter:
         activity = DataActivity(MISLABELLED, "data-0", store=emitter.store, signer=emitter.signer)
@@ -232,7 +232,7 @@ def test_data_and_ops_runs_verify_live_from_kafka_and_s3(world: World) -> None:
 
 
 def test_jobs_write_correct_outputs_and_sign_them(world: World, services: Any) -> None:
-    from substrate.cas import S3BlobStore
+    from bernstein.substrate.cas import S3BlobStore
 
     assert (world.out / "regions.csv").read_bytes() == expected_regions()
     assert (world.out / "service.conf").read_bytes() == expected_config()
@@ -461,7 +461,7 @@ def test_receipt_signed_by_another_key_fails_against_the_pinned_key(world: World
 
 def test_receipt_resigned_with_another_key_restored_and_rejournalled(world: World, tmp_path: Path) -> None:
     """An attacker re-signs the whole receipt with an unpinned key, re-stores it and repoints the journal entry."""
-    from producers.dataops.receipt import DataOpsReceipt
+    from bernstein.producers.dataops.receipt import DataOpsReceipt
 
     dump = kit.copy_dump(world.dump, tmp_path)
     original = DataOpsReceipt.parse(pk.read_blob(world.dump, receipt_hash(world)))

@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from consumers.manifest import load_manifest
-from substrate.keys import KeyPurpose, TrustedKeys, load_producer_keys
+from bernstein.consumers.manifest import load_manifest
+from bernstein.substrate.keys import KeyPurpose, TrustedKeys, load_producer_keys
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,17 +9,17 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from producers.activity import ActivityResult, observe
-from producers.emitter import EmitError, Emitter, EvidenceNotStored, PublishFailed, TopicMissing
-from schemas import codec
-from schemas.canonical import evidence_set_hash, submission_signing_input, submission_statement
-from substrate.cas import DirBlobStore, S3BlobStore, S3Settings
-from substrate.config import Settings, Topics
-from substrate.kafka import KafkaUnavailable, client_config
-from substrate.keys import ProducerKeys, verify_signature
-from tests.integration.helpers_kafka import fresh_topics
-from tests.prefixes import fresh_prefix
-from tests.producer_setup import identity
+from bernstein.producers.activity import ActivityResult, observe
+from bernstein.producers.emitter import EmitError, Emitter, EvidenceNotStored, PublishFailed, TopicMissing
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import evidence_set_hash, submission_signing_input, submission_statement
+from bernstein.substrate.cas import DirBlobStore, S3BlobStore, S3Settings
+from bernstein.substrate.config import Settings, Topics
+from bernstein.substrate.kafka import KafkaUnavailable, client_config
+from bernstein.substrate.keys import ProducerKeys, verify_signature
+from tests.support.kafka import fresh_topics
+from tests.support.prefixes import fresh_prefix
+from tests.support.producer_setup import identity
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The per-run 64 MiB evidence cap through the real broker and S3 (issue 11 item 2).
+"""The per-run 64 MiB evidence cap through the real broker and S3.
 
 * A run whose hand-built ActivitySubmission.v2 records cross the cap gets the
   exact EVIDENCE_CAP_EXCEEDED refusal from both cores, a duplicate frame counts
@@ -20,15 +20,15 @@ from typing import Any
 
 import pytest
 
-from consumers.core.native import NativeSchedulerCore
-from producers.activity import ActivityResult
-from schemas import codec
-from schemas.canonical import evidence_set_hash, sha256_digest
-from schemas.records import MAX_RUN_EVIDENCE_BYTES, Observation
-from substrate.config import Settings
-from substrate.keys import InstallKeys
+from bernstein.consumers.core.native import NativeSchedulerCore
+from bernstein.producers.activity import ActivityResult
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import evidence_set_hash, sha256_digest
+from bernstein.schemas.records import MAX_RUN_EVIDENCE_BYTES, Observation
+from bernstein.substrate.config import Settings
+from bernstein.substrate.keys import InstallKeys
 from tests.integration import pipeline_kit as pk
-from tests.integration.helpers_kafka import (
+from tests.support.kafka import (
     fold,
     fresh_topics,
     produce_all,
@@ -38,7 +38,7 @@ from tests.integration.helpers_kafka import (
     scheduler_config,
     stored_form,
 )
-from tests.producer_kit import encode_signed_submission
+from tests.support.producers import encode_signed_submission
 
 MIB = 1024 * 1024
 CAP = MAX_RUN_EVIDENCE_BYTES
@@ -210,7 +210,7 @@ def v1(stage_id: str, blobs: list[str]) -> bytes:
 def test_a_hand_built_v1_submission_is_refused_unsigned_by_both_cores(
     core_name: str, settings: Settings, install_keys: InstallKeys
 ) -> None:
-    """Issue 12 replaces issue 11's EVIDENCE_SIZES_UNDECLARED for ActivitySubmission.v1: a v1 carries no producer
+    """Producer signatures replace EVIDENCE_SIZES_UNDECLARED for ActivitySubmission.v1: a v1 carries no producer
     signature, so it is refused SUBMISSION_UNSIGNED before its sizes matter, with or without observations."""
     bootstrap = settings.kafka_bootstrap
     assert bootstrap is not None

@@ -1,11 +1,11 @@
-"""Fault injection: a store or broker that does not answer is an outage, never tampering (issue 26, "Checks").
+"""Fault injection: a store or broker that does not answer is an outage, never tampering ("Checks").
 
 One real run is built per module: coding stages and a browser session (recorded with the fake driver)
 published as signed submissions into fresh topics of the real (secured) broker and journalled by the
 real scheduler, every blob in a bucket of the module's own in the real MinIO (unversioned: a changed
 blob stays changed), and exported once into a dump. Then ``activity verify`` (text and ``--json``),
 ``topic export``, ``browser replay``, ``audit follow --once`` and the scheduler's rebuild run against
-stores and brokers that fail (``tests/integration/fault_kit.py``):
+stores and brokers that fail (``tests/support/faults.py``):
 
 - S3 unreachable (nothing listens), answering 500 or 403 (a fake S3), behind a proxy that holds every
   response back far beyond the deadline, behind a proxy that cuts every response mid-body or inside its
@@ -38,23 +38,23 @@ from typing import Any, Final
 import pytest
 
 from bernstein.commands.common import without_endpoint_line
-from consumers.core.step import SchedulerCore
-from consumers.shell import SchedulerShell
-from producers.activity import ActivityResult, observe
-from producers.computer_use import Frame, ProposedAction, ScriptedAgent
-from producers.computer_use.session import ComputerUseSession
-from producers.emitter import encode_signed_close
-from substrate.cas import Failure, S3BlobStore, S3Settings
-from substrate.config import Topics
-from substrate.keys import init_keys, init_producer_keys
-from tests.audit_forge import edited
+from bernstein.consumers.core.step import SchedulerCore
+from bernstein.consumers.shell import SchedulerShell
+from bernstein.producers.activity import ActivityResult, observe
+from bernstein.producers.computer_use import Frame, ProposedAction, ScriptedAgent
+from bernstein.producers.computer_use.session import ComputerUseSession
+from bernstein.producers.emitter import encode_signed_close
+from bernstein.substrate.cas import Failure, S3BlobStore, S3Settings
+from bernstein.substrate.config import Topics
+from bernstein.substrate.keys import init_keys, init_producer_keys
 from tests.conftest import REPO, Services, principal_env
 from tests.integration import tamper_kit as kit
-from tests.integration.fault_kit import FailingS3, FaultProxy, closed_port
-from tests.integration.helpers_kafka import fresh_topics, produce_all, read_partition
-from tests.prefixes import fresh_prefix
-from tests.producer_setup import write_manifest
+from tests.support.audit_forge import edited
 from tests.support.browser_fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, RecordingPublisher
+from tests.support.faults import FailingS3, FaultProxy, closed_port
+from tests.support.kafka import fresh_topics, produce_all, read_partition
+from tests.support.prefixes import fresh_prefix
+from tests.support.producer_setup import write_manifest
 
 RUN: Final = "run-faults"
 SESSION: Final = "browser-0"

@@ -1,4 +1,4 @@
-"""Failover with the consumer-group protocol (issue 15): ``bernstein scheduler run --group``.
+"""Failover with the consumer-group protocol: ``bernstein scheduler run --group``.
 
 Three scheduler processes join the group ``<prefix>.scheduler`` on a six-partition topic. 50k
 signed submissions over 500 runs stream in; one process is killed with SIGKILL mid-stream, and
@@ -27,15 +27,15 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from producers.activity import ActivityResult, observe
-from producers.emitter import encode_signed_close, encode_signed_submission, submission_record
-from schemas.partitioning import partition_for
-from substrate.cas import DirBlobStore
-from substrate.config import Topics
-from substrate.kafka import client_config
-from substrate.keys import InstallKeys, ProducerKeys, TrustedKeys
+from bernstein.producers.activity import ActivityResult, observe
+from bernstein.producers.emitter import encode_signed_close, encode_signed_submission, submission_record
+from bernstein.schemas.partitioning import partition_for
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.config import Topics
+from bernstein.substrate.kafka import client_config
+from bernstein.substrate.keys import InstallKeys, ProducerKeys, TrustedKeys
 from tests.conftest import REPO, Services, as_component, bernstein_env
-from tests.integration.helpers_kafka import fresh_topics, read_partition
+from tests.support.kafka import fresh_topics, read_partition
 
 PARTITIONS = 6
 RUNS = 500

@@ -1,4 +1,4 @@
-"""One compromised producer host against two honest ones (security review 2026-12-06, issue 25).
+"""One compromised producer host against two honest ones (security review 2026-12-06).
 
 Mallory holds what a producer host holds: a registered producer key, the producer Kafka principal
 and the producer S3 identity (``.infra/s3/producer.env``). Alice and Bob are honest producers on the
@@ -16,7 +16,7 @@ exits 0 for each, naming what Mallory left at their blobs' addresses.
 | a compressed record that no client can inflate, on the honest runs' partition | the scheduler dead-letters it (INPUT_UNREADABLE) and reads on |
 | close Bob's run before he starts it, squat Alice's stage id, close her run | the runs are theirs (manifest ``run_prefixes``): RUN_NOT_OWNED, before the run is read or changed |
 
-Not yet defended (issue 25): empty closes of fresh run ids outside every prefix, and a bound on the runs one
+Not yet defended: empty closes of fresh run ids outside every prefix, and a bound on the runs one
 producer keeps open.
 """
 
@@ -31,20 +31,20 @@ import pytest
 from confluent_kafka import Producer
 from minio.error import S3Error
 
-from producers.activity import ActivityResult
-from producers.emitter import Emitter
-from producers.identity import ProducerIdentity
-from schemas import codec
-from schemas.canonical import sha256_digest
-from substrate.cas import blob_key, checksum_sha256
-from substrate.kafka import client_config
-from substrate.keys import init_keys, init_producer_keys
+from bernstein.producers.activity import ActivityResult
+from bernstein.producers.emitter import Emitter
+from bernstein.producers.identity import ProducerIdentity
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import sha256_digest
+from bernstein.substrate.cas import blob_key, checksum_sha256
+from bernstein.substrate.kafka import client_config
+from bernstein.substrate.keys import init_keys, init_producer_keys
 from tests.conftest import bernstein_env
 from tests.integration import tamper_kit as kit
-from tests.integration.helpers_kafka import fresh_topics, read_partition
-from tests.integration.principals import producer_principal, s3_identity, store_as
-from tests.prefixes import fresh_prefix
-from tests.producer_setup import trusted_keys, write_manifest
+from tests.support.kafka import fresh_topics, read_partition
+from tests.support.prefixes import fresh_prefix
+from tests.support.principals import producer_principal, s3_identity, store_as
+from tests.support.producer_setup import trusted_keys, write_manifest
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from tests.infra_module import load_infra
+from tests.support.infra import load_infra
 
 infra = load_infra()
 

@@ -1,4 +1,4 @@
-"""Every producer host has its own Kafka principal, its ACLs and a produce quota (issue 25), on the secured broker.
+"""Every producer host has its own Kafka principal, its ACLs and a produce quota, on the secured broker.
 
 A roles manifest with two producers, alice and mallory (mallory with a produce quota of 1 KiB/s):
 ``bernstein kafka users --apply`` makes their SCRAM logins and client properties files, ``bernstein
@@ -21,9 +21,9 @@ from confluent_kafka import Producer
 
 from bernstein.cli import main
 from bernstein.commands.kafka import remove_quotas
-from substrate.config import Topics
-from substrate.kafka import KafkaNotAuthorized, client_config, client_config_as, delivery_error, ensure_topics
-from substrate.keys import Ed25519Signer
+from bernstein.substrate.config import Topics
+from bernstein.substrate.kafka import KafkaNotAuthorized, client_config, client_config_as, delivery_error, ensure_topics
+from bernstein.substrate.keys import Ed25519Signer
 from tests.conftest import Services
 
 MALLORY_QUOTA = 1024

@@ -19,11 +19,11 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from producers.activity import ActivityResult
-from producers.emitter import Emitter
-from substrate.cas import S3BlobStore
-from substrate.config import Settings, Topics
-from substrate.kafka import (
+from bernstein.producers.activity import ActivityResult
+from bernstein.producers.emitter import Emitter
+from bernstein.substrate.cas import S3BlobStore
+from bernstein.substrate.config import Settings, Topics
+from bernstein.substrate.kafka import (
     KafkaError,
     KafkaNotAuthorized,
     KafkaUnavailable,
@@ -34,10 +34,10 @@ from substrate.kafka import (
     partition_count,
     require_submissions_topic,
 )
-from substrate.keys import ProducerKeys
+from bernstein.substrate.keys import ProducerKeys
+from bernstein.verifier.kafka_source import KafkaSource
 from tests.conftest import Services, grant, principal_env
-from tests.integration.helpers_kafka import read_partition
-from verifier.kafka_source import KafkaSource
+from tests.support.kafka import read_partition
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""Key rotation end to end (issue 12, "Checks"): the seal key, the audit key and a producer key are
+"""Key rotation end to end ("Checks"): the seal key, the audit key and a producer key are
 rotated while submissions flow; the scheduler restarts; every run verifies with the exported
 trusted-keys file; a run verified with only the old or only the new keys fails with named verdicts;
 a revoked producer key is refused.
@@ -38,18 +38,18 @@ from typing import Any
 import pytest
 
 from bernstein.commands.keys import manifest_snippet, producer_manifest_keys
-from producers.activity import ActivityResult
-from producers.emitter import Emitter
-from schemas import codec
-from substrate.cas import S3BlobStore
-from substrate.config import Topics
-from substrate.keys import KeyPurpose, KeyRing, ProducerKeys, load_keys, load_producer_keys, load_ring
+from bernstein.producers.activity import ActivityResult
+from bernstein.producers.emitter import Emitter
+from bernstein.schemas import codec
+from bernstein.substrate.cas import S3BlobStore
+from bernstein.substrate.config import Topics
+from bernstein.substrate.keys import KeyPurpose, KeyRing, ProducerKeys, load_keys, load_producer_keys, load_ring
 from tests.integration import tamper_kit as kit
-from tests.integration.helpers_kafka import Rec, fresh_topics, read_partition
-from tests.integration.pipeline_kit import VERIFIED, verify_dump_json
-from tests.integration.principals import component_env, producer_principal
-from tests.prefixes import fresh_prefix
-from tests.producer_setup import ROLES_TOML
+from tests.support.kafka import Rec, fresh_topics, read_partition
+from tests.support.pipeline import VERIFIED, verify_dump_json
+from tests.support.prefixes import fresh_prefix
+from tests.support.principals import component_env, producer_principal
+from tests.support.producer_setup import ROLES_TOML
 
 PRODUCER = "rotating-worker@it"
 RUNS = ("run-rot-0", "run-rot-1", "run-rot-2")

@@ -1,4 +1,4 @@
-"""Local secrets stay local (security review F5, issue 25).
+"""Local secrets stay local (security review F5).
 
 Everything ``infra/up`` keeps under ``.infra/`` (the S3 server's configuration and data, the broker's
 config, SCRAM passwords, TLS keys, log segments, the client properties and ``.infra/env``) is for root

@@ -1,7 +1,7 @@
-"""The partitioner on the real (secured) broker (issue 13, D1).
+"""The partitioner on the real (secured) broker.
 
 librdkafka with ``partitioner=murmur2_random`` (the Python SDK's setting) puts every keyed record
-where ``schemas.partitioning.partition_for`` says, on a 6-partition topic; librdkafka's default
+where ``bernstein.schemas.partitioning.partition_for`` says, on a 6-partition topic; librdkafka's default
 (``consistent_random``, CRC-32 of the key) does not. A submission a CRC-32 producer put on the
 wrong partition for its run id is refused by the running scheduler as WRONG_PARTITION with the
 exact evidence; the same submission produced with murmur2 is journalled. Records are produced
@@ -15,18 +15,18 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from consumers.core.native import NativeSchedulerCore
-from consumers.core.step import SchedulerCore
-from consumers.shell import SchedulerShell
-from schemas import codec
-from schemas.partitioning import partition_for
-from schemas.records import RefusalCode
-from substrate.config import Settings
-from substrate.kafka import SECURITY_KEYS, emitter_producer_config, security_config
-from substrate.keys import InstallKeys
+from bernstein.consumers.core.native import NativeSchedulerCore
+from bernstein.consumers.core.step import SchedulerCore
+from bernstein.consumers.shell import SchedulerShell
+from bernstein.schemas import codec
+from bernstein.schemas.partitioning import partition_for
+from bernstein.schemas.records import RefusalCode
+from bernstein.substrate.config import Settings
+from bernstein.substrate.kafka import SECURITY_KEYS, emitter_producer_config, security_config
+from bernstein.substrate.keys import InstallKeys
 from tests.conftest import Services
-from tests.integration.helpers_kafka import fresh_topics, read_partition, scheduler_config, submission_record
-from tests.producer_kit import encode_signed_submission
+from tests.support.kafka import fresh_topics, read_partition, scheduler_config, submission_record
+from tests.support.producers import encode_signed_submission
 
 PARTITIONS = 6
 

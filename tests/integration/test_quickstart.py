@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO
-from tests.prefixes import fresh_prefix
+from tests.support.prefixes import fresh_prefix
 
 pytestmark = pytest.mark.integration
 

@@ -101,7 +101,7 @@ EXPECTED_CLAIMS = [
 GOOD_QUOTE = EXPECTED_CLAIMS[0][2]
 
 SYNTHESISERS = """\
-from producers.research import ClaimDraft, SpanRef
+from bernstein.producers.research import ClaimDraft, SpanRef
 
 GOOD = {good!r}
 HIDDEN = {hidden!r}
@@ -231,8 +231,8 @@ def world(services: Any, tmp_path_factory: pytest.TempPathFactory) -> World:
 
 def publish_mislabelled(pipe: pk.Pipeline, url: str) -> None:
     """The budget refusal's own record and page, published through the SDK as refused with reason code 'ok' (refused)."""
-    from producers.activity import ActivityResult
-    from schemas.records import Observation
+    from bernstein.producers.activity import ActivityResult
+    from bernstein.schemas.records import Observation
 
     first, second = f"{url}/notes.html?budget", f"{url}/perf.html?budget"
     with pipe.emitter() as emitter:
@@ -300,7 +300,7 @@ def test_full_run_verifies_live_from_kafka_and_s3(world: World) -> None:
 
 def test_report_is_bound_to_the_exact_served_bytes(world: World, services: Any) -> None:
     """The published report pins the bytes the server sent, and S3 holds them under those hashes."""
-    from substrate.cas import S3BlobStore
+    from bernstein.substrate.cas import S3BlobStore
 
     summary = world.summary()
     journalled = pk.entry(world.dump, RUN, STAGE).record

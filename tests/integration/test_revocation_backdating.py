@@ -15,13 +15,13 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import ConfigResource
 
-from consumers.core.model import Lifetime, ProducerRegistry
-from schemas.records import RefusalCode
-from substrate.config import Settings
-from substrate.kafka import _admin, client_config
-from substrate.keys import InstallKeys
-from tests.integration.helpers_kafka import fresh_topics, read_partition, run_scheduler, scheduler_config, submission_record
-from tests.producer_kit import encode_signed_submission, producer
+from bernstein.consumers.core.model import Lifetime, ProducerRegistry
+from bernstein.schemas.records import RefusalCode
+from bernstein.substrate.config import Settings
+from bernstein.substrate.kafka import _admin, client_config
+from bernstein.substrate.keys import InstallKeys
+from tests.support.kafka import fresh_topics, read_partition, run_scheduler, scheduler_config, submission_record
+from tests.support.producers import encode_signed_submission, producer
 
 
 def _timestamp_type(bootstrap: str, topic: str) -> str:

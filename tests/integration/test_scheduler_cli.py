@@ -8,12 +8,12 @@ import sys
 import time
 from pathlib import Path
 
-from producers.activity import ActivityResult
-from producers.emitter import Emitter
-from substrate.config import Settings
-from substrate.keys import ProducerKeys
+from bernstein.producers.activity import ActivityResult
+from bernstein.producers.emitter import Emitter
+from bernstein.substrate.config import Settings
+from bernstein.substrate.keys import ProducerKeys
 from tests.conftest import Services, as_component
-from tests.integration.helpers_kafka import fresh_topics
+from tests.support.kafka import fresh_topics
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -76,14 +76,14 @@ def test_sigterm_stops_cleanly_after_committing(
 def test_a_mistyped_prefix_exits_3_naming_topic_create_and_creates_no_topic(
     services: Services, cli_env: dict[str, str], tmp_path: Path
 ) -> None:
-    """The scheduler creates no topic, as producers create none (issue 26 item 5): run as the admin, who could create
+    """The scheduler creates no topic, as producers create none: run as the admin, who could create
     them, with a ``--prefix`` naming no deployment, it exits 3 within seconds (E_TOPIC_MISSING) naming ``bernstein
     topic create --prefix``, and no topic of that prefix exists afterwards. Its first stderr line names the broker,
     its protocol and the mistyped prefix, each with where it came from."""
     from confluent_kafka.admin import AdminClient
 
-    from substrate.kafka import client_config, load_client_properties
-    from tests.prefixes import fresh_prefix
+    from bernstein.substrate.kafka import client_config, load_client_properties
+    from tests.support.prefixes import fresh_prefix
 
     typo = fresh_prefix()
     began = time.monotonic()

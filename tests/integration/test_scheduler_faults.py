@@ -34,19 +34,20 @@ from typing import Any
 
 import pytest
 
-from consumers.core.model import InputRecord, OutputRecord, SchedulerConfig, SchedulerState
-from consumers.core.native import NativeSchedulerCore, NativeUnavailable, make_core
-from consumers.core.step import SchedulerCore, initial_state
-from consumers.manifest import load_roles
-from consumers.shell import Counters, SchedulerFailed, SchedulerShell, ShellOptions
-from producers.activity import ActivityResult, observe
-from schemas import codec
-from schemas.records import DeadLetterCode, RefusalCode
-from substrate.cas import DirBlobStore
-from substrate.config import Settings, Topics
-from substrate.keys import InstallKeys, TrustedKeys
+from bernstein.consumers.core.model import InputRecord, OutputRecord, SchedulerConfig, SchedulerState
+from bernstein.consumers.core.native import NativeSchedulerCore, NativeUnavailable, make_core
+from bernstein.consumers.core.step import SchedulerCore, initial_state
+from bernstein.consumers.manifest import load_roles
+from bernstein.consumers.shell import Counters, SchedulerFailed, SchedulerShell, ShellOptions
+from bernstein.producers.activity import ActivityResult, observe
+from bernstein.schemas import codec
+from bernstein.schemas.records import DeadLetterCode, RefusalCode
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.config import Settings, Topics
+from bernstein.substrate.keys import InstallKeys, TrustedKeys
+from bernstein.verifier.verify import verify
 from tests.conftest import as_component
-from tests.integration.helpers_kafka import (
+from tests.support.kafka import (
     CachedSource,
     crossings,
     encode_close,
@@ -62,8 +63,7 @@ from tests.integration.helpers_kafka import (
     stored_form,
     submission_record,
 )
-from tests.producer_kit import encode_signed_submission
-from verifier.verify import verify
+from tests.support.producers import encode_signed_submission
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = 20260401
@@ -340,7 +340,7 @@ class TxnProbe:
     def __init__(self, bootstrap: str, topics: Topics) -> None:
         from confluent_kafka import Consumer, TopicPartition
 
-        from substrate.kafka import client_config
+        from bernstein.substrate.kafka import client_config
 
         self.tp = TopicPartition(topics.journal, 0)
         self.committed = Consumer(client_config(bootstrap, **{"group.id": "tests.probe", "isolation.level": "read_committed"}))
@@ -363,7 +363,7 @@ def count_records(bootstrap: str, topic: str, isolation: str) -> int:
     """Data records of a partition (control markers are never delivered) under an isolation level."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-    from substrate.kafka import client_config
+    from bernstein.substrate.kafka import client_config
 
     consumer = Consumer(
         client_config(
@@ -393,7 +393,7 @@ def committed_offset(bootstrap: str, topics: Topics, timeout: float = 60.0) -> i
     """
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-    from substrate.kafka import client_config
+    from bernstein.substrate.kafka import client_config
 
     deadline = time.monotonic() + timeout
     consumer = Consumer(
@@ -875,7 +875,7 @@ def test_an_output_the_broker_refuses_dead_letters_only_its_input(
 def set_max_message_bytes(bootstrap: str, topic: str, limit: int) -> None:
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource  # type: ignore[attr-defined]
 
-    from substrate.kafka import client_config
+    from bernstein.substrate.kafka import client_config
 
     admin = AdminClient(client_config(bootstrap))
     resource = ConfigResource(

@@ -25,11 +25,13 @@ from typing import Any
 import pytest
 
 from bernstein.commands.scheduler import EXIT_FENCED
-from consumers.manifest import load_roles
-from substrate.cas import DirBlobStore
-from substrate.config import Settings, Topics
-from substrate.keys import InstallKeys, TrustedKeys
-from tests.integration.helpers_kafka import (
+from bernstein.consumers.manifest import load_roles
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.config import Settings, Topics
+from bernstein.substrate.keys import InstallKeys, TrustedKeys
+from bernstein.verifier.verify import verify
+from tests.integration.test_scheduler_faults import SEAL_EVERY, SchedulerProcess, TxnProbe, committed_offset, count_records
+from tests.support.kafka import (
     CachedSource,
     crossings,
     encode_close,
@@ -43,8 +45,6 @@ from tests.integration.helpers_kafka import (
     scheduler_config,
     stored_form,
 )
-from tests.integration.test_scheduler_faults import SEAL_EVERY, SchedulerProcess, TxnProbe, committed_offset, count_records
-from verifier.verify import verify
 
 RUNS = ("fence-a", "fence-b", "fence-c")
 FENCED_WITHIN = 60.0

@@ -16,19 +16,20 @@ from typing import Any
 
 import pytest
 
-from consumers.core.model import InputRecord, OutputRecord, SchedulerConfig, Stream
-from consumers.core.native import NativeSchedulerCore, SchedulerCoreLike
-from consumers.core.step import SchedulerCore, initial_state
-from consumers.shell import Counters, SchedulerShell, ShellOptions
-from producers.activity import ActivityResult
-from producers.emitter import Emitter
-from schemas import codec
-from schemas.canonical import audit_genesis, audit_record_mac, evidence_set_hash, journal_entry_hash, sha256_digest
-from schemas.records import DeadLetterCode, RefusalCode
-from substrate.cas import DirBlobStore, S3BlobStore
-from substrate.config import Settings, Topics
-from substrate.keys import InstallKeys, TrustedKeys
-from tests.integration.helpers_kafka import (
+from bernstein.consumers.core.model import InputRecord, OutputRecord, SchedulerConfig, Stream
+from bernstein.consumers.core.native import NativeSchedulerCore, SchedulerCoreLike
+from bernstein.consumers.core.step import SchedulerCore, initial_state
+from bernstein.consumers.shell import Counters, SchedulerShell, ShellOptions
+from bernstein.producers.activity import ActivityResult
+from bernstein.producers.emitter import Emitter
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import audit_genesis, audit_record_mac, evidence_set_hash, journal_entry_hash, sha256_digest
+from bernstein.schemas.records import DeadLetterCode, RefusalCode
+from bernstein.substrate.cas import DirBlobStore, S3BlobStore
+from bernstein.substrate.config import Settings, Topics
+from bernstein.substrate.keys import InstallKeys, TrustedKeys
+from bernstein.verifier.verify import verify
+from tests.support.kafka import (
     CachedSource,
     Rec,
     crossings,
@@ -46,9 +47,8 @@ from tests.integration.helpers_kafka import (
     stored_form,
     submission_record,
 )
-from tests.producer_kit import encode_signed_submission
-from tests.producer_setup import identity
-from verifier.verify import verify
+from tests.support.producer_setup import identity
+from tests.support.producers import encode_signed_submission
 
 RUN = "run-rules"
 
@@ -550,7 +550,7 @@ def test_replay_from_offset_zero_into_fresh_topics_is_byte_identical(
 
 
 # ---------------------------------------------------------------------------
-# (e) bounds: no record stops the partition; keys and submission ids (issue 11), both cores
+# (e) bounds: no record stops the partition; keys and submission ids, both cores
 # ---------------------------------------------------------------------------
 
 CORES = ("python", "native")
@@ -692,7 +692,7 @@ def test_a_huge_key_a_huge_submission_id_and_an_oversized_output_do_not_stop_the
 def test_a_record_keyed_elsewhere_and_a_repeated_submission_id_get_their_exact_refusals(
     core_name: str, settings: Settings, install_keys: InstallKeys, trusted: TrustedKeys, tmp_path: Path
 ) -> None:
-    """Rules moved into the scheduler (issue 11 item 2): a hand-built record that breaks each, through the broker."""
+    """Rules moved into the scheduler: a hand-built record that breaks each, through the broker."""
     bootstrap = settings.kafka_bootstrap
     assert bootstrap is not None
     topics = fresh_topics(bootstrap, f"{settings.topics.prefix}{core_name[0]}")
@@ -809,7 +809,7 @@ def test_a_record_keyed_elsewhere_and_a_repeated_submission_id_get_their_exact_r
 def test_records_the_scheduler_did_not_write_are_named_not_adopted_and_the_partition_keeps_journalling(
     settings: Settings, install_keys: InstallKeys, trusted: TrustedKeys, tmp_path: Path
 ) -> None:
-    """Review M12 and issue 11 item 3: garbage and forgeries on the scheduler's topics neither stop it nor are adopted.
+    """Review M12: garbage and forgeries on the scheduler's topics neither stop it nor are adopted.
 
     Someone who can write to the journal, audit and checkpoints topics appends garbage to each, a
     well-formed journal entry at the next seq that claims the submission id of the stage the scheduler

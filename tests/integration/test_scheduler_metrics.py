@@ -1,4 +1,4 @@
-"""``scheduler run --metrics-port 0 --log-format json`` on the real (secured) broker (issue 14).
+"""``scheduler run --metrics-port 0 --log-format json`` on the real (secured) broker.
 
 One run: ``bernstein submit`` (as User:producer) publishes stages (journalled, refused under two
 codes), a run close (a seal) and, from a plain producer, undecodable records (dead letters under
@@ -36,10 +36,10 @@ import pytest
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, load_pem_private_key
 from prometheus_client.parser import text_string_to_metric_families
 
-from schemas import codec
-from substrate.config import Topics
+from bernstein.schemas import codec
+from bernstein.substrate.config import Topics
 from tests.conftest import REPO, as_component
-from tests.integration.helpers_kafka import produce_all, read_partition
+from tests.support.kafka import produce_all, read_partition
 
 pytestmark = pytest.mark.integration
 

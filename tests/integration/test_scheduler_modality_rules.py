@@ -1,6 +1,6 @@
 """Hand-built research and data/ops submissions that break a document rule, through the real broker.
 
-Issue 11 check: for each rule moved into the scheduler, a hand-built
+For each rule moved into the scheduler, a hand-built
 submission that breaks it, published to Kafka, gets the exact refusal record
 from both cores (the Python reference and the native core), while the
 documents the SDK builds are journalled. The outputs must also equal, byte
@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from consumers.core.native import NativeSchedulerCore
-from schemas import codec
-from schemas.documents.common import Violation
-from substrate.config import Settings
-from substrate.keys import InstallKeys
-from tests.integration.helpers_kafka import (
+from bernstein.consumers.core.native import NativeSchedulerCore
+from bernstein.schemas import codec
+from bernstein.schemas.documents.common import Violation
+from bernstein.substrate.config import Settings
+from bernstein.substrate.keys import InstallKeys
+from tests.support.kafka import (
     fold,
     fresh_topics,
     produce_all,
@@ -28,7 +28,7 @@ from tests.integration.helpers_kafka import (
     scheduler_config,
     stored_form,
 )
-from tests.modality_kit import (
+from tests.support.modality import (
     MODALITY_ROLES,
     abort_document,
     dataops_submission,
@@ -36,7 +36,7 @@ from tests.modality_kit import (
     refusal_record,
     research_submission,
 )
-from tests.submissions import encode_submission
+from tests.support.submissions import encode_submission
 from tests.unit.test_documents_rules import DATAOPS, RESEARCH
 
 BREACHES: list[tuple[str, dict[str, Any], Violation]] = [

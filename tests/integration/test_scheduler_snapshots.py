@@ -11,15 +11,15 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from consumers.core.model import SchedulerConfig
-from consumers.core.native import make_core
-from consumers.core.rebuild import rebuild_state
-from consumers.core.snapshot import MAGIC, Snapshot, newest_verified, state_bytes
-from consumers.core.step import SchedulerCore
-from consumers.shell import Counters, SchedulerShell, ShellOptions, _stream_partition
-from substrate.config import Topics
-from substrate.keys import InstallKeys
-from tests.integration.helpers_kafka import (
+from bernstein.consumers.core.model import SchedulerConfig
+from bernstein.consumers.core.native import make_core
+from bernstein.consumers.core.rebuild import rebuild_state
+from bernstein.consumers.core.snapshot import MAGIC, Snapshot, newest_verified, state_bytes
+from bernstein.consumers.core.step import SchedulerCore
+from bernstein.consumers.shell import Counters, SchedulerShell, ShellOptions, _stream_partition
+from bernstein.substrate.config import Topics
+from bernstein.substrate.keys import InstallKeys
+from tests.support.kafka import (
     encode_close,
     encode_submission,
     fold,

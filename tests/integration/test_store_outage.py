@@ -1,4 +1,4 @@
-"""An S3 store that does not answer is an outage, never tampering (issue 26, item 1; usability review).
+"""An S3 store that does not answer is an outage, never tampering (usability review).
 
 The run's records are intact and its blobs sit in the real MinIO. Verified through a store that is
 unreachable (nothing listens on the port) or that refuses the credential (a real 403), every stage
@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from substrate.cas import CasUnavailable, S3BlobStore, S3Settings
+from bernstein.substrate.cas import CasUnavailable, S3BlobStore, S3Settings
+from bernstein.verifier.export import export_dump
+from bernstein.verifier.report import EXIT_MISMATCH, EXIT_NOT_FULLY_VERIFIED, EXIT_VERIFIED
 from tests.unit.test_verifier_verdicts import RUN, Built, build, json_of, text_of
-from verifier.export import export_dump
-from verifier.report import EXIT_MISMATCH, EXIT_NOT_FULLY_VERIFIED, EXIT_VERIFIED
 
 
 @pytest.fixture

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from bernstein.commands.common import without_endpoint_line
-from schemas.canonical import artifact_hash, canonical_json, content_hash
-from substrate.cas import S3BlobStore
-from substrate.config import Topics
+from bernstein.schemas.canonical import artifact_hash, canonical_json, content_hash
+from bernstein.substrate.cas import S3BlobStore
+from bernstein.substrate.config import Topics
 from tests.conftest import REPO, as_component
-from tests.integration.helpers_kafka import read_partition
+from tests.support.kafka import read_partition
 
 pytestmark = pytest.mark.integration
 
@@ -198,8 +198,8 @@ def test_submit_to_a_mistyped_prefix_exits_3_naming_topic_create_and_creates_no_
     """
     from confluent_kafka.admin import AdminClient
 
-    from substrate.kafka import client_config
-    from tests.prefixes import fresh_prefix
+    from bernstein.substrate.kafka import client_config
+    from tests.support.prefixes import fresh_prefix
 
     typo = fresh_prefix()
     admin = AdminClient(client_config(services.bootstrap))

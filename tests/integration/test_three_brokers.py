@@ -1,4 +1,4 @@
-"""Broker loss on the local three-node cluster (`infra/up --brokers 3`, issue 15): the scheduler keeps committing.
+"""Broker loss on the local three-node cluster (`infra/up --brokers 3`): the scheduler keeps committing.
 
 The test starts its own cluster from a temporary root (``infra.py --root``), in the mode of the
 session's broker (secured in `make test`), with the session's S3 as an external endpoint, so
@@ -29,16 +29,16 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from producers.activity import ActivityResult
-from producers.emitter import Emitter
-from substrate.cas import S3BlobStore
-from substrate.config import Settings, Topics
-from substrate.kafka import client_config, ensure_topics
-from substrate.keys import InstallKeys, ProducerKeys, TrustedKeys
-from substrate.topic_policy import describe_topics
+from bernstein.producers.activity import ActivityResult
+from bernstein.producers.emitter import Emitter
+from bernstein.substrate.cas import S3BlobStore
+from bernstein.substrate.config import Settings, Topics
+from bernstein.substrate.kafka import client_config, ensure_topics
+from bernstein.substrate.keys import InstallKeys, ProducerKeys, TrustedKeys
+from bernstein.substrate.topic_policy import describe_topics
 from tests.conftest import REPO, Services, as_component, bernstein_env
-from tests.integration.helpers_kafka import read_partition
 from tests.integration.test_scheduler_faults import SchedulerProcess, committed_offset
+from tests.support.kafka import read_partition
 
 INFRA = REPO / "infra" / "infra.py"
 RUNS = ("rf3-a", "rf3-b", "rf3-c")

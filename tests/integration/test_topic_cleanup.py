@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from substrate.config import Topics
-from substrate.kafka import KafkaUnavailable, client_config, delete_topics_with_prefixes, ensure_topics
-from tests.prefixes import fresh_prefix
+from bernstein.substrate.config import Topics
+from bernstein.substrate.kafka import KafkaUnavailable, client_config, delete_topics_with_prefixes, ensure_topics
+from tests.support.prefixes import fresh_prefix
 
 
 def _names(bootstrap: str) -> set[str]:

@@ -1,4 +1,4 @@
-"""`bernstein scheduler run` refuses topics whose settings could lose history (issue 15 item 4).
+"""`bernstein scheduler run` refuses topics whose settings could lose history.
 
 Real broker: the admin alters a fresh deployment's topics the way a hand-made topic or a broker
 default would have them (7-day retention, compaction); the scheduler, started as its own
@@ -11,9 +11,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from substrate.config import Settings
+from bernstein.substrate.config import Settings
 from tests.conftest import as_component
-from tests.integration.helpers_kafka import fresh_topics
+from tests.support.kafka import fresh_topics
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEDULER = [str(REPO / ".venv" / "bin" / "python"), "-m", "bernstein", "scheduler", "run", "--idle-exit", "0.5"]
@@ -22,7 +22,7 @@ SCHEDULER = [str(REPO / ".venv" / "bin" / "python"), "-m", "bernstein", "schedul
 def alter(bootstrap: str, topic: str, **settings: str) -> None:
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource  # type: ignore[attr-defined]
 
-    from substrate.kafka import client_config
+    from bernstein.substrate.kafka import client_config
 
     admin = AdminClient(client_config(bootstrap))  # kept alive until every future resolved
     entries = [

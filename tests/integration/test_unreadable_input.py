@@ -1,4 +1,4 @@
-"""No input record stops a partition (the security review's F1, issue 25).
+"""No input record stops a partition (the security review's F1).
 
 A producer may send what the scheduler's consumer cannot read: a zstd value that inflates past what the
 client will receive (the review's "compression bomb": a few KB on the wire, 150 MB inflated). The broker
@@ -18,16 +18,18 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from consumers.core.model import InputRecord, OutputRecord, SchedulerConfig
-from consumers.core.native import make_core
-from consumers.core.step import SchedulerCore, initial_state
-from consumers.shell import SchedulerShell, ShellOptions
-from schemas.records import DeadLetterCode
-from substrate.cas import DirBlobStore
-from substrate.config import Settings, Topics
-from substrate.kafka import client_config
-from substrate.keys import InstallKeys, TrustedKeys
-from tests.integration.helpers_kafka import (
+from bernstein.consumers.core.model import InputRecord, OutputRecord, SchedulerConfig
+from bernstein.consumers.core.native import make_core
+from bernstein.consumers.core.step import SchedulerCore, initial_state
+from bernstein.consumers.shell import SchedulerShell, ShellOptions
+from bernstein.schemas.records import DeadLetterCode
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.config import Settings, Topics
+from bernstein.substrate.kafka import client_config
+from bernstein.substrate.keys import InstallKeys, TrustedKeys
+from bernstein.verifier.verify import verify
+from tests.integration.test_scheduler_faults import small_plan
+from tests.support.kafka import (
     CachedSource,
     crossings,
     fresh_topics,
@@ -36,9 +38,7 @@ from tests.integration.helpers_kafka import (
     scheduler_config,
     stored_form,
 )
-from tests.integration.principals import producer_principal
-from tests.integration.test_scheduler_faults import small_plan
-from verifier.verify import verify
+from tests.support.principals import producer_principal
 
 BOMB_BYTES = 150_000_000
 """Inflated size of the bomb: past librdkafka's receive.message.max.bytes (100 MB), so the consumer cannot read it."""

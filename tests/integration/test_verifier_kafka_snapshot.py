@@ -1,4 +1,4 @@
-"""Verifying from a live cluster reads one snapshot (``verifier.kafka_source``).
+"""Verifying from a live cluster reads one snapshot (``bernstein.verifier.kafka_source``).
 
 A scheduler keeps committing while the verifier reads. The source pins where
 each partition ends when it first touches it (checkpoints, then audit, then
@@ -17,19 +17,19 @@ from typing import Any
 
 import pytest
 
-from consumers.core.model import SchedulerConfig
-from consumers.core.step import SchedulerCore
-from consumers.shell import SchedulerShell, ShellOptions
-from schemas.canonical import sha256_digest
-from substrate.cas import S3BlobStore
-from substrate.config import Settings, Topics
-from substrate.keys import InstallKeys, TrustedKeys
-from tests.integration.helpers_kafka import encode_close, fresh_topics, produce_all, scheduler_config, submission_record
-from tests.producer_kit import encode_signed_submission, producer_trust
-from verifier.kafka_source import KafkaSource
-from verifier.report import EXIT_MISMATCH, EXIT_VERIFIED
-from verifier.sources import StoredRecord
-from verifier.verify import verify
+from bernstein.consumers.core.model import SchedulerConfig
+from bernstein.consumers.core.step import SchedulerCore
+from bernstein.consumers.shell import SchedulerShell, ShellOptions
+from bernstein.schemas.canonical import sha256_digest
+from bernstein.substrate.cas import S3BlobStore
+from bernstein.substrate.config import Settings, Topics
+from bernstein.substrate.keys import InstallKeys, TrustedKeys
+from bernstein.verifier.kafka_source import KafkaSource
+from bernstein.verifier.report import EXIT_MISMATCH, EXIT_VERIFIED
+from bernstein.verifier.sources import StoredRecord
+from bernstein.verifier.verify import verify
+from tests.support.kafka import encode_close, fresh_topics, produce_all, scheduler_config, submission_record
+from tests.support.producers import encode_signed_submission, producer_trust
 
 pytestmark = pytest.mark.integration
 

@@ -20,21 +20,21 @@ from pathlib import Path
 
 import pytest
 
-from consumers.core.step import SchedulerCore
-from consumers.shell import SchedulerShell, ShellOptions
-from schemas.partitioning import partition_for
-from substrate.cas import S3BlobStore
-from substrate.config import Settings, Topics
-from substrate.keys import InstallKeys, TrustedKeys
+from bernstein.consumers.core.step import SchedulerCore
+from bernstein.consumers.shell import SchedulerShell, ShellOptions
+from bernstein.schemas.partitioning import partition_for
+from bernstein.substrate.cas import S3BlobStore
+from bernstein.substrate.config import Settings, Topics
+from bernstein.substrate.keys import InstallKeys, TrustedKeys
+from bernstein.verifier.kafka_source import KafkaSource
+from bernstein.verifier.report import EXIT_MISMATCH, EXIT_OPEN, EXIT_VERIFIED
+from bernstein.verifier.sources import StoredRecord
+from bernstein.verifier.verify import verify, verify_many
 from tests.conftest import Services, as_component, bernstein_env
-from tests.integration.helpers_kafka import encode_close, fresh_topics, produce_all, scheduler_config
 from tests.integration.test_verifier_kafka_snapshot import _stage
-from tests.producer_kit import producer_trust
+from tests.support.kafka import encode_close, fresh_topics, produce_all, scheduler_config
+from tests.support.producers import producer_trust
 from tests.unit.test_verifier_verdicts import json_of
-from verifier.kafka_source import KafkaSource
-from verifier.report import EXIT_MISMATCH, EXIT_OPEN, EXIT_VERIFIED
-from verifier.sources import StoredRecord
-from verifier.verify import verify, verify_many
 
 pytestmark = pytest.mark.integration
 

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from substrate.config import Topics
+from bernstein.substrate.config import Topics
 from tests.conftest import kcat_security
 from tests.integration import pipeline_kit as pk
 from tests.integration import tamper_kit as kit
-from tests.producer_kit import producer_signer
+from tests.support.producers import producer_signer
 
 pytestmark = pytest.mark.integration
 
@@ -466,10 +466,10 @@ def test_json_report_structure(run: kit.RealisticRun, view: kit.DumpView) -> Non
 _MEASURE = r"""
 import json, sys
 from pathlib import Path
-import verifier.checks
-from substrate.keys import TrustedKeys
-from verifier.sources import DumpSource
-from verifier.verify import verify_stream
+import bernstein.verifier.checks
+from bernstein.substrate.keys import TrustedKeys
+from bernstein.verifier.sources import DumpSource
+from bernstein.verifier.verify import verify_stream
 
 def peak_kib():
     for line in Path("/proc/self/status").read_text().splitlines():

@@ -31,12 +31,12 @@ from typing import Any
 
 import pytest
 
-from schemas import codec
-from schemas.canonical import audit_record_mac, evidence_set_hash, journal_entry_hash, sha256_digest
-from substrate.keys import Ed25519Signer, TrustedKeys
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import audit_record_mac, evidence_set_hash, journal_entry_hash, sha256_digest
+from bernstein.substrate.keys import Ed25519Signer, TrustedKeys
+from bernstein.verifier.render import escape
 from tests.integration import tamper_kit as kit
-from tests.producer_kit import producer_trust
-from verifier.render import escape
+from tests.support.producers import producer_trust
 
 pytestmark = pytest.mark.integration
 

@@ -5,7 +5,7 @@
 * ``RecordingPublisher``: keeps every published action value and result, and
   encodes results with the emitter's own ``submission_record``, signed as the
   emitter signs them, so a test can fold the scheduler core over them.
-* ``MemorySource``: ``verifier.memory_source``'s, re-exported here.
+* ``MemorySource``: ``bernstein.verifier.memory_source``'s, re-exported here.
 * ``InMemoryScheduler``: the real, pure scheduler core folded over published
   values without Kafka, with the given producers registered; its outputs land in
   a ``MemorySource``.
@@ -19,20 +19,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from consumers.core.model import InputRecord, Producer, ProducerKey, ProducerRegistry, SchedulerConfig
-from consumers.core.step import SchedulerCore, initial_state
-from producers.activity import ActivityResult
-from producers.computer_use.boundary import Frame, ProposedAction
-from producers.emitter import encode_signed_close, encode_signed_submission, submission_record
-from producers.identity import SigningProducer
-from schemas import codec
-from substrate.keys import AuditKey, Ed25519Signer, KeyPurpose, TrustedKey, TrustedKeys
-from verifier.memory_source import MemorySource as MemorySource
-from verifier.sources import StoredRecord
+from bernstein.consumers.core.model import InputRecord, Producer, ProducerKey, ProducerRegistry, SchedulerConfig
+from bernstein.consumers.core.step import SchedulerCore, initial_state
+from bernstein.producers.activity import ActivityResult
+from bernstein.producers.computer_use.boundary import Frame, ProposedAction
+from bernstein.producers.emitter import encode_signed_close, encode_signed_submission, submission_record
+from bernstein.producers.identity import SigningProducer
+from bernstein.schemas import codec
+from bernstein.substrate.keys import AuditKey, Ed25519Signer, KeyPurpose, TrustedKey, TrustedKeys
+from bernstein.verifier.memory_source import MemorySource as MemorySource
+from bernstein.verifier.sources import StoredRecord
 
 
 class SchedulerKeys(Protocol):
-    """The scheduler's seal and audit keys (``substrate.keys.InstallKeys``, which producer code never loads)."""
+    """The scheduler's seal and audit keys (``bernstein.substrate.keys.InstallKeys``, which producer code never loads)."""
 
     @property
     def signer(self) -> Ed25519Signer: ...

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from producers.activity import ActivityRejected, ActivityResult, ArtifactTooLarge, observe
-from schemas.canonical import canonical_json, evidence_set_hash, sha256_digest
-from schemas.records import MAX_INLINE_ARTIFACT_BYTES, ActivityKind, TerminalState
+from bernstein.producers.activity import ActivityRejected, ActivityResult, ArtifactTooLarge, observe
+from bernstein.schemas.canonical import canonical_json, evidence_set_hash, sha256_digest
+from bernstein.schemas.records import MAX_INLINE_ARTIFACT_BYTES, ActivityKind, TerminalState
 
 
 def test_build_computes_both_hashes() -> None:

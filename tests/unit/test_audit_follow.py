@@ -13,13 +13,12 @@ from typing import Any
 
 import pytest
 
-from schemas.canonical import hmac_key_id
-from substrate.keys import KeyPurpose, TrustedKey, TrustedKeys, Validity
-from tests.audit_forge import chain, edited, entry, genuine, parts, remac
-from verifier.facts import PYTHON, audit_fact
-from verifier.follow.alerts import INTEGRITY, Alert, AlertKind
-from verifier.follow.checker import ChainState, PartitionChecker, Policy
-from verifier.follow.checkpoint import (
+from bernstein.schemas.canonical import hmac_key_id
+from bernstein.substrate.keys import KeyPurpose, TrustedKey, TrustedKeys, Validity
+from bernstein.verifier.facts import PYTHON, audit_fact
+from bernstein.verifier.follow.alerts import INTEGRITY, Alert, AlertKind
+from bernstein.verifier.follow.checker import ChainState, PartitionChecker, Policy
+from bernstein.verifier.follow.checkpoint import (
     Checkpoint,
     CheckpointError,
     CheckpointStore,
@@ -27,7 +26,8 @@ from verifier.follow.checkpoint import (
     resume_mismatch,
     value_digest,
 )
-from verifier.follow.journal import Expected, JournalJoin
+from bernstein.verifier.follow.journal import Expected, JournalJoin
+from tests.support.audit_forge import chain, edited, entry, genuine, parts, remac
 
 SECRET = bytes(range(32))
 KEY = hmac_key_id(SECRET)

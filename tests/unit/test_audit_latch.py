@@ -1,4 +1,4 @@
-"""Tamper latches of ``audit follow`` and ``bernstein audit ack`` (issue 26, item 4): pure logic, files, the follower's
+"""Tamper latches of ``audit follow`` and ``bernstein audit ack``: pure logic, files, the follower's
 bookkeeping and gauge without Kafka, the commands; and ``bernstein audit rules``' runbook base."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bernstein.cli import main
-from substrate.config import Topics
-from verifier.follow.alerts import INTEGRITY, Alert, AlertKind
-from verifier.follow.checker import Policy
-from verifier.follow.checkpoint import CheckpointStore
-from verifier.follow.consumer import Follower, FollowOptions
-from verifier.follow.latch import (
+from bernstein.substrate.config import Topics
+from bernstein.verifier.follow.alerts import INTEGRITY, Alert, AlertKind
+from bernstein.verifier.follow.checker import Policy
+from bernstein.verifier.follow.checkpoint import CheckpointStore
+from bernstein.verifier.follow.consumer import Follower, FollowOptions
+from bernstein.verifier.follow.latch import (
     ACK_LOG,
     TAMPER,
     Ack,
@@ -31,8 +31,8 @@ from verifier.follow.latch import (
     acknowledge,
     pending,
 )
-from verifier.follow.metrics import FollowerMetrics
-from verifier.follow.rules import DEFAULT_RUNBOOK_BASE, check_base, rebase, runbook_urls
+from bernstein.verifier.follow.metrics import FollowerMetrics
+from bernstein.verifier.follow.rules import DEFAULT_RUNBOOK_BASE, check_base, rebase, runbook_urls
 
 TOPIC = "p.audit"
 T0 = 1_700_000_000_000
@@ -278,8 +278,8 @@ def test_a_latch_survives_a_restart_and_an_ack_clears_its_gauge_at_the_next_tick
 
 
 def test_a_history_rewrite_latches_before_its_checkpoint_is_discarded(state: Path, closing: list[Follower]) -> None:
-    from verifier.follow.checker import ChainState
-    from verifier.follow.checkpoint import Checkpoint, value_digest
+    from bernstein.verifier.follow.checker import ChainState
+    from bernstein.verifier.follow.checkpoint import Checkpoint, value_digest
 
     f = follower(state, [], [T0 / 1000])
     closing.append(f)

@@ -5,7 +5,7 @@ The judges: the verifier (Python facts, and the native facts with the native pla
 and the scheduler's rebuild (the Python reference fold and the native fold). Each (judge, case)
 pair is its own test; ``test_no_judge_skips_a_case`` fails when a judge is missing or cannot run
 (the native extension not built is a failure here, not a skip), when a case lacks an expectation,
-and when the file is not what ``python -m consumers.audit_vectors`` writes.
+and when the file is not what ``python -m tests.vectors.audit_vectors`` writes.
 """
 
 from __future__ import annotations
@@ -18,17 +18,17 @@ from typing import Any
 
 import pytest
 
-from consumers import audit_vectors
-from consumers.core.native import native_status
-from consumers.core.rebuild import StateCorrupted, rebuild_state
-from substrate.keys import TrustedKeys
+from bernstein.consumers.core.native import native_status
+from bernstein.consumers.core.rebuild import StateCorrupted, rebuild_state
+from bernstein.substrate.keys import TrustedKeys
+from bernstein.verifier import facts as facts_module
+from bernstein.verifier.follow.checker import ChainState, PartitionChecker, Policy
+from bernstein.verifier.follow.latch import TAMPER
+from bernstein.verifier.render import report_document
+from bernstein.verifier.sources import StoredRecord
+from bernstein.verifier.verify import audit_chain_findings, verify_many
 from tests.support.browser_fakes import MemorySource
-from verifier import facts as facts_module
-from verifier.follow.checker import ChainState, PartitionChecker, Policy
-from verifier.follow.latch import TAMPER
-from verifier.render import report_document
-from verifier.sources import StoredRecord
-from verifier.verify import audit_chain_findings, verify_many
+from tests.vectors import audit_vectors
 
 VECTORS = Path(audit_vectors.OUT)
 TOPICS = {
@@ -214,11 +214,11 @@ def test_no_judge_skips_a_case(tmp_path: Path) -> None:
 
 
 def test_the_corpus_is_what_the_generator_writes() -> None:
-    assert VECTORS.read_text(encoding="utf-8") == audit_vectors.render(), "run `python -m consumers.audit_vectors`"
+    assert VECTORS.read_text(encoding="utf-8") == audit_vectors.render(), "run `python -m tests.vectors.audit_vectors`"
 
 
 def test_the_corpus_covers_every_code_the_judge_gives_and_its_alert() -> None:
-    from verifier import audit_chain
+    from bernstein.verifier import audit_chain
 
     expected = {code for case in _cases() for code, _, _ in case["expect"]["verify"]}
     assert set(audit_chain.CODES) <= expected, set(audit_chain.CODES) - expected

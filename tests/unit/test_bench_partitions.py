@@ -17,7 +17,7 @@ from bench.partitions import (
     table,
     trial_order,
 )
-from schemas.partitioning import partition_for
+from bernstein.schemas.partitioning import partition_for
 
 
 def test_balanced_runs_sit_in_turn_on_every_partition() -> None:

@@ -1,4 +1,4 @@
-"""Bounded state (issue 15 item 2): a closed run keeps only what later inputs to it can still produce.
+"""Bounded state: a closed run keeps only what later inputs to it can still produce.
 
 Every later input to a closed run is refused. A submission or computer-use action whose
 submission_id the run journalled is DUPLICATE_SUBMISSION, naming the earlier stage or session
@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from consumers.core.model import OutputRecord, RunState, SchedulerState
-from consumers.core.rebuild import _apply_entry
-from schemas import codec
-from schemas.canonical import canonical_json
-from schemas.records import BROWSER_SESSION_FORMAT
+from bernstein.consumers.core.model import OutputRecord, RunState, SchedulerState
+from bernstein.consumers.core.rebuild import _apply_entry
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import canonical_json
+from bernstein.schemas.records import BROWSER_SESSION_FORMAT
 from tests.unit.test_native_core import Pair
 from tests.unit.test_scheduler_core import (
     Driver,

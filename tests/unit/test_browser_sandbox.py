@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 
-from producers.computer_use.playwright_driver import (
+from bernstein.producers.computer_use.playwright_driver import (
     BrowserUser,
     PlaywrightDriver,
     SandboxMode,
@@ -23,8 +23,8 @@ from producers.computer_use.playwright_driver import (
     reachable_by,
     sandbox_mode,
 )
-from producers.computer_use.terminal import ComputerUseDriverError, DriverFault
-from producers.netpolicy import OriginPolicy
+from bernstein.producers.computer_use.terminal import ComputerUseDriverError, DriverFault
+from bernstein.producers.netpolicy import OriginPolicy
 
 NOBODY = pwd.getpwnam("nobody")
 

@@ -11,9 +11,9 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemas import canonical
-from schemas.canonical import canonical_json, json_nesting_exceeds
-from schemas.errors import CanonicalizationError, MalformedDigest
+from bernstein.schemas import canonical
+from bernstein.schemas.canonical import canonical_json, json_nesting_exceeds
+from bernstein.schemas.errors import CanonicalizationError, MalformedDigest
 
 VECTORS = Path(__file__).resolve().parents[2] / "schemas" / "vectors"
 

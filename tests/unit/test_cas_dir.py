@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from schemas.canonical import sha256_digest
-from substrate.cas import (
+from bernstein.schemas.canonical import sha256_digest
+from bernstein.substrate.cas import (
     MAX_BLOB_BYTES,
     BlobIntegrityError,
     BlobNotFound,
@@ -24,7 +24,7 @@ from substrate.cas import (
     check_blob,
     open_regular,
 )
-from tests.cas_contract import BlobStoreContract
+from tests.support.cas_contract import BlobStoreContract
 
 
 class TestDirBlobStore(BlobStoreContract):
@@ -149,7 +149,7 @@ def test_a_blob_larger_than_any_run_can_reference_is_refused_unread(store: DirBl
 
 
 def test_a_blob_that_grows_past_the_bound_while_read_stops_at_it(store: DirBlobStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    import substrate.cas as cas
+    import bernstein.substrate.cas as cas
 
     digest = store.put(b"x" * 5000)
     monkeypatch.setattr(cas, "MAX_BLOB_BYTES", 4096)
@@ -172,7 +172,7 @@ def _shrunk(info: os.stat_result) -> os.stat_result:
 
 
 def test_check_streams_and_names_both_digests(store: DirBlobStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    import substrate.cas as cas
+    import bernstein.substrate.cas as cas
 
     monkeypatch.setattr(cas, "_CHUNK", 1000)
     data = os.urandom(10_500)

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from consumers.core.model import OutputRecord, SchedulerConfig, SchedulerState, Stream
-from consumers.core.native import NativeSchedulerCore, native_status
-from consumers.core.rebuild import Skipped, StateCorrupted, rebuild_state
-from consumers.core.step import SchedulerCore, initial_state
-from schemas import codec
-from schemas.canonical import (
+from bernstein.consumers.core.model import OutputRecord, SchedulerConfig, SchedulerState, Stream
+from bernstein.consumers.core.native import NativeSchedulerCore, native_status
+from bernstein.consumers.core.rebuild import Skipped, StateCorrupted, rebuild_state
+from bernstein.consumers.core.step import SchedulerCore, initial_state
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import (
     audit_genesis,
     audit_mac,
     audit_record_mac,
@@ -29,8 +29,8 @@ from schemas.canonical import (
     checkpoint_signing_input,
     hmac_key_id,
 )
-from substrate.keys import Ed25519Signer, verify_signature
-from tests.roles import ROLES
+from bernstein.substrate.keys import Ed25519Signer, verify_signature
+from tests.support.roles import ROLES
 from tests.unit.test_scheduler_core import AUDIT_KEY, PARTITION, SIGNER, TOPIC, UNIT_PRODUCERS, enc_close, enc_sub, record
 
 REPO = Path(__file__).resolve().parents[2]
@@ -161,7 +161,7 @@ def test_checkpoint_every_is_bounded() -> None:
 
 
 def test_a_rejected_record_is_checkpointed_like_a_stepped_one() -> None:
-    from schemas.records import DeadLetterCode
+    from bernstein.schemas.records import DeadLetterCode
 
     core = SchedulerCore(config(checkpoint_every=2))
     state = initial_state(core.config, PARTITION)
@@ -353,7 +353,7 @@ def test_the_native_core_continues_a_loaded_checkpoint_chain() -> None:
 def test_the_scheduler_command_takes_checkpoint_every(tmp_path: Path) -> None:
     from bernstein.commands.common import UsageError
     from bernstein.commands.scheduler import scheduler_config
-    from substrate.keys import init_keys
+    from bernstein.substrate.keys import init_keys
 
     keys = init_keys(tmp_path / "keys")
     roles = REPO / "config" / "roles.toml"

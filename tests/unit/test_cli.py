@@ -91,7 +91,7 @@ def test_every_variable_the_project_reads_is_known() -> None:
     """The list the warning checks against holds every BERNSTEIN_* name the code reads (no false warnings)."""
     import re
 
-    from substrate.config import KNOWN_VARIABLES
+    from bernstein.substrate.config import KNOWN_VARIABLES
 
     read: set[str] = set()
     for folder in ("bernstein", "substrate", "producers", "consumers", "verifier", "schemas", "infra", "scripts"):

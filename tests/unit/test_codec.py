@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from schemas import codec
+from bernstein.schemas import codec
 
 VECTORS = Path(__file__).resolve().parents[2] / "schemas" / "vectors"
 

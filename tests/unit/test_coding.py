@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from producers.coding import CodingSpawn, run_spawn, snapshot
-from schemas.canonical import content_hash, evidence_set_hash
-from schemas.records import TerminalState
+from bernstein.producers.coding import CodingSpawn, run_spawn, snapshot
+from bernstein.schemas.canonical import content_hash, evidence_set_hash
+from bernstein.schemas.records import TerminalState
 
 
 def test_diff_and_observations_cover_exactly_what_was_written(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from producers.computer_use import (
+from bernstein.producers.computer_use import (
     FlowError,
     InvalidAction,
     ProposedAction,
@@ -17,8 +17,8 @@ from producers.computer_use import (
     normalise_snapshot,
     parse_flow,
 )
-from producers.computer_use.boundary import AgentView
-from schemas.canonical import typed_value_digest
+from bernstein.producers.computer_use.boundary import AgentView
+from bernstein.schemas.canonical import typed_value_digest
 
 KEY = b"k" * 32
 REPO = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from producers.computer_use import (
+from bernstein.producers.computer_use import (
     DEFAULT_RUN_BYTE_CAP,
     ActionByteCapExceeded,
     ByteLedgerUnreadable,
@@ -18,10 +18,10 @@ from producers.computer_use import (
     ScriptedAgent,
     parse_session_document,
 )
-from schemas.canonical import sha256_digest
-from schemas.records import TerminalState
-from substrate.cas import DirBlobStore
-from substrate.keys import ProducerKeys, init_producer_keys
+from bernstein.schemas.canonical import sha256_digest
+from bernstein.schemas.records import TerminalState
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.keys import ProducerKeys, init_producer_keys
 from tests.support.browser_fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, RecordingPublisher
 
 RUN = "run-cap"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bernstein.commands.browser import EXIT_REFUSED, execute_run
-from producers.computer_use import (
+from bernstein.producers.computer_use import (
     CapabilityRefusal,
     ComputerUseRefusal,
     ComputerUseSession,
@@ -20,9 +20,9 @@ from producers.computer_use import (
     require_computer_use_capable,
     suggested_adapters,
 )
-from producers.computer_use.profiles import isolated_profile_dir
-from substrate.cas import DirBlobStore
-from substrate.keys import init_producer_keys
+from bernstein.producers.computer_use.profiles import isolated_profile_dir
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.keys import init_producer_keys
 from tests.support.browser_fakes import FakeDriver, FakeDriverFactory, RecordingPublisher
 
 

@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from producers.computer_use import ComputerUseSession, Frame, ProposedAction, ScriptedAgent, SessionOutcome
-from schemas import codec
-from substrate.cas import DirBlobStore
-from substrate.keys import ProducerKeys, init_producer_keys
+from bernstein.producers.computer_use import ComputerUseSession, Frame, ProposedAction, ScriptedAgent, SessionOutcome
+from bernstein.schemas import codec
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.keys import ProducerKeys, init_producer_keys
+from bernstein.verifier.checks import CheckContext, check_for
+from bernstein.verifier.checks.browser import NO_STORE, check_browser
+from bernstein.verifier.stages import verify_stage
+from bernstein.verifier.verify import verify
 from tests.support.browser_fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, RecordingPublisher
-from verifier.checks import CheckContext, check_for
-from verifier.checks.browser import NO_STORE, check_browser
-from verifier.stages import verify_stage
-from verifier.verify import verify
 
 RUN = "run-check"
 SESSION = "browser-0"

@@ -11,10 +11,10 @@ import pytest
 
 from bernstein.cli import build_parser
 from bernstein.commands.browser import EXIT_MISMATCH, EXIT_NOT_FOUND, EXIT_OK, EXIT_REFUSED, execute_replay, execute_run
-from producers.computer_use import ComputerUseDriverError, DriverFault, Frame
-from schemas import codec
-from substrate.cas import DirBlobStore
-from substrate.keys import ProducerKeys, init_producer_keys
+from bernstein.producers.computer_use import ComputerUseDriverError, DriverFault, Frame
+from bernstein.schemas import codec
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.keys import ProducerKeys, init_producer_keys
 from tests.support.browser_fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, RecordingPublisher
 
 FLOW = [

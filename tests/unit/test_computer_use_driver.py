@@ -7,7 +7,7 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from producers.computer_use.playwright_driver import _scrub
+from bernstein.producers.computer_use.playwright_driver import _scrub
 
 SECRET = 'p"a\\ss wörd/€'
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from producers.computer_use import (
+from bernstein.producers.computer_use import (
     ComputerUseSession,
     ComputerUseTerminalState,
     Frame,
@@ -18,11 +18,11 @@ from producers.computer_use import (
     ScriptedAgent,
     parse_session_document,
 )
-from producers.computer_use.playwright_driver import host_resolver_rules, sandbox_args
-from producers.netpolicy import Origin, OriginPolicy, TargetCode, TargetRefused, parse_origin
-from schemas.records import TerminalState
-from substrate.cas import DirBlobStore
-from substrate.keys import ProducerKeys, init_producer_keys
+from bernstein.producers.computer_use.playwright_driver import host_resolver_rules, sandbox_args
+from bernstein.producers.netpolicy import Origin, OriginPolicy, TargetCode, TargetRefused, parse_origin
+from bernstein.schemas.records import TerminalState
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.keys import ProducerKeys, init_producer_keys
 from tests.support.browser_fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, RecordingPublisher
 
 SITE = "https://quill.example"

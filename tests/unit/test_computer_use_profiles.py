@@ -7,8 +7,8 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from producers.computer_use import isolated_profile_dir
-from producers.computer_use.profiles import prepare_profile
+from bernstein.producers.computer_use import isolated_profile_dir
+from bernstein.producers.computer_use.profiles import prepare_profile
 
 WORKTREE = Path("/tmp/worktree")
 

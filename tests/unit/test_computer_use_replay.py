@@ -14,21 +14,21 @@ from pathlib import Path
 
 import pytest
 
-from producers.computer_use import (
+from bernstein.producers.computer_use import (
     ComputerUseSession,
     Frame,
     ProposedAction,
     ScriptedAgent,
     SessionOutcome,
 )
-from schemas import codec
-from schemas.canonical import action_anchor, observation_hash, sha256_digest
-from substrate.cas import DirBlobStore
-from substrate.keys import Ed25519Signer, ProducerKeys, TrustedKeys, init_producer_keys
-from tests.computer_use_kit import computer_use_positions, edit_entry
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import action_anchor, observation_hash, sha256_digest
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.keys import Ed25519Signer, ProducerKeys, TrustedKeys, init_producer_keys
+from bernstein.verifier.browser_replay import DivergenceReason, ReplayNotFound, replay_run, replay_sessions
+from bernstein.verifier.sources import StoredRecord
 from tests.support.browser_fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, MemorySource, RecordingPublisher
-from verifier.browser_replay import DivergenceReason, ReplayNotFound, replay_run, replay_sessions
-from verifier.sources import StoredRecord
+from tests.support.computer_use import computer_use_positions, edit_entry
 
 RUN = "run-replay"
 SESSION = "browser-0"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from producers.computer_use import (
+from bernstein.producers.computer_use import (
     ComputerUseDriverError,
     ComputerUseSession,
     ComputerUseTerminalState,
@@ -27,15 +27,21 @@ from producers.computer_use import (
     parse_action_log,
     parse_session_document,
 )
-from producers.computer_use.boundary import AgentView
-from producers.computer_use.profiles import isolated_profile_dir
-from producers.identity import ProducerIdMismatch
-from schemas import codec
-from schemas.canonical import computer_use_genesis, lineage_hmac, lineage_signing_input, sha256_digest, typed_value_digest
-from schemas.ed25519 import verify_signature
-from schemas.records import BROWSER_SESSION_FORMAT, TerminalState
-from substrate.cas import DirBlobStore
-from substrate.keys import ProducerKeys, init_producer_keys
+from bernstein.producers.computer_use.boundary import AgentView
+from bernstein.producers.computer_use.profiles import isolated_profile_dir
+from bernstein.producers.identity import ProducerIdMismatch
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import (
+    computer_use_genesis,
+    lineage_hmac,
+    lineage_signing_input,
+    sha256_digest,
+    typed_value_digest,
+)
+from bernstein.schemas.ed25519 import verify_signature
+from bernstein.schemas.records import BROWSER_SESSION_FORMAT, TerminalState
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.keys import ProducerKeys, init_producer_keys
 from tests.support.browser_fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, RecordingPublisher
 
 RUN = "run-cu-1"

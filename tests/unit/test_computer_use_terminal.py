@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from producers.computer_use import (
+from bernstein.producers.computer_use import (
     TERMINAL_STATE_MAP,
     ActionByteCapExceeded,
     ActionLimitExceeded,
@@ -15,7 +15,7 @@ from producers.computer_use import (
     activity_terminal_state,
     classify_terminal_state,
 )
-from schemas.records import TERMINAL_STATES, TerminalState
+from bernstein.schemas.records import TERMINAL_STATES, TerminalState
 
 S = ComputerUseTerminalState
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from producers.dataops.cli import register
-from schemas.canonical import sha256_digest
-from schemas.errors import BernsteinError
-from substrate.cas import DirBlobStore
-from substrate.dataops_receipts import verify_artifact
-from substrate.keys import KeyPurpose, TrustedKey, TrustedKeys, init_keys, init_producer_keys, load_producer_keys
+from bernstein.producers.dataops.cli import register
+from bernstein.schemas.canonical import sha256_digest
+from bernstein.schemas.errors import BernsteinError
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.dataops_receipts import verify_artifact
+from bernstein.substrate.keys import KeyPurpose, TrustedKey, TrustedKeys, init_keys, init_producer_keys, load_producer_keys
 
 DEMO = Path(__file__).resolve().parents[2] / "demo" / "data"
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from producers.activity import ActivityRejected
-from producers.dataops import DataActivity, EffectBeforePlan, InputAfterPlan, NoPlan, OpsActivity, PlanAlreadyDerived
-from producers.dataops.examples import (
+from bernstein.producers.activity import ActivityRejected
+from bernstein.producers.dataops import DataActivity, EffectBeforePlan, InputAfterPlan, NoPlan, OpsActivity, PlanAlreadyDerived
+from bernstein.producers.dataops.examples import (
     VIOLATIONS,
     InputFile,
     JobSpec,
@@ -19,9 +19,9 @@ from producers.dataops.examples import (
     run_ops_job,
     transform_csv,
 )
-from schemas.canonical import plan_hash, sha256_digest
-from substrate.cas import DirBlobStore
-from substrate.keys import Ed25519Signer
+from bernstein.schemas.canonical import plan_hash, sha256_digest
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.keys import Ed25519Signer
 
 DEMO = Path(__file__).resolve().parents[2] / "demo" / "data"
 SIGNER = Ed25519Signer.from_seed(b"\x42" * 32)
@@ -171,7 +171,7 @@ def test_misordered_jobs_are_refused_and_the_effect_never_happens(
     [b"not json", b"[]", b'{"format": "other"}', b'{"format": "bernstein.dataops.job/v1", "kind": "x", "steps": []}'],
 )
 def test_job_spec_refuses_malformed_files(text: bytes) -> None:
-    from schemas.errors import MalformedInput
+    from bernstein.schemas.errors import MalformedInput
 
     with pytest.raises(MalformedInput):
         JobSpec.parse(text)

@@ -2,16 +2,16 @@
 
 A journal edited after the fact (the scheduler would have refused these
 submissions) must still fail offline, with the same rule from
-``schemas.documents.dataops.order_problem``.
+``bernstein.schemas.documents.dataops.order_problem``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from substrate.dataops_receipts import EFFECT_BEFORE_PLAN, OBSERVATIONS_MISMATCH, verify_artifact
-from substrate.keys import TrustedKeys
-from tests.modality_kit import SIGNER, dataops_submission
+from bernstein.substrate.dataops_receipts import EFFECT_BEFORE_PLAN, OBSERVATIONS_MISMATCH, verify_artifact
+from bernstein.substrate.keys import TrustedKeys
+from tests.support.modality import SIGNER, dataops_submission
 
 TRUSTED = TrustedKeys(ed25519={SIGNER.key_id: SIGNER.public_key_raw})
 

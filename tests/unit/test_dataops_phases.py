@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from producers.activity import ActivityRejected
-from producers.dataops import (
+from bernstein.producers.activity import ActivityRejected
+from bernstein.producers.dataops import (
     REFUSAL_FORMAT,
     ActivityFinished,
     DataActivity,
@@ -21,10 +21,10 @@ from producers.dataops import (
     Phase,
     PlanAlreadyDerived,
 )
-from schemas.canonical import canonical_json, plan_hash, sha256_digest
-from schemas.records import ActivityKind, TerminalState
-from substrate.cas import DirBlobStore
-from substrate.keys import Ed25519Signer
+from bernstein.schemas.canonical import canonical_json, plan_hash, sha256_digest
+from bernstein.schemas.records import ActivityKind, TerminalState
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.keys import Ed25519Signer
 
 SIGNER = Ed25519Signer.from_seed(bytes(range(32)))
 STEPS = ["filter status == shipped", "group by region", "sum amount_cents"]

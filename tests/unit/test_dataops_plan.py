@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from producers.dataops import DataActivity, DataOpsPlan
-from schemas.canonical import canonical_json, plan_document, plan_hash, sha256_digest
-from substrate.cas import DirBlobStore
-from substrate.keys import Ed25519Signer
+from bernstein.producers.dataops import DataActivity, DataOpsPlan
+from bernstein.schemas.canonical import canonical_json, plan_document, plan_hash, sha256_digest
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.keys import Ed25519Signer
 
 SIGNER = Ed25519Signer.from_seed(b"\x07" * 32)
 STEPS = ["filter status == shipped", "group by region", "sum amount_cents"]
@@ -79,7 +79,7 @@ def test_plan_hash_changes_with_a_new_distinct_input(hashes: list[str], extra: s
 
 
 def test_malformed_input_hash_is_refused() -> None:
-    from schemas.errors import MalformedDigest
+    from bernstein.schemas.errors import MalformedDigest
 
     with pytest.raises(MalformedDigest):
         plan_hash(["sha256:XYZ"], [])

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from producers.dataops import DataActivity, EffectBeforePlan
-from producers.dataops.receipt import decode_signature, encode_signature
-from schemas.canonical import canonical_json, plan_hash, sha256_digest
-from substrate.cas import DirBlobStore
-from substrate.dataops_receipts import (
+from bernstein.producers.dataops import DataActivity, EffectBeforePlan
+from bernstein.producers.dataops.receipt import decode_signature, encode_signature
+from bernstein.schemas.canonical import canonical_json, plan_hash, sha256_digest
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.dataops_receipts import (
     ARTIFACT_HASH_MISMATCH,
     BLOB_CHANGED,
     BLOB_MISSING,
@@ -40,9 +40,9 @@ from substrate.dataops_receipts import (
     verify_artifact,
     verify_receipt,
 )
-from substrate.keys import Ed25519Signer, TrustedKeys
-from verifier.checks import check_for
-from verifier.checks.base import CheckContext, ModalityVerdict
+from bernstein.substrate.keys import Ed25519Signer, TrustedKeys
+from bernstein.verifier.checks import check_for
+from bernstein.verifier.checks.base import CheckContext, ModalityVerdict
 
 PINNED = Ed25519Signer.from_seed(b"\x01" * 32)
 OTHER = Ed25519Signer.from_seed(b"\x02" * 32)

@@ -121,3 +121,25 @@ def test_the_link_checker_catches_a_broken_link(tmp_path: Path) -> None:
     page.write_text("# Title\n\n[ok](#title) [missing](other.md) [bad anchor](#nope) `[code](x.md)`\n", encoding="utf-8")
     assert links(page) == ["#title", "other.md", "#nope"]
     assert anchors(page) == {"title"}
+
+
+def test_no_code_or_comment_cites_an_issue_or_design_number() -> None:
+    """The same rule for code, comments and tests: a reader of the source has no tracker either."""
+    import subprocess
+
+    listed = subprocess.run(
+        ["git", "ls-files", "*.py", "*.rs", "*.go", "*.ts", "*.sh", "*.toml", "Makefile"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    here = Path(__file__).resolve()
+    found = [
+        f"{name}:{number}"
+        for name in listed
+        if (REPO / name).resolve() != here and (REPO / name).is_file()
+        for number, line in enumerate((REPO / name).read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+        if _HISTORY.search(line)
+    ]
+    assert found == [], f"cite a decision record (docs/decisions.md) or say the reason instead: {found}"

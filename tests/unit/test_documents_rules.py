@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from schemas.canonical import canonical_json, plan_hash, sha256_digest
-from schemas.documents.common import Violation
-from schemas.documents.rules import DOCUMENT_KINDS
-from schemas.documents.rules import record_violation as violation_of
-from schemas.records import RefusalCode
-from tests.modality_kit import (
+from bernstein.schemas.canonical import canonical_json, plan_hash, sha256_digest
+from bernstein.schemas.documents.common import Violation
+from bernstein.schemas.documents.rules import DOCUMENT_KINDS
+from bernstein.schemas.documents.rules import record_violation as violation_of
+from bernstein.schemas.records import RefusalCode
+from tests.support.modality import (
     HASH_A,
     HASH_B,
     ORDERS,
@@ -533,8 +533,8 @@ def test_signatures_are_not_the_schedulers_business() -> None:
 
 def test_the_sdk_refuses_what_the_scheduler_refuses() -> None:
     """The worker's boundary (validate_report) and the scheduler share report_problem: same code, same sentence."""
-    from producers.activity import ActivityRejected
-    from producers.research import parse_report, validate_report
+    from bernstein.producers.activity import ActivityRejected
+    from bernstein.producers.research import parse_report, validate_report
 
     sub = research_submission(_uncite)
     with pytest.raises(ActivityRejected) as caught:

@@ -17,8 +17,8 @@ import pytest
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from schemas.ed25519 import decode_point, encode_point, is_identity, multiply, verify_signature, zip215_verify
-from schemas.vectors.ed25519_cases import small_order_encodings
+from bernstein.schemas.ed25519 import decode_point, encode_point, is_identity, multiply, verify_signature, zip215_verify
+from tests.vectors.ed25519_cases import small_order_encodings
 
 VECTORS = Path(__file__).resolve().parents[2] / "schemas" / "vectors" / "ed25519.json"
 Case = tuple[str, bytes, bytes, bytes, bool]

@@ -1,4 +1,4 @@
-"""The emitter retries a publish with the same bytes, so the same submission_id (issue 11, review L13).
+"""The emitter retries a publish with the same bytes, so the same submission_id (review L13).
 
 A fake producer stands in for librdkafka: it records every produce and answers
 each with a scripted outcome (acknowledged, never acknowledged, a broker error).
@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from producers.activity import ActivityResult
-from producers.emitter import Emitter, PublishFailed
-from producers.identity import ProducerIdentity
-from schemas import codec
-from substrate.cas import DirBlobStore
-from substrate.config import Topics
-from tests.producer_kit import producer_signer
+from bernstein.producers.activity import ActivityResult
+from bernstein.producers.emitter import Emitter, PublishFailed
+from bernstein.producers.identity import ProducerIdentity
+from bernstein.schemas import codec
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.config import Topics
+from tests.support.producers import producer_signer
 
 
 class _Error:

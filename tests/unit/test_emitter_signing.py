@@ -1,4 +1,4 @@
-"""The SDK signs every submission with the producer's own key (issue 12, review C1).
+"""The SDK signs every submission with the producer's own key (review C1).
 
 ``Emitter`` publishes ActivitySubmission.v3 and RunClose.v2: the producer's key id and an
 Ed25519 signature over the submission statement, under ``producer.id`` = the name of the
@@ -12,21 +12,21 @@ from typing import Any
 
 import pytest
 
-from producers.activity import ActivityResult
-from producers.emitter import Emitter
-from producers.identity import (
+from bernstein.producers.activity import ActivityResult
+from bernstein.producers.emitter import Emitter
+from bernstein.producers.identity import (
     PRODUCER_KEYS_ENV,
     ProducerIdentity,
     ProducerIdMismatch,
     default_producer_keys_dir,
     resolve_producer_id,
 )
-from schemas import codec
-from schemas.canonical import run_close_statement, submission_signing_input, submission_statement
-from substrate.cas import DirBlobStore
-from substrate.config import Settings, Topics
-from substrate.keys import KeyFileMissing, KeyFormatError, init_keys, init_producer_keys, verify_signature
-from tests.producer_kit import producer_signer
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import run_close_statement, submission_signing_input, submission_statement
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.config import Settings, Topics
+from bernstein.substrate.keys import KeyFileMissing, KeyFormatError, init_keys, init_producer_keys, verify_signature
+from tests.support.producers import producer_signer
 from tests.unit.test_emitter_retry import FakeProducer
 
 

@@ -1,4 +1,4 @@
-"""The first stderr line of a command that talks to Kafka or S3 (issue 26 item 5).
+"""The first stderr line of a command that talks to Kafka or S3.
 
 It names the broker, its security protocol, the topic prefix and the S3 endpoint, each with where
 it came from: a flag, a variable (by name), the ``.infra/env`` found from the working directory
@@ -23,7 +23,7 @@ from bernstein.commands.common import (
     endpoint_fields,
     without_endpoint_line,
 )
-from substrate.config import Resolved, Settings, resolve
+from bernstein.substrate.config import Resolved, Settings, resolve
 
 SASL = "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=admin\nsasl.password=not-shown\n"
 

@@ -1,4 +1,4 @@
-"""The per-run 64 MiB evidence cap, enforced by the scheduler in both cores (issue 11 item 2).
+"""The per-run 64 MiB evidence cap, enforced by the scheduler in both cores.
 
 ActivitySubmission.v2 observations and ComputerUseAction.v2 screenshots and DOM
 snapshots declare each blob's byte size. A run's distinct blob digests may add
@@ -18,13 +18,13 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumers.core.model import OutputRecord, SchedulerConfig, Stream
-from consumers.core.rebuild import rebuild_state
-from schemas import codec
-from schemas.canonical import computer_use_genesis, evidence_set_hash, sha256_digest
-from schemas.errors import CanonicalizationError
-from schemas.records import MAX_RUN_EVIDENCE_BYTES
-from tests.producer_kit import producer_signer, signed_submission
+from bernstein.consumers.core.model import OutputRecord, SchedulerConfig, Stream
+from bernstein.consumers.core.rebuild import rebuild_state
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import computer_use_genesis, evidence_set_hash, sha256_digest
+from bernstein.schemas.errors import CanonicalizationError
+from bernstein.schemas.records import MAX_RUN_EVIDENCE_BYTES
+from tests.support.producers import producer_signer, signed_submission
 from tests.unit.test_native_core import Pair, cu_action, make_config, sub
 
 MIB = 1024 * 1024
@@ -100,7 +100,7 @@ def v1_sub(stage_id: str, pages: list[bytes], **changes: Any) -> bytes:
 
 
 def test_a_v1_submission_is_refused_unsigned_before_its_sizes_matter() -> None:
-    """Issue 12 replaces issue 11's EVIDENCE_SIZES_UNDECLARED for ActivitySubmission.v1: every v1 (and v2)
+    """Producer signatures replace EVIDENCE_SIZES_UNDECLARED for ActivitySubmission.v1: every v1 (and v2)
     submission carries no producer signature and is refused as SUBMISSION_UNSIGNED, with or without
     observations and with or without --accept-undeclared-sizes (which now admits only ComputerUseAction.v1)."""
     for config in (make_config(), migrating()):
@@ -321,9 +321,9 @@ def test_the_rebuild_counts_actions_too() -> None:
 
 
 def test_the_sdk_declares_sizes_and_writes_v1_only_when_a_size_is_unknown() -> None:
-    from producers.activity import ActivityResult, observe
-    from producers.emitter import encode_submission, submission_record
-    from schemas.records import Observation
+    from bernstein.producers.activity import ActivityResult, observe
+    from bernstein.producers.emitter import encode_submission, submission_record
+    from bernstein.schemas.records import Observation
 
     page = observe("page", "https://example.test/a", b"twelve bytes")
     assert page.size == 12
@@ -398,7 +398,7 @@ def test_the_scheduler_command_takes_accept_undeclared_sizes(tmp_path: Path) -> 
     """`bernstein scheduler run --accept-undeclared-sizes` reaches SchedulerConfig; off by default."""
     from bernstein.cli import build_parser
     from bernstein.commands.scheduler import scheduler_config
-    from substrate.keys import init_keys
+    from bernstein.substrate.keys import init_keys
 
     keys = init_keys(tmp_path / "keys")
     roles = Path(__file__).resolve().parents[2] / "config" / "roles.toml"

@@ -22,12 +22,12 @@ from typing import Any
 
 import pytest
 
-from schemas.errors import BernsteinError
-from substrate import exit_codes
-from substrate.cas import S3Settings
-from substrate.config import Settings, Topics
-from substrate.exit_codes import EXIT_UNAVAILABLE, EXIT_USAGE, TABLE, markdown_table
-from substrate.kafka import KafkaError, TopicMissing, require_submissions_topic, topic_missing
+from bernstein.schemas.errors import BernsteinError
+from bernstein.substrate import exit_codes
+from bernstein.substrate.cas import S3Settings
+from bernstein.substrate.config import Settings, Topics
+from bernstein.substrate.exit_codes import EXIT_UNAVAILABLE, EXIT_USAGE, TABLE, markdown_table
+from bernstein.substrate.kafka import KafkaError, TopicMissing, require_submissions_topic, topic_missing
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "operations.md"
@@ -39,7 +39,7 @@ def test_the_docs_table_is_the_modules_table() -> None:
     assert documented is not None, f"docs/operations.md lost the markers {exit_codes.BEGIN!r} / {exit_codes.END!r}"
     assert documented == markdown_table(), (
         "docs/operations.md's exit-code table differs from substrate/exit_codes.py: run "
-        "`.venv/bin/python -m substrate.exit_codes --write docs/operations.md`"
+        "`.venv/bin/python -m bernstein.substrate.exit_codes --write docs/operations.md`"
     )
 
 
@@ -112,9 +112,9 @@ def test_the_commands_use_the_tables_codes() -> None:
     from bernstein import cli
     from bernstein.commands import audit, scheduler, submission, submit
     from bernstein.commands import browser as browser_cli
-    from producers.dataops import cli as dataops_cli
-    from producers.research import cli as research_cli
-    from verifier import report
+    from bernstein.producers.dataops import cli as dataops_cli
+    from bernstein.producers.research import cli as research_cli
+    from bernstein.verifier import report
 
     assert cli.EXIT_USAGE is exit_codes.EXIT_USAGE and submission.EXIT_USAGE == 3
     assert scheduler.EXIT_FENCED == exit_codes.EXIT_FENCED == 7
@@ -144,7 +144,7 @@ def test_topic_missing_is_a_typed_error_naming_the_topic_the_prefix_and_the_fix(
     assert "Producers never create topics" in error.message
     assert error.message.endswith("`bernstein topic create --prefix typo`")
 
-    from producers.emitter import TopicMissing as from_the_sdk
+    from bernstein.producers.emitter import TopicMissing as from_the_sdk
 
     assert from_the_sdk is TopicMissing
 
@@ -193,7 +193,7 @@ class _Admin:
 def test_the_producers_check_raises_topic_missing_and_creates_nothing(
     monkeypatch: pytest.MonkeyPatch, answer: _Topic | None
 ) -> None:
-    import substrate.kafka as kafka
+    import bernstein.substrate.kafka as kafka
 
     admin = _Admin(answer)
     configs: list[dict[str, Any]] = []
@@ -210,14 +210,14 @@ def test_the_producers_check_raises_topic_missing_and_creates_nothing(
 
 
 def test_the_producers_check_returns_the_partition_count_of_an_existing_topic(monkeypatch: pytest.MonkeyPatch) -> None:
-    import substrate.kafka as kafka
+    import bernstein.substrate.kafka as kafka
 
     monkeypatch.setattr(kafka, "_admin", lambda bootstrap, **extra: (_Admin(_Topic(None, {0: 0, 1: 1})), []))
     assert require_submissions_topic("127.0.0.1:9092", Topics("real"), timeout=1) == 2
 
 
 def test_the_emitter_producer_never_asks_the_broker_to_create_a_topic() -> None:
-    from substrate.kafka import emitter_producer_config
+    from bernstein.substrate.kafka import emitter_producer_config
 
     assert emitter_producer_config("127.0.0.1:9092")["allow.auto.create.topics"] is False
 
@@ -225,9 +225,9 @@ def test_the_emitter_producer_never_asks_the_broker_to_create_a_topic() -> None:
 def test_submit_prints_a_missing_topic_as_one_line_exit_3_before_storing_a_blob(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import producers.emitter as emitter_module
+    import bernstein.producers.emitter as emitter_module
     from bernstein.commands import submit
-    from substrate.keys import init_producer_keys
+    from bernstein.substrate.keys import init_producer_keys
 
     def missing(bootstrap: str, topics: Topics, *, timeout: float) -> int:
         raise topic_missing(bootstrap, topics)

@@ -20,7 +20,6 @@ OVER = {
     "consumers/shell.py": 1815,
     "consumers/core/step.py": 1494,
     "native/src/lib.rs": 1477,
-    "consumers/step_vectors.py": 1111,
     "native/src/fold.rs": 1087,
     "verifier/browser_replay.py": 955,
     "substrate/cas.py": 954,

@@ -1,12 +1,12 @@
-"""``audit follow``'s state machine, tested as one (issue 26, item 3).
+"""``audit follow``'s state machine, tested as one.
 
 Hypothesis drives random sequences of: a follower started (following, or ``--once``) that resumes from its state
 directory, loop rounds, a clean stop, kill -9, a group rebalance, the checkpoint writer catching up, the wall
 clock moving, submissions arriving while the scheduler runs or is stopped (a restarted scheduler continues its
 chain; a stopped one leaves ``scheduler_silent``/``run_unsealed`` due), and real tampering. The follower is the
 real ``Follower.run`` loop on a thread that the test lets go round one iteration at a time (lock-step, so every
-run is deterministic), over an in-memory Kafka (``tests/unit/follow_fake.py``); records are the ones the scheduler
-writes (``tests/audit_forge.py``). The examples come from a fixed seed (the ``reproducible`` profile of
+run is deterministic), over an in-memory Kafka (``tests/support/follow_fake.py``); records are the ones the scheduler
+writes (``tests/support/audit_forge.py``). The examples come from a fixed seed (the ``reproducible`` profile of
 ``tests/conftest.py``: ``derandomize``), a bounded number of them, so ``make test`` gives the same verdict each run.
 
 Kill -9 is modelled at the top of a loop round (where the follower has flushed its latches, and its checkpoint
@@ -37,7 +37,7 @@ Invariants (checked as they happen, at every loop round and after every stop or 
 * a time-based alert (``run_unsealed`` of a run, ``scheduler_silent``) is not raised again by a later run for
   what a clean stop or a revocation saved (after a kill it may be);
 * a checkpoint on disk always pins the value of the record at its offset (never the digest of nothing: the
-  false ``history_rewritten`` of issue 26 after a time-based alert on resume);
+  false ``history_rewritten`` after a time-based alert on resume);
 * a latch counts each finding once (distinct alert lines), also when a kill or a rewritten history makes the
   follower check records again.
 """
@@ -60,17 +60,17 @@ from hypothesis import Phase, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from schemas.canonical import audit_genesis, hmac_key_id
-from substrate.config import Topics
-from substrate.keys import TrustedKeys
-from tests.audit_forge import edited, entry, genuine, parts
-from tests.unit.follow_fake import Cluster, ControlledWriter, Entry, FakeConsumer
-from verifier.facts import A_RECORD
-from verifier.follow.alerts import Alert, AlertKind
-from verifier.follow.checker import Policy
-from verifier.follow.checkpoint import CheckpointStore, value_digest
-from verifier.follow.consumer import Follower, FollowOptions
-from verifier.follow.latch import TAMPER, AckLog, LatchStore, PartitionLatches, acknowledge
+from bernstein.schemas.canonical import audit_genesis, hmac_key_id
+from bernstein.substrate.config import Topics
+from bernstein.substrate.keys import TrustedKeys
+from bernstein.verifier.facts import A_RECORD
+from bernstein.verifier.follow.alerts import Alert, AlertKind
+from bernstein.verifier.follow.checker import Policy
+from bernstein.verifier.follow.checkpoint import CheckpointStore, value_digest
+from bernstein.verifier.follow.consumer import Follower, FollowOptions
+from bernstein.verifier.follow.latch import TAMPER, AckLog, LatchStore, PartitionLatches, acknowledge
+from tests.support.audit_forge import edited, entry, genuine, parts
+from tests.support.follow_fake import Cluster, ControlledWriter, Entry, FakeConsumer
 
 SECRET = bytes(range(32))
 KEY = hmac_key_id(SECRET)
@@ -601,7 +601,7 @@ FollowerMachine.TestCase.settings = settings(
 test_follower_state_machine = FollowerMachine.TestCase
 
 
-# -- regressions: sequences the machine found (or that issue 26 reported), replayed step by step -------------
+# -- regressions: sequences the machine found (or that the usability review reported), replayed step by step -------------
 
 
 @contextmanager
@@ -682,7 +682,7 @@ def test_the_records_a_kill_makes_the_follower_check_again_are_not_new_findings(
 def test_a_time_based_alert_on_resume_keeps_the_checkpoint_on_its_record(
     quiet: list[Callable[[FollowerMachine], object]],
 ) -> None:
-    """Issue 26 (usability review B1): resumed from its checkpoint, the follower raised a time-based alert before it
+    """Usability review B1: resumed from its checkpoint, the follower raised a time-based alert before it
     read a record, saved its checkpoint with the digest of empty bytes, and the next start reported a false
     ``history_rewritten`` and checked the partition again from its start."""
     waiting: list[Callable[[FollowerMachine], object]] = [lambda m: m.submit(0, [("activity.result", "run-b")])]

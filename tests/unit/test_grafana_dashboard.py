@@ -25,9 +25,9 @@ from jsonschema import Draft7Validator
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from consumers.metrics import SchedulerMetrics
-from verifier.follow.consumer import Follower
-from verifier.follow.metrics import FollowerMetrics
+from bernstein.consumers.metrics import SchedulerMetrics
+from bernstein.verifier.follow.consumer import Follower
+from bernstein.verifier.follow.metrics import FollowerMetrics
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 DASHBOARD: Final = ROOT / "ops" / "grafana" / "bernstein.json"

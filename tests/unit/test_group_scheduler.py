@@ -1,4 +1,4 @@
-"""``consumers.group.GroupScheduler`` without Kafka: what it does with assignments, revocations and shells that end.
+"""``bernstein.consumers.group.GroupScheduler`` without Kafka: what it does with assignments, revocations and shells that end.
 
 The rebalance callbacks are called as librdkafka calls them on the polling thread, with a fake
 member; the shells are fakes whose ``run`` ends as told.
@@ -13,9 +13,9 @@ from typing import Any, cast
 import pytest
 from confluent_kafka import TopicPartition
 
-from consumers import group as group_module
-from consumers.group import GroupScheduler
-from consumers.shell import SchedulerFailed, SchedulerFenced, SchedulerShell
+from bernstein.consumers import group as group_module
+from bernstein.consumers.group import GroupScheduler
+from bernstein.consumers.shell import SchedulerFailed, SchedulerFenced, SchedulerShell
 
 
 class FakeMember:
@@ -162,8 +162,8 @@ def test_group_mode_refuses_the_flags_of_one_partition_before_it_connects(
 
 
 def test_the_group_probe_is_ready_once_joined_and_every_partition_consumes() -> None:
-    from consumers.metrics import GroupProbe
-    from consumers.shell import Counters
+    from bernstein.consumers.metrics import GroupProbe
+    from bernstein.consumers.shell import Counters
 
     class Shell:
         def __init__(self, partition: int, phase: str) -> None:

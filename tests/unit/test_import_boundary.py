@@ -1,9 +1,10 @@
 """Import boundaries: the layer contract holds, and it breaks when a wrong-way import is added.
 
 The contract is ``[tool.importlinter]`` in ``pyproject.toml`` (import-linter): imports run one way,
-``bench`` > ``bernstein`` (the CLI) > ``producers`` | ``consumers`` | ``verifier`` (peers that never
-import each other) > ``substrate`` > ``schemas``, and no shipped package imports the test support
-(``tests``) or the non-package ``demo/``, and the scheduler's pure core (``consumers.core``) imports
+``bench`` > the CLI (``bernstein.cli``, ``bernstein.commands``) > ``bernstein.producers`` |
+``bernstein.consumers`` | ``bernstein.verifier`` (peers that never import each other) > ``bernstein.substrate``
+> ``bernstein.schemas``, and the shipped package imports no test support
+(``tests``) or the non-package ``demo/``, and the scheduler's pure core (``bernstein.consumers.core``) imports
 neither its shell nor the adapters. Imports inside functions and ``if TYPE_CHECKING:`` blocks
 count. ``scripts/check.sh`` runs ``lint-imports``; the tests here run it on the real tree, and on a
 copy of the tree with one wrong-way module added (the real tree is not touched).
@@ -12,6 +13,7 @@ copy of the tree with one wrong-way module added (the real tree is not touched).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,7 +23,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
-PACKAGES = ("bench", "bernstein", "producers", "consumers", "verifier", "substrate", "schemas")
+PACKAGES = ("bench", "bernstein")
 
 
 def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
@@ -49,28 +51,37 @@ def test_the_layer_contract_holds() -> None:
 @pytest.mark.parametrize(
     ("package", "source", "edge"),
     [
-        ("producers", "from verifier import report\n", "producers.wrong_way -> verifier.report"),
+        ("producers", "from bernstein.verifier import report\n", "bernstein.producers.wrong_way -> bernstein.verifier.report"),
         (
             "producers",
             "def f() -> None:\n    from bernstein.commands import common\n",
-            "producers.wrong_way -> bernstein.commands.common",
+            "bernstein.producers.wrong_way -> bernstein.commands.common",
         ),
-        ("verifier", "from consumers.core.step import SchedulerCore\n", "verifier.wrong_way -> consumers.core.step"),
-        ("consumers", "import producers.emitter\n", "consumers.wrong_way -> producers.emitter"),
+        (
+            "verifier",
+            "from bernstein.consumers.core.step import SchedulerCore\n",
+            "bernstein.verifier.wrong_way -> bernstein.consumers.core.step",
+        ),
+        ("consumers", "import bernstein.producers.emitter\n", "bernstein.consumers.wrong_way -> bernstein.producers.emitter"),
         (
             "schemas",
-            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from substrate.keys import TrustedKeys\n",
-            "schemas.wrong_way -> substrate.keys",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from bernstein.substrate.keys import TrustedKeys\n",
+            "bernstein.schemas.wrong_way -> bernstein.substrate.keys",
         ),
-        ("substrate", "from tests.support import browser_fakes\n", "substrate.wrong_way -> tests"),
-        ("consumers/core", "from consumers.shell import SchedulerShell\n", "consumers.core.wrong_way -> consumers.shell"),
+        ("substrate", "from tests.support import browser_fakes\n", "bernstein.substrate.wrong_way -> tests"),
+        (
+            "consumers/core",
+            "from bernstein.consumers.shell import SchedulerShell\n",
+            "bernstein.consumers.core.wrong_way -> bernstein.consumers.shell",
+        ),
     ],
 )
 def test_the_contract_breaks_on_a_wrong_way_import(tmp_path: Path, package: str, source: str, edge: str) -> None:
+    # copytree follows bernstein/'s links to the component folders: the copy holds real directories
     for name in PACKAGES:
         shutil.copytree(REPO / name, tmp_path / name, ignore=_python_only)
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
-    (tmp_path / package / "wrong_way.py").write_text(f'"""A wrong-way import."""\n\n{source}', encoding="utf-8")
+    (tmp_path / "bernstein" / package / "wrong_way.py").write_text(f'"""A wrong-way import."""\n\n{source}', encoding="utf-8")
     run = _lint_imports(tmp_path)
     assert run.returncode != 0, run.stdout + run.stderr
     assert "BROKEN" in run.stdout, run.stdout
@@ -84,10 +95,10 @@ def test_the_document_home_holds_every_modality_format() -> None:
 
 
 def test_the_sdk_names_are_the_shared_homes_objects_not_copies() -> None:
-    import producers.computer_use as sdk
-    import producers.dataops as dataops_sdk
-    from schemas.documents import browser
-    from substrate import dataops_receipts
+    import bernstein.producers.computer_use as sdk
+    import bernstein.producers.dataops as dataops_sdk
+    from bernstein.schemas.documents import browser
+    from bernstein.substrate import dataops_receipts
 
     for name in (
         "Action",
@@ -106,3 +117,11 @@ def test_the_sdk_names_are_the_shared_homes_objects_not_copies() -> None:
         assert getattr(sdk, name) is getattr(browser, name), name
     for name in ("DataOpsVerdict", "ReceiptFailure", "verify_artifact", "verify_receipt", "verify_refusal"):
         assert getattr(dataops_sdk, name) is getattr(dataops_receipts, name), name
+
+
+def test_nothing_imports_a_component_by_its_folder_name() -> None:
+    """``import verifier`` would load a second copy of ``bernstein.verifier`` from the checkout's top level."""
+    bare = re.compile(r"^\s*(?:from|import)\s+(?:schemas|substrate|producers|consumers|verifier)\b", re.M)
+    files = subprocess.run(["git", "ls-files", "*.py"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    offenders = [f for f in files if bare.search((REPO / f).read_text(encoding="utf-8"))]
+    assert offenders == [], f"import these as bernstein.<name>: {offenders}"

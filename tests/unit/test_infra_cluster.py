@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.infra_module import load_infra
+from tests.support.infra import load_infra
 
 infra = load_infra()
 
@@ -111,7 +111,7 @@ def test_env_lists_the_three_bootstraps_and_the_replication_settings(tmp_path: P
 
 
 def test_settings_read_the_replication_of_the_cluster_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from substrate.kafka import replication_settings
+    from bernstein.substrate.kafka import replication_settings
 
     ctx = infra.Ctx(tmp_path, None, brokers=3)
     ctx.write_env(infra.cluster_bootstrap(PORTS), "http://127.0.0.1:2", "ak", "sk", "b", None, infra.CLUSTER_REPLICATION)

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from tests.infra_module import load_infra
+from tests.support.infra import load_infra
 
 infra = load_infra()
 

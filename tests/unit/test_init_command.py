@@ -10,8 +10,8 @@ import pytest
 from bernstein.cli import ENDPOINTS, build_parser
 from bernstein.commands.common import UsageError, Uses
 from bernstein.commands.init import CHECKOUT_ROLES, _producer_keys, _register, _scheduler_keys
-from consumers.manifest import load_manifest, load_roles
-from substrate.keys import KeyPurpose, init_producer_keys
+from bernstein.consumers.manifest import load_manifest, load_roles
+from bernstein.substrate.keys import KeyPurpose, init_producer_keys
 
 
 def test_init_is_a_command_that_talks_to_kafka() -> None:

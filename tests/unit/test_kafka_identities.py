@@ -1,4 +1,4 @@
-"""One Kafka principal per producer host (issue 25): the manifest's kafka_principal and produce_bytes_per_second,
+"""One Kafka principal per producer host: the manifest's kafka_principal and produce_bytes_per_second,
 the ACL and quota lines `bernstein kafka acls --manifest` emits, and how quotas and logins are written. No broker."""
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from bernstein.commands.kafka import (
     quotas_for,
     scram_users,
 )
-from consumers.manifest import KafkaIdentity, ManifestError, parse_manifest
-from substrate.kafka import KafkaNotAuthorized, parse_client_properties
-from substrate.keys import Ed25519Signer
+from bernstein.consumers.manifest import KafkaIdentity, ManifestError, parse_manifest
+from bernstein.substrate.kafka import KafkaNotAuthorized, parse_client_properties
+from bernstein.substrate.keys import Ed25519Signer
 
 ROLES = '[[roles]]\nrole = "developer"\n'
 PRINCIPALS = {"producer": "User:producer", "scheduler": "User:scheduler", "auditor": "User:auditor"}

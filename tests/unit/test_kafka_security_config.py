@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from substrate import kafka
-from substrate.kafka import (
+from bernstein.substrate import kafka
+from bernstein.substrate.kafka import (
     KafkaConfigError,
     client_config,
     client_config_as,

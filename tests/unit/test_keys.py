@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from substrate.keys import (
+from bernstein.substrate.keys import (
     AUDIT_KEY_FILE,
     KEYRING_FILE,
     PUBLIC_KEY_FILE,

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from bernstein.cli import main
-from consumers.manifest import load_manifest, parse_manifest
-from substrate.keys import (
+from bernstein.consumers.manifest import load_manifest, parse_manifest
+from bernstein.substrate.keys import (
     KeyPurpose,
     KeyStatus,
     TrustedKeys,

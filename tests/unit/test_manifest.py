@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from consumers.core.model import Lifetime
-from consumers.manifest import ManifestError, load_roles, parse_manifest, parse_roles, trusted_producer_keys
-from schemas.canonical import public_key_id
-from substrate.keys import Ed25519Signer
+from bernstein.consumers.core.model import Lifetime
+from bernstein.consumers.manifest import ManifestError, load_roles, parse_manifest, parse_roles, trusted_producer_keys
+from bernstein.schemas.canonical import public_key_id
+from bernstein.substrate.keys import Ed25519Signer
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,7 +1,7 @@
 """The native (Rust) scheduler core against the Python reference, byte for byte.
 
-Every test feeds the same input records to ``consumers.core.step.SchedulerCore``
-and to ``consumers.core.native.NativeSchedulerCore`` and requires identical
+Every test feeds the same input records to ``bernstein.consumers.core.step.SchedulerCore``
+and to ``bernstein.consumers.core.native.NativeSchedulerCore`` and requires identical
 outputs (stream, key, value, headers, timestamp) and identical state. Covered:
 every refusal rule, dead letters of every kind, hostile strings, seals, runs
 closed, the records the native core hands to the reference (malformed bodies,
@@ -31,9 +31,9 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumers.core import native as native_mod
-from consumers.core import step as step_mod
-from consumers.core.model import (
+from bernstein.consumers.core import native as native_mod
+from bernstein.consumers.core import step as step_mod
+from bernstein.consumers.core.model import (
     AuditKeyVersion,
     InputRecord,
     Lifetime,
@@ -43,7 +43,7 @@ from consumers.core.model import (
     SealKey,
     Stream,
 )
-from consumers.core.native import (
+from bernstein.consumers.core.native import (
     NativeSchedulerCore,
     NativeState,
     NativeUnavailable,
@@ -51,13 +51,13 @@ from consumers.core.native import (
     make_core,
     native_status,
 )
-from consumers.core.rebuild import rebuild_state
-from consumers.core.step import SchedulerCore, _clip, initial_state
-from consumers.shell import SchedulerShell, _TxnCaller
-from schemas import canonical, codec
-from schemas.canonical import canonical_json, computer_use_genesis, evidence_set_hash, hmac_key_id, sha256_digest
-from schemas.errors import CanonicalizationError
-from schemas.records import (
+from bernstein.consumers.core.rebuild import rebuild_state
+from bernstein.consumers.core.step import SchedulerCore, _clip, initial_state
+from bernstein.consumers.shell import SchedulerShell, _TxnCaller
+from bernstein.schemas import canonical, codec
+from bernstein.schemas.canonical import canonical_json, computer_use_genesis, evidence_set_hash, hmac_key_id, sha256_digest
+from bernstein.schemas.errors import CanonicalizationError
+from bernstein.schemas.records import (
     BROWSER_SESSION_FORMAT,
     MAX_INLINE_ARTIFACT_BYTES,
     MAX_OBSERVATIONS,
@@ -65,11 +65,11 @@ from schemas.records import (
     DeadLetterCode,
     is_valid_id,
 )
-from schemas.vectors.ed25519_cases import sign_with_torsion
-from substrate.config import Topics
-from substrate.kafka import client_config
-from substrate.keys import Ed25519Signer
-from tests.producer_kit import (
+from bernstein.substrate.config import Topics
+from bernstein.substrate.kafka import client_config
+from bernstein.substrate.keys import Ed25519Signer
+from tests.support import fuzz
+from tests.support.producers import (
     NAMES,
     encode_signed_close,
     producer,
@@ -79,7 +79,7 @@ from tests.producer_kit import (
     signed_close,
     signed_submission,
 )
-from tests.unit import fuzz_kit
+from tests.vectors.ed25519_cases import sign_with_torsion
 
 REPO = Path(__file__).resolve().parents[2]
 TOPIC = "unit.activity.submissions"
@@ -472,7 +472,7 @@ REFUSALS: dict[str, dict[str, Any]] = {
     "evidence-set-hash-mismatch": {"evidence_set_hash": OTHER_EVIDENCE},
     "evidence-of-dropped-observation": {"observations": observations([b"page one"])},
     "several-rules-first-wins": {"kind": "poetry", "terminal_state": "exploded", "reason_code": "", "artifact": b"changed"},
-    # bounded labels, time and the key (issue 11): each is refused before the kind
+    # bounded labels, time and the key: each is refused before the kind
     "submission-id-empty": {"submission_id": ""},
     "submission-id-257": {"submission_id": "s" * 257},
     "submission-id-control": {"submission_id": "sub\x00id"},
@@ -1350,7 +1350,7 @@ def test_a_ten_thousand_record_stream() -> None:
 # fuzz: mutated and hostile submissions
 # ---------------------------------------------------------------------------
 
-_SEEDS = fuzz_kit.seed_values(enc_sub, enc_close)
+_SEEDS = fuzz.seed_values(enc_sub, enc_close)
 
 
 def _valid_actions(run_id: str, count: int) -> list[bytes]:
@@ -1362,13 +1362,13 @@ def _valid_actions(run_id: str, count: int) -> list[bytes]:
     return values
 
 
-_values = fuzz_kit.record_values(
+_values = fuzz.record_values(
     _SEEDS, key_id=SIGNER.key_id, close=enc_close, extra=_valid_actions("run-1", 3) + _valid_actions("run-2", 2)
 )
 
 
-@fuzz_kit.FUZZ_SETTINGS
-@given(fuzz_kit.keyed(_values), st.integers(1, 4))
+@fuzz.FUZZ_SETTINGS
+@given(fuzz.keyed(_values), st.integers(1, 4))
 def test_fuzz_native_equals_the_reference(inputs: list[tuple[bytes | None, bytes | None]], seal_every: int) -> None:
     pair = Pair(make_config(seal_every=seal_every))
     for key, value in inputs:

@@ -1,4 +1,4 @@
-"""What the scheduler keeps for one producer is bounded (issue 25, part 3): a producer may have at most
+"""What the scheduler keeps for one producer is bounded: a producer may have at most
 ``max_open_runs`` runs open at once (the roles manifest; default ``DEFAULT_MAX_OPEN_RUNS``). A record that would open
 one more is refused with OPEN_RUNS_EXCEEDED by both cores alike; a close frees a place. The counts are part of the
 state's meaning, so they survive every way a state is rebuilt: a snapshot, the restart fold, a rewind."""
@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from consumers.core.model import DEFAULT_MAX_OPEN_RUNS, ProducerRegistry, SchedulerConfig, Stream, count_open_runs
-from consumers.core.rebuild import rebuild_state
-from consumers.core.snapshot import state_form, state_of_form
-from consumers.core.step import SchedulerCore, initial_state
-from consumers.manifest import ManifestError, parse_manifest
-from schemas import codec
-from tests.producer_kit import NAMES, producer, producer_signer
+from bernstein.consumers.core.model import DEFAULT_MAX_OPEN_RUNS, ProducerRegistry, SchedulerConfig, Stream, count_open_runs
+from bernstein.consumers.core.rebuild import rebuild_state
+from bernstein.consumers.core.snapshot import state_form, state_of_form
+from bernstein.consumers.core.step import SchedulerCore, initial_state
+from bernstein.consumers.manifest import ManifestError, parse_manifest
+from bernstein.schemas import codec
+from tests.support.producers import NAMES, producer, producer_signer
 from tests.unit.test_native_core import PARTITION, PRODUCERS, Pair, enc_close, enc_sub, kinds, make_config
 from tests.unit.test_undo import make_core, plain, step_all
 

@@ -1,4 +1,4 @@
-"""The shipped alert rules and Grafana dashboard name only metrics that exist (issue 14 item 4).
+"""The shipped alert rules and Grafana dashboard name only metrics that exist.
 
 ``ops/prometheus/alerts.yml`` and ``ops/grafana/bernstein.json`` are checked against the
 metrics ``consumers/metrics.py`` serves (read from a live registry, every conditional family
@@ -22,12 +22,12 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from consumers.metrics import SchedulerMetrics
-from verifier.follow.alerts import AlertKind
-from verifier.follow.consumer import Follower
-from verifier.follow.latch import TAMPER
-from verifier.follow.metrics import FollowerMetrics
-from verifier.follow.rules import DEFAULT_RUNBOOK_BASE
+from bernstein.consumers.metrics import SchedulerMetrics
+from bernstein.verifier.follow.alerts import AlertKind
+from bernstein.verifier.follow.consumer import Follower
+from bernstein.verifier.follow.latch import TAMPER
+from bernstein.verifier.follow.metrics import FollowerMetrics
+from bernstein.verifier.follow.rules import DEFAULT_RUNBOOK_BASE
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 RULES: Final = ROOT / "ops" / "prometheus" / "alerts.yml"
@@ -412,7 +412,7 @@ def test_every_bernstein_series_of_the_promtool_tests_carries_a_prefix() -> None
 
 
 def test_the_followers_metrics_port_is_one_documented_default() -> None:
-    from verifier.follow.metrics import DEFAULT_PORT
+    from bernstein.verifier.follow.metrics import DEFAULT_PORT
 
     unit = (ROOT / "ops" / "systemd" / "bernstein-audit-follow.service").read_text(encoding="utf-8")
     assert re.findall(r"--metrics-port (\d+)", unit) == [str(DEFAULT_PORT)]
@@ -450,10 +450,10 @@ def test_the_wheel_carries_the_rules_that_audit_rules_reads(tmp_path: Path) -> N
     assert built.returncode == 0, built.stderr
     (wheel,) = (tmp_path / "dist").glob("bernstein_journal-*.whl")
     with zipfile.ZipFile(wheel) as archive:
-        assert archive.read("verifier/follow/alerts.yml") == RULES.read_bytes()
+        assert archive.read("bernstein/verifier/follow/alerts.yml") == RULES.read_bytes()
         archive.extractall(tmp_path / "site")
     # the installed code finds its own copy, from a directory that is not a checkout
-    probe = "import verifier.follow.rules as r; print(r.__file__); print(r.shipped_rules())"
+    probe = "import bernstein.verifier.follow.rules as r; print(r.__file__); print(r.shipped_rules())"
     found = subprocess.run(
         [sys.executable, "-c", probe],
         cwd=tmp_path,
@@ -465,5 +465,5 @@ def test_the_wheel_carries_the_rules_that_audit_rules_reads(tmp_path: Path) -> N
     )
     assert found.returncode == 0, found.stderr
     module, rules = found.stdout.splitlines()
-    assert Path(module).parent == tmp_path / "site" / "verifier" / "follow"
-    assert Path(rules) == tmp_path / "site" / "verifier" / "follow" / "alerts.yml"
+    assert Path(module).parent == tmp_path / "site" / "bernstein" / "verifier" / "follow"
+    assert Path(rules) == tmp_path / "site" / "bernstein" / "verifier" / "follow" / "alerts.yml"

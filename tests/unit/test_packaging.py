@@ -1,4 +1,4 @@
-"""The package installs like a library (issue 13, item 6).
+"""The package installs like a library.
 
 * without ``bernstein_native`` (no Rust toolchain) the scheduler runs the Python core and says so,
   the verifier reads facts with the Python reference and verifies the same dump with the same report;
@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -26,11 +27,11 @@ import pytest
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import parse_wheel_filename
 
-import consumers.core.native as native_module
+import bernstein.consumers.core.native as native_module
 from bernstein.commands.common import without_endpoint_line
 from bernstein.commands.scheduler import startup_report
-from consumers.core.native import NATIVE_LABEL, NativeSchedulerCore, NativeUnavailable, choose_core, make_core
-from consumers.core.step import SchedulerCore
+from bernstein.consumers.core.native import NATIVE_LABEL, NativeSchedulerCore, NativeUnavailable, choose_core, make_core
+from bernstein.consumers.core.step import SchedulerCore
 
 REPO = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
@@ -77,7 +78,7 @@ def run_without(blocked: tuple[str, ...], body: str, *args: str, cwd: Path = REP
 
 def _config(tmp_path: Path) -> Any:
     from bernstein.commands.scheduler import scheduler_config
-    from substrate.keys import init_keys
+    from bernstein.substrate.keys import init_keys
 
     roles = tmp_path / "roles.toml"
     roles.write_text('[[roles]]\nrole = "developer"\n', encoding="utf-8")
@@ -139,8 +140,8 @@ def test_without_bernstein_native_a_dump_verifies_with_the_python_core_and_the_s
     ]
     body = """
         import contextlib, io, json, sys
-        from consumers.core import native
-        from verifier import facts
+        from bernstein.consumers.core import native
+        from bernstein.verifier import facts
         from bernstein.cli import main
         ok, why = native.native_status()
         out = io.StringIO()
@@ -169,7 +170,7 @@ def test_without_bernstein_native_the_offline_pipeline_writes_the_same_journal(t
     body = """
         import sys
         from pathlib import Path
-        from consumers.core import native
+        from bernstein.consumers.core import native
         from bernstein.cli import main
         sys.path.insert(0, "scripts")
         import offline_dump
@@ -190,20 +191,24 @@ def test_without_bernstein_native_the_offline_pipeline_writes_the_same_journal(t
 def shipped_modules() -> list[str]:
     names: list[str] = []
     for package in SHIPPED:
-        for path in sorted((REPO / package).rglob("*.py")):
+        # os.walk follows bernstein/'s links to the component folders, as the wheel build does
+        found = [Path(d, f) for d, _, fs in os.walk(REPO / package, followlinks=True) for f in fs if f.endswith(".py")]
+        for path in sorted(found):
             parts = path.relative_to(REPO).with_suffix("").parts
+            if {"go", "typescript", "vectors"} & set(parts):
+                continue  # not in the wheel (pyproject's exclude)
             if parts[-1] == "__main__":
                 continue  # running it is not importing it
             names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
     return names
 
 
-BROWSER_DRIVER = "producers.computer_use.playwright_driver"
+BROWSER_DRIVER = "bernstein.producers.computer_use.playwright_driver"
 
 
 def test_every_module_but_the_browser_driver_imports_without_playwright_or_the_native_core() -> None:
     modules = [m for m in shipped_modules() if m != BROWSER_DRIVER]
-    assert len(modules) > 80 and "verifier.verify" in modules and "bernstein.cli" in modules
+    assert len(modules) > 80 and "bernstein.verifier.verify" in modules and "bernstein.cli" in modules
     body = """
         import importlib, json, sys
         failed = {}
@@ -213,7 +218,7 @@ def test_every_module_but_the_browser_driver_imports_without_playwright_or_the_n
             except Exception as exc:
                 failed[name] = f"{type(exc).__name__}: {exc}"
         try:
-            importlib.import_module("producers.computer_use.playwright_driver")
+            importlib.import_module("bernstein.producers.computer_use.playwright_driver")
             driver = "imported"
         except Exception as exc:
             driver = f"{type(exc).__name__} {getattr(exc, 'code', '')}: {exc}"
@@ -286,5 +291,7 @@ def test_every_locked_package_has_a_wheel_for_the_tested_pythons(python: tuple[i
 
 
 def test_every_shipped_package_has_py_typed() -> None:
-    assert SHIPPED == ["bernstein", "schemas", "substrate", "producers", "consumers", "verifier"]
-    assert [p for p in SHIPPED if not (REPO / p / "py.typed").is_file()] == []
+    assert SHIPPED == ["bernstein"]  # the one import name (docs/decisions.md, "One import name")
+    assert (REPO / "bernstein" / "py.typed").is_file()
+    components = ["schemas", "substrate", "producers", "consumers", "verifier"]
+    assert [c for c in components if (REPO / "bernstein" / c).resolve() != REPO / c] == []

@@ -1,6 +1,6 @@
-"""The partitioner (issue 13, D1): Kafka's murmur2, and the scheduler's WRONG_PARTITION refusal in both cores.
+"""The partitioner: Kafka's murmur2, and the scheduler's WRONG_PARTITION refusal in both cores.
 
-``schemas.partitioning`` against the Java client's own test values and a line-by-line
+``bernstein.schemas.partitioning`` against the Java client's own test values and a line-by-line
 transcription of Java's signed-int arithmetic; the Python SDK's librdkafka setting; the refusal
 of a submission, a run close and a computer-use action on the wrong partition, byte for byte in
 the Python reference and the Rust core, at its place in the order of checks; the shell taking
@@ -19,18 +19,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumers import shell as shell_mod
-from consumers.core.native import NativeSchedulerCore
-from consumers.core.step import SchedulerCore
-from consumers.shell import SchedulerShell, SubmissionPartitionsMismatch
-from schemas import codec
-from schemas.canonical import computer_use_genesis, evidence_set_hash, sha256_digest
-from schemas.partitioning import SEED, murmur2, partition_for
-from schemas.records import RefusalCode, is_valid_id
-from schemas.vectors import generate
-from substrate.config import Topics
-from substrate.kafka import emitter_producer_config
+from bernstein.consumers import shell as shell_mod
+from bernstein.consumers.core.native import NativeSchedulerCore
+from bernstein.consumers.core.step import SchedulerCore
+from bernstein.consumers.shell import SchedulerShell, SubmissionPartitionsMismatch
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import computer_use_genesis, evidence_set_hash, sha256_digest
+from bernstein.schemas.partitioning import SEED, murmur2, partition_for
+from bernstein.schemas.records import RefusalCode, is_valid_id
+from bernstein.substrate.config import Topics
+from bernstein.substrate.kafka import emitter_producer_config
 from tests.unit.test_native_core import PARTITION, TOPIC, UNIT, Pair, cu_action, enc_close, enc_sub, kinds, make_config, sub
+from tests.vectors import generate
 
 REPO = Path(__file__).resolve().parents[2]
 VECTORS = REPO / "schemas" / "vectors" / "partitions.json"

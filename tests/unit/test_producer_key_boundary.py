@@ -1,11 +1,11 @@
-"""No producer code path can load the scheduler's keys (issue 12, review C1 and mission defect 2).
+"""No producer code path can load the scheduler's keys (review C1 and mission defect 2).
 
 The seal key and the audit key live only where the scheduler runs. A scan of the source
 (every import, including ones inside functions) keeps every module under ``producers/``
 and every producer command (``bernstein coding run``) from reaching the functions and
 types that load or hold them: ``load_keys``, ``init_keys``, ``InstallKeys``,
 ``default_keys_dir`` and the CLI helper ``keys_from``. Producers load their own keys with
-``load_producer_keys`` (``producers.identity``).
+``load_producer_keys`` (``bernstein.producers.identity``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Final
 
 import pytest
 
-from substrate.keys import init_keys, init_producer_keys
+from bernstein.substrate.keys import init_keys, init_producer_keys
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEDULER_KEY_NAMES: Final = frozenset({"load_keys", "init_keys", "InstallKeys", "default_keys_dir", "keys_from"})

@@ -16,14 +16,14 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from consumers.core.model import DEFAULT_MAX_OUTPUT_BYTES, InputRecord, OutputRecord, SchedulerConfig
-from consumers.core.native import make_core, native_status
-from consumers.core.step import SchedulerCore, initial_state
-from schemas import codec
-from schemas.canonical import MAX_JSON_DEPTH, artifact_hash, evidence_set_hash, sha256_digest
-from schemas.errors import BernsteinError
-from schemas.partitioning import murmur2, partition_for
-from schemas.records import (
+from bernstein.consumers.core.model import DEFAULT_MAX_OUTPUT_BYTES, InputRecord, OutputRecord, SchedulerConfig
+from bernstein.consumers.core.native import make_core, native_status
+from bernstein.consumers.core.step import SchedulerCore, initial_state
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import MAX_JSON_DEPTH, artifact_hash, evidence_set_hash, sha256_digest
+from bernstein.schemas.errors import BernsteinError
+from bernstein.schemas.partitioning import murmur2, partition_for
+from bernstein.schemas.records import (
     MAX_ID_LENGTH,
     MAX_INLINE_ARTIFACT_BYTES,
     MAX_KIND_LENGTH,
@@ -38,9 +38,9 @@ from schemas.records import (
     DeadLetterCode,
     RefusalCode,
 )
-from substrate.keys import AuditKey, Ed25519Signer
-from tests.producer_kit import TEST_PRODUCERS, encode_signed_submission
-from tests.roles import ROLES
+from bernstein.substrate.keys import AuditKey, Ed25519Signer
+from tests.support.producers import TEST_PRODUCERS, encode_signed_submission
+from tests.support.roles import ROLES
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "producing.md"
@@ -68,7 +68,7 @@ def _verifier_codes() -> set[str]:
 
 def _error_codes() -> set[str]:
     """The stable codes of the typed errors (``BernsteinError`` and every subclass the SDK and substrate define)."""
-    import producers.emitter  # noqa: F401 - defines the SDK's errors (and imports substrate's)
+    import bernstein.producers.emitter  # noqa: F401 - defines the SDK's errors (and imports substrate's)
 
     codes, todo = set(), [BernsteinError]
     while todo:

@@ -22,14 +22,14 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
-from consumers.core import rebuild
-from consumers.core.model import OutputRecord, SchedulerConfig, SchedulerState, Stream
-from consumers.core.native import NativeUnavailable, native_status
-from consumers.core.rebuild import Skipped, StateCorrupted, rebuild_state
-from consumers.core.snapshot import state_bytes
-from consumers.core.step import SchedulerCore, initial_state
-from schemas import codec
-from schemas.canonical import (
+from bernstein.consumers.core import rebuild
+from bernstein.consumers.core.model import OutputRecord, SchedulerConfig, SchedulerState, Stream
+from bernstein.consumers.core.native import NativeUnavailable, native_status
+from bernstein.consumers.core.rebuild import Skipped, StateCorrupted, rebuild_state
+from bernstein.consumers.core.snapshot import state_bytes
+from bernstein.consumers.core.step import SchedulerCore, initial_state
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import (
     audit_mac,
     audit_record_mac,
     checkpoint_signing_input,
@@ -37,8 +37,8 @@ from schemas.canonical import (
     journal_entry_hash,
     seal_signing_input,
 )
-from substrate.keys import Ed25519Signer
-from tests.unit import fuzz_kit
+from bernstein.substrate.keys import Ed25519Signer
+from tests.support import fuzz
 from tests.unit import test_checkpoints as _checkpoints_tests
 from tests.unit import test_evidence_cap as _evidence_cap_tests
 from tests.unit import test_native_core as _native_core_tests
@@ -420,7 +420,7 @@ def test_mutated_records_are_handed_back_or_read_alike(data: st.DataObject) -> N
         st.sampled_from([("journal", h.journal), ("audit", h.audit), ("checkpoints", h.checkpoints)]), label="topic"
     )
     value = data.draw(st.sampled_from(values), label="value")
-    mutated = fuzz_kit.mutate(value, data.draw(fuzz_kit.EDITS, label="edits"))
+    mutated = fuzz.mutate(value, data.draw(fuzz.EDITS, label="edits"))
     assert_same_or_handed_back(native_and_python(topic, h.config, [mutated]))
 
 
@@ -545,7 +545,7 @@ def tamper(data: st.DataObject, h: History) -> tuple[list[Any], list[Any], list[
         i = data.draw(st.integers(0, len(records) - 1), label="at")
         offset, value = records[i]
         if how == "mutate":
-            records[i] = (offset, fuzz_kit.mutate(value, data.draw(fuzz_kit.EDITS, label="edits")))
+            records[i] = (offset, fuzz.mutate(value, data.draw(fuzz.EDITS, label="edits")))
         elif how == "delete":
             del records[i]
         elif how == "duplicate":

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from producers.research import (
+from bernstein.producers.research import (
     ActivityRejected,
     CitationRecord,
     ClaimDraft,
@@ -21,9 +21,9 @@ from producers.research import (
     SpanRef,
     validate_report,
 )
-from producers.research.quotes import page_text
-from schemas.canonical import sha256_digest
-from substrate.cas import DirBlobStore
+from bernstein.producers.research.quotes import page_text
+from bernstein.schemas.canonical import sha256_digest
+from bernstein.substrate.cas import DirBlobStore
 
 A = "https://a.test/notes"
 B = "https://b.test/perf"

@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from producers.research import (
+from bernstein.producers.research import (
     REASON_BUDGET_EXHAUSTED,
     ClaimDraft,
     FetchCode,
@@ -21,9 +21,9 @@ from producers.research import (
     SourceFetchFailed,
     SpanRef,
 )
-from schemas.canonical import canonical_json, is_digest, sha256_digest
-from schemas.records import ActivityKind, TerminalState
-from substrate.cas import DirBlobStore
+from bernstein.schemas.canonical import canonical_json, is_digest, sha256_digest
+from bernstein.schemas.records import ActivityKind, TerminalState
+from bernstein.substrate.cas import DirBlobStore
 
 PAGES = {
     "https://a.test/": b"<p>Alpha ships a stable module system.</p>",

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from bernstein.cli import build_parser
+from bernstein.producers.activity import ActivityResult
+from bernstein.producers.research import ClaimDraft, FetchedPage
+from bernstein.producers.research.cli import execute
+from bernstein.schemas.records import TerminalState
+from bernstein.substrate.cas import DirBlobStore
 from demo.site_server import SITE_DIR, serve
-from producers.activity import ActivityResult
-from producers.research import ClaimDraft, FetchedPage
-from producers.research.cli import execute
-from schemas.records import TerminalState
-from substrate.cas import DirBlobStore
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,8 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
-from demo.site_server import SITE_DIR, serve
-from producers.research import FetchCode, FetchedPage, FetchRefused, Redirect, fetch_page, make_fetch
-from producers.research.fetch import (
+from bernstein.producers.research import FetchCode, FetchedPage, FetchRefused, Redirect, fetch_page, make_fetch
+from bernstein.producers.research.fetch import (
     DEADLINE_EXCEEDED,
     DECODE_STEP,
     UNSUPPORTED_ENCODING,
@@ -23,7 +22,8 @@ from producers.research.fetch import (
     check_target,
     is_public_address,
 )
-from schemas.canonical import sha256_digest
+from bernstein.schemas.canonical import sha256_digest
+from demo.site_server import SITE_DIR, serve
 
 
 @pytest.fixture(scope="module")
@@ -376,7 +376,7 @@ def test_each_hop_is_pinned_to_its_vetted_address_under_the_name_httpx_connects_
     def resolver(host: str, port: int) -> list[str]:
         return {"xn--bcher-kva.example": ["93.184.216.34"], "second.example": ["93.184.216.35"]}[host]
 
-    monkeypatch.setattr("producers.research.fetch._guarded_transport", mock_transport)
+    monkeypatch.setattr("bernstein.producers.research.fetch._guarded_transport", mock_transport)
     page = fetch_page("https://Bücher.example/start", resolve=resolver)
     assert page.content == b"ok"
     assert seen == [

@@ -6,8 +6,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from demo.site_server import SITE_DIR
-from producers.research.quotes import (
+from bernstein.producers.research.quotes import (
     charset_of,
     is_html,
     normalise_text,
@@ -16,6 +15,7 @@ from producers.research.quotes import (
     quote_in_page,
     quote_occurs,
 )
+from demo.site_server import SITE_DIR
 
 HTML = "text/html; charset=utf-8"
 NOTES = (SITE_DIR / "notes.html").read_bytes()
@@ -97,7 +97,7 @@ def test_nfc_makes_composed_and_decomposed_forms_equal() -> None:
 
 def test_build_and_verify_use_the_same_function() -> None:
     """The verifier imports exactly these functions; pin that so nobody forks the rule."""
-    import verifier.checks.research as check
+    import bernstein.verifier.checks.research as check
 
     assert getattr(check, "page_text") is page_text  # noqa: B009 - not re-exported on purpose
     assert getattr(check, "quote_occurs") is quote_occurs  # noqa: B009

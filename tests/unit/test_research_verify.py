@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from producers.activity import ActivityResult
-from producers.research import (
+from bernstein.producers.activity import ActivityResult
+from bernstein.producers.research import (
     CitationRecord,
     ClaimDraft,
     ClaimRecord,
@@ -23,12 +23,12 @@ from producers.research import (
     SourceRecord,
     SpanRef,
 )
-from schemas.canonical import canonical_json, sha256_digest
-from substrate.cas import DirBlobStore
-from substrate.keys import TrustedKeys
-from verifier.checks import check_for
-from verifier.checks.base import CheckContext
-from verifier.checks.research import NO_STORE, check_research
+from bernstein.schemas.canonical import canonical_json, sha256_digest
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.keys import TrustedKeys
+from bernstein.verifier.checks import check_for
+from bernstein.verifier.checks.base import CheckContext
+from bernstein.verifier.checks.research import NO_STORE, check_research
 
 A = "https://quill.test/notes"
 B = "https://quill.test/perf"
@@ -143,7 +143,7 @@ def stored_result(store: DirBlobStore, report: ResearchReport) -> ActivityResult
     data = report.to_bytes()
     store.put(data)
     observations = [fetch(u) for u in (A, B)]
-    from producers.research.aborted import page_observations
+    from bernstein.producers.research.aborted import page_observations
 
     return ActivityResult.build("research", data, page_observations(observations))
 

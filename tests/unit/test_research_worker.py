@@ -8,8 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from demo.site_server import SITE_DIR, serve
-from producers.research import (
+from bernstein.producers.research import (
     NORMALISATION_VERSION,
     REPORT_FORMAT,
     ClaimDraft,
@@ -21,9 +20,10 @@ from producers.research import (
     make_fetch,
     parse_report,
 )
-from schemas.canonical import canonical_json, sha256_digest
-from schemas.records import ActivityKind, TerminalState
-from substrate.cas import DirBlobStore
+from bernstein.schemas.canonical import canonical_json, sha256_digest
+from bernstein.schemas.records import ActivityKind, TerminalState
+from bernstein.substrate.cas import DirBlobStore
+from demo.site_server import SITE_DIR, serve
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Runs and their owners (issue 25, part 3): a run id in a producer's ``run_prefixes`` takes records only from
+"""Runs and their owners: a run id in a producer's ``run_prefixes`` takes records only from
 that producer and its ``collaborators``; both cores refuse everything else alike (RUN_NOT_OWNED), before the run
 is read or changed. Run ids in nobody's prefixes stay open to every registered producer."""
 
@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from consumers.core.model import ProducerRegistry, SchedulerConfig
-from consumers.manifest import ManifestError, parse_manifest
-from schemas import codec
-from tests.producer_kit import NAMES, encode_signed_close, encode_signed_submission, producer, producer_signer
+from bernstein.consumers.core.model import ProducerRegistry, SchedulerConfig
+from bernstein.consumers.manifest import ManifestError, parse_manifest
+from bernstein.schemas import codec
+from tests.support.producers import NAMES, encode_signed_close, encode_signed_submission, producer, producer_signer
 from tests.unit.test_native_core import (
     NON_ASCII_PRODUCERS,
     PRODUCERS,

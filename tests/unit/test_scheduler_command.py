@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from bernstein.commands.scheduler import scheduler_config, startup_report
-from consumers.core.model import Lifetime
-from consumers.core.native import make_core
-from substrate.keys import KeyPurpose, init_keys, load_keys, rotate_key
-from tests.producer_kit import producer_signer
+from bernstein.consumers.core.model import Lifetime
+from bernstein.consumers.core.native import make_core
+from bernstein.substrate.keys import KeyPurpose, init_keys, load_keys, rotate_key
+from tests.support.producers import producer_signer
 
 ROTATED_AT = 1_760_000_000_000
 

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from consumers.core.model import (
+from bernstein.consumers.core.model import (
     AuditKeyVersion,
     InputRecord,
     Lifetime,
@@ -30,12 +30,12 @@ from consumers.core.model import (
     SealKey,
     Stream,
 )
-from consumers.core.native import NativeSchedulerCore
-from consumers.core.rebuild import Skipped, StateCorrupted, rebuild_state
-from consumers.core.step import SchedulerCore, _clip, initial_state
-from producers.activity import ActivityResult, observe
-from schemas import codec
-from schemas.canonical import (
+from bernstein.consumers.core.native import NativeSchedulerCore
+from bernstein.consumers.core.rebuild import Skipped, StateCorrupted, rebuild_state
+from bernstein.consumers.core.step import SchedulerCore, _clip, initial_state
+from bernstein.producers.activity import ActivityResult, observe
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import (
     artifact_hash,
     audit_genesis,
     audit_record_mac,
@@ -52,7 +52,7 @@ from schemas.canonical import (
     submission_signing_input,
     submission_statement,
 )
-from schemas.records import (
+from bernstein.schemas.records import (
     BROWSER_SESSION_FORMAT,
     MAX_INLINE_ARTIFACT_BYTES,
     MAX_LINEAGE_ENTRY_BYTES,
@@ -61,9 +61,10 @@ from schemas.records import (
     DeadLetterCode,
     RefusalCode,
 )
-from substrate.keys import Ed25519Signer, verify_signature
-from tests.modality_kit import dataops_submission, research_submission
-from tests.producer_kit import (
+from bernstein.substrate.keys import Ed25519Signer, verify_signature
+from tests.support import fuzz
+from tests.support.modality import dataops_submission, research_submission
+from tests.support.producers import (
     NAMES,
     encode_signed_close,
     encode_signed_submission,
@@ -73,8 +74,7 @@ from tests.producer_kit import (
     signed_close,
     signed_submission,
 )
-from tests.roles import ROLES
-from tests.unit import fuzz_kit
+from tests.support.roles import ROLES
 
 REPO = Path(__file__).resolve().parents[2]
 TOPIC = "unit.activity.submissions"
@@ -364,7 +364,7 @@ def test_every_role_kind_pair_of_the_manifest_is_accepted() -> None:
     pairs = [(role, kind) for role, kind in sorted(ROLES.items()) if kind != "browser"]
     assert len(pairs) == 3
     for index, (role, kind) in enumerate(pairs):
-        # research and ops results carry their modality's document (schemas/documents/, tests/modality_kit.py)
+        # research and ops results carry their modality's document (schemas/documents/, tests/support/modality.py)
         if kind == "research":
             value = encode_signed_submission(research_submission(stage_id=f"s{index}"))
         elif kind == "ops":
@@ -1291,7 +1291,7 @@ def test_outputs_depend_on_the_keys_and_the_partition() -> None:
 
 
 # ---------------------------------------------------------------------------
-# bounds: the record key, repeated submission ids, output size, nesting (issue 11)
+# bounds: the record key, repeated submission ids, output size, nesting
 # ---------------------------------------------------------------------------
 
 
@@ -1528,7 +1528,7 @@ def _cu_action(
     ``signer`` signs the lineage entry as ``worker`` (producer.id); the envelope is HMAC'd with
     ``hmac_key`` unless ``hmac`` gives it.
     """
-    from schemas import canonical
+    from bernstein.schemas import canonical
 
     prev = computer_use_genesis("run-1", "browser-0")
     observation = canonical.observation_hash(b"shot", sha256_digest(b"dom"))
@@ -1871,7 +1871,7 @@ def _forged_entry(run_id: str, stage_id: str, submission_id: str, pages: list[by
 
 
 def test_a_forged_journal_entry_is_not_adopted_and_the_genuine_submission_is_journalled() -> None:
-    """Review H (issue 11): an entry's hash and chain link are not keyed; only an audit record's MAC vouches for it."""
+    """Review H: an entry's hash and chain link are not keyed; only an audit record's MAC vouches for it."""
     forged = _forged_entry("run-1", "s1", "sub-s1", [b"forged", b"x" * 100])
     genuine_s1 = enc_sub(run_id="run-1", stage_id="s1", pages=[b"genuine"], submission_id="sub-s1")
     # appended after the scheduler's records: named, not adopted; the genuine submission then is journalled
@@ -1973,15 +1973,15 @@ def test_garbage_and_forgeries_after_the_audit_and_checkpoint_chains_are_named_a
 # fuzz: step never raises and always accounts for its input
 # ---------------------------------------------------------------------------
 
-_values = fuzz_kit.record_values(
-    fuzz_kit.seed_values(enc_sub, enc_close),
+_values = fuzz.record_values(
+    fuzz.seed_values(enc_sub, enc_close),
     key_id=SIGNER.key_id,
     close=lambda run_id: encode_signed_close(run_close(run_id)),
 )
 
 
-@fuzz_kit.FUZZ_SETTINGS
-@given(fuzz_kit.keyed(_values), st.integers(1, 4))
+@fuzz.FUZZ_SETTINGS
+@given(fuzz.keyed(_values), st.integers(1, 4))
 def test_fuzz_step_never_raises_and_accounts_for_every_input(
     inputs: list[tuple[bytes | None, bytes | None]], seal_every: int
 ) -> None:

@@ -1,4 +1,4 @@
-"""The scheduler's metrics, health endpoints and JSON logs, without a broker (issue 14).
+"""The scheduler's metrics, health endpoints and JSON logs, without a broker.
 
 Refusals and dead letters are counted by code on both batch paths, exactly as the codes
 written in the records; ``/metrics``, ``/healthz`` and ``/readyz`` answer as
@@ -25,14 +25,14 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
 from bernstein.commands.common import without_endpoint_line
-from consumers.core.model import Stream
-from consumers.core.native import NativeSchedulerCore
-from consumers.core.step import SchedulerCore, initial_state
-from consumers.metrics import SchedulerMetrics, ShellProbe, core_name
-from consumers.shell import SchedulerShell, _codes_of, record_code
-from schemas import codec
-from substrate.logs import EventLog, LogFormatError, log_format
-from substrate.ops_http import OpsServer, OpsServerError, Probe
+from bernstein.consumers.core.model import Stream
+from bernstein.consumers.core.native import NativeSchedulerCore
+from bernstein.consumers.core.step import SchedulerCore, initial_state
+from bernstein.consumers.metrics import SchedulerMetrics, ShellProbe, core_name
+from bernstein.consumers.shell import SchedulerShell, _codes_of, record_code
+from bernstein.schemas import codec
+from bernstein.substrate.logs import EventLog, LogFormatError, log_format
+from bernstein.substrate.ops_http import OpsServer, OpsServerError, Probe
 from tests.unit.test_native_core import (
     PARTITION,
     SHELL_TOPICS,
@@ -108,7 +108,7 @@ def test_record_code_reads_the_code_and_says_unknown_for_bytes_without_one() -> 
 
 
 def _input(value: bytes) -> Any:
-    from consumers.core.model import InputRecord
+    from bernstein.consumers.core.model import InputRecord
 
     return InputRecord(topic="unit.activity.submissions", partition=PARTITION, offset=0, timestamp_ms=1, key=b"k", value=value)
 
@@ -224,7 +224,7 @@ def _every_condition(shell: SchedulerShell) -> None:
 def test_every_scheduler_sample_carries_the_deployments_prefix_and_partition() -> None:
     """Two deployments (topic prefixes) scraped by one Prometheus: no scheduler sample of one has the labels of
     a sample of the other, though both run partition 3 (a --group registry labels each shell by its own topics)."""
-    from substrate.config import Topics
+    from bernstein.substrate.config import Topics
 
     samples: dict[str, set[tuple[str, str, tuple[tuple[str, str], ...]]]] = {}
     for prefix in ("prod", "staging"):
@@ -387,7 +387,7 @@ def test_all_partitions_gives_each_child_its_own_metrics_port_and_the_log_format
 
 
 def test_docs_operations_lists_exactly_the_metrics_the_scheduler_serves() -> None:
-    from consumers.shell import Counters
+    from bernstein.consumers.shell import Counters
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text(encoding="utf-8")
     section = doc.split("## Metrics and health", 1)[1].split("\n## ", 1)[0]

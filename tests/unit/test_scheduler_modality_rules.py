@@ -19,16 +19,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from consumers.core.model import InputRecord, OutputRecord, ProducerRegistry, SchedulerConfig, SchedulerState, Stream
-from consumers.core.native import NativeSchedulerCore, NativeState
-from consumers.core.step import SchedulerCore, initial_state
-from schemas import codec
-from schemas.canonical import canonical_json, evidence_set_hash, hmac_key_id, sha256_digest
-from schemas.documents.common import Violation
-from schemas.errors import CanonicalizationError
-from substrate.keys import Ed25519Signer
-from tests.modality_kit import MODALITY_ROLES, dataops_submission, page_observations, refusal_record, research_submission
-from tests.producer_kit import NAMES, producer
+from bernstein.consumers.core.model import InputRecord, OutputRecord, ProducerRegistry, SchedulerConfig, SchedulerState, Stream
+from bernstein.consumers.core.native import NativeSchedulerCore, NativeState
+from bernstein.consumers.core.step import SchedulerCore, initial_state
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import canonical_json, evidence_set_hash, hmac_key_id, sha256_digest
+from bernstein.schemas.documents.common import Violation
+from bernstein.schemas.errors import CanonicalizationError
+from bernstein.substrate.keys import Ed25519Signer
+from tests.support.modality import MODALITY_ROLES, dataops_submission, page_observations, refusal_record, research_submission
+from tests.support.producers import NAMES, producer
 from tests.unit.test_documents_rules import DATAOPS, RESEARCH, VALID
 from tests.unit.test_native_core import enc
 

@@ -18,12 +18,20 @@ from confluent_kafka import KafkaError, KafkaException
 from bernstein import cli
 from bernstein.commands.common import without_endpoint_line
 from bernstein.commands.scheduler import EXIT_FENCED, supervised_exit
-from consumers.core.model import DEFAULT_MAX_OUTPUT_BYTES, OUTPUT_FRAMING_ALLOWANCE, SchedulerConfig
-from consumers.core.step import SchedulerCore
-from consumers.shell import SchedulerFailed, SchedulerFenced, SchedulerShell, _Abort, _AwakeClock, _TxnCaller, _TxnCallStuck
-from substrate.config import Topics
-from substrate.keys import init_keys
-from tests.roles import ROLES
+from bernstein.consumers.core.model import DEFAULT_MAX_OUTPUT_BYTES, OUTPUT_FRAMING_ALLOWANCE, SchedulerConfig
+from bernstein.consumers.core.step import SchedulerCore
+from bernstein.consumers.shell import (
+    SchedulerFailed,
+    SchedulerFenced,
+    SchedulerShell,
+    _Abort,
+    _AwakeClock,
+    _TxnCaller,
+    _TxnCallStuck,
+)
+from bernstein.substrate.config import Topics
+from bernstein.substrate.keys import init_keys
+from tests.support.roles import ROLES
 
 
 @pytest.fixture
@@ -115,7 +123,7 @@ def test_close_never_flushes_a_fenced_producer(shell: SchedulerShell) -> None:
     assert shell._producer is None
 
 
-# -- a paused instance (issue 11, item 4) ------------------------------------------------------
+# -- a paused instance ------------------------------------------------------
 
 
 class Pausable:
@@ -266,7 +274,7 @@ def test_the_producer_batches_under_the_smallest_output_topic_limit(
     )
     shell = SchedulerShell(bootstrap="unused:9", topics=Topics("unit"), partition=0, core=SchedulerCore(config), progress=None)
     limits = {topic: 8_388_608 for topic in shell._topics} | {Topics("unit").audit: smallest}
-    monkeypatch.setattr("consumers.shell._max_message_bytes", lambda bootstrap, topics: limits)
+    monkeypatch.setattr("bernstein.consumers.shell._max_message_bytes", lambda bootstrap, topics: limits)
     shell._check_topic_limits()
     producer = shell._producer_config()
     assert (producer["message.max.bytes"], producer["batch.size"]) == (max_request, batch)

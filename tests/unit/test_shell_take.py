@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from consumers.shell import take
+from bernstein.consumers.shell import take
 
 
 class Queue:
@@ -96,7 +96,7 @@ class _Message:
 
 
 def test_a_stream_read_to_its_end_unassigns_its_partition() -> None:
-    from consumers.shell import _values_from
+    from bernstein.consumers.shell import _values_from
 
     consumer = Partition([b"a", b"b", b"c"])
     assert [value for _, value in _values_from(consumer, "t", 0, 0)] == [b"a", b"b", b"c"]
@@ -104,7 +104,7 @@ def test_a_stream_read_to_its_end_unassigns_its_partition() -> None:
 
 
 def test_a_stream_dropped_midway_unassigns_its_partition_too() -> None:
-    from consumers.shell import _values_from
+    from bernstein.consumers.shell import _values_from
 
     consumer = Partition([b"a", b"b", b"c"])
     stream = _values_from(consumer, "t", 0, 0)

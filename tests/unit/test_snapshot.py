@@ -6,9 +6,9 @@ import copy
 
 import pytest
 
-from consumers.core.model import OutputRecord, SchedulerConfig, SchedulerState, Stream
-from consumers.core.rebuild import rebuild_state
-from consumers.core.snapshot import (
+from bernstein.consumers.core.model import OutputRecord, SchedulerConfig, SchedulerState, Stream
+from bernstein.consumers.core.rebuild import rebuild_state
+from bernstein.consumers.core.snapshot import (
     MAGIC,
     Positions,
     Rejected,
@@ -19,8 +19,8 @@ from consumers.core.snapshot import (
     state_form,
     state_of_form,
 )
-from consumers.core.step import SchedulerCore, initial_state
-from schemas.canonical import hmac_key_id
+from bernstein.consumers.core.step import SchedulerCore, initial_state
+from bernstein.schemas.canonical import hmac_key_id
 from tests.unit.test_checkpoints import config
 from tests.unit.test_scheduler_core import AUDIT_KEY, PARTITION, enc_close, enc_sub, record
 

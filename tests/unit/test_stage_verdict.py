@@ -8,8 +8,8 @@ import dataclasses
 
 import pytest
 
-from verifier.checks.base import DetailLine
-from verifier.report import Problem, StageVerdict
+from bernstein.verifier.checks.base import DetailLine
+from bernstein.verifier.report import Problem, StageVerdict
 
 
 def test_defaults_and_every_field_by_keyword() -> None:

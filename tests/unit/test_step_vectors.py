@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from consumers.core.model import InputRecord, OutputRecord, SchedulerConfig
-from consumers.core.native import make_core
-from consumers.core.step import SchedulerCore, initial_state
-from consumers.manifest import parse_manifest
-from consumers.step_vectors import ce_type, headers_by_rule, render
-from schemas import canonical, codec
-from schemas.records import RefusalCode
-from substrate.keys import Ed25519Signer
+from bernstein.consumers.core.model import InputRecord, OutputRecord, SchedulerConfig
+from bernstein.consumers.core.native import make_core
+from bernstein.consumers.core.step import SchedulerCore, initial_state
+from bernstein.consumers.manifest import parse_manifest
+from bernstein.schemas import canonical, codec
+from bernstein.schemas.records import RefusalCode
+from bernstein.substrate.keys import Ed25519Signer
+from tests.vectors.step_vectors import ce_type, headers_by_rule, render
 
 PATH = Path(__file__).resolve().parents[2] / "schemas" / "vectors" / "steps.json"
 
@@ -162,7 +162,7 @@ def test_expect_is_what_the_last_input_gets(name: str) -> None:
 def test_every_refusal_code_has_a_case() -> None:
     covered = {case["expect"] for case in document()["cases"]}
     missing = sorted(code.value for code in RefusalCode if code.value not in covered)
-    assert missing == [], f"steps.json has no case for {missing}: add one to consumers/step_vectors.py"
+    assert missing == [], f"steps.json has no case for {missing}: add one to tests/vectors/step_vectors.py"
 
 
 def test_accepted_stages_of_every_kind_a_seal_and_a_dead_letter() -> None:
@@ -207,7 +207,9 @@ def test_the_artifact_hash_mismatch_case_states_what_an_sdk_publishes() -> None:
 def test_make_vectors_regenerates_steps_json_identically() -> None:
     first = render()
     assert first == render()  # no clock, no randomness
-    assert PATH.read_text(encoding="utf-8") == first, "steps.json is stale: run make vectors (python -m consumers.step_vectors)"
+    assert PATH.read_text(encoding="utf-8") == first, (
+        "steps.json is stale: run make vectors (python -m tests.vectors.step_vectors)"
+    )
 
 
 def test_every_output_header_follows_the_stated_headers_rule() -> None:
@@ -279,7 +281,7 @@ def test_lineage_hmacs_recompute_from_each_producers_stated_lineage_key() -> Non
 
 
 def test_data_ops_receipts_recompute_from_the_receipt_signer_and_the_blobs() -> None:
-    from schemas.documents.dataops import DataOpsReceipt, artifact_signing_input, decode_signature
+    from bernstein.schemas.documents.dataops import DataOpsReceipt, artifact_signing_input, decode_signature
 
     stated = document()["keys"]["receipt_signer"]
     signer = Ed25519Signer.from_seed(bytes.fromhex(stated["ed25519_seed_hex"]))

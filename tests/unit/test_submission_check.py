@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from bernstein.commands.submission import as_json, as_text, check_file
-from schemas import codec
-from substrate.exit_codes import EXIT_USAGE
+from bernstein.schemas import codec
+from bernstein.substrate.exit_codes import EXIT_USAGE
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = json.loads((REPO / "schemas" / "vectors" / "steps.json").read_text(encoding="utf-8"))

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from bernstein.commands.common import without_endpoint_line
-from producers.description import (
+from bernstein.producers.description import (
     CloseDescription,
     DescriptionError,
     ObservedBytes,
@@ -28,8 +28,8 @@ from producers.description import (
     parse_descriptions,
     signed_value,
 )
-from schemas import codec
-from schemas.canonical import (
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import (
     artifact_hash,
     content_hash,
     evidence_set_hash,
@@ -37,7 +37,7 @@ from schemas.canonical import (
     submission_signing_input,
     submission_statement,
 )
-from substrate.keys import Ed25519Signer, verify_signature
+from bernstein.substrate.keys import Ed25519Signer, verify_signature
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = REPO / "schemas" / "vectors" / "steps.json"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from substrate.kafka import RETAIN_FOREVER
-from substrate.topic_policy import TopicSettings, history_risks
+from bernstein.substrate.kafka import RETAIN_FOREVER
+from bernstein.substrate.topic_policy import TopicSettings, history_risks
 
 SAFE = {**RETAIN_FOREVER, "min.insync.replicas": "1"}
 
@@ -64,8 +64,8 @@ def test_every_risk_of_every_topic_is_named_in_topic_order() -> None:
 
 
 def test_the_state_topic_is_exempt_from_the_history_rules_only_when_named_and_not_from_replication() -> None:
-    from substrate.config import Topics
-    from substrate.kafka import STATE_COMPACTED, topic_config
+    from bernstein.substrate.config import Topics
+    from bernstein.substrate.kafka import STATE_COMPACTED, topic_config
 
     topics = Topics("p")
     state = TopicSettings(topics.state, {**STATE_COMPACTED, "min.insync.replicas": "1"}, 1)
@@ -93,8 +93,8 @@ def test_the_state_topic_is_exempt_from_the_history_rules_only_when_named_and_no
 def test_the_submissions_topic_must_be_broker_stamped_and_keep_batches_as_sent() -> None:
     """LogAppendTime (no backdating around a revocation) and compression.type=producer (the broker never inflates
     a batch in its heap); the settings ``topic create`` gives the submissions topic pass."""
-    from substrate.config import Topics
-    from substrate.kafka import topic_config
+    from bernstein.substrate.config import Topics
+    from bernstein.substrate.kafka import topic_config
 
     topics = Topics("p")
     made = {**topic_config(topics, topics.submissions), "min.insync.replicas": "1"}

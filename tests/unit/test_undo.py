@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from consumers.core.model import InputRecord, OutputRecord, SchedulerConfig, SchedulerState
-from consumers.core.native import NativeSchedulerCore, NativeState
-from consumers.core.snapshot import state_bytes
-from consumers.core.step import SchedulerCore, initial_state
-from consumers.core.undo import copy_run
+from bernstein.consumers.core.model import InputRecord, OutputRecord, SchedulerConfig, SchedulerState
+from bernstein.consumers.core.native import NativeSchedulerCore, NativeState
+from bernstein.consumers.core.snapshot import state_bytes
+from bernstein.consumers.core.step import SchedulerCore, initial_state
+from bernstein.consumers.core.undo import copy_run
 from tests.unit.test_native_core import (
     BASE_TS,
     PARTITION,

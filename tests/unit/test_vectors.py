@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from schemas import canonical, codec
-from schemas.vectors.generate import FILES, render
-from substrate.keys import Ed25519Signer, verify_signature
+from bernstein.schemas import canonical, codec
+from bernstein.substrate.keys import Ed25519Signer, verify_signature
+from tests.vectors.generate import FILES, render
 
 VECTORS = Path(__file__).resolve().parents[2] / "schemas" / "vectors"
 
@@ -183,7 +183,7 @@ def test_every_schema_has_a_sample_record_and_its_single_object_bytes() -> None:
     by_name = {item["schema"]: item for item in document["schemas"]}
     assert sorted(by_name) == shipped
     missing = [name for name in shipped if "record" not in by_name[name] or "single_object_hex" not in by_name[name]]
-    assert missing == [], f"avro.json has no sample record for {missing}: add one to schemas/vectors/generate.py"
+    assert missing == [], f"avro.json has no sample record for {missing}: add one to tests/vectors/generate.py"
     for name, item in by_name.items():
         record = _unhex(item["record"])
         data = bytes.fromhex(item["single_object_hex"])

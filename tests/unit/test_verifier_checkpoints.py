@@ -13,13 +13,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from consumers.core.model import SchedulerConfig
-from consumers.core.step import SchedulerCore, initial_state
-from schemas import codec
-from schemas.canonical import audit_mac, checkpoint_signing_input, seal_signing_input, sha256_digest
-from substrate.cas import DirBlobStore
-from substrate.keys import Ed25519Signer, TrustedKeys, init_keys
-from tests.producer_kit import TEST_PRODUCERS, producer_trust
+from bernstein.consumers.core.model import SchedulerConfig
+from bernstein.consumers.core.step import SchedulerCore, initial_state
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import audit_mac, checkpoint_signing_input, seal_signing_input, sha256_digest
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.keys import Ed25519Signer, TrustedKeys, init_keys
+from bernstein.verifier.export import export_dump
+from bernstein.verifier.report import EXIT_MISMATCH, EXIT_NOT_FULLY_VERIFIED, EXIT_OPEN, EXIT_VERIFIED
+from bernstein.verifier.sources import DumpSource, KcatSource, StoredRecord
+from tests.support.producers import TEST_PRODUCERS, producer_trust
 from tests.unit.test_verifier_verdicts import (
     PREFIX,
     ROLES,
@@ -35,9 +38,6 @@ from tests.unit.test_verifier_verdicts import (
     kind_of,
     located,
 )
-from verifier.export import export_dump
-from verifier.report import EXIT_MISMATCH, EXIT_NOT_FULLY_VERIFIED, EXIT_OPEN, EXIT_VERIFIED
-from verifier.sources import DumpSource, KcatSource, StoredRecord
 
 
 def build(tmp_path: Path, script: Any, *, checkpoint_every: int = 1000) -> Built:

@@ -14,16 +14,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from consumers.core.step import SchedulerCore
-from schemas import codec
-from schemas.canonical import sha256_digest
-from substrate.cas import DirBlobStore
-from tests.producer_kit import encode_signed_submission
+from bernstein.consumers.core.step import SchedulerCore
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import sha256_digest
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.verifier.render import render_json, render_text
+from bernstein.verifier.report import EXIT_MISMATCH, EXIT_VERIFIED, RunReport
+from bernstein.verifier.stages import _action_size_findings
+from tests.support.producers import encode_signed_submission
 from tests.unit.test_native_core import sub
 from tests.unit.test_verifier_verdicts import RUN, VERIFIED, C, LegacyCodec, Writer, build, entries
-from verifier.render import render_json, render_text
-from verifier.report import EXIT_MISMATCH, EXIT_VERIFIED, RunReport
-from verifier.stages import _action_size_findings
 
 
 def text(report: RunReport) -> str:
@@ -159,7 +159,7 @@ MIB = 1024 * 1024
 
 
 def test_v1_evidence_past_the_cap_is_named_by_the_verifier(tmp_path: Path) -> None:
-    """Issue 11 item 2: undeclared (v1) evidence journalled under the migration flag still counts, at its real size."""
+    """undeclared (v1) evidence journalled under the migration flag still counts, at its real size."""
     big, more = b"a" * (40 * MIB), b"b" * (24 * MIB + 1)
 
     def submission(store: DirBlobStore, stage_id: str, pages: list[bytes], *, v1: bool) -> bytes:

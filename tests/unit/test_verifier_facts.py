@@ -25,10 +25,10 @@ import bernstein_native  # built by `uv sync` (cargo): a missing build must fail
 import orjson
 import pytest
 
-from consumers.core.model import InputRecord, SchedulerConfig
-from consumers.core.step import SchedulerCore, initial_state
-from schemas import codec
-from schemas.canonical import (
+from bernstein.consumers.core.model import InputRecord, SchedulerConfig
+from bernstein.consumers.core.step import SchedulerCore, initial_state
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import (
     audit_record_mac,
     canonical_json,
     evidence_set_hash,
@@ -38,11 +38,15 @@ from schemas.canonical import (
     submission_signing_input,
     submission_statement,
 )
-from schemas.ed25519 import verify_signature
-from schemas.vectors.ed25519_cases import sign_with_torsion
-from substrate.cas import DirBlobStore
-from substrate.keys import Ed25519Signer, TrustedKeys
-from tests.producer_kit import (
+from bernstein.schemas.ed25519 import verify_signature
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.keys import Ed25519Signer, TrustedKeys
+from bernstein.verifier import facts
+from bernstein.verifier.facts import NATIVE, PYTHON, RAISE, Facts
+from bernstein.verifier.render import render_json, render_text
+from bernstein.verifier.sources import DUMP_FORMAT, DumpSource, StoredRecord, UnreadableInput, encode_dump_line
+from bernstein.verifier.verify import verify_stream
+from tests.support.producers import (
     TEST_PRODUCERS,
     encode_signed_close,
     encode_signed_submission,
@@ -50,11 +54,7 @@ from tests.producer_kit import (
     producer_signer,
     producer_trust,
 )
-from verifier import facts
-from verifier.facts import NATIVE, PYTHON, RAISE, Facts
-from verifier.render import render_json, render_text
-from verifier.sources import DUMP_FORMAT, DumpSource, StoredRecord, UnreadableInput, encode_dump_line
-from verifier.verify import verify_stream
+from tests.vectors.ed25519_cases import sign_with_torsion
 
 SIGNER = Ed25519Signer.from_seed(hashlib.sha256(b"facts-signer").digest())
 SECRET = hashlib.sha256(b"facts-audit").digest()
@@ -746,7 +746,7 @@ def test_dump_blocks_split_as_a_file_iterates(pristine: Path) -> None:
 
 def reference_records(path: Path, headers: bool) -> tuple[list[StoredRecord], list[int], str]:
     """What the per-line reader of the verifier (``_read_jsonl``) made of a dump file."""
-    from verifier.sources import TornLine, _read_jsonl
+    from bernstein.verifier.sources import TornLine, _read_jsonl
 
     torn: list[TornLine] = []
     parse = facts.item_row
@@ -769,7 +769,7 @@ def _stored(stream: str, row: Any) -> StoredRecord:
 def test_dump_files_read_as_the_line_reader_reads_them(
     tmp_path: Path, pristine: Path, impl: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import verifier.sources as sources
+    import bernstein.verifier.sources as sources
 
     monkeypatch.setattr(sources, "_CHUNK_BYTES", 700)  # many blocks, lines longer than a block
     good = (pristine / "topics" / "journal" / "0.jsonl").read_bytes().splitlines(keepends=True)[:12]

@@ -1,4 +1,4 @@
-"""Keys by purpose and lifetime, and producer signatures, as the verifier checks them (issue 12).
+"""Keys by purpose and lifetime, and producer signatures, as the verifier checks them.
 
 Runs are written by the real scheduler core with a rotated key ring (two seal keys and two audit
 keys with lifetimes, chosen per input timestamp) and signed submissions, then verified with full,
@@ -17,15 +17,19 @@ from typing import Any
 import pytest
 
 from bernstein.commands.common import UsageError, trusted_from
-from consumers.core.model import AuditKeyVersion, Lifetime, SchedulerConfig, SealKey
-from consumers.core.step import SchedulerCore, initial_state
-from producers.dataops import DataOpsActivity
-from schemas import codec
-from schemas.canonical import canonical_json, hmac_key_id, journal_entry_hash, journal_genesis, seal_signing_input
-from substrate.cas import DirBlobStore
-from substrate.keys import Ed25519Signer, KeyPurpose, KeyStatus, TrustedKey, TrustedKeys, Validity, init_keys
-from tests.modality_kit import ORDERS, STEPS, SUMMARY, submission
-from tests.producer_kit import NAMES, TEST_PRODUCERS, encode_signed_submission, producer_signer, producer_trust
+from bernstein.consumers.core.model import AuditKeyVersion, Lifetime, SchedulerConfig, SealKey
+from bernstein.consumers.core.step import SchedulerCore, initial_state
+from bernstein.producers.dataops import DataOpsActivity
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import canonical_json, hmac_key_id, journal_entry_hash, journal_genesis, seal_signing_input
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.keys import Ed25519Signer, KeyPurpose, KeyStatus, TrustedKey, TrustedKeys, Validity, init_keys
+from bernstein.verifier.export import export_dump
+from bernstein.verifier.keyuse import KeysInForce, KeyUse, key_problem
+from bernstein.verifier.report import EXIT_MISMATCH, EXIT_VERIFIED, RunReport
+from bernstein.verifier.sources import StoredRecord
+from tests.support.modality import ORDERS, STEPS, SUMMARY, submission
+from tests.support.producers import NAMES, TEST_PRODUCERS, encode_signed_submission, producer_signer, producer_trust
 from tests.unit.test_verifier_verdicts import (
     RUN,
     Built,
@@ -38,10 +42,6 @@ from tests.unit.test_verifier_verdicts import (
     session_script,
     text_of,
 )
-from verifier.export import export_dump
-from verifier.keyuse import KeysInForce, KeyUse, key_problem
-from verifier.report import EXIT_MISMATCH, EXIT_VERIFIED, RunReport
-from verifier.sources import StoredRecord
 
 BASE = 1_700_000_000_000
 """The Writer stamps input offset n with BASE + n."""

@@ -21,13 +21,17 @@ from typing import Any
 
 import pytest
 
-from consumers.core.model import InputRecord, SchedulerConfig
-from consumers.core.step import SchedulerCore, initial_state
-from schemas import codec
-from substrate.cas import DirBlobStore
-from substrate.keys import TrustedKeys, init_keys
-from tests.producer_kit import TEST_PRODUCERS, producer_trust
+from bernstein.consumers.core.model import InputRecord, SchedulerConfig
+from bernstein.consumers.core.step import SchedulerCore, initial_state
+from bernstein.schemas import codec
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.keys import TrustedKeys, init_keys
+from bernstein.verifier.render import render_many_json, render_many_text, summary_line, worst_code
+from bernstein.verifier.report import EXIT_MISMATCH, EXIT_NOT_FOUND, EXIT_NOT_FULLY_VERIFIED, EXIT_OPEN, EXIT_VERIFIED, RunReport
+from bernstein.verifier.sources import DUMP_FORMAT, DumpSource, RecordSource, StoredRecord, encode_dump_line
+from bernstein.verifier.verify import verify, verify_many
 from tests.support.browser_fakes import MemorySource
+from tests.support.producers import TEST_PRODUCERS, producer_trust
 from tests.unit.test_verifier_verdicts import (
     OTHER,
     PREFIX,
@@ -41,10 +45,6 @@ from tests.unit.test_verifier_verdicts import (
     json_of,
     kind_of,
 )
-from verifier.render import render_many_json, render_many_text, summary_line, worst_code
-from verifier.report import EXIT_MISMATCH, EXIT_NOT_FOUND, EXIT_NOT_FULLY_VERIFIED, EXIT_OPEN, EXIT_VERIFIED, RunReport
-from verifier.sources import DUMP_FORMAT, DumpSource, RecordSource, StoredRecord, encode_dump_line
-from verifier.verify import verify, verify_many
 
 REPO = Path(__file__).resolve().parents[2]
 THIRD = "run-c"
@@ -438,7 +438,7 @@ class PlainStore:
 
 
 def test_blobs_hashed_ahead_give_the_same_verdicts_as_the_store(built: Built, tmp_path: Path) -> None:
-    from verifier.blobs import HashedAhead
+    from bernstein.verifier.blobs import HashedAhead
 
     wrapped = HashedAhead.wrap(built.store)
     assert isinstance(wrapped, HashedAhead)  # the native extension is built for the tests

@@ -19,18 +19,18 @@ from typing import Any
 
 import pytest
 
-from consumers.core.model import InputRecord
-from schemas import codec
-from substrate.cas import DirBlobStore
-from substrate.keys import TrustedKeys, Validity
+from bernstein.consumers.core.model import InputRecord
+from bernstein.schemas import codec
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.keys import TrustedKeys, Validity
+from bernstein.verifier import facts
+from bernstein.verifier import verify as verify_module
+from bernstein.verifier.facts import Facts
+from bernstein.verifier.keyuse import KeyLedger
+from bernstein.verifier.render import render_json
+from bernstein.verifier.sources import DumpSource
+from bernstein.verifier.verify import verify_many, verify_stream
 from tests.unit.test_verifier_facts import TAMPERS, TRUSTED, edit_lines, native, write_dump
-from verifier import facts
-from verifier import verify as verify_module
-from verifier.facts import Facts
-from verifier.keyuse import KeyLedger
-from verifier.render import render_json
-from verifier.sources import DumpSource
-from verifier.verify import verify_many, verify_stream
 
 C = codec.default_codec()
 

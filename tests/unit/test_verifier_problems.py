@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from verifier import audit_chain
-from verifier.report import Problem
+from bernstein.verifier import audit_chain
+from bernstein.verifier.report import Problem
 
 REPO = Path(__file__).resolve().parents[2]
 

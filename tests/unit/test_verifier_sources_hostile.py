@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-import verifier.sources as sources
-from verifier import facts
-from verifier.facts import NATIVE, PYTHON, Facts
-from verifier.sources import (
+import bernstein.verifier.sources as sources
+from bernstein.verifier import facts
+from bernstein.verifier.facts import NATIVE, PYTHON, Facts
+from bernstein.verifier.sources import (
     DUMP_FORMAT,
     MAX_FILE_PROBLEMS,
     MAX_LINE_BYTES,
@@ -481,8 +481,8 @@ def test_a_capture_over_many_partitions_is_parsed_once(tmp_path: Path, monkeypat
 def test_verifying_a_run_against_a_capture_over_many_partitions_stays_linear(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from substrate.keys import TrustedKeys
-    from verifier.verify import verify_stream
+    from bernstein.substrate.keys import TrustedKeys
+    from bernstein.verifier.verify import verify_stream
 
     n = 5000
     capture = tmp_path / "journal.json"

@@ -1,6 +1,6 @@
 """The verifier's verdicts on in-memory runs: every named verdict, each with its exact code, place and exit code.
 
-A run is written by the real scheduler core (``consumers.core.step``) into an
+A run is written by the real scheduler core (``bernstein.consumers.core.step``) into an
 in-memory source, with its evidence in a real ``DirBlobStore``; each test
 changes records the way an attacker (or an insider holding the keys) could,
 and asserts the exact verdict: the problem's code and where it points, the
@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 
-from consumers.core.model import InputRecord, SchedulerConfig
-from consumers.core.step import SchedulerCore, initial_state
-from producers.computer_use import ComputerUseSession, Frame, ProposedAction, ScriptedAgent
-from schemas import codec
-from schemas.canonical import (
+from bernstein.consumers.core.model import InputRecord, SchedulerConfig
+from bernstein.consumers.core.step import SchedulerCore, initial_state
+from bernstein.producers.computer_use import ComputerUseSession, Frame, ProposedAction, ScriptedAgent
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import (
     audit_mac,
     audit_record_mac,
     evidence_set_hash,
@@ -33,19 +33,11 @@ from schemas.canonical import (
     seal_signing_input,
     sha256_digest,
 )
-from substrate.cas import DirBlobStore
-from substrate.keys import AuditKey, InstallKeys, KeyRing, ProducerKeys, TrustedKeys, init_keys
-from tests.producer_kit import (
-    TEST_PRODUCERS,
-    encode_signed_close,
-    encode_signed_submission,
-    producer_signer,
-    producer_trust,
-)
-from tests.support.browser_fakes import FakeDriver, FakeDriverFactory, MemorySource, RecordingPublisher
-from verifier.export import export_dump
-from verifier.render import escape, render_json, render_text
-from verifier.report import (
+from bernstein.substrate.cas import DirBlobStore
+from bernstein.substrate.keys import AuditKey, InstallKeys, KeyRing, ProducerKeys, TrustedKeys, init_keys
+from bernstein.verifier.export import export_dump
+from bernstein.verifier.render import escape, render_json, render_text
+from bernstein.verifier.report import (
     EXIT_MISMATCH,
     EXIT_NOT_FOUND,
     EXIT_NOT_FULLY_VERIFIED,
@@ -54,8 +46,16 @@ from verifier.report import (
     Problem,
     RunReport,
 )
-from verifier.sources import DUMP_FORMAT, DumpSource, KcatSource, StoredRecord, encode_dump_line
-from verifier.verify import verify, verify_many
+from bernstein.verifier.sources import DUMP_FORMAT, DumpSource, KcatSource, StoredRecord, encode_dump_line
+from bernstein.verifier.verify import verify, verify_many
+from tests.support.browser_fakes import FakeDriver, FakeDriverFactory, MemorySource, RecordingPublisher
+from tests.support.producers import (
+    TEST_PRODUCERS,
+    encode_signed_close,
+    encode_signed_submission,
+    producer_signer,
+    producer_trust,
+)
 
 C = codec.default_codec()
 REPO = Path(__file__).resolve().parents[2]
@@ -1085,7 +1085,7 @@ FLOW = [ProposedAction("navigate", "http://site/a.html"), ProposedAction("click"
 
 
 def producer_keys_of(name: str, directory: Path) -> ProducerKeys:
-    """A producer host's keys with the test identity of ``name`` (``tests.producer_kit``: registered and pinned)."""
+    """A producer host's keys with the test identity of ``name`` (``tests.support.producers``: registered and pinned)."""
     return ProducerKeys(
         name,
         producer_signer(name),

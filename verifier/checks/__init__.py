@@ -7,7 +7,7 @@ observation bytes, artifact bytes) have run.
 
 from __future__ import annotations
 
-from verifier.checks.base import CheckContext, DetailLine, ModalityCheck, ModalityVerdict
+from bernstein.verifier.checks.base import CheckContext, DetailLine, ModalityCheck, ModalityVerdict
 
 REGISTRY: dict[str, ModalityCheck] = {}
 
@@ -32,7 +32,11 @@ def _load_builtin_checks() -> None:
     _loaded = True
     import importlib
 
-    for module in ("verifier.checks.research", "verifier.checks.dataops", "verifier.checks.browser"):
+    for module in (
+        "bernstein.verifier.checks.research",
+        "bernstein.verifier.checks.dataops",
+        "bernstein.verifier.checks.browser",
+    ):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:

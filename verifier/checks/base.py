@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from substrate.cas import BlobStore
-from substrate.keys import TrustedKeys
+from bernstein.substrate.cas import BlobStore
+from bernstein.substrate.keys import TrustedKeys
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,6 @@ def observed_hashes(entry: Mapping[str, Any]) -> frozenset[str]:
 
 
 class ModalityCheck(Protocol):
-    """A per-kind check; register it in ``verifier.checks.REGISTRY``."""
+    """A per-kind check; register it in ``bernstein.verifier.checks.REGISTRY``."""
 
     def __call__(self, ctx: CheckContext) -> ModalityVerdict: ...

@@ -1,7 +1,7 @@
 """Offline check of a browser activity: replay its session from the artifact and the CAS.
 
 The stage's artifact is the session document (``bernstein.browser.session/v1``,
-its format and the action log's in ``schemas.documents.browser``);
+its format and the action log's in ``bernstein.schemas.documents.browser``);
 it names the head anchor, the action count, every anchor and the action log
 (a CAS blob holding each action's full record and signed lineage entry).
 The check, in order, stopping at the first failure:
@@ -11,7 +11,7 @@ The check, in order, stopping at the first failure:
    entry's journalled terminal state, and its reason code is the entry's;
 3. the action log is one of the stage's observations, reattached from the
    CAS by hash and parsed;
-4. every action is replayed (``verifier.browser_replay``): order, link
+4. every action is replayed (``bernstein.verifier.browser_replay``): order, link
    to the previous anchor, screenshot and snapshot bytes re-hashed, observation
    hash and anchor recomputed, lineage entry bound, signed by a pinned key,
    HMAC verified when the audit key is pinned; then the walk is compared with
@@ -36,17 +36,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from schemas.documents.browser import (
+from bernstein.schemas.documents.browser import (
     MalformedSessionDocument,
     SessionDocument,
     activity_terminal_state,
     parse_action_log,
     parse_session_document,
 )
-from substrate.cas import BlobIntegrityError, BlobNotFound, CasError
-from verifier.browser_replay import ReplayResult, SignedHead, replay_action_log, replay_steps, step_input_from_entry
-from verifier.checks import register
-from verifier.checks.base import CheckContext, DetailLine, ModalityVerdict, observed_hashes
+from bernstein.substrate.cas import BlobIntegrityError, BlobNotFound, CasError
+from bernstein.verifier.browser_replay import ReplayResult, SignedHead, replay_action_log, replay_steps, step_input_from_entry
+from bernstein.verifier.checks import register
+from bernstein.verifier.checks.base import CheckContext, DetailLine, ModalityVerdict, observed_hashes
 
 NO_STORE: Final = "steps not replayed"
 

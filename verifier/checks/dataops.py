@@ -1,6 +1,6 @@
 """The data/ops modality check: reattach the signed receipt and verify it with pinned keys.
 
-A thin wrapper: ``substrate.dataops_receipts`` does the work and returns a
+A thin wrapper: ``bernstein.substrate.dataops_receipts`` does the work and returns a
 frozen verdict; this module only turns it into the verifier's stage note,
 reason and detail lines. Output is deterministic (failures in check order).
 """
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemas.documents.dataops import RECEIPT_FORMAT, REFUSAL_FORMAT
-from substrate.dataops_receipts import DataOpsVerdict, verify_artifact
-from substrate.text import plural
-from verifier.checks import register
-from verifier.checks.base import CheckContext, DetailLine, ModalityVerdict
+from bernstein.schemas.documents.dataops import RECEIPT_FORMAT, REFUSAL_FORMAT
+from bernstein.substrate.dataops_receipts import DataOpsVerdict, verify_artifact
+from bernstein.substrate.text import plural
+from bernstein.verifier.checks import register
+from bernstein.verifier.checks.base import CheckContext, DetailLine, ModalityVerdict
 
 NOTE_VERIFIED = "signed receipt verified"
 NOT_REATTACHED = "receipt not reattached"

@@ -9,7 +9,7 @@ order and, within a claim, citations in order, stopping at the first failure:
 3. the page bytes are reattached from the CAS by that hash and re-hashed
    (``BlobNotFound`` -> unresolved, ``BlobIntegrityError`` -> mismatch);
 4. the quote still occurs in those bytes under the report's quote
-   normalisation (``schemas.documents.quotes``, the function the worker
+   normalisation (``bernstein.schemas.documents.quotes``, the function the worker
    used at build time).
 
 One detail line per claim: ``cite OK claim=c1 (1 checked)`` or
@@ -28,9 +28,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from schemas.canonical import sha256_digest
-from schemas.documents.quotes import page_text, quote_occurs
-from schemas.documents.research import (
+from bernstein.schemas.canonical import sha256_digest
+from bernstein.schemas.documents.quotes import page_text, quote_occurs
+from bernstein.schemas.documents.research import (
     FAILURE_FORMAT,
     REFUSAL_FORMAT,
     CitationRecord,
@@ -43,11 +43,11 @@ from schemas.documents.research import (
     parse_abort_document,
     parse_report_document,
 )
-from schemas.records import TerminalState
-from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError
-from substrate.text import plural
-from verifier.checks import register
-from verifier.checks.base import CheckContext, DetailLine, ModalityVerdict, observed_hashes
+from bernstein.schemas.records import TerminalState
+from bernstein.substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, CasError
+from bernstein.substrate.text import plural
+from bernstein.verifier.checks import register
+from bernstein.verifier.checks.base import CheckContext, DetailLine, ModalityVerdict, observed_hashes
 
 NO_STORE: Final = "citations not resolved"
 

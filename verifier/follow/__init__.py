@@ -1,4 +1,4 @@
-"""``bernstein audit follow``: the audit topic checked continuously (issue 14; docs/operations.md).
+"""``bernstein audit follow``: the audit topic checked continuously (docs/operations.md).
 
 * ``alerts``: ``AlertKind``, the stable alert names, and ``Alert``;
 * ``checker``: the pure per-partition check (MAC, key, chain link, seq, events);

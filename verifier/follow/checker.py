@@ -1,13 +1,13 @@
 """The pure part of ``audit follow``: one partition's audit chain, checked one record at a time.
 
-No I/O, no clock: the Kafka edge (``verifier.follow.consumer``) hands each record's
-facts (``verifier.facts.audit_facts``: the same decode and MAC recomputation
+No I/O, no clock: the Kafka edge (``bernstein.verifier.follow.consumer``) hands each record's
+facts (``bernstein.verifier.facts.audit_facts``: the same decode and MAC recomputation
 ``activity verify`` uses) with its offset and Kafka timestamp to
 ``PartitionChecker.check``, and the wall clock to ``tick``. The checker keeps what
 the next record is checked against (``ChainState``: next seq, chain head, ...) and
 returns the alerts.
 
-Rules, per record: ``verifier.audit_chain.judge``, the one judgement the verifier uses
+Rules, per record: ``bernstein.verifier.audit_chain.judge``, the one judgement the verifier uses
 too (``schemas/vectors/audit_walks.json`` holds both, the rebuild and the native code to
 the same cases), each finding phrased as an alert:
 
@@ -42,12 +42,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.records import AuditEvent
-from substrate.keys import TrustedKeys, Validity
-from verifier import audit_chain as chain
-from verifier.audit_chain import ChainPosition, Finding, advance, judge
-from verifier.facts import A_RECORD, RAISE
-from verifier.follow.alerts import Alert, AlertKind
+from bernstein.schemas.records import AuditEvent
+from bernstein.substrate.keys import TrustedKeys, Validity
+from bernstein.verifier import audit_chain as chain
+from bernstein.verifier.audit_chain import ChainPosition, Finding, advance, judge
+from bernstein.verifier.facts import A_RECORD, RAISE
+from bernstein.verifier.follow.alerts import Alert, AlertKind
 
 Mirror = Callable[[int, int, str, str, int], None]
 _RESULT_EVENTS = frozenset({AuditEvent.ACTIVITY_RESULT.value, AuditEvent.COMPUTER_USE_ACTION.value})
@@ -77,7 +77,7 @@ class ChainState:
     head: str | None = None
     """MAC of the last authentic record; None before the first one (the chain starts at its genesis)."""
     stand_ins: int = 0
-    """Records reported since the last authentic one, each standing in for at most one seq (``verifier.audit_chain``)."""
+    """Records reported since the last authentic one, each standing in for at most one seq (``bernstein.verifier.audit_chain``)."""
     last_input: int = -1
     """Input (submissions) offset the last authentic record accounts for."""
     open_runs: dict[str, int] = field(default_factory=dict)
@@ -191,7 +191,7 @@ class PartitionChecker:
         return self._check(offset, fact, timestamp_ms, now_ms)
 
     def _check(self, offset: int, fact: tuple[Any, ...], timestamp_ms: int, now_ms: int) -> list[Alert]:
-        """Every rule (``verifier.audit_chain.judge``, the verifier's own), each finding as its alert."""
+        """Every rule (``bernstein.verifier.audit_chain.judge``, the verifier's own), each finding as its alert."""
         state = self.state
         position = ChainPosition(state.next_seq, state.head, state.stand_ins)
         seq_of = fact[5] if fact[0] == A_RECORD else None

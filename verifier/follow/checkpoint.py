@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from schemas.errors import BernsteinError
-from substrate.files import write_atomically
-from verifier.follow.checker import ChainState
-from verifier.follow.journal import JournalJoin
+from bernstein.schemas.errors import BernsteinError
+from bernstein.substrate.files import write_atomically
+from bernstein.verifier.follow.checker import ChainState
+from bernstein.verifier.follow.journal import JournalJoin
 
 FORMAT: Final = "bernstein.audit-follow-checkpoint/v1"
 

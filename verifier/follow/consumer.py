@@ -8,7 +8,7 @@ Two modes:
 * ``once``: every partition is assigned to this process (no group membership) and read
   up to the last stable offset it had when the run started; then the process stops.
 
-Each partition starts from its checkpoint (``verifier.follow.checkpoint``): the
+Each partition starts from its checkpoint (``bernstein.verifier.follow.checkpoint``): the
 record the checkpoint names is read again and compared before anything after it is
 checked; without a checkpoint the partition is checked from its first record. The
 group's committed offsets are written (for lag tooling) but never read: they are not
@@ -19,7 +19,7 @@ Alerts are emitted as soon as a record is checked, before its checkpoint is save
 after a crash the records checked since the last save are checked again (an alert
 may repeat; none is lost).
 
-A tamper-class alert also latches (``verifier.follow.latch``): the partition's latch
+A tamper-class alert also latches (``bernstein.verifier.follow.latch``): the partition's latch
 file in the state directory is written before the next batch is read, the latch
 stays across restarts, and it is cleared only by an ack in the state directory's ack
 log (``bernstein audit ack``), read at start and at every tick.
@@ -34,10 +34,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from schemas.canonical import sha256_digest
-from schemas.errors import BernsteinError
-from substrate.config import Topics
-from substrate.kafka import (
+from bernstein.schemas.canonical import sha256_digest
+from bernstein.schemas.errors import BernsteinError
+from bernstein.substrate.config import Topics
+from bernstein.substrate.kafka import (
     KafkaError,
     KafkaNotAuthorized,
     KafkaUnavailable,
@@ -46,13 +46,13 @@ from substrate.kafka import (
     is_authorization_error,
     unreachable,
 )
-from substrate.keys import TrustedKeys
-from verifier import facts
-from verifier.follow.alerts import Alert, AlertKind
-from verifier.follow.checker import PartitionChecker, Policy
-from verifier.follow.checkpoint import Checkpoint, CheckpointStore, CheckpointWriter, resume_mismatch, value_digest
-from verifier.follow.journal import Expected, JournalJoin
-from verifier.follow.latch import TAMPER, Ack, AckLog, Latch, LatchStore, PartitionLatches
+from bernstein.substrate.keys import TrustedKeys
+from bernstein.verifier import facts
+from bernstein.verifier.follow.alerts import Alert, AlertKind
+from bernstein.verifier.follow.checker import PartitionChecker, Policy
+from bernstein.verifier.follow.checkpoint import Checkpoint, CheckpointStore, CheckpointWriter, resume_mismatch, value_digest
+from bernstein.verifier.follow.journal import Expected, JournalJoin
+from bernstein.verifier.follow.latch import TAMPER, Ack, AckLog, Latch, LatchStore, PartitionLatches
 
 _TIMEOUT: Final = 30.0
 _BATCH: Final = 5000

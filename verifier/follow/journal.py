@@ -15,7 +15,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from verifier.follow.alerts import Alert, AlertKind
+from bernstein.verifier.follow.alerts import Alert, AlertKind
 
 MAX_SEEN: Final = 100_000
 """Journal hashes kept while no audit record mirrors them yet (the oldest are dropped beyond this)."""

@@ -1,4 +1,4 @@
-"""Tamper findings that stay until an operator acknowledges them (issue 26: alerts that stay until someone acts).
+"""Tamper findings that stay until an operator acknowledges them (alerts that stay until someone acts).
 
 A tamper-class alert (``TAMPER``: the integrity kinds, ``alerts.INTEGRITY``) *latches*: per partition and
 kind the follower holds one ``Latch`` (when it latched, how many findings, the first and the last finding's
@@ -39,9 +39,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from schemas.errors import BernsteinError
-from substrate.files import write_atomically
-from verifier.follow.alerts import INTEGRITY, Alert, AlertKind
+from bernstein.schemas.errors import BernsteinError
+from bernstein.substrate.files import write_atomically
+from bernstein.verifier.follow.alerts import INTEGRITY, Alert, AlertKind
 
 FORMAT: Final = "bernstein.audit-follow-latches/v1"
 ACK_FORMAT: Final = "bernstein.audit-ack/v1"

@@ -11,7 +11,7 @@ the deployment's topic ``prefix``, as the scheduler's do, so two deployments on 
 - ``bernstein_audit_lag_records{prefix,partition}``: records on the partition not checked yet;
 - ``bernstein_audit_ready{prefix}``: 1 while following (partitions assigned, no failure), else 0;
 - ``bernstein_audit_tamper_latched{prefix,partition,kind}``: 1 while a tamper-class finding of that kind is
-  latched on a partition this process checks, until ``bernstein audit ack`` (``verifier.follow.latch``), else 0.
+  latched on a partition this process checks, until ``bernstein audit ack`` (``bernstein.verifier.follow.latch``), else 0.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from substrate.ops_http import DEFAULT_STALL_S
-from verifier.follow.alerts import AlertKind
-from verifier.follow.consumer import Follower
-from verifier.follow.latch import TAMPER
+from bernstein.substrate.ops_http import DEFAULT_STALL_S
+from bernstein.verifier.follow.alerts import AlertKind
+from bernstein.verifier.follow.consumer import Follower
+from bernstein.verifier.follow.latch import TAMPER
 
 PREFIX: Final = "bernstein_audit_"
 DEFAULT_PORT: Final = 9310

@@ -1,6 +1,6 @@
 """Step 3, per run: the run's audit crossings joined with its journal, entry by entry and seal by seal.
 
-Each run's report lists the partition chain's own findings (``verifier.walks.partition``) where a walk of
+Each run's report lists the partition chain's own findings (``bernstein.verifier.walks.partition``) where a walk of
 that run alone would have met them, so ``verify`` and ``verify_many`` give the same report.
 """
 
@@ -11,12 +11,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from schemas.canonical import macs_equal
-from substrate.text import plural
-from verifier.checkpoints import final_seal_checkpoint_missing
-from verifier.report import AuditVerdict, Problem, RefusalSeen
-from verifier.sources import KcatSource, RecordSource
-from verifier.walks.partition import RESULT, _AuditEvent, _PartitionAudit
+from bernstein.schemas.canonical import macs_equal
+from bernstein.substrate.text import plural
+from bernstein.verifier.checkpoints import final_seal_checkpoint_missing
+from bernstein.verifier.report import AuditVerdict, Problem, RefusalSeen
+from bernstein.verifier.sources import KcatSource, RecordSource
+from bernstein.verifier.walks.partition import RESULT, _AuditEvent, _PartitionAudit
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Steps 1-2: one run's journal walked in offset order: hash chain, seals and producer signatures.
 
-Each entry and seal the walk meets is handed to the run's audit walk (``verifier.walks.audit``) to be
+Each entry and seal the walk meets is handed to the run's audit walk (``bernstein.verifier.walks.audit``) to be
 joined with the audit chain as it goes.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from schemas import codec
-from schemas.canonical import (
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import (
     journal_genesis,
     lineage_signing_input,
     run_close_statement,
@@ -18,14 +18,14 @@ from schemas.canonical import (
     sha256_digest,
     submission_signing_input,
 )
-from schemas.errors import CanonicalizationError
-from schemas.records import ENTRY_ACTIVITY_RESULT, ENTRY_COMPUTER_USE_ACTION
-from substrate.keys import TrustedKey, TrustedKeys, verify_signature
-from verifier.facts import J_ENTRY, J_ENTRY_UNDECODABLE, J_SEAL, P_ACTION, P_LEGACY, P_SIGNED, RAISE, Facts
-from verifier.keyuse import KeyLedger, KeysInForce, KeyUse, allowed_for, key_problem
-from verifier.report import ChainVerdict, Problem, ProducerKeyUse, ProducerVerdict, SealVerdict
-from verifier.walks.audit import Findings, _AuditWalk
-from verifier.walks.partition import RESULT
+from bernstein.schemas.errors import CanonicalizationError
+from bernstein.schemas.records import ENTRY_ACTIVITY_RESULT, ENTRY_COMPUTER_USE_ACTION
+from bernstein.substrate.keys import TrustedKey, TrustedKeys, verify_signature
+from bernstein.verifier.facts import J_ENTRY, J_ENTRY_UNDECODABLE, J_SEAL, P_ACTION, P_LEGACY, P_SIGNED, RAISE, Facts
+from bernstein.verifier.keyuse import KeyLedger, KeysInForce, KeyUse, allowed_for, key_problem
+from bernstein.verifier.report import ChainVerdict, Problem, ProducerKeyUse, ProducerVerdict, SealVerdict
+from bernstein.verifier.walks.audit import Findings, _AuditWalk
+from bernstein.verifier.walks.partition import RESULT
 
 _SEAL = codec.RUN_SEALS
 _SIGNED_ENTRY_TYPES = frozenset({ENTRY_ACTIVITY_RESULT, ENTRY_COMPUTER_USE_ACTION})
@@ -211,7 +211,7 @@ class _ChainWalk:
         return None if pinned is None or pinned.is_hmac else pinned.material
 
     def _producer_entry(self, offset: int, value: bytes | None, timestamp: int, fact: tuple[Any, ...]) -> None:
-        """A JournalEntry.v3's producer signature (``verifier.facts`` checked it under the pinned key), with
+        """A JournalEntry.v3's producer signature (``bernstein.verifier.facts`` checked it under the pinned key), with
         the key's purpose, owner and lifetime; older entries are counted; a computer-use entry's lineage key."""
         kind = fact[0]
         if kind == P_LEGACY:

@@ -2,7 +2,7 @@
 
 The MACs, keys, sequence, links, input accounting, checkpoints and dead letters of the chain are the
 partition's, not any run's: ``_PartitionAudit`` checks them once and queues each run's crossings for that
-run's ``verifier.walks.audit._AuditWalk``.
+run's ``bernstein.verifier.walks.audit._AuditWalk``.
 """
 
 from __future__ import annotations
@@ -13,18 +13,18 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from schemas import codec
-from schemas.canonical import macs_equal, sha256_digest
-from schemas.records import AuditEvent
-from substrate.keys import TrustedKeys
-from substrate.text import plural
-from verifier import audit_chain as audit_rules
-from verifier.audit_chain import ChainPosition, Finding, advance, judge
-from verifier.checkpoints import CheckpointWalk
-from verifier.facts import A_RECORD, RAISE
-from verifier.keyuse import KeysInForce, KeyUse
-from verifier.report import Problem
-from verifier.sources import KcatSource, RecordSource
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import macs_equal, sha256_digest
+from bernstein.schemas.records import AuditEvent
+from bernstein.substrate.keys import TrustedKeys
+from bernstein.substrate.text import plural
+from bernstein.verifier import audit_chain as audit_rules
+from bernstein.verifier.audit_chain import ChainPosition, Finding, advance, judge
+from bernstein.verifier.checkpoints import CheckpointWalk
+from bernstein.verifier.facts import A_RECORD, RAISE
+from bernstein.verifier.keyuse import KeysInForce, KeyUse
+from bernstein.verifier.report import Problem
+from bernstein.verifier.sources import KcatSource, RecordSource
 
 RESULT = AuditEvent.ACTIVITY_RESULT.value
 _ENTRY_EVENTS = frozenset({AuditEvent.ACTIVITY_RESULT.value, AuditEvent.COMPUTER_USE_ACTION.value})
@@ -124,7 +124,7 @@ class _PartitionAudit:
     genesis_checked: bool = False
     """An authentic record moved the chain: ``last_mac`` is a MAC of it (before, the chain starts at its genesis)."""
     stand_ins: int = 0
-    """Records reported since the last authentic one (``verifier.audit_chain.ChainPosition``)."""
+    """Records reported since the last authentic one (``bernstein.verifier.audit_chain.ChainPosition``)."""
     deadletters: list[tuple[int, int, int, str]] = field(default_factory=list)
     """(audit seq, audit offset, input offset, raw sha256) of the partition's dead letters."""
     deadletter_codes: dict[int, str] = field(default_factory=dict)
@@ -244,7 +244,7 @@ class _PartitionAudit:
                     offset=offset,
                 )
             )
-            self.stand_ins += 1  # it stands in for at most one seq (``verifier.audit_chain``)
+            self.stand_ins += 1  # it stands in for at most one seq (``bernstein.verifier.audit_chain``)
             self.last_input = None  # accounting restarts after a record already reported
             return
         (
@@ -276,7 +276,7 @@ class _PartitionAudit:
             and self.audit_keys.fits(key_id, timestamp)
         ):
             # The plain record (its MAC verifies under a pinned audit key in force, it links to its
-            # predecessor, it is on this partition): what ``verifier.audit_chain.judge`` concludes, in fewer steps.
+            # predecessor, it is on this partition): what ``bernstein.verifier.audit_chain.judge`` concludes, in fewer steps.
             tainted = False
             authenticated = True
             self.key_ids.add(key_id)
@@ -332,7 +332,7 @@ class _PartitionAudit:
         )
 
     def _judge(self, offset: int, fact: tuple[Any, ...], timestamp: int) -> bool:
-        """The record judged as ``audit follow`` judges it (``verifier.audit_chain``), each finding added and the
+        """The record judged as ``audit follow`` judges it (``bernstein.verifier.audit_chain``), each finding added and the
         chain moved: True when the record is tainted (its contents are not vouched for)."""
         key_id, mac, recomputed, seq = fact[1], fact[2], fact[3], fact[5]
         position = ChainPosition(self.expected_seq, self.last_mac if self.genesis_checked else None, self.stand_ins)

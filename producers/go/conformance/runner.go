@@ -1,6 +1,6 @@
 // Package conformance reproduces the repository's golden vectors (schemas/vectors/*.json) with the
 // Go SDK: every file and every top-level section must be handled, so an unknown one is a miss
-// ("not covered") and 100% stays enforced as vectors grow (DESIGN-13 D5).
+// ("not covered") and 100% stays enforced as vectors grow.
 package conformance
 
 import (

@@ -48,9 +48,9 @@ BERNSTEIN_KAFKA_CONFIG_FILE="$repo/.infra/clients/scheduler.properties" BERNSTEI
 BERNSTEIN_KAFKA_CONFIG_FILE="$admin_config" .venv/bin/python - "$prefix" <<'PY'
 import sys
 from confluent_kafka import Consumer, TopicPartition
-from schemas import codec
-from substrate.config import Settings, Topics
-from substrate.kafka import client_config
+from bernstein.schemas import codec
+from bernstein.substrate.config import Settings, Topics
+from bernstein.substrate.kafka import client_config
 
 prefix = sys.argv[1]
 topics = Topics(prefix)

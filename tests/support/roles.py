@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from consumers.manifest import parse_roles
+from bernstein.consumers.manifest import parse_roles
 
 ROLES_TOML = """
 [[roles]]

@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 import pytest
 
-from schemas.canonical import sha256_digest
-from schemas.errors import MalformedDigest
-from substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, blob_key
+from bernstein.schemas.canonical import sha256_digest
+from bernstein.schemas.errors import MalformedDigest
+from bernstein.substrate.cas import BlobIntegrityError, BlobNotFound, BlobStore, blob_key
 
 
 class BlobStoreContract:

@@ -1,14 +1,14 @@
 """Audit-chain vectors (``schemas/vectors/audit_walks.json``): audit chains, altered, with what every judge concludes.
 
-    python -m consumers.audit_vectors          # write schemas/vectors/audit_walks.json
-    python -m consumers.audit_vectors --check  # exit 1 if it would change
+    python -m tests.vectors.audit_vectors          # write schemas/vectors/audit_walks.json
+    python -m tests.vectors.audit_vectors --check  # exit 1 if it would change
 
 The audit chain is judged in five places: the scheduler's rebuild (``consumers/core/rebuild.py``)
 and its native fold (``native/src/fold.rs``) decide what to adopt at a restart; the verifier
 (``verifier/verify.py`` over ``verifier/audit_chain.py``, in Python and with the native plain walk
 ``native/src/walk.rs``) reports problems; ``audit follow`` (``verifier/follow/checker.py``, over the
 same ``verifier/audit_chain.py``) raises alerts. Every case here is a partition's records as the
-Python reference core wrote them (``consumers.core.step``) under the fixed keys of the step vectors,
+Python reference core wrote them (``bernstein.consumers.core.step``) under the fixed keys of the step vectors,
 then altered the way an attacker or an insider could: each audit field edited, a MAC flipped, a
 key id swapped, a record deleted, replayed, reordered, copied from another partition, forged in,
 garbled, a rotation's keys pinned wrongly, the tail truncated, the chain rewritten under the audit
@@ -19,7 +19,7 @@ verifier code reads as an alert of ``audit follow`` (none: the follower cannot s
 alone). tests/unit/test_audit_walks.py runs every judge over every case and fails when a judge
 skips one.
 
-It lives with the scheduler, like ``consumers/step_vectors.py``: it runs the scheduler's core.
+It lives with the scheduler, like ``tests/vectors/step_vectors.py``: it runs the scheduler's core.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
-from consumers import step_vectors as sv
-from schemas import canonical, codec
+from bernstein.schemas import canonical, codec
+from tests.vectors import step_vectors as sv
 
-OUT: Final = Path(__file__).resolve().parents[1] / "schemas" / "vectors" / "audit_walks.json"
+OUT: Final = Path(__file__).resolve().parents[2] / "schemas" / "vectors" / "audit_walks.json"
 FORMAT: Final = "bernstein.audit-walks/1"
 STREAMS: Final = ("journal", "refusals", "audit", "deadletter", "checkpoints")
 CHECKPOINT_EVERY: Final = 3
@@ -102,7 +102,7 @@ def _audit_key(secret: bytes, valid_from: int = 0, valid_until: int | None = Non
 
 def scheduler_config(audit_keys: list[dict[str, Any]]) -> Any:
     """The vectors' scheduler config with this audit key ring (oldest first)."""
-    from consumers.core.model import AuditKeyVersion, Lifetime
+    from bernstein.consumers.core.model import AuditKeyVersion, Lifetime
 
     ring = tuple(
         AuditKeyVersion(bytes.fromhex(k["secret_hex"]), k["key_id"], Lifetime(k["valid_from_ms"], k["valid_until_ms"]))
@@ -115,8 +115,8 @@ def scheduler_config(audit_keys: list[dict[str, Any]]) -> Any:
 
 
 def _run(name: str, partition: int, audit_keys: list[dict[str, Any]]) -> Base:
-    from consumers.core.model import InputRecord
-    from consumers.core.step import SchedulerCore, initial_state
+    from bernstein.consumers.core.model import InputRecord
+    from bernstein.consumers.core.step import SchedulerCore, initial_state
 
     config = scheduler_config(audit_keys)
     core = SchedulerCore(config)
@@ -610,7 +610,7 @@ def main(argv: list[str]) -> int:
     text = render()
     if "--check" in argv:
         if not OUT.exists() or OUT.read_text(encoding="utf-8") != text:
-            print(f"{OUT} is stale: run `python -m consumers.audit_vectors`", file=sys.stderr)
+            print(f"{OUT} is stale: run `python -m tests.vectors.audit_vectors`", file=sys.stderr)
             return 1
         return 0
     OUT.write_text(text, encoding="utf-8")

@@ -15,8 +15,8 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from schemas import codec
-from schemas.canonical import evidence_set_hash, sha256_digest
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import evidence_set_hash, sha256_digest
 
 FUZZ_SETTINGS = settings(
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]

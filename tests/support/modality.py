@@ -11,12 +11,12 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from consumers.step_vectors import HASH_A, HASH_B, PAGE_A, PAGE_B, SOURCE_A, SOURCE_B, report
-from producers.dataops import DataOpsActivity, EffectBeforePlan
-from schemas.canonical import canonical_json, evidence_set_hash, sha256_digest
-from schemas.documents.common import Violation
-from substrate.keys import Ed25519Signer
-from tests.producer_kit import producer_signer
+from bernstein.producers.dataops import DataOpsActivity, EffectBeforePlan
+from bernstein.schemas.canonical import canonical_json, evidence_set_hash, sha256_digest
+from bernstein.schemas.documents.common import Violation
+from bernstein.substrate.keys import Ed25519Signer
+from tests.support.producers import producer_signer
+from tests.vectors.step_vectors import HASH_A, HASH_B, PAGE_A, PAGE_B, SOURCE_A, SOURCE_B, report
 
 HTML = "text/html; charset=utf-8"
 SIGNER = Ed25519Signer.from_seed(b"\x05" * 32)
@@ -29,7 +29,7 @@ MODALITY_ROLES = {"developer": "coding", "scout": "research", "operator": "ops",
 
 def report_document() -> dict[str, Any]:
     """A valid ``bernstein.research.report/v1`` document: two claims, each citing one fetched page (the
-    scheduler-step vectors' own, ``consumers.step_vectors.report``)."""
+    scheduler-step vectors' own, ``tests.vectors.step_vectors.report``)."""
     return report()
 
 

@@ -28,13 +28,13 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from schemas import codec
-from schemas.canonical import journal_entry_hash
-from substrate.keys import InstallKeys, ProducerKeys, init_keys, init_producer_keys
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import journal_entry_hash
+from bernstein.substrate.keys import InstallKeys, ProducerKeys, init_keys, init_producer_keys
 from tests.conftest import as_component
 from tests.integration import tamper_kit as kit
-from tests.prefixes import fresh_prefix
-from tests.producer_setup import PRODUCER_NAME, identity, trusted_keys, write_manifest
+from tests.support.prefixes import fresh_prefix
+from tests.support.producer_setup import PRODUCER_NAME, identity, trusted_keys, write_manifest
 
 REPO = kit.REPO
 VERIFIED = "verified -- every activity reconstructs from the journal."
@@ -67,8 +67,8 @@ class Pipeline:
 
     @classmethod
     def create(cls, services: Any, workdir: Path) -> Pipeline:
-        from substrate.config import Topics
-        from substrate.kafka import ensure_topics
+        from bernstein.substrate.config import Topics
+        from bernstein.substrate.kafka import ensure_topics
 
         prefix = fresh_prefix()
         keys = init_keys(workdir / "keys")
@@ -86,7 +86,7 @@ class Pipeline:
 
     @property
     def topics(self) -> Any:
-        from substrate.config import Topics
+        from bernstein.substrate.config import Topics
 
         return Topics(self.prefix)
 
@@ -120,8 +120,8 @@ class Pipeline:
 
     def emitter(self) -> Any:
         """The real emitter SDK on these topics and the S3 bucket (use as a context manager)."""
-        from producers.emitter import Emitter
-        from substrate.cas import S3BlobStore
+        from bernstein.producers.emitter import Emitter
+        from bernstein.substrate.cas import S3BlobStore
 
         return Emitter(
             bootstrap=self.bootstrap, store=S3BlobStore(self.services.s3), topics=self.topics, producer=identity("tests@pipeline")
@@ -137,7 +137,7 @@ class Pipeline:
 
     def records(self, stream: str) -> list[Any]:
         """Every record of ``stream`` (partition 0), read_committed."""
-        from verifier.kafka_source import KafkaSource
+        from bernstein.verifier.kafka_source import KafkaSource
 
         return list(KafkaSource(self.bootstrap, self.topics).records(stream, 0))
 
@@ -149,10 +149,10 @@ class Pipeline:
 
     def schedule(self) -> Any:
         """Run the real scheduler in-process until it has consumed every submission published so far."""
-        from consumers.core.model import SchedulerConfig
-        from consumers.core.step import SchedulerCore
-        from consumers.manifest import load_manifest
-        from consumers.shell import SchedulerShell
+        from bernstein.consumers.core.model import SchedulerConfig
+        from bernstein.consumers.core.step import SchedulerCore
+        from bernstein.consumers.manifest import load_manifest
+        from bernstein.consumers.shell import SchedulerShell
 
         published = len(self.records("submissions"))
         manifest = load_manifest(self.manifest)

@@ -15,21 +15,21 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from consumers.core.model import InputRecord, OutputRecord, ProducerRegistry, SchedulerConfig
-from consumers.core.native import NativeSchedulerCore, SchedulerCoreLike
-from consumers.core.step import SchedulerCore, initial_state
-from consumers.shell import Counters, SchedulerShell, ShellOptions
-from producers.activity import ActivityResult, observe
-from schemas import codec
-from substrate.cas import BlobStore
-from substrate.config import Topics
-from substrate.kafka import client_config, ensure_topics
-from substrate.keys import InstallKeys
-from tests.producer_kit import NAMES, encode_signed_close, encode_signed_submission
-from tests.producer_kit import producer as test_producer
-from tests.roles import ROLES
-from verifier.kafka_source import KafkaSource
-from verifier.sources import StoredRecord
+from bernstein.consumers.core.model import InputRecord, OutputRecord, ProducerRegistry, SchedulerConfig
+from bernstein.consumers.core.native import NativeSchedulerCore, SchedulerCoreLike
+from bernstein.consumers.core.step import SchedulerCore, initial_state
+from bernstein.consumers.shell import Counters, SchedulerShell, ShellOptions
+from bernstein.producers.activity import ActivityResult, observe
+from bernstein.schemas import codec
+from bernstein.substrate.cas import BlobStore
+from bernstein.substrate.config import Topics
+from bernstein.substrate.kafka import client_config, ensure_topics
+from bernstein.substrate.keys import InstallKeys
+from bernstein.verifier.kafka_source import KafkaSource
+from bernstein.verifier.sources import StoredRecord
+from tests.support.producers import NAMES, encode_signed_close, encode_signed_submission
+from tests.support.producers import producer as test_producer
+from tests.support.roles import ROLES
 
 OUTPUT_STREAMS = ("journal", "refusals", "audit", "deadletter", "checkpoints")
 
@@ -166,7 +166,7 @@ def submission_record(
 
 
 def encode_submission(**kwargs: Any) -> bytes:
-    """An ActivitySubmission.v3: sizes declared and signed by its producer's test key (tests/producer_kit.py)."""
+    """An ActivitySubmission.v3: sizes declared and signed by its producer's test key (tests/support/producers.py)."""
     return encode_signed_submission(submission_record(**kwargs))
 
 
@@ -247,7 +247,7 @@ def produce_all(
 
 
 def scheduler_config(keys: InstallKeys, *, roles: dict[str, str] | None = None, seal_every: int = 1000) -> SchedulerConfig:
-    """The tests' scheduler: every test producer (tests/producer_kit.py) registered with every role of ``roles``.
+    """The tests' scheduler: every test producer (tests/support/producers.py) registered with every role of ``roles``.
 
     They also hold a grant for ``ghost``, a role no manifest declares (a stale grant), so a submission
     under it is refused as UNKNOWN_ROLE by the roles check rather than by the producer check.
@@ -273,7 +273,7 @@ def fresh_topics(bootstrap: str, prefix: str, partitions: int = 1) -> Topics:
 
 def _grant(bootstrap: str, prefix: str) -> None:
     """``tests.conftest.grant`` without the fixture: the ACLs of ``prefix`` when the clients speak SASL (secured broker)."""
-    from substrate.kafka import security_config
+    from bernstein.substrate.kafka import security_config
 
     if security_config().get("security.protocol", "PLAINTEXT").startswith("SASL"):
         from bernstein.commands.kafka import ROLES as ACL_ROLES

@@ -4,7 +4,7 @@ A deployment under test has the scheduler's keys (``install_keys``) and, separat
 producer host's keys (``producer_keys``, ``bernstein keys init --producer``). The
 manifest the scheduler runs with (``write_manifest``) takes config/roles.toml's roles and
 registers that producer (every role, agent kind ``browser``) plus the deterministic test
-identities of ``tests.producer_kit`` (SDK-driven suites sign as whoever their records
+identities of ``tests.support.producers`` (SDK-driven suites sign as whoever their records
 name). ``trusted_keys`` pins what ``bernstein keys trust --manifest`` would.
 """
 
@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Final
 
 from bernstein.commands.keys import export_trust, manifest_snippet, producer_manifest_keys
-from consumers.core.model import ProducerRegistry
-from producers.identity import ProducerIdentity, SigningProducer
-from substrate.keys import InstallKeys, KeyPurpose, ProducerKeys, TrustedKey, TrustedKeys
-from tests.producer_kit import NAMES, producer, producer_signer, producer_trust, registry
+from bernstein.consumers.core.model import ProducerRegistry
+from bernstein.producers.identity import ProducerIdentity, SigningProducer
+from bernstein.substrate.keys import InstallKeys, KeyPurpose, ProducerKeys, TrustedKey, TrustedKeys
+from tests.support.producers import NAMES, producer, producer_signer, producer_trust, registry
 
-REPO: Final = Path(__file__).resolve().parent.parent
+REPO: Final = Path(__file__).resolve().parents[2]
 ROLES_TOML: Final = REPO / "config" / "roles.toml"
 PRODUCER_NAME: Final = "agents@test"
 """The producer name of the ``producer_keys`` fixture: what ``bernstein research|data|ops|browser run`` publish as."""

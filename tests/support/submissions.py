@@ -4,7 +4,7 @@ The scheduler refuses an unsigned submission (SUBMISSION_UNSIGNED: ActivitySubmi
 and v2 carry no producer signature) before any stage or document rule, so a hand-built
 record that is to reach those rules is published as the SDK does: an
 ActivitySubmission.v3 signed with the test identity of its ``producer.id``
-(``tests.producer_kit``, which every test manifest and ``TEST_PRODUCERS`` register). An
+(``tests.support.producers``, which every test manifest and ``TEST_PRODUCERS`` register). An
 observation built without a ``size`` declares 0 (a hand-built record whose blob was never
 stored; the document rules do not look at sizes).
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tests.producer_kit import encode_signed_submission
+from tests.support.producers import encode_signed_submission
 
 
 def encode_submission(record: Mapping[str, Any]) -> bytes:

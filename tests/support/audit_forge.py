@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemas import codec
-from schemas.canonical import audit_genesis, audit_record_mac
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import audit_genesis, audit_record_mac
 
 
 def entry(

@@ -1,4 +1,4 @@
-"""Which Kafka principal an in-process client or a ``bernstein`` subprocess runs as (issue 12 end-to-end tests).
+"""Which Kafka principal an in-process client or a ``bernstein`` subprocess runs as (the end-to-end tests of producer identity).
 
 On a secured broker (``infra/up --secure``) every component has its own principal: the tests'
 in-process clients are the admin, ``tests.conftest.as_component`` gives a subprocess its
@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from substrate.cas import S3BlobStore, S3Settings
+from bernstein.substrate.cas import S3BlobStore, S3Settings
 from tests.conftest import _read_env, as_component
 
 S3_IDENTITIES = Path(__file__).resolve().parents[2] / ".infra" / "s3"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from schemas import codec
-from schemas.canonical import journal_entry_hash
-from verifier.sources import StoredRecord
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import journal_entry_hash
+from bernstein.verifier.sources import StoredRecord
 
 
 def computer_use_positions(records: list[StoredRecord]) -> list[int]:

@@ -1,4 +1,4 @@
-"""Fault injection for the integration suite: stores and brokers that fail the way real ones do (issue 26).
+"""Fault injection for the integration suite: stores and brokers that fail the way real ones do.
 
 - ``FaultProxy``: a TCP proxy on 127.0.0.1 in front of a real endpoint (MinIO's HTTP port), switched
   between ``passing()`` (bytes through untouched), ``delaying(s)`` (every response held back ``s``

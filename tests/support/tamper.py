@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from schemas import codec
-from schemas.canonical import content_hash, journal_entry_hash, seal_signing_input, sha256_digest
-from substrate.keys import Ed25519Signer, InstallKeys, ProducerKeys, TrustedKeys, init_keys
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import content_hash, journal_entry_hash, seal_signing_input, sha256_digest
+from bernstein.substrate.keys import Ed25519Signer, InstallKeys, ProducerKeys, TrustedKeys, init_keys
 from tests.conftest import as_component, bernstein_env
-from tests.prefixes import fresh_prefix
-from tests.producer_kit import TEST_PRODUCERS, encode_signed_close, encode_signed_submission, producer_trust, registry
-from tests.producer_setup import identity
+from tests.support.prefixes import fresh_prefix
+from tests.support.producer_setup import identity
+from tests.support.producers import TEST_PRODUCERS, encode_signed_close, encode_signed_submission, producer_trust, registry
 
 REPO = Path(__file__).resolve().parents[2]
 BERNSTEIN = REPO / ".venv" / "bin" / "bernstein"
@@ -95,15 +95,15 @@ def _file_text(stage: str, name: str) -> bytes:
 
 def build_realistic_run(services: Any, workdir: Path) -> RealisticRun:
     """Publish, schedule and export two interleaved runs; return where everything is."""
-    from consumers.core.model import SchedulerConfig
-    from consumers.core.step import SchedulerCore
-    from consumers.manifest import parse_roles
-    from consumers.shell import SchedulerShell
-    from producers.activity import ActivityResult
-    from producers.emitter import Emitter
-    from substrate.cas import S3BlobStore
-    from substrate.config import Topics
-    from substrate.kafka import ensure_topics
+    from bernstein.consumers.core.model import SchedulerConfig
+    from bernstein.consumers.core.step import SchedulerCore
+    from bernstein.consumers.manifest import parse_roles
+    from bernstein.consumers.shell import SchedulerShell
+    from bernstein.producers.activity import ActivityResult
+    from bernstein.producers.emitter import Emitter
+    from bernstein.substrate.cas import S3BlobStore
+    from bernstein.substrate.config import Topics
+    from bernstein.substrate.kafka import ensure_topics
 
     prefix = fresh_prefix()
     topics = Topics(prefix)
@@ -543,7 +543,7 @@ class DumpView:
 
 
 SYNTHETIC_PRODUCER = "synthetic@bench"
-"""Signs the synthetic run's submissions (a test identity: ``tests.producer_kit``)."""
+"""Signs the synthetic run's submissions (a test identity: ``tests.support.producers``)."""
 
 
 def synthetic_dump(root: Path, entries: int, *, run_id: str = "run-big", seal_every: int = 1000) -> TrustedKeys:
@@ -552,10 +552,10 @@ def synthetic_dump(root: Path, entries: int, *, run_id: str = "run-big", seal_ev
     Returns the keys to pin. No CAS is written (verify with ``cas=None``): the
     records are real, only the evidence bytes are absent.
     """
-    from consumers.core.model import InputRecord, SchedulerConfig
-    from consumers.core.step import SchedulerCore, initial_state
-    from schemas.canonical import artifact_hash, hmac_key_id
-    from verifier.sources import DUMP_FORMAT, StoredRecord, encode_dump_line
+    from bernstein.consumers.core.model import InputRecord, SchedulerConfig
+    from bernstein.consumers.core.step import SchedulerCore, initial_state
+    from bernstein.schemas.canonical import artifact_hash, hmac_key_id
+    from bernstein.verifier.sources import DUMP_FORMAT, StoredRecord, encode_dump_line
 
     signer = Ed25519Signer.from_seed(hashlib.sha256(b"synthetic-signer").digest())
     secret = hashlib.sha256(b"synthetic-audit").digest()
@@ -644,6 +644,6 @@ def synthetic_dump(root: Path, entries: int, *, run_id: str = "run-big", seal_ev
 
 
 def evidence_set_hash_of(hashes: Any) -> str:
-    from schemas.canonical import evidence_set_hash
+    from bernstein.schemas.canonical import evidence_set_hash
 
     return evidence_set_hash(hashes)

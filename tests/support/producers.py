@@ -12,12 +12,12 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from consumers.core.model import Lifetime, Producer, ProducerKey, ProducerRegistry
-from schemas import codec
-from schemas.canonical import run_close_statement, submission_signing_input, submission_statement
-from schemas.records import KINDS
-from substrate.keys import Ed25519Signer, KeyPurpose, TrustedKey, TrustedKeys
-from tests.roles import ROLES
+from bernstein.consumers.core.model import Lifetime, Producer, ProducerKey, ProducerRegistry
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import run_close_statement, submission_signing_input, submission_statement
+from bernstein.schemas.records import KINDS
+from bernstein.substrate.keys import Ed25519Signer, KeyPurpose, TrustedKey, TrustedKeys
+from tests.support.roles import ROLES
 
 NAMES: Final = (
     "tests@host",

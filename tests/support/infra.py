@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-INFRA_SCRIPT = Path(__file__).resolve().parents[1] / "infra" / "infra.py"
+INFRA_SCRIPT = Path(__file__).resolve().parents[2] / "infra" / "infra.py"
 
 
 def load_infra() -> ModuleType:

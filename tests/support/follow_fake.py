@@ -2,7 +2,7 @@
 
 Unit tests only: the real consumer is exercised by ``tests/integration/test_audit_follow_kafka.py``. The fake
 holds one log per topic-partition that the test appends to and rewrites (``Log``), answers the consumer calls
-``verifier.follow.consumer.Follower`` uses (``list_topics``, ``subscribe``/``assign``, ``consume``, ``seek``,
+``bernstein.verifier.follow.consumer.Follower`` uses (``list_topics``, ``subscribe``/``assign``, ``consume``, ``seek``,
 ``get_watermark_offsets``, ``position``, ``commit``, ``close``) as librdkafka does for a single group member,
 and replaces the checkpoint writer's thread by a queue the test drains (``ControlledWriter``), so a kill -9 can
 leave any prefix of the queued saves on disk, as the real writer's atomic, in-order writes allow.
@@ -18,7 +18,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_CREATE_TIME, TopicPartition
 from confluent_kafka import KafkaError as RdKafkaError
 
-from verifier.follow.checkpoint import Checkpoint, CheckpointStore, encode
+from bernstein.verifier.follow.checkpoint import Checkpoint, CheckpointStore, encode
 
 
 @dataclass

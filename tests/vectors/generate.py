@@ -1,7 +1,7 @@
 """Generate the golden vectors in ``schemas/vectors/*.json``.
 
-    python -m schemas.vectors.generate          # write the files
-    python -m schemas.vectors.generate --check  # exit 1 if a file would change
+    python -m tests.vectors.generate          # write the files
+    python -m tests.vectors.generate --check  # exit 1 if a file would change
 
 Every value is derived from fixed inputs (a fixed Ed25519 seed, a fixed HMAC
 key), so the output is byte-identical on every machine; CI regenerates the
@@ -20,10 +20,10 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from schemas import canonical, codec
-from schemas.errors import CanonicalizationError
+from bernstein.schemas import canonical, codec
+from bernstein.schemas.errors import CanonicalizationError
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[2] / "schemas" / "vectors"
 SEED = bytes(range(32))
 HMAC_KEY = bytes.fromhex("a0" * 32)
 PRODUCER_SEED = bytes(range(32, 64))
@@ -420,7 +420,7 @@ DOM = b'- heading "Sign up" [level=1]'
 
 def _computer_use_action(*, sizes: bool) -> dict[str, Any]:
     """The typed action of signatures.json (run-42, session-1, action 0) as a ComputerUseAction record."""
-    from schemas.documents.browser import Action, LineageBinding, lineage_entry
+    from bernstein.schemas.documents.browser import Action, LineageBinding, lineage_entry
 
     signer = _producer()
     genesis = canonical.computer_use_genesis("run-42", "session-1")
@@ -761,7 +761,7 @@ def _signed_close() -> dict[str, Any]:
 
 def signature_vectors() -> dict[str, Any]:
     """Every byte string a producer signs or MACs, from fixed keys: other languages reproduce these."""
-    from schemas.documents.browser import Action, LineageBinding, lineage_entry
+    from bernstein.schemas.documents.browser import Action, LineageBinding, lineage_entry
 
     signer = _producer()
     activity = _signed_activity()
@@ -857,8 +857,8 @@ def modality_vectors() -> dict[str, Any]:
 
 def partitions() -> dict[str, Any]:
     """Record key -> Kafka's murmur2 and the partition for several partition counts (docs/producing.md)."""
-    from schemas.partitioning import SEED as MURMUR2_SEED
-    from schemas.partitioning import murmur2, partition_for
+    from bernstein.schemas.partitioning import SEED as MURMUR2_SEED
+    from bernstein.schemas.partitioning import murmur2, partition_for
 
     keys = [
         "",  # no block, no tail
@@ -888,8 +888,8 @@ def partitions() -> dict[str, Any]:
 
 
 def ed25519_vectors() -> dict[str, Any]:
-    """The verification rule's cases (``schemas.ed25519``): every verifier gives each its ``valid``."""
-    from schemas.vectors.ed25519_cases import cases
+    """The verification rule's cases (``bernstein.schemas.ed25519``): every verifier gives each its ``valid``."""
+    from tests.vectors.ed25519_cases import cases
 
     return {
         "rule": "ZIP 215: A and R decode from any encoding whose y mod p is on the curve; S < L; "
@@ -927,7 +927,7 @@ def main(argv: list[str]) -> int:
             if not check:
                 path.write_text(text, encoding="utf-8")
     if check and stale:
-        print(f"golden vectors out of date: {', '.join(stale)} (run python -m schemas.vectors.generate and review the diff)")
+        print(f"golden vectors out of date: {', '.join(stale)} (run python -m tests.vectors.generate and review the diff)")
         return 1
     print("golden vectors " + ("up to date" if check else f"written ({len(FILES)} files)"))
     return 0

@@ -3,7 +3,7 @@
 Built from the curve's eight small-order points and their fourteen encodings
 (six of them non-canonical), the way ZIP 215's own test set is, plus honest,
 edited, malleated and mixed-order signatures from fixed seeds. Every verifier
-of the system (``schemas.ed25519``, the Rust core alone and in batches) must
+of the system (``bernstein.schemas.ed25519``, the Rust core alone and in batches) must
 give each case its ``valid``.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from schemas.ed25519 import BASE, IDENTITY, L, P, Point, add, decode_point, encode_point, is_identity, multiply
+from bernstein.schemas.ed25519 import BASE, IDENTITY, L, P, Point, add, decode_point, encode_point, is_identity, multiply
 
 MESSAGE = b"bernstein/zip215 vectors"
 

@@ -1,1 +1,0 @@
-"""Golden vectors: language-neutral JSON every SDK must reproduce (see generate.py)."""
