@@ -7,7 +7,7 @@ UV_VERSION := 0.13.8
 UV := .infra/uv/bin/uv
 VENV := .venv
 
-.PHONY: venv system-deps demo test check unit integration bench vectors lint typecheck infra-up infra-down clean promtool
+.PHONY: venv system-deps demo test check unit integration bench vectors lint typecheck infra-up infra-down clean promtool fmt native sdk
 
 $(UV):
 	@mkdir -p .infra
@@ -30,9 +30,28 @@ demo: venv system-deps
 test: venv system-deps
 	scripts/test.sh
 
-# Static checks only (no services): lint, types, golden vectors.
+# Static checks only (no services): lint, types, the layer contract, golden vectors.
 check: venv
 	scripts/check.sh
+
+# Format everything that has a formatter: Python (ruff, imports sorted too), Rust (rustfmt), Go (gofmt).
+# The TypeScript SDK has no formatter in its toolchain (tsc checks it); its style is the files' own.
+fmt: venv
+	$(VENV)/bin/ruff check --fix --select I .
+	$(VENV)/bin/ruff format .
+	cd native && cargo fmt
+	gofmt -w producers/go
+
+# Rebuild the Rust scheduler core into .venv after editing native/ (uv builds it with cargo, release mode),
+# then its own checks: rustfmt, clippy -D warnings, cargo test.
+native: $(UV)
+	$(UV) sync --frozen --quiet --reinstall-package bernstein-native
+	scripts/native-check.sh
+
+# The Go and TypeScript SDKs: vet/tsc, unit tests, conformance over schemas/vectors (100% or it fails).
+sdk:
+	producers/go/check.sh
+	producers/typescript/check.sh
 
 unit: venv
 	$(VENV)/bin/pytest -q tests/unit

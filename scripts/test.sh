@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's test command (make test): static checks, then unit tests with the network
-# unused (on Python 3.11, then 3.13), the Go and TypeScript SDKs' checks (unit tests and the
+# unused (on Python 3.11, then 3.13; the Rust crate's cargo fmt/clippy/test beside them), the Go and TypeScript SDKs' checks (unit tests and the
 # conformance runners over schemas/vectors), promtool's checks of the alert rules, then the
 # services are started with the broker secured (infra/up --secure: SASL_SSL, SCRAM users, ACLs;
 # each component under its own principal) and the integration tests run against them; then a
@@ -24,10 +24,21 @@ promtool_pid=$!
 .venv/bin/python infra/infra.py prepare > .infra/prepare.log 2>&1 &
 prepare_pid=$!
 scripts/check.sh
+# the Rust crate's checks (rustfmt, clippy -D warnings, cargo test) run beside the unit tests, whose pytest
+# keeps one core busy
+scripts/native-check.sh > .infra/native-check.log 2>&1 &
+native_pid=$!
 echo "test: unit tests"
 .venv/bin/pytest -q -p no:cacheprovider tests/unit
 echo "test: unit tests on Python 3.13"
 scripts/unit-py313.sh
+if ! wait "$native_pid"; then
+  cat .infra/native-check.log
+  echo "test: scripts/native-check.sh failed (log above)" >&2
+  exit 1
+fi
+echo "test: Rust crate checks (cargo fmt --check, clippy -D warnings, cargo test)"
+cat .infra/native-check.log
 t_sdk=$(date +%s)
 echo "test: Go SDK (vet, unit tests, conformance over schemas/vectors, the emit command)"
 producers/go/check.sh
