@@ -85,9 +85,6 @@ from bernstein.verifier.stages import _StageBuilder
 from bernstein.verifier.walks.audit import RefusalRecord, _AuditWalk
 from bernstein.verifier.walks.chain import _ChainWalk, producer_keys
 from bernstein.verifier.walks.partition import JOIN_EVENTS, AuditRow, _PartitionAudit, is_authenticated
-from bernstein.verifier.walks.partition import (
-    _AuditEvent as _AuditEvent,  # tests/unit/test_verifier_plain_walk.py reaches it here
-)
 
 _CHUNK: Final = 256
 """Records per batch for sources that only offer ``records`` (dumps give their own chunks)."""

@@ -30,6 +30,9 @@ from bernstein.verifier.keyuse import KeyLedger
 from bernstein.verifier.render import render_json
 from bernstein.verifier.sources import DumpSource
 from bernstein.verifier.verify import verify_many, verify_stream
+from bernstein.verifier.walks.audit import _AuditWalk
+from bernstein.verifier.walks.chain import _ChainWalk
+from bernstein.verifier.walks.partition import _AuditEvent, _PartitionAudit
 from tests.unit.test_verifier_facts import TAMPERS, TRUSTED, edit_lines, native, write_dump
 
 C = codec.default_codec()
@@ -128,7 +131,7 @@ def test_keys_out_of_force_stop_the_plain_path_where_the_walk_would(
 def test_the_plain_path_takes_the_plain_records(pristine: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With the plain path, most records never reach the Python checks (the point of it); without, all do."""
     calls = {"audit": 0, "journal": 0}
-    check, record = verify_module._PartitionAudit._check, verify_module._ChainWalk._record
+    check, record = _PartitionAudit._check, _ChainWalk._record
 
     def counted_check(self: Any, *args: Any) -> None:
         calls["audit"] += 1
@@ -138,8 +141,8 @@ def test_the_plain_path_takes_the_plain_records(pristine: Path, monkeypatch: pyt
         calls["journal"] += 1
         record(self, *args)
 
-    monkeypatch.setattr(verify_module._PartitionAudit, "_check", counted_check)
-    monkeypatch.setattr(verify_module._ChainWalk, "_record", counted_record)
+    monkeypatch.setattr(_PartitionAudit, "_check", counted_check)
+    monkeypatch.setattr(_ChainWalk, "_record", counted_record)
     source = DumpSource(pristine)
     audit_records = sum(1 for _ in source.records("audit", 0))
     run_a_records = sum(1 for r in source.records("journal", 0) if r.key == b"run-a")
@@ -156,16 +159,14 @@ def test_the_plain_path_takes_the_plain_records(pristine: Path, monkeypatch: pyt
 
 
 def test_the_event_queue_hands_back_what_it_was_given() -> None:
-    queue = native().walks.EventQueue(verify_module._AuditEvent)  # type: ignore[union-attr]
-    first = verify_module._AuditEvent(3, 17, "activity.result", 2, "sha256:" + "a" * 64, "hmac-sha256:x", True, 2, 9, 8)
+    queue = native().walks.EventQueue(_AuditEvent)  # type: ignore[union-attr]
+    first = _AuditEvent(3, 17, "activity.result", 2, "sha256:" + "a" * 64, "hmac-sha256:x", True, 2, 9, 8)
     queue.append(first)
-    queue.append(verify_module._AuditEvent(4, 18, "run.sealed", 3, "h", "m", False))
+    queue.append(_AuditEvent(4, 18, "run.sealed", 3, "h", "m", False))
     assert len(queue) == 2
     got = queue.popleft()
-    assert isinstance(got, verify_module._AuditEvent)
-    assert [getattr(got, name) for name in verify_module._AuditEvent.__slots__] == [
-        getattr(first, name) for name in verify_module._AuditEvent.__slots__
-    ]
+    assert isinstance(got, _AuditEvent)
+    assert [getattr(got, name) for name in _AuditEvent.__slots__] == [getattr(first, name) for name in _AuditEvent.__slots__]
     assert queue.popleft().event == "run.sealed"
     assert len(queue) == 0 and not queue
     with pytest.raises(IndexError):
@@ -190,9 +191,9 @@ def test_an_input_the_scheduler_skipped_is_named_with_and_without_the_plain_path
 
 def join_findings(impl: Facts, pristine: Path, event: Any) -> tuple[Any, ...]:
     """Run-a's first journal entry joined with ``event`` as its only queued audit crossing."""
-    part = verify_module._PartitionAudit(C, iter(()), 0, TRUSTED, None, walks=impl.walks)
-    audit = verify_module._AuditWalk(part, "run-a")
-    walk = verify_module._ChainWalk(C, "run-a", 0, TRUSTED, audit, KeyLedger())
+    part = _PartitionAudit(C, iter(()), 0, TRUSTED, None, walks=impl.walks)
+    audit = _AuditWalk(part, "run-a")
+    walk = _ChainWalk(C, "run-a", 0, TRUSTED, audit, KeyLedger())
     part.run("run-a").events.append(event)
     first = next(r for r in DumpSource(pristine).records("journal", 0) if r.key == b"run-a")
     walk.feed_many(impl, [first.offset], [first.value], [first.timestamp_ms])
@@ -210,7 +211,7 @@ def join_findings(impl: Facts, pristine: Path, event: Any) -> tuple[Any, ...]:
 def test_the_join_with_the_audit_crossing_stops_where_the_walk_would(pristine: Path) -> None:
     first = next(r for r in DumpSource(pristine).records("journal", 0) if r.key == b"run-a")
     stored = native().journal_facts([first.value])[0][1]
-    event = verify_module._AuditEvent
+    event = _AuditEvent
     cases = {
         "joined": event(0, 0, "activity.result", 0, stored, "m", False),
         "later entry": event(0, 0, "activity.result", 1, stored, "m", False),
