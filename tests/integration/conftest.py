@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration import tamper_kit as kit
+from tests.support import tamper as kit
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -17,7 +17,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="module")
 def run(services: Any, tmp_path_factory: pytest.TempPathFactory) -> kit.RealisticRun:
-    """The realistic run (``tamper_kit.build_realistic_run``), exported to a dump; built once per test process."""
+    """The realistic run (``tests.support.tamper.build_realistic_run``), exported to a dump; built once per test process."""
     return kit.realistic_run(services, tmp_path_factory)
 
 

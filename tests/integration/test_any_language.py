@@ -33,7 +33,7 @@ from bernstein.schemas.records import ENTRY_ACTIVITY_RESULT
 from bernstein.substrate.config import Topics
 from bernstein.substrate.keys import InstallKeys, ProducerKeys, init_keys, init_producer_keys
 from tests.conftest import bernstein_env, principal_env
-from tests.integration import tamper_kit as kit
+from tests.support import tamper as kit
 from tests.support.kafka import fresh_topics, read_partition
 from tests.support.pipeline import verify_dump
 from tests.support.prefixes import fresh_prefix

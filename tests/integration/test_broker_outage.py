@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bernstein.substrate.keys import init_keys
-from tests.integration import tamper_kit as kit
+from tests.support import tamper as kit
 from tests.support.producer_setup import trusted_keys, write_manifest
 
 

@@ -58,7 +58,7 @@ from bernstein.substrate.config import Topics
 from bernstein.substrate.kafka import client_config, client_config_as, delivery_error
 from bernstein.substrate.keys import Ed25519Signer, InstallKeys, ProducerKeys, load_keys, load_producer_keys
 from bernstein.verifier.sources import StoredRecord, encode_dump_line
-from tests.integration import tamper_kit as kit
+from tests.support import tamper as kit
 from tests.support.kafka import Rec, fresh_topics, read_partition, submission_record
 from tests.support.pipeline import verify_dump_json
 from tests.support.prefixes import fresh_prefix

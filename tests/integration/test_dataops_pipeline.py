@@ -34,8 +34,8 @@ from typing import Any
 import pytest
 
 from bernstein.substrate.keys import ProducerKeys, TrustedKeys, init_producer_keys
-from tests.integration import pipeline_kit as pk
-from tests.integration import tamper_kit as kit
+from tests.support import pipeline as pk
+from tests.support import tamper as kit
 from tests.support.producer_setup import write_manifest
 
 pytestmark = pytest.mark.integration

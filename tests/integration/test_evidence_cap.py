@@ -27,7 +27,7 @@ from bernstein.schemas.canonical import evidence_set_hash, sha256_digest
 from bernstein.schemas.records import MAX_RUN_EVIDENCE_BYTES, Observation
 from bernstein.substrate.config import Settings
 from bernstein.substrate.keys import InstallKeys
-from tests.integration import pipeline_kit as pk
+from tests.support import pipeline as pk
 from tests.support.kafka import (
     fold,
     fresh_topics,

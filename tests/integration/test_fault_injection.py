@@ -48,7 +48,7 @@ from bernstein.substrate.cas import Failure, S3BlobStore, S3Settings
 from bernstein.substrate.config import Topics
 from bernstein.substrate.keys import init_keys, init_producer_keys
 from tests.conftest import REPO, Services, principal_env
-from tests.integration import tamper_kit as kit
+from tests.support import tamper as kit
 from tests.support.audit_forge import edited
 from tests.support.browser_fakes import FakeDriver, FakeDriverFactory, InMemoryScheduler, RecordingPublisher
 from tests.support.faults import FailingS3, FaultProxy, closed_port

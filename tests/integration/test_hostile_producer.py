@@ -40,7 +40,7 @@ from bernstein.substrate.cas import blob_key, checksum_sha256
 from bernstein.substrate.kafka import client_config
 from bernstein.substrate.keys import init_keys, init_producer_keys
 from tests.conftest import bernstein_env
-from tests.integration import tamper_kit as kit
+from tests.support import tamper as kit
 from tests.support.kafka import fresh_topics, read_partition
 from tests.support.prefixes import fresh_prefix
 from tests.support.principals import producer_principal, s3_identity, store_as

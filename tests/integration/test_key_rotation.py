@@ -44,7 +44,7 @@ from bernstein.schemas import codec
 from bernstein.substrate.cas import S3BlobStore
 from bernstein.substrate.config import Topics
 from bernstein.substrate.keys import KeyPurpose, KeyRing, ProducerKeys, load_keys, load_producer_keys, load_ring
-from tests.integration import tamper_kit as kit
+from tests.support import tamper as kit
 from tests.support.kafka import Rec, fresh_topics, read_partition
 from tests.support.pipeline import VERIFIED, verify_dump_json
 from tests.support.prefixes import fresh_prefix

@@ -32,8 +32,8 @@ from typing import Any
 import pytest
 
 from bernstein.commands.common import without_endpoint_line
-from tests.integration import pipeline_kit as pk
-from tests.integration import tamper_kit as kit
+from tests.support import pipeline as pk
+from tests.support import tamper as kit
 
 pytestmark = pytest.mark.integration
 

@@ -1,6 +1,6 @@
 """Round trips of ``bernstein activity verify``: live Kafka, our dump, kcat dumps, offline, exit codes, memory.
 
-The run is the shared realistic one (``tamper_kit.build_realistic_run``):
+The run is the shared realistic one (``tests.support.tamper.build_realistic_run``):
 run-main (six coding stages, screenshots and a page among the evidence, a
 refused redundant stage, seals every three entries and a final seal),
 run-side interleaved on the same partition, and run-empty (closed with no
@@ -21,8 +21,8 @@ import pytest
 
 from bernstein.substrate.config import Topics
 from tests.conftest import kcat_security
-from tests.integration import pipeline_kit as pk
-from tests.integration import tamper_kit as kit
+from tests.support import pipeline as pk
+from tests.support import tamper as kit
 from tests.support.producers import producer_signer
 
 pytestmark = pytest.mark.integration

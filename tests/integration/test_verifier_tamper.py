@@ -1,6 +1,6 @@
 """The named tamper suite: each case changes real bytes of a pristine dump and pins the exact verdict.
 
-One realistic run (``tamper_kit.build_realistic_run``: six coding stages of
+One realistic run (``tests.support.tamper.build_realistic_run``: six coding stages of
 run-main with file, screenshot and page observations, an interleaved run-side
 on the same partition, a refused redundant stage, periodic seals every 3
 entries and a final seal) is exported once; every case copies the dump,
@@ -35,7 +35,7 @@ from bernstein.schemas import codec
 from bernstein.schemas.canonical import audit_record_mac, evidence_set_hash, journal_entry_hash, sha256_digest
 from bernstein.substrate.keys import Ed25519Signer, TrustedKeys
 from bernstein.verifier.render import escape
-from tests.integration import tamper_kit as kit
+from tests.support import tamper as kit
 from tests.support.producers import producer_trust
 
 pytestmark = pytest.mark.integration

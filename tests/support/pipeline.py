@@ -9,7 +9,7 @@ with ``bernstein topic export`` and verified with ``bernstein activity verify``
 exactly as an operator would.
 
 The dump helpers edit copies of an exported dump at the byte level (CAS
-blobs, journal lines), reusing ``tamper_kit`` for the dump format.
+blobs, journal lines), reusing ``tests.support.tamper`` for the dump format.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from bernstein.schemas import codec
 from bernstein.schemas.canonical import journal_entry_hash
 from bernstein.substrate.keys import InstallKeys, ProducerKeys, init_keys, init_producer_keys
 from tests.conftest import as_component
-from tests.integration import tamper_kit as kit
+from tests.support import tamper as kit
 from tests.support.prefixes import fresh_prefix
 from tests.support.producer_setup import PRODUCER_NAME, identity, trusted_keys, write_manifest
 

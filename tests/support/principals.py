@@ -64,6 +64,6 @@ def producer_principal(services: Any) -> Iterator[None]:
 
 
 def component_env(args: Sequence[str], env: dict[str, str]) -> dict[str, str]:
-    """``env`` for ``bernstein ARGS`` started without ``tamper_kit.bernstein`` (a long-running ``Popen``): the
+    """``env`` for ``bernstein ARGS`` started without ``tests.support.tamper.bernstein`` (a long-running ``Popen``): the
     component's own principal on a secured broker (``tests.conftest.as_component``), else ``env``."""
     return as_component(args, env)
