@@ -8,7 +8,7 @@ echo "check: ruff"
 $V/ruff check .
 $V/ruff format --check . >/dev/null || { $V/ruff format --check . ; exit 1; }
 echo "check: mypy"
-$V/mypy bernstein bench infra/infra.py
+$V/mypy bernstein bench infra
 echo "check: layer contract"
 $V/lint-imports --no-cache
 echo "check: golden vectors"

@@ -9,9 +9,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from tests.support.infra import load_infra
-
-infra = load_infra()
+import infra
 
 
 def _free_port() -> int:

@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.infra import load_infra
-
-infra = load_infra()
+import infra
 
 PORTS = {"kafka1": 4101, "controller1": 4201, "kafka2": 4102, "controller2": 4202, "kafka3": 4103, "controller3": 4203}
 

@@ -10,10 +10,8 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
+import infra
 from bernstein.substrate.kafka import load_client_properties
-from tests.support.infra import load_infra
-
-infra = load_infra()
 
 
 def mode(path: Path) -> int:
