@@ -24,46 +24,36 @@ unusual shape). ``fallbacks`` counts them.
 otherwise; ``auto`` uses the
 extension when it imports, matches this tree's schemas and constants and
 passes a startup self-check against the reference, else the Python core.
+
+This module is the adapter and the choice of core. Beside it: ``native_state`` converts the
+state between Python and the extension (whole, or the lazy one-run view the reference steps on),
+and ``native_check`` is the startup self-check.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-from collections.abc import Iterator, Mapping, MutableMapping, MutableSet, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Mapping, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
 from bernstein.consumers.core import step as _reference
 from bernstein.consumers.core.model import (
     AuditKeyVersion,
     InputRecord,
-    Lifetime,
     OutputRecord,
-    Producer,
-    ProducerKey,
-    ProducerRegistry,
-    RunState,
     SchedulerConfig,
     SchedulerState,
     SealKey,
-    SessionState,
     Stream,
 )
+from bernstein.consumers.core.native_check import _self_check
+from bernstein.consumers.core.native_state import _LazyRuns, read_state, write_state
 from bernstein.consumers.core.step import SchedulerCore
 from bernstein.schemas import codec
-from bernstein.schemas.canonical import (
-    evidence_set_hash,
-    public_key_id,
-    run_close_statement,
-    sha256_digest,
-    submission_signing_input,
-    submission_statement,
-)
 from bernstein.schemas.errors import BernsteinError
 from bernstein.schemas.records import (
     KINDS,
@@ -433,47 +423,7 @@ class NativeSchedulerCore:
 
     def to_scheduler_state(self) -> SchedulerState:
         """The current native state as a ``SchedulerState`` (a copy)."""
-        partition, audit_seq, audit_head, runs, (checkpoint_seq, checkpoint_head, checkpoint_audit_seq) = (
-            self._native.export_state()
-        )
-        return SchedulerState(
-            partition=partition,
-            audit_seq=audit_seq,
-            audit_head=audit_head,
-            checkpoint_seq=checkpoint_seq,
-            checkpoint_head=checkpoint_head,
-            checkpoint_audit_seq=checkpoint_audit_seq,
-            runs={
-                run_id: RunState(
-                    head=head,
-                    entry_count=entry_count,
-                    stages=stages,
-                    evidence=evidence,
-                    closed=closed,
-                    sealed_count=sealed_count,
-                    sessions={sid: SessionState(next_index, anchor, done) for sid, next_index, anchor, done in sessions},
-                    submissions=submissions,
-                    evidence_bytes=evidence_bytes,
-                    blobs=set(blobs),
-                    opened_by=opened_by,
-                )
-                for (
-                    run_id,
-                    head,
-                    entry_count,
-                    stages,
-                    evidence,
-                    closed,
-                    sealed_count,
-                    sessions,
-                    submissions,
-                    evidence_bytes,
-                    blobs,
-                    opened_by,
-                ) in runs
-            },
-            open_runs=self._native.open_runs(),
-        )
+        return read_state(self._native)
 
     def load(self, state: SchedulerState) -> NativeState:
         """Replace the native state with ``state`` (which the core then owns)."""
@@ -481,29 +431,7 @@ class NativeSchedulerCore:
         return self._advance()
 
     def _load(self, state: SchedulerState) -> None:
-        self._native.load_state(
-            state.partition,
-            state.audit_seq,
-            state.audit_head,
-            [
-                (
-                    run_id,
-                    run.head,
-                    run.entry_count,
-                    run.stages,
-                    run.evidence,
-                    run.closed,
-                    run.sealed_count,
-                    [(sid, s.next_index, s.last_anchor, s.closed) for sid, s in run.sessions.items()],
-                    run.submissions,
-                    run.evidence_bytes,
-                    sorted(run.blobs),
-                    run.opened_by,
-                )
-                for run_id, run in state.runs.items()
-            ],
-            (state.checkpoint_seq, state.checkpoint_head, state.checkpoint_audit_seq),
-        )
+        write_state(self._native, state)
 
     def _check(self, state: NativeState) -> None:
         if state is not self._current:
@@ -567,303 +495,6 @@ class NativeSchedulerCore:
 
 def _scheduler_error(outputs: list[OutputRecord]) -> bool:
     return any(o.stream is Stream.DEADLETTER and o.value.startswith(_SCHEDULER_ERROR) for o in outputs)
-
-
-class _Unsupported(Exception):
-    """An operation the lazy state views do not model; the step is redone on a full state."""
-
-
-class _Unmodelled:
-    """What the lazy views leave out (iteration, length): asked for, it hands the step to the reference."""
-
-    __slots__ = ()
-    _WHAT: ClassVar[str]
-    _owner: _LazyRuns
-
-    def __iter__(self) -> Iterator[str]:
-        self._unsupported()
-
-    def __len__(self) -> int:
-        self._unsupported()
-
-    def _unsupported(self) -> NoReturn:
-        self._owner.unsupported = True
-        raise _Unsupported(f"a {self._WHAT} operation the lazy view does not model")
-
-
-class _NativeMap(_Unmodelled, MutableMapping[str, str]):
-    """A run's ``stages`` or ``evidence`` map: reads go to the extension, writes stay here."""
-
-    __slots__ = ("_get", "_run_id", "_owner", "writes")
-    _WHAT = "run map"
-
-    def __init__(self, get: Any, run_id: str, owner: _LazyRuns) -> None:
-        self._get = get
-        self._run_id = run_id
-        self._owner = owner
-        self.writes: dict[str, str] = {}
-
-    def __getitem__(self, key: str) -> str:
-        if key in self.writes:
-            return self.writes[key]
-        value = self._get(self._run_id, key) if isinstance(key, str) else None
-        if value is None:
-            raise KeyError(key)
-        return str(value)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        try:
-            return self[key]
-        except KeyError:
-            return default
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self.get(key) is not None
-
-    def __setitem__(self, key: str, value: str) -> None:
-        k: object = key
-        v: object = value
-        if not isinstance(k, str) or not isinstance(v, str):
-            self._unsupported()
-        self.writes[k] = v
-
-    def setdefault(self, key: str, default: str = "") -> str:
-        existing: str | None = self.get(key)
-        if existing is not None:
-            return existing
-        self[key] = default
-        return default
-
-    def __delitem__(self, key: str) -> None:
-        self._unsupported()
-
-
-class _LazyRuns(_Unmodelled, MutableMapping[str, RunState]):
-    """``SchedulerState.runs`` for one reference step: fetches a run from the extension when asked for it."""
-
-    _WHAT = "runs"
-
-    def __init__(self, native: Any) -> None:
-        self._owner = self
-        self._native = native
-        self._runs: dict[str, RunState] = {}
-        self._fetched: set[str] = set()
-        self.unsupported = False
-
-    def _fetch(self, run_id: object) -> RunState | None:
-        if not isinstance(run_id, str):
-            return None
-        run = self._runs.get(run_id)
-        if run is not None or run_id in self._fetched:
-            return run
-        self._fetched.add(run_id)
-        header = self._native.run_header(run_id)
-        if header is None:
-            return None
-        head, entry_count, closed, sealed_count, sessions, opened_by = header
-        run = RunState(
-            head=head,
-            entry_count=entry_count,
-            stages=_NativeMap(self._native.stage_get, run_id, self),  # type: ignore[arg-type]
-            evidence=_NativeMap(self._native.evidence_get, run_id, self),  # type: ignore[arg-type]
-            closed=closed,
-            sealed_count=sealed_count,
-            sessions={sid: SessionState(next_index, anchor, done) for sid, next_index, anchor, done in sessions},
-            submissions=_NativeMap(self._native.submission_get, run_id, self),  # type: ignore[arg-type]
-            evidence_bytes=self._native.evidence_bytes(run_id),
-            blobs=_NativeSet(self._native.blob_has, run_id, self),  # type: ignore[arg-type]
-            opened_by=opened_by,
-        )
-        self._runs[run_id] = run
-        return run
-
-    def __getitem__(self, run_id: str) -> RunState:
-        run = self._fetch(run_id)
-        if run is None:
-            raise KeyError(run_id)
-        return run
-
-    def get(self, run_id: str, default: Any = None) -> Any:
-        run = self._fetch(run_id)
-        return default if run is None else run
-
-    def __contains__(self, run_id: object) -> bool:
-        return self._fetch(run_id) is not None
-
-    def __setitem__(self, run_id: str, run: RunState) -> None:
-        key: object = run_id
-        value: object = run
-        if not isinstance(key, str) or not isinstance(value, RunState):
-            self._unsupported()
-        self._fetched.add(key)
-        self._runs[key] = value
-
-    def __delitem__(self, run_id: str) -> None:
-        self._unsupported()
-
-    def write_back(self) -> None:
-        """Apply every run the step saw (fetched runs may have been mutated in place) to the extension."""
-        for run_id, run in self._runs.items():
-            stages_replace, stages = _map_items(run.stages)
-            evidence_replace, evidence = _map_items(run.evidence)
-            submissions_replace, submissions = _map_items(run.submissions)
-            blobs_replace, blobs = _set_items(run.blobs)
-            self._native.apply_run(
-                run_id,
-                run.head,
-                run.entry_count,
-                run.closed,
-                run.sealed_count,
-                [(sid, s.next_index, s.last_anchor, s.closed) for sid, s in run.sessions.items()],
-                stages_replace,
-                stages,
-                evidence_replace,
-                evidence,
-                submissions_replace,
-                submissions,
-                run.evidence_bytes,
-                blobs_replace,
-                blobs,
-                run.opened_by,
-            )
-
-
-class _NativeSet(_Unmodelled, MutableSet[str]):
-    """A run's ``blobs`` (digests counted toward the evidence cap): membership asks the extension, adds stay here."""
-
-    __slots__ = ("_has", "_run_id", "_owner", "writes")
-    _WHAT = "blob set"
-
-    def __init__(self, has: Any, run_id: str, owner: _LazyRuns) -> None:
-        self._has = has
-        self._run_id = run_id
-        self._owner = owner
-        self.writes: list[str] = []
-
-    def __contains__(self, digest: object) -> bool:
-        return isinstance(digest, str) and (digest in self.writes or bool(self._has(self._run_id, digest)))
-
-    def add(self, digest: str) -> None:
-        value: object = digest
-        if not isinstance(value, str):
-            self._unsupported()
-        if digest not in self:
-            self.writes.append(digest)
-
-    def discard(self, digest: str) -> None:
-        self._unsupported()
-
-
-def _set_items(blobs: AbstractSet[str]) -> tuple[bool, list[str]]:
-    """(replace?, digests): the adds of a lazy set, or the whole of a set the step built itself."""
-    if isinstance(blobs, _NativeSet):
-        return False, list(blobs.writes)
-    return True, sorted(blobs)
-
-
-def _map_items(mapping: Mapping[str, str]) -> tuple[bool, list[tuple[str, str]]]:
-    """(replace?, items): the writes of a lazy map, or the whole of a map the step built itself."""
-    if isinstance(mapping, _NativeMap):
-        return False, list(mapping.writes.items())
-    return True, list(mapping.items())
-
-
-# ---------------------------------------------------------------------------
-# startup self-check
-# ---------------------------------------------------------------------------
-
-
-_PROBE_PRODUCER = "bernstein-native-self-check"
-_PROBE_SEED = hashlib.sha256(b"bernstein/native-self-check/v1").digest()
-
-
-def _sign_probe(statement: dict[str, Any]) -> bytes:
-    return Ed25519PrivateKey.from_private_bytes(_PROBE_SEED).sign(submission_signing_input(statement))
-
-
-def _self_check(core: NativeSchedulerCore) -> None:
-    """A few records of every kind through both cores; any difference disables the native one.
-
-    They run on a probe pair of cores whose configuration is ``core``'s plus one producer the check
-    can sign for (a deterministic key of its own), so the signed path is compared too.
-    """
-    config = core.config
-    role_kind = next(
-        ((r, k) for r, k in sorted(config.roles.items()) if isinstance(k, str) and k in KINDS and k != "browser"), None
-    )
-    probe_public = Ed25519PrivateKey.from_private_bytes(_PROBE_SEED).public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
-    key_id = public_key_id(probe_public)
-    granted = frozenset({role_kind[0]} if role_kind else ())
-    probe_producer = Producer(_PROBE_PRODUCER, granted, frozenset(), (ProducerKey(key_id, probe_public, Lifetime(0, 1_005)),))
-    others = [
-        p for p in config.producers.producers.values() if p.name != _PROBE_PRODUCER and key_id not in {k.key_id for k in p.keys}
-    ]
-    probe_config = dataclasses.replace(config, producers=ProducerRegistry.of([*others, probe_producer]))
-    native = NativeSchedulerCore(probe_config, core.partition, self_check=False)
-    reference = SchedulerCore(probe_config)
-    digests = [sha256_digest(b"%d" % i) for i in range(2)]
-    observations: list[dict[str, Any]] = [
-        {"kind": "page", "ref": f"self-check/{i}", "content_hash": digest, "size": 1} for i, digest in enumerate(digests)
-    ]
-    artifact = b'{"self":"check"}'
-    base = {
-        "submission_id": "self-check-0",
-        "run_id": "self-check-run",
-        "stage_id": "stage-0",
-        "role": role_kind[0] if role_kind else "self-check-role",
-        "producer": {"id": _PROBE_PRODUCER, "sdk": "bernstein-native"},
-        "kind": role_kind[1] if role_kind else "coding",
-        "artifact": artifact,
-        "artifact_hash": sha256_digest(artifact),
-        "evidence_set_hash": evidence_set_hash(digests),
-        "observations": observations,
-        "terminal_state": "completed",
-        "reason_code": "ok",
-        "occurred_at_ms": 1,
-    }
-
-    def signed(record: dict[str, Any], *, signature: bytes | None = None) -> bytes:
-        sig = _sign_probe(submission_statement(record, key_id)) if signature is None else signature
-        return codec.encode(codec.ACTIVITY_SUBMISSION_V3, {**record, "producer_key_id": key_id, "producer_signature": sig})
-
-    close = {"submission_id": "c", "run_id": "self-check-run", "producer": base["producer"], "occurred_at_ms": 2}
-    valid = signed(base)
-    values: list[bytes | None] = [
-        valid,
-        valid,  # duplicate stage (or unknown role when the manifest has no usable role)
-        signed({**base, "stage_id": "stage-1", "kind": "po\u00e9try \u2603", "role": "x"}),
-        signed({**base, "stage_id": "stage-2", "reason_code": "ok\n"}),
-        signed({**base, "stage_id": "stage-3"}, signature=bytes(64)),
-        codec.encode(codec.ACTIVITY_SUBMISSION_V2, {**base, "stage_id": "stage-4"}),
-        valid[:-5],
-        valid + b"\x00",
-        b"not avro",
-        codec.MAGIC + b"\x00" * 8 + b"body",
-        codec.encode(codec.RUN_CLOSE, close),
-        codec.encode(
-            codec.RUN_CLOSE_V2,
-            {
-                **close,
-                "producer_key_id": key_id,
-                "producer_signature": _sign_probe(run_close_statement("c", "self-check-run", _PROBE_PRODUCER, 2, key_id)),
-            },
-        ),
-        signed({**base, "stage_id": "stage-5"}),  # after the key's range: PRODUCER_KEY_NOT_VALID
-        None,
-    ]
-    keys = [b"self-check-run"] * len(values)
-    keys[1] = b"k"  # the duplicate is refused for its key (RUN_KEY_MISMATCH)
-    records = [InputRecord("self-check", 0, i, 1_000 + i, key, v) for i, (key, v) in enumerate(zip(keys, values, strict=True))]
-    py_state = _reference.initial_state(probe_config, core.partition)
-    state: SchedulerState | NativeState = _reference.initial_state(probe_config, core.partition)
-    for record in records:
-        py_state, expected = reference.step(py_state, record)
-        state, got = native.step(state, record)
-        if got != expected or native.to_scheduler_state() != py_state:
-            raise NativeUnavailable(
-                f"the native core's outputs differ from the Python reference's (self-check record {record.offset}): "
-                "bernstein_native needs updating for this tree"
-            )
 
 
 # ---------------------------------------------------------------------------

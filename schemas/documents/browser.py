@@ -240,7 +240,7 @@ class LineageBinding:
     worker_id: str
 
     def required(self, key_id: str) -> dict[str, Any]:
-        """The fields the scheduler checks, in its order (``bernstein.consumers.core.step._lineage_refusal``)."""
+        """The fields the scheduler checks, in its order (``bernstein.consumers.core.validate._lineage_refusal``)."""
         return {
             "run_id": self.run_id,
             "session_id": self.session_id,

@@ -1,6 +1,6 @@
 """The scheduler's entry point into the modality document rules.
 
-``record_violation`` is called by ``consumers/core/step.py`` after every
+``record_violation`` is called by ``consumers/core/rules.py`` after every
 generic check of an ActivitySubmission has passed; it returns the first rule
 of the submission's modality its own bytes break (artifact + observations), or
 None. Pure: the same submission always gives the same answer, and nothing

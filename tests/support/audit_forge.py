@@ -1,6 +1,6 @@
 """Audit records built and forged by hand, for the ``audit follow`` tests and benchmark.
 
-``genuine`` writes what the scheduler writes (``consumers/core/step.py`` ``_audit``: an
+``genuine`` writes what the scheduler writes (``consumers/core/outputs.py`` ``_audit``: an
 AuditEntry.v1 payload in an AuditRecord.v2 envelope MACed with ``audit_record_mac``);
 ``edited`` changes payload fields and keeps the stored key id and MAC (a forgery
 without the key); ``remac`` MACs a payload with another key.
