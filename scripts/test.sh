@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's test command (make test): static checks, then unit tests with the network
-# unused (on Python 3.11, then 3.13; the Rust crate's cargo fmt/clippy/test beside them), the Go and TypeScript SDKs' checks (unit tests and the
+# unused (on Python 3.11 and, beside it, 3.13; the Rust crate's cargo fmt/clippy/test too), the Go and TypeScript SDKs' checks (unit tests and the
 # conformance runners over schemas/vectors), promtool's checks of the alert rules, then the
 # services are started with the broker secured (infra/up --secure: SASL_SSL, SCRAM users, ACLs;
 # each component under its own principal) and the integration tests run against them; then a
@@ -28,10 +28,18 @@ scripts/check.sh
 # keeps one core busy
 scripts/native-check.sh > .infra/native-check.log 2>&1 &
 native_pid=$!
+# the unit suite on Python 3.13 runs beside the one on 3.11 (each pytest keeps one core busy)
+scripts/unit-py313.sh > .infra/unit-py313.log 2>&1 &
+py313_pid=$!
 echo "test: unit tests"
 .venv/bin/pytest -q -p no:cacheprovider tests/unit
-echo "test: unit tests on Python 3.13"
-scripts/unit-py313.sh
+echo "test: unit tests on Python 3.13 (run beside them)"
+if ! wait "$py313_pid"; then
+  cat .infra/unit-py313.log
+  echo "test: scripts/unit-py313.sh failed (log above)" >&2
+  exit 1
+fi
+tail -n 3 .infra/unit-py313.log
 if ! wait "$native_pid"; then
   cat .infra/native-check.log
   echo "test: scripts/native-check.sh failed (log above)" >&2
