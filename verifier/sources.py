@@ -57,6 +57,11 @@ path does not exist or is not a directory; no ``manifest.json`` or one that is
 not a ``bernstein.dump/v1`` manifest; a file that is a symlink, FIFO, device
 or socket (``UnsafeInputFile``); a ``.jsonl`` whose name is not a partition
 number; a file the operating system will not let us read.
+
+The records and the damage every source hands on (``StoredRecord``, ``DumpProblem``, the errors) are
+``bernstein.verifier.source_records``, and the kcat source is ``bernstein.verifier.kcat_source``; this
+module reads our dump and holds the bounded line reader both use, and hands on the others' names
+(the kcat source's on first use, as it builds on this module).
 """
 
 from __future__ import annotations
@@ -67,22 +72,53 @@ import json
 import os
 import re
 import stat
-from array import array
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Final, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
 import orjson
 
-from bernstein.schemas.errors import MalformedInput
 from bernstein.substrate.cas import NotRegularFile, file_kind, open_regular
-from bernstein.substrate.config import Topics
 from bernstein.substrate.kafka import RETAIN_FOREVER
 from bernstein.verifier import facts
 from bernstein.verifier.facts import Row
+from bernstein.verifier.source_records import (
+    _TOPIC_SUFFIX,
+    STREAMS,
+    DumpDamaged,
+    DumpProblem,
+    RecordSource,
+    StoredRecord,
+    TornLine,
+    UnreadableInput,
+    UnsafeInputFile,
+    _ProblemLog,
+)
 
-STREAMS: Final = ("journal", "refusals", "audit", "deadletter", "checkpoints")
+if TYPE_CHECKING:
+    from bernstein.verifier.kcat_source import KcatSource, decode_kcat_bytes
+
+__all__ = [
+    "DAMAGE_IS_A_VERDICT",
+    "DUMP_FORMAT",
+    "MAX_FILE_PROBLEMS",
+    "MAX_LINE_BYTES",
+    "MAX_MANIFEST_BYTES",
+    "MAX_MESSAGE_BYTES",
+    "STREAMS",
+    "DumpDamaged",
+    "DumpProblem",
+    "DumpSource",
+    "KcatSource",
+    "RecordSource",
+    "StoredRecord",
+    "TornLine",
+    "UnreadableInput",
+    "UnsafeInputFile",
+    "decode_kcat_bytes",
+    "encode_dump_line",
+]
+
 DUMP_FORMAT: Final = "bernstein.dump/v1"
 
 MAX_MESSAGE_BYTES: Final = int(RETAIN_FOREVER["max.message.bytes"])
@@ -120,118 +156,6 @@ MAX_FILE_PROBLEMS: Final = 100
 
 _PARTITION_FILE: Final = re.compile(r"(0|[1-9][0-9]{0,9})\.jsonl")
 _MAX_PARTITION: Final = 2**31 - 1
-_TOPIC_SUFFIX: Final = {stream: Topics("").by_stream(stream) for stream in STREAMS}
-"""The end of each stream's topic name after the deployment prefix (".activity.journal", ...)."""
-
-
-class UnreadableInput(MalformedInput):
-    """A dump or topic that cannot be read at all (exit 3, not a tamper verdict)."""
-
-    code = "E_UNREADABLE_INPUT"
-
-
-class UnsafeInputFile(UnreadableInput):
-    """A dump or capture path that is a symlink, FIFO, socket, device or directory: refused before any read."""
-
-    code = "E_UNSAFE_INPUT_FILE"
-
-    def __init__(self, path: Path, kind: str, expected: str = "a regular file") -> None:
-        super().__init__(f"{path} is {kind}, not {expected}; the verifier does not follow or read it")
-        self.path = path
-        self.kind = kind
-
-
-class DumpDamaged(UnreadableInput):
-    """Damage in a dump or capture while ``DAMAGE_IS_A_VERDICT`` is off: unusable input naming the line."""
-
-    code = "E_DUMP_DAMAGED"
-
-    def __init__(self, problem: DumpProblem) -> None:
-        super().__init__(problem.message)
-        self.problem = problem
-
-
-@dataclass(frozen=True, slots=True)
-class DumpProblem:
-    """Damage found in a dump or kcat file: a verdict on the data (see the module docstring for the codes).
-
-    ``stream`` and ``offset`` name the record when the line was one (a
-    misplaced or out-of-order record); ``line`` is 1-based.
-    """
-
-    code: str
-    message: str
-    path: str
-    line: int
-    stream: str = ""
-    offset: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class StoredRecord:
-    """A topic record exactly as stored: value bytes, key, headers, position, timestamp."""
-
-    stream: str
-    topic: str
-    partition: int
-    offset: int
-    timestamp_ms: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes], ...] = ()
-
-
-class RecordSource(Protocol):
-    """A readable set of our topics."""
-
-    def describe(self) -> str: ...
-
-    def partitions(self, stream: str) -> list[int]: ...
-
-    def records(self, stream: str, partition: int, *, headers: bool = True) -> Iterator[StoredRecord]:
-        """Records in offset order; ``headers=False`` lets a source skip decoding headers."""
-        ...
-
-
-@dataclass
-class TornLine:
-    path: str
-    line: int
-    """1-based line number of the unparseable final line."""
-
-
-class _ProblemLog:
-    """The damage a source has found, each once however often its file is read."""
-
-    def __init__(self, torn: list[TornLine]) -> None:
-        self.torn = torn
-        self._found: dict[tuple[str, int, str], DumpProblem] = {}
-        self.prefix: str | None = None
-        """The topic prefix of the first record read: every topic of one dump shares it."""
-
-    def add(self, problem: DumpProblem) -> None:
-        self._found.setdefault((problem.path, problem.line, problem.code), problem)
-        if problem.code == "DUMP_TRUNCATED":
-            torn = TornLine(problem.path, problem.line)
-            if torn not in self.torn:
-                self.torn.append(torn)
-
-    def problems(self) -> list[DumpProblem]:
-        return sorted(self._found.values(), key=lambda p: (p.path, p.line, p.code))
-
-    def topic_problem(self, stream: str, topic: Any) -> str:
-        """Why ``topic`` is not the topic of ``stream`` in this dump ("" when it is)."""
-        suffix = _TOPIC_SUFFIX.get(stream)
-        if suffix is None:
-            return ""
-        if not isinstance(topic, str) or not topic.endswith(suffix) or not topic[: -len(suffix)]:
-            return f"topic {topic!r} is not a {stream} topic (<prefix>{suffix})"
-        prefix = topic[: -len(suffix)]
-        if self.prefix is None:
-            self.prefix = prefix
-        elif prefix != self.prefix:
-            return f"topic {topic!r} is not {self.prefix + suffix!r}, the prefix of the rest of the dump"
-        return ""
 
 
 class _FileReading:
@@ -561,179 +485,8 @@ def _check_rows(rows: list[Row], block: bytes, eof: bool, before: int, reading: 
 
 
 # ---------------------------------------------------------------------------
-# kcat -C -J dumps
-# ---------------------------------------------------------------------------
-
-
-@dataclass
-class KcatSource:
-    """JSON lines printed by ``kcat -C -J`` (one file per topic, or one file for all).
-
-    kcat writes keys and payloads into JSON strings byte for byte: control
-    bytes as ``\\u00XX`` escapes, every other byte raw, including bytes that
-    are not valid UTF-8. Lines are therefore read as UTF-8 with
-    ``surrogateescape`` and strings re-encoded the same way, which gives back
-    the exact stored bytes (see ``decode_kcat_bytes``).
-
-    The files are parsed once, on first use, into an index of where each
-    (stream, partition)'s lines are; ``records`` then reads and parses only
-    that partition's lines. Offsets must rise within each (stream,
-    partition) across the files in the order given: export each topic with
-    one ``kcat -C -J`` invocation. Damage is recorded as for a dump
-    (``dump_problems``).
-    """
-
-    files: list[Path]
-    prefix: str
-    torn_lines: list[TornLine] = field(default_factory=list)
-    _log: _ProblemLog = field(init=False, repr=False)
-    _index: dict[tuple[str, int], _Spans] | None = field(default=None, init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self._log = _ProblemLog(self.torn_lines)
-
-    def describe(self) -> str:
-        return "kcat dump " + ", ".join(str(p) for p in self.files)
-
-    @property
-    def dump_problems(self) -> list[DumpProblem]:
-        """Damage found in the capture files (after the first ``partitions`` or ``records`` call)."""
-        return self._log.problems()
-
-    def _stream_of(self, topic: str) -> str | None:
-        mapping = {
-            f"{self.prefix}.activity.journal": "journal",
-            f"{self.prefix}.activity.refusals": "refusals",
-            f"{self.prefix}.audit": "audit",
-            f"{self.prefix}.activity.deadletter": "deadletter",
-            f"{self.prefix}.checkpoints": "checkpoints",
-        }
-        return mapping.get(topic)
-
-    def _parse(self, _stream: str, item: dict[str, Any]) -> StoredRecord:
-        stream = self._stream_of(item["topic"]) or ""
-        return StoredRecord(
-            stream=stream,
-            topic=item["topic"],
-            partition=_bounded(item["partition"], _MAX_PARTITION, "partition"),
-            offset=_bounded(item["offset"], _MAX_OFFSET, "offset"),
-            timestamp_ms=_bounded(item.get("ts") or 0, _MAX_OFFSET, "ts"),
-            key=decode_kcat_bytes(item.get("key")),
-            value=decode_kcat_bytes(item.get("payload")),
-            headers=tuple(_kcat_headers(item.get("headers"))),
-        )
-
-    def _indexed(self) -> dict[tuple[str, int], _Spans]:
-        """(stream, partition) -> where its lines are; built by one pass over the files."""
-        if self._index is None:
-            index: dict[tuple[str, int], _Spans] = {}
-            last: dict[tuple[str, int], int] = {}
-            for number, path in enumerate(self.files):
-                reading = _FileReading(self._log, path, capture=True)
-                reading.last = last  # offsets rise per (stream, partition) across the files
-                for position, length, record in _scan_jsonl(path, "", self._parse, reading, _kcat_loads):
-                    if record.stream:
-                        spans = index.get((record.stream, record.partition))
-                        if spans is None:
-                            spans = index[(record.stream, record.partition)] = _Spans()
-                        spans.add(number, position, length)
-            self._index = index
-        return self._index
-
-    def partitions(self, stream: str) -> list[int]:
-        return sorted(partition for s, partition in self._indexed() if s == stream)
-
-    def records(self, stream: str, partition: int, *, headers: bool = True) -> Iterator[StoredRecord]:
-        spans = self._indexed().get((stream, partition))
-        if spans is None:
-            return
-        handles: dict[int, BinaryIO] = {}
-        try:
-            for number, position, length in spans:
-                handle = handles.get(number)
-                if handle is None:
-                    handle = _open_records_file(self.files[number])
-                    if handle is None:
-                        raise UnreadableInput(f"{self.files[number]} disappeared while it was read")
-                    handles[number] = handle
-                handle.seek(position)
-                line = handle.read(length)
-                try:
-                    record = self._parse("", _kcat_loads(line))
-                except (ValueError, KeyError, TypeError, binascii.Error, UnreadableInput, RecursionError):
-                    raise UnreadableInput(f"{self.files[number]} changed while it was read") from None
-                yield record
-        finally:
-            for handle in handles.values():
-                handle.close()
-
-
-class _Spans:
-    """Where one partition's lines are: (file number, position, length) each, in compact arrays."""
-
-    __slots__ = ("files", "lengths", "positions")
-
-    def __init__(self) -> None:
-        self.files = array("i")
-        self.positions = array("q")
-        self.lengths = array("q")
-
-    def add(self, file: int, position: int, length: int) -> None:
-        self.files.append(file)
-        self.positions.append(position)
-        self.lengths.append(length)
-
-    def __iter__(self) -> Iterator[tuple[int, int, int]]:
-        return zip(self.files, self.positions, self.lengths, strict=True)
-
-
-_MAX_OFFSET: Final = 2**63 - 1
-"""Kafka's offsets and timestamps are int64."""
-
-
-def _bounded(value: Any, most: int, name: str) -> int:
-    """A kcat line's integer field within Kafka's range (a damaged line otherwise, never an OverflowError later)."""
-    try:
-        number = int(value)
-    except (OverflowError, ValueError, TypeError) as exc:  # inf, nan, "1e400", a list
-        raise ValueError(f"{name} {value!r} is not an integer") from exc
-    if not 0 <= number <= most:
-        raise ValueError(f"{name} {number} is outside 0..{most}")
-    return number
-
-
-def decode_kcat_bytes(value: Any) -> bytes | None:
-    """Bytes of a kcat -J key or payload (a string parsed by ``_kcat_loads``).
-
-    Characters decoded from valid UTF-8 re-encode to the same bytes, raw
-    invalid bytes come back from their surrogate escapes, and ``\\u00XX``
-    escapes of control bytes encode to that single byte. ``None`` (JSON null)
-    means no key or no payload.
-    """
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise UnreadableInput(f"kcat field is not a string: {value!r}")
-    return value.encode("utf-8", "surrogateescape")
-
-
-def _kcat_headers(value: Any) -> Iterator[tuple[str, bytes]]:
-    if not value:
-        return
-    if isinstance(value, list):
-        # kcat -J prints headers as a flat list: [k1, v1, k2, v2, ...]
-        for i in range(0, len(value) - 1, 2):
-            v = value[i + 1]
-            yield str(value[i]), b"" if v is None else str(v).encode("utf-8", "surrogateescape")
-
-
-# ---------------------------------------------------------------------------
 # shared JSONL reader
 # ---------------------------------------------------------------------------
-
-
-def _kcat_loads(line: bytes) -> Any:
-    return json.loads(line.decode("utf-8", "surrogateescape"))
 
 
 def _bounded_lines(handle: BinaryIO) -> Iterator[tuple[int, int, bytes | None]]:
@@ -809,3 +562,12 @@ def _read_jsonl(
         reading = _FileReading(_ProblemLog(torn), path, stream)
     for _, _, record in _scan_jsonl(path, stream, parse, reading, loads):
         yield record
+
+
+def __getattr__(name: str) -> Any:
+    # The kcat source reads through the reader above, so its names are imported from it on first use (not a cycle).
+    if name in ("KcatSource", "decode_kcat_bytes"):
+        from bernstein.verifier import kcat_source
+
+        return getattr(kcat_source, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+import bernstein.verifier.kcat_source as kcat_source
 import bernstein.verifier.sources as sources
 from bernstein.verifier import facts
 from bernstein.verifier.facts import NATIVE, PYTHON, Facts
@@ -452,13 +453,13 @@ def kcat_line(partition: int, offset: int, *, topic: str = JOURNAL, key: str = "
 
 def counting_loads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
-    real = sources._kcat_loads
+    real = kcat_source._kcat_loads
 
     def loads(line: bytes) -> Any:
         calls.append(len(line))
         return real(line)
 
-    monkeypatch.setattr(sources, "_kcat_loads", loads)
+    monkeypatch.setattr(kcat_source, "_kcat_loads", loads)
     return calls
 
 
