@@ -90,8 +90,8 @@ def test_run_replay_and_verify_from_the_command_line(
     # the lineage envelope is keyed with the worker's own lineage key, which no trusted-keys file holds; its
     # producer signatures are checked against the pinned producer key
     assert (
-        "  OK browser-0 [browser] (evidence reattached, 6 steps replayed, lineage HMACs not verified for 6 action(s): "
-        "their key is not a pinned audit key)"
+        "  OK browser-0 [browser] (evidence reattached, 6 steps replayed, lineage HMACs of 6 action(s) are their "
+        "producer's local check, by design (its lineage key never leaves the host); their pinned Ed25519 signatures verified)"
     ) in verified.stdout, verified.stdout
     assert "  OK producers (8 producer signatures verified with pinned producer keys;" in verified.stdout
     assert f"{producer_keys.signer.key_id} (agents@test)" in verified.stdout

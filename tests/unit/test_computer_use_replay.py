@@ -117,7 +117,9 @@ def test_a_clean_session_replays(recorded: Recorded) -> None:
     assert result.head_line.startswith("head OK 5 actions")
     # the lineage envelope is keyed with the producer's own lineage key, which no trusted-keys file holds
     # (docs/security.md): the replay says it did not check those HMACs; the producer signature it did check
-    assert len(result.notes) == 1 and result.notes[0].startswith("lineage HMACs not verified for 5 action(s)")
+    assert len(result.notes) == 1 and result.notes[0].startswith(
+        "lineage HMACs of 5 action(s) are their producer's local check, by design"
+    )
 
 
 def test_a_flipped_screenshot_byte_names_its_action(recorded: Recorded) -> None:
@@ -241,7 +243,11 @@ def test_signatures_and_hmacs_are_checked_with_pinned_keys_only(recorded: Record
     # without the audit key the replay checks the same: signatures under the pinned producer key
     signing_only = recorded.trusted.without_audit_keys()
     result = replay_run(RUN, source=recorded.source, cas=recorded.store, trusted=signing_only)
-    assert result.ok and len(result.notes) == 1 and result.notes[0].startswith("lineage HMACs not verified for 5 action(s)")
+    assert (
+        result.ok
+        and len(result.notes) == 1
+        and result.notes[0].startswith("lineage HMACs of 5 action(s) are their producer's local check, by design")
+    )
 
 
 def test_a_session_without_its_result_cannot_be_vouched_for(recorded: Recorded) -> None:

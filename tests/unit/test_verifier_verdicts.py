@@ -1139,7 +1139,7 @@ def test_actions_of_a_session_without_a_result_are_replayed_and_shown(tmp_path: 
     assert session.notes == (
         "3 steps replayed",
         "evidence reattached",
-        "lineage HMACs not verified for 3 action(s): their key is not a pinned audit key",
+        "lineage HMACs of 3 action(s) are their producer's local check, by design (its lineage key never leaves the host); their pinned Ed25519 signatures verified",
     )
     assert [d.text for d in session.details] == [
         "step OK index=0 navigate",
@@ -1149,8 +1149,9 @@ def test_actions_of_a_session_without_a_result_are_replayed_and_shown(tmp_path: 
     ]
     assert lines[-2] == f"    by navigator@test (key {producer_signer('navigator@test').key_id})"
     assert lines[-7] == (
-        "  INCOMPLETE browser-0 [browser] (3 steps replayed, evidence reattached, lineage HMACs not verified for 3 "
-        "action(s): their key is not a pinned audit key) -- the session never produced an accepted "
+        "  INCOMPLETE browser-0 [browser] (3 steps replayed, evidence reattached, lineage HMACs of 3 action(s) are "
+        "their producer's local check, by design (its lineage key never leaves the host); their pinned Ed25519 "
+        "signatures verified) -- the session never produced an accepted "
         "browser result (worker stopped, or its result was refused)"
     )
     assert (
