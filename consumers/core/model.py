@@ -1,6 +1,6 @@
 """The scheduler core's value types: what goes into ``step`` and what comes out.
 
-Nothing here touches Kafka; the transaction shell (``consumers/shell.py``)
+Nothing here touches Kafka; the transaction shell (``consumers/shell/``)
 turns Kafka messages into ``InputRecord`` and ``OutputRecord`` into produces.
 """
 

@@ -19,10 +19,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bernstein.consumers import shell as shell_mod
 from bernstein.consumers.core.native import NativeSchedulerCore
 from bernstein.consumers.core.step import SchedulerCore
 from bernstein.consumers.shell import SchedulerShell, SubmissionPartitionsMismatch
+from bernstein.consumers.shell import preflight as shell_mod
 from bernstein.schemas import codec
 from bernstein.schemas.canonical import computer_use_genesis, evidence_set_hash, sha256_digest
 from bernstein.schemas.partitioning import SEED, murmur2, partition_for

@@ -413,7 +413,7 @@ def test_docs_operations_lists_every_event_the_scheduler_logs() -> None:
     section = doc.split("## Structured logs", 1)[1].split("\n## ", 1)[0]
     documented = {name for row in re.findall(r"^\| (`[^|]+) \|", section, flags=re.M) for name in re.findall(r"`([a-z_]+)`", row)}
     logged = (
-        _event_names(root / "consumers" / "shell.py", "_log", 1)
+        set().union(*(_event_names(path, "_log", 1) for path in sorted((root / "consumers" / "shell").glob("*.py"))))
         | _event_names(root / "bernstein" / "commands" / "scheduler.py", "emit", 0)
         | _event_names(root / "bernstein" / "commands" / "common.py", "emit", 0)  # the first line: endpoints
         | _event_names(root / "consumers" / "group.py", "log", 1)  # --group's member

@@ -274,7 +274,7 @@ def test_the_producer_batches_under_the_smallest_output_topic_limit(
     )
     shell = SchedulerShell(bootstrap="unused:9", topics=Topics("unit"), partition=0, core=SchedulerCore(config), progress=None)
     limits = {topic: 8_388_608 for topic in shell._topics} | {Topics("unit").audit: smallest}
-    monkeypatch.setattr("bernstein.consumers.shell._max_message_bytes", lambda bootstrap, topics: limits)
+    monkeypatch.setattr("bernstein.consumers.shell.preflight._max_message_bytes", lambda bootstrap, topics: limits)
     shell._check_topic_limits()
     producer = shell._producer_config()
     assert (producer["message.max.bytes"], producer["batch.size"]) == (max_request, batch)
