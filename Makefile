@@ -70,6 +70,7 @@ bench: venv system-deps
 	$(VENV)/bin/python -m bench.snapshot
 	$(VENV)/bin/python -m bench.fold
 	$(VENV)/bin/python -m bench.cas
+	$(VENV)/bin/python -m bench.report
 
 # The shipped alert rules: builds promtool from the Go module proxy into ~/.cache/bernstein/promtool (once; a promtool on PATH is used first), then
 # promtool check rules ops/prometheus/alerts.yml and promtool test rules ops/prometheus/tests/*.yml.

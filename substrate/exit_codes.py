@@ -73,7 +73,7 @@ TABLE: Final[tuple[ExitCode, ...]] = (
         EXIT_NOT_FOUND,
         "EXIT_NOT_FOUND",
         "the run is not in the source, its journal holds no accepted activity, or it has no browser session",
-        "`activity verify`, `browser replay`",
+        "`activity verify`, `activity report`, `browser replay`",
     ),
     ExitCode(
         EXIT_WOULD_BE_REFUSED,
@@ -85,7 +85,7 @@ TABLE: Final[tuple[ExitCode, ...]] = (
         EXIT_MISMATCH,
         "EXIT_MISMATCH",
         "a check failed on bytes that were read: something was changed, lost or added (tamper)",
-        "`activity verify`, `browser replay`",
+        "`activity verify`, `activity report`, `browser replay`",
     ),
     ExitCode(
         EXIT_ALERTS,
@@ -138,14 +138,14 @@ TABLE: Final[tuple[ExitCode, ...]] = (
         EXIT_OPEN,
         "EXIT_OPEN",
         "the run has no final seal and nothing says one was written; everything else verified",
-        "`activity verify`",
+        "`activity verify`, `activity report`",
     ),
     ExitCode(
         EXIT_NOT_FULLY_VERIFIED,
         "EXIT_NOT_FULLY_VERIFIED",
         "nothing that was checked failed, but a check could not be run (no content store, `--records-only`, no audit "
         "key pinned, a topic not captured)",
-        "`activity verify`",
+        "`activity verify`, `activity report`",
     ),
     ExitCode(
         EXIT_FENCED,

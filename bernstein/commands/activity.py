@@ -1,9 +1,13 @@
-"""``bernstein activity verify RUN... | --all | --runs-file F``: reconstruct runs offline and name every tamper."""
+"""``bernstein activity verify RUN... | --all | --runs-file F``: reconstruct runs offline and name every tamper;
+``bernstein activity report RUN --out FILE.html``: the same verdict as one self-contained HTML page."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import sys
+import tempfile
 from pathlib import Path
 
 from bernstein.commands.common import (
@@ -16,6 +20,7 @@ from bernstein.commands.common import (
     trusted_from,
 )
 from bernstein.substrate.cas import BlobStore, DirBlobStore
+from bernstein.substrate.exit_codes import EXIT_NOT_FOUND
 from bernstein.substrate.kafka import require_bootstrap
 from bernstein.verifier.render import render_json, render_many_json, render_many_text, render_text
 from bernstein.verifier.sources import DumpSource, KcatSource, RecordSource
@@ -42,45 +47,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     verify.add_argument(
         "--runs-file", type=Path, default=None, help="verify the runs listed in FILE (one run id a line; # comments)"
     )
-    verify.add_argument(
-        "--from",
-        dest="source",
-        default="kafka",
-        help="kafka (default), a dump directory from `bernstein topic export`, or a kcat -C -J file (repeat with commas)",
-    )
-    verify.add_argument(
-        "--cas",
-        default=None,
-        help="s3, a CAS directory, or none (= --records-only) (default: <dump>/cas for dumps, s3 for kafka; a kcat capture needs one)",
-    )
-    verify.add_argument(
-        "--every-version",
-        action="store_true",
-        help="with an S3 store: also list every version at each blob's address and name those holding other bytes "
-        "(CAS_VERSION_POISONED) even beneath a right newest version; one listing per blob, needs an identity that may "
-        "list versions (the reader's)",
-    )
-    verify.add_argument(
-        "--records-only",
-        action="store_true",
-        help="check the records alone, without reattaching evidence: never exit 0 (exit 6, and the last line says so)",
-    )
-    verify.add_argument(
-        "--trusted-keys",
-        type=Path,
-        default=None,
-        help="pinned keys file from `bernstein keys trust` (default: the local install keys and the producers of the roles manifest)",
-    )
-    verify.add_argument(
-        "--roles",
-        type=Path,
-        default=None,
-        help="roles manifest whose producer keys to pin without --trusted-keys (default: $BERNSTEIN_ROLES or config/roles.toml)",
-    )
+    _add_source_flags(verify)
     verify.add_argument("--json", action="store_true", help="print a JSON report instead of text")
     add_prefix_flag(verify)
     add_keys_flag(verify)
     verify.set_defaults(func=_verify)
+    _register_report(activity_sub)
 
 
 def _source(args: argparse.Namespace) -> tuple[RecordSource, Path | None]:
@@ -128,17 +100,7 @@ def _verify(args: argparse.Namespace) -> int:
     runs = _runs(args)
     source, dump_cas = _source(args)
     records_only = bool(args.records_only) or args.cas == "none"
-    cas: BlobStore | None
-    if records_only:
-        cas = None
-    elif args.cas is None and dump_cas is not None:
-        # A dump without cas/ gets no store: the verdict says so (CAS_MISSING when its manifest lists blobs).
-        cas = DirBlobStore(dump_cas) if dump_cas.is_dir() else None
-    elif args.cas is None and args.source != "kafka":
-        cas = None  # a kcat capture carries no blobs: NO_CONTENT_STORE unless --cas names one
-    else:
-        # kafka without S3: None, reported as NO_CONTENT_STORE
-        cas = store_from(args.cas, settings_from(args), every_version=args.every_version)
+    cas = _store(args, dump_cas, records_only)
     trusted = trusted_from(args.trusted_keys, args.keys_dir, args.roles)
     if runs is not None and len(runs) == 1 and not args.runs_file:
         header, stages = verify_stream(runs[0], source, cas=cas, trusted=trusted, records_only=records_only)
@@ -147,3 +109,156 @@ def _verify(args: argparse.Namespace) -> int:
     reports = verify_many(runs, source, cas=cas, trusted=trusted, records_only=records_only)
     render_many = render_many_json if args.json else render_many_text
     return render_many(((report.header, report.stages) for report in reports), sys.stdout)
+
+
+def _store(args: argparse.Namespace, dump_cas: Path | None, records_only: bool) -> BlobStore | None:
+    """The content store the verdict reattaches evidence from (None: none, and the verdict says so)."""
+    if records_only:
+        return None
+    if args.cas is None and dump_cas is not None:
+        # A dump without cas/ gets no store: the verdict says so (CAS_MISSING when its manifest lists blobs).
+        return DirBlobStore(dump_cas) if dump_cas.is_dir() else None
+    if args.cas is None and args.source != "kafka":
+        return None  # a kcat capture carries no blobs: NO_CONTENT_STORE unless --cas names one
+    # kafka without S3: None, reported as NO_CONTENT_STORE
+    return store_from(args.cas, settings_from(args), every_version=args.every_version)
+
+
+def _add_source_flags(parser: argparse.ArgumentParser) -> None:
+    """The inputs, store and keys ``activity verify`` and ``activity report`` share."""
+    parser.add_argument(
+        "--from",
+        dest="source",
+        default="kafka",
+        help="kafka (default), a dump directory from `bernstein topic export`, or a kcat -C -J file (repeat with commas)",
+    )
+    parser.add_argument(
+        "--cas",
+        default=None,
+        help="s3, a CAS directory, or none (= --records-only) (default: <dump>/cas for dumps, s3 for kafka; a kcat capture needs one)",
+    )
+    parser.add_argument(
+        "--every-version",
+        action="store_true",
+        help="with an S3 store: also list every version at each blob's address and name those holding other bytes "
+        "(CAS_VERSION_POISONED) even beneath a right newest version; one listing per blob, needs an identity that may "
+        "list versions (the reader's)",
+    )
+    parser.add_argument(
+        "--records-only",
+        action="store_true",
+        help="check the records alone, without reattaching evidence: never exit 0 (exit 6, and the last line says so)",
+    )
+    parser.add_argument(
+        "--trusted-keys",
+        type=Path,
+        default=None,
+        help="pinned keys file from `bernstein keys trust` (default: the local install keys and the producers of the roles manifest)",
+    )
+    parser.add_argument(
+        "--roles",
+        type=Path,
+        default=None,
+        help="roles manifest whose producer keys to pin without --trusted-keys (default: $BERNSTEIN_ROLES or config/roles.toml)",
+    )
+
+
+def _register_report(activity_sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    report = activity_sub.add_parser(
+        "report",
+        help="write one run's verdict and evidence as a self-contained HTML page (exit codes as for verify)",
+        description="Verify RUN exactly as `activity verify` does (same inputs, store and pinned keys), once, and write "
+        "the verdict with the run's timeline, research claims in their pages, browser filmstrip, data/ops receipts, "
+        "chain, seal, audit and keys as one static HTML file that opens offline (no script, no request). Exit codes are "
+        "the verdict's, as for verify (0 verified, 1 not found, 2 mismatch, 5 open, 6 not fully verified); the page is "
+        "written for every verdict. 3: usage error, unreadable input or an --out that cannot be written (nothing "
+        'written). See docs/verifier.md, "The HTML report".',
+    )
+    report.add_argument("run", metavar="RUN", help="run id")
+    _add_source_flags(report)
+    report.add_argument("--out", type=Path, required=True, help="the HTML file to write (replaced atomically)")
+    add_prefix_flag(report)
+    add_keys_flag(report)
+    report.set_defaults(func=_report)
+
+
+def verify_command(args: argparse.Namespace) -> list[str]:
+    """The ``bernstein activity verify`` line that reaches the report's verdict: the same run, source, store, keys and
+    options, every path absolute, so it re-runs from any directory."""
+
+    def absolute(value: str) -> str:
+        return str(Path(value).absolute())
+
+    command = ["bernstein", "activity", "verify", args.run]
+    if args.source == "kafka":
+        command += ["--from", "kafka"]
+    else:
+        command += ["--from", ",".join(absolute(p) for p in args.source.split(","))]
+    if args.cas is not None:
+        command += ["--cas", args.cas if args.cas in ("s3", "none") else absolute(args.cas)]
+    if args.records_only:
+        command.append("--records-only")
+    if args.every_version:
+        command.append("--every-version")
+    if args.trusted_keys is not None:
+        command += ["--trusted-keys", absolute(str(args.trusted_keys))]
+    else:
+        if args.roles is not None:
+            command += ["--roles", absolute(str(args.roles))]
+        if args.keys_dir is not None:
+            command += ["--keys-dir", absolute(str(args.keys_dir))]
+    if args.prefix:
+        command += ["--prefix", args.prefix]
+    return command
+
+
+def _writable(out: Path) -> None:
+    """A usage error now, before anything is verified, when ``out`` cannot be written."""
+    if out.is_dir():
+        raise UsageError(f"--out {out}: is a directory; name the HTML file to write")
+    parent = out.absolute().parent
+    if not parent.is_dir():
+        raise UsageError(f"--out {out}: the directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise UsageError(f"--out {out}: cannot write there (permission denied)")
+
+
+def write_atomically(out: Path, text: str) -> None:
+    """``text`` into ``out`` (UTF-8) through a temporary file in the same directory, renamed over it."""
+    parent = out.absolute().parent
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=parent)
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as file:
+                file.write(text)
+            os.chmod(temporary, 0o644)
+            os.replace(temporary, out)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot write it ({exc.strerror or exc})") from None
+
+
+def _report(args: argparse.Namespace) -> int:
+    from bernstein.verifier.html import build_report
+
+    _writable(args.out)
+    source, dump_cas = _source(args)
+    records_only = bool(args.records_only) or args.cas == "none"
+    cas = _store(args, dump_cas, records_only)
+    trusted = trusted_from(args.trusted_keys, args.keys_dir, args.roles)
+    command = verify_command(args)
+    rendered = build_report(args.run, source, cas=cas, trusted=trusted, command=command, records_only=records_only)
+    write_atomically(args.out, rendered.html)
+    size = len(rendered.html.encode("utf-8"))
+    if rendered.exit_code == EXIT_NOT_FOUND and rendered.verdict == "not_found":
+        print(
+            f"bernstein: run {args.run!r} not found in {source.describe()}; the report at {args.out} says so (exit 1)",
+            file=sys.stderr,
+        )
+    print(
+        f"wrote {args.out} ({size} bytes, {rendered.stages} stages, {rendered.images} images): verdict "
+        f"{rendered.verdict.replace('_', ' ')}, exit {rendered.exit_code}; re-run: {shlex.join(command)}"
+    )
+    return rendered.exit_code
