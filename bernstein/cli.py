@@ -64,7 +64,7 @@ def _scheduler_uses(args: argparse.Namespace) -> Uses:
 
 
 def _verify_uses(args: argparse.Namespace) -> Uses:
-    """``activity verify``: Kafka for ``--from kafka``; S3 for ``--cas s3``, or by default from Kafka (when it is
+    """``activity verify`` and ``activity report``: Kafka for ``--from kafka``; S3 for ``--cas s3``, or by default from Kafka (when it is
     configured; the line then says it is not); the prefix unless a dump directory is read."""
     kafka = args.source == "kafka"
     dump = not kafka and "," not in args.source and Path(args.source).is_dir()
@@ -94,6 +94,7 @@ ENDPOINTS: Final[dict[tuple[str, ...], Uses | Callable[[argparse.Namespace], Use
     ("kafka", "users"): lambda args: Uses(kafka=bool(args.apply), prefix=False),
     ("scheduler", "run"): _scheduler_uses,
     ("activity", "verify"): _verify_uses,
+    ("activity", "report"): _verify_uses,
     ("audit", "follow"): lambda args: Uses(kafka=True, json=bool(args.progress)),
     ("audit", "ack"): NOTHING,
     ("audit", "latches"): NOTHING,
