@@ -50,6 +50,8 @@ use crate::hashing::{
 use crate::producers::{
     run_close_signing_input, run_owner, submission_signing_input, Producer, ProducerKey,
 };
+use crate::records::submission::{decode_run_close, decode_submission, RunClose, Submission};
+use crate::records::{fingerprint_of, trailing_bytes, unknown_fingerprint};
 use crate::schemas::*;
 use crate::text::{char_len, clip, has_control, is_blank, is_digest, is_valid_id, repr_ascii};
 use crate::undo::{Change, Dropped, Field, UndoLog};
@@ -690,10 +692,7 @@ type SignedInput<'a, 'c> = ((usize, usize), &'c ProducerKey, &'a [u8], Vec<u8>);
 
 fn signed_input<'a, 'c>(cfg: &'c Config, rec: &Input<'a>) -> Option<SignedInput<'a, 'c>> {
     let value = rec.value?;
-    if value.len() < HEADER_SIZE || value[..2] != MAGIC {
-        return None;
-    }
-    let fp: [u8; 8] = value[2..HEADER_SIZE].try_into().ok()?;
+    let fp = fingerprint_of(value).ok()?;
     let body = &value[HEADER_SIZE..];
     let (key_id, signature, message) = if fp == FP_ACTIVITY_SUBMISSION_V3 {
         let (sub, _) = decode_submission(body, fp).ok()?;
@@ -869,16 +868,13 @@ impl Core {
                 return Ok(());
             }
         };
-        if value.len() < HEADER_SIZE || value[..2] != MAGIC {
-            let shown = hex_string(&value[..value.len().min(12)]);
-            let detail = format!(
-                "value is not an Avro single-object record (expected it to start with c301, got '{shown}', {} bytes)",
-                value.len()
-            );
-            self.dead_letter(rec, pos, out, "NOT_AVRO_SINGLE_OBJECT", &detail);
-            return Ok(());
-        }
-        let fp: [u8; 8] = value[2..HEADER_SIZE].try_into().unwrap();
+        let fp = match fingerprint_of(value) {
+            Ok(fp) => fp,
+            Err(detail) => {
+                self.dead_letter(rec, pos, out, "NOT_AVRO_SINGLE_OBJECT", &detail);
+                return Ok(());
+            }
+        };
         let Some(name) = self
             .cfg
             .known
@@ -886,10 +882,7 @@ impl Core {
             .find(|(f, _)| *f == fp)
             .map(|(_, n)| n.clone())
         else {
-            let detail = format!(
-                "value names schema fingerprint {} which is not one of our schemas (a newer producer, or a foreign record on our topic)",
-                hex_string(&fp)
-            );
+            let detail = unknown_fingerprint(&fp);
             self.dead_letter(rec, pos, out, "UNKNOWN_SCHEMA_FINGERPRINT", &detail);
             return Ok(());
         };
@@ -934,7 +927,7 @@ impl Core {
         name: &str,
         extra: usize,
     ) {
-        let detail = format!("{name} body has {extra} unexpected trailing bytes");
+        let detail = trailing_bytes(name, extra);
         self.dead_letter(rec, pos, out, "TRUNCATED_OR_MALFORMED_BODY", &detail);
     }
 

@@ -21,7 +21,7 @@ use std::collections::BTreeSet;
 
 use sha2::{Digest, Sha256};
 
-use crate::schemas::{Observation, Submission};
+use crate::records::submission::{Observation, Submission};
 use crate::text::{is_blank, is_digest};
 
 const MAX_DEPTH: usize = 32;

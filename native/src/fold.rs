@@ -33,67 +33,21 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyTuple};
 
-use crate::avro::{Malformed, ReadResult, Reader};
 use crate::hashing::{
     checkpoint_hash, checkpoint_signing_input, journal_entry_hash, seal_signing_input,
     sha256_digest, AuditMac,
 };
+use crate::records::audit::{decode_audit_entry, AuditHead};
+use crate::records::envelope::{decode_envelope, Envelope};
+use crate::records::journal::{decode_entry, Activity, Body, Entry};
+use crate::records::seal::{decode_checkpoint, decode_seal, Checkpoint, Seal};
+use crate::records::{schema_list, Layout};
 
-use crate::schemas::{
-    FP_AUDIT_ENTRY, FP_AUDIT_ENTRY_V2, FP_AUDIT_RECORD, FP_AUDIT_RECORD_V2, FP_CHECKPOINT_RECORD,
-    FP_COMPUTER_USE_ENTRY, FP_COMPUTER_USE_ENTRY_V2, FP_JOURNAL_ENTRY, FP_JOURNAL_ENTRY_V2,
-    FP_JOURNAL_ENTRY_V3, FP_JOURNAL_RECORD, FP_PARTITION_CHECKPOINT, FP_RUN_SEAL, FP_RUN_SEAL_V2,
-    FP_SEAL_RECORD, HEADER_SIZE, MAGIC,
-};
 const ENTRY_COMPUTER_USE_ACTION: &str = "computer_use.action";
 
-/// The layouts read here, by `.avsc` stem and fingerprint (`FoldReader::new`
-/// refuses a codec whose fingerprint for one of these names differs).
-pub const FOLD_SCHEMAS: [(&str, [u8; 8]); 15] = [
-    ("JournalRecord.v1", FP_JOURNAL_RECORD),
-    ("SealRecord.v1", FP_SEAL_RECORD),
-    ("JournalEntry.v1", FP_JOURNAL_ENTRY),
-    ("JournalEntry.v2", FP_JOURNAL_ENTRY_V2),
-    ("JournalEntry.v3", FP_JOURNAL_ENTRY_V3),
-    ("ComputerUseEntry.v1", FP_COMPUTER_USE_ENTRY),
-    ("ComputerUseEntry.v2", FP_COMPUTER_USE_ENTRY_V2),
-    ("RunSeal.v1", FP_RUN_SEAL),
-    ("RunSeal.v2", FP_RUN_SEAL_V2),
-    ("AuditRecord.v1", FP_AUDIT_RECORD),
-    ("AuditRecord.v2", FP_AUDIT_RECORD_V2),
-    ("AuditEntry.v1", FP_AUDIT_ENTRY),
-    ("AuditEntry.v2", FP_AUDIT_ENTRY_V2),
-    ("CheckpointRecord.v1", FP_CHECKPOINT_RECORD),
-    ("PartitionCheckpoint.v1", FP_PARTITION_CHECKPOINT),
-];
-
-/// The kinds of journal facts (the first item of each tuple; `rebuild.py` names them).
-const J_ENTRY: i64 = 0;
-const J_ACTION: i64 = 1;
-const J_ODD_ENTRY: i64 = 2;
-const J_SEAL: i64 = 3;
-
-/// A layout of `FOLD_SCHEMAS`, by its index there.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Layout {
-    JournalRecord,
-    SealRecord,
-    JournalEntryV1,
-    JournalEntryV2,
-    JournalEntryV3,
-    ComputerUseEntryV1,
-    ComputerUseEntryV2,
-    RunSealV1,
-    RunSealV2,
-    AuditRecordV1,
-    AuditRecordV2,
-    AuditEntryV1,
-    AuditEntryV2,
-    CheckpointRecord,
-    PartitionCheckpoint,
-}
-
-const LAYOUTS: [Layout; 15] = [
+/// The layouts read here (`FoldReader::new` refuses a codec whose fingerprint for one of these
+/// names differs; exported as `FOLD_SCHEMAS`).
+pub const FOLD_LAYOUTS: [Layout; 15] = [
     Layout::JournalRecord,
     Layout::SealRecord,
     Layout::JournalEntryV1,
@@ -111,399 +65,11 @@ const LAYOUTS: [Layout; 15] = [
     Layout::PartitionCheckpoint,
 ];
 
-impl Layout {
-    fn name(self) -> &'static str {
-        FOLD_SCHEMAS[LAYOUTS
-            .iter()
-            .position(|l| *l == self)
-            .expect("every layout is listed")]
-        .0
-    }
-}
-
-/// The layout a single-object value names and a reader over its body (None: not one of ours).
-#[inline]
-fn open(value: &[u8]) -> Option<(Layout, Reader<'_>)> {
-    if value.len() < HEADER_SIZE || value[..2] != MAGIC {
-        return None;
-    }
-    let fp = &value[2..HEADER_SIZE];
-    let index = FOLD_SCHEMAS.iter().position(|(_, known)| known == fp)?;
-    Some((LAYOUTS[index], Reader::new(&value[HEADER_SIZE..])))
-}
-
-/// fastavro reads any non-zero byte as true; only the two bytes our encoders write are accepted
-/// here. A boolean is one raw byte: read as a varint, 0x00 is 0 and 0x01 is -1, and anything
-/// longer than one byte is refused.
-#[inline]
-fn boolean(r: &mut Reader<'_>) -> ReadResult<bool> {
-    let at = r.position();
-    let value = r.long()?;
-    if r.position() != at + 1 {
-        return Err(Malformed);
-    }
-    match value {
-        0 => Ok(false),
-        -1 => Ok(true),
-        _ => Err(Malformed),
-    }
-}
-
-/// An Avro union `["null", T]`: whether the value is the T branch.
-#[inline]
-fn union_index(r: &mut Reader<'_>) -> ReadResult<bool> {
-    match r.long()? {
-        0 => Ok(false),
-        1 => Ok(true),
-        _ => Err(Malformed),
-    }
-}
-
-/// `Position {topic: string, partition: int, offset: long}` (fastavro reads an int as a long).
-#[inline]
-fn position(r: &mut Reader<'_>) -> ReadResult<()> {
-    r.string()?;
-    r.long()?;
-    r.long()?;
-    Ok(())
-}
-
-/// A whole single-object value read by `read`, which returns None for a layout it does not take:
-/// None too when the body is malformed or does not end exactly where `read` stopped (our codec
-/// refuses trailing bytes), and the Python codec then decides.
-#[inline]
-fn decode<'a, T>(
-    value: &'a [u8],
-    read: impl FnOnce(&mut Reader<'a>, Layout) -> Option<ReadResult<T>>,
-) -> Option<T> {
-    let (layout, mut r) = open(value)?;
-    let decoded = read(&mut r, layout)?.ok()?;
-    (r.position() == value.len() - HEADER_SIZE).then_some(decoded)
-}
-
-// ---------------------------------------------------------------------------
-// journal entries
-// ---------------------------------------------------------------------------
-
-enum Body<'a> {
-    /// JournalEntry.v1/v2/v3 (`charges` for v2 and v3, which declare sizes, when it has observations).
-    Activity {
-        stage_id: &'a str,
-        kind: &'a str,
-        evidence_set_hash: &'a str,
-        observed: bool,
-        charges: Option<Vec<(&'a str, i64)>>,
-    },
-    /// ComputerUseEntry.v1/v2 (`charges` for v2: its screenshot and DOM snapshot).
-    Action {
-        session_id: &'a str,
-        action_index: i64,
-        anchor: &'a str,
-        charges: Option<[(&'a str, i64); 2]>,
-    },
-}
-
-struct Entry<'a> {
-    layout: Layout,
-    run_id: &'a str,
-    seq: i64,
-    prev_hash: &'a str,
-    entry_type: &'a str,
-    submission_id: &'a str,
-    /// The producer.id the entry names: the run's opener when it is the run's first entry.
-    producer_id: &'a str,
-    body: Body<'a>,
-}
-
-/// A journal entry payload, decoded in full (None: the Python codec decides).
-fn decode_entry(payload: &[u8]) -> Option<Entry<'_>> {
-    decode(payload, |r, layout| match layout {
-        Layout::JournalEntryV1 | Layout::JournalEntryV2 | Layout::JournalEntryV3 => {
-            Some(decode_activity(r, layout))
-        }
-        Layout::ComputerUseEntryV1 | Layout::ComputerUseEntryV2 => Some(decode_action(r, layout)),
-        _ => None,
-    })
-}
-
-fn decode_activity<'a>(r: &mut Reader<'a>, layout: Layout) -> ReadResult<Entry<'a>> {
-    let sized = layout != Layout::JournalEntryV1;
-    let run_id = r.string()?;
-    let seq = r.long()?;
-    let prev_hash = r.string()?;
-    let entry_type = r.string()?;
-    let stage_id = r.string()?;
-    r.string()?; // role
-    let kind = r.string()?;
-    let producer_id = r.string()?;
-    let submission_id = r.string()?;
-    r.string()?; // artifact_hash
-    let evidence_set_hash = r.string()?;
-    let mut observed = false;
-    let mut charges = Vec::new();
-    loop {
-        let count = r.block_count()?;
-        if count == 0 {
-            break;
-        }
-        observed = true;
-        for _ in 0..count {
-            r.string()?; // kind
-            r.string()?; // ref
-            let content_hash = r.string()?;
-            if sized {
-                charges.push((content_hash, r.long()?));
-            }
-        }
-    }
-    r.string()?; // terminal_state
-    r.string()?; // reason_code
-    position(r)?;
-    r.long()?; // occurred_at_ms
-    if layout == Layout::JournalEntryV3 {
-        r.string()?; // producer_key_id
-        r.bytes()?; // producer_signature
-    }
-    Ok(Entry {
-        layout,
-        run_id,
-        seq,
-        prev_hash,
-        entry_type,
-        submission_id,
-        producer_id,
-        body: Body::Activity {
-            stage_id,
-            kind,
-            evidence_set_hash,
-            observed,
-            charges: (sized && observed).then_some(charges),
-        },
-    })
-}
-
-fn decode_action<'a>(r: &mut Reader<'a>, layout: Layout) -> ReadResult<Entry<'a>> {
-    let sized = layout == Layout::ComputerUseEntryV2;
-    let run_id = r.string()?;
-    let seq = r.long()?;
-    let prev_hash = r.string()?;
-    let entry_type = r.string()?;
-    let session_id = r.string()?;
-    let action_index = r.long()?;
-    let producer_id = r.string()?;
-    let submission_id = r.string()?;
-    r.string()?; // prev_anchor
-    let anchor = r.string()?;
-    let screenshot_hash = r.string()?;
-    let screenshot_size = if sized { r.long()? } else { 0 };
-    let dom_digest = r.string()?;
-    let dom_size = if sized { r.long()? } else { 0 };
-    r.string()?; // observation_hash
-    r.string()?; // action.kind
-    r.string()?; // action.target
-    r.string()?; // action.value_digest
-    r.string()?; // lineage_entry_hash
-    r.string()?; // lineage_key_id
-    r.bytes()?; // lineage_signature
-    r.string()?; // lineage_hmac
-    r.bytes()?; // lineage_entry
-    position(r)?;
-    r.long()?; // occurred_at_ms
-    Ok(Entry {
-        layout,
-        run_id,
-        seq,
-        prev_hash,
-        entry_type,
-        submission_id,
-        producer_id,
-        body: Body::Action {
-            session_id,
-            action_index,
-            anchor,
-            charges: sized.then_some([(screenshot_hash, screenshot_size), (dom_digest, dom_size)]),
-        },
-    })
-}
-
-// ---------------------------------------------------------------------------
-// seals, audit entries, checkpoints
-// ---------------------------------------------------------------------------
-
-struct Seal<'a> {
-    run_id: &'a str,
-    entry_count: i64,
-    last: bool,
-}
-
-/// A RunSeal.v1/v2 payload, decoded in full.
-fn decode_seal(payload: &[u8]) -> Option<Seal<'_>> {
-    decode(payload, |r, layout| match layout {
-        Layout::RunSealV1 | Layout::RunSealV2 => Some(read_seal(r, layout == Layout::RunSealV2)),
-        _ => None,
-    })
-}
-
-fn read_seal<'a>(r: &mut Reader<'a>, v2: bool) -> ReadResult<Seal<'a>> {
-    let run_id = r.string()?;
-    r.long()?; // partition
-    let entry_count = r.long()?;
-    r.string()?; // head_hash
-    r.long()?; // last_input_offset
-    let last = boolean(r)?;
-    r.long()?; // audit_seq
-    r.string()?; // audit_head
-    r.long()?; // sealed_at_ms
-    if v2 && union_index(r)? {
-        r.string()?; // closed_by.submission_id
-        r.string()?; // closed_by.producer_id
-        r.long()?; // closed_by.occurred_at_ms
-        r.string()?; // closed_by.key_id
-        r.bytes()?; // closed_by.signature
-    }
-    Ok(Seal {
-        run_id,
-        entry_count,
-        last,
-    })
-}
-
-/// The three fields of a SealRecord or CheckpointRecord envelope, or of an AuditRecord
-/// (`(payload, key_id, mac)`, whichever order its version stores them in).
-struct Envelope<'a> {
-    layout: Layout,
-    payload: &'a [u8],
-    key_id: &'a str,
-    /// A seal's or checkpoint's signature; an audit record's MAC.
-    proof: &'a [u8],
-    /// A journal record's stored entry_hash.
-    stored: &'a str,
-}
-
-/// A JournalRecord, SealRecord, AuditRecord (v1, v2) or CheckpointRecord value, in full.
-fn decode_envelope(value: &[u8]) -> Option<Envelope<'_>> {
-    decode(value, |r, layout| Some(read_envelope(r, layout)))
-}
-
-fn read_envelope<'a>(r: &mut Reader<'a>, layout: Layout) -> ReadResult<Envelope<'a>> {
-    let (payload, key_id, proof, stored) = match layout {
-        Layout::JournalRecord => {
-            let payload = r.bytes()?;
-            (payload, "", &b""[..], r.string()?)
-        }
-        Layout::SealRecord | Layout::CheckpointRecord => {
-            let payload = r.bytes()?;
-            let key_id = r.string()?;
-            (payload, key_id, r.bytes()?, "")
-        }
-        Layout::AuditRecordV1 => {
-            let payload = r.bytes()?;
-            let key_id = r.string()?;
-            (payload, key_id, r.string()?.as_bytes(), "")
-        }
-        Layout::AuditRecordV2 => {
-            let key_id = r.string()?;
-            let payload = r.bytes()?;
-            (payload, key_id, r.string()?.as_bytes(), "")
-        }
-        _ => return Err(Malformed),
-    };
-    Ok(Envelope {
-        layout,
-        payload,
-        key_id,
-        proof,
-        stored,
-    })
-}
-
-struct AuditEntry<'a> {
-    partition: i64,
-    seq: i64,
-    prev_mac: &'a str,
-    event: &'a str,
-    run_id: &'a str,
-    record_hash: &'a str,
-    journal_seq: i64,
-}
-
-/// An AuditEntry.v1/v2 payload, decoded in full.
-fn decode_audit_entry(payload: &[u8]) -> Option<AuditEntry<'_>> {
-    decode(payload, |r, layout| match layout {
-        Layout::AuditEntryV1 | Layout::AuditEntryV2 => {
-            Some(read_audit_entry(r, layout == Layout::AuditEntryV2))
-        }
-        _ => None,
-    })
-}
-
-fn read_audit_entry<'a>(r: &mut Reader<'a>, v2: bool) -> ReadResult<AuditEntry<'a>> {
-    let partition = r.long()?;
-    let seq = r.long()?;
-    let prev_mac = r.string()?;
-    let event = r.string()?;
-    let run_id = r.string()?;
-    for _ in 0..6 {
-        // stage_id, kind, terminal_state, reason_code, artifact_hash, evidence_set_hash
-        r.string()?;
-    }
-    let record_hash = r.string()?;
-    let journal_seq = r.long()?;
-    position(r)?;
-    if v2 && union_index(r)? {
-        r.string()?; // session_id
-        r.long()?; // action_index
-        for _ in 0..9 {
-            // anchor, prev_anchor, screenshot_hash, dom_digest, observation_hash, action_kind,
-            // action_digest, lineage_entry_hash, worker_id
-            r.string()?;
-        }
-    }
-    Ok(AuditEntry {
-        partition,
-        seq,
-        prev_mac,
-        event,
-        run_id,
-        record_hash,
-        journal_seq,
-    })
-}
-
-struct Checkpoint<'a> {
-    partition: i64,
-    seq: i64,
-    prev_hash: &'a str,
-    audit_seq: i64,
-    audit_head: &'a str,
-}
-
-/// A PartitionCheckpoint.v1 payload, decoded in full.
-fn decode_checkpoint(payload: &[u8]) -> Option<Checkpoint<'_>> {
-    decode(payload, |r, layout| {
-        (layout == Layout::PartitionCheckpoint).then(|| read_checkpoint(r))
-    })
-}
-
-fn read_checkpoint<'a>(r: &mut Reader<'a>) -> ReadResult<Checkpoint<'a>> {
-    let partition = r.long()?;
-    let seq = r.long()?;
-    let prev_hash = r.string()?;
-    r.string()?; // input_topic
-    r.long()?; // next_offset
-    let audit_seq = r.long()?;
-    let audit_head = r.string()?;
-    r.string()?; // reason
-    r.long()?; // checkpoint_every
-    r.long()?; // checkpointed_at_ms
-    Ok(Checkpoint {
-        partition,
-        seq,
-        prev_hash,
-        audit_seq,
-        audit_head,
-    })
-}
+/// The kinds of journal facts (the first item of each tuple; `rebuild.py` names them).
+const J_ENTRY: i64 = 0;
+const J_ACTION: i64 = 1;
+const J_ODD_ENTRY: i64 = 2;
+const J_SEAL: i64 = 3;
 
 // ---------------------------------------------------------------------------
 // the Python class
@@ -570,6 +136,7 @@ pub struct FoldReader {
 }
 
 /// What the fold needs of one journal record, computed without the GIL.
+#[allow(clippy::large_enum_variant)] // nearly every journal record is an entry: boxing would only add allocations
 enum JournalFacts<'a> {
     Entry {
         entry: Entry<'a>,
@@ -586,7 +153,7 @@ enum JournalFacts<'a> {
 
 /// An audit record whose MAC verifies (`v2_key_id`: None for an AuditRecord.v1).
 struct AuditFacts<'a> {
-    entry: AuditEntry<'a>,
+    entry: AuditHead<'a, i64>,
     mac: &'a str,
     v2_key_id: Option<&'a str>,
 }
@@ -606,28 +173,30 @@ impl FoldReader {
     }
 
     fn journal_facts<'a>(&self, value: &'a [u8]) -> Option<JournalFacts<'a>> {
-        let envelope = decode_envelope(value)?;
-        match envelope.layout {
-            Layout::JournalRecord => {
-                let entry = decode_entry(envelope.payload)?;
-                let record_hash = journal_entry_hash(envelope.payload);
-                let stored_ok = record_hash == envelope.stored;
+        match decode_envelope(value)? {
+            Envelope::Journal { payload, stored } => {
+                let entry = decode_entry(payload)?;
+                let record_hash = journal_entry_hash(payload);
+                let stored_ok = record_hash == stored;
                 Some(JournalFacts::Entry {
                     entry,
                     record_hash,
                     stored_ok,
                 })
             }
-            Layout::SealRecord => {
-                let seal = decode_seal(envelope.payload)?;
-                let key = self.seal_key(envelope.key_id)?;
+            Envelope::Seal {
+                payload,
+                key_id,
+                signature,
+            } => {
+                let seal = decode_seal(payload)?;
+                let key = self.seal_key(key_id)?;
                 // Ed25519 is deterministic (RFC 8032): our key signs these bytes to exactly one signature.
-                let signed = key.sign(&seal_signing_input(envelope.payload)).to_bytes()[..]
-                    == *envelope.proof;
+                let signed = key.sign(&seal_signing_input(payload)).to_bytes()[..] == *signature;
                 Some(JournalFacts::Seal {
                     seal,
                     identity: sha256_digest(value),
-                    key_id: envelope.key_id,
+                    key_id,
                     signed,
                 })
             }
@@ -636,45 +205,49 @@ impl FoldReader {
     }
 
     fn audit_facts<'a>(&self, value: &'a [u8]) -> Option<AuditFacts<'a>> {
-        let envelope = decode_envelope(value)?;
-        let v2 = match envelope.layout {
-            Layout::AuditRecordV1 => false,
-            Layout::AuditRecordV2 => true,
-            _ => return None,
+        let Envelope::Audit {
+            payload,
+            key_id,
+            mac,
+            v2,
+        } = decode_envelope(value)?
+        else {
+            return None;
         };
-        let entry = decode_audit_entry(envelope.payload)?;
+        let entry = decode_audit_entry(payload)?;
         let recomputed = if v2 {
-            let (_, keyed) = self.audit_keys.iter().find(|(k, _)| k == envelope.key_id)?;
-            keyed.audit_record_mac(envelope.key_id, envelope.payload)
+            let (_, keyed) = self.audit_keys.iter().find(|(k, _)| k == key_id)?;
+            keyed.audit_record_mac(key_id, payload)
         } else {
-            self.audit_key.audit_mac(envelope.payload)
+            self.audit_key.audit_mac(payload)
         };
         // `macs_equal(recomputed, mac)`: the recomputed MAC is ASCII without '?', so only the
         // identical string compares equal (the Python function words any other outcome).
-        if recomputed.as_bytes() != envelope.proof {
+        if recomputed != mac {
             return None;
         }
         Some(AuditFacts {
             entry,
-            mac: std::str::from_utf8(envelope.proof).ok()?,
-            v2_key_id: v2.then_some(envelope.key_id),
+            mac,
+            v2_key_id: v2.then_some(key_id),
         })
     }
 
     fn checkpoint_facts<'a>(&self, value: &'a [u8]) -> Option<CheckpointFacts<'a>> {
-        let envelope = decode_envelope(value)?;
-        if envelope.layout != Layout::CheckpointRecord {
+        let Envelope::Checkpoint {
+            payload,
+            key_id,
+            signature,
+        } = decode_envelope(value)?
+        else {
             return None;
-        }
-        let checkpoint = decode_checkpoint(envelope.payload)?;
-        let key = self.seal_key(envelope.key_id)?;
-        let signed = key
-            .sign(&checkpoint_signing_input(envelope.payload))
-            .to_bytes()[..]
-            == *envelope.proof;
+        };
+        let checkpoint = decode_checkpoint(payload)?;
+        let key = self.seal_key(key_id)?;
+        let signed = key.sign(&checkpoint_signing_input(payload)).to_bytes()[..] == *signature;
         Some(CheckpointFacts {
             checkpoint,
-            hash: checkpoint_hash(envelope.payload),
+            hash: checkpoint_hash(payload),
             signed,
         })
     }
@@ -729,17 +302,15 @@ fn journal_object<'py>(py: Python<'py>, facts: JournalFacts<'_>) -> PyResult<Bou
             stored_ok,
         } => {
             let [run_id, seq, hash, prev_hash, stored_ok] = [
-                s(py, entry.run_id),
-                int(py, entry.seq),
+                s(py, entry.head.run_id),
+                int(py, entry.head.seq),
                 s(py, &record_hash),
-                s(py, entry.prev_hash),
+                s(py, entry.head.prev_hash),
                 flag(py, stored_ok),
             ];
-            let action_layout = matches!(
-                entry.layout,
-                Layout::ComputerUseEntryV1 | Layout::ComputerUseEntryV2
-            );
-            if action_layout != (entry.entry_type == ENTRY_COMPUTER_USE_ACTION) {
+            if entry.layout.is_action_entry()
+                != (entry.head.entry_type == ENTRY_COMPUTER_USE_ACTION)
+            {
                 return tuple(
                     py,
                     [
@@ -750,63 +321,67 @@ fn journal_object<'py>(py: Python<'py>, facts: JournalFacts<'_>) -> PyResult<Bou
                         prev_hash,
                         stored_ok,
                         s(py, entry.layout.name()),
-                        s(py, entry.entry_type),
+                        s(py, entry.head.entry_type),
                     ],
                 );
             }
             match entry.body {
-                Body::Activity {
-                    stage_id,
-                    kind,
-                    evidence_set_hash,
-                    observed,
-                    charges: sized,
-                } => tuple(
-                    py,
-                    [
-                        int(py, J_ENTRY),
-                        run_id,
-                        seq,
-                        hash,
-                        prev_hash,
-                        stored_ok,
-                        s(py, entry.submission_id),
-                        s(py, stage_id),
-                        s(py, evidence_set_hash),
-                        flag(py, observed),
-                        match sized {
-                            Some(items) => charges(py, &items)?,
-                            None => py.None().into_bound(py),
-                        },
-                        flag(py, kind == "browser"),
-                        s(py, entry.producer_id),
-                    ],
-                ),
-                Body::Action {
-                    session_id,
-                    action_index,
-                    anchor,
-                    charges: sized,
-                } => tuple(
-                    py,
-                    [
-                        int(py, J_ACTION),
-                        run_id,
-                        seq,
-                        hash,
-                        prev_hash,
-                        stored_ok,
-                        s(py, entry.submission_id),
-                        s(py, session_id),
-                        int(py, action_index),
-                        s(py, anchor),
-                        match sized {
-                            Some(items) => charges(py, &items)?,
-                            None => py.None().into_bound(py),
-                        },
-                        s(py, entry.producer_id),
-                    ],
-                ),
+                Body::Activity(activity) => {
+                    let observed = !activity.observations.is_empty();
+                    let sized: Option<Vec<(&str, i64)>> =
+                        (Activity::sized(entry.layout) && observed).then(|| {
+                            activity
+                                .observations
+                                .iter()
+                                .map(|o| (o.content_hash, o.size))
+                                .collect()
+                        });
+                    tuple(
+                        py,
+                        [
+                            int(py, J_ENTRY),
+                            run_id,
+                            seq,
+                            hash,
+                            prev_hash,
+                            stored_ok,
+                            s(py, entry.submission_id),
+                            s(py, activity.stage_id),
+                            s(py, activity.evidence_set_hash),
+                            flag(py, observed),
+                            match sized {
+                                Some(items) => charges(py, &items)?,
+                                None => py.None().into_bound(py),
+                            },
+                            flag(py, activity.kind == "browser"),
+                            s(py, entry.producer_id),
+                        ],
+                    )
+                }
+                Body::Action(action) => {
+                    let sized = (entry.layout == Layout::ComputerUseEntryV2)
+                        .then_some([action.screenshot, action.dom]);
+                    tuple(
+                        py,
+                        [
+                            int(py, J_ACTION),
+                            run_id,
+                            seq,
+                            hash,
+                            prev_hash,
+                            stored_ok,
+                            s(py, entry.submission_id),
+                            s(py, action.session_id),
+                            int(py, action.action_index),
+                            s(py, action.anchor),
+                            match sized {
+                                Some(items) => charges(py, &items)?,
+                                None => py.None().into_bound(py),
+                            },
+                            s(py, entry.producer_id),
+                        ],
+                    )
+                }
             }
         }
     }
@@ -867,7 +442,7 @@ impl FoldReader {
         seal_keys: Vec<(String, Vec<u8>)>,
         mirror_events: Vec<String>,
     ) -> PyResult<Self> {
-        for (name, fp) in FOLD_SCHEMAS {
+        for (name, fp) in schema_list(&FOLD_LAYOUTS) {
             if !known_schemas
                 .iter()
                 .any(|(known_fp, known)| known == name && known_fp[..] == fp)
@@ -1015,73 +590,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<FoldReader>()?;
     let schemas = PyList::empty(py);
-    for (name, fp) in FOLD_SCHEMAS {
+    for (name, fp) in schema_list(&FOLD_LAYOUTS) {
         schemas.append((name, PyBytes::new(py, &fp)))?;
     }
     m.add("FOLD_SCHEMAS", schemas)?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_layout_is_named_once() {
-        for (index, layout) in LAYOUTS.iter().enumerate() {
-            assert_eq!(layout.name(), FOLD_SCHEMAS[index].0);
-        }
-        let mut fingerprints: Vec<[u8; 8]> = FOLD_SCHEMAS.iter().map(|(_, fp)| *fp).collect();
-        fingerprints.sort_unstable();
-        fingerprints.dedup();
-        assert_eq!(fingerprints.len(), FOLD_SCHEMAS.len());
-    }
-
-    #[test]
-    fn booleans_are_one_byte_0_or_1() {
-        let read = |data: &[u8]| {
-            let mut r = Reader::new(data);
-            boolean(&mut r).map(|b| (b, r.position()))
-        };
-        assert_eq!(read(&[0]), Ok((false, 1)));
-        assert_eq!(read(&[1]), Ok((true, 1)));
-        assert_eq!(read(&[2]), Err(Malformed)); // fastavro: true
-        assert_eq!(read(&[0x80, 0]), Err(Malformed)); // fastavro: true, then a misaligned body
-        assert_eq!(read(&[]), Err(Malformed));
-    }
-
-    #[test]
-    fn unions_take_branch_0_or_1() {
-        for (data, expected) in [
-            (&[0u8][..], Ok(false)),
-            (&[2], Ok(true)),
-            (&[4], Err(Malformed)),
-            (&[1], Err(Malformed)),
-        ] {
-            assert_eq!(union_index(&mut Reader::new(data)), expected);
-        }
-    }
-
-    #[test]
-    fn a_value_is_one_of_ours_only_with_the_magic_and_a_known_fingerprint() {
-        let (name, fp) = FOLD_SCHEMAS[13];
-        assert_eq!(name, "CheckpointRecord.v1");
-        let mut value = vec![0xC3, 0x01];
-        value.extend_from_slice(&fp);
-        assert_eq!(
-            open(&value).map(|(layout, _)| layout),
-            Some(Layout::CheckpointRecord)
-        );
-        value[0] = 0xC4;
-        assert!(open(&value).is_none());
-        assert!(open(&[0xC3, 0x01, 0, 0, 0, 0, 0, 0, 0, 0]).is_none());
-        assert!(open(&[0xC3, 0x01]).is_none());
-        // trailing bytes: the envelope reads, the value does not end there
-        let mut envelope = value.clone();
-        envelope[0] = 0xC3;
-        envelope.extend_from_slice(&[0, 0, 0]); // empty payload, key id and signature
-        assert!(decode_envelope(&envelope).is_some());
-        envelope.push(0);
-        assert!(decode_envelope(&envelope).is_none());
-    }
 }

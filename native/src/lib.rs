@@ -18,6 +18,7 @@ pub mod fold;
 pub mod hashing;
 mod parallel;
 pub mod producers;
+pub mod records;
 pub mod schemas;
 pub mod state_json;
 pub mod text;

@@ -3,7 +3,7 @@
 //! verification under a registered producer key, byte for byte as the reference checks them.
 
 use crate::hashing::pae;
-use crate::schemas::{Observation, RunClose, Submission};
+use crate::records::submission::{Observation, RunClose, Submission};
 
 /// `schemas.canonical.DOMAIN_SUBMISSION`
 pub const DOMAIN_SUBMISSION: &str = "bernstein/submission/v1";

@@ -28,34 +28,35 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
-use crate::avro::Reader;
 use crate::hashing::{evidence_set_hash_of_digests, journal_entry_hash, AuditMac};
 use crate::producers::{submission_signing_input, ProducerKey};
-use crate::schemas::{Observation, Submission};
+use crate::records::audit::{read_audit_head, AuditHead};
+use crate::records::envelope::{read_envelope, Envelope};
+use crate::records::journal::{decode_entry_as, read_entry_head, Body, EntryHead};
+use crate::records::submission::Submission;
+use crate::records::{
+    fingerprint_of, schema_list, trailing_bytes, unknown_fingerprint, CodecReader, Layout,
+};
+use crate::schemas::HEADER_SIZE;
 use crate::text::is_digest;
 
-use crate::schemas::{
-    FP_AUDIT_ENTRY, FP_AUDIT_ENTRY_V2, FP_AUDIT_RECORD, FP_AUDIT_RECORD_V2, FP_CHECKPOINT_RECORD,
-    FP_COMPUTER_USE_ENTRY, FP_COMPUTER_USE_ENTRY_V2, FP_JOURNAL_ENTRY, FP_JOURNAL_ENTRY_V2,
-    FP_JOURNAL_ENTRY_V3, FP_JOURNAL_RECORD, FP_SEAL_RECORD, HEADER_SIZE, MAGIC,
-};
 const ENTRY_ACTIVITY_RESULT: &str = "activity.result";
 
-/// The layouts read here, by `.avsc` stem and fingerprint (the adapter checks
-/// them against the codec before using this module).
-pub const VERIFIER_SCHEMAS: [(&str, [u8; 8]); 12] = [
-    ("JournalRecord.v1", FP_JOURNAL_RECORD),
-    ("SealRecord.v1", FP_SEAL_RECORD),
-    ("AuditRecord.v1", FP_AUDIT_RECORD),
-    ("AuditRecord.v2", FP_AUDIT_RECORD_V2),
-    ("CheckpointRecord.v1", FP_CHECKPOINT_RECORD),
-    ("JournalEntry.v1", FP_JOURNAL_ENTRY),
-    ("ComputerUseEntry.v1", FP_COMPUTER_USE_ENTRY),
-    ("JournalEntry.v2", FP_JOURNAL_ENTRY_V2),
-    ("JournalEntry.v3", FP_JOURNAL_ENTRY_V3),
-    ("ComputerUseEntry.v2", FP_COMPUTER_USE_ENTRY_V2),
-    ("AuditEntry.v1", FP_AUDIT_ENTRY),
-    ("AuditEntry.v2", FP_AUDIT_ENTRY_V2),
+/// The layouts read here (the adapter checks them against the codec before using this module;
+/// exported as `VERIFIER_SCHEMAS`).
+pub const VERIFIER_LAYOUTS: [Layout; 12] = [
+    Layout::JournalRecord,
+    Layout::SealRecord,
+    Layout::AuditRecordV1,
+    Layout::AuditRecordV2,
+    Layout::CheckpointRecord,
+    Layout::JournalEntryV1,
+    Layout::ComputerUseEntryV1,
+    Layout::JournalEntryV2,
+    Layout::JournalEntryV3,
+    Layout::ComputerUseEntryV2,
+    Layout::AuditEntryV1,
+    Layout::AuditEntryV2,
 ];
 
 // Fact kinds (the first item of each tuple; `verifier/facts.py` names them).
@@ -73,49 +74,15 @@ const P_LEGACY: i64 = 1;
 const P_ACTION: i64 = 2;
 const P_SIGNED: i64 = 3;
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Layout {
-    JournalRecord,
-    SealRecord,
-    AuditRecord,
-    AuditRecordV2,
-    CheckpointRecord,
-    JournalEntry,
-    /// JournalEntry.v2 and v3 (observations with sizes; v3 also signed).
-    JournalEntryV2,
-    ComputerUseEntry,
-    AuditEntry,
-    Other,
-}
-
-fn layout_of(name: &str) -> Layout {
-    match name {
-        "JournalRecord.v1" => Layout::JournalRecord,
-        "SealRecord.v1" => Layout::SealRecord,
-        "AuditRecord.v1" => Layout::AuditRecord,
-        "AuditRecord.v2" => Layout::AuditRecordV2,
-        "CheckpointRecord.v1" => Layout::CheckpointRecord,
-        "JournalEntry.v1" => Layout::JournalEntry,
-        // JournalEntry.v3 (v2 + the producer's key id and signature) has the same head as v2.
-        "JournalEntry.v2" | "JournalEntry.v3" => Layout::JournalEntryV2,
-        "ComputerUseEntry.v1" | "ComputerUseEntry.v2" => Layout::ComputerUseEntry,
-        "AuditEntry.v1" | "AuditEntry.v2" => Layout::AuditEntry,
-        _ => Layout::Other,
-    }
-}
-
 struct SchemaInfo {
     name: String,
-    layout: Layout,
+    /// None: a schema of the codec this module does not read.
+    layout: Option<Layout>,
 }
 
 /// The codec's schema table: fingerprint -> (name, layout).
 pub struct Schemas {
     by_fp: BTreeMap<[u8; 8], SchemaInfo>,
-}
-
-fn hex(bytes: &[u8]) -> String {
-    crate::hashing::hex_string(bytes)
 }
 
 impl Schemas {
@@ -126,7 +93,7 @@ impl Schemas {
                 .as_slice()
                 .try_into()
                 .map_err(|_| format!("fingerprint of {name} is not 8 bytes"))?;
-            let layout = layout_of(&name);
+            let layout = Layout::by_name(&name);
             by_fp.insert(fp, SchemaInfo { name, layout });
         }
         Ok(Schemas { by_fp })
@@ -134,250 +101,61 @@ impl Schemas {
 
     /// `Codec.schema_of`, with its messages.
     fn schema_of(&self, data: &[u8]) -> Result<&SchemaInfo, String> {
-        if data.len() < HEADER_SIZE || data[..2] != MAGIC {
-            let shown = hex(&data[..data.len().min(12)]);
-            return Err(format!(
-                "value is not an Avro single-object record (expected it to start with c301, got '{shown}', {} bytes)",
-                data.len()
-            ));
-        }
-        let fp: [u8; 8] = data[2..HEADER_SIZE].try_into().expect("8 bytes");
-        self.by_fp.get(&fp).ok_or_else(|| {
-            format!(
-                "value names schema fingerprint {} which is not one of our schemas \
-                 (a newer producer, or a foreign record on our topic)",
-                hex(&fp)
-            )
-        })
+        let fp = fingerprint_of(data)?;
+        self.by_fp.get(&fp).ok_or_else(|| unknown_fingerprint(&fp))
     }
-}
-
-// ---------------------------------------------------------------------------
-// schemas.codec's fast readers (_varint, _blob, _text), with their messages
-// ---------------------------------------------------------------------------
-
-const E_NUMBER_END: &str = "record ends inside a number";
-const E_NUMBER_LONG: &str = "number longer than 10 bytes";
-const E_BYTES_END: &str = "record ends inside a byte string";
-const E_NOT_UTF8: &str = "string is not UTF-8";
-
-struct PyReader<'a> {
-    data: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> PyReader<'a> {
-    fn new(data: &'a [u8], pos: usize) -> Self {
-        PyReader { data, pos }
-    }
-
-    /// `_varint`: at most 10 bytes; the value is Python's (up to 70 bits).
-    #[inline]
-    fn varint(&mut self) -> Result<i128, &'static str> {
-        let mut shift: u32 = 0;
-        let mut result: u128 = 0;
-        loop {
-            let byte = *self.data.get(self.pos).ok_or(E_NUMBER_END)?;
-            self.pos += 1;
-            result |= u128::from(byte & 0x7F) << shift;
-            if byte < 0x80 {
-                return Ok(((result >> 1) as i128) ^ -((result & 1) as i128));
-            }
-            shift += 7;
-            if shift > 63 {
-                return Err(E_NUMBER_LONG);
-            }
-        }
-    }
-
-    #[inline]
-    fn blob(&mut self) -> Result<&'a [u8], &'static str> {
-        let size = self.varint()?;
-        let end = self.pos as i128 + size;
-        if size < 0 || end > self.data.len() as i128 {
-            return Err(E_BYTES_END);
-        }
-        let end = end as usize;
-        let out = &self.data[self.pos..end];
-        self.pos = end;
-        Ok(out)
-    }
-
-    #[inline]
-    fn text(&mut self) -> Result<&'a str, &'static str> {
-        std::str::from_utf8(self.blob()?).map_err(|_| E_NOT_UTF8)
-    }
-}
-
-enum Envelope<'a> {
-    Journal {
-        payload: &'a [u8],
-        stored: &'a str,
-    },
-    Seal {
-        payload: &'a [u8],
-        key_id: &'a str,
-        signature: &'a [u8],
-    },
-    Audit {
-        payload: &'a [u8],
-        key_id: &'a str,
-        mac: &'a str,
-        /// AuditRecord.v2: the MAC covers the key id too (`audit_record_mac`).
-        v2: bool,
-    },
-    /// A CheckpointRecord.v1 (read only to be named where it does not belong).
-    Checkpoint,
 }
 
 /// `schemas.codec.split_envelope`
 fn split_envelope<'a>(schemas: &Schemas, value: &'a [u8]) -> Result<Envelope<'a>, String> {
     let schema = schemas.schema_of(value)?;
-    let mut r = PyReader::new(value, HEADER_SIZE);
-    let envelope = match schema.layout {
-        Layout::JournalRecord => {
-            let payload = r.blob()?;
-            let stored = r.text()?;
-            Envelope::Journal { payload, stored }
-        }
-        Layout::SealRecord => {
-            let payload = r.blob()?;
-            let key_id = r.text()?;
-            let signature = r.blob()?;
-            Envelope::Seal {
-                payload,
-                key_id,
-                signature,
-            }
-        }
-        Layout::AuditRecord => {
-            let payload = r.blob()?;
-            let key_id = r.text()?;
-            let mac = r.text()?;
-            Envelope::Audit {
-                payload,
-                key_id,
-                mac,
-                v2: false,
-            }
-        }
-        Layout::AuditRecordV2 => {
-            let key_id = r.text()?;
-            let payload = r.blob()?;
-            let mac = r.text()?;
-            Envelope::Audit {
-                payload,
-                key_id,
-                mac,
-                v2: true,
-            }
-        }
-        Layout::CheckpointRecord => {
-            r.blob()?;
-            r.text()?;
-            r.blob()?;
-            Envelope::Checkpoint
-        }
-        _ => {
-            return Err(format!(
-                "value is a {} record, expected a journal, seal or audit envelope",
-                schema.name
-            ))
-        }
-    };
-    if r.pos != value.len() {
+    let mut r = CodecReader::new(value, HEADER_SIZE);
+    let Some(read) = schema
+        .layout
+        .and_then(|layout| read_envelope(&mut r, layout))
+    else {
         return Err(format!(
-            "{} body has {} unexpected trailing bytes",
-            schema.name,
-            value.len() - r.pos
+            "value is a {} record, expected a journal, seal or audit envelope",
+            schema.name
         ));
+    };
+    let envelope = read?;
+    if r.position() != value.len() {
+        return Err(trailing_bytes(&schema.name, value.len() - r.position()));
     }
     Ok(envelope)
 }
 
-struct EntryHead<'a> {
-    layout: Layout,
-    run_id: &'a str,
-    seq: i128,
-    prev_hash: &'a str,
-    entry_type: &'a str,
-}
-
-/// `schemas.codec.read_entry_head`
-fn entry_head<'a>(schemas: &Schemas, payload: &'a [u8]) -> Result<EntryHead<'a>, String> {
+/// `schemas.codec.read_entry_head`, and the entry's layout.
+fn entry_head<'a>(
+    schemas: &Schemas,
+    payload: &'a [u8],
+) -> Result<(Layout, EntryHead<'a, i128>), String> {
     let schema = schemas.schema_of(payload)?;
-    if !matches!(
-        schema.layout,
-        Layout::JournalEntry | Layout::JournalEntryV2 | Layout::ComputerUseEntry
-    ) {
+    let Some(layout) = schema.layout.filter(|l| l.is_journal_entry()) else {
         return Err(format!(
             "payload is a {} record, expected a journal entry",
             schema.name
         ));
-    }
-    let mut r = PyReader::new(payload, HEADER_SIZE);
-    let run_id = r.text()?;
-    let seq = r.varint()?;
-    let prev_hash = r.text()?;
-    let entry_type = r.text()?;
-    Ok(EntryHead {
-        layout: schema.layout,
-        run_id,
-        seq,
-        prev_hash,
-        entry_type,
-    })
-}
-
-struct AuditHead<'a> {
-    partition: i128,
-    seq: i128,
-    prev_mac: &'a str,
-    event: &'a str,
-    run_id: &'a str,
-    record_hash: &'a str,
-    journal_seq: i128,
-    input_partition: i128,
-    input_offset: i128,
+    };
+    let mut r = CodecReader::new(payload, HEADER_SIZE);
+    Ok((layout, read_entry_head(&mut r)?))
 }
 
 /// `schemas.codec.read_audit_head`
-fn audit_head<'a>(schemas: &Schemas, payload: &'a [u8]) -> Result<AuditHead<'a>, String> {
+fn audit_head<'a>(schemas: &Schemas, payload: &'a [u8]) -> Result<AuditHead<'a, i128>, String> {
     let schema = schemas.schema_of(payload)?;
-    if schema.layout != Layout::AuditEntry {
+    if !schema.layout.is_some_and(Layout::is_audit_entry) {
         return Err(format!(
             "payload is a {} record, expected an audit entry",
             schema.name
         ));
     }
-    let mut r = PyReader::new(payload, HEADER_SIZE);
-    let partition = r.varint()?;
-    let seq = r.varint()?;
-    let prev_mac = r.text()?;
-    let event = r.text()?;
-    let run_id = r.text()?;
-    for _ in 0..6 {
-        r.blob()?;
-    }
-    let record_hash = r.text()?;
-    let journal_seq = r.varint()?;
-    r.text()?; // input.topic
-    let input_partition = r.varint()?;
-    let input_offset = r.varint()?;
-    Ok(AuditHead {
-        partition,
-        seq,
-        prev_mac,
-        event,
-        run_id,
-        record_hash,
-        journal_seq,
-        input_partition,
-        input_offset,
-    })
+    let mut r = CodecReader::new(payload, HEADER_SIZE);
+    Ok(read_audit_head(&mut r)?)
 }
 
-/// A JournalEntry.v1 payload as fastavro decodes it, when the strict reader accepts all of it.
+/// A JournalEntry.v1/v2/v3 payload as fastavro decodes it, when the strict reader accepts all of it.
 struct FullEntry<'a> {
     run_id: &'a str,
     seq: i64,
@@ -394,115 +172,35 @@ struct FullEntry<'a> {
     key_id: &'a str,
 }
 
-fn decode_journal_entry(payload: &[u8]) -> Option<FullEntry<'_>> {
-    let body = payload.get(HEADER_SIZE..)?;
-    let mut r = Reader::new(body);
-    let run_id = r.string().ok()?;
-    let seq = r.long().ok()?;
-    let _prev_hash = r.string().ok()?;
-    let _entry_type = r.string().ok()?;
-    let stage_id = r.string().ok()?;
-    let _role = r.string().ok()?;
-    let kind = r.string().ok()?;
-    let producer_id = r.string().ok()?;
-    let _submission_id = r.string().ok()?;
-    let artifact_hash = r.string().ok()?;
-    let evidence_set_hash = r.string().ok()?;
-    let mut observations = Vec::new();
-    loop {
-        let count = r.block_count().ok()?;
-        if count == 0 {
-            break;
-        }
-        for _ in 0..count {
-            let okind = r.string().ok()?;
-            let reference = r.string().ok()?;
-            let content_hash = r.string().ok()?;
-            observations.push((okind, reference, content_hash));
-        }
-    }
-    let terminal_state = r.string().ok()?;
-    let _reason_code = r.string().ok()?;
-    let _topic = r.string().ok()?;
-    let _partition = r.long().ok()?;
-    let _offset = r.long().ok()?;
-    let _occurred_at_ms = r.long().ok()?;
-    if r.position() != body.len() {
+/// The stage pass's view of an activity entry read as `layout` (v1, v2 or v3).
+fn decode_full_entry(payload: &[u8], layout: Layout) -> Option<FullEntry<'_>> {
+    let entry = decode_entry_as(payload, layout)?;
+    let Body::Activity(activity) = entry.body else {
         return None;
-    }
-    Some(FullEntry {
-        run_id,
-        seq,
-        stage_id,
-        kind,
-        terminal_state,
-        artifact_hash,
-        evidence_set_hash,
+    };
+    let observations: Vec<(&str, &str, &str)> = activity
+        .observations
+        .iter()
+        .map(|o| (o.kind, o.reference, o.content_hash))
+        .collect();
+    let sizes = if layout == Layout::JournalEntryV1 {
         // none declared (an empty list when there is nothing to declare, as the reference reads it)
-        sizes: observations.is_empty().then(Vec::new),
-        observations,
-        producer_id,
-        key_id: "",
-    })
-}
-
-/// A JournalEntry.v2 or v3 payload (observations with sizes; v3 also the producer's key id and
-/// signature) as fastavro decodes it, when the strict reader accepts all of it.
-fn decode_sized_entry(payload: &[u8], signed: bool) -> Option<FullEntry<'_>> {
-    let body = payload.get(HEADER_SIZE..)?;
-    let mut r = Reader::new(body);
-    let run_id = r.string().ok()?;
-    let seq = r.long().ok()?;
-    let _prev_hash = r.string().ok()?;
-    let _entry_type = r.string().ok()?;
-    let stage_id = r.string().ok()?;
-    let _role = r.string().ok()?;
-    let kind = r.string().ok()?;
-    let producer_id = r.string().ok()?;
-    let _submission_id = r.string().ok()?;
-    let artifact_hash = r.string().ok()?;
-    let evidence_set_hash = r.string().ok()?;
-    let mut observations = Vec::new();
-    let mut sizes = Vec::new();
-    loop {
-        let count = r.block_count().ok()?;
-        if count == 0 {
-            break;
-        }
-        for _ in 0..count {
-            let okind = r.string().ok()?;
-            let reference = r.string().ok()?;
-            let content_hash = r.string().ok()?;
-            sizes.push(r.long().ok()?);
-            observations.push((okind, reference, content_hash));
-        }
-    }
-    let terminal_state = r.string().ok()?;
-    let _reason_code = r.string().ok()?;
-    let _topic = r.string().ok()?;
-    let _partition = r.long().ok()?;
-    let _offset = r.long().ok()?;
-    let _occurred_at_ms = r.long().ok()?;
-    let mut key_id = "";
-    if signed {
-        key_id = r.string().ok()?;
-        let _signature = r.bytes().ok()?;
-    }
-    if r.position() != body.len() {
-        return None;
-    }
+        observations.is_empty().then(Vec::new)
+    } else {
+        Some(activity.observations.iter().map(|o| o.size).collect())
+    };
     Some(FullEntry {
-        run_id,
-        seq,
-        stage_id,
-        kind,
-        terminal_state,
-        artifact_hash,
-        evidence_set_hash,
+        run_id: entry.head.run_id,
+        seq: entry.head.seq,
+        stage_id: activity.stage_id,
+        kind: activity.kind,
+        terminal_state: activity.terminal_state,
+        artifact_hash: activity.artifact_hash,
+        evidence_set_hash: activity.evidence_set_hash,
         observations,
-        sizes: Some(sizes),
-        producer_id,
-        key_id,
+        sizes,
+        producer_id: entry.producer_id,
+        key_id: activity.producer.map_or("", |(key_id, _)| key_id),
     })
 }
 
@@ -516,66 +214,28 @@ struct SignedEntry<'a> {
 }
 
 fn decode_signed_entry(payload: &[u8]) -> Option<SignedEntry<'_>> {
-    let body = payload.get(HEADER_SIZE..)?;
-    let mut r = Reader::new(body);
-    let run_id = r.string().ok()?;
-    let seq = r.long().ok()?;
-    let _prev_hash = r.string().ok()?;
-    let _entry_type = r.string().ok()?;
-    let stage_id = r.string().ok()?;
-    let role = r.string().ok()?;
-    let kind = r.string().ok()?;
-    let producer_id = r.string().ok()?;
-    let submission_id = r.string().ok()?;
-    let artifact_hash = r.string().ok()?;
-    let evidence_set_hash = r.string().ok()?;
-    let mut observations = Vec::new();
-    loop {
-        let count = r.block_count().ok()?;
-        if count == 0 {
-            break;
-        }
-        for _ in 0..count {
-            let okind = r.string().ok()?;
-            let reference = r.string().ok()?;
-            let content_hash = r.string().ok()?;
-            let size = r.long().ok()?;
-            observations.push(Observation {
-                kind: okind,
-                reference,
-                content_hash,
-                size,
-            });
-        }
-    }
-    let terminal_state = r.string().ok()?;
-    let reason_code = r.string().ok()?;
-    let _topic = r.string().ok()?;
-    let _partition = r.long().ok()?;
-    let _offset = r.long().ok()?;
-    let occurred_at_ms = r.long().ok()?;
-    let key_id = r.string().ok()?;
-    let signature = r.bytes().ok()?;
-    if r.position() != body.len() {
+    let entry = decode_entry_as(payload, Layout::JournalEntryV3)?;
+    let Body::Activity(activity) = entry.body else {
         return None;
-    }
+    };
+    let (key_id, signature) = activity.producer?;
     Some(SignedEntry {
-        seq,
+        seq: entry.head.seq,
         submission: Submission {
-            submission_id,
-            run_id,
-            stage_id,
-            role,
-            producer_id,
+            submission_id: entry.submission_id,
+            run_id: entry.head.run_id,
+            stage_id: activity.stage_id,
+            role: activity.role,
+            producer_id: entry.producer_id,
             producer_sdk: "",
-            kind,
+            kind: activity.kind,
             artifact: &[],
-            artifact_hash,
-            evidence_set_hash,
-            observations,
-            terminal_state,
-            reason_code,
-            occurred_at_ms,
+            artifact_hash: activity.artifact_hash,
+            evidence_set_hash: activity.evidence_set_hash,
+            observations: activity.observations,
+            terminal_state: activity.terminal_state,
+            reason_code: activity.reason_code,
+            occurred_at_ms: activity.occurred_at_ms,
             sized: true,
             schema: "ActivitySubmission.v3",
             producer: Some((key_id, signature)),
@@ -1152,7 +812,7 @@ impl FactReader {
                         s(py, "an audit record on the journal topic"),
                     ],
                 )?,
-                Ok(Envelope::Checkpoint) => tuple(
+                Ok(Envelope::Checkpoint { .. }) => tuple(
                     py,
                     [
                         int(py, J_UNDECODABLE.into()),
@@ -1162,7 +822,7 @@ impl FactReader {
                 Ok(Envelope::Journal { payload, stored }) => {
                     let recomputed = journal_entry_hash(payload);
                     match entry_head(&self.schemas, payload) {
-                        Ok(head) => tuple(
+                        Ok((_, head)) => tuple(
                             py,
                             [
                                 int(py, J_ENTRY.into()),
@@ -1240,7 +900,7 @@ impl FactReader {
                 Ok(Envelope::Seal { .. }) => {
                     Err("a SealRecord.v1 record on the audit topic".to_owned())
                 }
-                Ok(Envelope::Checkpoint) => {
+                Ok(Envelope::Checkpoint { .. }) => {
                     Err("a CheckpointRecord.v1 record on the audit topic".to_owned())
                 }
                 Ok(Envelope::Audit {
@@ -1586,28 +1246,16 @@ impl FactReader {
         let Ok(Envelope::Journal { payload, stored }) = split_envelope(&self.schemas, value) else {
             return StageItem::Skip;
         };
-        let (is_result, sized) = match entry_head(&self.schemas, payload) {
-            Ok(head) => (
-                head.entry_type == ENTRY_ACTIVITY_RESULT
-                    && matches!(head.layout, Layout::JournalEntry | Layout::JournalEntryV2),
-                head.layout == Layout::JournalEntryV2,
-            ),
-            Err(_) => (false, false),
+        let layout = match entry_head(&self.schemas, payload) {
+            Ok((layout, head))
+                if head.entry_type == ENTRY_ACTIVITY_RESULT && layout.is_activity_entry() =>
+            {
+                layout
+            }
+            _ => return StageItem::NotResult(stored),
         };
-        if !is_result {
-            return StageItem::NotResult(stored);
-        }
-        let decoded = if sized {
-            // JournalEntry.v2 or v3: the sizes (and v3's signature) are read and not part of the fact
-            let signed = self
-                .schemas
-                .schema_of(payload)
-                .is_ok_and(|schema| schema.name == "JournalEntry.v3");
-            decode_sized_entry(payload, signed)
-        } else {
-            decode_journal_entry(payload)
-        };
-        let Some(entry) = decoded else {
+        // JournalEntry.v2 or v3: the sizes (and v3's signature) are read and not part of the fact
+        let Some(entry) = decode_full_entry(payload, layout) else {
             return StageItem::Fallback;
         };
         let recomputed_set = entry
@@ -1834,7 +1482,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_dump_lines, m)?)?;
     m.add_function(wrap_pyfunction!(parse_dump_block, m)?)?;
     let schemas = PyList::empty(py);
-    for (name, fp) in VERIFIER_SCHEMAS {
+    for (name, fp) in schema_list(&VERIFIER_LAYOUTS) {
         schemas.append((name, PyBytes::new(py, &fp)))?;
     }
     m.add("VERIFIER_SCHEMAS", schemas)?;
