@@ -8,6 +8,10 @@ NATIVE_SCHEMAS: list[tuple[str, bytes]]
 """(schema name, fingerprint) of every layout hard-coded in the extension."""
 CONSTANTS: dict[str, Any]
 """The limits and closed sets of schemas.records / consumers.core.step the extension was built with."""
+FACT_SHAPES: dict[str, tuple[int | None, tuple[str, ...]]]
+"""The fact tuples' layouts (native/src/facts.rs): shape name -> (kind tag or None, field names in tuple order)."""
+FACT_KINDS: dict[str, dict[str, int]]
+"""The fact kind tags by family ("fold", "verifier") and name."""
 
 SessionTuple = tuple[str, int, str, bool]
 CheckpointTuple = tuple[int, str, int]

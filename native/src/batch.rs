@@ -186,7 +186,7 @@ pub(crate) fn ce_id_pair<'py>(
         ],
     )
     .expect("a 2-tuple");
-    crate::untrack(&pair);
+    crate::bindings::untrack(&pair);
     pair
 }
 

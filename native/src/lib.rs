@@ -10,10 +10,12 @@
 mod alloc;
 pub mod avro;
 mod batch;
+mod bindings;
 pub mod blob_files;
 pub mod core;
 mod documents;
 pub mod ed25519;
+pub mod facts;
 pub mod fold;
 pub mod hashing;
 mod parallel;
@@ -23,8 +25,7 @@ pub mod schemas;
 pub mod state_json;
 pub mod text;
 pub mod undo;
-pub mod verify_facts;
-pub mod walk;
+pub mod verify;
 
 /// The step allocates a few dozen small strings and buffers per record; mimalloc serves
 /// them faster than the system allocator (Python objects keep using Python's allocator).
@@ -1179,14 +1180,6 @@ fn messages_ok(messages: &Bound<'_, PyList>) -> PyResult<bool> {
     Ok(true)
 }
 
-/// Marks a tuple of atomic objects (str, bytes, or such tuples) as not needing
-/// the cycle collector, as CPython itself does lazily.
-pub(crate) fn untrack(t: &Bound<'_, PyTuple>) {
-    // SAFETY: the tuple is alive; untracking an object that holds only atomic
-    // objects cannot hide a reference cycle.
-    unsafe { pyo3::ffi::PyObject_GC_UnTrack(t.as_ptr().cast()) }
-}
-
 impl NativeCore {
     fn step_item<'py>(
         &mut self,
@@ -1232,7 +1225,7 @@ impl NativeCore {
                         .into_any(),
                 ],
             )?;
-            untrack(&headers);
+            bindings::untrack(&headers);
             let stream = self.streams[o.stream as usize].bind(py).clone();
             let key = PyBytes::new(py, &o.key).into_any();
             let value = PyBytes::new(py, &o.value).into_any();
@@ -1471,8 +1464,9 @@ fn bernstein_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     constants.set_item("CE_TYPES", CE_TYPES.to_vec())?;
     m.add("CONSTANTS", constants)?;
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
-    verify_facts::register(m)?;
-    fold::register(m)?;
-    walk::register(m)?;
+    bindings::verify_facts::register(m)?;
+    bindings::register_facts(m)?;
+    bindings::fold::register(m)?;
+    bindings::walk::register(m)?;
     Ok(())
 }

@@ -15,9 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 LIMIT = 800
 OVER = {
     "native/src/core.rs": 2120,
-    "native/src/verify_facts.rs": 1917,
     "native/src/lib.rs": 1477,
-    "native/src/fold.rs": 1087,
 }
 """Files still over ``LIMIT``: each at most this many lines until it is split (the TypeScript runner grows
 with the vectors it must cover)."""

@@ -17,11 +17,10 @@ use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PySet, PyString, PyTuple};
 
-const A_RECORD: i64 = 1;
-const J_ENTRY: i64 = 1;
-const P_OTHER: i64 = 0;
-const P_LEGACY: i64 = 1;
-const P_SIGNED: i64 = 3;
+use crate::facts::verifier_kinds::{A_RECORD, J_ENTRY, P_LEGACY, P_OTHER, P_SIGNED};
+use crate::facts::{
+    audit_record as ar, journal_entry as je, producer_legacy, producer_other, producer_signed as ps,
+};
 
 fn exact_str<'a>(item: &'a Bound<'_, PyAny>) -> Option<&'a str> {
     if !item.is_exact_instance_of::<PyString>() {
@@ -251,7 +250,7 @@ impl AuditPlain {
             let Ok(fact) = fact.cast::<PyTuple>() else {
                 break;
             };
-            if fact.len() != 13 || exact_int(&fact.get_item(0)?) != Some(A_RECORD) {
+            if fact.len() != ar::LEN || exact_int(&fact.get_item(ar::KIND)?) != Some(A_RECORD) {
                 break;
             }
             let (Some(offset), Some(version), Some(timestamp)) = (
@@ -261,13 +260,16 @@ impl AuditPlain {
             ) else {
                 break;
             };
-            let (key_id_obj, mac_obj, recomputed_obj) =
-                (fact.get_item(1)?, fact.get_item(2)?, fact.get_item(3)?);
+            let (key_id_obj, mac_obj, recomputed_obj) = (
+                fact.get_item(ar::KEY_ID)?,
+                fact.get_item(ar::MAC)?,
+                fact.get_item(ar::RECOMPUTED)?,
+            );
             let (prev_obj, event_obj, run_obj, hash_obj) = (
-                fact.get_item(6)?,
-                fact.get_item(7)?,
-                fact.get_item(8)?,
-                fact.get_item(9)?,
+                fact.get_item(ar::PREV_MAC)?,
+                fact.get_item(ar::EVENT)?,
+                fact.get_item(ar::RUN_ID)?,
+                fact.get_item(ar::RECORD_HASH)?,
             );
             let (
                 Some(key_id),
@@ -297,11 +299,11 @@ impl AuditPlain {
                 Some(input_partition),
                 Some(input_offset),
             ) = (
-                exact_int(&fact.get_item(4)?),
-                exact_int(&fact.get_item(5)?),
-                exact_int(&fact.get_item(10)?),
-                exact_int(&fact.get_item(11)?),
-                exact_int(&fact.get_item(12)?),
+                exact_int(&fact.get_item(ar::PARTITION)?),
+                exact_int(&fact.get_item(ar::SEQ)?),
+                exact_int(&fact.get_item(ar::JOURNAL_SEQ)?),
+                exact_int(&fact.get_item(ar::INPUT_PARTITION)?),
+                exact_int(&fact.get_item(ar::INPUT_OFFSET)?),
             )
             else {
                 break;
@@ -512,15 +514,15 @@ impl ChainPlain {
             let Ok(fact) = fact.cast::<PyTuple>() else {
                 break;
             };
-            if fact.len() != 7 || exact_int(&fact.get_item(0)?) != Some(J_ENTRY) {
+            if fact.len() != je::LEN || exact_int(&fact.get_item(je::KIND)?) != Some(J_ENTRY) {
                 break;
             }
             let (stored_obj, recomputed_obj, run_obj, prev_obj, type_obj) = (
-                fact.get_item(1)?,
-                fact.get_item(2)?,
-                fact.get_item(3)?,
-                fact.get_item(5)?,
-                fact.get_item(6)?,
+                fact.get_item(je::STORED)?,
+                fact.get_item(je::RECOMPUTED)?,
+                fact.get_item(je::RUN_ID)?,
+                fact.get_item(je::PREV_HASH)?,
+                fact.get_item(je::ENTRY_TYPE)?,
             );
             let (
                 Some(stored),
@@ -535,7 +537,7 @@ impl ChainPlain {
                 exact_str(&run_obj),
                 exact_str(&prev_obj),
                 exact_str(&type_obj),
-                exact_int(&fact.get_item(4)?),
+                exact_int(&fact.get_item(je::SEQ)?),
             )
             else {
                 break;
@@ -563,14 +565,14 @@ impl ChainPlain {
                 let Ok(producer) = producer.cast::<PyTuple>() else {
                     break;
                 };
-                match exact_int(&producer.get_item(0)?) {
-                    Some(P_OTHER) if producer.len() == 1 => {}
-                    Some(P_LEGACY) if producer.len() == 1 => is_legacy = true,
-                    Some(P_SIGNED) if producer.len() == 5 => {
+                match exact_int(&producer.get_item(ps::KIND)?) {
+                    Some(P_OTHER) if producer.len() == producer_other::LEN => {}
+                    Some(P_LEGACY) if producer.len() == producer_legacy::LEN => is_legacy = true,
+                    Some(P_SIGNED) if producer.len() == ps::LEN => {
                         let (key_obj, name_obj, verified) = (
-                            producer.get_item(2)?,
-                            producer.get_item(3)?,
-                            producer.get_item(4)?,
+                            producer.get_item(ps::KEY_ID)?,
+                            producer.get_item(ps::PRODUCER_ID)?,
+                            producer.get_item(ps::VERIFIED)?,
                         );
                         let (Some(key_id), Some(name), Some(timestamp)) = (
                             exact_str(&key_obj),
