@@ -1,4 +1,4 @@
-"""Type stubs of the Rust extension (native/src/lib.rs)."""
+"""Type stubs of the Rust extension (native/src/lib.rs, native/src/bindings/)."""
 
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any

@@ -2,13 +2,26 @@
 //! (`core`, `fold`, `verify`, `records`, ...), and the registration of the extension's classes,
 //! functions and constants (`register`).
 
+pub mod batch;
+pub mod core;
+pub mod core_args;
+pub mod core_io;
 pub mod dump;
 pub mod fold;
+pub mod primitives;
 pub mod verify_facts;
 pub mod walk;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple};
+
+use crate::core::{
+    CE_TYPES, KINDS, MAX_DEAD_LETTER_RAW, MAX_DETAIL_CHARS, MAX_EVIDENCE_CHARS,
+    MAX_INLINE_ARTIFACT_BYTES, MAX_KEPT_KEY_BYTES, MAX_KIND_LENGTH, MAX_LABEL_LENGTH,
+    MAX_OBSERVATIONS, MAX_OCCURRED_AT_MS, MAX_REASON_CODE_LENGTH, MAX_REF_LENGTH,
+    MAX_RUN_EVIDENCE_BYTES, TERMINAL_STATES,
+};
+use crate::schemas::NATIVE_SCHEMAS;
 
 #[inline]
 pub(crate) fn int(py: Python<'_>, v: i64) -> Bound<'_, PyAny> {
@@ -128,5 +141,35 @@ pub fn register_facts(m: &Bound<'_, PyModule>) -> PyResult<()> {
         kinds.set_item(*family, named)?;
     }
     m.add("FACT_KINDS", kinds)?;
+    Ok(())
+}
+
+/// `NATIVE_SCHEMAS`, `CONSTANTS` (the limits and closed sets of `schemas.records` /
+/// `consumers.core.step` the extension was built with) and `VERSION`.
+pub fn register_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    let schemas = PyList::empty(py);
+    for (name, fp) in NATIVE_SCHEMAS {
+        schemas.append((name, PyBytes::new(py, &fp)))?;
+    }
+    m.add("NATIVE_SCHEMAS", schemas)?;
+    let constants = PyDict::new(py);
+    constants.set_item("KINDS", KINDS.to_vec())?;
+    constants.set_item("TERMINAL_STATES", TERMINAL_STATES.to_vec())?;
+    constants.set_item("MAX_INLINE_ARTIFACT_BYTES", MAX_INLINE_ARTIFACT_BYTES)?;
+    constants.set_item("MAX_OBSERVATIONS", MAX_OBSERVATIONS)?;
+    constants.set_item("MAX_REF_LENGTH", MAX_REF_LENGTH)?;
+    constants.set_item("MAX_REASON_CODE_LENGTH", MAX_REASON_CODE_LENGTH)?;
+    constants.set_item("MAX_KIND_LENGTH", MAX_KIND_LENGTH)?;
+    constants.set_item("MAX_EVIDENCE_CHARS", MAX_EVIDENCE_CHARS)?;
+    constants.set_item("MAX_DEAD_LETTER_RAW", MAX_DEAD_LETTER_RAW)?;
+    constants.set_item("MAX_DETAIL_CHARS", MAX_DETAIL_CHARS)?;
+    constants.set_item("MAX_LABEL_LENGTH", MAX_LABEL_LENGTH)?;
+    constants.set_item("MAX_OCCURRED_AT_MS", MAX_OCCURRED_AT_MS)?;
+    constants.set_item("MAX_KEPT_KEY_BYTES", MAX_KEPT_KEY_BYTES)?;
+    constants.set_item("MAX_RUN_EVIDENCE_BYTES", MAX_RUN_EVIDENCE_BYTES)?;
+    constants.set_item("CE_TYPES", CE_TYPES.to_vec())?;
+    m.add("CONSTANTS", constants)?;
+    m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -29,10 +29,10 @@ use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyList, PyString, PyTuple};
 
+use super::core_io::{exact_int, opt_bytes, PyInput};
 use crate::avro::Reader;
 use crate::core::{CeType, Input, Output, Stream};
 use crate::schemas::HEADER_SIZE;
-use crate::PyInput;
 
 /// What `produce` is given for one output, besides the topic and partition.
 pub(crate) struct Planned {
@@ -186,7 +186,7 @@ pub(crate) fn ce_id_pair<'py>(
         ],
     )
     .expect("a 2-tuple");
-    crate::bindings::untrack(&pair);
+    super::untrack(&pair);
     pair
 }
 
@@ -207,7 +207,7 @@ pub(crate) fn read_message<'py>(
     let Ok(topic) = topic.cast_into_exact::<PyString>() else {
         return Ok(None);
     };
-    let Some(offset) = crate::exact_int(&offset) else {
+    let Some(offset) = exact_int(&offset) else {
         return Ok(None);
     };
     // (ts_type, ts); the shell's `ts if ts_type != 0 else 0`
@@ -219,18 +219,18 @@ pub(crate) fn read_message<'py>(
     }
     let ts_type = timestamp.get_item(0)?;
     let ts = timestamp.get_item(1)?;
-    let Some(ts_type) = crate::exact_int(&ts_type) else {
+    let Some(ts_type) = exact_int(&ts_type) else {
         return Ok(None);
     };
     let (timestamp_ms, timestamp_obj) = if ts_type != 0 {
-        match crate::exact_int(&ts) {
+        match exact_int(&ts) {
             Some(t) => (t, ts),
             None => return Ok(None),
         }
     } else {
         (0, 0i64.into_pyobject(py)?.into_any())
     };
-    let (Some(key), Some(value)) = (crate::opt_bytes(key), crate::opt_bytes(value)) else {
+    let (Some(key), Some(value)) = (opt_bytes(key), opt_bytes(value)) else {
         return Ok(None);
     };
     Ok(Some(PyInput {
