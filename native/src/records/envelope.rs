@@ -29,67 +29,57 @@ pub fn read_envelope<'a, R: FieldReader<'a>>(
     r: &mut R,
     layout: Layout,
 ) -> Option<Result<Envelope<'a>, R::Error>> {
-    let read = |r: &mut R| -> Result<Envelope<'a>, R::Error> {
-        Ok(match layout {
-            Layout::JournalRecord => {
-                let payload = r.bytes()?;
-                let stored = r.string()?;
-                Envelope::Journal { payload, stored }
-            }
-            Layout::SealRecord => {
-                let payload = r.bytes()?;
-                let key_id = r.string()?;
-                let signature = r.bytes()?;
-                Envelope::Seal {
-                    payload,
-                    key_id,
-                    signature,
-                }
-            }
-            Layout::CheckpointRecord => {
-                let payload = r.bytes()?;
-                let key_id = r.string()?;
-                let signature = r.bytes()?;
-                Envelope::Checkpoint {
-                    payload,
-                    key_id,
-                    signature,
-                }
-            }
-            Layout::AuditRecordV1 => {
-                let payload = r.bytes()?;
-                let key_id = r.string()?;
-                let mac = r.string()?;
-                Envelope::Audit {
-                    payload,
-                    key_id,
-                    mac,
-                    v2: false,
-                }
-            }
-            Layout::AuditRecordV2 => {
-                let key_id = r.string()?;
-                let payload = r.bytes()?;
-                let mac = r.string()?;
-                Envelope::Audit {
-                    payload,
-                    key_id,
-                    mac,
-                    v2: true,
-                }
-            }
-            _ => unreachable!("checked below"),
-        })
+    let read: fn(&mut R) -> Result<Envelope<'a>, R::Error> = match layout {
+        Layout::JournalRecord => |r| {
+            let payload = r.bytes()?;
+            let stored = r.string()?;
+            Ok(Envelope::Journal { payload, stored })
+        },
+        Layout::SealRecord => |r| {
+            let payload = r.bytes()?;
+            let key_id = r.string()?;
+            let signature = r.bytes()?;
+            Ok(Envelope::Seal {
+                payload,
+                key_id,
+                signature,
+            })
+        },
+        Layout::CheckpointRecord => |r| {
+            let payload = r.bytes()?;
+            let key_id = r.string()?;
+            let signature = r.bytes()?;
+            Ok(Envelope::Checkpoint {
+                payload,
+                key_id,
+                signature,
+            })
+        },
+        Layout::AuditRecordV1 => |r| {
+            let payload = r.bytes()?;
+            let key_id = r.string()?;
+            let mac = r.string()?;
+            Ok(Envelope::Audit {
+                payload,
+                key_id,
+                mac,
+                v2: false,
+            })
+        },
+        Layout::AuditRecordV2 => |r| {
+            let key_id = r.string()?;
+            let payload = r.bytes()?;
+            let mac = r.string()?;
+            Ok(Envelope::Audit {
+                payload,
+                key_id,
+                mac,
+                v2: true,
+            })
+        },
+        _ => return None,
     };
-    matches!(
-        layout,
-        Layout::JournalRecord
-            | Layout::SealRecord
-            | Layout::CheckpointRecord
-            | Layout::AuditRecordV1
-            | Layout::AuditRecordV2
-    )
-    .then(|| read(r))
+    Some(read(r))
 }
 
 /// An envelope value, in full, strictly (None: the Python codec decides).
