@@ -2,7 +2,7 @@
 //! kind tag (the tuple's first item, where it has one) and its field names, in tuple order.
 //!
 //! Inside Rust the facts are named structs (`fold`, `verify`); only the bindings lay them
-//! out as tuples, through these shapes, and the native walks (`bindings::walk`) read the
+//! out as tuples, through these shapes, and the native walks (`walk`) read the
 //! verifier's tuples back by these indices. The Python code still unpacks the tuples by
 //! position: the extension exports every shape (`FACT_SHAPES`, `FACT_KINDS`) so that it can
 //! read the tags and the positions from here.

@@ -3,8 +3,9 @@
 //!
 //! The pure modules (`core`, `records`, `fold`, `verify`, `hashing`, ...) hold no Python;
 //! `bindings` converts between Python objects and them (`bindings::core::NativeCore`,
-//! `FoldReader`, `FactReader`, the walks, the primitives). This file lists the modules and
-//! registers the extension.
+//! `FoldReader`, `FactReader`, the dump rows, the primitives), and `walk` runs the verifier
+//! walks' plain path on their Python objects. This file lists the modules and registers the
+//! extension.
 
 mod alloc;
 pub mod avro;
@@ -24,6 +25,7 @@ pub mod state_json;
 pub mod text;
 pub mod undo;
 pub mod verify;
+pub mod walk;
 
 /// The step allocates a few dozen small strings and buffers per record; mimalloc serves
 /// them faster than the system allocator (Python objects keep using Python's allocator).
@@ -55,6 +57,6 @@ fn bernstein_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     bindings::verify_facts::register(m)?;
     bindings::register_facts(m)?;
     bindings::fold::register(m)?;
-    bindings::walk::register(m)?;
+    walk::register(m)?;
     Ok(())
 }

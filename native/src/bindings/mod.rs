@@ -10,7 +10,6 @@ pub mod dump;
 pub mod fold;
 pub mod primitives;
 pub mod verify_facts;
-pub mod walk;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple};
