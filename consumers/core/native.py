@@ -15,7 +15,7 @@ the current state back into a ``SchedulerState``.
 Records the extension deliberately does not reproduce are processed by the
 Python reference, one record at a time, on a view of the native state that
 fetches only the run the record touches (see ``bernstein_native``'s
-``core.rs`` for the list: fastavro's error wording for malformed bodies,
+``native/src/core/mod.rs`` for the list: fastavro's error wording for malformed bodies,
 computer-use actions, the session check of browser results, inputs of an
 unusual shape). ``fallbacks`` counts them.
 

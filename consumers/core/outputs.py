@@ -5,7 +5,7 @@ timestamp chooses, and hands it to the step's emitter (``step._Emitter``, which 
 crossing is mirrored into the partition's hash-only HMAC audit chain (``_audit``), and a step's last output
 may be a signed partition checkpoint (``_checkpoint_if_due``; docs/checkpoints.md). A separate module
 because these are the bytes the verifier judges (``verifier/audit_chain.py``, ``verifier/checkpoints.py``)
-and the native core reproduces (``native/src/core.rs``), whatever the input was.
+and the native core reproduces (``native/src/core/outputs.rs``), whatever the input was.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@
 //! (`MSG_SIZE_TOO_LARGE`, ...) or any failure that is not Kafka's (a panic
 //! here is a `BaseException`) makes it redo that batch with the Python
 //! reference, which knows which input each output belongs to and dead-letters
-//! the one Kafka refused (`consumers/shell.py`).
+//! the one Kafka refused (`consumers/shell/produce.py`).
 //!
 //! What is produced is exactly what the shell's Python loop produced from the
 //! `OutputRecord`s of `step`: the same topic, value, key, partition, timestamp
