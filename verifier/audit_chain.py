@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from bernstein.schemas.canonical import audit_genesis, macs_equal
+from bernstein.schemas.fact_shapes import AuditRecordFact
 from bernstein.substrate.keys import TrustedKeys
 from bernstein.verifier.facts import A_RECORD
 from bernstein.verifier.keyuse import KeyFinding, KeyUse, key_problem
@@ -109,8 +110,9 @@ def judge(
     """Judge one record (its ``bernstein.verifier.facts.audit_fact``) against ``position``; ``where`` names it in key messages."""
     if fact[0] != A_RECORD:
         return Judgement((Finding(UNDECODABLE, found=str(fact[1])),), False)
-    _, key_id, mac, recomputed, record_partition, seq, prev_mac = fact[:7]
-    input_partition = fact[11]
+    record = AuditRecordFact._make(fact)
+    key_id, mac, recomputed, seq, prev_mac = record.key_id, record.mac, record.recomputed, record.seq, record.prev_mac
+    record_partition, input_partition = record.partition, record.input_partition
     unverified = False
     pinned = trusted.entry(key_id)
     if recomputed is None:

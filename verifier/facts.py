@@ -6,7 +6,7 @@ hash, MAC or evidence-set hash, the decoded stage fields, or the text of the
 decode error. The functions here compute those tuples for a whole batch of
 records at once, and ``verifier/sources.py`` parses dump lines the same way.
 
-Two implementations return identical tuples (``tests/unit/test_verifier_facts.py``
+Two implementations return identical tuples (``tests/unit/differential/test_verifier_facts.py``
 checks it on valid and malformed inputs):
 
 * ``PYTHON``: the reference, built on ``bernstein.schemas.codec``'s readers, fastavro
@@ -81,22 +81,25 @@ from bernstein.schemas.canonical import (
 )
 from bernstein.schemas.ed25519 import verify_signature
 from bernstein.schemas.errors import CanonicalizationError, MalformedDigest
+from bernstein.schemas.fact_shapes import KINDS
 from bernstein.schemas.records import ENTRY_ACTIVITY_RESULT
 
-RAISE: Final = -1
-J_UNDECODABLE: Final = 0
-J_ENTRY: Final = 1
-J_ENTRY_UNDECODABLE: Final = 2
-J_SEAL: Final = 3
-A_UNDECODABLE: Final = 0
-A_RECORD: Final = 1
-S_SKIP: Final = 0
-S_NOT_RESULT: Final = 1
-S_RESULT: Final = 2
-P_OTHER: Final = 0
-P_LEGACY: Final = 1
-P_ACTION: Final = 2
-P_SIGNED: Final = 3
+RAISE: Final = -1  # a Python-only kind: the reader raised (the extension never makes it)
+# the kind tags, from the one table the extension is held to (bernstein.schemas.fact_shapes)
+_TAGS: Final = KINDS["verifier"]
+J_UNDECODABLE: Final[int] = _TAGS["J_UNDECODABLE"]
+J_ENTRY: Final[int] = _TAGS["J_ENTRY"]
+J_ENTRY_UNDECODABLE: Final[int] = _TAGS["J_ENTRY_UNDECODABLE"]
+J_SEAL: Final[int] = _TAGS["J_SEAL"]
+A_UNDECODABLE: Final[int] = _TAGS["A_UNDECODABLE"]
+A_RECORD: Final[int] = _TAGS["A_RECORD"]
+S_SKIP: Final[int] = _TAGS["S_SKIP"]
+S_NOT_RESULT: Final[int] = _TAGS["S_NOT_RESULT"]
+S_RESULT: Final[int] = _TAGS["S_RESULT"]
+P_OTHER: Final[int] = _TAGS["P_OTHER"]
+P_LEGACY: Final[int] = _TAGS["P_LEGACY"]
+P_ACTION: Final[int] = _TAGS["P_ACTION"]
+P_SIGNED: Final[int] = _TAGS["P_SIGNED"]
 
 Row = tuple[int, int, "bytes | None", "bytes | None", Any, int, tuple[tuple[str, bytes], ...]]
 SecretFor = Callable[[str], "bytes | None"]

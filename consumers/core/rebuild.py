@@ -47,7 +47,7 @@ extension is usable, its ``FoldReader`` (native/src/fold.rs) computes the same t
 ``_CHUNK`` records a call and hands back (None) every record it does not reproduce
 exactly, which the Python function then decides; the Python functions alone are the
 reference (``rebuild_state(..., native=False)``), and both paths give the same state, the
-same reports and the same errors (tests/unit/test_rebuild_native.py).
+same reports and the same errors (tests/unit/differential/test_rebuild_native.py).
 """
 
 from __future__ import annotations
@@ -82,6 +82,7 @@ from bernstein.schemas.canonical import (
     sha256_digest,
 )
 from bernstein.schemas.errors import BernsteinError
+from bernstein.schemas.fact_shapes import KINDS
 from bernstein.schemas.records import ENTRY_COMPUTER_USE_ACTION, AuditEvent
 
 _JOURNAL_SCHEMAS = frozenset({codec.JOURNAL_RECORD, codec.SEAL_RECORD})
@@ -189,13 +190,11 @@ class _Mirror:
 # scheduler's keys) by ``_journal_fact``, ``_audit_fact`` and ``_checkpoint_fact``, or for the
 # same record, to the same tuple, by the native ``FoldReader`` (native/src/fold.rs). A ``str``
 # is what is wrong with a record that does not decode (or whose MAC fails): it is skipped.
-_ENTRY, _ACTION, _ODD_ENTRY, _SEAL = 0, 1, 2, 3
-"""Journal facts, by their first item:
-(_ENTRY, run_id, seq, entry_hash, prev_hash, stored_hash_ok, submission_id, stage_id, evidence_set_hash, observed, charges, browser);
-(_ACTION, run_id, seq, entry_hash, prev_hash, stored_hash_ok, submission_id, session_id, action_index, anchor, charges);
-(_ODD_ENTRY, run_id, seq, entry_hash, prev_hash, stored_hash_ok, schema, entry_type): an entry_type its layout does not carry;
-(_SEAL, run_id, entry_count, sha256 of the record, key_id, signed (None: not one of this scheduler's keys), final).
-``charges`` are the (digest, size) pairs a sized entry declares, as a tuple (None for the layouts without sizes)."""
+_ENTRY, _ACTION, _ODD_ENTRY, _SEAL = (KINDS["fold"][kind] for kind in ("ENTRY", "ACTION", "ODD_ENTRY", "SEAL"))
+"""Journal facts, by their first item (their fields: ``FoldEntry``, ``FoldAction``, ``FoldOddEntry`` and ``FoldSeal`` in
+``bernstein.schemas.fact_shapes``, the table the extension is held to). ``charges`` are the (digest, size) pairs a
+sized entry declares, as a tuple (None for the layouts without sizes); a seal's ``signed`` is None when its key is
+not one of this scheduler's."""
 JournalFact = tuple[Any, ...]
 AuditFact = tuple[int, int, str, str, str | None, str, str, int, str]
 """(partition, seq, prev_mac, mac, key_id of an AuditRecord.v2 or None for v1, event, run_id, journal_seq, record_hash)

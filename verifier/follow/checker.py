@@ -42,6 +42,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bernstein.schemas.fact_shapes import AUDIT_RECORD_AT as _AT
+from bernstein.schemas.fact_shapes import AuditRecordFact
 from bernstein.schemas.records import AuditEvent
 from bernstein.substrate.keys import TrustedKeys, Validity
 from bernstein.verifier import audit_chain as chain
@@ -164,8 +166,13 @@ class PartitionChecker:
         self.checked += 1
         if fact[0] == A_RECORD:  # the fast path: an authentic record that links, in force, with nothing to report
             state = self.state
-            key_id, mac, recomputed, partition, seq, prev_mac = fact[1:7]
-            if recomputed == mac and seq == state.next_seq and prev_mac == state.head and partition == self.partition == fact[11]:
+            key_id, mac, recomputed, partition, seq, prev_mac = fact[_AT.key_id : _AT.prev_mac + 1]
+            if (
+                recomputed == mac
+                and seq == state.next_seq
+                and prev_mac == state.head
+                and partition == self.partition == fact[_AT.input_partition]
+            ):
                 validity = self._validity.get(key_id)
                 if validity is None:
                     entry = self._trusted.entry(key_id)
@@ -175,36 +182,43 @@ class PartitionChecker:
                     state.next_seq = seq + 1
                     state.head = mac
                     state.stand_ins = 0
-                    state.last_input = fact[12]
+                    event, run_id, record_hash, journal_seq, _, input_offset = fact[_AT.event :]
+                    state.last_input = input_offset
                     state.progress_ms = now_ms
                     state.silent_alerted = False
-                    event = fact[7]
                     mirror = self.mirror
                     if event in _RESULT_EVENTS:
-                        state.open_runs.setdefault(fact[8], timestamp_ms)
+                        state.open_runs.setdefault(run_id, timestamp_ms)
                         if mirror is not None:
-                            mirror(offset, seq, fact[8], fact[9], fact[10])
+                            mirror(offset, seq, run_id, record_hash, journal_seq)
                         return []
                     if mirror is not None and event == _SEALED:
-                        mirror(offset, seq, fact[8], fact[9], fact[10])
-                    return self._event(offset, seq, event, fact[8], fact[12], timestamp_ms)
+                        mirror(offset, seq, run_id, record_hash, journal_seq)
+                    return self._event(offset, seq, event, run_id, input_offset, timestamp_ms)
         return self._check(offset, fact, timestamp_ms, now_ms)
 
     def _check(self, offset: int, fact: tuple[Any, ...], timestamp_ms: int, now_ms: int) -> list[Alert]:
         """Every rule (``bernstein.verifier.audit_chain.judge``, the verifier's own), each finding as its alert."""
         state = self.state
         position = ChainPosition(state.next_seq, state.head, state.stand_ins)
-        seq_of = fact[5] if fact[0] == A_RECORD else None
+        seq_of = fact[_AT.seq] if fact[0] == A_RECORD else None
         judgement = judge(
             position, fact, partition=self.partition, timestamp_ms=timestamp_ms, trusted=self.trusted, where=f"audit seq {seq_of}"
         )
         alerts = [self._finding(offset, fact, finding, position) for finding in judgement.findings]
-        mac, seq = (fact[2], fact[5]) if fact[0] == A_RECORD else ("", 0)
+        mac, seq = (fact[_AT.mac], fact[_AT.seq]) if fact[0] == A_RECORD else ("", 0)
         advance(position, judgement, seq, mac)
         state.next_seq, state.head, state.stand_ins = position.next_seq, position.head, position.stand_ins
         if not judgement.moves:
             return alerts
-        (_, _, _, _, _, _, _, event, run_id, record_hash, journal_seq, _, input_offset) = fact
+        record = AuditRecordFact._make(fact)
+        event, run_id, record_hash, journal_seq, input_offset = (
+            record.event,
+            record.run_id,
+            record.record_hash,
+            record.journal_seq,
+            record.input_offset,
+        )
         state.last_input = input_offset
         state.progress_ms = now_ms
         state.silent_alerted = False
@@ -219,7 +233,7 @@ class PartitionChecker:
         if code == chain.UNDECODABLE:
             reason = str(fact[1]) if fact[0] != RAISE else f"{type(fact[1]).__name__}: {fact[1]}"
             return self._alert(AlertKind.UNDECODABLE, offset, f"audit record does not decode: {reason}")
-        key_id, seq = fact[1], fact[5]
+        key_id, seq = fact[_AT.key_id], fact[_AT.seq]
         where = f"seq {seq}"
         if code == chain.KEY_PURPOSE_MISMATCH:
             return self._alert(
@@ -251,7 +265,7 @@ class PartitionChecker:
             return self._alert(
                 AlertKind.WRONG_PARTITION,
                 offset,
-                f"{where} names partition {fact[4]} (input partition {fact[11]}), stored in {self.partition}: "
+                f"{where} names partition {fact[_AT.partition]} (input partition {fact[_AT.input_partition]}), stored in {self.partition}: "
                 "a record copied from another chain",
                 seq=seq,
             )

@@ -15,6 +15,8 @@ from typing import Any
 
 from bernstein.schemas import codec
 from bernstein.schemas.canonical import macs_equal, sha256_digest
+from bernstein.schemas.fact_shapes import AUDIT_RECORD_AT as _AT
+from bernstein.schemas.fact_shapes import AuditRecordFact
 from bernstein.schemas.records import AuditEvent
 from bernstein.substrate.keys import TrustedKeys
 from bernstein.substrate.text import plural
@@ -247,21 +249,10 @@ class _PartitionAudit:
             self.stand_ins += 1  # it stands in for at most one seq (``bernstein.verifier.audit_chain``)
             self.last_input = None  # accounting restarts after a record already reported
             return
-        (
-            _,
-            key_id,
-            mac,
-            recomputed,
-            partition,
-            seq,
-            prev_mac,
-            event,
-            run_id,
-            record_hash,
-            journal_seq,
-            input_partition,
-            input_offset,
-        ) = fact
+        record = AuditRecordFact._make(fact)
+        key_id, mac, recomputed, partition, seq = record.key_id, record.mac, record.recomputed, record.partition, record.seq
+        prev_mac, event, run_id, record_hash = record.prev_mac, record.event, record.run_id, record.record_hash
+        journal_seq, input_partition, input_offset = record.journal_seq, record.input_partition, record.input_offset
         self.last_version = version
         if version == 2:
             self.v2_records += 1
@@ -334,7 +325,7 @@ class _PartitionAudit:
     def _judge(self, offset: int, fact: tuple[Any, ...], timestamp: int) -> bool:
         """The record judged as ``audit follow`` judges it (``bernstein.verifier.audit_chain``), each finding added and the
         chain moved: True when the record is tainted (its contents are not vouched for)."""
-        key_id, mac, recomputed, seq = fact[1], fact[2], fact[3], fact[5]
+        key_id, mac, recomputed, seq = fact[_AT.key_id], fact[_AT.mac], fact[_AT.recomputed], fact[_AT.seq]
         position = ChainPosition(self.expected_seq, self.last_mac if self.genesis_checked else None, self.stand_ins)
         where = f"audit seq {seq} at offset {offset}"
         judgement = judge(position, fact, partition=self.partition, timestamp_ms=timestamp, trusted=self.trusted, where=where)
@@ -368,7 +359,7 @@ class _PartitionAudit:
                 f"audit seq {seq} at offset {offset}: MAC mismatch (stored '{finding.expected}', recomputed '{finding.found}')"
             )
         elif code == audit_rules.WRONG_PARTITION:
-            message = f"audit record at offset {offset} names partition {fact[4]} (input partition {fact[11]})"
+            message = f"audit record at offset {offset} names partition {fact[_AT.partition]} (input partition {fact[_AT.input_partition]})"
             return Problem(code, message, stream="audit", offset=offset, audit_seq=seq)
         elif code == audit_rules.OUT_OF_ORDER:
             message = f"audit seq {seq} at offset {offset} comes after seq {position.next_seq - 1} (reordered or duplicated)"
@@ -569,7 +560,7 @@ def _deadletter_code(c: codec.Codec, value: bytes | None) -> str | None:
 def is_authenticated(fact: tuple[Any, ...], trusted: TrustedKeys) -> bool:
     """Whether a decoded audit record's payload may be believed: its MAC verifies under a pinned audit key,
     or no audit key is pinned at all (the verdict then says MACs were not verified)."""
-    mac, recomputed = fact[2], fact[3]
+    mac, recomputed = fact[_AT.mac], fact[_AT.recomputed]
     if recomputed is None:
         return not trusted.hmac  # a key id that is not pinned: not authenticated
     return recomputed == mac or macs_equal(recomputed, mac)
