@@ -1,15 +1,18 @@
 package bernstein
 
-import "fmt"
+import (
+	"fmt"
+	"maps"
+)
 
 // Browser results (docs/computer_use.md): the artifact is the canonical bernstein.browser.session/v1
 // document of its session, and the scheduler requires its session_id (= the stage id), head_anchor and
 // action_count to match the ComputerUseAction records it accepted for that stage
-// (BROWSER_SESSION_MISMATCH). This SDK does not publish computer-use actions (anchored, signed
-// ComputerUseAction.v2 records, see producers/computer_use); BrowserSessionResult is the session
-// document of a browser stage that anchored no action (head = the session's genesis, 0 actions), e.g.
-// a session refused or failed before its first action. Its action log (an empty one) is an
-// observation: store ActionLog with Emitter.StoreBlobs before publishing.
+// (BROWSER_SESSION_MISMATCH). A session that anchors actions is recorded by ComputerUseSession
+// (browser_session.go); BrowserSessionResult is the session document of a browser stage that anchored
+// no action (head = the session's genesis, 0 actions), e.g. a session refused or failed before its
+// first action. Its action log (an empty one) is an observation: store ActionLog with
+// Emitter.StoreBlobs before publishing.
 
 // Browser document formats.
 const (
@@ -18,6 +21,9 @@ const (
 )
 
 var sessionStates = map[string]string{"ok": Completed, "driver_failure": Failed, "timeout": TimedOut, "refused": Refused}
+
+// SessionTerminalStates maps a session's own terminal state onto its browser result's.
+func SessionTerminalStates() map[string]string { return maps.Clone(sessionStates) }
 
 // BrowserSession is the result of a zero-action browser stage and its action log blob.
 type BrowserSession struct {

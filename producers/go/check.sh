@@ -33,9 +33,10 @@ go vet ./...
 step "go test ./..."
 go test ./...
 
-step "go build bin/bernstein-go-emit bin/conformance"
+step "go build bin/bernstein-go-emit bin/bernstein-go-browser bin/conformance"
 mkdir -p bin
 go build -o bin/bernstein-go-emit ./cmd/bernstein-go-emit
+go build -o bin/bernstein-go-browser ./cmd/bernstein-go-browser
 go build -o bin/conformance ./cmd/conformance
 
 step "conformance over ../../schemas/vectors"

@@ -23,6 +23,7 @@ type Emitter struct {
 	Store      *BlobStore
 	ProducerID string
 	Signer     *Signer
+	Keys       *ProducerKeys // the whole identity (its lineage and redaction keys sign computer-use actions)
 	Topic      string
 	Timeout    time.Duration // how long one attempt waits for its acknowledgement (default 30 s; the client's record delivery timeout is fixed at NewEmitter)
 	Retries    int           // extra attempts of a retriable failure (default 2)
@@ -52,7 +53,7 @@ func NewEmitter(cfg *Config) (*Emitter, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Emitter{Store: store, ProducerID: keys.Name, Signer: keys.Signer, Topic: cfg.SubmissionsTopic(), Timeout: 30 * time.Second, Retries: 2}
+	e := &Emitter{Store: store, ProducerID: keys.Name, Signer: keys.Signer, Keys: keys, Topic: cfg.SubmissionsTopic(), Timeout: 30 * time.Second, Retries: 2}
 	opts, err := KafkaOptions(cfg, e.Timeout)
 	if err != nil {
 		return nil, err

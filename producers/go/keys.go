@@ -3,6 +3,7 @@ package bernstein
 import (
 	"crypto/ed25519"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -39,10 +40,14 @@ func (s *Signer) PublicKey() []byte { return append([]byte{}, s.key.Public().(ed
 // Sign is the Ed25519 signature of data (deterministic: the same bytes always sign the same).
 func (s *Signer) Sign(data []byte) []byte { return ed25519.Sign(s.key, data) }
 
-// ProducerKeys is a producer host's identity: its name (producer.id) and its signing key.
+// ProducerKeys is a producer host's identity: its name (producer.id), its signing key and its two
+// HMAC keys, which never leave the host: the lineage key (the HMAC envelope of computer-use lineage
+// entries) and the redaction key (typed-value digests). Either is nil when the ring has none.
 type ProducerKeys struct {
 	Name      string
 	Signer    *Signer
+	Lineage   []byte
+	Redaction []byte
 	Directory string
 }
 
@@ -93,9 +98,9 @@ func LoadProducerKeys(dir string) (*ProducerKeys, error) {
 	if ring.Producer == nil {
 		return nil, &ConfigError{Msg: fmt.Sprintf("%s holds a scheduler's keys, not a producer's: a producer host gets its own (`bernstein keys init --producer NAME`)", dir)}
 	}
-	var chosen *Signer
+	keys := &ProducerKeys{Name: *ring.Producer, Directory: dir}
 	for _, k := range ring.Keys {
-		if k.Purpose != "producer" || k.Status == "revoked" {
+		if (k.Purpose != "producer" && k.Purpose != "lineage" && k.Purpose != "redaction") || k.Status == "revoked" {
 			continue
 		}
 		if strings.Contains(k.File, "/") || strings.HasPrefix(k.File, ".") {
@@ -105,6 +110,21 @@ func LoadProducerKeys(dir string) (*ProducerKeys, error) {
 		if _, err := os.Stat(path); err != nil {
 			continue // a retired key whose private part is gone
 		}
+		if k.Purpose != "producer" { // the newest usable HMAC key of its purpose
+			secret, err := LoadHMACKey(path)
+			if err != nil {
+				return nil, err
+			}
+			if k.KeyID != "" && k.KeyID != HMACKeyID(secret) {
+				return nil, &ConfigError{Msg: fmt.Sprintf("%s: key_id %s does not match the key in %s (%s)", ringPath, k.KeyID, k.File, HMACKeyID(secret))}
+			}
+			if k.Purpose == "lineage" {
+				keys.Lineage = secret
+			} else {
+				keys.Redaction = secret
+			}
+			continue
+		}
 		signer, err := LoadSigner(path)
 		if err != nil {
 			return nil, err
@@ -112,12 +132,29 @@ func LoadProducerKeys(dir string) (*ProducerKeys, error) {
 		if k.KeyID != "" && k.KeyID != signer.KeyID() {
 			return nil, &ConfigError{Msg: fmt.Sprintf("%s: key_id %s does not match the key in %s (%s)", ringPath, k.KeyID, k.File, signer.KeyID())}
 		}
-		chosen = signer
+		keys.Signer = signer
 	}
-	if chosen == nil {
+	if keys.Signer == nil {
 		return nil, &ConfigError{Msg: fmt.Sprintf("no usable producer key in %s", ringPath)}
 	}
-	return &ProducerKeys{Name: *ring.Producer, Signer: chosen, Directory: dir}, nil
+	return keys, nil
+}
+
+// LoadHMACKey reads an HMAC key file: the secret as hex characters (64 and a newline as `bernstein
+// keys init` writes it), at least 16 bytes.
+func LoadHMACKey(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &ConfigError{Msg: fmt.Sprintf("cannot read key file %s: %v", path, err)}
+	}
+	secret, err := hex.DecodeString(strings.TrimSpace(string(data)))
+	if err != nil {
+		return nil, &ConfigError{Msg: fmt.Sprintf("%s must hold the key as hex characters", path)}
+	}
+	if len(secret) < 16 {
+		return nil, &ConfigError{Msg: fmt.Sprintf("%s: an HMAC key needs at least 16 bytes", path)}
+	}
+	return secret, nil
 }
 
 // LoadSigner reads an unencrypted PEM PKCS#8 Ed25519 private key.

@@ -293,3 +293,129 @@ def test_every_sdk_stores_its_bytes_at_an_address_someone_else_filled_first(depl
         digest = sha256_digest(data)
         assert store.holds(digest), f"{language} skipped its upload over bytes it did not check"
         assert store.get(digest) == data
+
+
+GO_BROWSER = GO_DIR / "bin" / "bernstein-go-browser"
+TS_BROWSER = TS_DIR / "dist" / "bin" / "browser.js"
+PASSWORD = "hunter2-from-a-sdk"
+
+
+def _go_browser() -> list[str]:
+    if not GO_BROWSER.exists():  # producers/go/check.sh builds it; build it when a test runs alone
+        go = shutil.which("go") or "/usr/local/go/bin/go"
+        subprocess.run([go, "build", "-o", str(GO_BROWSER), "./cmd/bernstein-go-browser"], cwd=GO_DIR, check=True, timeout=600)
+    return [str(GO_BROWSER)]
+
+
+def _ts_browser() -> list[str]:
+    if not TS_BROWSER.exists():  # producers/typescript/check.sh builds it
+        _ts_emit()
+        subprocess.run(["npm", "run", "build"], cwd=TS_DIR, check=True, timeout=600)
+    return ["node", str(TS_BROWSER)]
+
+
+def session_script(run_id: str, session_id: str, language: str) -> dict[str, Any]:
+    """A signup session as a driver saw it and an agent decided it; the password comes from $SDK_PASSWORD."""
+
+    def frame(n: int, aria: str, url: str = "http://127.0.0.1:8000/signup.html") -> dict[str, Any]:
+        shot = f"\x89PNG {language} frame {n}".encode()
+        return {"screenshot_base64": base64.b64encode(shot).decode(), "aria_snapshot": aria, "url": url}
+
+    form = '- heading "Sign up" [level=1] [ref=e1]\n- textbox "Email" [ref=e2]{email}\n- textbox "Password" [ref=e3]{password}\n'
+    return {
+        "run_id": run_id,
+        "session_id": session_id,
+        "role": "navigator",
+        "adapter": f"{language}-scripted",
+        "steps": [
+            {
+                "frame": frame(0, "- document [ref=e0]", "about:blank"),
+                "action": {"kind": "navigate", "target": "http://127.0.0.1:8000/signup.html"},
+            },
+            {
+                "frame": frame(1, form.format(email="", password="")),
+                "action": {"kind": "type", "target": "#email", "value": "ada@example.org"},
+            },
+            {
+                "frame": frame(2, form.format(email=": ada@example.org", password="")),
+                "action": {"kind": "type", "target": "#password", "value_env": "SDK_PASSWORD"},
+            },
+            {
+                "frame": frame(3, form.format(email=": ada@example.org", password=f": {PASSWORD}")),
+                "action": {"kind": "click", "target": "#create"},
+            },
+        ],
+        "final": frame(
+            4,
+            f'- heading "Welcome, ada@example.org" [level=1]\n- text: your password {PASSWORD} is set\n',
+            "http://127.0.0.1:8000/welcome.html",
+        ),
+    }
+
+
+def record_session(command: Sequence[str], script: dict[str, Any], env: dict[str, str], cwd: Path) -> list[dict[str, Any]]:
+    result = subprocess.run(
+        list(command),
+        input=json.dumps(script),
+        env={**env, "SDK_PASSWORD": PASSWORD},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, f"{command[-1]} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
+    return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+
+
+def test_browser_sessions_recorded_from_go_and_typescript_verify_and_replay(deployment: Deployment, tmp_path: Path) -> None:
+    """Each SDK records a 4-action signup session (a typed password among them): every action is journalled, the
+    run verifies (exit 0) from its exported dump, and `bernstein browser replay` reconstructs both signed heads."""
+    d = deployment
+    run_id = "any-language-browser-3"
+    partition = partition_for(run_id.encode(), PARTITIONS)
+    sessions = {"go": ("go-browser-0", _go_browser()), "typescript": ("typescript-browser-0", _ts_browser())}
+    for language, (session_id, command) in sessions.items():
+        lines = record_session(command, session_script(run_id, session_id, language), d.env(language), tmp_path)
+        assert [line.get("action_index") for line in lines] == [0, 1, 2, 3, None], lines
+        assert {line["partition"] for line in lines} == {partition}, f"{language} put the session off its murmur2 partition"
+        assert lines[-1]["stage_id"] == session_id and lines[-1]["terminal_state"] == "ok" and lines[-1]["action_count"] == 4
+        assert lines[-1]["head_anchor"] == lines[3]["anchor"]
+    emit(_go_emit(), [{"close_run": run_id}], d.env("go"), tmp_path)
+
+    schedule_partition(d, partition)
+
+    c = codec.default_codec()
+    journal = [r for r in read_partition(d.services.bootstrap, d.topics, "journal", partition) if r.key == run_id.encode()]
+    refusals = [r for r in read_partition(d.services.bootstrap, d.topics, "refusals", partition) if r.key == run_id.encode()]
+    assert refusals == [], [c.decode(r.value).record for r in refusals]
+    entries = [
+        c.decode(c.decode(r.value).record["payload"]).record
+        for r in journal
+        if c.decode(r.value).schema.name == codec.JOURNAL_RECORD
+    ]
+    for language, (session_id, _) in sessions.items():
+        actions = [e for e in entries if e.get("session_id") == session_id]
+        assert [e["action_index"] for e in actions] == [0, 1, 2, 3], f"{language}'s actions were not all journalled"
+        assert {e["producer_id"] for e in actions} == {d.producers[language].name}
+        (result,) = [e for e in entries if e.get("stage_id") == session_id and e["entry_type"] == ENTRY_ACTIVITY_RESULT]
+        assert result["producer_id"] == d.producers[language].name
+    submitted = b"".join(r.value for r in read_partition(d.services.bootstrap, d.topics, "submissions", partition))
+    assert PASSWORD.encode() not in submitted and PASSWORD.encode() not in b"".join(r.value for r in journal)
+
+    dump = tmp_path / "browser-dump"
+    exported = kit.bernstein(
+        ["topic", "export", "--run", run_id, "--out", str(dump)],
+        {**kit.offline_env(), **bernstein_env(d.services, d.prefix, d.keys, None, d.manifest)},
+    )
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    verified = verify_dump(dump, run_id, d.trust_file)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    for session_id, _ in sessions.values():
+        assert f"  OK {session_id} [browser] (evidence reattached, 4 steps replayed" in verified.stdout, verified.stdout
+    replayed = kit.bernstein(
+        ["browser", "replay", run_id, "--from", str(dump), "--trusted-keys", str(d.trust_file)], kit.offline_env(), cwd=tmp_path
+    )
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    for session_id, _ in sessions.values():
+        assert f"replay run {run_id} session {session_id}" in replayed.stdout, replayed.stdout
+    assert replayed.stdout.count("replayed -- 4 actions reconstruct the signed head") == 2, replayed.stdout

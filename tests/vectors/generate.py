@@ -898,6 +898,13 @@ def ed25519_vectors() -> dict[str, Any]:
     }
 
 
+def browser_vectors() -> dict[str, Any]:
+    """browser.json: a browser session's action records as a producer SDK builds them (tests/vectors/browser_vectors.py)."""
+    from tests.vectors.browser_vectors import browser_vectors as build
+
+    return build()
+
+
 FILES = {
     "canonical_json.json": canonical_vectors,
     "digests.json": digest_vectors,
@@ -908,6 +915,7 @@ FILES = {
     "signatures.json": signature_vectors,
     "partitions.json": partitions,
     "ed25519.json": ed25519_vectors,
+    "browser.json": browser_vectors,
 }
 
 

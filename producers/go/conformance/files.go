@@ -101,6 +101,8 @@ func runAvro(r *Runner, doc obj) {
 			r.sdkSubmission(base+"/sdk_struct", record, want)
 		case bernstein.SchemaRunCloseV2:
 			r.sdkRunClose(base+"/sdk_struct", record, want)
+		case bernstein.SchemaComputerUseV2:
+			r.sdkComputerUseAction(base+"/sdk_struct", want)
 		}
 	}
 	for _, name := range r.codec.Names() {
@@ -116,6 +118,17 @@ func (r *Runner) sdkSubmission(name string, record any, want []byte) {
 		return
 	}
 	got, err := sub.Encode()
+	if r.ok(name, err) {
+		r.same(name, hexs(got), hexs(want))
+	}
+}
+
+func (r *Runner) sdkComputerUseAction(name string, want []byte) {
+	var a bernstein.ComputerUseAction
+	if _, err := r.codec.Decode(want, &a); !r.ok(name, err) {
+		return
+	}
+	got, err := a.Encode()
 	if r.ok(name, err) {
 		r.same(name, hexs(got), hexs(want))
 	}

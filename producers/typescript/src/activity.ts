@@ -147,8 +147,8 @@ export function codingResult(
 
 /**
  * A browser stage's result. The scheduler accepts it only for a computer-use session whose
- * recorded state matches (BROWSER_SESSION_MISMATCH otherwise, docs/computer_use.md); the
- * computer-use action records themselves come from the Python browser modality.
+ * recorded state matches (BROWSER_SESSION_MISMATCH otherwise, docs/computer_use.md); a session
+ * that records actions builds and publishes it itself (`ComputerUseSession.finish`).
  */
 export function browserResult(
   sessionDocument: unknown,

@@ -16,6 +16,7 @@ import { join, resolve } from "node:path";
 import { Codec, defaultCodec } from "./avro";
 import { parseJson } from "./json";
 import { auditWalksFile } from "./conformance/audit_walks";
+import { browserFile } from "./conformance/browser";
 import { chainFile, checkpointsFile } from "./conformance/chains";
 import { Obj, Tally, obj } from "./conformance/check";
 import { avroFile, canonicalFile, digestsFile, modalitiesFile, partitionsFile } from "./conformance/formats";
@@ -28,7 +29,7 @@ export { Tally, unhex } from "./conformance/check";
 // one handler per file (one module per family, under conformance/)
 // ---------------------------------------------------------------------------
 
-const HANDLERS: Record<string, (t: Tally, doc: Obj, codec: Codec) => void> = {
+const HANDLERS: Record<string, (t: Tally, doc: Obj, codec: Codec) => void | Promise<void>> = {
   "avro.json": avroFile,
   "canonical_json.json": (t, d) => canonicalFile(t, d),
   "chain.json": chainFile,
@@ -40,10 +41,11 @@ const HANDLERS: Record<string, (t: Tally, doc: Obj, codec: Codec) => void> = {
   "steps.json": stepsFile,
   "ed25519.json": (t, d) => ed25519File(t, d),
   "audit_walks.json": auditWalksFile,
+  "browser.json": browserFile,
 };
 
-/** Run every vector file of `dir`; the tally. */
-export function runConformance(dir: string, codec: Codec = defaultCodec()): Tally {
+/** Run every vector file of `dir`; the tally (asynchronous: browser.json records a session through its publisher). */
+export async function runConformance(dir: string, codec: Codec = defaultCodec()): Promise<Tally> {
   const t = new Tally();
   const files = readdirSync(dir)
     .filter((f) => f.endsWith(".json"))
@@ -64,7 +66,7 @@ export function runConformance(dir: string, codec: Codec = defaultCodec()): Tall
       continue;
     }
     try {
-      handler(t, doc, codec);
+      await handler(t, doc, codec);
     } catch (exc) {
       t.total++;
       t.failures.push(`${file}: ${(exc as Error).message}`);
@@ -73,11 +75,11 @@ export function runConformance(dir: string, codec: Codec = defaultCodec()): Tall
   return t;
 }
 
-function main(argv: string[]): number {
+async function main(argv: string[]): Promise<number> {
   const dir = resolve(argv[0] ?? join(__dirname, "..", "..", "..", "schemas", "vectors"));
   let tally: Tally;
   try {
-    tally = runConformance(dir);
+    tally = await runConformance(dir);
   } catch (exc) {
     process.stderr.write(`conformance: cannot read ${dir}: ${(exc as Error).message}\n`);
     process.stdout.write("conformance: 0/1 vectors reproduced\n");
@@ -89,4 +91,12 @@ function main(argv: string[]): number {
   return tally.failures.length === 0 && tally.reproduced === tally.total ? 0 : 1;
 }
 
-if (require.main === module) process.exitCode = main(process.argv.slice(2));
+if (require.main === module) {
+  main(process.argv.slice(2)).then(
+    (code) => (process.exitCode = code),
+    (exc: unknown) => {
+      process.stderr.write(`conformance: ${(exc as Error).message}\n`);
+      process.exitCode = 1;
+    },
+  );
+}

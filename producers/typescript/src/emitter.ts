@@ -187,6 +187,8 @@ export interface EmitterOptions {
 export class Emitter {
   readonly producerId: string;
   readonly signer: Ed25519Signer;
+  /** The whole producer identity (its lineage and redaction keys record computer-use actions). */
+  readonly identity: SigningProducer;
   readonly store: BlobStore;
   readonly topics: Topics;
   private readonly kafka: Kafka;
@@ -201,6 +203,7 @@ export class Emitter {
     const producer = options.producer ?? loadProducer(options.keysDir ?? settings.producerKeysDir);
     this.producerId = resolveProducerId(producer, options.producerId);
     this.signer = producer.signer;
+    this.identity = producer;
     if (options.store !== undefined) this.store = options.store;
     else if (settings.s3 !== undefined) this.store = new S3BlobStore(settings.s3);
     else throw new ConfigError("no S3 endpoint: set BERNSTEIN_S3_ENDPOINT (http://host:port)", "E_NO_S3");
@@ -253,6 +256,16 @@ export class Emitter {
       occurredAtMs: options.occurredAtMs ?? Date.now(),
     });
     return this.produce(runId, submissionId, this.codec.encode(RUN_CLOSE_V2, record));
+  }
+
+  /** Store blobs in the CAS now (bytes a record names, before it is published). */
+  async storeBlobs(...blobs: Uint8Array[]): Promise<void> {
+    try {
+      for (const data of blobs) await this.store.put(Buffer.from(data));
+    } catch (exc) {
+      if (exc instanceof CasError) throw new EmitError(`cannot store blobs before publishing: ${exc.message}`, exc.code);
+      throw exc;
+    }
   }
 
   /** Publish pre-encoded bytes as they are (tests and tools that send malformed input). */

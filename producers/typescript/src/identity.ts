@@ -11,7 +11,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 
-import { publicKeyId } from "./canonical";
+import { hmacKeyId, publicKeyId } from "./canonical";
 import { ProducerIdMismatch, ProducerKeysError } from "./errors";
 
 export const PRODUCER_KEYS_ENV = "BERNSTEIN_PRODUCER_KEYS_DIR";
@@ -58,10 +58,14 @@ export class Ed25519Signer {
   }
 }
 
-/** A producer name and its signing key. */
+/** A producer name and its signing key, and the HMAC keys that never leave its host (computer use). */
 export interface SigningProducer {
   readonly name: string;
   readonly signer: Ed25519Signer;
+  /** The lineage envelope key (`lineage.hmac.key`): HMACs computer-use lineage entries. */
+  readonly lineageKey?: Buffer;
+  /** The redaction key (`redaction.hmac.key`): typed-value digests. */
+  readonly redactionKey?: Buffer;
 }
 
 /** `$BERNSTEIN_PRODUCER_KEYS_DIR`, else `$XDG_STATE_HOME/bernstein/producer-keys`, else `~/.local/state/...`. */
@@ -125,7 +129,32 @@ export function loadProducer(directory: string = defaultProducerKeysDir()): Sign
   if (typeof current.key_id === "string" && current.key_id !== signer.keyId) {
     throw new ProducerKeysError(`${keyPath} holds key ${signer.keyId}, but ${ringPath} names it ${current.key_id}`);
   }
-  return { name: ring.producer, signer };
+  return { name: ring.producer, signer, lineageKey: hmacKey(directory, ring.keys as RingEntry[], "lineage"), redactionKey: hmacKey(directory, ring.keys as RingEntry[], "redaction") };
+}
+
+/** The newest usable HMAC key of `purpose` in the ring (hex in its file, as `bernstein keys init` writes it), if any. */
+function hmacKey(directory: string, keys: RingEntry[], purpose: string): Buffer | undefined {
+  const usable = keys.filter(
+    (k) =>
+      k !== null &&
+      typeof k === "object" &&
+      k.purpose === purpose &&
+      k.status !== "revoked" &&
+      typeof k.file === "string" &&
+      !k.file.includes("/") &&
+      !k.file.startsWith(".") &&
+      existsSync(join(directory, k.file)),
+  );
+  const current = usable[usable.length - 1];
+  if (current === undefined) return undefined;
+  const path = join(directory, current.file as string);
+  const text = readFileSync(path, "utf8").trim();
+  if (!/^(?:[0-9a-fA-F]{2}){16,}$/.test(text)) throw new ProducerKeysError(`${path} must hold the ${purpose} key as hex characters (at least 16 bytes)`);
+  const secret = Buffer.from(text, "hex");
+  if (typeof current.key_id === "string" && current.key_id !== hmacKeyId(secret)) {
+    throw new ProducerKeysError(`${path} holds key ${hmacKeyId(secret)}, but the key ring names it ${current.key_id}`);
+  }
+  return secret;
 }
 
 /** The producer.id to publish under: the key ring's name; `explicit`, when given, must equal it. */

@@ -2,8 +2,10 @@
 
 export * from "./activity";
 export * from "./avro";
+export * from "./browser_session";
 export * from "./canonical";
 export * from "./cas";
+export * from "./computer_use";
 export * from "./config";
 export * from "./description";
 export * from "./emitter";

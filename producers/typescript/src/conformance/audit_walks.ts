@@ -13,7 +13,7 @@ import { Mismatch, Obj, Tally, eq, hex, num, obj, sections, str } from "./check"
  * audit_walks.json: audit chains, altered the ways an attacker or an insider could, with what the
  * system's judges conclude (the scheduler's rebuild, the verifier, `audit follow`). A producer SDK
  * judges no chain: `expect`, `judgements`, `resume_after` and `tick_late_ms` are the judges' to
- * reproduce (tests/unit/test_audit_walks.py). What it can check is that it reads every record the
+ * reproduce (tests/unit/differential/test_audit_walks.py). What it can check is that it reads every record the
  * system writes: every record of every base (journal, refusals, audit, dead letters, checkpoints)
  * decodes with this SDK's codec and re-encodes to the same bytes, an envelope's payload too (an
  * AuditRecord.v2's is an AuditEntry); every record a case puts on the audit stream does the same and is an audit record,

@@ -269,23 +269,23 @@ test("bernstein-ts-emit: exit 2 for a bad description or missing keys, exit 3 wh
   assert.equal(notUtf8.stderr, "bernstein-ts-emit: error: stdin is not UTF-8 text (line 2)\n");
 });
 
-test("the conformance runner reproduces the repository's vectors and fails on an unknown file, an unknown section or a changed value", () => {
-  const all = runConformance(VECTORS);
+test("the conformance runner reproduces the repository's vectors and fails on an unknown file, an unknown section or a changed value", async () => {
+  const all = await runConformance(VECTORS);
   assert.deepEqual(all.failures, []);
   assert.ok(all.total > 600 && all.reproduced === all.total);
   const dir = mkdtempSync(join(tmpdir(), "ts-vectors-"));
   const digests = parseJson(readFileSync(join(VECTORS, "digests.json"), "utf8")) as Record<string, unknown>;
   writeFileSync(join(dir, "digests.json"), JSON.stringify(digests));
-  assert.deepEqual(runConformance(dir).failures, []);
+  assert.deepEqual((await runConformance(dir)).failures, []);
   writeFileSync(join(dir, "future.json"), "{}");
   writeFileSync(join(dir, "digests.json"), JSON.stringify({ ...digests, new_section: [] }));
-  assert.deepEqual(runConformance(dir).failures.sort(), ["digests.new_section: not covered by this runner", "future.json: not covered by this runner"]);
+  assert.deepEqual((await runConformance(dir)).failures.sort(), ["digests.new_section: not covered by this runner", "future.json: not covered by this runner"]);
   const changed = JSON.parse(JSON.stringify(digests)) as { content_hash: { digest: string }[] };
   (changed.content_hash[0] as { digest: string }).digest = "sha256:" + "1".repeat(64);
   const solo = mkdtempSync(join(tmpdir(), "ts-vectors-"));
   mkdirSync(solo, { recursive: true });
   writeFileSync(join(solo, "digests.json"), JSON.stringify(changed));
-  const t = runConformance(solo);
+  const t = await runConformance(solo);
   assert.equal(t.failures.length, 1);
   assert.match(t.failures[0] as string, /^digests.content_hash\[0\]: value differs/);
   const cli = spawnSync(process.execPath, [join(__dirname, "..", "conformance.js"), solo], { encoding: "utf8" });
@@ -293,44 +293,44 @@ test("the conformance runner reproduces the repository's vectors and fails on an
   assert.match(cli.stdout, /\nconformance: \d+\/\d+ vectors reproduced\n$/);
 });
 
-test("the audit_walks.json runner reads every record, refuses garbage only where it is meant, and recomputes the base's MACs", () => {
+test("the audit_walks.json runner reads every record, refuses garbage only where it is meant, and recomputes the base's MACs", async () => {
   type Walks = {
     bases: { single: { records: { audit: [number, number, string | null, string][] } } };
     cases: { name: string; audit: [number, number, string | null, string][] | null }[];
   };
   const walks = JSON.parse(readFileSync(join(VECTORS, "audit_walks.json"), "utf8")) as Walks;
-  const run = (change: (w: Walks) => void): string[] => {
+  const run = async (change: (w: Walks) => void): Promise<string[]> => {
     const w = JSON.parse(JSON.stringify(walks)) as Walks;
     change(w);
     const dir = mkdtempSync(join(tmpdir(), "ts-vectors-"));
     writeFileSync(join(dir, "audit_walks.json"), JSON.stringify(w));
-    return runConformance(dir).failures;
+    return (await runConformance(dir)).failures;
   };
-  assert.deepEqual(run(() => undefined), []);
+  assert.deepEqual(await run(() => undefined), []);
   const codec = defaultCodec();
   // A MAC edited in the scheduler's own chain: the record still reads back, its MAC no longer recomputes.
   assert.deepEqual(
-    run((w) => {
+    (await run((w) => {
       const record = w.bases.single.records.audit[2] as [number, number, string | null, string];
       const decoded = codec.decode(Buffer.from(record[3], "hex")).record;
       decoded["mac"] = "hmac-sha256:" + "0".repeat(64);
       record[3] = codec.encode("AuditRecord.v2", decoded).toString("hex");
-    }).map((f) => f.split(":")[0]),
+    })).map((f) => f.split(":")[0]),
     ["audit_walks.bases.single.audit[2].mac"],
   );
   // Bytes that are no record: refused in a garbage case, a failure anywhere else.
   const garbage = Buffer.from("not an audit record").toString("hex");
   assert.deepEqual(
-    run((w) => {
+    (await run((w) => {
       for (const k of w.cases) if (k.name === "garbage_in_place" || k.name === "mac_flipped") (k.audit as [number, number, string | null, string][])[0]![3] = garbage;
-    }).map((f) => f.split(":")[0]),
+    })).map((f) => f.split(":")[0]),
     ["audit_walks.cases.mac_flipped.audit[0]"],
   );
   assert.deepEqual(
-    run((w) => {
+    (await run((w) => {
       const k = w.cases.find((x) => x.name === "garbage_appended") as { audit: unknown[] };
       k.audit.pop();
-    }),
+    })),
     ["audit_walks.cases.garbage_appended.no_audit_record: every record of a garbage case is an audit record"],
   );
 });
