@@ -49,6 +49,7 @@ COMMAND_MODULES: Final = (
     "bernstein.producers.research.cli",
     "bernstein.producers.dataops.cli",
     "bernstein.commands.browser",
+    "bernstein.commands.mcp",
 )
 
 
@@ -109,6 +110,7 @@ ENDPOINTS: Final[dict[tuple[str, ...], Uses | Callable[[argparse.Namespace], Use
     ("ops", "run"): _publish_uses,
     ("browser", "run"): Uses(kafka=True, s3=True),
     ("browser", "replay"): _replay_uses,
+    ("mcp", "serve"): Uses(kafka=True, s3=True),
 }
 """What each command talks to, by its words: the one table behind the endpoint line every command that talks to
 Kafka or S3 writes first on stderr (``bernstein.commands.common.endpoint_banner``). A unit test fails for a
