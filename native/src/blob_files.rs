@@ -1,6 +1,6 @@
 //! The one place the extension reads files: the verifier re-hashes stored evidence blobs here
 //! (`FactReader.hash_files`, GIL released). Never used by the scheduler's step, which takes no
-//! I/O (tests/unit/test_native_core.py allows `std::fs` / `std::io` in this file alone).
+//! I/O (tests/unit/differential/test_native_core.py allows `std::fs` / `std::io` in this file alone).
 
 use sha2::{Digest, Sha256};
 

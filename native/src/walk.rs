@@ -9,7 +9,7 @@
 //! (or not of the exact types they read); the Python walk checks that one in full and calls
 //! them again. The Python walk stays the reference: a record is taken here only under the
 //! conditions its own short path states, and the reports are compared with and without this
-//! module (`tests/unit/test_verifier_facts.py`).
+//! module (`tests/unit/differential/test_verifier_facts.py`).
 
 use std::collections::{BTreeMap, VecDeque};
 

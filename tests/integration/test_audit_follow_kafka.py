@@ -50,6 +50,7 @@ from tests.support.kafka import (
     scheduler_config,
     wait_stable,
 )
+from tests.support.metrics import http_status, scrape_metrics
 
 ALERT_WITHIN = 5.0
 
@@ -551,31 +552,6 @@ def test_operational_alerts_dead_letter_refusal_burst_unsealed_run_and_silent_sc
     assert sorted(a["alert"] for a in follower.seen) == ["deadletter", "refusal_burst", "run_unsealed", "scheduler_silent"]
 
 
-def _scrape(url: str) -> dict[str, float]:
-    """``/metrics`` as {'name{labels}': value} (the samples only)."""
-    import urllib.request
-
-    with urllib.request.urlopen(url + "/metrics", timeout=10) as answer:
-        text = answer.read().decode()
-    samples: dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            samples[name] = float(value)
-    return samples
-
-
-def _status(url: str) -> int:
-    import urllib.error
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            return int(answer.status)
-    except urllib.error.HTTPError as exc:
-        return int(exc.code)
-
-
 def test_metrics_count_the_records_checked_and_the_alerts_raised(deployment: Deployment) -> None:
     scheduler = Scheduler(deployment.services.bootstrap, deployment.topics, deployment.keys)
     follower = deployment.follow("--metrics-port", "0")
@@ -588,18 +564,18 @@ def test_metrics_count_the_records_checked_and_the_alerts_raised(deployment: Dep
         deployment.traffic(runs=4, stages=4)
         audit = deployment.wait_audited(20)
         follower.wait_checked(audit[-1].offset)
-        clean = _scrape(url)
+        clean = scrape_metrics(url)
         p0 = f'partition="0",prefix="{deployment.topics.prefix}"'  # every sample names the deployment (labels sorted)
         assert clean[f"bernstein_audit_records_verified_total{{{p0}}}"] == len(audit) == 20
         assert all(v == 0 for k, v in clean.items() if k.startswith("bernstein_audit_alerts_total")), clean
         assert clean[f"bernstein_audit_lag_records{{{p0}}}"] == 0
         assert clean[f'bernstein_audit_ready{{prefix="{deployment.topics.prefix}"}}'] == 1
         assert clean[f"bernstein_audit_last_record_timestamp_seconds{{{p0}}}"] == audit[-1].timestamp_ms / 1000
-        assert (_status(url + "/healthz"), _status(url + "/readyz")) == (200, 200)
+        assert (http_status(url + "/healthz"), http_status(url + "/readyz")) == (200, 200)
 
         offset, at = deployment.forge(remac(audit[-1].value, os.urandom(32), "hmac-sha256-key:unpinned"))
         follower.wait_alert("unknown_key", offset, at)
-        after = _scrape(url)
+        after = scrape_metrics(url)
         assert after[f'bernstein_audit_alerts_total{{kind="unknown_key",prefix="{deployment.topics.prefix}"}}'] == 1
         assert sum(v for k, v in after.items() if k.startswith("bernstein_audit_alerts_total")) == 1
         assert after[f"bernstein_audit_records_verified_total{{{p0}}}"] == 21
@@ -681,7 +657,7 @@ def _wait_event(follower: Follower, event: str, timeout: float = 30.0, **fields:
 def _latched(url: str, prefix: str) -> dict[str, float]:
     """``bernstein_audit_tamper_latched`` of partition 0 by kind, as scraped."""
     found = {}
-    for name, value in _scrape(url).items():
+    for name, value in scrape_metrics(url).items():
         if name.startswith("bernstein_audit_tamper_latched{"):
             labels = dict(item.split("=", 1) for item in name[name.index("{") + 1 : -1].split(","))
             assert labels["prefix"] == f'"{prefix}"', name

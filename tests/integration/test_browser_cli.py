@@ -16,7 +16,7 @@ from bernstein.substrate.config import Topics
 from bernstein.substrate.keys import InstallKeys, ProducerKeys
 from demo.site_server import serve
 from tests.conftest import Services, as_component
-from tests.integration.test_browser_kit import SIGNUP_FLOW, SITE, all_topic_records, chromium_processes, refusals, run_scheduler
+from tests.support.browser_site import SIGNUP_FLOW, SITE, all_topic_records, chromium_processes, refusals, run_scheduler
 from tests.support.producer_setup import identity
 
 pytestmark = pytest.mark.browser

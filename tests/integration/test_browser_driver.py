@@ -12,7 +12,7 @@ from bernstein.producers.computer_use.playwright_driver import PlaywrightDriver
 from bernstein.producers.netpolicy import OriginPolicy
 from bernstein.schemas.canonical import sha256_digest
 from demo.site_server import serve
-from tests.integration.test_browser_kit import SITE, chromium_processes
+from tests.support.browser_site import SITE, chromium_processes
 
 pytestmark = pytest.mark.browser
 

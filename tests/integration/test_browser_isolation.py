@@ -41,8 +41,8 @@ from bernstein.substrate.cas import DirBlobStore
 from bernstein.substrate.keys import ProducerKeys, init_keys, init_producer_keys
 from bernstein.verifier.browser_replay import replay_run
 from demo.site_server import serve
-from tests.integration.test_browser_kit import SIGNUP_FLOW, SITE, chromium_processes
 from tests.support.browser_fakes import InMemoryScheduler, RecordingPublisher
+from tests.support.browser_site import SIGNUP_FLOW, SITE, chromium_processes
 
 pytestmark = pytest.mark.browser
 

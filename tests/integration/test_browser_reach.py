@@ -36,8 +36,8 @@ from bernstein.schemas.records import TerminalState
 from bernstein.substrate.cas import DirBlobStore
 from bernstein.substrate.keys import ProducerKeys, init_producer_keys
 from bernstein.verifier.browser_replay import replay_run
-from tests.integration.test_browser_kit import chromium_processes
 from tests.support.browser_fakes import InMemoryScheduler, RecordingPublisher
+from tests.support.browser_site import chromium_processes
 
 pytestmark = pytest.mark.browser
 

@@ -32,7 +32,8 @@ from bernstein.verifier.kafka_source import KafkaSource
 from bernstein.verifier.verify import verify
 from demo.site_server import serve
 from tests.conftest import Services
-from tests.integration.test_browser_kit import (
+from tests.support.browser_fakes import MemorySource
+from tests.support.browser_site import (
     SITE,
     RecordingStore,
     all_topic_records,
@@ -41,7 +42,6 @@ from tests.integration.test_browser_kit import (
     refusals,
     run_scheduler,
 )
-from tests.support.browser_fakes import MemorySource
 from tests.support.computer_use import computer_use_positions
 from tests.support.prefixes import fresh_prefix
 from tests.support.producer_setup import trust_of

@@ -481,7 +481,7 @@ def test_a_group_process_serves_the_metrics_of_every_partition_it_runs(
 ) -> None:
     """``--group --metrics-port 0``: one /metrics for all the process's partitions, each sample labelled with its
     partition and equal to what the group committed; /readyz answers 200 once every partition is consuming."""
-    from tests.integration.test_audit_follow_kafka import _scrape, _status
+    from tests.support.metrics import http_status, scrape_metrics
 
     bootstrap = services.bootstrap
     partitions = 2
@@ -500,10 +500,10 @@ def test_a_group_process_serves_the_metrics_of_every_partition_it_runs(
         assert stream.error is None, stream.error
         target = ends(bootstrap, topics, partitions)
         wait_for("everything committed", lambda: committed(bootstrap, topics, partitions) == target, 120, [process])
-        wait_for("ready", lambda: _status(url + "/readyz") == 200, 60, [process])
+        wait_for("ready", lambda: http_status(url + "/readyz") == 200, 60, [process])
 
         def counted() -> bool:
-            scraped = _scrape(url)
+            scraped = scrape_metrics(url)
             return all(
                 scraped.get(f'bernstein_scheduler_records_journalled_total{{partition="{p}",prefix="{topics.prefix}"}}')
                 == target[p]
@@ -513,8 +513,8 @@ def test_a_group_process_serves_the_metrics_of_every_partition_it_runs(
         # a partition counts a transaction when its loop settles it: up to one batching window after Kafka's
         # readers see the commit (CI once scraped inside that window: 0 of 100 counted)
         wait_for("the metrics counted the last commit", counted, 30, [process])
-        samples = _scrape(url)
-        assert _status(url + "/healthz") == 200
+        samples = scrape_metrics(url)
+        assert http_status(url + "/healthz") == 200
     finally:
         code = process.stop()
     assert code == 0, process.text()

@@ -30,7 +30,6 @@ from bernstein.substrate.cas import DirBlobStore
 from bernstein.substrate.config import Settings, Topics
 from bernstein.substrate.keys import InstallKeys, TrustedKeys
 from bernstein.verifier.verify import verify
-from tests.integration.test_scheduler_faults import SEAL_EVERY, SchedulerProcess, TxnProbe, committed_offset, count_records
 from tests.support.kafka import (
     CachedSource,
     crossings,
@@ -45,6 +44,7 @@ from tests.support.kafka import (
     scheduler_config,
     stored_form,
 )
+from tests.support.scheduler_process import SEAL_EVERY, SchedulerProcess, TxnProbe, committed_offset, count_records
 
 RUNS = ("fence-a", "fence-b", "fence-c")
 FENCED_WITHIN = 60.0

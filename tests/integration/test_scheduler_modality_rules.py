@@ -18,6 +18,7 @@ from bernstein.schemas import codec
 from bernstein.schemas.documents.common import Violation
 from bernstein.substrate.config import Settings
 from bernstein.substrate.keys import InstallKeys
+from tests.support.document_breaches import DATAOPS, RESEARCH
 from tests.support.kafka import (
     fold,
     fresh_topics,
@@ -37,7 +38,6 @@ from tests.support.modality import (
     research_submission,
 )
 from tests.support.submissions import encode_submission
-from tests.unit.test_documents_rules import DATAOPS, RESEARCH
 
 BREACHES: list[tuple[str, dict[str, Any], Violation]] = [
     *((f"research/{name}", sub, violation) for name, (sub, violation) in sorted(RESEARCH.items())),

@@ -20,7 +20,7 @@ import pytest
 from bernstein.substrate.cas import CasUnavailable, S3BlobStore, S3Settings
 from bernstein.verifier.export import export_dump
 from bernstein.verifier.report import EXIT_MISMATCH, EXIT_NOT_FULLY_VERIFIED, EXIT_VERIFIED
-from tests.unit.test_verifier_verdicts import RUN, Built, build, json_of, text_of
+from tests.support.verdicts import RUN, Built, build, json_of, text_of
 
 
 @pytest.fixture

@@ -37,8 +37,8 @@ from bernstein.substrate.kafka import client_config, ensure_topics
 from bernstein.substrate.keys import InstallKeys, ProducerKeys, TrustedKeys
 from bernstein.substrate.topic_policy import describe_topics
 from tests.conftest import REPO, Services, as_component, bernstein_env
-from tests.integration.test_scheduler_faults import SchedulerProcess, committed_offset
 from tests.support.kafka import read_partition
+from tests.support.scheduler_process import SchedulerProcess, committed_offset
 
 INFRA = REPO / "infra" / "infra.py"
 RUNS = ("rf3-a", "rf3-b", "rf3-c")

@@ -28,7 +28,6 @@ from bernstein.substrate.config import Settings, Topics
 from bernstein.substrate.kafka import client_config
 from bernstein.substrate.keys import InstallKeys, TrustedKeys
 from bernstein.verifier.verify import verify
-from tests.integration.test_scheduler_faults import small_plan
 from tests.support.kafka import (
     CachedSource,
     crossings,
@@ -39,6 +38,7 @@ from tests.support.kafka import (
     stored_form,
 )
 from tests.support.principals import producer_principal
+from tests.support.scheduler_process import small_plan
 
 BOMB_BYTES = 150_000_000
 """Inflated size of the bomb: past librdkafka's receive.message.max.bytes (100 MB), so the consumer cannot read it."""

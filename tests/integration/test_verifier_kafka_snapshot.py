@@ -20,7 +20,6 @@ import pytest
 from bernstein.consumers.core.model import SchedulerConfig
 from bernstein.consumers.core.step import SchedulerCore
 from bernstein.consumers.shell import SchedulerShell, ShellOptions
-from bernstein.schemas.canonical import sha256_digest
 from bernstein.substrate.cas import S3BlobStore
 from bernstein.substrate.config import Settings, Topics
 from bernstein.substrate.keys import InstallKeys, TrustedKeys
@@ -28,19 +27,10 @@ from bernstein.verifier.kafka_source import KafkaSource
 from bernstein.verifier.report import EXIT_MISMATCH, EXIT_VERIFIED
 from bernstein.verifier.sources import StoredRecord
 from bernstein.verifier.verify import verify
-from tests.support.kafka import encode_close, fresh_topics, produce_all, scheduler_config, submission_record
-from tests.support.producers import encode_signed_submission, producer_trust
+from tests.support.kafka import encode_close, fresh_topics, produce_all, scheduler_config, signed_stage
+from tests.support.producers import producer_trust
 
 pytestmark = pytest.mark.integration
-
-
-def _stage(run: str, stage: str, store: S3BlobStore) -> tuple[bytes, bytes]:
-    """A signed ActivitySubmission.v3 (every blob's size declared) of one page."""
-    page = f"{run} {stage}".encode()
-    record = submission_record(run_id=run, stage_id=stage, pages=[page], store=store)
-    sizes = {sha256_digest(page): len(page)}
-    record["observations"] = [{**o, "size": sizes[o["content_hash"]]} for o in record["observations"]]
-    return run.encode(), encode_signed_submission(record)
 
 
 def _schedule(bootstrap: str, topics: Topics, config: SchedulerConfig, items: list[tuple[bytes, bytes]]) -> None:
@@ -89,7 +79,7 @@ def test_a_verify_from_kafka_reads_one_snapshot_while_the_scheduler_appends(
     topics = fresh_topics(bootstrap, settings.topics.prefix)
     config = dataclasses.replace(scheduler_config(install_keys, seal_every=2), checkpoint_every=1)  # one per step
     run = "snap-a"
-    stages = [_stage(run, f"s{i}", s3_store) for i in range(3)]
+    stages = [signed_stage(run, f"s{i}", s3_store) for i in range(3)]
     _schedule(bootstrap, topics, config, [*stages, (run.encode(), encode_close(run))])
     trusted = TrustedKeys.from_install(install_keys).merged(producer_trust())  # and the test producers (keys trust --manifest)
     batch = 0
@@ -102,7 +92,7 @@ def test_a_verify_from_kafka_reads_one_snapshot_while_the_scheduler_appends(
             bootstrap,
             topics,
             config,
-            [_stage(other, f"s{i}", s3_store) for i in range(2)],
+            [signed_stage(other, f"s{i}", s3_store) for i in range(2)],
         )
 
     pinned = _AppendingSource(bootstrap, topics, more)

@@ -31,10 +31,9 @@ from bernstein.verifier.report import EXIT_MISMATCH, EXIT_OPEN, EXIT_VERIFIED
 from bernstein.verifier.sources import StoredRecord
 from bernstein.verifier.verify import verify, verify_many
 from tests.conftest import Services, as_component, bernstein_env
-from tests.integration.test_verifier_kafka_snapshot import _stage
-from tests.support.kafka import encode_close, fresh_topics, produce_all, scheduler_config
+from tests.support.kafka import encode_close, fresh_topics, produce_all, scheduler_config, signed_stage
 from tests.support.producers import producer_trust
-from tests.unit.test_verifier_verdicts import json_of
+from tests.support.verdicts import json_of
 
 pytestmark = pytest.mark.integration
 
@@ -81,7 +80,7 @@ def test_every_run_of_a_cluster_is_verified_reading_each_partition_once(
     placed = {0: runs_on(0, 3, "zero"), 1: runs_on(1, 2, "one")}
     open_run = placed[1][-1]
     for partition, names in placed.items():
-        items = [_stage(run, f"s{i}", s3_store) for i in range(2) for run in names]
+        items = [signed_stage(run, f"s{i}", s3_store) for i in range(2) for run in names]
         items += [(run.encode(), encode_close(run)) for run in names if run != open_run]
         schedule(bootstrap, topics, SchedulerCore(config), partition, items)
     # a record replayed into one run's journal (appended after its final seal)

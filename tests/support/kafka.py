@@ -21,6 +21,7 @@ from bernstein.consumers.core.step import SchedulerCore, initial_state
 from bernstein.consumers.shell import Counters, SchedulerShell, ShellOptions
 from bernstein.producers.activity import ActivityResult, observe
 from bernstein.schemas import codec
+from bernstein.schemas.canonical import sha256_digest
 from bernstein.substrate.cas import BlobStore
 from bernstein.substrate.config import Topics
 from bernstein.substrate.kafka import client_config, ensure_topics
@@ -180,6 +181,15 @@ def encode_close(run_id: str, submission_id: str | None = None) -> bytes:
             "occurred_at_ms": 1_700_000_000_000,
         }
     )
+
+
+def signed_stage(run: str, stage: str, store: BlobStore) -> tuple[bytes, bytes]:
+    """A signed ActivitySubmission.v3 (every blob's size declared) of one page, keyed by its run."""
+    page = f"{run} {stage}".encode()
+    record = submission_record(run_id=run, stage_id=stage, pages=[page], store=store)
+    sizes = {sha256_digest(page): len(page)}
+    record["observations"] = [{**o, "size": sizes[o["content_hash"]]} for o in record["observations"]]
+    return run.encode(), encode_signed_submission(record)
 
 
 def mutate(value: bytes, **changes: Any) -> bytes:

@@ -19,16 +19,8 @@ from bernstein.consumers.core.rebuild import _apply_entry
 from bernstein.schemas import codec
 from bernstein.schemas.canonical import canonical_json
 from bernstein.schemas.records import BROWSER_SESSION_FORMAT
-from tests.unit.test_native_core import Pair
-from tests.unit.test_scheduler_core import (
-    Driver,
-    _cu_action,
-    decode_out,
-    enc_close,
-    enc_sub,
-    mixed_inputs,
-    run_all,
-)
+from tests.support.core_driver import Driver, cu_action, decode_out, enc_close, enc_sub, mixed_inputs, run_all
+from tests.support.cores import Pair
 
 Inputs = list[tuple[bytes | None, bytes | None]]
 
@@ -36,7 +28,7 @@ Inputs = list[tuple[bytes | None, bytes | None]]
 def _before_close() -> Inputs:
     """Run run-1: a computer-use action of session browser-0 and two stages with evidence; run-2 stays open."""
     return [
-        (b"run-1", _cu_action(index=0)),
+        (b"run-1", cu_action(index=0)),
         (b"run-1", enc_sub(stage_id="s1", pages=[b"one", b"shared"], submission_id="first")),
         (b"run-1", enc_sub(stage_id="s2", pages=[b"two"], submission_id="second")),
         (b"run-2", enc_sub(run_id="run-2", stage_id="s1", pages=[b"open"])),
@@ -50,8 +42,8 @@ def _after_close() -> Inputs:
         (b"run-1", enc_sub(stage_id="s9", pages=[b"new"], submission_id="second")),  # the id again, another stage
         (b"run-1", enc_sub(stage_id="s1", pages=[b"fresh"], submission_id="third")),  # a stage it accepted
         (b"run-1", enc_sub(stage_id="s3", pages=[b"shared", b"one"], submission_id="fourth")),  # evidence it holds
-        (b"run-1", _cu_action(index=0)),  # the action again: its submission_id is journalled
-        (b"run-1", _cu_action(index=1)),  # the session's next action
+        (b"run-1", cu_action(index=0)),  # the action again: its submission_id is journalled
+        (b"run-1", cu_action(index=1)),  # the session's next action
         (b"run-1", _browser_result()),  # the session's browser result, naming its head after one action
         (b"run-1", enc_close("run-1")),  # a second close
         (b"run-2", enc_sub(run_id="run-2", stage_id="s2", pages=[b"still open"])),
@@ -60,7 +52,7 @@ def _after_close() -> Inputs:
 
 def _browser_result() -> bytes:
     """The browser stage that would end session browser-0 of an open run-1 (its head anchor after action 0)."""
-    anchor = codec.decode(_cu_action(index=0)).record["anchor"]
+    anchor = codec.decode(cu_action(index=0)).record["anchor"]
     document = {"format": BROWSER_SESSION_FORMAT, "session_id": "browser-0", "head_anchor": anchor, "action_count": 1}
     return enc_sub(
         role="navigator",

@@ -30,24 +30,11 @@ from bernstein.schemas.canonical import (
     hmac_key_id,
 )
 from bernstein.substrate.keys import Ed25519Signer, verify_signature
-from tests.support.roles import ROLES
-from tests.unit.test_scheduler_core import AUDIT_KEY, PARTITION, SIGNER, TOPIC, UNIT_PRODUCERS, enc_close, enc_sub, record
+from tests.support.core_driver import AUDIT_KEY, PARTITION, SIGNER, TOPIC, checkpoint_config, enc_close, enc_sub, record
 
 REPO = Path(__file__).resolve().parents[2]
 needs_native = pytest.mark.skipif(not native_status()[0], reason=native_status()[1])
 CHECKPOINT_TYPE = b"bernstein.partition.checkpoint"
-
-
-def config(checkpoint_every: int = 1000, seal_every: int = 1000) -> SchedulerConfig:
-    return SchedulerConfig(
-        roles=ROLES,
-        signer=SIGNER,
-        audit_key=AUDIT_KEY,
-        audit_key_id=hmac_key_id(AUDIT_KEY),
-        seal_every=seal_every,
-        checkpoint_every=checkpoint_every,
-        producers=UNIT_PRODUCERS,
-    )
 
 
 def checkpoint_of(out: OutputRecord) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -81,7 +68,7 @@ def feed(core: Any, state: Any, values: list[tuple[bytes, bytes]], start: int = 
 
 
 def test_audit_records_are_v2_and_their_mac_covers_the_key_id() -> None:
-    core = SchedulerCore(config())
+    core = SchedulerCore(checkpoint_config())
     _, outputs = core.step(initial_state(core.config, PARTITION), record(0, enc_sub()))
     assert [o.stream for o in outputs] == [Stream.JOURNAL, Stream.AUDIT]
     envelope, entry = audit_of(outputs[1])
@@ -94,7 +81,7 @@ def test_audit_records_are_v2_and_their_mac_covers_the_key_id() -> None:
 
 
 def test_a_run_close_ends_with_a_final_checkpoint_over_its_seal() -> None:
-    core = SchedulerCore(config())
+    core = SchedulerCore(checkpoint_config())
     state = initial_state(core.config, PARTITION)
     state, steps = feed(core, state, [(b"run-1", enc_sub()), (b"run-1", enc_close())])
     assert [o.stream for o in steps[0]] == [Stream.JOURNAL, Stream.AUDIT]  # no checkpoint due yet
@@ -120,7 +107,7 @@ def test_a_run_close_ends_with_a_final_checkpoint_over_its_seal() -> None:
 
 
 def test_periodic_checkpoints_chain_and_a_late_refusal_is_covered_by_the_next_one() -> None:
-    core = SchedulerCore(config(checkpoint_every=3))
+    core = SchedulerCore(checkpoint_config(checkpoint_every=3))
     state = initial_state(core.config, PARTITION)
     values = [(b"run-1", enc_sub(stage_id=f"s{i}", pages=[f"page {i}".encode()])) for i in range(3)]
     values += [(b"run-1", enc_close()), (b"run-1", enc_sub(stage_id="late", pages=[b"late"]))]
@@ -157,13 +144,13 @@ def test_periodic_checkpoints_chain_and_a_late_refusal_is_covered_by_the_next_on
 def test_checkpoint_every_is_bounded() -> None:
     for bad in (0, -1, 1001):
         with pytest.raises(ValueError, match="checkpoint_every"):
-            SchedulerCore(config(checkpoint_every=bad))
+            SchedulerCore(checkpoint_config(checkpoint_every=bad))
 
 
 def test_a_rejected_record_is_checkpointed_like_a_stepped_one() -> None:
     from bernstein.schemas.records import DeadLetterCode
 
-    core = SchedulerCore(config(checkpoint_every=2))
+    core = SchedulerCore(checkpoint_config(checkpoint_every=2))
     state = initial_state(core.config, PARTITION)
     state, _ = feed(core, state, [(b"run-1", enc_sub())])
     state, outputs = core.reject(state, record(1, enc_sub(stage_id="big")), DeadLetterCode.PRODUCE_REJECTED, "too big")
@@ -193,7 +180,7 @@ def _rebuilt(cfg: SchedulerConfig, steps: list[list[OutputRecord]]) -> Scheduler
 
 
 def test_the_rebuild_restores_the_checkpoint_chain_and_the_restarted_core_continues_it() -> None:
-    cfg = config(checkpoint_every=3)
+    cfg = checkpoint_config(checkpoint_every=3)
     values = [(b"run-1", enc_sub(stage_id=f"s{i}", pages=[f"page {i}".encode()])) for i in range(4)]
     values += [(b"run-1", enc_close())] + [(b"run-1", enc_sub(stage_id=f"x{i}", pages=[b"x"])) for i in range(4)]
     core = SchedulerCore(cfg)
@@ -213,7 +200,7 @@ def test_the_rebuild_restores_the_checkpoint_chain_and_the_restarted_core_contin
 
 def test_the_rebuild_reads_v1_audit_records_too() -> None:
     """A partition written before AuditRecord.v2: its v1 records still restore the audit chain."""
-    cfg = config()
+    cfg = checkpoint_config()
     core = SchedulerCore(cfg)
     state, steps = feed(core, initial_state(cfg, PARTITION), [(b"run-1", enc_sub())])
     envelope, _ = audit_of(steps[0][1])
@@ -226,7 +213,7 @@ def test_the_rebuild_reads_v1_audit_records_too() -> None:
 
 
 def test_the_rebuild_refuses_a_checkpoint_it_cannot_vouch_for() -> None:
-    cfg = config()
+    cfg = checkpoint_config()
     core = SchedulerCore(cfg)
     _, steps = feed(core, initial_state(cfg, PARTITION), [(b"run-1", enc_sub()), (b"run-1", enc_close())])
     journal, audits, checkpoint = _streams(steps, Stream.JOURNAL), _streams(steps, Stream.AUDIT), steps[1][2].value
@@ -317,7 +304,7 @@ def _computer_use_action() -> bytes:
 @needs_native
 @pytest.mark.parametrize("every", [1, 2, 5, 1000])
 def test_both_cores_write_the_same_checkpoints_and_audit_records(every: int) -> None:
-    cfg = config(checkpoint_every=every, seal_every=2)
+    cfg = checkpoint_config(checkpoint_every=every, seal_every=2)
     values = _mixed_inputs()
     python_state, python_steps = feed(SchedulerCore(cfg), initial_state(cfg, PARTITION), values)
     native = NativeSchedulerCore(cfg, PARTITION)
@@ -335,7 +322,7 @@ def test_both_cores_write_the_same_checkpoints_and_audit_records(every: int) -> 
 
 @needs_native
 def test_the_native_core_continues_a_loaded_checkpoint_chain() -> None:
-    cfg = config(checkpoint_every=2)
+    cfg = checkpoint_config(checkpoint_every=2)
     values = _mixed_inputs()
     reference = SchedulerCore(cfg)
     _, expected = feed(reference, initial_state(cfg, PARTITION), values)

@@ -26,8 +26,8 @@ from bernstein.schemas.canonical import run_close_statement, submission_signing_
 from bernstein.substrate.cas import DirBlobStore
 from bernstein.substrate.config import Settings, Topics
 from bernstein.substrate.keys import KeyFileMissing, KeyFormatError, init_keys, init_producer_keys, verify_signature
+from tests.support.emitter_fakes import FakeProducer
 from tests.support.producers import producer_signer
-from tests.unit.test_emitter_retry import FakeProducer
 
 
 def _emitter(tmp_path: Path, producer: Any, **options: Any) -> tuple[Emitter, FakeProducer]:

@@ -24,8 +24,8 @@ from bernstein.schemas import codec
 from bernstein.schemas.canonical import computer_use_genesis, evidence_set_hash, sha256_digest
 from bernstein.schemas.errors import CanonicalizationError
 from bernstein.schemas.records import MAX_RUN_EVIDENCE_BYTES
+from tests.support.cores import Pair, cu_action, make_config, sub
 from tests.support.producers import producer_signer, signed_submission
-from tests.unit.test_native_core import Pair, cu_action, make_config, sub
 
 MIB = 1024 * 1024
 CAP = MAX_RUN_EVIDENCE_BYTES
@@ -372,7 +372,7 @@ def test_both_cores_agree_on_random_sized_submissions(steps: list[tuple[str, lis
 
 def test_a_browser_result_counts_only_frames_its_actions_did_not() -> None:
     """The native core hands browser results to the reference: its lazy state view reads and extends the counted set."""
-    from tests.unit.test_native_core import browser_artifact
+    from tests.support.cores import browser_artifact
 
     pair = Pair()
     head = computer_use_genesis("run-1", "browser-0")

@@ -215,15 +215,15 @@ def test_every_variable_a_query_names_is_defined() -> None:
 
 def _served_labels() -> dict[str, set[str]]:
     """Per sample name, the labels the scheduler's and the follower's registries serve it with."""
-    from tests.unit.test_ops_rules import _FollowerTallies
-    from tests.unit.test_scheduler_metrics import _shell
+    from tests.support.metrics import FollowerTallies
+    from tests.support.shells import offline_shell
 
-    shell = _shell()
+    shell = offline_shell()
     c = shell.counters
     c.next_offset, c.high_watermark, c.last_seal_time, c.rebuilds = 1, 2, 3.0, 1
     registries = [
         SchedulerMetrics(shell, "python reference").registry,
-        FollowerMetrics(cast(Follower, _FollowerTallies())).registry,
+        FollowerMetrics(cast(Follower, FollowerTallies())).registry,
     ]
     labels: dict[str, set[str]] = {}
     for registry in registries:

@@ -16,9 +16,9 @@ from bernstein.consumers.core.snapshot import state_form, state_of_form
 from bernstein.consumers.core.step import SchedulerCore, initial_state
 from bernstein.consumers.manifest import ManifestError, parse_manifest
 from bernstein.schemas import codec
+from tests.support.core_history import make_core, plain, step_all
+from tests.support.cores import PARTITION, PRODUCERS, Pair, enc_close, enc_sub, kinds, make_config
 from tests.support.producers import NAMES, producer, producer_signer
-from tests.unit.test_native_core import PARTITION, PRODUCERS, Pair, enc_close, enc_sub, kinds, make_config
-from tests.unit.test_undo import make_core, plain, step_all
 
 LIMITED = "unit@test"
 OTHER = "navigator@test"

@@ -28,6 +28,7 @@ from bernstein.verifier.follow.consumer import Follower
 from bernstein.verifier.follow.latch import TAMPER
 from bernstein.verifier.follow.metrics import FollowerMetrics
 from bernstein.verifier.follow.rules import DEFAULT_RUNBOOK_BASE
+from tests.support.metrics import FollowerTallies
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 RULES: Final = ROOT / "ops" / "prometheus" / "alerts.yml"
@@ -58,9 +59,9 @@ RECORDED_NAME: Final = re.compile(r"\b(bernstein:[a-z0-9_:]+)")
 
 def scheduler_metrics() -> frozenset[str]:
     """Every sample name the scheduler's registry serves, each conditional family made present."""
-    from tests.unit.test_scheduler_metrics import _shell
+    from tests.support.shells import offline_shell
 
-    shell = _shell()
+    shell = offline_shell()
     metrics = SchedulerMetrics(shell, "python reference")
     c = shell.counters
     c.next_offset, c.high_watermark, c.last_seal_time, c.rebuilds = 1, 2, 3.0, 1
@@ -172,28 +173,9 @@ def test_every_rule_names_only_metrics_that_are_served(rule: Rule) -> None:
     assert set(RECORDED_NAME.findall(rule.expr)) <= RECORDED
 
 
-class _FollowerTallies:
-    """What ``FollowerMetrics`` reads of a ``Follower``: one partition seen, one alert raised."""
-
-    def __init__(self) -> None:
-        self.verified_by_partition = {0: 5}
-        self.alert_kinds = {"gap": 1}
-        self.last_timestamp_ms = {0: 1_700_000_000_000}
-        self.prefix = "p"
-
-    def latched(self) -> dict[int, frozenset[AlertKind]]:
-        return {0: frozenset({AlertKind.CHAIN_BREAK})}
-
-    def lag_by_partition(self) -> dict[int, int]:
-        return {0: 2}
-
-    def readiness(self) -> tuple[bool, str]:
-        return True, "following"
-
-
 def test_the_follower_list_is_what_the_follower_serves() -> None:
     """FOLLOWER_METRICS equals the bernstein_ samples of verifier/follow/metrics.py: it cannot drift."""
-    registry = FollowerMetrics(cast(Follower, _FollowerTallies())).registry
+    registry = FollowerMetrics(cast(Follower, FollowerTallies())).registry
     text = generate_latest(registry).decode()
     families = list(text_string_to_metric_families(text))
     served = {s.name for family in families for s in family.samples if s.name.startswith("bernstein_")}

@@ -29,7 +29,7 @@ from bernstein.schemas.partitioning import SEED, murmur2, partition_for
 from bernstein.schemas.records import RefusalCode, is_valid_id
 from bernstein.substrate.config import Topics
 from bernstein.substrate.kafka import emitter_producer_config
-from tests.unit.test_native_core import PARTITION, TOPIC, UNIT, Pair, cu_action, enc_close, enc_sub, kinds, make_config, sub
+from tests.support.cores import PARTITION, TOPIC, UNIT, Pair, cu_action, enc_close, enc_sub, kinds, make_config, sub
 from tests.vectors import generate
 
 REPO = Path(__file__).resolve().parents[2]

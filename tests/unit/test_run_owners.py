@@ -12,16 +12,8 @@ import pytest
 from bernstein.consumers.core.model import ProducerRegistry, SchedulerConfig
 from bernstein.consumers.manifest import ManifestError, parse_manifest
 from bernstein.schemas import codec
+from tests.support.cores import NON_ASCII_PRODUCERS, PRODUCERS, Pair, close_record, enc_sub, kinds, make_config
 from tests.support.producers import NAMES, encode_signed_close, encode_signed_submission, producer, producer_signer
-from tests.unit.test_native_core import (
-    NON_ASCII_PRODUCERS,
-    PRODUCERS,
-    Pair,
-    close_record,
-    enc_sub,
-    kinds,
-    make_config,
-)
 
 OWNER = "navigator@test"
 HELPER = "coder@test"

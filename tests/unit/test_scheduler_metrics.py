@@ -33,14 +33,8 @@ from bernstein.consumers.shell import SchedulerShell, _codes_of, record_code
 from bernstein.schemas import codec
 from bernstein.substrate.logs import EventLog, LogFormatError, log_format
 from bernstein.substrate.ops_http import OpsServer, OpsServerError, Probe
-from tests.unit.test_native_core import (
-    PARTITION,
-    SHELL_TOPICS,
-    SHELL_TOPICS_BY_STREAM,
-    RecordingProducer,
-    batch_messages,
-    make_config,
-)
+from tests.support.cores import PARTITION, make_config
+from tests.support.shells import SHELL_TOPICS, SHELL_TOPICS_BY_STREAM, RecordingProducer, batch_messages, offline_shell
 
 
 def _written_codes(calls: list[tuple[Any, ...]]) -> tuple[Counter[str], Counter[str]]:
@@ -158,12 +152,6 @@ def test_the_ops_server_answers_metrics_health_and_readiness() -> None:
         pass  # closed: nothing listens any more
 
 
-def _shell(core: Any = None) -> SchedulerShell:
-    return SchedulerShell(
-        bootstrap="unused:9", topics=SHELL_TOPICS, partition=PARTITION, core=core or SchedulerCore(make_config()), progress=None
-    )
-
-
 def _samples(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     from prometheus_client import generate_latest
 
@@ -176,7 +164,7 @@ def _samples(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, st
 
 
 def test_the_scheduler_collector_reads_the_counters_at_scrape_time() -> None:
-    shell = _shell()
+    shell = offline_shell()
     metrics = SchedulerMetrics(shell, "python reference")
     p = (("partition", str(PARTITION)), ("prefix", SHELL_TOPICS.prefix))  # sorted label pairs: every sample has both
     before = _samples(metrics.registry)
@@ -254,7 +242,7 @@ def test_every_scheduler_sample_carries_the_deployments_prefix_and_partition() -
 
 
 def test_the_scheduler_probe_follows_the_phase_and_the_heartbeat() -> None:
-    shell = _shell()
+    shell = offline_shell()
     probe = ShellProbe(shell, stall_after=5.0)
     assert probe.readiness() == (False, "starting")
     shell.counters.phase = "rebuilding"
@@ -305,7 +293,7 @@ def test_the_log_format_comes_from_the_flag_then_the_environment() -> None:
 
 
 def test_the_shell_logs_events_through_its_emit_hook() -> None:
-    shell = _shell()
+    shell = offline_shell()
     shell.progress = io.StringIO()
     events: list[tuple[str, str, str, dict[str, Any]]] = []
     shell.emit = lambda *event: events.append(event)
@@ -392,7 +380,7 @@ def test_docs_operations_lists_exactly_the_metrics_the_scheduler_serves() -> Non
     doc = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text(encoding="utf-8")
     section = doc.split("## Metrics and health", 1)[1].split("\n## ", 1)[0]
     documented = dict(re.findall(r"^\| `(bernstein_scheduler_[a-z_]+)` \| ([a-z ()]+) \|", section, flags=re.M))
-    shell = _shell()
+    shell = offline_shell()
     metrics = SchedulerMetrics(shell, "python reference")
     c: Counters = shell.counters
     c.next_offset, c.high_watermark, c.last_seal_time, c.rebuilds = 1, 2, 3.0, 1  # every conditional family present
@@ -470,7 +458,7 @@ def test_a_defect_is_one_json_internal_error_line_exit_4_and_debug_still_raises(
 
 
 def test_readiness_fails_while_a_backlog_waits_behind_an_offset_that_does_not_move() -> None:
-    shell = _shell()
+    shell = offline_shell()
     probe = ShellProbe(shell, stuck_after=30.0)
     c = shell.counters
     c.phase, c.next_offset, c.high_watermark = "consuming", 3066, 3068

@@ -1,6 +1,6 @@
 """The scheduler refuses research and data/ops submissions that break their document rules: both cores.
 
-Every case of tests/unit/test_documents_rules.py goes through
+Every case of tests/support/document_breaches.py goes through
 ``SchedulerCore.step`` (the reference) and the native core; the refusal
 record must be exactly the one the rule names, byte-identical in both cores,
 and the state must not change. The native core journals documents it can
@@ -27,10 +27,10 @@ from bernstein.schemas.canonical import canonical_json, evidence_set_hash, hmac_
 from bernstein.schemas.documents.common import Violation
 from bernstein.schemas.errors import CanonicalizationError
 from bernstein.substrate.keys import Ed25519Signer
+from tests.support.cores import enc
+from tests.support.document_breaches import DATAOPS, RESEARCH, VALID
 from tests.support.modality import MODALITY_ROLES, dataops_submission, page_observations, refusal_record, research_submission
 from tests.support.producers import NAMES, producer
-from tests.unit.test_documents_rules import DATAOPS, RESEARCH, VALID
-from tests.unit.test_native_core import enc
 
 SIGNER = Ed25519Signer.from_seed(b"\x07" * 32)
 AUDIT_KEY = b"modality-rules-audit-key-0123456"

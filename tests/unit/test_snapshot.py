@@ -21,8 +21,7 @@ from bernstein.consumers.core.snapshot import (
 )
 from bernstein.consumers.core.step import SchedulerCore, initial_state
 from bernstein.schemas.canonical import hmac_key_id
-from tests.unit.test_checkpoints import config
-from tests.unit.test_scheduler_core import AUDIT_KEY, PARTITION, enc_close, enc_sub, record
+from tests.support.core_driver import AUDIT_KEY, PARTITION, checkpoint_config, enc_close, enc_sub, record
 
 KEY_ID = hmac_key_id(AUDIT_KEY)
 
@@ -63,7 +62,7 @@ def _count(steps: list[list[OutputRecord]], stream: Stream) -> int:
 
 
 def test_the_byte_form_round_trips_and_keeps_dict_orders() -> None:
-    _, states = _run(config(checkpoint_every=3))
+    _, states = _run(checkpoint_config(checkpoint_every=3))
     state = states[-1]
     assert any(r.closed for r in state.runs.values()) and any(r.stages for r in state.runs.values())
     back = state_of_form(state_form(state))
@@ -73,7 +72,7 @@ def test_the_byte_form_round_trips_and_keeps_dict_orders() -> None:
 
 
 def test_a_snapshot_verifies_and_an_edited_one_is_rejected_with_the_reason() -> None:
-    cfg = config()
+    cfg = checkpoint_config()
     _, states = _run(cfg)
     positions = Positions(10, 7, 9, 2)
     records = encode_chunks(states[-1], positions, audit_secret=AUDIT_KEY, audit_key_id=KEY_ID)
@@ -102,7 +101,7 @@ def test_a_snapshot_verifies_and_an_edited_one_is_rejected_with_the_reason() -> 
 
 
 def test_the_newest_snapshot_that_verifies_wins_and_a_tampered_newest_falls_back() -> None:
-    cfg = config()
+    cfg = checkpoint_config()
     _, states = _run(cfg)
     old = encode_chunks(states[3], Positions(4, 4, 4, 0), audit_secret=AUDIT_KEY, audit_key_id=KEY_ID)[0][1]
     new = encode_chunks(states[8], Positions(9, 9, 9, 1), audit_secret=AUDIT_KEY, audit_key_id=KEY_ID)[0][1]
@@ -115,7 +114,7 @@ def test_the_newest_snapshot_that_verifies_wins_and_a_tampered_newest_falls_back
 
 
 def test_a_snapshot_larger_than_a_chunk_is_split_and_reassembled() -> None:
-    cfg = config()
+    cfg = checkpoint_config()
     _, states = _run(cfg)
     records = encode_chunks(states[-1], Positions(1, 2, 3, 4), audit_secret=AUDIT_KEY, audit_key_id=KEY_ID, chunk_bytes=64)
     assert len(records) > 3
@@ -128,7 +127,7 @@ def test_a_snapshot_larger_than_a_chunk_is_split_and_reassembled() -> None:
 
 @pytest.mark.parametrize("cut", [1, 3, 5, 9, 14, 20])
 def test_state_from_a_snapshot_plus_the_tail_equals_the_full_fold_byte_for_byte(cut: int) -> None:
-    cfg = config(checkpoint_every=3)
+    cfg = checkpoint_config(checkpoint_every=3)
     steps, states = _run(cfg)
     full = rebuild_state(
         cfg,

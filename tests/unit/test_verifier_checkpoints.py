@@ -2,8 +2,8 @@
 
 Each test changes the checkpoints, the audit chain or the journal as an
 attacker could and asserts the exact verdict (code, place, exit code); exit 0
-only for untouched runs. The runs come from ``test_verifier_verdicts``'s
-writer, with ``checkpoint_every`` small enough that periodic checkpoints occur.
+only for untouched runs. The runs come from ``Writer`` (tests/support/verdicts.py),
+with ``checkpoint_every`` small enough that periodic checkpoints occur.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from bernstein.verifier.export import export_dump
 from bernstein.verifier.report import EXIT_MISMATCH, EXIT_NOT_FULLY_VERIFIED, EXIT_OPEN, EXIT_VERIFIED
 from bernstein.verifier.sources import DumpSource, KcatSource, StoredRecord
 from tests.support.producers import TEST_PRODUCERS, producer_trust
-from tests.unit.test_verifier_verdicts import (
+from tests.support.verdicts import (
     PREFIX,
     ROLES,
     RUN,

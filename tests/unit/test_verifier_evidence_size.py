@@ -3,7 +3,7 @@
 The scheduler enforces the per-run 64 MiB evidence cap on the sizes producers
 declare (ActivitySubmission.v2, ComputerUseAction.v2); a producer that
 under-declares gets past the cap, and the verifier names the lie. Runs are
-written by the real scheduler core (``test_verifier_verdicts.Writer``).
+written by the real scheduler core (``Writer``, tests/support/verdicts.py).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from bernstein.substrate.cas import DirBlobStore
 from bernstein.verifier.render import render_json, render_text
 from bernstein.verifier.report import EXIT_MISMATCH, EXIT_VERIFIED, RunReport
 from bernstein.verifier.stages import _action_size_findings
+from tests.support.cores import sub
 from tests.support.producers import encode_signed_submission
-from tests.unit.test_native_core import sub
-from tests.unit.test_verifier_verdicts import RUN, VERIFIED, C, LegacyCodec, Writer, build, entries
+from tests.support.verdicts import RUN, VERIFIED, C, LegacyCodec, Writer, build, entries
 
 
 def text(report: RunReport) -> str:

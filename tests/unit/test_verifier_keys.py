@@ -30,18 +30,7 @@ from bernstein.verifier.report import EXIT_MISMATCH, EXIT_VERIFIED, RunReport
 from bernstein.verifier.sources import StoredRecord
 from tests.support.modality import ORDERS, STEPS, SUMMARY, submission
 from tests.support.producers import NAMES, TEST_PRODUCERS, encode_signed_submission, producer_signer, producer_trust
-from tests.unit.test_verifier_verdicts import (
-    RUN,
-    Built,
-    C,
-    LegacyCodec,
-    Writer,
-    assert_exit,
-    json_of,
-    kind_of,
-    session_script,
-    text_of,
-)
+from tests.support.verdicts import RUN, Built, C, LegacyCodec, Writer, assert_exit, json_of, kind_of, session_script, text_of
 
 BASE = 1_700_000_000_000
 """The Writer stamps input offset n with BASE + n."""

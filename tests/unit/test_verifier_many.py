@@ -32,19 +32,7 @@ from bernstein.verifier.sources import DUMP_FORMAT, DumpSource, RecordSource, St
 from bernstein.verifier.verify import verify, verify_many
 from tests.support.browser_fakes import MemorySource
 from tests.support.producers import TEST_PRODUCERS, producer_trust
-from tests.unit.test_verifier_verdicts import (
-    OTHER,
-    PREFIX,
-    ROLES,
-    RUN,
-    TOPICS,
-    C,
-    Writer,
-    entry_value,
-    inner,
-    json_of,
-    kind_of,
-)
+from tests.support.verdicts import OTHER, PREFIX, ROLES, RUN, TOPICS, C, Writer, entry_value, inner, json_of, kind_of
 
 REPO = Path(__file__).resolve().parents[2]
 THIRD = "run-c"

@@ -16,7 +16,7 @@ key behind a signed checkpoint, and the follower resumed from its saved state af
 alert. ``expect`` holds each judge's verdict, reviewed case by case against the rules in
 ``verifier/audit_chain.py`` and the rebuild's module doc; ``judgements`` is the one table of how a
 verifier code reads as an alert of ``audit follow`` (none: the follower cannot see it from the chain
-alone). tests/unit/test_audit_walks.py runs every judge over every case and fails when a judge
+alone). tests/unit/differential/test_audit_walks.py runs every judge over every case and fails when a judge
 skips one.
 
 It lives with the scheduler, like ``tests/vectors/step_vectors.py``: it runs the scheduler's core.

@@ -7,14 +7,14 @@ Every case runs its inputs in order through ONE fresh state of the Python refere
 (``bernstein.consumers.core.step.SchedulerCore``) under fixed keys and the fixed manifest ``manifest_toml()``;
 the earlier inputs set the run up, the last input is the case. ``expect`` is what the last input
 gets: ``journal`` (a journal entry or a seal), a refusal code, or ``deadletter``. There is one case
-per ``RefusalCode`` (tests/unit/test_step_vectors.py fails when a code has none), accepted stages
+per ``RefusalCode`` (tests/unit/differential/test_step_vectors.py fails when a code has none), accepted stages
 of every kind, computer-use actions, a run close with its seal and checkpoint, and dead letters.
 
 It lives with the scheduler, not in ``tests/vectors/generate.py`` with the other vectors: it runs
 the scheduler's core, and ``schemas`` imports nothing from the layers above it
 (tests/unit/test_import_boundary.py). ``make vectors`` runs both generators.
 
-Both cores reproduce every output byte (tests/unit/test_step_vectors.py); producer SDKs encode each
+Both cores reproduce every output byte (tests/unit/differential/test_step_vectors.py); producer SDKs encode each
 input's ``record`` with its ``schema`` to the input's ``value_hex`` and decode every output back to
 its ``record`` (docs/producing.md). ``artifact_hash_mismatch`` is the case the SDK integration tests
 replay: its ``stage`` says what to publish (with the given wrong ``artifact_hash``).

@@ -10,7 +10,8 @@ import pytest
 from bernstein.consumers.core.model import RunState, SchedulerState, SessionState
 from bernstein.consumers.core.native import NativeSchedulerCore, StaleState
 from bernstein.consumers.core.snapshot import Positions, encode_canonical, encode_form, snapshot_form, snapshot_json, state_bytes
-from tests.unit.test_undo import PARTITION, config, history, step_all
+from tests.support.core_history import config, history, step_all
+from tests.support.cores import PARTITION
 
 AWKWARD = ["plain", 'quote " and \\ backslash', "tab\t nl\n cr\r bs\b ff\f nul\x00 esc\x1b del\x7f", "é ü ß", "中文", "😀 𝄞", ""]
 

@@ -25,7 +25,7 @@ from bernstein.schemas.records import RefusalCode
 from bernstein.substrate.keys import Ed25519Signer
 from tests.vectors.step_vectors import ce_type, headers_by_rule, render
 
-PATH = Path(__file__).resolve().parents[2] / "schemas" / "vectors" / "steps.json"
+PATH = Path(__file__).resolve().parents[3] / "schemas" / "vectors" / "steps.json"
 
 
 @cache

@@ -20,7 +20,6 @@ import random
 import re
 import sys
 import unicodedata
-from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -55,230 +54,42 @@ from bernstein.consumers.core.rebuild import rebuild_state
 from bernstein.consumers.core.step import SchedulerCore, _clip, initial_state
 from bernstein.consumers.shell import SchedulerShell, _TxnCaller
 from bernstein.schemas import canonical, codec
-from bernstein.schemas.canonical import canonical_json, computer_use_genesis, evidence_set_hash, hmac_key_id, sha256_digest
-from bernstein.schemas.errors import CanonicalizationError
-from bernstein.schemas.records import (
-    BROWSER_SESSION_FORMAT,
-    MAX_INLINE_ARTIFACT_BYTES,
-    MAX_OBSERVATIONS,
-    MAX_OCCURRED_AT_MS,
-    DeadLetterCode,
-    is_valid_id,
-)
-from bernstein.substrate.config import Topics
+from bernstein.schemas.canonical import computer_use_genesis, evidence_set_hash, hmac_key_id, sha256_digest
+from bernstein.schemas.records import MAX_INLINE_ARTIFACT_BYTES, MAX_OBSERVATIONS, MAX_OCCURRED_AT_MS, DeadLetterCode, is_valid_id
 from bernstein.substrate.kafka import client_config
 from bernstein.substrate.keys import Ed25519Signer
 from tests.support import fuzz
-from tests.support.producers import (
-    NAMES,
-    encode_signed_close,
-    producer,
-    producer_seed,
-    producer_signer,
-    registry,
-    signed_close,
-    signed_submission,
+from tests.support.cores import (
+    AUDIT_KEY,
+    BASE_TS,
+    PARTITION,
+    ROLES,
+    SEED,
+    SIGNER,
+    TOPIC,
+    TRUNCATED,
+    UNIT,
+    VALID,
+    Pair,
+    assert_same_outputs,
+    browser_artifact,
+    close_record,
+    cu_action,
+    enc,
+    enc_close,
+    enc_sub,
+    encode_v3,
+    kinds,
+    make_config,
+    mixed_inputs,
+    observations,
+    sub,
 )
+from tests.support.producers import encode_signed_close, producer_seed, producer_signer, signed_close, signed_submission
+from tests.support.shells import SHELL_TOPICS, SHELL_TOPICS_BY_STREAM, RecordingProducer, batch_messages
 from tests.vectors.ed25519_cases import sign_with_torsion
 
-REPO = Path(__file__).resolve().parents[2]
-TOPIC = "unit.activity.submissions"
-PARTITION = 3
-BASE_TS = 1_760_000_000_000
-AUDIT_KEY = bytes(range(100, 132))
-SEED = bytes(range(32))
-SIGNER = Ed25519Signer.from_seed(SEED)
-ROLES = {"developer": "coding", "scout": "research", "navigator": "browser", "operator": "ops", "analyst": "data"}
-NON_ASCII_PRODUCERS = ("w\u00f6rker", "\u4e2d" * 256)
-"""Producer names of the non-ASCII cases, registered like the others."""
-PRODUCERS = registry(
-    *(name for name in NAMES if name != "unit@test"),
-    extra=[
-        # unit@test also holds a grant for a role the manifest does not declare (UNKNOWN_ROLE stays reachable)
-        producer("unit@test", roles=[*ROLES, "ghost"]),
-        *(producer(name) for name in NON_ASCII_PRODUCERS),
-        producer("retired@test", lifetime=Lifetime(0, BASE_TS)),
-        producer("future@test", lifetime=Lifetime(BASE_TS + 1_000_000)),
-        producer("scout@test", roles=["scout"], agent_kinds=[]),
-        producer("sc\u00f6ut \u2603", roles=["scout"], agent_kinds=[]),
-    ],
-)
-
-
-def make_config(seal_every: int = 1000, roles: Mapping[str, Any] | None = None, signer: Any = SIGNER) -> SchedulerConfig:
-    return SchedulerConfig(
-        roles=dict(ROLES if roles is None else roles),
-        signer=signer,
-        audit_key=AUDIT_KEY,
-        audit_key_id=hmac_key_id(AUDIT_KEY),
-        seal_every=seal_every,
-        producers=PRODUCERS,
-    )
-
-
-# ---------------------------------------------------------------------------
-# inputs
-# ---------------------------------------------------------------------------
-
-
-def observations(pages: Iterable[bytes]) -> list[dict[str, Any]]:
-    """The pages' observations with their sizes (submissions are published as ActivitySubmission.v2)."""
-    return [
-        {"kind": "page", "ref": f"https://example.test/{i}", "content_hash": sha256_digest(p), "size": len(p)}
-        for i, p in enumerate(pages)
-    ]
-
-
-def sub(
-    *,
-    run_id: str = "run-1",
-    stage_id: str = "stage-0",
-    role: str = "developer",
-    kind: str = "coding",
-    pages: Iterable[bytes] = (b"page one", b"page two"),
-    artifact: bytes = b'{"report":"two pages"}',
-    **changes: Any,
-) -> dict[str, Any]:
-    """A valid ActivitySubmission record with ``changes`` applied last."""
-    obs = observations(pages)
-    record = {
-        "submission_id": f"sub-{run_id}-{stage_id}",
-        "run_id": run_id,
-        "stage_id": stage_id,
-        "role": role,
-        "producer": {"id": "unit@test", "sdk": "bernstein-python/0.1.0"},
-        "kind": kind,
-        "artifact": artifact,
-        "artifact_hash": sha256_digest(artifact),
-        "evidence_set_hash": evidence_set_hash(o["content_hash"] for o in obs),
-        "observations": obs,
-        "terminal_state": "completed",
-        "reason_code": "ok",
-        "occurred_at_ms": 1_700_000_000_123,
-    }
-    record.update(changes)
-    return record
-
-
-def enc(record: dict[str, Any]) -> bytes:
-    """An ActivitySubmission.v3 signed as its producer (an observation without a size declares 1 byte)."""
-    sized = {**record, "observations": [{"size": 1, **o} for o in record["observations"]]}
-    try:
-        signed = signed_submission(sized)
-    except CanonicalizationError:  # an out-of-range integer: no statement to sign (refused before it matters)
-        key_id = producer_signer(record["producer"]["id"]).key_id
-        signed = {**sized, "producer_key_id": key_id, "producer_signature": bytes(64)}
-    return codec.encode(codec.ACTIVITY_SUBMISSION_V3, signed)
-
-
-def enc_sub(**kwargs: Any) -> bytes:
-    return enc(sub(**kwargs))
-
-
-def close_record(run_id: str = "run-1", submission_id: str | None = None) -> dict[str, Any]:
-    return {
-        "submission_id": submission_id or f"close-{run_id}",
-        "run_id": run_id,
-        "producer": {"id": "unit@test", "sdk": "bernstein-python/0.1.0"},
-        "occurred_at_ms": 1_700_000_000_999,
-    }
-
-
-def enc_close(run_id: str = "run-1", submission_id: str | None = None) -> bytes:
-    """A RunClose.v2 signed as unit@test."""
-    return encode_signed_close(close_record(run_id, submission_id))
-
-
-def browser_artifact(run_id: str, stage_id: str, head: str | None = None, count: int = 0) -> bytes:
-    return canonical_json(
-        {
-            "format": BROWSER_SESSION_FORMAT,
-            "session_id": stage_id,
-            "head_anchor": head or computer_use_genesis(run_id, stage_id),
-            "action_count": count,
-        }
-    )
-
-
-# ---------------------------------------------------------------------------
-# the differential driver
-# ---------------------------------------------------------------------------
-
-
-def _describe(outputs: list[OutputRecord]) -> list[Any]:
-    described: list[tuple[Any, ...]] = []
-    for o in outputs:
-        try:
-            decoded = codec.decode(o.value)
-            record = dict(decoded.record)
-            if "payload" in record:
-                record["payload"] = codec.decode(record["payload"]).record
-            described.append((o.stream.value, o.key, decoded.schema.name, record, o.headers, o.timestamp_ms))
-        except Exception as exc:  # pragma: no cover - only for failure messages
-            described.append((o.stream, o.key, f"undecodable: {exc}", o.value, o.headers, o.timestamp_ms))
-    return described
-
-
-def assert_same_outputs(got: list[OutputRecord], expected: list[OutputRecord]) -> None:
-    assert all(type(o) is OutputRecord and type(o.stream) is Stream for o in got)
-    if got != expected:
-        assert _describe(got) == _describe(expected)
-        assert [(o.stream, o.key, o.value, o.headers, o.timestamp_ms) for o in got] == [
-            (o.stream, o.key, o.value, o.headers, o.timestamp_ms) for o in expected
-        ]
-
-
-class Pair:
-    """Feeds every record to the Python reference and to the native core and compares them."""
-
-    def __init__(self, config: SchedulerConfig | None = None, *, partition: int = PARTITION, self_check: bool = False) -> None:
-        self.config = config or make_config()
-        self.py = SchedulerCore(self.config)
-        self.py_state = initial_state(self.config, partition)
-        self.native = NativeSchedulerCore(self.config, partition, self_check=self_check)
-        self.state: SchedulerState | NativeState = initial_state(self.config, partition)
-        self.partition = partition
-        self.offset = 0
-        self.outputs: list[OutputRecord] = []
-
-    def record(self, value: bytes | None, key: bytes | None = b"run-1", **fields: Any) -> InputRecord:
-        offset = fields.pop("offset", self.offset)
-        self.offset = offset + 1
-        return InputRecord(
-            topic=fields.pop("topic", TOPIC),
-            partition=fields.pop("partition", self.partition),
-            offset=offset,
-            timestamp_ms=fields.pop("timestamp_ms", BASE_TS + 7 * offset),
-            key=key,
-            value=value,
-        )
-
-    def feed_record(self, record: InputRecord, *, check_state: bool = True) -> list[OutputRecord]:
-        self.py_state, expected = self.py.step(self.py_state, record)
-        self.state, got = self.native.step(self.state, record)
-        assert_same_outputs(got, expected)
-        self.outputs.extend(got)
-        if check_state:
-            self.check_state()
-        else:
-            assert self.native._native.audit_position() == (
-                self.py_state.partition,
-                self.py_state.audit_seq,
-                self.py_state.audit_head,
-            )
-        return got
-
-    def feed(
-        self, value: bytes | None, key: bytes | None = b"run-1", *, check_state: bool = True, **fields: Any
-    ) -> list[OutputRecord]:
-        return self.feed_record(self.record(value, key, **fields), check_state=check_state)
-
-    def check_state(self) -> None:
-        assert self.native.to_scheduler_state() == self.py_state
-
-
-def kinds(outputs: list[OutputRecord]) -> list[str]:
-    return [codec.decode(o.value).schema.name for o in outputs]
+REPO = Path(__file__).resolve().parents[3]
 
 
 # ---------------------------------------------------------------------------
@@ -502,13 +313,8 @@ def test_each_refusal_is_byte_identical(name: str) -> None:
 
 
 OUTSIDER = Ed25519Signer.from_seed(bytes(range(7, 39)))
-UNIT = producer_signer("unit@test")
 HOSTILE_REF = 'q"uote \\ back \x01\x08\t\n\x0c\r\x1f \x7f \u2028 \u00e9 \U0001f600 </script>'
 """A ref every JSON escape rule applies to: the signature only verifies when both cores write the same statement."""
-
-
-def _v3(record: dict[str, Any], **fields: Any) -> bytes:
-    return codec.encode(codec.ACTIVITY_SUBMISSION_V3, {**signed_submission(record), **fields})
 
 
 def _unsignable(record: dict[str, Any]) -> bytes:
@@ -527,42 +333,42 @@ PRODUCER_REFUSALS: dict[str, tuple[str, Any]] = {
         lambda r: codec.encode(codec.ACTIVITY_SUBMISSION, {**r, "observations": [], "evidence_set_hash": evidence_set_hash([])}),
     ),
     "key-unknown": ("PRODUCER_KEY_UNKNOWN", lambda r: enc_with(r, OUTSIDER)),
-    "key-id-hostile": ("PRODUCER_KEY_UNKNOWN", lambda r: _v3(r, producer_key_id="k\u00e9y \n" * 100)),
+    "key-id-hostile": ("PRODUCER_KEY_UNKNOWN", lambda r: encode_v3(r, producer_key_id="k\u00e9y \n" * 100)),
     "mismatch": ("PRODUCER_MISMATCH", lambda r: enc_with({**r, "producer": {"id": "coder@test", "sdk": "x"}}, UNIT)),
     "mismatch-non-ascii": (
         "PRODUCER_MISMATCH",
         lambda r: enc_with({**r, "producer": {"id": "w\u00f6rker'\"", "sdk": "x"}}, producer_signer("\u4e2d" * 256)),
     ),
-    "retired": ("PRODUCER_KEY_NOT_VALID", lambda r: _v3({**r, "producer": {"id": "retired@test", "sdk": "x"}})),
-    "not-yet-valid": ("PRODUCER_KEY_NOT_VALID", lambda r: _v3({**r, "producer": {"id": "future@test", "sdk": "x"}})),
-    "signature-zero": ("SUBMISSION_SIGNATURE_INVALID", lambda r: _v3(r, producer_signature=bytes(64))),
-    "signature-short": ("SUBMISSION_SIGNATURE_INVALID", lambda r: _v3(r, producer_signature=b"\x01" * 63)),
-    "signature-empty": ("SUBMISSION_SIGNATURE_INVALID", lambda r: _v3(r, producer_signature=b"")),
-    "signature-huge": ("SUBMISSION_SIGNATURE_INVALID", lambda r: _v3(r, producer_signature=b"\xff" * 5000)),
+    "retired": ("PRODUCER_KEY_NOT_VALID", lambda r: encode_v3({**r, "producer": {"id": "retired@test", "sdk": "x"}})),
+    "not-yet-valid": ("PRODUCER_KEY_NOT_VALID", lambda r: encode_v3({**r, "producer": {"id": "future@test", "sdk": "x"}})),
+    "signature-zero": ("SUBMISSION_SIGNATURE_INVALID", lambda r: encode_v3(r, producer_signature=bytes(64))),
+    "signature-short": ("SUBMISSION_SIGNATURE_INVALID", lambda r: encode_v3(r, producer_signature=b"\x01" * 63)),
+    "signature-empty": ("SUBMISSION_SIGNATURE_INVALID", lambda r: encode_v3(r, producer_signature=b"")),
+    "signature-huge": ("SUBMISSION_SIGNATURE_INVALID", lambda r: encode_v3(r, producer_signature=b"\xff" * 5000)),
     "signature-of-another-stage": (
         "SUBMISSION_SIGNATURE_INVALID",
-        lambda r: _v3(r, producer_signature=signed_submission({**r, "stage_id": "other"})["producer_signature"]),
+        lambda r: encode_v3(r, producer_signature=signed_submission({**r, "stage_id": "other"})["producer_signature"]),
     ),
     "signature-over-other-sizes": (
         "SUBMISSION_SIGNATURE_INVALID",
-        lambda r: _v3(
+        lambda r: encode_v3(
             r,
             observations=[{**o, "size": o["size"] + 1} for o in r["observations"]],
         ),
     ),
     "signature-by-another-registered-key": (
         "SUBMISSION_SIGNATURE_INVALID",
-        lambda r: _v3(r, producer_signature=signed_submission(r, producer_signer("coder@test"))["producer_signature"]),
+        lambda r: encode_v3(r, producer_signature=signed_submission(r, producer_signer("coder@test"))["producer_signature"]),
     ),
     "statement-not-canonical": ("SUBMISSION_SIGNATURE_INVALID", _unsignable),
-    "role-not-granted": ("PRODUCER_ROLE_NOT_ALLOWED", lambda r: _v3({**r, "producer": {"id": "scout@test", "sdk": "x"}})),
+    "role-not-granted": ("PRODUCER_ROLE_NOT_ALLOWED", lambda r: encode_v3({**r, "producer": {"id": "scout@test", "sdk": "x"}})),
     "role-not-granted-non-ascii": (
         "PRODUCER_ROLE_NOT_ALLOWED",
-        lambda r: _v3({**r, "producer": {"id": "sc\u00f6ut \u2603", "sdk": "x"}}),
+        lambda r: encode_v3({**r, "producer": {"id": "sc\u00f6ut \u2603", "sdk": "x"}}),
     ),
     "hostile-ref-verifies-then-refused": (
         "INVALID_OBSERVATION",
-        lambda r: _v3({**r, "observations": [{**r["observations"][0], "ref": HOSTILE_REF}, *r["observations"][1:]]}),
+        lambda r: encode_v3({**r, "observations": [{**r["observations"][0], "ref": HOSTILE_REF}, *r["observations"][1:]]}),
     ),
 }
 
@@ -624,7 +430,7 @@ def test_signed_statements_with_every_json_escape_verify_alike() -> None:
     )
     record["observations"][0]["ref"] = HOSTILE_REF.replace("\x01", "").replace("\x08", "").replace("\t", "")
     record["observations"][0]["ref"] = "".join(ch for ch in HOSTILE_REF if ch >= " " and ch != "\x7f")
-    outs = pair.feed(_v3(record))
+    outs = pair.feed(encode_v3(record))
     assert kinds(outs) == [codec.JOURNAL_RECORD, codec.AUDIT_RECORD_V2]
     entry = codec.decode(codec.decode(outs[0].value).record["payload"])
     assert entry.schema.name == codec.JOURNAL_ENTRY_V3
@@ -865,7 +671,6 @@ def test_periodic_and_final_seals(seal_every: int) -> None:
 # dead letters
 # ---------------------------------------------------------------------------
 
-VALID = enc_sub()
 HUGE_JUNK = b"\x00" * (600 * 1024)
 DEAD_LETTERS: dict[str, bytes | None] = {
     "tombstone": None,
@@ -895,19 +700,6 @@ def test_dead_letters_are_byte_identical_without_the_reference(name: str) -> Non
     outs = pair.feed(DEAD_LETTERS[name], key=None)
     assert pair.native.fallbacks == 0
     pair.feed(enc_sub(stage_id="s1", pages=[b"one"]))
-
-
-TRUNCATED: dict[str, bytes] = {
-    "truncated-tail": VALID[:-7],
-    "truncated-early": VALID[: codec.HEADER_SIZE + 3],
-    "header-only": codec.default_codec().schema(codec.RUN_CLOSE).header,
-    "submission-header-only": codec.default_codec().schema(codec.ACTIVITY_SUBMISSION).header,
-    "invalid-utf8": VALID.replace(b"run-1", b"run\xff1", 1),
-    "surrogate-utf8": VALID.replace(b"run-1", b"r\xed\xa0\x80", 1),
-    "negative-length": VALID[: codec.HEADER_SIZE] + b"\x01" + VALID[codec.HEADER_SIZE + 1 :],
-    "huge-length": VALID[: codec.HEADER_SIZE] + b"\xfe\xff\xff\xff\x0f" + VALID[codec.HEADER_SIZE + 1 :],
-    "overlong-varint": VALID[: codec.HEADER_SIZE] + b"\xff" * 11 + b"\x01" + VALID[codec.HEADER_SIZE + 1 :],
-}
 
 
 @pytest.mark.parametrize("name", sorted(TRUNCATED))
@@ -1006,69 +798,6 @@ def test_browser_results_go_to_the_reference_and_keep_sessions() -> None:
     pair.feed(enc_close())
 
 
-NAVIGATOR = producer_signer("navigator@test")
-
-
-def cu_action(
-    run_id: str,
-    session_id: str,
-    index: int,
-    prev_anchor: str,
-    *,
-    kind: str = "click",
-    shot: bytes | None = None,
-    sizes: tuple[int, int] | None = None,
-    v1: bool = False,
-) -> tuple[bytes, str]:
-    """A ComputerUseAction the reference accepts after ``prev_anchor`` (signed by navigator@test's producer key).
-
-    A v2 action declaring ``sizes`` (screenshot_size, dom_size; default the real sizes of the
-    screenshot and of ``dom <index>``), or with ``v1`` a ComputerUseAction.v1, which declares none
-    (refused unless the scheduler accepts undeclared sizes). ``shot`` is the screenshot's bytes
-    (default ``screenshot <index>``).
-    """
-    screenshot_bytes = shot if shot is not None else b"screenshot %d" % index
-    dom = sha256_digest(b"dom %d" % index)
-    observation = canonical.observation_hash(screenshot_bytes, dom)
-    action = {"kind": kind, "target": f"#button-{index}", "value_digest": ""}
-    anchor = canonical.action_anchor(prev_anchor, observation, action)
-    entry = canonical_json(
-        {
-            "run_id": run_id,
-            "session_id": session_id,
-            "action_index": index,
-            "content_hash": anchor,
-            "parent_hashes": [prev_anchor],
-            "worker_id": "navigator@test",
-            "key_id": NAVIGATOR.key_id,
-        }
-    )
-    record: dict[str, Any] = {
-        "submission_id": f"{session_id}-{index}",
-        "run_id": run_id,
-        "session_id": session_id,
-        "action_index": index,
-        "producer": {"id": "navigator@test", "sdk": "unit"},
-        "prev_anchor": prev_anchor,
-        "screenshot_hash": sha256_digest(screenshot_bytes),
-        "dom_digest": dom,
-        "observation_hash": observation,
-        "action": action,
-        "anchor": anchor,
-        "lineage": {
-            "entry": entry,
-            "hmac": canonical.lineage_hmac(AUDIT_KEY, entry),
-            "key_id": NAVIGATOR.key_id,
-            "signature": NAVIGATOR.sign(canonical.lineage_signing_input(entry)),
-        },
-        "occurred_at_ms": 1_700_000_000_500 + index,
-    }
-    if v1:
-        return codec.encode(codec.COMPUTER_USE_ACTION, record), anchor
-    record["screenshot_size"], record["dom_size"] = sizes or (len(screenshot_bytes), len(b"dom %d" % index))
-    return codec.encode(codec.COMPUTER_USE_ACTION_V2, record), anchor
-
-
 def test_computer_use_actions_go_through_the_reference() -> None:
     pair = Pair(make_config(seal_every=2))
     run = "run-cu"
@@ -1136,34 +865,6 @@ def test_an_input_partition_beyond_an_avro_int_raises_like_the_reference() -> No
 # ---------------------------------------------------------------------------
 # handles, batches, resuming
 # ---------------------------------------------------------------------------
-
-
-def mixed_inputs() -> list[tuple[bytes | None, bytes | None]]:
-    inputs: list[tuple[bytes | None, bytes | None]] = []
-    for i in range(12):
-        run_id = ("run-a", "run-b", "run-c")[i % 3]
-        inputs.append((run_id.encode(), enc_sub(run_id=run_id, stage_id=f"s{i}", pages=[f"p{i}".encode(), b"shared"])))
-    inputs += [
-        (b"run-a", enc_sub(run_id="run-a", stage_id="again", pages=[b"shared", b"p0"])),
-        (b"run-b", enc_sub(run_id="run-b", stage_id="s1", pages=[b"fresh"], submission_id="again")),
-        (b"run-a", enc_sub(run_id="run-a", stage_id="s0", pages=[b"p0", b"shared"])),  # a repeated submission_id
-        (b"run-a", enc_sub(run_id="run-a", stage_id="x", role="ghost")),
-        (b"run-a", b"\x00garbage"),
-        (None, None),
-        (b"run-b", enc_close("run-b")),
-        (b"run-b", enc_sub(run_id="run-b", stage_id="late", pages=[b"late"])),
-        (b"run-a", VALID[:-3]),
-        (b"run-c", enc_sub(run_id="run-c", stage_id="empty-1", pages=[])),
-        (b"run-a", enc_close("run-a")),
-        (b"run-a", enc_close("run-a")),
-        (
-            b"run-d",
-            enc_sub(run_id="run-d", stage_id="b0", role="navigator", kind="browser", artifact=browser_artifact("run-d", "b0")),
-        ),
-    ]
-    for i in range(12, 20):
-        inputs.append((b"run-c", enc_sub(run_id="run-c", stage_id=f"s{i}", pages=[f"p{i}".encode()])))
-    return inputs
 
 
 def python_run(
@@ -1379,78 +1080,6 @@ def test_fuzz_native_equals_the_reference(inputs: list[tuple[bytes | None, bytes
 # the shell's batch path: plan / produce_planned
 # ---------------------------------------------------------------------------
 
-SHELL_TOPICS = Topics("unit")
-
-
-class RecordingProducer:
-    """A producer that records what ``produce`` was given (the C binding's positional order).
-
-    ``buffer_errors``: the attempts (1-based) that raise BufferError instead; ``keep``:
-    hold on to every headers list it was given, as a caller that keeps it would.
-    """
-
-    def __init__(self, buffer_errors: Iterable[int] = (), *, keep: bool = False) -> None:
-        self.calls: list[tuple[Any, ...]] = []
-        self.attempts = 0
-        self.buffer_errors = set(buffer_errors)
-        self.polls: list[float] = []
-        self.keep = keep
-        self.kept: list[tuple[list[Any], list[Any]]] = []
-        self.log: list[str] = []
-
-    def produce(
-        self,
-        topic: str,
-        value: Any = None,
-        key: Any = None,
-        partition: int = -1,
-        callback: Any = None,
-        on_delivery: Any = None,
-        timestamp: int = 0,
-        headers: Any = None,
-    ) -> None:
-        self.attempts += 1
-        if self.attempts in self.buffer_errors:
-            raise BufferError("Local: Queue full")
-        assert callback is None and on_delivery is None
-        assert type(headers) is list and all(type(h) is tuple for h in headers)
-        if self.keep:
-            self.kept.append((headers, list(headers)))
-        self.calls.append((topic, value, key, partition, timestamp, tuple(headers)))
-
-    def poll(self, timeout: float) -> int:
-        self.polls.append(timeout)
-        return 0
-
-    # the transactional calls the shell makes
-    def begin_transaction(self) -> None:
-        self.log.append("begin")
-
-    def send_offsets_to_transaction(self, offsets: list[Any], metadata: Any, timeout: float) -> None:
-        self.log.append(f"offsets {[(tp.topic, tp.partition, tp.offset) for tp in offsets]}")
-
-    def commit_transaction(self, timeout: float) -> None:
-        self.log.append("commit")
-
-
-def batch_messages() -> list[Message]:
-    """``mixed_inputs`` as consumer messages, plus what the native batch path treats specially."""
-    inputs: list[tuple[Any, Any]] = list(mixed_inputs())
-    inputs[3:3] = [
-        (b"run-a", enc_sub(run_id="run-a", stage_id="k-1", kind="caf\u00e9")),  # a non-ASCII repr, with the interpreter
-        ("str-key", enc_sub(run_id="run-a", stage_id="k-2")),  # a shape the extension does not read: the reference
-        (b"run-b", TRUNCATED["truncated-tail"]),  # the reference, in the middle of the batch
-        # signatures verified ahead of the steps (Core::preverify): a forged one, one of a retired key
-        (b"run-a", _v3(sub(run_id="run-a", stage_id="forged"), producer_signature=bytes(64))),
-        (b"run-a", _v3({**sub(run_id="run-a", stage_id="retired"), "producer": {"id": "retired@test", "sdk": "x"}})),
-    ]
-    inputs.append((b"run-a", enc_sub(run_id="run-a", stage_id="last")))
-    messages = []
-    for offset, (key, value) in enumerate(inputs):
-        timestamp = (0, -1) if offset % 5 == 2 else (1 + offset % 2, BASE_TS + 3 * offset)  # 0: not available
-        messages.append(Message(topic=TOPIC, partition=PARTITION, offset=offset, key=key, value=value, timestamp=timestamp))
-    return messages
-
 
 def reference_batches(
     config: SchedulerConfig, batches: list[list[Message]]
@@ -1479,15 +1108,6 @@ def native_batches(
         assert core._native.plan_progress()[0] == core._native.plan_progress()[1]
     assert isinstance(state, NativeState)
     return tallies, state
-
-
-SHELL_TOPICS_BY_STREAM = (
-    SHELL_TOPICS.journal,
-    SHELL_TOPICS.refusals,
-    SHELL_TOPICS.audit,
-    SHELL_TOPICS.deadletter,
-    SHELL_TOPICS.checkpoints,
-)
 
 
 @pytest.mark.parametrize("batch", [1, 4, 500])

@@ -1,4 +1,4 @@
-"""Helpers shared by the browser integration tests (no tests here): real Chromium, real broker and S3."""
+"""The browser integration tests' site and helpers: the demo site and flow, the scheduler over real Chromium, broker and S3."""
 
 from __future__ import annotations
 

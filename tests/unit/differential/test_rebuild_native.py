@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import copy
 import dataclasses
+import importlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -39,21 +40,20 @@ from bernstein.schemas.canonical import (
 )
 from bernstein.substrate.keys import Ed25519Signer
 from tests.support import fuzz
+from tests.support.core_driver import rotated_driver
+from tests.support.cores import AUDIT_KEY, PARTITION, Pair, browser_artifact, cu_action, enc_close, enc_sub, make_config
+
+# These imports are of other modules' TESTS, not of shared helpers (those are in tests/support/): the rebuild tests
+# of these modules are collected a second time here, once per fold path (python, native; ``fold_path`` below), so
+# every rebuild case they hold is also a Python-vs-Rust comparison of the restart fold. Importing the modules
+# themselves is the simplest honest way to do that: no copy of a test to keep in step, and a rebuild test added to
+# one of them is picked up by the scan below. (Their module objects are imported a second time under these names;
+# nothing depends on sharing them with pytest's.)
 from tests.unit import test_checkpoints as _checkpoints_tests
 from tests.unit import test_evidence_cap as _evidence_cap_tests
-from tests.unit import test_native_core as _native_core_tests
 from tests.unit import test_scheduler_core as _scheduler_core_tests
 from tests.unit import test_snapshot as _snapshot_tests
-from tests.unit.test_native_core import (
-    AUDIT_KEY,
-    PARTITION,
-    Pair,
-    browser_artifact,
-    cu_action,
-    enc_close,
-    enc_sub,
-    make_config,
-)
+from tests.unit.differential import test_native_core as _native_core_tests
 
 NATIVE_OK, NATIVE_REASON = native_status()
 needs_native = pytest.mark.skipif(not NATIVE_OK, reason=NATIVE_REASON)
@@ -65,10 +65,19 @@ needs_native = pytest.mark.skipif(not NATIVE_OK, reason=NATIVE_REASON)
 _REBUILD_TEST_MODULES = (_scheduler_core_tests, _checkpoints_tests, _evidence_cap_tests, _snapshot_tests, _native_core_tests)
 
 
+def _functions(path: str) -> dict[str, ast.FunctionDef]:
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    return {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+
+
 def _rebuild_tests(module: Any) -> list[str]:
-    """The test functions of ``module`` that call ``rebuild_state``, directly or through a helper of the module."""
-    tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
-    functions = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+    """The test functions of ``module`` that call ``rebuild_state``, directly or through a helper of the module or of
+    the tests/support modules it imports helpers from (``Driver.rebuilt`` is in tests/support/core_driver.py)."""
+    functions: dict[str, ast.FunctionDef] = {}
+    for node in ast.parse(Path(module.__file__).read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tests.support."):
+            functions.update(_functions(importlib.import_module(str(node.module)).__file__ or ""))
+    functions.update(_functions(module.__file__))
 
     def calls(node: ast.AST, names: set[str]) -> bool:
         return any(
@@ -696,7 +705,7 @@ def test_seals_and_checkpoints_under_a_key_without_a_seed_are_checked_in_python(
 @needs_native
 def test_a_rotated_key_ring_folds_alike() -> None:
     """Seals, checkpoints and audit records under retired keys of the rings (the rotation tests' history)."""
-    d = _scheduler_core_tests._rotated_driver()
+    d = rotated_driver()
     for i in range(6):
         d.feed(enc_sub(stage_id=f"s{i}", pages=[b"%d" % i]) if i < 5 else enc_close())
     key_ids = {codec.decode(v).record["key_id"] for v in d.audit_values()}

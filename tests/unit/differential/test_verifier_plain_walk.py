@@ -33,7 +33,8 @@ from bernstein.verifier.verify import verify_many, verify_stream
 from bernstein.verifier.walks.audit import _AuditWalk
 from bernstein.verifier.walks.chain import _ChainWalk
 from bernstein.verifier.walks.partition import _AuditEvent, _PartitionAudit
-from tests.unit.test_verifier_facts import TAMPERS, TRUSTED, edit_lines, native, write_dump
+from tests.support import fact_dumps
+from tests.support.fact_dumps import TAMPERS, TRUSTED, edit_lines, native, write_dump
 
 C = codec.default_codec()
 
@@ -177,12 +178,11 @@ def test_an_input_the_scheduler_skipped_is_named_with_and_without_the_plain_path
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Audit records that are otherwise plain but account for inputs with a gap between them (INPUT_OFFSET_GAP)."""
-    import tests.unit.test_verifier_facts as fixture
 
     def skipping(topic: str, partition: int, offset: int, *rest: Any) -> InputRecord:
         return InputRecord(topic, partition, offset + 3 * (offset >= 20), *rest)  # inputs 20..22 never seen
 
-    monkeypatch.setattr(fixture, "InputRecord", skipping)
+    monkeypatch.setattr(fact_dumps, "InputRecord", skipping)  # the dump's scheduler sees the gap
     root = tmp_path / "dump"
     write_dump(root)
     found = same_reports(root)

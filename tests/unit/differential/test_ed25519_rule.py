@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from bernstein.schemas.ed25519 import decode_point, encode_point, is_identity, multiply, verify_signature, zip215_verify
 from tests.vectors.ed25519_cases import small_order_encodings
 
-VECTORS = Path(__file__).resolve().parents[2] / "schemas" / "vectors" / "ed25519.json"
+VECTORS = Path(__file__).resolve().parents[3] / "schemas" / "vectors" / "ed25519.json"
 Case = tuple[str, bytes, bytes, bytes, bool]
 
 
