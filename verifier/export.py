@@ -8,6 +8,8 @@ Layout::
     cas/sha256/<aa>/<hex>             every blob the exported entries reference
     keys/public-keys.json             the install's public keys, for convenience only:
                                       the verifier trusts nothing it is not handed explicitly
+    wacz/<run>.wacz                   with ``topic export --wacz`` only: the run's research pages as a web
+                                      archive (``bernstein.verifier.archive``, written from the dump once it is)
 
 For selected runs, the journal and refusal records of those runs are exported,
 and the audit, checkpoint and dead-letter partitions they live on are exported

@@ -49,6 +49,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     _add_source_flags(verify)
     verify.add_argument("--json", action="store_true", help="print a JSON report instead of text")
+    verify.add_argument(
+        "--wacz",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also check FILE, the run's research pages as a WACZ (`topic export --wacz`), against its journal: every "
+        "page there with the journal's bytes, nothing else; a problem makes the verdict a mismatch (exit 2). One RUN; "
+        "needs the archive extra",
+    )
     add_prefix_flag(verify)
     add_keys_flag(verify)
     verify.set_defaults(func=_verify)
@@ -98,10 +107,18 @@ def _read_runs_file(path: Path) -> list[str]:
 
 def _verify(args: argparse.Namespace) -> int:
     runs = _runs(args)
+    if args.wacz is not None and (runs is None or len(runs) != 1 or args.runs_file is not None):
+        raise UsageError("--wacz checks one run's archive: name exactly one RUN (no --all, no --runs-file)")
     source, dump_cas = _source(args)
     records_only = bool(args.records_only) or args.cas == "none"
     cas = _store(args, dump_cas, records_only)
     trusted = trusted_from(args.trusted_keys, args.keys_dir, args.roles)
+    if args.wacz is not None and runs is not None:
+        from bernstein.verifier.archive import verify_with_archive
+
+        return verify_with_archive(
+            runs[0], source, args.wacz, sys.stdout, cas=cas, trusted=trusted, records_only=records_only, as_json=args.json
+        )
     if runs is not None and len(runs) == 1 and not args.runs_file:
         header, stages = verify_stream(runs[0], source, cas=cas, trusted=trusted, records_only=records_only)
         render = render_json if args.json else render_text

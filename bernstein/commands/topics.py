@@ -10,6 +10,7 @@ from bernstein.commands.common import UsageError, add_keys_flag, add_prefix_flag
 from bernstein.substrate.exit_codes import EXIT_OK
 from bernstein.substrate.kafka import ensure_topics, require_bootstrap
 from bernstein.substrate.keys import TrustedKeys, default_keys_dir, load_keys
+from bernstein.substrate.text import plural
 from bernstein.verifier.export import export_dump
 from bernstein.verifier.kafka_source import KafkaSource
 
@@ -30,6 +31,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     which.add_argument("--all", action="store_true", help="export every record of every topic")
     export.add_argument("--out", type=Path, required=True, help="dump directory to create (must be new or empty)")
     export.add_argument("--cas", default="s3", help="where blobs come from: s3 (default), none, or a CAS directory")
+    export.add_argument(
+        "--wacz",
+        action="store_true",
+        help="also write each exported run's research pages as a WACZ web archive, DIR/wacz/<run>.wacz (needs the "
+        "archive extra; see docs/research.md, 'Pages as a web archive')",
+    )
     export.set_defaults(func=_export)
 
 
@@ -43,6 +50,12 @@ def _create(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    if args.wacz:
+        from bernstein.verifier.archive import require
+
+        require()  # without the archive extra: say which to install, before anything is exported
+        if args.cas == "none":
+            raise UsageError("--wacz archives the pages' bytes: export them too (--cas s3 or a CAS directory, not none)")
     settings = settings_from(args)
     source = KafkaSource(require_bootstrap(settings.kafka_bootstrap), settings.topics)
     cas = store_from(args.cas, settings)
@@ -60,4 +73,10 @@ def _export(args: argparse.Namespace) -> int:
     print(f"exported {records} and {summary.blobs} blobs to {summary.directory}")
     if summary.missing_blobs:
         print(f"warning: {len(summary.missing_blobs)} referenced blobs were missing from the store", file=sys.stderr)
+    if args.wacz:
+        from bernstein.verifier.archive import export_wacz
+
+        archives = export_wacz(summary.directory, summary.runs, progress=lambda text: print(f"export: {text}", file=sys.stderr))
+        pages = plural(sum(a.pages for a in archives), "research page")
+        print(f"archived {pages} of {plural(len(archives), 'run')} as WACZ in {summary.directory / 'wacz'}")
     return EXIT_OK

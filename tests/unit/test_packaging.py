@@ -5,7 +5,8 @@
 * without Playwright every module but the browser driver imports, and ``bernstein browser run`` is a
   typed error naming the ``browser`` extra, no traceback;
 * neither is a dependency of the published package; both stay in the dev environment (uv.lock);
-* every locked package has a wheel for CPython 3.11 and 3.13 on manylinux x86_64 (the two tested versions);
+* every locked package has a wheel for CPython 3.11 and 3.13 on manylinux x86_64 (the two tested versions), but
+  the pure-Python sdists listed in ``PURE_PYTHON_SDISTS`` (the archive extra's ``surt``: no compiler needed);
 * every shipped package carries ``py.typed``.
 
 "Absent" is simulated in a fresh interpreter whose first meta path finder raises
@@ -264,9 +265,11 @@ def test_the_package_depends_on_neither_rust_nor_playwright_and_the_dev_group_ke
     assert all("==" in d for d in project["dependencies"]), "runtime dependencies are pinned"
     extras = project["optional-dependencies"]
     assert extras["browser"] == ["playwright==1.65.2"] and extras["mcp"] == ["mcp==2.3.0"]
+    assert extras["archive"] == ["warcio==1.8.1", "wacz==0.6.0"]
     assert all("==" in d for pins in extras.values() for d in pins), "extras are pinned"
     dev = PYPROJECT["dependency-groups"]["dev"]
     assert "bernstein-native" in dev and "playwright==1.65.2" in dev and "mcp==2.3.0" in dev  # same pins as the extras
+    assert {"warcio==1.8.1", "wacz==0.6.0"} <= set(dev)
     assert PYPROJECT["tool"]["uv"]["sources"]["bernstein-native"] == {"path": "native"}
     assert project["requires-python"] == ">=3.11,<3.14"
 
@@ -283,12 +286,20 @@ def _windows_only(lock: dict[str, object], name: str) -> bool:
     return bool(uses) and all("sys_platform == 'win32'" in d.get("marker", "") for d in uses)
 
 
+PURE_PYTHON_SDISTS = frozenset({"surt"})
+"""Locked packages published as a source distribution only, pure Python (a setuptools build, no compiler): ``surt``
+(2019), under the archive extra's py-wacz (wacz -> cdxj-indexer -> surt). The base package needs none of them."""
+
+
 @pytest.mark.parametrize("python", [(3, 11), (3, 13)])
 def test_every_locked_package_has_a_wheel_for_the_tested_pythons(python: tuple[int, int]) -> None:
     lock = tomllib.loads((REPO / "uv.lock").read_text(encoding="utf-8"))
     assert lock["requires-python"] == ">=3.11, <3.14"
     supported = _wheel_tags(python)
     registry = [p for p in lock["package"] if "registry" in p.get("source", {}) and not _windows_only(lock, p["name"])]
+    pure = [p for p in registry if p["name"] in PURE_PYTHON_SDISTS]
+    assert [p["name"] for p in pure] == sorted(PURE_PYTHON_SDISTS) and all("sdist" in p for p in pure)
+    registry = [p for p in registry if p["name"] not in PURE_PYTHON_SDISTS]
     assert len(registry) >= 30
     missing = []
     for package in registry:
