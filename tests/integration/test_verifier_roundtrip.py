@@ -479,7 +479,7 @@ def peak_kib():
 
 dump, trust, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 trusted = TrustedKeys.load(trust)
-verifier.checks._load_builtin_checks()  # pay lazy imports before measuring
+bernstein.verifier.checks._load_builtin_checks()  # pay lazy imports before measuring
 before = peak_kib()
 header, stages = verify_stream("run-big", DumpSource(dump), cas=None, trusted=trusted, records_only=True)
 count = failed = 0
