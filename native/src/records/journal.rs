@@ -1,7 +1,7 @@
 //! Journal entries: JournalEntry.v1/v2/v3 (a stage's activity) and ComputerUseEntry.v1/v2
 //! (a browser action), the payloads of JournalRecords.
 
-use super::submission::Observation;
+use super::submission::{read_observations, Observation};
 use super::{decode, decode_body, FieldReader, Layout};
 use crate::avro::{ReadResult, Reader};
 
@@ -112,25 +112,7 @@ fn read_activity<'a>(r: &mut Reader<'a>, layout: Layout) -> ReadResult<Entry<'a>
     let submission_id = r.string()?;
     let artifact_hash = r.string()?;
     let evidence_set_hash = r.string()?;
-    let mut observations = Vec::new();
-    loop {
-        let count = r.block_count()?;
-        if count == 0 {
-            break;
-        }
-        for _ in 0..count {
-            let kind = r.string()?;
-            let reference = r.string()?;
-            let content_hash = r.string()?;
-            let size = if sized { r.long()? } else { 0 };
-            observations.push(Observation {
-                kind,
-                reference,
-                content_hash,
-                size,
-            });
-        }
-    }
+    let observations = read_observations(r, sized)?;
     let terminal_state = r.string()?;
     let reason_code = r.string()?;
     skip_position(r)?;

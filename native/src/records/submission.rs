@@ -14,6 +14,31 @@ pub struct Observation<'a> {
     pub size: i64,
 }
 
+/// The `observations` array of a submission or a journal entry (Avro blocks of kind, reference,
+/// content hash and, for the `sized` layouts, the declared size; 0 where none is declared).
+pub fn read_observations<'a>(r: &mut Reader<'a>, sized: bool) -> ReadResult<Vec<Observation<'a>>> {
+    let mut observations = Vec::new();
+    loop {
+        let count = r.block_count()?;
+        if count == 0 {
+            break;
+        }
+        for _ in 0..count {
+            let kind = r.string()?;
+            let reference = r.string()?;
+            let content_hash = r.string()?;
+            let size = if sized { r.long()? } else { 0 };
+            observations.push(Observation {
+                kind,
+                reference,
+                content_hash,
+                size,
+            });
+        }
+    }
+    Ok(observations)
+}
+
 /// ActivitySubmission.v1 or .v2, borrowed from the input bytes.
 pub struct Submission<'a> {
     pub submission_id: &'a str,
@@ -70,25 +95,7 @@ pub fn decode_submission(body: &[u8], fingerprint: [u8; 8]) -> ReadResult<(Submi
     let artifact = r.bytes()?;
     let artifact_hash = r.string()?;
     let evidence_set_hash = r.string()?;
-    let mut observations = Vec::new();
-    loop {
-        let count = r.block_count()?;
-        if count == 0 {
-            break;
-        }
-        for _ in 0..count {
-            let kind = r.string()?;
-            let reference = r.string()?;
-            let content_hash = r.string()?;
-            let size = if sized { r.long()? } else { 0 };
-            observations.push(Observation {
-                kind,
-                reference,
-                content_hash,
-                size,
-            });
-        }
-    }
+    let observations = read_observations(&mut r, sized)?;
     let terminal_state = r.string()?;
     let reason_code = r.string()?;
     let occurred_at_ms = r.long()?;
