@@ -71,7 +71,24 @@ cat .infra/prepare.log
 if ! infra/status >/dev/null 2>&1; then started=1; fi
 infra/up --secure
 echo "test: integration tests (real Kafka with SASL_SSL and ACLs, real S3)"
-.venv/bin/pytest -q -p no:cacheprovider --durations=30 tests/integration
+# tests that mostly wait (session timeouts, fencing, followers; marker beside) run in a second pytest
+# beside the rest; the ones that need the machine to themselves (marker alone: a broker restart, a
+# three-broker cluster) run after both (tests/integration/conftest.py lists them)
+t_int=$(date +%s)
+.venv/bin/pytest -q -p no:cacheprovider --durations=10 -m beside tests/integration > .infra/integration-beside.log 2>&1 &
+beside_pid=$!
+beside_status=0 main_status=0 alone_status=0
+.venv/bin/pytest -q -p no:cacheprovider --durations=25 -m "not beside and not alone" tests/integration || main_status=$?
+wait "$beside_pid" || beside_status=$?
+echo "test: the waiting integration tests (run beside the others)"
+if [ "$beside_status" = 0 ]; then tail -n 15 .infra/integration-beside.log; else cat .infra/integration-beside.log; fi
+echo "test: the integration tests that need the machine to themselves"
+.venv/bin/pytest -q -p no:cacheprovider --durations=5 -m alone tests/integration || alone_status=$?
+if [ "$main_status" != 0 ] || [ "$beside_status" != 0 ] || [ "$alone_status" != 0 ]; then
+  echo "test: integration tests failed (exit: others $main_status, waiting $beside_status, alone $alone_status)" >&2
+  exit 1
+fi
+echo "test: integration tests took $(( $(date +%s) - t_int ))s"
 t1=$(date +%s)
 echo "test: plaintext smoke test (the broker of make demo)"
 infra/up

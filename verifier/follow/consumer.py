@@ -483,23 +483,31 @@ class Follower:
                 if entry is not None and entry.resume is None and not (entry.restarted and entry.last_offset is None):
                     entry.done = True
 
+    def _count_checked(self, partition: int, records: int) -> None:
+        """The process-wide counters the metrics endpoint reads from its own thread."""
+        self.checked += records
+        self.verified_by_partition[partition] = self.verified_by_partition.get(partition, 0) + records
+
     def _check_records(self, entry: _Partition, partition: int, batch: list[Any], trusted: TrustedKeys, now: int) -> None:
         values = [m.value() for m in batch]
         found = facts.current().audit_facts(values, trusted.hmac.get)
         check = entry.checker.check
         on_record = self._on_record
-        for message, fact in zip(batch, found, strict=True):
+        counted = 0  # records of this batch already in the counters
+        for index, (message, fact) in enumerate(zip(batch, found, strict=True)):
             offset = message.offset()
             ts_type, ts = message.timestamp()
             alerts = check(offset, fact, ts if ts_type != 0 else 0, now)
             if alerts:
+                # count the records checked so far first: a scrape that sees the alert sees its record checked
+                self._count_checked(partition, index + 1 - counted)
+                counted = index + 1
                 self._emit(alerts)
             if on_record is not None:
                 on_record(partition, offset, fact, alerts)
+        self._count_checked(partition, len(batch) - counted)
         entry.unsaved += len(batch)
         entry.checked += len(batch)
-        self.checked += len(batch)
-        self.verified_by_partition[partition] = self.verified_by_partition.get(partition, 0) + len(batch)
         ts_type, ts = batch[-1].timestamp()
         if ts_type != 0:
             self.last_timestamp_ms[partition] = ts
