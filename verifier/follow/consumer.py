@@ -28,7 +28,6 @@ log (``bernstein audit ack``), read at start and at every tick.
 from __future__ import annotations
 
 import functools
-import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -52,7 +51,8 @@ from bernstein.verifier.follow.alerts import Alert, AlertKind
 from bernstein.verifier.follow.checker import PartitionChecker, Policy
 from bernstein.verifier.follow.checkpoint import Checkpoint, CheckpointStore, CheckpointWriter, resume_mismatch, value_digest
 from bernstein.verifier.follow.journal import Expected, JournalJoin
-from bernstein.verifier.follow.latch import TAMPER, Ack, AckLog, Latch, LatchStore, PartitionLatches
+from bernstein.verifier.follow.latch import TAMPER
+from bernstein.verifier.follow.latching import LatchKeeping
 
 _TIMEOUT: Final = 30.0
 _BATCH: Final = 5000
@@ -111,7 +111,7 @@ OnRecord = Callable[[int, int, tuple[Any, ...], list[Alert]], None]
 Progress = Callable[[dict[str, Any]], None]
 
 
-class Follower:
+class Follower(LatchKeeping):
     """Checks the audit topic as it grows (see the module doc)."""
 
     def __init__(
@@ -145,16 +145,8 @@ class Follower:
         self._journal: Any = None
         """``check_journal``: the journal's consumer (assigned the audit partitions' numbers, never in the group)."""
         self._failure: BernsteinError | None = None
-        # tamper latches (verifier.follow.latch): those of the partitions this process checks
         self.prefix = options.topics.prefix
-        self.latches: dict[int, PartitionLatches] = {}
-        self.held_at_end = 0
-        """Latches held when ``run`` finished (the command exits 2 while any is held)."""
-        self._latch_store = LatchStore(options.store.directory)
-        self._ack_log = AckLog(options.store.directory)
-        self._acks: list[Ack] = []
-        self._acks_stamp: tuple[int, int] | None = None
-        self._latches_dirty: set[int] = set()
+        self._init_latches(options.store.directory)
         # what the metrics endpoint reads (verifier.follow.metrics), kept by the loop at no cost per record
         self.verified_by_partition: dict[int, int] = {}
         self.last_timestamp_ms: dict[int, int] = {}
@@ -172,89 +164,6 @@ class Follower:
             self._emit_alert(alert)
             if alert.kind in TAMPER:
                 self._latch(alert)
-
-    # -- tamper latches ---------------------------------------------------------------
-
-    def _latch(self, alert: Alert) -> None:
-        latches = self.latches.get(alert.partition)
-        if latches is None:
-            latches = self._load_latches(alert.partition)
-        latch = latches.latch(alert, self._now_ms())
-        self._latches_dirty.add(alert.partition)
-        if latch is not None:
-            self._latch_event("latched", latches, latch)
-
-    def _load_latches(self, partition: int) -> PartitionLatches:
-        """The partition's latches from its file, with the acks logged so far applied; each one held is announced."""
-        latches = self.latches[partition] = self._latch_store.load(self.topic, partition)
-        self._apply_acks(self._read_acks(), [partition])
-        for latch in list(latches.held.values()):
-            self._latch_event("latch_held", latches, latch)
-        return latches
-
-    def _read_acks(self) -> list[Ack]:
-        """The ack log, read again only when it changed."""
-        stamp = self._ack_log.stamp()
-        if stamp != self._acks_stamp:
-            self._acks = self._ack_log.read()
-            self._acks_stamp = stamp
-        return self._acks
-
-    def _apply_acks(self, acks: list[Ack], partitions: list[int] | None = None) -> None:
-        now = self._now_ms()
-        for partition in sorted(self.latches) if partitions is None else partitions:
-            latches = self.latches[partition]
-            for ack in acks:
-                if ack.partition != partition or ack.kind not in latches.held:
-                    continue
-                cleared = latches.acknowledge(ack, now)
-                if cleared is None:
-                    continue
-                self._latches_dirty.add(partition)
-                self._latch_event("latch_acknowledged", latches, cleared, {"by": ack.by, "reason": ack.reason})
-                renewed = latches.held.get(ack.kind)
-                if renewed is not None:
-                    self._latch_event("latched", latches, renewed)
-
-    def _refresh_acks(self) -> None:
-        """At every tick: apply what was acknowledged since the last look (one stat when nothing was)."""
-        if self.latches and self._ack_log.stamp() != self._acks_stamp:
-            self._apply_acks(self._read_acks())
-
-    def _flush_latches(self, partitions: list[int] | None = None) -> None:
-        """Write the latch files that changed (before the next batch: a latch is on disk before much else happens)."""
-        for partition in sorted(self._latches_dirty if partitions is None else self._latches_dirty & set(partitions)):
-            latches = self.latches.get(partition)
-            if latches is not None:
-                self._latch_store.save(latches)
-            self._latches_dirty.discard(partition)
-
-    def _latch_event(self, event: str, latches: PartitionLatches, latch: Latch, extra: dict[str, Any] | None = None) -> None:
-        if self._notice is None:
-            return
-        self._notice(
-            {
-                "event": event,
-                "topic": self.topic,
-                "partition": latches.partition,
-                "kind": latch.kind.value,
-                "latch": latch.id,
-                "since": latch.to_json()["since"],
-                "findings": latch.findings,
-                "first_offset": latch.first.get("offset"),
-                **(extra or {}),
-                "ack": f"bernstein audit ack --prefix {shlex.quote(self.prefix)} "
-                f"--state {shlex.quote(str(self.options.store.directory))} "
-                f"--partition {latches.partition} --kind {latch.kind.value} --reason TEXT",
-            }
-        )
-
-    def latched(self) -> dict[int, frozenset[AlertKind]]:
-        """The kinds latched per partition this process checks (what the metrics endpoint serves)."""
-        return {partition: frozenset(tuple(latches.held)) for partition, latches in tuple(self.latches.items())}
-
-    def _now_ms(self) -> int:
-        return int(self._clock() * 1000)
 
     # -- the consumer ---------------------------------------------------------------
 
