@@ -273,8 +273,26 @@ class AuditEvent(StrEnum):
 ENTRY_ACTIVITY_RESULT: Final = "activity.result"
 ENTRY_COMPUTER_USE_ACTION: Final = "computer_use.action"
 
-ACTION_KINDS: Final = frozenset({"navigate", "click", "type", "select", "press", "check", "scroll", "wait", "submit"})
-"""What a computer-use action may be; anything else is refused (UNKNOWN_ACTION_KIND)."""
+ACTION_KINDS: Final = frozenset(
+    {
+        "navigate",
+        "click",
+        "double_click",
+        "right_click",
+        "hover",
+        "drag",
+        "type",
+        "select",
+        "press",
+        "check",
+        "scroll",
+        "wait",
+        "submit",
+    }
+)
+"""What a computer-use action may be; anything else is refused (UNKNOWN_ACTION_KIND). The pointer kinds
+(double_click, right_click, hover, drag) came with the model computer-use formats; their targets may be
+pointer targets (``bernstein.schemas.documents.pointer``)."""
 
 BROWSER_SESSION_FORMAT: Final = "bernstein.browser.session/v1"
 """The artifact of a browser activity result: names its session's head anchor and action count."""

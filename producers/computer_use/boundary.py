@@ -30,12 +30,15 @@ from typing import Protocol
 from bernstein.producers.computer_use.errors import InvalidAction
 from bernstein.schemas.canonical import typed_value_digest
 from bernstein.schemas.documents.browser import Action
+from bernstein.schemas.documents.pointer import MalformedPointerTarget, is_pointer_target, parse_pointer_target
 from bernstein.schemas.records import ACTION_KINDS, MAX_REF_LENGTH
 
 VALUE_KINDS = frozenset({"type", "select", "press", "scroll", "wait", "check"})
 """Kinds whose proposal may carry a value (digested before it leaves the boundary)."""
-TARGET_REQUIRED = frozenset({"navigate", "click", "type", "select", "check", "submit"})
-"""Kinds that act on a target (a URL for navigate, a selector otherwise)."""
+TARGET_REQUIRED = frozenset(
+    {"navigate", "click", "double_click", "right_click", "hover", "drag", "type", "select", "check", "submit"}
+)
+"""Kinds that act on a target (a URL for navigate, a selector or a pointer target otherwise)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +115,17 @@ def validate_proposal(action: ProposedAction, *, index: int | None = None) -> No
         raise InvalidAction(f"action target must be a string of at most {MAX_REF_LENGTH} characters", field="target", index=index)
     if action.kind in TARGET_REQUIRED and not action.target.strip():
         raise InvalidAction(f"a {action.kind} action needs a target", field="target", index=index)
+    if is_pointer_target(action.target):
+        try:
+            parse_pointer_target(action.target, action.kind)
+        except MalformedPointerTarget as exc:
+            raise InvalidAction(exc.message, field="target", index=index) from None
+    elif action.kind == "drag":
+        raise InvalidAction(
+            "a drag action's target is a pointer target naming both ends (bernstein.schemas.documents.pointer)",
+            field="target",
+            index=index,
+        )
     if action.value is not None:
         if not isinstance(action.value, str):
             raise InvalidAction("an action value must be a string", field="value", index=index)

@@ -104,9 +104,11 @@ except ModuleNotFoundError as _exc:
 
 from bernstein.producers.computer_use.boundary import DriverFactory, Frame, ProposedAction
 from bernstein.producers.computer_use.errors import NavigationRefused
+from bernstein.producers.computer_use.pointer_actions import element_at, focused_element, perform_pointer
 from bernstein.producers.computer_use.terminal import ComputerUseDriverError, DriverFault
 from bernstein.producers.netpolicy import Origin, OriginPolicy, TargetRefused
 from bernstein.schemas.documents.browser import ComputerUseTerminalState
+from bernstein.schemas.documents.pointer import is_pointer_target, parse_pointer_target
 
 DEFAULT_CHROMIUM: Final = "/usr/bin/chromium"
 NO_SANDBOX_ENV: Final = "BERNSTEIN_CHROMIUM_NO_SANDBOX"
@@ -568,7 +570,10 @@ class PlaywrightDriver:
         mark = len(self.blocked)
         try:
             with _translated(fault, secret=action.value):
-                handler(action)
+                if is_pointer_target(action.target):
+                    self._at_pointer(action)
+                else:
+                    handler(action)
         except ComputerUseDriverError:
             self._refuse_blocked_navigation(mark)  # a failure caused by the policy is a refusal, not a fault
             raise
@@ -588,10 +593,24 @@ class PlaywrightDriver:
 
     # -- actions ----------------------------------------------------------------------
 
+    def element_at(self, x: int, y: int) -> str:
+        """The selector of the element under viewport point (x, y) ("" for none): what a pointer action records."""
+        with _translated(DriverFault.ACTION_FAILED):
+            return element_at(self.page, x, y)
+
+    def focused_element(self) -> str:
+        """The selector of the element keyboard input goes to."""
+        with _translated(DriverFault.ACTION_FAILED):
+            return focused_element(self.page)
+
     def _handlers(self) -> dict[str, Callable[[ProposedAction], None]]:
         return {
             "navigate": self._navigate,
             "click": lambda a: self.page.click(a.target),
+            "double_click": lambda a: self.page.dblclick(a.target),
+            "right_click": lambda a: self.page.click(a.target, button="right"),
+            "hover": lambda a: self.page.hover(a.target),
+            "drag": self._at_pointer,  # a drag's target is always a pointer target (both ends)
             "type": self._type,
             "select": lambda a: self._select(a),
             "press": self._press,
@@ -664,6 +683,11 @@ class PlaywrightDriver:
                     url=blocked.url,
                     via=via,
                 )
+
+    def _at_pointer(self, action: ProposedAction) -> None:
+        typed = perform_pointer(self.page, action.kind, parse_pointer_target(action.target, action.kind), action.value)
+        if typed is not None and typed not in self._typed_targets:
+            self._typed_targets.append(typed)  # masked in every later screenshot
 
     def _type(self, action: ProposedAction) -> None:
         if action.target not in self._typed_targets:

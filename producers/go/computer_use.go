@@ -35,8 +35,10 @@ const (
 	ComputerUseSessionSDK = SDK + ComputerUseSDKSuffix
 )
 
-// ActionKinds are the action kinds the scheduler accepts (UNKNOWN_ACTION_KIND otherwise).
-var ActionKinds = []string{"check", "click", "navigate", "press", "scroll", "select", "submit", "type", "wait"}
+// ActionKinds are the action kinds the scheduler accepts (UNKNOWN_ACTION_KIND otherwise). The pointer
+// kinds (double_click, drag, hover, right_click) came with the model computer-use formats; their
+// targets may be pointer targets (PointerTarget), a drag's must be.
+var ActionKinds = []string{"check", "click", "double_click", "drag", "hover", "navigate", "press", "right_click", "scroll", "select", "submit", "type", "wait"}
 
 // ValueKinds may carry a value (digested before it leaves the boundary).
 var ValueKinds = []string{"check", "press", "scroll", "select", "type", "wait"}
@@ -44,7 +46,8 @@ var ValueKinds = []string{"check", "press", "scroll", "select", "type", "wait"}
 // ScrubbedKinds: their values are scrubbed from later snapshots (press values are key names).
 var ScrubbedKinds = []string{"select", "type"}
 
-var targetRequired = []string{"check", "click", "navigate", "select", "submit", "type"}
+// targetRequired: kinds that act on a target (a URL for navigate, a selector or a pointer target otherwise).
+var targetRequired = []string{"check", "click", "double_click", "drag", "hover", "navigate", "right_click", "select", "submit", "type"}
 
 // ProposedAction is an action as the agent decided it. Value may be a secret (nil: no value); it goes
 // to the driver and, as a keyed digest, into the record; String never shows it.
@@ -111,6 +114,13 @@ func ValidateProposal(p ProposedAction, index int) error {
 	}
 	if slices.Contains(targetRequired, p.Kind) && strings.TrimFunc(p.Target, isPySpace) == "" {
 		return bad("target", "a %s action needs a target", p.Kind)
+	}
+	if IsPointerTarget(p.Target) {
+		if _, err := ParsePointerTarget(p.Target, p.Kind); err != nil {
+			return bad("target", "%s", err.Error())
+		}
+	} else if p.Kind == "drag" {
+		return bad("target", "a drag action's target is a pointer target naming both ends (PointerTarget)")
 	}
 	if p.Value != nil && !slices.Contains(ValueKinds, p.Kind) {
 		return bad("value", "a %s action takes no value", p.Kind)

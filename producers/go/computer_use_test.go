@@ -127,7 +127,7 @@ func TestSessionRunAnchorsSignsAndNeverLeaksTheTypedValue(t *testing.T) {
 
 func TestSessionEndsRefusedOnAnInvalidActionAndFailedOnADriverError(t *testing.T) {
 	s, pub := testSession(t)
-	browser := &fakeBrowser{frames: []Frame{{Screenshot: []byte("png")}}, actions: []ProposedAction{{Kind: "hover", Target: "#a"}}}
+	browser := &fakeBrowser{frames: []Frame{{Screenshot: []byte("png")}}, actions: []ProposedAction{{Kind: "triple_click", Target: "#a"}}}
 	outcome, err := s.Run(context.Background(), browser, browser)
 	must(t, err)
 	if outcome.State != "refused" || outcome.ReasonCode != "invalid_action" || len(pub.values) != 1 ||

@@ -50,9 +50,10 @@ from bernstein.producers.computer_use.profiles import prepare_profile, remove_pr
 from bernstein.producers.computer_use.session import ComputerUseSession, PendingObservation, SessionOutcome
 from bernstein.producers.computer_use.terminal import ComputerUseDriverError, DriverFault
 from bernstein.producers.mcp.errors import ToolCode, ToolError
-from bernstein.producers.mcp.tools import PlannedAction
+from bernstein.producers.mcp.tools import ElementTarget, PlannedAction
 from bernstein.producers.netpolicy import OriginPolicy
 from bernstein.schemas.documents.browser import ActionRecord, ComputerUseTerminalState
+from bernstein.schemas.documents.pointer import PointerTarget
 
 AGENT_DISCONNECTED: Final = "AGENT_DISCONNECTED"
 """The fault of a session whose client went away before ``finish`` (reason ``agent_disconnected``)."""
@@ -71,6 +72,10 @@ class RefDriver(Protocol):
     def close(self) -> None: ...
 
     def resolve(self, ref: str) -> str: ...
+
+    def element_at(self, x: int, y: int) -> str: ...
+
+    def focused_element(self) -> str: ...
 
     def title(self) -> str: ...
 
@@ -261,9 +266,27 @@ class SteppedBrowser:
         )
 
     def _target(self, driver: RefDriver, step: PlannedAction) -> str:
+        if step.at is not None or step.focused or step.to_element is not None:
+            return self._pointer(driver, step).text()
         if step.element is not None:
-            return driver.resolve(step.element.target) if step.element.is_ref else step.element.target
+            return _selector(driver, step.element)
         return step.url or step.raw_target
+
+    def _pointer(self, driver: RefDriver, step: PlannedAction) -> PointerTarget:
+        """Where a pointer or keyboard step lands, resolved now, before it is anchored (an element for every point)."""
+        try:
+            if step.focused:
+                return PointerTarget(driver.focused_element(), focused=True)
+            if step.at is not None:
+                element = driver.element_at(*step.at)
+                if step.to is None:
+                    return PointerTarget(element, at=step.at)
+                return PointerTarget(element, at=step.at, to=step.to, to_element=driver.element_at(*step.to))
+        except ComputerUseDriverError as exc:
+            raise self._end(self._timed(exc, "while resolving a point to its element"), "observe") from None
+        if step.element is None or step.to_element is None:
+            raise ToolError("INVALID_ACTION", f"a {step.kind} step names neither a point nor both of its elements")
+        return PointerTarget(_selector(driver, step.element), to_element=_selector(driver, step.to_element))
 
     def _left(self) -> float | None:
         return None if self._deadline is None else self._deadline - self._clock()
@@ -316,6 +339,10 @@ class SteppedBrowser:
             if self._profile is not None and not self.session.keep_profile:
                 remove_profile(self._profile)
         return self.outcome
+
+
+def _selector(driver: RefDriver, element: ElementTarget) -> str:
+    return driver.resolve(element.target) if element.is_ref else element.target
 
 
 def _summary(outcome: SessionOutcome) -> dict[str, Any]:

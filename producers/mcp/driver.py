@@ -82,6 +82,12 @@ class RefPlaywrightDriver:
                 evidence={"ref": ref},
             ) from None
 
+    def element_at(self, x: int, y: int) -> str:
+        return self.inner.element_at(x, y)
+
+    def focused_element(self) -> str:
+        return self.inner.focused_element()
+
     def title(self) -> str:
         from bernstein.producers.computer_use.playwright_driver import _translated
 

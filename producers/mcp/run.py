@@ -20,9 +20,10 @@ from typing import Any, Final
 
 from bernstein.producers.computer_use.session import SessionOutcome
 from bernstein.producers.mcp.browser import PageView, SteppedBrowser
+from bernstein.producers.mcp.computer import ComputerTool
 from bernstein.producers.mcp.errors import ToolCode, ToolError
 from bernstein.producers.mcp.research import MAX_TEXT_SHOWN, Published, ResearchDesk, page_summary
-from bernstein.producers.mcp.tools import Act, Back, Fetch, Finish, Look, SubmitReport, parse_call
+from bernstein.producers.mcp.tools import Act, Back, Computer, Fetch, Finish, Look, SubmitReport, parse_call
 from bernstein.schemas.documents.browser import ActionRecord
 from bernstein.schemas.errors import BernsteinError
 
@@ -45,6 +46,8 @@ class McpRun:
     def __init__(self, *, browser: SteppedBrowser | None, research: ResearchDesk | None) -> None:
         self.browser = browser
         self.research = research
+        self.computer: ComputerTool | None = None
+        """The ``computer`` tool's pointer state, made on its first call."""
         self.ended = False
 
     # -- one call --------------------------------------------------------------------
@@ -70,6 +73,8 @@ class McpRun:
         if isinstance(request, SubmitReport):
             return self._submit(request)
         browser = self._browser()
+        if isinstance(request, Computer):
+            return self._computer(browser, request)
         if isinstance(request, Look):
             return page_reply(browser.look(), [], screenshot=request.screenshot)
         if isinstance(request, Back):
@@ -82,6 +87,20 @@ class McpRun:
         for step in request.steps:
             records.append(action_json(browser.act(step).record))
         return self._after(browser, records, name)
+
+    def _computer(self, browser: SteppedBrowser, request: Computer) -> ToolReply:
+        if self.computer is None:
+            self.computer = ComputerTool(browser)
+        reply = self.computer.anthropic(request.arguments)
+        if reply.error is not None:
+            raise reply.error
+        records = [action_json(record) for record in reply.records]
+        structured: dict[str, Any] = {
+            "actions": records,
+            "observation_hash": reply.observation_hash,
+            "cursor": list(reply.cursor) if reply.cursor else None,
+        }
+        return ToolReply(reply.text, structured, image=reply.screenshot)
 
     def _browser(self) -> SteppedBrowser:
         if self.browser is None:

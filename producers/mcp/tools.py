@@ -12,28 +12,30 @@ element is named by ``target`` (a ref from the last snapshot, ``e12``, or a
 unique selector) with an optional human-readable ``element``; the older
 ``ref`` argument is accepted as ``target``. Each acting call becomes one or
 more ``PlannedAction``s of the journal's closed set of action kinds
-(``navigate click type select press check scroll wait submit``):
+(``bernstein.schemas.records.ACTION_KINDS``):
 
 =========================  ==================================================
 tool                       anchored action(s)
 =========================  ==================================================
 browser_navigate           navigate url
 browser_navigate_back      navigate <the previous page's URL> (the server's history)
-browser_click              click target
+browser_click              click target (double_click with ``doubleClick``, right_click with button right)
+browser_hover              hover target
+browser_drag               drag {"element": start, "to_element": end} (a pointer target)
 browser_type               type target text; with ``submit``: then press target Enter
 browser_press_key          press key (the keyboard)
 browser_select_option      select target value (exactly one value)
 browser_mouse_wheel        scroll "deltaX,deltaY"
 browser_wait_for           wait <ms> and/or wait for text (``internal:text=...``)
-browser_hover              refused: hover is not an action kind the journal records
 browser_snapshot           none: the page as the next action will be anchored to
 browser_take_screenshot    none: the same observation's screenshot
 browser_close, finish      none: the session's result is published
+computer                   Anthropic's computer-use format (``model_formats``): actions at points
 =========================  ==================================================
 
-Options whose effect the journal could not name (a double or right click,
-modifier keys, several options at once, waiting for text to disappear) are
-refused with ``UNSUPPORTED_ACTION`` rather than performed unrecorded.
+Options whose effect the journal could not name (a middle click, modifier
+keys, several options at once, waiting for text to disappear) are refused
+with ``UNSUPPORTED_ACTION`` rather than performed unrecorded.
 """
 
 from __future__ import annotations
@@ -117,8 +119,8 @@ TOOLS: Final[tuple[ToolSpec, ...]] = (
         _schema(
             {
                 **_ELEMENT_ARGS,
-                "doubleClick": {"type": "boolean", "description": "Not supported: the journal has no double click"},
-                "button": {"type": "string", "description": "Only left is supported"},
+                "doubleClick": {"type": "boolean", "description": "Whether to perform a double click instead of a single click"},
+                "button": {"type": "string", "description": "Button to click, left (the default) or right"},
                 "modifiers": {"type": "array", "items": {"type": "string"}, "description": "Not supported"},
             }
         ),
@@ -171,8 +173,24 @@ TOOLS: Final[tuple[ToolSpec, ...]] = (
     ToolSpec(
         "browser_hover",
         "Hover mouse",
-        "Not supported: hover is not an action kind the journal records (always an error)",
+        "Hover over element on page",
         _schema(_ELEMENT_ARGS),
+        False,
+        True,
+    ),
+    ToolSpec(
+        "browser_drag",
+        "Drag mouse",
+        "Perform drag and drop between two elements",
+        _schema(
+            {
+                "startElement": {"type": "string", "description": "Human-readable source element description"},
+                "startRef": {"type": "string", "description": "Exact source element reference from the page snapshot"},
+                "endElement": {"type": "string", "description": "Human-readable target element description"},
+                "endRef": {"type": "string", "description": "Exact target element reference from the page snapshot"},
+            },
+            ["startRef", "endRef"],
+        ),
         False,
         True,
     ),
@@ -215,6 +233,27 @@ TOOLS: Final[tuple[ToolSpec, ...]] = (
             }
         ),
         True,
+        True,
+    ),
+    ToolSpec(
+        "computer",
+        "Computer (a model's computer-use format)",
+        "Act at screen coordinates in the format of Anthropic's computer tool (screenshot, left_click, double_click, "
+        "right_click, mouse_move, left_click_drag, type, key, scroll, wait); each point is journalled with the element "
+        "under it; the reply is the screenshot after the action, whose pixels are the coordinates",
+        _schema(
+            {
+                "action": {"type": "string", "description": "The action (see the tool description)"},
+                "coordinate": {"type": "array", "items": {"type": "integer"}, "description": "[x, y] in screenshot pixels"},
+                "start_coordinate": {"type": "array", "items": {"type": "integer"}, "description": "A drag's start [x, y]"},
+                "text": {"type": "string", "description": "Text to type, or a key or chord such as ctrl+s"},
+                "scroll_direction": {"type": "string", "enum": ["up", "down", "left", "right"]},
+                "scroll_amount": {"type": "integer", "description": "Wheel steps of 100 pixels"},
+                "duration": {"type": "number", "description": "Seconds to wait (at most 60)"},
+            },
+            ["action"],
+        ),
+        False,
         True,
     ),
     ToolSpec(
@@ -317,6 +356,14 @@ class PlannedAction:
     raw_target: str = ""
     """A target that is neither URL nor element (a ``wait`` selector)."""
     value: str | None = field(default=None, repr=False)
+    to_element: ElementTarget | None = None
+    """A drag's end (its start is ``element``)."""
+    at: tuple[int, int] | None = None
+    """A point of the screenshot the action acts at (a model's computer-use action): resolved to its element."""
+    to: tuple[int, int] | None = None
+    """A drag's end point (its start is ``at``)."""
+    focused: bool = False
+    """Keyboard input into whatever has the focus (a model's ``type``): the focused element is recorded."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,7 +406,14 @@ class SubmitReport:
     drafts: tuple[ClaimDraft, ...]
 
 
-Request = Act | Back | Look | Finish | Fetch | SubmitReport
+@dataclass(frozen=True, slots=True)
+class Computer:
+    """``computer``: one call in Anthropic's computer-use format (``model_formats.parse_anthropic`` reads it)."""
+
+    arguments: dict[str, Any]
+
+
+Request = Act | Back | Look | Finish | Fetch | SubmitReport | Computer
 
 
 # ---------------------------------------------------------------------------
@@ -455,15 +509,17 @@ def _navigate(args: _Args) -> Request:
 
 def _click(args: _Args) -> Request:
     element = args.element()
-    if args.flag("doubleClick"):
-        raise _unsupported(args.tool, "a double click")
+    double = args.flag("doubleClick")
     button = args.string("button")
-    if button not in (None, "left"):
+    if button not in (None, "left", "right"):
         raise _unsupported(args.tool, f"a {button} click")
+    if double and button == "right":
+        raise _unsupported(args.tool, "a right double click")
     modifiers = args.values.get("modifiers")
     if modifiers not in (None, []):
         raise _unsupported(args.tool, "a click with modifier keys")
-    return Act(args.tool, (PlannedAction("click", element=element),))
+    kind = "double_click" if double else "right_click" if button == "right" else "click"
+    return Act(args.tool, (PlannedAction(kind, element=element),))
 
 
 def _type(args: _Args) -> Request:
@@ -494,8 +550,18 @@ def _select(args: _Args) -> Request:
 
 
 def _hover(args: _Args) -> Request:
-    args.element()
-    raise _unsupported(args.tool, "hover")
+    return Act(args.tool, (PlannedAction("hover", element=args.element()),))
+
+
+def _drag(args: _Args) -> Request:
+    ends = []
+    for end in ("start", "end"):
+        ref = args.string(f"{end}Ref", required=True)
+        assert ref is not None
+        if not ref.strip():
+            raise args.bad(f"{end}Ref", f"{end}Ref must name an element: a ref from the last snapshot or a unique selector")
+        ends.append(ElementTarget(ref.strip(), args.string(f"{end}Element") or ""))
+    return Act(args.tool, (PlannedAction("drag", element=ends[0], to_element=ends[1]),))
 
 
 def _wheel(args: _Args) -> Request:
@@ -601,6 +667,8 @@ _PARSERS: Final[dict[str, Callable[[_Args], Request]]] = {
     "browser_press_key": _press,
     "browser_select_option": _select,
     "browser_hover": _hover,
+    "computer": lambda args: Computer(dict(args.values)),
+    "browser_drag": _drag,
     "browser_mouse_wheel": _wheel,
     "browser_wait_for": _wait,
     "browser_take_screenshot": _look(True),

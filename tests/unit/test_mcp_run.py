@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from bernstein.producers.mcp.run import McpRun, ToolReply
 from bernstein.producers.netpolicy import OriginPolicy
 from bernstein.producers.research.budget import ResearchBudget
 from bernstein.producers.research.fetch import FetchedPage
-from bernstein.schemas.canonical import typed_value_digest
+from bernstein.schemas.canonical import canonical_json, typed_value_digest
 from bernstein.substrate.cas import DirBlobStore
 from bernstein.substrate.keys import ProducerKeys, init_producer_keys
 from tests.support.browser_fakes import FakeDriver, RecordingPublisher
@@ -31,6 +32,13 @@ class RefFakeDriver(FakeDriver):
     def resolve(self, ref: str) -> str:
         if ref != "e1":
             raise ToolError(ToolCode.UNKNOWN_REF, f"no {ref}", evidence={"ref": ref})
+        return 'internal:role=textbox[name="Password"i]'
+
+    def element_at(self, x: int, y: int) -> str:
+        """The password field fills the top 100 pixels; below it, nothing."""
+        return 'internal:role=textbox[name="Password"i]' if y < 100 else ""
+
+    def focused_element(self) -> str:
         return 'internal:role=textbox[name="Password"i]'
 
     def title(self) -> str:
@@ -100,7 +108,7 @@ def test_each_acting_call_is_anchored_to_what_the_agent_was_shown_before_it_runs
 def test_a_bad_ref_or_argument_changes_nothing(tmp_path: Path, keys: ProducerKeys) -> None:
     run, driver, publisher = make_run(tmp_path, keys)
     assert error_of(run.call("browser_click", {"target": "e9"}))["error"] == ToolCode.UNKNOWN_REF
-    assert error_of(run.call("browser_click", {"target": "e1", "button": "right"}))["error"] == ToolCode.UNSUPPORTED_ACTION
+    assert error_of(run.call("browser_click", {"target": "e1", "button": "middle"}))["error"] == ToolCode.UNSUPPORTED_ACTION
     assert error_of(run.call("browser_navigate_back", {}))["error"] == ToolCode.NO_PREVIOUS_PAGE
     assert driver.performed == [] and publisher.actions == [] and publisher.results == []
     assert not run.call("browser_click", {"target": "e1"}).is_error
@@ -177,3 +185,39 @@ def test_the_fetch_budget_is_checked_before_fetching_and_its_stop_is_journalled(
         "budget_exhausted",
     )
     assert [r.stage_id for r in publisher.results] == ["research-0"]
+
+
+def test_the_computer_tool_journals_a_point_with_the_element_under_it_and_types_into_the_focus(
+    tmp_path: Path, keys: ProducerKeys
+) -> None:
+    run, driver, publisher = make_run(tmp_path, keys)
+    shot = run.call("computer", {"action": "screenshot"})
+    assert not shot.is_error and shot.image == b"png-0" and shot.structured["actions"] == []
+    clicked = run.call("computer", {"action": "double_click", "coordinate": [120, 40]})
+    (action,) = clicked.structured["actions"]
+    field = 'internal:role=textbox[name="Password"i]'
+    assert action["action"]["target"] == canonical_json({"at": [120, 40], "element": field}).decode()
+    assert action["action"]["kind"] == "double_click" and action["observation_hash"] == shot.structured["observation_hash"]
+    assert clicked.image is not None and clicked.structured["cursor"] == [120, 40]
+    typed = run.call("computer", {"action": "type", "text": "hunter2-secret"})
+    assert typed.structured["actions"][0]["action"] == {
+        "kind": "type",
+        "target": canonical_json({"element": field, "focused": True}).decode(),
+        "value_digest": typed_value_digest(keys.redaction.secret, "hunter2-secret"),
+    }
+    below = run.call("computer", {"action": "left_click"})  # at the pointer's last point
+    assert json.loads(below.structured["actions"][0]["action"]["target"]) == {"at": [120, 40], "element": field}
+    empty = run.call("computer", {"action": "mouse_move", "coordinate": [5, 300]})
+    assert json.loads(empty.structured["actions"][0]["action"]["target"]) == {"at": [5, 300], "element": ""}
+    assert [a.kind for a in driver.performed] == ["double_click", "type", "click", "hover"]
+    assert all(b"hunter2-secret" not in value for _, _, value in publisher.actions)
+
+
+def test_a_computer_action_the_journal_cannot_name_is_refused_and_nothing_is_anchored(tmp_path: Path, keys: ProducerKeys) -> None:
+    run, driver, publisher = make_run(tmp_path, keys)
+    assert (
+        error_of(run.call("computer", {"action": "triple_click", "coordinate": [1, 1]}))["error"] == ToolCode.UNSUPPORTED_ACTION
+    )
+    assert error_of(run.call("computer", {"action": "left_click"}))["error"] == ToolCode.INVALID_ARGUMENT  # no point yet
+    assert error_of(run.call("computer", {"action": "left_click", "coordinate": [1, -1]}))["evidence"]["argument"] == "coordinate"
+    assert driver.performed == [] and publisher.actions == []

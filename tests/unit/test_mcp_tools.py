@@ -20,6 +20,7 @@ PLAYWRIGHT_MCP_TOOLS = {
     "browser_press_key",
     "browser_select_option",
     "browser_hover",
+    "browser_drag",
     "browser_mouse_wheel",
     "browser_wait_for",
     "browser_take_screenshot",
@@ -43,7 +44,7 @@ def steps(name: str, **arguments: Any) -> tuple[PlannedAction, ...]:
 
 def test_the_tool_list_keeps_playwright_mcp_names_plus_finish_and_the_research_tools() -> None:
     assert len(TOOL_NAMES) == len(TOOLS)
-    assert TOOL_NAMES == PLAYWRIGHT_MCP_TOOLS | {"finish", "fetch", "submit_report"}
+    assert TOOL_NAMES == PLAYWRIGHT_MCP_TOOLS | {"finish", "fetch", "submit_report", "computer"}
     for spec in TOOLS:
         assert spec.schema["type"] == "object" and spec.schema["additionalProperties"] is False
         assert set(spec.schema["required"]) <= set(spec.schema["properties"])
@@ -51,6 +52,19 @@ def test_the_tool_list_keeps_playwright_mcp_names_plus_finish_and_the_research_t
     assert {"element", "target", "ref", "doubleClick", "button", "modifiers"} == set(click.schema["properties"])
     wheel = next(spec for spec in TOOLS if spec.name == "browser_mouse_wheel")
     assert wheel.schema["required"] == ["deltaX", "deltaY"]
+
+
+def test_double_and_right_clicks_hover_and_drag_are_journalled_kinds() -> None:
+    (double,) = steps("browser_click", target="e3", doubleClick=True)
+    (right,) = steps("browser_click", target="e3", button="right")
+    (hover,) = steps("browser_hover", target="e4", element="Help")
+    assert (double.kind, right.kind, hover.kind) == ("double_click", "right_click", "hover")
+    assert hover.element == ElementTarget("e4", "Help")
+    (drag,) = steps("browser_drag", startElement="Card", startRef="e5", endElement="Done", endRef="#done")
+    assert (
+        drag.kind == "drag" and drag.element == ElementTarget("e5", "Card") and drag.to_element == ElementTarget("#done", "Done")
+    )
+    assert refused("browser_drag", {"startRef": "e5"}).evidence == {"tool": "browser_drag", "argument": "endRef"}
 
 
 def test_acting_calls_map_to_anchored_actions() -> None:
@@ -139,11 +153,10 @@ def test_malformed_calls_are_refused_naming_the_argument(name: str, arguments: d
 @pytest.mark.parametrize(
     ("name", "arguments"),
     [
-        ("browser_click", {"target": "e1", "doubleClick": True}),
-        ("browser_click", {"target": "e1", "button": "right"}),
+        ("browser_click", {"target": "e1", "button": "middle"}),
+        ("browser_click", {"target": "e1", "button": "right", "doubleClick": True}),
         ("browser_click", {"target": "e1", "modifiers": ["Shift"]}),
         ("browser_select_option", {"target": "e1", "values": ["a", "b"]}),
-        ("browser_hover", {"target": "e1"}),
         ("browser_wait_for", {"textGone": "Loading"}),
     ],
 )

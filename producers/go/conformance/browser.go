@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -106,7 +107,109 @@ func runBrowser(r *Runner, doc obj) {
 			r.pass(name)
 		}
 	}
-	browserSession(r, doc.obj("session"), keys)
+	for _, c := range doc.objs("pointer_targets") {
+		pointerTargetCase(r, c)
+	}
+	browserSession(r, "browser/session", doc.obj("session"), keys)
+	browserSession(r, "browser/pointer_session", doc.obj("pointer_session"), keys)
+}
+
+// pointerTargetCase checks one pointer_targets case both ways: its fields give exactly its text
+// (PointerTarget.Text), and its text parses, for every kind that takes its shape, to exactly its fields.
+func pointerTargetCase(r *Runner, c obj) {
+	c.onlyKeys("name", "fields", "text")
+	name := "browser/pointer_targets/" + c.str("name")
+	want := c.str("text")
+	target, err := pointerTargetFields(c.obj("fields"))
+	if !r.ok(name, err) {
+		return
+	}
+	text, err := target.Text()
+	if r.ok(name+"/text", err) {
+		r.same(name+"/text", text, want)
+	}
+	var kinds []string
+	switch {
+	case target.Focused:
+		kinds = []string{"type"}
+	case target.ToElement != nil:
+		kinds = []string{"drag"}
+	case target.At != nil && target.To == nil:
+		kinds = []string{"click", "double_click", "hover", "right_click", "scroll"}
+	default:
+		r.miss(name+"/parse", "no action kind takes this shape")
+		return
+	}
+	for _, kind := range kinds {
+		parsed, err := bernstein.ParsePointerTarget(want, kind)
+		if err != nil {
+			r.miss(name+"/parse", "as a %s target: %v", kind, err)
+			return
+		}
+		if got, stated := showPointer(parsed), showPointer(target); got != stated {
+			r.miss(name+"/parse", "as a %s target: got %s, want %s", kind, got, stated)
+			return
+		}
+	}
+	r.pass(name + "/parse")
+}
+
+// pointerTargetFields is a pointer_targets case's fields as a PointerTarget (absent fields stay nil).
+func pointerTargetFields(f obj) (bernstein.PointerTarget, error) {
+	f.onlyKeys("at", "element", "to", "to_element", "focused")
+	t := bernstein.PointerTarget{Element: f.str("element")}
+	point := func(k string) (*bernstein.Point, error) {
+		if !f.has(k) {
+			return nil, nil
+		}
+		items := f.list(k)
+		if len(items) != 2 {
+			return nil, fmt.Errorf("fields.%s is not a point [x, y]", k)
+		}
+		var xy [2]int
+		for i, item := range items {
+			n, isNumber := item.(json.Number)
+			v, err := n.Int64()
+			if !isNumber || err != nil {
+				return nil, fmt.Errorf("fields.%s is not a point of integers", k)
+			}
+			xy[i] = int(v)
+		}
+		return &bernstein.Point{X: xy[0], Y: xy[1]}, nil
+	}
+	var err error
+	if t.At, err = point("at"); err != nil {
+		return t, err
+	}
+	if t.To, err = point("to"); err != nil {
+		return t, err
+	}
+	if f.has("to_element") {
+		s := f.str("to_element")
+		t.ToElement = &s
+	}
+	if f.has("focused") {
+		if v, _ := f.raw("focused"); v != true {
+			return t, errors.New("fields.focused is written only as true")
+		}
+		t.Focused = true
+	}
+	return t, nil
+}
+
+// showPointer spells out every field of a pointer target (absent ones as nil) for comparison.
+func showPointer(t bernstein.PointerTarget) string {
+	show := func(p *bernstein.Point) string {
+		if p == nil {
+			return "nil"
+		}
+		return fmt.Sprintf("[%d %d]", p.X, p.Y)
+	}
+	to := "nil"
+	if t.ToElement != nil {
+		to = fmt.Sprintf("%q", *t.ToElement)
+	}
+	return fmt.Sprintf("{element %q at %s to %s to_element %s focused %t}", t.Element, show(t.At), show(t.To), to, t.Focused)
 }
 
 func proposal(p obj) bernstein.ProposedAction {
@@ -124,22 +227,23 @@ func frame(f obj) bernstein.Frame {
 	return bernstein.Frame{Screenshot: f.hex("screenshot_hex"), AriaSnapshot: f.str("aria_snapshot"), URL: f.str("url")}
 }
 
-func browserSession(r *Runner, s obj, keys *bernstein.ProducerKeys) {
+// browserSession reproduces one session section (session, pointer_session) under the result names w/...
+func browserSession(r *Runner, w string, s obj, keys *bernstein.ProducerKeys) {
 	s.onlyKeys("run_id", "session_id", "role", "adapter", "sdk", "genesis", "steps", "final", "action_log_canonical_utf8",
 		"action_log_hash", "document", "document_canonical_utf8", "result")
 	ctx := context.Background()
 	pub := &recorder{blobs: map[string][]byte{}, signer: keys.Signer, name: keys.Name, sdk: s.str("sdk")}
 	session, err := bernstein.NewComputerUseSession(s.str("run_id"), s.str("session_id"), keys, pub)
-	if !r.ok("browser/session", err) {
+	if !r.ok(w, err) {
 		return
 	}
 	session.Role, session.Adapter, session.SDK = s.str("role"), s.str("adapter"), s.str("sdk")
-	r.same("browser/session/genesis", session.Genesis(), s.str("genesis"))
+	r.same(w+"/genesis", session.Genesis(), s.str("genesis"))
 	for i, step := range s.objs("steps") {
 		step.onlyKeys("frame", "proposed", "occurred_at_ms", "snapshot_normalised", "screenshot_hash", "dom_digest",
 			"observation_hash", "action", "prev_anchor", "anchor", "lineage_entry_canonical_utf8", "lineage_hmac",
 			"lineage_signature_hex", "lineage_entry_hash", "submission_id", "record", "value_hex")
-		name := fmt.Sprintf("browser/session/steps[%d]", i)
+		name := fmt.Sprintf("%s/steps[%d]", w, i)
 		pending := session.Observe(frame(step.obj("frame")))
 		r.same(name+"/snapshot_normalised", string(pending.Snapshot), step.str("snapshot_normalised"))
 		r.same(name+"/screenshot_hash", pending.Hashes.ScreenshotHash, step.str("screenshot_hash"))
@@ -174,10 +278,10 @@ func browserSession(r *Runner, s obj, keys *bernstein.ProducerKeys) {
 	f := s.obj("final")
 	f.onlyKeys("frame", "snapshot_normalised", "screenshot_hash", "dom_digest", "observation_hash")
 	final := session.Observe(frame(f.obj("frame")))
-	r.same("browser/session/final/snapshot_normalised", string(final.Snapshot), f.str("snapshot_normalised"))
-	r.same("browser/session/final/observation_hash", final.Hashes.ObservationHash, f.str("observation_hash"))
-	r.same("browser/session/final/hashes", final.Hashes.ScreenshotHash+final.Hashes.DOMDigest, f.str("screenshot_hash")+f.str("dom_digest"))
-	if !r.ok("browser/session/final", session.RecordFinal(ctx, final)) {
+	r.same(w+"/final/snapshot_normalised", string(final.Snapshot), f.str("snapshot_normalised"))
+	r.same(w+"/final/observation_hash", final.Hashes.ObservationHash, f.str("observation_hash"))
+	r.same(w+"/final/hashes", final.Hashes.ScreenshotHash+final.Hashes.DOMDigest, f.str("screenshot_hash")+f.str("dom_digest"))
+	if !r.ok(w+"/final", session.RecordFinal(ctx, final)) {
 		return
 	}
 	res := s.obj("result")
@@ -185,33 +289,33 @@ func browserSession(r *Runner, s obj, keys *bernstein.ProducerKeys) {
 	occurred := res.int("occurred_at_ms")
 	session.ResultOptions = bernstein.PublishOptions{SubmissionID: res.str("submission_id"), OccurredAtMS: &occurred}
 	outcome, err := session.Finish(ctx, nil, "")
-	if !r.ok("browser/session/finish", err) {
+	if !r.ok(w+"/finish", err) {
 		return
 	}
-	r.same("browser/session/action_log", string(outcome.ActionLog), s.str("action_log_canonical_utf8"))
-	r.same("browser/session/action_log_hash", bernstein.ContentHash(outcome.ActionLog), s.str("action_log_hash"))
+	r.same(w+"/action_log", string(outcome.ActionLog), s.str("action_log_canonical_utf8"))
+	r.same(w+"/action_log_hash", bernstein.ContentHash(outcome.ActionLog), s.str("action_log_hash"))
 	docText, err := bernstein.CanonicalJSON(outcome.Document)
-	if r.ok("browser/session/document", err) {
+	if r.ok(w+"/document", err) {
 		stated, _ := s.raw("document")
 		statedText, err := bernstein.CanonicalJSON(stated)
-		if r.ok("browser/session/document", err) {
-			r.same("browser/session/document", string(docText), string(statedText))
+		if r.ok(w+"/document", err) {
+			r.same(w+"/document", string(docText), string(statedText))
 		}
 	}
-	r.same("browser/session/document_canonical", string(outcome.Result.Artifact), s.str("document_canonical_utf8"))
+	r.same(w+"/document_canonical", string(outcome.Result.Artifact), s.str("document_canonical_utf8"))
 	statement, err := bernstein.CanonicalJSON(bernstein.SubmissionStatement(pub.sub, keys.Signer.KeyID()))
-	if r.ok("browser/session/result/statement", err) {
+	if r.ok(w+"/result/statement", err) {
 		stated, _ := res.raw("statement")
 		statedText, err := bernstein.CanonicalJSON(stated)
-		if r.ok("browser/session/result/statement", err) {
-			r.same("browser/session/result/statement", string(statement), string(statedText))
+		if r.ok(w+"/result/statement", err) {
+			r.same(w+"/result/statement", string(statement), string(statedText))
 		}
 	}
 	want := res.hex("value_hex")
-	r.same("browser/session/result/value", hex.EncodeToString(pub.result), hexs(want))
+	r.same(w+"/result/value", hex.EncodeToString(pub.result), hexs(want))
 	record, _ := res.raw("record")
-	r.reproduceRecord("browser/session/result/record", bernstein.SchemaActivitySubmissionV3, record, want)
+	r.reproduceRecord(w+"/result/record", bernstein.SchemaActivitySubmissionV3, record, want)
 	if slices.ContainsFunc(pub.actions, func(v []byte) bool { return len(v) == 0 }) {
-		r.miss("browser/session/actions", "an empty action value was published")
+		r.miss(w+"/actions", "an empty action value was published")
 	}
 }

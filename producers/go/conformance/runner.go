@@ -48,7 +48,7 @@ var handlers = map[string]handler{
 	"partitions.json":     {[]string{"algorithm", "seed", "cases"}, runPartitions},
 	"steps.json":          {[]string{"description", "keys", "manifest_toml", "submission_partitions", "cases", "blobs", "headers_rule"}, runSteps},
 	"ed25519.json":        {[]string{"rule", "cases"}, runEd25519},
-	"browser.json":        {[]string{"description", "keys", "rules", "session", "snapshots", "invalid_proposals"}, runBrowser},
+	"browser.json":        {[]string{"description", "keys", "rules", "session", "pointer_session", "pointer_targets", "snapshots", "invalid_proposals"}, runBrowser},
 	"audit_walks.json":    {[]string{"format", "about", "judgements", "submissions_topic", "tick_late_ms", "bases", "cases"}, runAuditWalks},
 }
 

@@ -14,6 +14,7 @@ import { createHash } from "node:crypto";
 import { actionAnchor, canonicalJson, hmacKeyId, lineageHmac, lineageSigningInput, observationHash, sha256Digest, typedValueDigest } from "./canonical";
 import { ActivityRejected, BernsteinError, ProducerKeysError } from "./errors";
 import { Ed25519Signer } from "./identity";
+import { MalformedPointerTarget, isPointerTarget, parsePointerTarget } from "./pointer";
 import { MAX_REF_LENGTH, isValidId, ID_RULE } from "./records";
 
 export const COMPUTER_USE_ACTION_V2 = "ComputerUseAction.v2";
@@ -22,12 +23,18 @@ export const LINEAGE_ARTEFACT_KIND = "computer_use.action";
 export const MAX_LINEAGE_ENTRY_BYTES = 32 * 1024;
 /** Typed values shorter than this are not scrubbed from free text (their fields always are). */
 export const MIN_SCRUB_CHARS = 4;
-export const ACTION_KINDS = ["check", "click", "navigate", "press", "scroll", "select", "submit", "type", "wait"] as const;
+/**
+ * What a computer-use action may be (UNKNOWN_ACTION_KIND otherwise). The pointer kinds (double_click,
+ * drag, hover, right_click) came with the model computer-use formats; their targets may be pointer
+ * targets (`PointerTarget`, src/pointer.ts), a drag's must be.
+ */
+export const ACTION_KINDS = ["check", "click", "double_click", "drag", "hover", "navigate", "press", "right_click", "scroll", "select", "submit", "type", "wait"] as const;
 /** Kinds whose proposal may carry a value (digested before it leaves the boundary). */
 export const VALUE_KINDS = ["check", "press", "scroll", "select", "type", "wait"] as const;
 /** Kinds whose values are scrubbed from later snapshots (press values are key names). */
 export const SCRUBBED_KINDS = ["select", "type"] as const;
-const TARGET_REQUIRED = ["check", "click", "navigate", "select", "submit", "type"];
+/** Kinds that act on a target (a URL for navigate, a selector or a pointer target otherwise). */
+const TARGET_REQUIRED = ["check", "click", "double_click", "drag", "hover", "navigate", "right_click", "select", "submit", "type"];
 
 /** An action as the agent decided it. `value` may be a secret: it goes to the driver, and only as a keyed digest anywhere else. */
 export interface ProposedAction {
@@ -86,6 +93,16 @@ export function validateProposal(p: ProposedAction, index?: number): void {
   }
   if (TARGET_REQUIRED.includes(p.kind) && ONLY_SPACE.test(target)) {
     throw new InvalidAction(`a ${p.kind} action needs a target`, "target", index);
+  }
+  if (isPointerTarget(target)) {
+    try {
+      parsePointerTarget(target, p.kind);
+    } catch (exc) {
+      if (!(exc instanceof MalformedPointerTarget)) throw exc;
+      throw new InvalidAction(exc.message, "target", index);
+    }
+  } else if (p.kind === "drag") {
+    throw new InvalidAction("a drag action's target is a pointer target naming both ends (PointerTarget, src/pointer.ts)", "target", index);
   }
   const hasValue = p.value !== undefined && p.value !== null;
   if (hasValue && typeof p.value !== "string") throw new InvalidAction("an action value must be a string", "value", index);

@@ -13,5 +13,6 @@ export * from "./errors";
 export * from "./identity";
 export * from "./json";
 export * from "./partitioning";
+export * from "./pointer";
 export * from "./records";
 export { runConformance, Tally } from "./conformance";

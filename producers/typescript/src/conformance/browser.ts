@@ -3,7 +3,9 @@
  * through this SDK's own `ComputerUseSession` from the raw frames, proposals and keys the vector
  * states, byte for byte (snapshots, actions, anchors, lineage HMACs and signatures, submission ids,
  * ComputerUseAction.v2 bytes, the action log, the session document and the signed browser result);
- * plus the snapshot normalisation cases and the proposals the boundary refuses.
+ * the same again for pointer_session, a session whose targets are all pointer targets; plus the
+ * snapshot normalisation cases, the pointer targets' canonical texts (both ways) and the proposals the
+ * boundary refuses.
  */
 
 import { Codec } from "../avro";
@@ -13,6 +15,7 @@ import { ACTION_KINDS, InvalidAction, MIN_SCRUB_CHARS, ProposedAction, SCRUBBED_
 import { Published, SubmissionOptions, signedSubmissionRecord } from "../emitter";
 import { Ed25519Signer, SigningProducer } from "../identity";
 import { JsonValue } from "../json";
+import { Point, PointerTarget, parsePointerTarget } from "../pointer";
 import { Mismatch, Obj, Tally, eq, hex, num, obj, roundTrip, sections, str } from "./check";
 
 /** The session's publisher: keeps what would be stored and published. */
@@ -65,7 +68,7 @@ function strings(value: JsonValue | undefined, where: string): string[] {
 
 /** browser.json (asynchronous: the session publishes through promises). */
 export async function browserFile(t: Tally, doc: Obj, codec: Codec): Promise<void> {
-  sections(t, doc, ["description", "keys", "rules", "session", "snapshots", "invalid_proposals"], "browser");
+  sections(t, doc, ["description", "keys", "rules", "session", "pointer_session", "pointer_targets", "snapshots", "invalid_proposals"], "browser");
   t.check("browser.description", () => eq(typeof doc["description"], "string"));
   const k = obj(doc["keys"], "keys");
   sections(t, k, ["producer_id", "ed25519_seed_hex", "key_id", "lineage_hmac_key_hex", "lineage_hmac_key_id", "redaction_hmac_key_hex"], "browser.keys");
@@ -103,11 +106,55 @@ export async function browserFile(t: Tally, doc: Obj, codec: Codec): Promise<voi
       throw new Mismatch("the SDK accepts a proposal the boundary refuses");
     });
   }
-  await session(t, obj(doc["session"], "session"), keys, codec);
+  for (const item of (doc["pointer_targets"] ?? []) as JsonValue[]) pointerTargetCase(t, obj(item, "pointer target case"));
+  await session(t, "browser.session", obj(doc["session"], "session"), keys, codec);
+  await session(t, "browser.pointer_session", obj(doc["pointer_session"], "pointer_session"), keys, codec);
 }
 
-async function session(t: Tally, s: Obj, keys: SigningProducer, codec: Codec): Promise<void> {
-  const w = "browser.session";
+/**
+ * One pointer_targets case, both ways: its fields give exactly its text (`PointerTarget.text`), and its
+ * text parses, for every kind that takes its shape, to exactly its fields.
+ */
+function pointerTargetCase(t: Tally, p: Obj): void {
+  const n = `browser.pointer_targets.${str(p, "name")}`;
+  sections(t, p, ["name", "fields", "text"], n);
+  const fields = obj(p["fields"], "fields");
+  sections(t, fields, ["at", "element", "to", "to_element", "focused"], `${n}.fields`);
+  const stated = (): PointerTarget => {
+    const focused = fields["focused"];
+    if (focused !== undefined && focused !== true) throw new Mismatch("fields.focused is written only as true");
+    const toElement = fields["to_element"];
+    if (toElement !== undefined && typeof toElement !== "string") throw new Mismatch("fields.to_element is not a string");
+    return new PointerTarget({ element: str(fields, "element"), at: point(fields, "at"), to: point(fields, "to"), toElement, focused: focused === true });
+  };
+  t.check(`${n}.text`, () => eq(stated().text(), str(p, "text")));
+  t.check(`${n}.parse`, () => {
+    const target = stated();
+    const kinds = target.focused
+      ? ["type"]
+      : target.toElement !== undefined
+        ? ["drag"]
+        : target.at !== undefined && target.to === undefined
+          ? ["click", "double_click", "hover", "right_click", "scroll"]
+          : [];
+    if (kinds.length === 0) throw new Mismatch("no action kind takes this shape");
+    for (const kind of kinds) eq(shown(parsePointerTarget(str(p, "text"), kind)), shown(target), `the ${kind} target's fields`);
+  });
+}
+
+function point(fields: Obj, key: string): Point | undefined {
+  const v = fields[key];
+  if (v === undefined) return undefined;
+  if (!Array.isArray(v) || v.length !== 2 || !v.every((x) => typeof x === "number")) throw new Mismatch(`fields.${key} is not a point [x, y]`);
+  return [v[0] as number, v[1] as number];
+}
+
+/** Every field of a pointer target, absent ones as null, for comparison. */
+function shown(target: PointerTarget): unknown {
+  return { element: target.element, at: target.at ?? null, to: target.to ?? null, to_element: target.toElement ?? null, focused: target.focused };
+}
+
+async function session(t: Tally, w: string, s: Obj, keys: SigningProducer, codec: Codec): Promise<void> {
   sections(t, s, ["run_id", "session_id", "role", "adapter", "sdk", "genesis", "steps", "final", "action_log_canonical_utf8", "action_log_hash", "document", "document_canonical_utf8", "result"], w);
   const pub = new Recorder(codec, keys, str(s, "sdk"));
   const session = new ComputerUseSession(str(s, "run_id"), str(s, "session_id"), keys, pub, { role: str(s, "role"), adapter: str(s, "adapter"), sdk: str(s, "sdk"), codec });

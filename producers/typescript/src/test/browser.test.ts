@@ -7,9 +7,11 @@ import { test } from "node:test";
 import { defaultCodec } from "../avro";
 import { ActionPublisher, BrowserDriver, ComputerUseSession, ExternalAgent, Frame } from "../browser_session";
 import { contentHash, hmacKeyId, lineageHmac, lineageSigningInput, typedValueDigest } from "../canonical";
-import { ProposedAction, normaliseSnapshot } from "../computer_use";
+import { InvalidAction, ProposedAction, normaliseSnapshot, validateProposal } from "../computer_use";
 import { Published, SubmissionOptions, signedSubmissionRecord } from "../emitter";
+import { CanonicalizationError } from "../errors";
 import { Ed25519Signer, SigningProducer, loadProducer } from "../identity";
+import { MAX_COORDINATE, MalformedPointerTarget, PointerTarget, isPointerTarget, parsePointerTarget } from "../pointer";
 
 const signer = Ed25519Signer.fromSeed(Buffer.alloc(32, 7));
 const keys: SigningProducer = { name: "ts@test", signer, lineageKey: Buffer.alloc(32, 1), redactionKey: Buffer.alloc(32, 2) };
@@ -81,7 +83,7 @@ test("a session anchors, signs and publishes every action, and the typed value a
 
 test("an invalid action ends the session refused; a failing driver ends it failed", async () => {
   let pub = new Memory();
-  let browser = new Browser([{ screenshot: Buffer.from("png"), ariaSnapshot: "" }], [{ kind: "hover", target: "#a" }]);
+  let browser = new Browser([{ screenshot: Buffer.from("png"), ariaSnapshot: "" }], [{ kind: "triple_click", target: "#a" }]);
   let outcome = await new ComputerUseSession("run-1", "browser-0", keys, pub).run(browser, browser);
   assert.deepEqual([outcome.state, outcome.reasonCode, pub.values.length], ["refused", "invalid_action", 1]);
   assert.deepEqual(outcome.document["refusal"], { code: "INVALID_ACTION", field: "kind", at_action: 0 });
@@ -117,4 +119,52 @@ test("snapshots are normalised and redacted; the key directory's HMAC keys are l
   );
   const loaded = loadProducer(dir);
   assert.deepEqual([loaded.lineageKey, loaded.redactionKey], [Buffer.alloc(32, 0xb1), Buffer.alloc(32, 0xc2)]);
+});
+
+test("a pointer target's text is its canonical JSON, and it parses back for the kinds that take its shape", () => {
+  const cases: [string, PointerTarget, string][] = [
+    ["click", new PointerTarget({ element: 'internal:role=button[name="Go"i]', at: [412, 230] }), '{"at":[412,230],"element":"internal:role=button[name=\\"Go\\"i]"}'],
+    ["hover", new PointerTarget({ element: "", at: [0, MAX_COORDINATE] }), '{"at":[0,100000],"element":""}'],
+    ["drag", new PointerTarget({ element: "#card", at: [1, 2], to: [3, 4], toElement: "#done" }), '{"at":[1,2],"element":"#card","to":[3,4],"to_element":"#done"}'],
+    ["drag", new PointerTarget({ element: "#card", toElement: "" }), '{"element":"#card","to_element":""}'],
+    ["type", new PointerTarget({ element: "#code", focused: true }), '{"element":"#code","focused":true}'],
+  ];
+  for (const [kind, target, text] of cases) {
+    assert.equal(target.text(), text);
+    assert.deepEqual(parsePointerTarget(text, kind), target);
+    assert.doesNotThrow(() => validateProposal({ kind, target: text, value: kind === "type" ? "Quarterly report" : null }));
+  }
+  assert.ok(isPointerTarget(cases[0]![2]) && !isPointerTarget("#a"));
+  assert.throws(() => new PointerTarget({ element: "\ud800", at: [1, 2] }).text(), CanonicalizationError);
+});
+
+test("a pointer target in any other spelling or shape is refused, and so is its proposal (INVALID_ACTION on target)", () => {
+  const refused: [string, string][] = [
+    ["click", '{"at": [1, 2], "element": "#a"}'], // spaces
+    ["click", '{"element":"#a","at":[1,2]}'], // key order
+    ["click", '{"at":[1,2],"element":"\\u0023a"}'], // an escape
+    ["click", '{"at":[1,2],"element":"#a","x":1}'], // unknown field
+    ["click", '{"at":[1.0,2],"element":"#a"}'], // not an integer
+    ["click", '{"at":[true,2],"element":"#a"}'], // a bool is no coordinate
+    ["click", '{"at":[-1,2],"element":"#a"}'],
+    ["click", '{"at":[100001,2],"element":"#a"}'],
+    ["click", '{"at":[1,2,3],"element":"#a"}'],
+    ["click", '{"at":null,"element":"#a"}'],
+    ["click", '{"at":[1,2],"element":null}'],
+    ["click", '{"element":"#a"}'], // no point
+    ["click", '{"at":[1,2],"element":"\\ud800"}'], // lone surrogate
+    ["click", '{"__proto__":1,"at":[1,2],"element":"#a"}'],
+    ["click", "{#a"], // not JSON
+    ["scroll", '{"element":"#a","focused":true}'], // focused is for type
+    ["type", '{"element":"#a","focused":false}'],
+    ["type", '{"at":[1,2],"element":"#a"}'],
+    ["drag", '{"at":[1,2],"element":"#a","to_element":"#b"}'], // one point only
+    ["hover", '{"at":[1,2],"element":"#a","to_element":"#b"}'],
+    ["navigate", '{"at":[1,2],"element":"#a"}'],
+  ];
+  for (const [kind, text] of refused) {
+    assert.throws(() => parsePointerTarget(text, kind), MalformedPointerTarget, `${kind} ${text}`);
+    assert.throws(() => validateProposal({ kind, target: text, value: "x" }, 3), (exc: unknown) => exc instanceof InvalidAction && exc.field === "target" && exc.index === 3);
+  }
+  assert.throws(() => validateProposal({ kind: "drag", target: "#a" }), (exc: unknown) => exc instanceof InvalidAction && exc.field === "target");
 });
