@@ -5,11 +5,15 @@ go 1.26.0
 require (
 	github.com/hamba/avro/v2 v2.31.0
 	github.com/minio/minio-go/v7 v7.4.1
+	github.com/transparency-dev/formats v0.1.1
+	github.com/transparency-dev/merkle v0.0.2
 	github.com/twmb/franz-go v1.22.3
+	golang.org/x/mod v0.43.0
 	golang.org/x/text v0.42.0
 )
 
 require (
+	filippo.io/mldsa v0.0.0-20260215214346-43d0283efc3e // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/go-viper/mapstructure/v2 v2.5.0 // indirect

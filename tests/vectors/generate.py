@@ -905,6 +905,13 @@ def browser_vectors() -> dict[str, Any]:
     return build()
 
 
+def tlog_vectors() -> dict[str, Any]:
+    """tlog.json: Merkle trees, proofs and signed checkpoints for other implementations (tests/vectors/tlog_vectors.py)."""
+    from tests.vectors.tlog_vectors import tlog_vectors as build
+
+    return build()
+
+
 FILES = {
     "canonical_json.json": canonical_vectors,
     "digests.json": digest_vectors,
@@ -916,6 +923,7 @@ FILES = {
     "partitions.json": partitions,
     "ed25519.json": ed25519_vectors,
     "browser.json": browser_vectors,
+    "tlog.json": tlog_vectors,
 }
 
 

@@ -179,3 +179,53 @@ func TestMutatedAuditWalksMiss(t *testing.T) {
 		}
 	}
 }
+
+// tlog.json: a leaf, a root, the witness's vkey, a cosignature's timestamp, a refused proof that
+// is the accepted one and a refused note that is no note at all are each a miss (a refusal must be
+// for a signature or a proof, never for being garbage).
+func TestMutatedTlogMiss(t *testing.T) {
+	dir := t.TempDir()
+	files, _ := filepath.Glob(filepath.Join(repoVectors, "*.json"))
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		if filepath.Base(f) == "tlog.json" {
+			var doc map[string]any
+			if err := json.Unmarshal(data, &doc); err != nil {
+				t.Fatal(err)
+			}
+			doc["leaves_hex"].([]any)[3] = hex.EncodeToString([]byte("leaf 33"))
+			doc["roots_hex"].([]any)[5] = strings.Repeat("00", 32)
+			witness := doc["witness"].(map[string]any)
+			witness["vkey"] = strings.Replace(witness["vkey"].(string), "+17a9ed04+", "+17a9ed05+", 1)
+			last := doc["accepted"].(map[string]any)["checkpoints"].([]any)[4].(map[string]any)
+			refused := doc["refused"].(map[string]any)
+			last["cosigned"] = refused["cosigned"].([]any)[0].(map[string]any)["note"]
+			accepted := doc["accepted"].(map[string]any)["consistency"].([]any)[9].(map[string]any)
+			refused["consistency"].([]any)[0].(map[string]any)["proof_hex"] = accepted["proof_hex"]
+			refused["notes"].([]any)[0].(map[string]any)["note"] = "not a note\n"
+			data, _ = json.Marshal(doc)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	if _, err := Run(dir, &out); err != nil {
+		t.Fatal(err)
+	}
+	misses := out.String()
+	for _, want := range []string{
+		"MISS tlog/leaf_hashes_hex[3]: got",
+		"MISS tlog/roots_hex[5]: got",
+		"MISS tlog/accepted/consistency[8]: a root is not the stated tree's",
+		"MISS tlog/witness/vkey: the verifier is witness.bernstein.example+17a9ed04",
+		"MISS tlog/accepted/checkpoints[4]/cosigned: invalid signature for key witness.bernstein.example+17a9ed04",
+		"MISS tlog/accepted/checkpoints[4]/cosigned/from_seed: got",
+		"MISS tlog/refused/consistency[0]: not refused",
+		"MISS tlog/refused/notes[0]: not refused",
+	} {
+		if !strings.Contains(misses, want) {
+			t.Errorf("missing %q in:\n%s", want, misses)
+		}
+	}
+}

@@ -5,7 +5,8 @@
  * stated value from its stated inputs with this SDK's own code: Avro single-object bytes and
  * fingerprints, canonical JSON (and its refusals), digests, PAE, chain hashes, MACs, Ed25519
  * signatures, murmur2 partitions (with kafkajs' DefaultPartitioner, the one the emitter uses) and
- * the scheduler-step inputs and outputs. A file or a section it does not know is a failure ("not
+ * the scheduler-step inputs and outputs, and the transparency log's Merkle trees, proofs and signed
+ * checkpoints (with ./tlog). A file or a section it does not know is a failure ("not
  * covered"), so 100% stays enforced as the vectors grow. The last line is
  * `conformance: N/N vectors reproduced`; the exit status is 1 on any miss.
  */
@@ -22,6 +23,7 @@ import { Obj, Tally, obj } from "./conformance/check";
 import { avroFile, canonicalFile, digestsFile, modalitiesFile, partitionsFile } from "./conformance/formats";
 import { ed25519File, signaturesFile } from "./conformance/signatures";
 import { stepsFile } from "./conformance/steps";
+import { tlogFile } from "./conformance/tlog";
 
 export { Tally, unhex } from "./conformance/check";
 
@@ -42,6 +44,7 @@ const HANDLERS: Record<string, (t: Tally, doc: Obj, codec: Codec) => void | Prom
   "ed25519.json": (t, d) => ed25519File(t, d),
   "audit_walks.json": auditWalksFile,
   "browser.json": browserFile,
+  "tlog.json": (t, d) => tlogFile(t, d),
 };
 
 /** Run every vector file of `dir`; the tally (asynchronous: browser.json records a session through its publisher). */

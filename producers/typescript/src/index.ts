@@ -15,4 +15,5 @@ export * from "./json";
 export * from "./partitioning";
 export * from "./pointer";
 export * from "./records";
+export * from "./tlog";
 export { runConformance, Tally } from "./conformance";
