@@ -50,6 +50,7 @@ COMMAND_MODULES: Final = (
     "bernstein.producers.dataops.cli",
     "bernstein.commands.browser",
     "bernstein.commands.mcp",
+    "bernstein.commands.witness",
 )
 
 
@@ -111,6 +112,8 @@ ENDPOINTS: Final[dict[tuple[str, ...], Uses | Callable[[argparse.Namespace], Use
     ("browser", "run"): Uses(kafka=True, s3=True),
     ("browser", "replay"): _replay_uses,
     ("mcp", "serve"): Uses(kafka=True, s3=True),
+    ("witness", "init"): NOTHING,
+    ("witness", "serve"): NOTHING,
 }
 """What each command talks to, by its words: the one table behind the endpoint line every command that talks to
 Kafka or S3 writes first on stderr (``bernstein.commands.common.endpoint_banner``). A unit test fails for a

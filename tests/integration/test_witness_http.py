@@ -1,0 +1,103 @@
+"""``bernstein witness serve`` over real HTTP: a client grows a log, the witness cosigns, a fork is refused and kept.
+
+The witness is the command in a subprocess with its own key (``witness init``) and state directory; the client
+speaks the C2SP tlog-witness wire format with the standard library's HTTP client. The log is a test log signed
+with its own Ed25519 key (the scheduler's partition logs use the same checkpoint format).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bernstein.schemas import merkle, notes
+
+ORIGIN = "bernstein.example/http-witness/0"
+LOG = notes.NoteSigner(ORIGIN, notes.SIG_ED25519, bytes(range(32)))
+
+
+def bernstein(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bernstein", *args], capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, notes.NoteVerifier, Path, subprocess.Popen[str]]]:
+    made = bernstein("witness", "init", "--keys", str(tmp_path / "keys"), "--name", "witness.test/w1")
+    assert made.returncode == 0, made.stderr
+    witness = notes.NoteVerifier.from_vkey(made.stdout.strip())
+    state = tmp_path / "state"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bernstein", "witness", "serve", "--keys", str(tmp_path / "keys"), "--state", str(state)]
+        + ["--log", LOG.verifier.vkey, "--port", "0", "--prefix", "/w"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert process.stderr is not None
+    line = process.stderr.readline()
+    match = re.search(r"serving (http://\S+/add-checkpoint) as (\S+)", line)
+    assert match is not None, line + (process.stderr.read() if process.poll() is not None else "")
+    assert match.group(2) == witness.vkey
+    try:
+        yield match.group(1), witness, state, process
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=10)
+
+
+def post(url: str, body: bytes) -> tuple[int, str, bytes]:
+    request = urllib.request.Request(url, data=body, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.headers.get("Content-Type", ""), response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers.get("Content-Type", ""), error.read()
+
+
+def request(hashes: list[bytes], old: int, proof: list[bytes] | None = None) -> tuple[bytes, bytes]:
+    note = notes.sign_note(notes.Checkpoint(ORIGIN, len(hashes), merkle.root(hashes)).body(), [LOG])
+    if proof is None:
+        proof = merkle.consistency_proof(hashes, old) if old else []
+    return b"\n".join([f"old {old}".encode(), *(base64.b64encode(h) for h in proof)]) + b"\n\n" + note, note
+
+
+def test_a_client_grows_a_log_through_the_witness_and_a_fork_is_kept(
+    served: tuple[str, notes.NoteVerifier, Path, subprocess.Popen[str]],
+) -> None:
+    url, witness, state, process = served
+    hashes = [merkle.leaf_hash(b"%d" % i) for i in range(10)]
+    body, note = request(hashes, 0)
+    status, _type, answer = post(url, body)
+    assert status == 200, answer
+    opened = notes.open_note(note + answer, [LOG.verifier, witness])
+    cosignature = opened.signed_by(witness)
+    assert cosignature is not None and notes.cosignature_timestamp(cosignature) > 0
+
+    hashes += [merkle.leaf_hash(b"%d" % i) for i in range(10, 25)]
+    assert post(url, request(hashes, 10)[0])[0] == 200
+    assert post(url, request(hashes, 3)[0]) == (409, "text/x.tlog.size", b"25\n")
+
+    forked = list(hashes)
+    forked[7] = merkle.leaf_hash(b"rewritten")
+    forked.append(merkle.leaf_hash(b"25"))
+    status, _type, answer = post(url, request(forked, 25, proof=merkle.consistency_proof(forked, 25))[0])
+    assert status == 422 and answer.startswith(b"INCONSISTENT: ")
+    (kept,) = [json.loads(p.read_text()) for p in (state / "evidence").rglob("*.json")]
+    assert kept["kind"] == "inconsistent" and notes.parse_checkpoint(notes.parse_note(kept["cosigned"].encode()).text).size == 25
+
+    assert post(url.replace("/w/", "/x/"), body)[0] == 404
+    assert post(url, b"old 0\n")[0] == 400
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=10) == 0

@@ -1,0 +1,1 @@
+"""A transparency-log witness (C2SP tlog-witness): ``core`` decides, ``store`` remembers, ``http`` serves."""
