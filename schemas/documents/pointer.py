@@ -60,8 +60,8 @@ class PointerTarget:
     to_element: str | None = None
     focused: bool = False
 
-    def text(self) -> str:
-        """The target as the action records it: canonical JSON, keys in RFC 8785 order."""
+    def fields(self) -> dict[str, Any]:
+        """The JSON object of the target: only the fields it has (no nulls, ``focused`` only when true)."""
         document: dict[str, Any] = {"element": self.element}
         if self.at is not None:
             document["at"] = list(self.at)
@@ -71,7 +71,11 @@ class PointerTarget:
             document["to_element"] = self.to_element
         if self.focused:
             document["focused"] = True
-        return canonical_json(document).decode("utf-8")
+        return document
+
+    def text(self) -> str:
+        """The target as the action records it: canonical JSON, keys in RFC 8785 order."""
+        return canonical_json(self.fields()).decode("utf-8")
 
 
 def is_pointer_target(target: str) -> bool:

@@ -260,3 +260,19 @@ def test_user_errors_are_one_line_and_exit_3(
     assert code == EXIT_USAGE
     assert message in err and "Traceback" not in err
     assert not (tmp_path / "r.html").exists()
+
+
+def test_a_pointer_target_reads_as_the_point_and_the_element_it_landed_on() -> None:
+    from bernstein.schemas.documents.pointer import PointerTarget
+    from bernstein.verifier.html.browser import _target_html
+
+    click = PointerTarget('internal:role=button[name="<script>x</script>"i]', at=(412, 230)).text()
+    shown = _target_html("double_click", click)
+    assert shown.startswith(" at (412, 230) on <code>") and "<script>" not in shown and "&lt;script&gt;" in shown
+    drag = PointerTarget("#card", at=(1, 2), to=(3, 4), to_element="#done").text()
+    assert _target_html("drag", drag) == " from (1, 2) on <code>#card</code> to (3, 4) on <code>#done</code>"
+    assert _target_html("drag", PointerTarget("#a", to_element="#b").text()) == " from <code>#a</code> to <code>#b</code>"
+    assert _target_html("type", PointerTarget("#code", focused=True).text()) == " into the focused <code>#code</code>"
+    assert _target_html("hover", PointerTarget("", at=(5, 5)).text()) == " at (5, 5) on nothing"
+    assert _target_html("click", '{"at": [1, 2]}') == " <code>{&quot;at&quot;: [1, 2]}</code>"  # not canonical: shown as given
+    assert _target_html("click", "#plain") == " <code>#plain</code>" and _target_html("wait", "") == ""

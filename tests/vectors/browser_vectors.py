@@ -199,16 +199,7 @@ def _hexify(value: Any) -> Any:
 
 
 def _pointer_case(name: str, target: PointerTarget) -> dict[str, Any]:
-    fields: dict[str, Any] = {"element": target.element}
-    if target.at is not None:
-        fields["at"] = list(target.at)
-    if target.to is not None:
-        fields["to"] = list(target.to)
-    if target.to_element is not None:
-        fields["to_element"] = target.to_element
-    if target.focused:
-        fields["focused"] = True
-    return {"name": name, "fields": fields, "text": target.text()}
+    return {"name": name, "fields": target.fields(), "text": target.text()}
 
 
 def _proposal(p: ProposedAction) -> dict[str, Any]:

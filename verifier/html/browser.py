@@ -17,6 +17,7 @@ from bernstein.schemas.documents.browser import (
     parse_action_log,
     parse_session_document,
 )
+from bernstein.schemas.documents.pointer import MalformedPointerTarget, PointerTarget, is_pointer_target, parse_pointer_target
 from bernstein.verifier.html.contents import Evidence
 from bernstein.verifier.html.page import Images, code, esc, paged, shot
 from bernstein.verifier.html.views import Shown, StageBody
@@ -164,10 +165,36 @@ def _frame(
     else:
         word = '<span class="warn">not checked</span>' if unchecked else '<span class="muted">no step verdict</span>'
     typed = f"<br>typed value: {code(frame.value_digest)}" if frame.value_digest else ""
-    target = f" <code>{esc(frame.target)}</code>" if frame.target else ""
+    target = _target_html(frame.kind, frame.target)
     return (
         f'<figure class="{cls}">{picture}<figcaption><strong>{esc(frame.index)}. {esc(frame.kind)}</strong>{target}{typed}'
         f"<br>{word}<br>anchor {code(frame.anchor)}<br>"
         f'<span class="muted">after {code(frame.prev_anchor)}; screenshot {code(frame.screenshot_hash)}; '
         f"{esc(frame.where)}</span></figcaption></figure>"
     )
+
+
+def _target_html(kind: str, target: str) -> str:
+    """Where an action landed: a pointer target as words (the point and the element), anything else as given."""
+    if not target:
+        return ""
+    if is_pointer_target(target):
+        try:
+            pointer = parse_pointer_target(target, kind)
+        except MalformedPointerTarget:
+            pointer = None
+        if pointer is not None:
+            return " " + _pointer_html(pointer)
+    return f" <code>{esc(target)}</code>"
+
+
+def _pointer_html(pointer: PointerTarget) -> str:
+    def on(point: tuple[int, int] | None, element: str | None) -> str:
+        what = f"<code>{esc(element)}</code>" if element else "nothing"
+        return f"({point[0]}, {point[1]}) on {what}" if point is not None else what
+
+    if pointer.focused:
+        return f"into the focused {on(None, pointer.element)}"
+    if pointer.to_element is not None:
+        return f"from {on(pointer.at, pointer.element)} to {on(pointer.to, pointer.to_element)}"
+    return f"at {on(pointer.at, pointer.element)}"
