@@ -190,7 +190,7 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def test_over_http_a_refused_origin_is_a_tool_error_and_is_journalled(
+def test_over_http_the_computer_tool_journals_a_point_and_a_refused_origin_is_a_journalled_tool_error(
     services: Services,
     prefix: str,
     install_keys: InstallKeys,
@@ -219,6 +219,13 @@ def test_over_http_a_refused_origin_is_a_tool_error_and_is_journalled(
                     await client.initialize()
                     _, done = await call(client, "browser_navigate", url=f"{url}/index.html")
                     assert done["actions"][0]["index"] == 0
+                    # the computer tool (a model's computer-use format): a screenshot, then a point journalled
+                    shot = await client.call_tool("computer", {"action": "screenshot"})
+                    assert not shot.is_error and [block.type for block in shot.content] == ["text", "image"]
+                    _, moved = await call(client, "computer", action="mouse_move", coordinate=[20, 20])
+                    (hover,) = moved["actions"]
+                    assert hover["index"] == 1 and hover["action"]["kind"] == "hover"
+                    assert json.loads(hover["action"]["target"])["at"] == [20, 20] and moved["cursor"] == [20, 20]
                     elsewhere = f"http://127.0.0.1:{free_port()}/"  # loopback, but not the allowed origin: a private address
                     error = await refused(client, "browser_navigate", url=elsewhere)
                     ended = await refused(client, "browser_snapshot")
@@ -231,11 +238,11 @@ def test_over_http_a_refused_origin_is_a_tool_error_and_is_journalled(
             if server.poll() is None:
                 server.kill()
     assert error["error"] == "NAVIGATION_REFUSED" and error["journalled"] is True
-    assert error["evidence"]["policy"] == "PRIVATE_ADDRESS" and error["evidence"]["at_action"] == 1
-    assert error["evidence"]["reason_code"] == "navigation_refused" and error["evidence"]["actions"] == 1
+    assert error["evidence"]["policy"] == "PRIVATE_ADDRESS" and error["evidence"]["at_action"] == 2
+    assert error["evidence"]["reason_code"] == "navigation_refused" and error["evidence"]["actions"] == 2
 
     topics = Topics(prefix)
-    journal(services.bootstrap, topics, install_keys, [producer_keys], expect=1 + 1)
+    journal(services.bootstrap, topics, install_keys, [producer_keys], expect=2 + 1)
     assert refusals(services.bootstrap, topics) == []
     source = KafkaSource(services.bootstrap, topics)
     entries = [codec.decode(codec.decode(r.value or b"").record["payload"]).record for r in source.records("journal", 0)]

@@ -8,6 +8,7 @@ with its own Ed25519 key (the scheduler's partition logs use the same checkpoint
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import re
@@ -97,6 +98,14 @@ def test_a_client_grows_a_log_through_the_witness_and_a_fork_is_kept(
     (kept,) = [json.loads(p.read_text()) for p in (state / "evidence").rglob("*.json")]
     assert kept["kind"] == "inconsistent" and notes.parse_checkpoint(notes.parse_note(kept["cosigned"].encode()).text).size == 25
 
+    monitored = url.replace("/add-checkpoint", f"/{hashlib.sha256(ORIGIN.encode()).hexdigest()}/checkpoint")
+    with urllib.request.urlopen(monitored, timeout=10) as response:
+        latest = response.read()
+    assert notes.parse_checkpoint(notes.open_note(latest, [LOG.verifier, witness]).text).size == 25
+    assert notes.open_note(latest, [witness]).signed_by(witness) is not None  # what it vouched for, with its cosignature
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        urllib.request.urlopen(url.replace("/add-checkpoint", f"/{'0' * 64}/checkpoint"), timeout=10)
+    assert missing.value.code == 404
     assert post(url.replace("/w/", "/x/"), body)[0] == 404
     assert post(url, b"old 0\n")[0] == 400
     process.send_signal(signal.SIGTERM)

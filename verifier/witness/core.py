@@ -173,6 +173,13 @@ class Witness:
         """The witness's verifier key, for the policies that trust it."""
         return self.signer.verifier.vkey
 
+    def latest_by_id(self, origin_hex: str) -> Witnessed | None:
+        """The latest cosigned checkpoint of the witnessed origin whose ``origin_id`` this is (None: none yet)."""
+        for origin in self.logs:
+            if origin_id(origin) == origin_hex:
+                return self.store.latest(origin)
+        return None
+
     def add_checkpoint(self, body: bytes) -> bytes:
         """The cosignature line(s) for the request's checkpoint, or ``WitnessRefusal``."""
         request = parse_request(body)

@@ -2,14 +2,17 @@
 
 A thin edge around ``Witness.add_checkpoint``: it reads at most ``MAX_REQUEST_BYTES`` (a request
 without a ``Content-Length`` is ``411``, a larger one ``413``), answers ``200`` with the
-cosignature line, or the refusal's status, content type and body. Anything else is ``404`` (an
-unknown path) or ``405`` (another method). A failure of the witness's own state is ``500`` and is
-logged: nothing was cosigned.
+cosignature line, or the refusal's status, content type and body. ``GET <prefix>/<sha256(origin)
+hex>/checkpoint`` (the spec's monitoring endpoint) serves the latest checkpoint cosigned for that
+origin, with the log's signatures and the witness's own, so anyone can see what it vouched for;
+``404`` when it cosigned none. Anything else is ``404`` (an unknown path) or ``405`` (another
+method). A failure of the witness's own state is ``500`` and is logged: nothing was cosigned.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,6 +27,7 @@ LOG: Final = logging.getLogger("bernstein.witness")
 def make_server(witness: Witness, host: str, port: int, *, prefix: str = "") -> ThreadingHTTPServer:
     """An HTTP server for ``witness`` bound to ``host:port`` (port 0: any free one); call ``serve_forever``."""
     path = prefix.rstrip("/") + "/add-checkpoint"
+    monitored = re.compile(re.escape(prefix.rstrip("/")) + r"/([0-9a-f]{64})/checkpoint")
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "bernstein-witness"
@@ -54,7 +58,20 @@ def make_server(witness: Witness, host: str, port: int, *, prefix: str = "") -> 
             self._answer(200, "text/plain; charset=utf-8", cosignature)
 
         def do_GET(self) -> None:  # noqa: N802
-            self._answer(405 if self.path == path else 404, "text/plain; charset=utf-8", b"POST add-checkpoint\n")
+            wanted = monitored.fullmatch(self.path)
+            if wanted is None:
+                self._answer(405 if self.path == path else 404, "text/plain; charset=utf-8", b"POST add-checkpoint\n")
+                return
+            try:
+                latest = witness.latest_by_id(wanted.group(1))
+            except BernsteinError as exc:
+                LOG.error("checkpoint lookup failed: %s: %s", exc.code, exc.message)
+                self._answer(500, "text/plain; charset=utf-8", b"the witness could not read its state\n")
+                return
+            if latest is None:
+                self._answer(404, "text/plain; charset=utf-8", b"no checkpoint cosigned for that origin\n")
+                return
+            self._answer(200, "text/plain; charset=utf-8", latest.note)
 
         def _answer(self, status: int, content_type: str, body: bytes) -> None:
             self.send_response(status)
