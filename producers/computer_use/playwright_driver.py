@@ -104,7 +104,7 @@ except ModuleNotFoundError as _exc:
 
 from bernstein.producers.computer_use.boundary import DriverFactory, Frame, ProposedAction
 from bernstein.producers.computer_use.errors import NavigationRefused
-from bernstein.producers.computer_use.pointer_actions import element_at, focused_element, perform_pointer
+from bernstein.producers.computer_use.pointer_actions import element_at, focused_element, perform_pointer, wheel_delta
 from bernstein.producers.computer_use.terminal import ComputerUseDriverError, DriverFault
 from bernstein.producers.netpolicy import Origin, OriginPolicy, TargetRefused
 from bernstein.schemas.documents.browser import ComputerUseTerminalState
@@ -715,8 +715,7 @@ class PlaywrightDriver:
         if action.target:
             self.page.locator(action.target).scroll_into_view_if_needed()
             return
-        dx, _, dy = (action.value or "0,400").partition(",")
-        self.page.mouse.wheel(int(dx or 0), int(dy or 0))
+        self.page.mouse.wheel(*wheel_delta(action.value))
 
     def _wait(self, action: ProposedAction) -> None:
         if action.target:

@@ -87,9 +87,14 @@ def perform_pointer(page: Any, kind: str, target: PointerTarget, value: str | No
     elif kind == "hover":
         mouse.move(x, y)
     elif kind == "scroll":
-        dx, _, dy = (value or "0,400").partition(",")
         mouse.move(x, y)
-        mouse.wheel(int(dx or 0), int(dy or 0))
+        mouse.wheel(*wheel_delta(value))
     else:
         raise ValueError(f"{kind} actions are not performed at a point")
     return None
+
+
+def wheel_delta(value: str | None) -> tuple[int, int]:
+    """A scroll action's value ``"dx,dy"`` in pixels (none: 400 down); ``ValueError`` for one that is not."""
+    dx, _, dy = (value or "0,400").partition(",")
+    return int(dx or 0), int(dy or 0)

@@ -12,22 +12,26 @@ shown (or a fresh one), a point is resolved to the element under it before ancho
 text is journalled only as its keyed digest. The reply carries the screenshot of the page
 after the call, which is the observation the model's next action is anchored to. A refusal
 or a stop comes back as a ``ToolError`` (``reply.error``): the model reads its code and
-evidence. ``display`` is the size to declare in the tool definition (the driver's viewport:
-the screenshot's pixels are the coordinates).
+evidence. Declare the driver's viewport as the display size in the tool definition: the
+screenshot's pixels are the coordinates. ``call`` is the same call raising its ``ToolError``
+(the MCP server's ``computer`` tool answers with it).
 """
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from bernstein.producers.mcp.browser import SteppedBrowser
 from bernstein.producers.mcp.errors import ToolError
-from bernstein.producers.mcp.model_formats import ANTHROPIC, OPENAI, CursorQuery, Parsed, parse_anthropic, parse_openai
+from bernstein.producers.mcp.model_formats import CursorQuery, Parsed, parse_anthropic, parse_openai
 from bernstein.producers.mcp.tools import Act
 from bernstein.schemas.documents.browser import ActionRecord
 from bernstein.schemas.documents.pointer import Point
+
+Parser = Callable[[Mapping[str, Any], Point | None], Parsed]
 
 
 @dataclass(frozen=True)
@@ -54,15 +58,18 @@ class ComputerTool:
         """Where the model last put the pointer (a click without a coordinate acts there)."""
 
     def anthropic(self, tool_input: dict[str, Any]) -> ComputerReply:
-        return self._run(ANTHROPIC, tool_input)
+        return self._answer(parse_anthropic, tool_input)
 
     def openai(self, action: dict[str, Any]) -> ComputerReply:
-        return self._run(OPENAI, action)
+        return self._answer(parse_openai, action)
 
-    def _run(self, dialect: str, call: dict[str, Any]) -> ComputerReply:
+    def call(self, parse: Parser, call: Mapping[str, Any]) -> ComputerReply:
+        """One call in the format ``parse`` reads; a refusal or a stop raises its ``ToolError``."""
+        return self._carry_out(parse(call, self.cursor))
+
+    def _answer(self, parse: Parser, call: Mapping[str, Any]) -> ComputerReply:
         try:
-            parsed = parse_anthropic(call, self.cursor) if dialect == ANTHROPIC else parse_openai(call, self.cursor)
-            return self._carry_out(parsed)
+            return self.call(parse, call)
         except ToolError as exc:
             screenshot = observed = None
             if self.browser.outcome is None and self.browser.started:
@@ -98,8 +105,7 @@ def anthropic_tool_result(tool_use_id: str, reply: ComputerReply) -> dict[str, A
         return {"type": "tool_result", "tool_use_id": tool_use_id, "is_error": True, "content": reply.text}
     content: list[dict[str, Any]] = [{"type": "text", "text": reply.text}]
     if reply.screenshot is not None:
-        data = base64.b64encode(reply.screenshot).decode("ascii")
-        content.append({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}})
+        content.append({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": _b64(reply.screenshot)}})
     return {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
 
 
@@ -111,6 +117,9 @@ def openai_call_output(call_id: str, reply: ComputerReply) -> dict[str, Any]:
     """
     output: dict[str, Any] = {"type": "computer_call_output", "call_id": call_id}
     if reply.screenshot is not None:
-        data = base64.b64encode(reply.screenshot).decode("ascii")
-        output["output"] = {"type": "computer_screenshot", "image_url": f"data:image/png;base64,{data}"}
+        output["output"] = {"type": "computer_screenshot", "image_url": f"data:image/png;base64,{_b64(reply.screenshot)}"}
     return output
+
+
+def _b64(png: bytes) -> str:
+    return base64.b64encode(png).decode("ascii")

@@ -48,8 +48,6 @@ SCROLL_STEP: Final = 100
 """Pixels of one Anthropic ``scroll_amount`` step (a wheel notch)."""
 OPENAI_WAIT_MS: Final = 2000
 """An OpenAI ``wait`` has no duration; this is the wait of OpenAI's own samples."""
-ANTHROPIC: Final = "anthropic"
-OPENAI: Final = "openai"
 
 # xdotool key names (Anthropic) and OpenAI's key names, lower-cased, to Playwright's
 _KEY_NAMES: Final = {

@@ -22,6 +22,7 @@ from bernstein.producers.computer_use.session import SessionOutcome
 from bernstein.producers.mcp.browser import PageView, SteppedBrowser
 from bernstein.producers.mcp.computer import ComputerTool
 from bernstein.producers.mcp.errors import ToolCode, ToolError
+from bernstein.producers.mcp.model_formats import parse_anthropic
 from bernstein.producers.mcp.research import MAX_TEXT_SHOWN, Published, ResearchDesk, page_summary
 from bernstein.producers.mcp.tools import Act, Back, Computer, Fetch, Finish, Look, SubmitReport, parse_call
 from bernstein.schemas.documents.browser import ActionRecord
@@ -91,9 +92,7 @@ class McpRun:
     def _computer(self, browser: SteppedBrowser, request: Computer) -> ToolReply:
         if self.computer is None:
             self.computer = ComputerTool(browser)
-        reply = self.computer.anthropic(request.arguments)
-        if reply.error is not None:
-            raise reply.error
+        reply = self.computer.call(parse_anthropic, request.arguments)
         records = [action_json(record) for record in reply.records]
         structured: dict[str, Any] = {
             "actions": records,
