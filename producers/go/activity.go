@@ -44,7 +44,7 @@ func BuildResult(kind string, artifact any, observations []Observation, outcome 
 		outcome.TerminalState = Completed
 	}
 	if outcome.ReasonCode == "" {
-		outcome.ReasonCode = "ok" // as the Python SDK's ActivityResult.build and D3 descriptions
+		outcome.ReasonCode = "ok" // as the Python SDK's ActivityResult.build and `bernstein submit` descriptions
 	}
 	if !kinds[kind] {
 		return nil, &ActivityRejected{Reason: "UNKNOWN_KIND", Msg: fmt.Sprintf("unknown activity kind %q", kind)}

@@ -8,8 +8,8 @@ import (
 	"strings"
 )
 
-// Config is everything an Emitter needs, read from the environment (DESIGN D4; the same settings
-// as the Python and TypeScript SDKs).
+// Config is everything an Emitter needs, read from the environment (the same settings as the
+// Python and TypeScript SDKs: docs/producing.md, "Kafka and S3 settings").
 type Config struct {
 	KafkaBootstrap  string            // BERNSTEIN_KAFKA_BOOTSTRAP (host:port[,host:port])
 	KafkaConfigFile string            // BERNSTEIN_KAFKA_CONFIG_FILE (librdkafka-style properties)

@@ -14,8 +14,9 @@ import (
 	"strings"
 )
 
-// Activity descriptions (DESIGN D3, docs/producing.md): one JSON object per line, shared with
-// `bernstein submit` (producers/description.py) and the TypeScript SDK's emit. A line is a stage
+// Activity descriptions (docs/producing.md, "Vectors, SDKs and tools"): one JSON object per line,
+// shared with `bernstein submit` (producers/description.py) and the TypeScript SDK's emit. A line
+// is a stage
 //
 //	{"run_id", "stage_id", "role", "kind",
 //	 "artifact": <JSON value> | "artifact_file": "path" | "artifact_base64": "...",

@@ -9,7 +9,7 @@ import (
 )
 
 // sampleResults builds one result of every kind through the SDK's typed helpers (what
-// TestModalityResults checks, and what BERNSTEIN_GO_SAMPLES=FILE writes as D3 descriptions for
+// TestModalityResults checks, and what BERNSTEIN_GO_SAMPLES=FILE writes as activity descriptions for
 // `bernstein submission check FILE`, which runs the scheduler's pure core on them).
 func sampleResults(t *testing.T) (map[string]*ActivityResult, map[string][][]byte) {
 	t.Helper()
@@ -145,7 +145,7 @@ func TestResearchReportRefusesWhatTheSchedulerRefuses(t *testing.T) {
 	}
 }
 
-// BERNSTEIN_GO_SAMPLES=FILE writes the samples as D3 descriptions (for `bernstein submission check`).
+// BERNSTEIN_GO_SAMPLES=FILE writes the samples as activity descriptions (for `bernstein submission check`).
 func TestWriteSamplesForSubmissionCheck(t *testing.T) {
 	path := os.Getenv("BERNSTEIN_GO_SAMPLES")
 	if path == "" {

@@ -85,7 +85,7 @@ def _ts_emit() -> list[str]:
 
 
 def emit(command: Sequence[str], lines: Sequence[dict[str, Any]], env: dict[str, str], cwd: Path) -> list[dict[str, Any]]:
-    """Feed D3 activity descriptions to a producer command; the JSON line it prints per published record."""
+    """Feed activity descriptions to a producer command; the JSON line it prints per published record."""
     stdin = "".join(json.dumps(line) + "\n" for line in lines)
     result = subprocess.run(list(command), input=stdin, env=env, cwd=cwd, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, f"{command[0]} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
@@ -102,7 +102,7 @@ def mismatch_vector() -> dict[str, Any]:
 
 
 def mismatch_description(case: dict[str, Any], run_id: str, stage_id: str) -> dict[str, Any]:
-    """The vector's D3 ``stage`` (its artifact, its wrong hash, its observation), moved into run ``run_id``."""
+    """The vector's described ``stage`` (its artifact, its wrong hash, its observation), moved into run ``run_id``."""
     stage = dict(case["inputs"][-1]["stage"])
     assert stage["artifact_hash"] == case["inputs"][-1]["record"]["artifact_hash"]
     return {**stage, "run_id": run_id, "stage_id": stage_id}
@@ -193,7 +193,7 @@ def test_one_run_from_python_go_typescript_and_submit_verifies(deployment: Deplo
             sent = emitter.publish(run_id=run_id, stage_id="python-0", role="developer", result=result)
             published["python"] = [{"partition": sent.partition, "offset": sent.offset}]
 
-    # bernstein submit, Go and TypeScript: the same D3 descriptions on stdin
+    # bernstein submit, Go and TypeScript: the same activity descriptions on stdin
     submit = [str(kit.BERNSTEIN), "submit"]
     published["submit"] = emit(
         submit,

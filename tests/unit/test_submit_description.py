@@ -1,7 +1,7 @@
 """Activity descriptions (producers/description.py) and ``bernstein submit``'s offline failures.
 
 A description line becomes exactly the bytes the Python emitter publishes (the steps.json
-artifact_hash_mismatch case is reproduced byte for byte from its D3 stage); every mistake is a
+artifact_hash_mismatch case is reproduced byte for byte from its described stage); every mistake is a
 DescriptionError naming the line and the field; ``bernstein submit`` exits 2 for a bad description
 or missing producer keys and 3 when S3 is not configured, never with a traceback.
 """
@@ -256,7 +256,7 @@ def test_a_close_becomes_a_signed_run_close_v2() -> None:
 
 
 def test_the_vectors_wrong_hash_stage_reproduces_its_submission_bytes() -> None:
-    """steps.json's artifact_hash_mismatch input, published from its D3 stage with the vectors' producer key."""
+    """steps.json's artifact_hash_mismatch input, published from its described stage with the vectors' producer key."""
     case = next(c for c in json.loads(STEPS.read_text())["cases"] if c["name"] == "artifact_hash_mismatch")
     (item,) = case["inputs"]
     record = item["record"]

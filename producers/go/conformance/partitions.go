@@ -12,9 +12,10 @@ import (
 	bernstein "github.com/bernstein-journal/bernstein/producers/go"
 )
 
-// runPartitions reproduces schemas/vectors/partitions.json (D1): murmur2 of each key, its partition
-// for every stated partition count by the SDK's PartitionFor, and by franz-go's default
-// partitioner as the SDK's producer is configured (so the producer itself is proven, not just a copy).
+// runPartitions reproduces schemas/vectors/partitions.json (the run-id partitioner: docs/producing.md,
+// "The partitioner"): murmur2 of each key, its partition for every stated partition count by the
+// SDK's PartitionFor, and by franz-go's default partitioner as the SDK's producer is configured (so
+// the producer itself is proven, not just a copy).
 func runPartitions(r *Runner, doc obj) {
 	r.same("partitions/seed", doc.str("seed"), "0x9747b28c")
 	if algorithm := doc.str("algorithm"); !strings.Contains(algorithm, "murmur2") || !strings.Contains(algorithm, "& 0x7fffffff) % partitions") {

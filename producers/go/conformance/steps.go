@@ -12,11 +12,11 @@ import (
 	bernstein "github.com/bernstein-journal/bernstein/producers/go"
 )
 
-// runSteps reproduces schemas/vectors/steps.json (D2) from the producer's side: the keys from their
-// seeds; every input's bytes from its record (or, for an input that is no record, the codec's refusal
-// of it); every signed input's signature from its producer's seed; every accepted submission rebuilt
-// byte for byte through the SDK's own builder, signer and encoder; the partition of every input by
-// murmur2; and every output decoded to exactly its record (and payload), re-encoded to the same
+// runSteps reproduces schemas/vectors/steps.json (what the scheduler writes for given input bytes)
+// from the producer's side: the keys from their seeds; every input's bytes from its record (or, for
+// an input that is no record, the codec's refusal of it); every signed input's signature from its
+// producer's seed; every accepted submission rebuilt byte for byte through the SDK's own builder,
+// signer and encoder; the partition of every input by murmur2; and every output decoded to exactly its record (and payload), re-encoded to the same
 // bytes, with its entry hash, audit MAC or seal/checkpoint signature recomputed.
 func runSteps(r *Runner, doc obj) {
 	if doc.str("description") == "" {
@@ -280,9 +280,9 @@ func (r *Runner) stepOutput(name string, out obj, auditKey []byte, seal *bernste
 	}
 }
 
-// describedStage publishes-without-Kafka a D3 activity description the way bernstein-go-emit does
-// (ParseDescription -> Result -> NewSubmission -> Sign -> Encode), with the submission id,
-// occurred_at_ms and producer of the stated record, and requires the stated bytes.
+// describedStage publishes-without-Kafka an activity description (a `bernstein submit` line) the
+// way bernstein-go-emit does (ParseDescription -> Result -> NewSubmission -> Sign -> Encode), with
+// the submission id, occurred_at_ms and producer of the stated record, and requires the stated bytes.
 func (r *Runner) describedStage(name string, stage any, want []byte, signers map[string]*bernstein.Signer) {
 	var sub bernstein.ActivitySubmission
 	if _, err := r.codec.Decode(want, &sub); !r.ok(name, err) {

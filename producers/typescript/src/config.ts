@@ -1,5 +1,6 @@
 /**
- * SDK configuration from the environment (D4), the same variables as the Python SDK:
+ * SDK configuration from the environment, the same variables as the Python SDK
+ * (docs/producing.md, "Kafka and S3 settings"):
  *
  * | variable | meaning |
  * |---|---|

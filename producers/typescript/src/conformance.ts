@@ -1,14 +1,14 @@
 #!/usr/bin/env node
 /**
- * Conformance runner (D5): `node dist/conformance.js [VECTORS_DIR]` reads EVERY `*.json` file of
- * the vectors directory (default: the repository's `schemas/vectors`) and recomputes every
- * stated value from its stated inputs with this SDK's own code: Avro single-object bytes and
- * fingerprints, canonical JSON (and its refusals), digests, PAE, chain hashes, MACs, Ed25519
- * signatures, murmur2 partitions (with kafkajs' DefaultPartitioner, the one the emitter uses) and
- * the scheduler-step inputs and outputs, and the transparency log's Merkle trees, proofs and signed
- * checkpoints (with ./tlog). A file or a section it does not know is a failure ("not
- * covered"), so 100% stays enforced as the vectors grow. The last line is
- * `conformance: N/N vectors reproduced`; the exit status is 1 on any miss.
+ * Conformance runner (docs/producing.md, "Vectors, SDKs and tools"):
+ * `node dist/conformance.js [VECTORS_DIR]` reads EVERY `*.json` file of the vectors directory
+ * (default: the repository's `schemas/vectors`) and recomputes every stated value from its stated
+ * inputs with this SDK's own code: Avro single-object bytes and fingerprints, canonical JSON (and
+ * its refusals), digests, PAE, chain hashes, MACs, Ed25519 signatures, murmur2 partitions (with
+ * kafkajs' DefaultPartitioner, the one the emitter uses) and the scheduler-step inputs and outputs,
+ * and the transparency log's Merkle trees, proofs and signed checkpoints (with ./tlog). A file or a
+ * section it does not know is a failure ("not covered"), so 100% stays enforced as the vectors
+ * grow. The last line is `conformance: N/N vectors reproduced`; the exit status is 1 on any miss.
  */
 
 import { readFileSync, readdirSync } from "node:fs";

@@ -1,6 +1,6 @@
 /**
- * Activity descriptions (D3, docs/producing.md): one JSON object per line, shared with
- * `bernstein submit` (producers/description.py) and the Go SDK's emit. A stage:
+ * Activity descriptions (docs/producing.md, "Vectors, SDKs and tools"): one JSON object per line,
+ * shared with `bernstein submit` (producers/description.py) and the Go SDK's emit. A stage:
  *
  *     {"run_id", "stage_id", "role", "kind",
  *      "artifact": <any JSON> | "artifact_file": "path" | "artifact_base64": "...",   (exactly one)

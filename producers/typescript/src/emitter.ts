@@ -119,7 +119,10 @@ export function newSubmissionId(): string {
   return randomUUID().replace(/-/g, "");
 }
 
-/** kafkajs client options from the bootstrap and the checked properties (D4). */
+/**
+ * kafkajs client options from the bootstrap and the checked properties (docs/producing.md,
+ * "Kafka and S3 settings").
+ */
 export function kafkaClientConfig(bootstrap: string | undefined, security: Record<string, string>): KafkaConfig {
   const brokers = requireBootstrap(bootstrap);
   const protocol = security["security.protocol"] ?? "PLAINTEXT";

@@ -1,6 +1,7 @@
 /**
  * A producer's identity: the name its submissions carry and the Ed25519 key that signs them,
- * read from a producer key directory made by `bernstein keys init --producer NAME` (D4):
+ * read from a producer key directory made by `bernstein keys init --producer NAME`
+ * (docs/producing.md, "Producer identity and registration"):
  * `keyring.json` names the producer and its keys; the current producer key is a PEM PKCS#8
  * Ed25519 private key (`producer.ed25519.key` until a rotation). The key id is `sha256:` + hex
  * sha256 of the raw 32-byte public key.

@@ -1,13 +1,13 @@
-// Command bernstein-go-emit publishes activity descriptions read as JSON lines on stdin
-// (DESIGN D3; the format of `bernstein submit`), one at a time: each stage's blobs (every
-// observation's bytes and the artifact) are stored in S3 first, then its signed
-// ActivitySubmission.v3 (a close: RunClose.v2) is produced, keyed by run id, and acknowledged.
+// Command bernstein-go-emit publishes activity descriptions read as JSON lines on stdin (the
+// format of `bernstein submit`: docs/producing.md, "Vectors, SDKs and tools"), one at a time:
+// each stage's blobs (every observation's bytes and the artifact) are stored in S3 first, then its
+// signed ActivitySubmission.v3 (a close: RunClose.v2) is produced, keyed by run id, and acknowledged.
 // One JSON line per published record goes to stdout:
 //
 //	{"run_id": .., "submission_id": .., "topic": .., "partition": .., "offset": ..}
 //
-// Configuration comes from the environment (D4): BERNSTEIN_KAFKA_BOOTSTRAP,
-// BERNSTEIN_KAFKA_CONFIG_FILE, BERNSTEIN_TOPIC_PREFIX, BERNSTEIN_S3_ENDPOINT,
+// Configuration comes from the environment (docs/producing.md, "Kafka and S3 settings"):
+// BERNSTEIN_KAFKA_BOOTSTRAP, BERNSTEIN_KAFKA_CONFIG_FILE, BERNSTEIN_TOPIC_PREFIX, BERNSTEIN_S3_ENDPOINT,
 // BERNSTEIN_S3_ACCESS_KEY, BERNSTEIN_S3_SECRET_KEY, BERNSTEIN_S3_BUCKET, BERNSTEIN_PRODUCER_KEYS_DIR.
 //
 // Exit status: 0 all published; 2 a bad description (the line is named; nothing is published for

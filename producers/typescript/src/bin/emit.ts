@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /**
- * bernstein-ts-emit: publish activities described as JSON lines on stdin (D3, docs/producing.md).
+ * bernstein-ts-emit: publish activities described as JSON lines on stdin (the format of
+ * `bernstein submit`: docs/producing.md, "Vectors, SDKs and tools").
  *
  * For each non-blank line, in order: check the description and sign it with the producer key
  * ($BERNSTEIN_PRODUCER_KEYS_DIR), store every blob it names in S3 (the observations' bytes and the
@@ -12,7 +13,7 @@
  * Exit codes: 0 every line published; 2 a bad description (line and field named) or unusable
  * producer keys; 3 Kafka or S3 unavailable, misconfigured or refusing (not authorized, topic
  * missing, not acknowledged). Errors are one line on stderr, never a stack trace.
- * Configuration: the environment (D4; see README.md).
+ * Configuration: the environment (docs/producing.md, "Kafka and S3 settings"; see README.md).
  */
 
 

@@ -1,7 +1,7 @@
 /**
  * The conformance family of the scheduler's steps (steps.json): every input and output of every
- * case encodes to its bytes, the D3 stage an SDK publishes is rebuilt from its description, and
- * every value the scheduler derives is recomputed from the case's keys and blobs.
+ * case encodes to its bytes, the stage an SDK publishes is rebuilt from its activity description,
+ * and every value the scheduler derives is recomputed from the case's keys and blobs.
  */
 
 import { DataOpsActivity } from "../activity";
@@ -84,7 +84,7 @@ export function stepsFile(t: Tally, doc: Obj, codec: Codec): void {
       });
       if ("stage" in input) {
         t.check(`${where}.stage`, () => {
-          // The D3 description an SDK publishes: this SDK's own description parser, builder and
+          // The activity description an SDK publishes: this SDK's own description parser, builder and
           // signer, with the record's submission_id, occurred_at_ms and sdk, give the same bytes.
           const record = obj(input["record"], "record");
           const producer = obj(record["producer"], "producer");

@@ -183,7 +183,7 @@ test("retries produce the very same bytes again, only while the failure is retri
   await assert.rejects(emitter.retry(new PublishFailed("x")), { code: "E_EMIT" });
 });
 
-test("descriptions (D3): defaults, sources, and every mistake names its line and field", () => {
+test("activity descriptions: defaults, sources, and every mistake names its line and field", () => {
   const dir = mkdtempSync(join(tmpdir(), "ts-desc-"));
   writeFileSync(join(dir, "page.html"), "<p>hi</p>");
   const stage = parseDescription(
