@@ -3,12 +3,15 @@ counted against the journal; a tampered dump's report shows the mismatch where t
 
 The demo (``bernstein demo``) runs on the real services and exports its run; the report is written by the CLI,
 opened from ``file://`` in Debian's Chromium (Playwright with ``executable_path``, never a downloaded browser),
-with every request recorded and any but the page itself aborted.
+with every request recorded and any but the page itself aborted. The demo's run is also exported again with
+``bernstein topic export --wacz``: its research pages as a WACZ that py-wacz validates, whose payloads are the pages
+the journal pins, and in which the verifier names a page changed by one byte (``tests.support.wacz_checks``).
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import shutil
@@ -28,7 +31,17 @@ from bernstein.schemas.documents.dataops import RECEIPT_FORMAT
 from bernstein.schemas.documents.research import REPORT_FORMAT
 from bernstein.substrate.keys import init_keys
 from tests.conftest import bernstein_env
+from tests.support import pipeline as pk
+from tests.support import tamper as kit
 from tests.support.prefixes import fresh_prefix
+from tests.support.wacz_checks import (
+    archive_problems,
+    payload_digest_hex,
+    verify_archive,
+    wacz_validate,
+    warc_records,
+    with_one_byte_changed,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -254,3 +267,64 @@ def test_a_tampered_dump_shows_the_mismatch_at_the_stage_and_offset_the_verifier
     row.locator("a").click()
     assert page.evaluate("location.hash") == f"#st-{problem['offset']}"
     assert "journal offset " + str(problem["offset"]) in page.locator(f"#st-{problem['offset']} > summary").inner_text()
+
+
+def test_the_demo_research_pages_export_as_a_wacz_that_validates_and_verifies(
+    demo: Demo, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The demo's run, exported again from Kafka and S3 with ``--wacz``: py-wacz validates the archive, every record's
+    payload is the page its research stage's journal entry pins (research-0's as fetched, after the demo site's
+    redirect), ``activity verify --wacz`` accepts it, and one byte changed in a page of research-0 is named."""
+    dump = tmp_path / "dump"
+    exported = kit.bernstein(["topic", "export", "--run", demo.run_id, "--out", str(dump), "--wacz"], demo.env, cwd=REPO)
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    wacz = dump / "wacz" / f"{demo.run_id}.wacz"
+    research = [
+        e
+        for e in pk.entries(dump, demo.run_id)
+        if e.record.get("entry_type") == "activity.result" and e.record.get("kind") == "research"
+    ]
+    pinned = {
+        (e.record["stage_id"], o["ref"]): o["content_hash"]
+        for e in research
+        for o in e.record["observations"]
+        if o["kind"] == "page"
+    }
+    stage = [(ref, digest) for (stage_id, ref), digest in pinned.items() if stage_id == "research-0"]
+    assert len(stage) == 3 and len(pinned) > len(stage)  # research-1, refused for its budget, fetched one page first
+    assert f"archived {len(pinned)} research pages of 1 run as WACZ in {dump / 'wacz'}" in exported.stdout
+
+    capsys.readouterr()
+    assert wacz_validate(wacz) == 0
+    assert "Validation succeeded, the passed WACZ is valid" in capsys.readouterr().out
+
+    records = {(h["WARC-Bernstein-Stage"], h["WARC-Bernstein-Source"]): (k, h, s, b) for k, h, s, b in warc_records(wacz)}
+    assert sorted(records) == sorted(pinned)
+    site = REPO / "demo" / "site"
+    for key, (kind, headers, status, body) in records.items():
+        digest = "sha256:" + hashlib.sha256(body).hexdigest()
+        assert payload_digest_hex(headers) == headers["WARC-Bernstein-Content-Hash"] == digest == pinned[key], key
+        assert body == (site / headers["WARC-Target-URI"].rsplit("/", 1)[1]).read_bytes()  # the bytes the site served
+        if key[0] == "research-0":
+            assert (kind, status) == ("response", "200 OK")
+    old_notes = next(ref for ref, _ in stage if ref.endswith("/old-notes"))
+    notes = records[("research-0", old_notes)][1]
+    assert notes["WARC-Target-URI"] == old_notes.removesuffix("/old-notes") + "/notes.html"
+    assert json.loads(notes["WARC-Bernstein-Redirects"]) == [[301, old_notes]]
+
+    result = verify_archive(demo.run_id, dump, demo.trust, wacz)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert pk.VERIFIED in lines
+    assert lines[-1] == f"archive verified -- the archive holds exactly the {len(pinned)} pages the journal pins."
+
+    # one byte of a research-0 page no other stage fetched, changed inside the archive
+    ref, digest = next((r, d) for r, d in stage if list(pinned.values()).count(d) == 1)
+    page = (dump / "cas" / "sha256" / digest[7:9] / digest[7:]).read_bytes()
+    url = records[("research-0", ref)][1]["WARC-Target-URI"]
+    tampered = with_one_byte_changed(wacz, page, tmp_path / "tampered.wacz")
+    code, problems = archive_problems(demo.run_id, dump, demo.trust, tampered, capsys)
+    assert code == 2
+    changed = [p for p in problems if p["code"] == "WACZ_PAGE_CHANGED"]
+    assert [(p["stage_id"], p["source_ref"], p["url"], p["expected"]) for p in changed] == [("research-0", ref, url, digest)]
+    assert changed[0]["recomputed"] != digest

@@ -10,21 +10,22 @@ one byte of a page is changed inside it and the same command names that page (in
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
-import subprocess
-import warnings
-import zipfile
-import zlib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bernstein.cli import main as bernstein_main
 from tests.support import pipeline as pk
-from tests.support import tamper as kit
+from tests.support.wacz_checks import (
+    archive_problems,
+    payload_digest_hex,
+    verify_archive,
+    wacz_validate,
+    warc_records,
+    with_one_byte_changed,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -32,40 +33,6 @@ RUN = "run-wacz"
 STAGE = "research-0"
 NOTES = b"<!doctype html><html><head><title>Quill notes</title></head><body><p>Quill 2.0 makes the module system stable and resolves imports at compile time.</p></body></html>\n"
 FAQ = b"Quill FAQ\n\nIs Quill 2.0 backwards compatible? Code that uses legacy_import no longer compiles.\n"
-WARC_MEMBER = "archive/research-pages.warc.gz"
-
-
-def warc_records(wacz: Path) -> list[tuple[str, dict[str, str], str | None, bytes]]:
-    from warcio.archiveiterator import ArchiveIterator
-
-    found = []
-    with zipfile.ZipFile(wacz) as archive, archive.open(WARC_MEMBER) as stream:
-        for record in ArchiveIterator(stream):
-            if record.rec_type in ("response", "resource"):
-                status = record.http_headers.statusline if record.http_headers is not None else None
-                found.append((record.rec_type, dict(record.rec_headers.headers), status, record.raw_stream.read()))
-    return found
-
-
-def with_one_byte_changed(wacz: Path, page: bytes, out: Path) -> Path:
-    """``wacz`` with one byte of ``page`` flipped inside its WARC record, re-gzipped and re-zipped."""
-    with zipfile.ZipFile(wacz) as archive:
-        files = [(info, archive.read(info.filename)) for info in archive.infolist()]
-    with zipfile.ZipFile(out, "w") as archive:
-        for info, data in files:
-            if info.filename == WARC_MEMBER:
-                members = []
-                while data:
-                    inflater = zlib.decompressobj(wbits=31)
-                    member = inflater.decompress(data)
-                    data = inflater.unused_data
-                    if page in member:
-                        at = member.index(page) + 20
-                        member = member[:at] + bytes([member[at] ^ 0x20]) + member[at + 1 :]
-                    members.append(gzip.compress(member, mtime=0))
-                data = b"".join(members)
-            archive.writestr(info, data, compress_type=info.compress_type)
-    return out
 
 
 def publish_research(pipe: pk.Pipeline, sources: list[str]) -> None:
@@ -79,11 +46,6 @@ def publish_research(pipe: pk.Pipeline, sources: list[str]) -> None:
     with pipe.emitter() as emitter:
         emitter.publish(run_id=RUN, stage_id=STAGE, role="scout", result=run.result)
         emitter.close_run(RUN)
-
-
-def verify(dump: Path, trust: Path, wacz: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    args = ["activity", "verify", RUN, "--from", str(dump), "--trusted-keys", str(trust), "--wacz", str(wacz), *extra]
-    return kit.bernstein(args, kit.offline_env(), cwd=dump.parent)
 
 
 def test_research_pages_export_as_a_wacz_that_validates_and_verifies(
@@ -105,11 +67,7 @@ def test_research_pages_export_as_a_wacz_that_validates_and_verifies(
     wacz = dump / "wacz" / f"{RUN}.wacz"
     assert f"archived 2 research pages of 1 run as WACZ in {dump / 'wacz'}" in exported.stdout
 
-    with warnings.catch_warnings():  # surt, under py-wacz, has escapes Python warns about; py-wacz leaves files open
-        warnings.simplefilter("ignore")
-        from wacz.main import main as wacz_main  # py-wacz's own validator (its `wacz validate -f FILE`)
-
-        assert wacz_main(["validate", "-f", str(wacz)]) == 0
+    assert wacz_validate(wacz) == 0  # py-wacz's own validator (its `wacz validate -f FILE`)
     assert "Validation succeeded, the passed WACZ is valid" in capsys.readouterr().out
 
     journal = {o["ref"]: o["content_hash"] for o in pk.entry(dump, RUN, STAGE).record["observations"]}
@@ -121,21 +79,21 @@ def test_research_pages_export_as_a_wacz_that_validates_and_verifies(
     for source, (kind, headers, status, body) in records.items():
         assert (kind, status) == ("response", "200 OK")
         assert headers["WARC-Bernstein-Content-Hash"] == journal[source] == "sha256:" + hashlib.sha256(body).hexdigest()
+        assert payload_digest_hex(headers) == journal[source]
     notes = records[sources[0]][1]
     assert notes["WARC-Target-URI"] == f"{url}/notes.html"  # where the bytes came from, after the redirect
     assert json.loads(notes["WARC-Bernstein-Redirects"]) == [[301, sources[0]]]
 
-    result = verify(dump, pipe.trust_file, wacz)
+    result = verify_archive(RUN, dump, pipe.trust_file, wacz)
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert pk.VERIFIED in lines
     assert lines[-1] == "archive verified -- the archive holds exactly the 2 pages the journal pins."
 
     tampered = with_one_byte_changed(wacz, NOTES, tmp_path / "tampered.wacz")
-    args = ["activity", "verify", RUN, "--from", str(dump), "--trusted-keys", str(pipe.trust_file), "--wacz", str(tampered)]
-    assert bernstein_main([*args, "--json"]) == 2  # in-process: the same command line
-    document = json.loads(capsys.readouterr().out)
-    changed = [p for p in document["archive"]["problems"] if p["code"] == "WACZ_PAGE_CHANGED"]
+    code, problems = archive_problems(RUN, dump, pipe.trust_file, tampered, capsys)  # in-process: the same command line
+    assert code == 2
+    changed = [p for p in problems if p["code"] == "WACZ_PAGE_CHANGED"]
     assert [(p["stage_id"], p["source_ref"], p["url"], p["expected"]) for p in changed] == [
         (STAGE, sources[0], f"{url}/notes.html", pk.sha256_of(NOTES))
     ]

@@ -4,7 +4,8 @@
 stage, a research report whose page text holds ``<script>alert(1)</script>`` (as text: the page escapes it) and
 whose claim quotes it, a research budget refusal, a browser session of four actions in real PNG frames (two
 actions see the same frame; one types a value containing HTML into a target containing HTML), a signed ops
-receipt, a stage refused for its unknown role, and the run's close. Evidence goes to a ``DirBlobStore``.
+receipt (a plan of four steps), a stage refused for its unknown role, and the run's close. Evidence goes to a
+``DirBlobStore``. ``build_long_run(tmp_path, n)`` journals ``n`` coding stages and the close the same way.
 ``export`` writes it as a dump directory, the format ``bernstein topic export`` writes.
 """
 
@@ -35,6 +36,10 @@ from tests.support.producers import TEST_PRODUCERS, encode_signed_close, encode_
 
 RUN = "run-report"
 PREFIX = "mem"
+PRODUCER = "unit@test"
+"""The producer that signs every submission of the run but the browser session's, and closes the run."""
+NAVIGATOR = "navigator@test"
+"""The producer of the browser session (its worker signs the session's records)."""
 ROLES = {"developer": "coding", "scout": "research", "navigator": "browser", "operator": "ops"}
 TOPICS = {
     "journal": "activity.journal",
@@ -120,7 +125,7 @@ class _Writer:
             )
 
 
-def _signed(result: Any, stage_id: str, role: str, producer: str = "unit@test") -> bytes:
+def _signed(result: Any, stage_id: str, role: str, producer: str = PRODUCER) -> bytes:
     record = submission_record(
         result, submission_id=f"sub-{stage_id}", run_id=RUN, stage_id=stage_id, role=role, producer_id=producer, sdk="test"
     )
@@ -138,7 +143,7 @@ def _coding(store: DirBlobStore, stage_id: str, role: str = "developer") -> byte
         "run_id": RUN,
         "stage_id": stage_id,
         "role": role,
-        "producer": {"id": "unit@test", "sdk": "test"},
+        "producer": {"id": PRODUCER, "sdk": "test"},
         "kind": "coding",
         "artifact": artifact,
         "artifact_hash": sha256_digest(artifact),
@@ -180,8 +185,8 @@ def _research(store: DirBlobStore) -> tuple[bytes, bytes]:
 
 def _browser(store: DirBlobStore, tmp_path: Path) -> tuple[list[bytes], int]:
     worker = ProducerKeys(
-        "navigator@test",
-        producer_signer("navigator@test"),
+        NAVIGATOR,
+        producer_signer(NAVIGATOR),
         lineage=AuditKey.from_secret(b"lineage-key-of-navigator"),
         redaction=AuditKey.from_secret(b"redaction-key-of-navigator"),
         directory=tmp_path / "navigator-keys",
@@ -189,7 +194,7 @@ def _browser(store: DirBlobStore, tmp_path: Path) -> tuple[list[bytes], int]:
     )
     publisher = RecordingPublisher(worker)
     session = ComputerUseSession(
-        RUN, "browser-0", keys=worker, store=store, publisher=publisher, worker_id="navigator@test", worktree=tmp_path / "w"
+        RUN, "browser-0", keys=worker, store=store, publisher=publisher, worker_id=NAVIGATOR, worktree=tmp_path / "w"
     )
     frames = [Frame(FRAMES[min(i, 2)], f'- heading "Step {min(i, 2)}"\n') for i in range(5)]
     outcome = session.run(ScriptedAgent(FLOW), FakeDriverFactory(FakeDriver(frames)))
@@ -197,13 +202,19 @@ def _browser(store: DirBlobStore, tmp_path: Path) -> tuple[list[bytes], int]:
 
 
 def _ops(store: DirBlobStore) -> bytes:
-    activity = DataOpsActivity("ops", RUN, "ops-0", store=store, signer=producer_signer("unit@test"))
+    activity = DataOpsActivity("ops", RUN, "ops-0", store=store, signer=producer_signer(PRODUCER))
     activity.add_input("service.conf", b"workers = 2\n")
-    activity.plan(["set workers = 4"])
+    activity.plan(["drain <service> & wait", "set workers = 4", "restart the service", "check its health"])
     activity.add_output("service.conf", b"workers = 4\n")
     result, _ = activity.finish()
     store.put(result.artifact)
     return _signed(result, "ops-0", "operator")
+
+
+def _close() -> bytes:
+    return encode_signed_close(
+        {"submission_id": f"close-{RUN}", "run_id": RUN, "producer": {"id": PRODUCER, "sdk": "t"}, "occurred_at_ms": 0}
+    )
 
 
 def build_report_run(tmp_path: Path) -> ReportRun:
@@ -219,13 +230,20 @@ def build_report_run(tmp_path: Path) -> ReportRun:
         writer.feed(value)
     writer.feed(_ops(store))
     writer.feed(_coding(store, "stage-x", role="nobody"))  # refused: UNKNOWN_ROLE
-    writer.feed(
-        encode_signed_close(
-            {"submission_id": f"close-{RUN}", "run_id": RUN, "producer": {"id": "unit@test", "sdk": "t"}, "occurred_at_ms": 0}
-        )
-    )
+    writer.feed(_close())
     trusted = TrustedKeys.from_install(keys).merged(producer_trust())
     return ReportRun(writer.source, store, keys, trusted, actions)
+
+
+def build_long_run(tmp_path: Path, stages: int) -> ReportRun:
+    """A closed run of ``stages`` coding stages (``code-0``, ``code-1``, ...), journalled the same way."""
+    keys = init_keys(tmp_path / "keys")
+    store = DirBlobStore(tmp_path / "cas")
+    writer = _Writer(keys)
+    for index in range(stages):
+        writer.feed(_coding(store, f"code-{index}"))
+    writer.feed(_close())
+    return ReportRun(writer.source, store, keys, TrustedKeys.from_install(keys).merged(producer_trust()), 0)
 
 
 def export(run: ReportRun, root: Path) -> Path:

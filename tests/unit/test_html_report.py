@@ -9,7 +9,9 @@ receipt, a refused stage and the close. Tampering edits the stored bytes the way
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
+import math
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -18,7 +20,9 @@ import pytest
 
 from bernstein.cli import main
 from bernstein.schemas import codec
+from bernstein.schemas.documents.dataops import load_document
 from bernstein.substrate.exit_codes import EXIT_MISMATCH, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
+from bernstein.substrate.keys import TRUSTED_KEYS_FORMAT
 from bernstein.verifier.html import Rendered, build_report
 from bernstein.verifier.html.contents import ActionEntry, read_contents
 from bernstein.verifier.html.page import PAGE_SIZE, paged
@@ -27,12 +31,16 @@ from bernstein.verifier.memory_source import MemorySource
 from bernstein.verifier.verify import verify
 from tests.support.report_run import (
     FRAMES,
+    NAVIGATOR,
+    PAGE,
     PAGE_URL,
+    PRODUCER,
     RUN,
     SCRIPT_TEXT,
     TYPED_TARGET,
     TYPED_VALUE,
     ReportRun,
+    build_long_run,
     build_report_run,
     export,
 )
@@ -112,6 +120,77 @@ def test_the_verdict_comes_first_and_is_the_verifiers(built: ReportRun) -> None:
     assert page.count('class="claim"') == 2 and page.count('class="citation"') == 2
     assert page.count('class="receipt"') == 1 and page.count("signature verified") == 3  # receipt, input, output
     assert "budget refusal" in page and "max_fetches" in page
+    # who did what: the producer of every stage (as the verifier names it), of the refusal and of the close
+    assert [s.producer for s in report.stages] == [PRODUCER, PRODUCER, PRODUCER, NAVIGATOR, PRODUCER]
+    producers = {str(s.offset): s.producer for s in report.stages}
+    stage_rows = _rows(page, r"stage-row[^\"]*")
+    assert len(stage_rows) == 5
+    for row in stage_rows:
+        assert row[5] == html.escape(producers[row[0]]), row
+    (refusal,) = _rows(page, "refusal-row")
+    assert refusal[5] == f"{PRODUCER} (sender authenticated)" and refusal[7] == "<strong>UNKNOWN_ROLE</strong>"
+    assert report.header.seal is not None and report.header.seal.closed_by == PRODUCER
+    (close,) = _rows(page, "close")
+    assert close[1] == "final seal" and close[5] == PRODUCER and close[8].startswith(f"closed by {PRODUCER}; the seal covers ")
+
+
+def _rows(page: str, cls: str) -> list[list[str]]:
+    """The cells of every ``<tr class="CLS">`` (``cls`` a regular expression), as rendered."""
+    return [re.findall(r"<td>(.*?)</td>", row) for row in re.findall(rf'<tr class="{cls}">(.*?)</tr>', page)]
+
+
+def test_a_citation_names_the_page_by_its_content_hash(built: ReportRun) -> None:
+    page = render(built).html
+    digest = "sha256:" + hashlib.sha256(PAGE).hexdigest()  # the served bytes, hashed here
+    citations = re.findall(r'<li class="citation">(.*?)</li>', page)
+    assert len(citations) == 2
+    for citation in citations:
+        assert f'; content hash <code class="hash">{digest}</code></p>' in citation
+    # and the research stage's table of pages: the URL (escaped) and the same hash
+    pages = re.findall(r"<tr>(.*?)</tr>", page[page.index("<h3>Pages</h3>") :].split("</table>")[0])
+    (row,) = [r for r in pages if html.escape(PAGE_URL) in r]
+    assert f'<td><code class="hash">{digest}</code></td><td>{len(PAGE)}</td>' in row
+
+
+def test_a_receipt_lists_its_plan_steps_in_order(built: ReportRun) -> None:
+    page = render(built).html
+    (ops,) = [e for e in read_contents(built.source, RUN, 0).stages if e.kind == "ops"]
+    steps = load_document(built.store.get(ops.artifact_hash), what="artifact")["plan"]["steps"]
+    assert len(steps) > 1 and any("<" in step for step in steps)
+    receipt = page[page.index('<div class="receipt">') :].split("</div>")[0]
+    assert "<p>plan steps:</p><ol>" + "".join(f"<li>{html.escape(step)}</li>" for step in steps) + "</ol>" in receipt
+
+
+def test_the_status_lists_the_keys_the_report_was_verified_with(built: ReportRun) -> None:
+    page = render(built).html
+    table = page[page.index('<table class="trusted">') :].split("</table>")[0]
+    rows = re.findall(r'<tr><td><code class="hash">([^<]*)</code></td><td>([^<]*)</td>', table)
+    pinned = sorted(built.trusted.entries.values(), key=lambda k: (k.purpose.value, k.key_id))
+    assert rows == [(k.key_id, k.purpose.value) for k in pinned] and len(rows) > 2
+    assert {k.purpose.value for k in pinned} >= {"seal", "audit", "producer"}
+    assert built.keys.audit.secret.hex() not in page  # the audit key by id only
+    witnesses = page[page.index('<p class="muted" id="witnesses">') :].split("</p>")[0]
+    assert "Witnesses: none trusted." in witnesses and "no witness key" in witnesses
+    assert f"up to {TRUSTED_KEYS_FORMAT}, hold no witness policy" in witnesses
+
+
+def test_a_long_run_is_paged_with_only_the_first_page_open(tmp_path: Path) -> None:
+    stages = 2 * PAGE_SIZE + 50
+    run = build_long_run(tmp_path, stages)
+    rendered = render(run)
+    page = rendered.html
+    assert (rendered.verdict, rendered.stages) == ("verified", stages)
+    assert page.count('class="stage-row') == stages
+    sections = {name: page[page.index(f'<section id="{name}">') :].split("</section>")[0] for name in ("timeline", "other")}
+    # the timeline: every stage and the close; the other stages: one block per stage
+    for name, items, what in (("timeline", stages + 1, "timeline rows"), ("other", stages, "stages")):
+        section = sections[name]
+        pages = re.findall(r'<details class="page"( open)?><summary>([^<]*)</summary>', section)
+        assert len(pages) == math.ceil(items / PAGE_SIZE) == 3
+        assert [opened for opened, _ in pages] == [" open", "", ""]
+        assert pages[-1][1] == f"{what} {2 * PAGE_SIZE + 1}\u2013{items} of {items}"
+    assert page.count('<details class="page"') == 6 and page.count('<details class="page" open>') == 2
+    assert not re.search(r'<details class="stage" id="st-\d+" open>', page)  # a large run opens no stage block
 
 
 def test_output_is_a_pure_function_of_its_inputs(built: ReportRun) -> None:

@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
-from bernstein.substrate.keys import TrustedKeys
+from bernstein.substrate.keys import TRUSTED_KEYS_FORMAT, TrustedKeys
 from bernstein.verifier.report import (
     HeaderCheckVerdict,
     Problem,
@@ -368,8 +368,10 @@ def status_section(header: RunHeader, trusted: TrustedKeys, command: Sequence[st
     parts.append(
         f"<h3>Trusted (pinned) keys ({len(pinned)})</h3>"
         + table(("key id", "purpose", "producer", "valid from (ms)", "valid until (ms)", "status"), pinned, "trusted")
-        + '<p class="muted">Witnesses: none (this version anchors checkpoints in Kafka only). Audit keys are listed '
-        "by id; their secrets are never written into the report.</p>"
+        + '<p class="muted" id="witnesses">Witnesses: none trusted. This verification was given no witness key (the '
+        f"trusted-keys files this version reads, up to {esc(TRUSTED_KEYS_FORMAT)}, hold no witness policy), so no "
+        "checkpoint was checked for a witness cosignature: the checkpoints were verified from the source's own records "
+        "alone. Audit keys are listed by id; their secrets are never written into the report.</p>"
     )
     parts.append(f"<h3>Command line</h3><pre>{esc(shlex.join(command))}</pre></section>")
     return "".join(parts)
