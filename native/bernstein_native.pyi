@@ -43,7 +43,11 @@ class NativeCore:
             tuple[str, Sequence[str], Sequence[tuple[str, bytes, int, int | None]], Sequence[str], Sequence[str], int]
         ] = (),
         submission_partitions: int | None = None,
-    ) -> None: ...
+        log_name: str = "bernstein",
+        log_epoch: int = 1,
+    ) -> None:
+        """``log_name`` and ``log_epoch``: ``SchedulerConfig.log_name`` / ``log_epoch``, the checkpoint origin's
+        (ValueError unless ``model.is_valid_log_name`` and 1 <= epoch <= 2**31 - 1)."""
     def set_submission_partitions(self, partitions: int) -> None: ...
     def set_verify_threads(self, threads: int) -> None: ...
     def set_output_factory(self, factory: Any, streams: Sequence[Any], slots: Sequence[str] | None = None) -> None: ...
@@ -55,8 +59,16 @@ class NativeCore:
         audit_head: str,
         runs: Iterable[RunTuple],
         checkpoint: CheckpointTuple | None = None,
-    ) -> None: ...
-    def export_state(self) -> tuple[int, int, str, list[RunTuple], CheckpointTuple]: ...
+        tree: bytes | None = None,
+    ) -> None:
+        """``tree``: the Merkle log's ``Frontier.encode()`` (None: the empty log); ValueError when malformed."""
+    def export_state(self) -> tuple[int, int, str, list[RunTuple], CheckpointTuple, bytes]:
+        """(partition, audit_seq, audit_head, runs, checkpoint, tree): ``load_state``'s arguments, the tree as
+        ``Frontier.encode()``."""
+    def tree_position(self) -> bytes:
+        """The partition's Merkle log: ``Frontier.encode()``."""
+    def set_tree(self, tree: bytes) -> None:
+        """Replaces the Merkle log (``Frontier.encode()``'s bytes; ValueError when malformed)."""
     def audit_position(self) -> tuple[int, int, str]: ...
     def checkpoint_position(self) -> CheckpointTuple: ...
     def set_checkpoint(self, seq: int, head: str, audit_seq: int) -> None: ...

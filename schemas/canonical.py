@@ -50,6 +50,7 @@ DOMAIN_AUDIT_RECORD_V2: Final = "bernstein/audit-record/v2"
 DOMAIN_CHECKPOINT_GENESIS: Final = "bernstein/checkpoint-genesis/v1"
 DOMAIN_PARTITION_CHECKPOINT: Final = "bernstein/partition-checkpoint/v1"
 DOMAIN_SUBMISSION: Final = "bernstein/submission/v1"
+DOMAIN_TLOG_LEAF: Final = "bernstein/tlog-leaf/v1"
 
 
 # --------------------------------------------------------------------------
@@ -293,6 +294,30 @@ def checkpoint_hash(payload: bytes) -> str:
     later by witnesses do not change what the chain links to.
     """
     return sha256_digest(checkpoint_signing_input(payload))
+
+
+# --------------------------------------------------------------------------
+# The partition's Merkle log (docs/checkpoints.md, "The Merkle log")
+# --------------------------------------------------------------------------
+
+
+def tlog_entry_leaf(run_id: str, seq: int, entry_hash: str) -> bytes:
+    """The leaf a journal entry adds to its partition's Merkle log: what it commits to, domain-tagged.
+
+    Small on purpose: a proof of one activity carries the entry, whose hash the leaf names."""
+    return pae(DOMAIN_TLOG_LEAF, canonical_json(["entry", run_id, seq, entry_hash]))
+
+
+def tlog_seal_leaf(run_id: str, entry_count: int, head_hash: str, last_input_offset: int, final: bool, audit_head: str) -> bytes:
+    """The leaf a run seal adds: the run's length and chain head, the input it covers and the audit head it
+    saw, so a checkpoint commits to every seal's claims without extension lines."""
+    return pae(DOMAIN_TLOG_LEAF, canonical_json(["seal", run_id, entry_count, head_hash, last_input_offset, final, audit_head]))
+
+
+def tlog_origin(log_name: str, input_topic: str, partition: int, epoch: int) -> str:
+    """A partition log's checkpoint origin: the deployment's log name, the input topic (so the prefix), the
+    partition and the log's epoch (raised when a deployment deliberately starts its topics over)."""
+    return f"{log_name}/{input_topic}/{partition}/e{epoch}"
 
 
 def signing_input(domain: str, document: Any) -> bytes:

@@ -72,6 +72,9 @@ AUDIT_RECORD_V2: Final = "AuditRecord.v2"
 AUDIT_RECORDS: Final = frozenset({AUDIT_RECORD, AUDIT_RECORD_V2})
 """Every audit envelope layout (``split_envelope`` returns the same fields for both)."""
 PARTITION_CHECKPOINT: Final = "PartitionCheckpoint.v1"
+PARTITION_CHECKPOINT_V2: Final = "PartitionCheckpoint.v2"
+"""What the scheduler writes since v2: v1 plus the partition's Merkle log (tree_size, tree_root, the signed note)."""
+PARTITION_CHECKPOINTS: Final = frozenset({PARTITION_CHECKPOINT, PARTITION_CHECKPOINT_V2})
 CHECKPOINT_RECORD: Final = "CheckpointRecord.v1"
 COMPUTER_USE_ACTION: Final = "ComputerUseAction.v1"
 COMPUTER_USE_ENTRY: Final = "ComputerUseEntry.v1"

@@ -75,6 +75,9 @@ class FoldSeal(NamedTuple):
     key_id: Any
     signed: Any
     final: Any
+    head_hash: Any
+    last_input_offset: Any
+    audit_head: Any
 
 
 class FoldAudit(NamedTuple):

@@ -40,7 +40,7 @@ import base64
 import binascii
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -498,6 +498,19 @@ def open_checkpoint(data: bytes, verifiers: Iterable[NoteVerifier]) -> tuple[Che
     ``OpenedNote.signed_by``."""
     opened = open_note(data, verifiers)
     return parse_checkpoint(opened.text), opened
+
+
+def log_checkpoint_note(origin: str, size: int, root_hash: bytes, public_key: bytes, sign: Callable[[bytes], bytes]) -> str:
+    """A log's signed checkpoint: the C2SP body signed as a note under the origin's name by an Ed25519 key
+    that signs through ``sign`` (the scheduler's seal key: its verifier key follows from the trusted public key)."""
+    body = Checkpoint(origin, size, root_hash).body()
+    signature = Signature(origin, key_id(origin, SIG_ED25519, public_key), sign(body))
+    return Note(body.decode("utf-8"), (signature,)).encode().decode("utf-8")
+
+
+def log_verifier(origin: str, public_key: bytes) -> NoteVerifier:
+    """The note verifier of a log key (``log_checkpoint_note``'s signer) for ``origin``."""
+    return NoteVerifier(origin, SIG_ED25519, public_key)
 
 
 def cosignature_message(checkpoint_body: bytes, timestamp: int) -> bytes:

@@ -38,6 +38,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from bernstein.schemas.canonical import hmac_key_id, public_key_id
 from bernstein.schemas.ed25519 import verify_signature as verify_signature  # re-exported for callers
 from bernstein.schemas.errors import BernsteinError
+from bernstein.schemas.tlog_policy import Policy, parse_policy
 
 SIGNING_KEY_FILE: Final = "install.ed25519.key"
 PUBLIC_KEY_FILE: Final = "install.ed25519.pub"
@@ -573,8 +574,13 @@ class TrustedKeys:
     """key_id -> secret (audit keys)."""
     entries: dict[str, TrustedKey] = field(default_factory=dict)
     """key_id -> the pinned key with its purpose and validity."""
+    witness_policy: str | None = None
+    """A C2SP tlog-policy (``bernstein.schemas.tlog_policy``): the witnesses whose cosignatures a partition log's
+    checkpoints need (``activity verify`` then requires a witnessed checkpoint per partition). None: no policy."""
 
     def __post_init__(self) -> None:
+        if self.witness_policy is not None:
+            parse_policy(self.witness_policy)  # MalformedPolicy names the line
         # Keys given only as the plain dictionaries (tests, v1 files) are trusted for any purpose.
         for key_id, raw in self.ed25519.items():
             self.entries.setdefault(key_id, TrustedKey(key_id, KeyPurpose.ANY, raw))
@@ -582,13 +588,21 @@ class TrustedKeys:
             self.entries.setdefault(key_id, TrustedKey(key_id, KeyPurpose.AUDIT, secret))
 
     @classmethod
-    def of(cls, keys: Iterable[TrustedKey]) -> TrustedKeys:
+    def of(cls, keys: Iterable[TrustedKey], witness_policy: str | None = None) -> TrustedKeys:
         entries = {k.key_id: k for k in keys}
         return cls(
             ed25519={k: v.material for k, v in entries.items() if not v.is_hmac},
             hmac={k: v.material for k, v in entries.items() if v.is_hmac},
             entries=entries,
+            witness_policy=witness_policy,
         )
+
+    def policy(self) -> Policy | None:
+        """The parsed witness policy, if one is pinned."""
+        return None if self.witness_policy is None else parse_policy(self.witness_policy)
+
+    def with_witness_policy(self, text: str | None) -> TrustedKeys:
+        return TrustedKeys.of(self.entries.values(), text)
 
     def public_key(self, key_id: str) -> bytes | None:
         return self.ed25519.get(key_id)
@@ -600,13 +614,20 @@ class TrustedKeys:
         return self.entries.get(key_id)
 
     def merged(self, other: TrustedKeys) -> TrustedKeys:
-        return TrustedKeys.of([*self.entries.values(), *other.entries.values()])
+        policy = self.witness_policy if self.witness_policy is not None else other.witness_policy
+        return TrustedKeys.of([*self.entries.values(), *other.entries.values()], policy)
 
     def without_audit_keys(self) -> TrustedKeys:
-        return TrustedKeys.of([k for k in self.entries.values() if not k.is_hmac])
+        return TrustedKeys.of([k for k in self.entries.values() if not k.is_hmac], self.witness_policy)
 
     def to_json(self) -> dict[str, Any]:
-        return {"format": TRUSTED_KEYS_FORMAT, "keys": [self.entries[k].to_json() for k in sorted(self.entries)]}
+        document: dict[str, Any] = {
+            "format": TRUSTED_KEYS_FORMAT,
+            "keys": [self.entries[k].to_json() for k in sorted(self.entries)],
+        }
+        if self.witness_policy is not None:
+            document["witness_policy"] = self.witness_policy
+        return document
 
     @classmethod
     def from_ring(cls, ring: KeyRing, *, include_audit_key: bool = True) -> TrustedKeys:
@@ -637,7 +658,10 @@ class TrustedKeys:
         try:
             if document["format"] == TRUSTED_KEYS_FORMAT_V1:
                 return cls.of(_v1_entries(document))
-            return cls.of(_v2_entry(item) for item in document["keys"])
+            policy = document.get("witness_policy")
+            if policy is not None and not isinstance(policy, str):
+                raise KeyFormatError("witness_policy is the text of a C2SP tlog-policy")
+            return cls.of((_v2_entry(item) for item in document["keys"]), policy)
         except KeyFormatError as exc:
             raise KeyFormatError(f"{path}: {exc}") from exc
         except (KeyError, TypeError, ValueError, BernsteinError) as exc:

@@ -44,16 +44,20 @@ from typing import Final
 
 from bernstein.schemas import codec
 from bernstein.schemas.canonical import checkpoint_genesis, checkpoint_hash, checkpoint_signing_input, macs_equal
+from bernstein.schemas.merkle import leaf_hash
+from bernstein.schemas.tlog_policy import NONE
 from bernstein.substrate.keys import TrustedKeys, verify_signature
 from bernstein.substrate.text import plural
-from bernstein.verifier.keyuse import KeyUse, allowed_for, key_problem
+from bernstein.verifier.keyuse import KeyUse, allowed_for, key_fits, key_problem
 from bernstein.verifier.report import Problem
+from bernstein.verifier.source_records import witnessed_checkpoints
 from bernstein.verifier.sources import RecordSource, StoredRecord
+from bernstein.verifier.tlog import LeafRecorder, TreeWalk, handed_claim, journal_leaf
 
 MAX_CHECKPOINT_EVERY: Final = 1000
 """The largest ``checkpoint_every`` a scheduler accepts, so the verifier knows the bound before the first checkpoint."""
 
-_CHECKPOINT: Final = frozenset({codec.PARTITION_CHECKPOINT})
+_CHECKPOINT: Final = codec.PARTITION_CHECKPOINTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +97,13 @@ class CheckpointWalk:
         self.last_seen = 0
         """audit_seq of the last checkpoint read up to here (valid or not): where the scheduler last wrote one."""
         self.key_ids: set[str] = set()
+        self.tree = TreeWalk(partition, add)
+        self.input_topic: str | None = None
+        """The input topic the partition's checkpoints name (a handed checkpoint's origin must name it too)."""
+        self.quorum_missing: str | None = None
+        """Why no handed checkpoint met the pinned witness policy (None: it was met, or no policy is pinned)."""
+        """The Merkle log claims of the valid v2 checkpoints (``check_tree`` holds them to the journal)."""
+        self._source = source
         self._expected_seq = 0
         self._prev_hash: str | None = checkpoint_genesis(partition)
 
@@ -191,6 +202,9 @@ class CheckpointWalk:
                         recomputed=checkpoint["prev_hash"],
                     )
                 )
+        if valid and pinned is not None:
+            self.tree.claim(offset, checkpoint, pinned.material)
+            self.input_topic = self.input_topic or checkpoint["input_topic"]
         self._expected_seq = seq + 1
         self._prev_hash = checkpoint_hash(payload)
         every = checkpoint["checkpoint_every"]
@@ -301,6 +315,57 @@ class CheckpointWalk:
                 )
             )
         return max(0, chain_length - self.covered)
+
+    def check_tree(self, recorded: LeafRecorder | None = None) -> int | None:
+        """After ``finish``: the journal partition's leaves held to every tree claim (the topic's checkpoints and
+        those handed beside it); the leaf count, or None when the source does not hold the whole journal partition
+        (a dump of selected runs), so no tree was recomputed."""
+        source = self._source
+        self._hand_over(witnessed_checkpoints(source))
+        if not whole_journal(source, self.partition):
+            return None
+        if recorded is not None:
+            self.tree.check(recorded.leaves())
+            return self.tree.leaves
+        records = (
+            source.records("journal", self.partition, headers=False) if self.partition in source.partitions("journal") else ()
+        )
+        leaves = ((journal_leaf(self.c, record.value), record.key) for record in records)
+        self.tree.check((leaf_hash(leaf), key) for leaf, key in leaves if leaf is not None)
+        return self.tree.leaves
+
+    def _hand_over(self, notes: tuple[bytes, ...]) -> None:
+        """The handed checkpoints of this partition's log: each log-signed one becomes a tree claim; with a witness
+        policy, one the quorum cosigned must be among them (else ``quorum_missing`` says why)."""
+        policy = self.trusted.policy()
+        seal_keys = [e for e in self.trusted.entries.values() if key_fits(e, KeyUse.CHECKPOINT, None) and not e.is_hmac]
+        met = False
+        for note in notes:
+            handed = handed_claim(note, self.partition, self.input_topic, seal_keys, policy)
+            if isinstance(handed, str):
+                continue  # another partition's (or prefix's) log
+            claim, problem = handed
+            if problem is not None:
+                self.add(problem)
+                continue
+            if claim is not None:
+                self.tree.claims.append(claim)
+                met = met or (policy is not None and policy.satisfied(frozenset(claim.witnesses or ())))
+        if policy is not None and policy.quorum != NONE and not met:
+            self.quorum_missing = (
+                f"the witness policy asks for a checkpoint of partition {self.partition}'s log cosigned by "
+                f"{policy.describe()}, and none of the {plural(len(notes), 'handed checkpoint')} is (pass one with "
+                "--witnessed: a witness serves its latest at <prefix>/<sha256(origin)>/checkpoint)"
+            )
+
+
+def whole_journal(source: RecordSource, partition: int) -> bool:
+    """Whether ``source`` holds every journal record of the partition: a live topic or a whole-topic dump, not a
+    dump of selected runs (``topic export --run``), whose journal holds only those runs' records."""
+    manifest = getattr(source, "manifest", None)
+    if isinstance(manifest, dict):
+        return manifest.get("runs") is None
+    return True
 
 
 def final_seal_checkpoint_missing(run_id: str, seal_audit_seq: int, audit_offset: int, last_seen: int) -> Problem | None:

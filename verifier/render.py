@@ -116,6 +116,11 @@ def _audit_line(audit: AuditVerdict) -> str:
     checkpoints = (
         f"{plural(audit.checkpoints, 'signed checkpoint')}, {plural(audit.uncovered, 'record')} not covered by a checkpoint yet"
     )
+    if audit.tree_heads:
+        checkpoints += (
+            f"; its Merkle log of {plural(audit.tree_leaves or 0, 'leaf', 'leaves')} reproduces "
+            f"{plural(audit.tree_heads, 'signed tree head')}"
+        )
     return (
         f"  OK audit ({plural(audit.records, 'record')} on the partition, {detail}; "
         f"{audit.run_records} of this run agree with the journal{refusals}; {checkpoints})"

@@ -41,7 +41,9 @@ class Problem:
     - ``audit_seq``: a sequence number of the partition's audit chain;
     - ``expected`` / ``recomputed``: the value the check expected (mostly what the
       data commits to) and the one recomputed from the stored bytes or found instead;
-      docs/verifier.md says which per code.
+      docs/verifier.md says which per code;
+    - ``leaf_index``: a leaf of the partition's Merkle log (its position among the journal
+      partition's entries and seals), where the problem starts.
     """
 
     code: str
@@ -52,13 +54,16 @@ class Problem:
     audit_seq: int | None = None
     expected: str = ""
     recomputed: str = ""
+    leaf_index: int | None = None
+    runs: frozenset[str] | None = field(default=None, compare=False, repr=False)
+    """For a partition's finding: the runs it concerns (None: every run of the partition). Not in the report."""
 
     def __post_init__(self) -> None:
         if (self.offset is None) != (self.stream == "") or self.stream not in ("", *STREAMS):
             raise ValueError(f"Problem {self.code}: offset {self.offset} needs one of the streams {STREAMS}, got {self.stream!r}")
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v not in (None, "")}
+        return {k: v for k, v in asdict(self).items() if v not in (None, "") and k != "runs"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,6 +131,10 @@ class AuditVerdict(HeaderCheckVerdict):
     """Signed partition checkpoints that verified and agree with the audit chain."""
     uncovered: int = 0
     """Audit records of the partition that no verified checkpoint covers yet (after the last one)."""
+    tree_leaves: int | None = None
+    """Leaves of the partition's Merkle log recomputed from its journal (None: the source holds only some runs' records)."""
+    tree_heads: int = 0
+    """Signed tree heads (v2 checkpoints) the recomputed log reproduced."""
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,12 @@ class RecordSource(Protocol):
         ...
 
 
+def witnessed_checkpoints(source: RecordSource) -> tuple[bytes, ...]:
+    """Signed checkpoints the auditor holds beside the topics, cosigned by witnesses (``activity verify --witnessed``):
+    the source carries them so every partition's walk can hold its log to them."""
+    return tuple(getattr(source, "witnessed", ()))
+
+
 @dataclass
 class TornLine:
     path: str

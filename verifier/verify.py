@@ -82,6 +82,7 @@ from bernstein.verifier.keyuse import KeyLedger
 from bernstein.verifier.report import KeysUsed, Problem, RefusalSeen, RunHeader, RunReport, StageVerdict
 from bernstein.verifier.sources import DumpProblem, DumpSource, KcatSource, RecordSource, StoredRecord
 from bernstein.verifier.stages import _StageBuilder
+from bernstein.verifier.tlog import LeafRecorder
 from bernstein.verifier.walks.audit import RefusalRecord, _AuditWalk
 from bernstein.verifier.walks.chain import _ChainWalk, producer_keys
 from bernstein.verifier.walks.partition import JOIN_EVENTS, AuditRow, _PartitionAudit, is_authenticated
@@ -127,7 +128,10 @@ def verify_stream(
     # 1-3. chain, seals, producers and audit: one pass over the run's journal, joined with its partition's audit chain
     facts = _facts.current()
     walk = _RunWalk(c, run_id, partition, trusted, _partition_audit(c, source, partition, facts, trusted, frozenset({run_id})))
-    for mine, signed in _signed_ahead(_row_chunks(source, "journal", partition), lambda row: row[2] == key, facts, trusted):
+    recorder = walk.audit.part.leaves = LeafRecorder()
+    for mine, signed in _signed_ahead(
+        recorder.rows(_row_chunks(source, "journal", partition)), lambda row: row[2] == key, facts, trusted
+    ):
         walk.feed(facts, mine, signed)
     if walk.chain.records == 0:
         return _not_found(run_id, source, _audit_mentions(source, run_id, trusted)), iter(())
@@ -174,7 +178,8 @@ def verify_many(
         part = _partition_audit(c, source, partition, facts, trusted, wanted)
         here: dict[bytes, tuple[_RunWalk, _StageBuilder, list[StageVerdict]]] = {}
         skipped: set[bytes] = set()
-        chunks = _row_chunks(source, "journal", partition) if partition in journal else iter(())
+        part.leaves = LeafRecorder()
+        chunks = part.leaves.rows(_row_chunks(source, "journal", partition)) if partition in journal else iter(())
         for rows, signed_rows in _signed_ahead(
             chunks, lambda row: row[2] is not None and (keys is None or row[2] in keys), facts, trusted
         ):
@@ -244,7 +249,8 @@ class _RunWalk:
         """The run's header once its journal is read: the audit chain is drained, refusals and dead letters checked."""
         audit, chain = self.audit, self.chain
         truncated = audit.finish(chain.expected_seq)
-        audit.finish_checkpoints()
+        own = truncated or any(f.first is not None for f in (chain.chain, chain.seals, chain.producers, audit.findings))
+        audit.finish_checkpoints(own_problems=own)
         is_open = chain.finish(truncated)
         audit.check_refusals(source, refusals)
         audit.check_deadletters(source)

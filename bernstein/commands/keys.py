@@ -26,6 +26,7 @@ from typing import Any
 from bernstein.commands.common import UsageError, command_group
 from bernstein.consumers.manifest import load_manifest, trusted_producer_keys
 from bernstein.producers.identity import default_producer_keys_dir
+from bernstein.schemas.tlog_policy import MalformedPolicy
 from bernstein.substrate.exit_codes import EXIT_OK
 from bernstein.substrate.keys import (
     KEYRING_FILE,
@@ -102,6 +103,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--no-audit-key",
         action="store_true",
         help="leave the HMAC audit keys out (then verifiers cannot check audit MACs)",
+    )
+    trust.add_argument(
+        "--witness-policy",
+        type=Path,
+        default=None,
+        metavar="POLICY",
+        help="pin a witness policy (C2SP tlog-policy: witness lines with cosignature vkeys, groups, one quorum); "
+        "`activity verify` then needs, per partition, a checkpoint the quorum cosigned (--witnessed) "
+        "(docs/checkpoints.md, 'Witnesses')",
     )
     trust.set_defaults(func=_trust)
 
@@ -301,6 +311,15 @@ def _trust(args: argparse.Namespace) -> int:
         )
     manifest_path = args.manifest or (Path(os.environ["BERNSTEIN_ROLES"]) if os.environ.get("BERNSTEIN_ROLES") else None)
     trusted = export_trust(ring, manifest_path, include_audit_key=not args.no_audit_key)
+    if args.witness_policy is not None:
+        try:
+            policy = args.witness_policy.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--witness-policy {args.witness_policy}: cannot read it ({exc})") from None
+        try:
+            trusted = trusted.with_witness_policy(policy)
+        except MalformedPolicy as exc:
+            raise UsageError(f"--witness-policy {args.witness_policy}: {exc}") from None
     producers = sum(1 for entry in trusted.entries.values() if entry.purpose == KeyPurpose.PRODUCER)
     trusted.write(args.out)
     counts: dict[str, int] = {}
@@ -308,6 +327,9 @@ def _trust(args: argparse.Namespace) -> int:
         counts[entry.purpose.value] = counts.get(entry.purpose.value, 0) + 1
     shown = ", ".join(f"{counts.get(p, 0)} {p}" for p in ("seal", "audit", "producer"))
     print(f"wrote {args.out} ({trusted.to_json()['format']}): {shown} key(s)")
+    pinned_policy = trusted.policy()
+    if pinned_policy is not None:
+        print(f"  witness policy: {pinned_policy.describe()} ({len(pinned_policy.witnesses)} witness key(s))")
     for entry in sorted(trusted.entries.values(), key=lambda e: (e.purpose.value, e.validity.valid_from_ms, e.key_id)):
         owner = f" {entry.producer!r}" if entry.producer else ""
         status = "" if entry.status == KeyStatus.ACTIVE else f" {entry.status.value}"

@@ -36,14 +36,18 @@ from bernstein.commands.common import (
     settings_from,
 )
 from bernstein.consumers.core.model import (
+    DEFAULT_LOG_NAME,
     DEFAULT_MAX_OUTPUT_BYTES,
+    LOG_NAME_RULE,
     MAX_CHECKPOINT_EVERY,
+    MAX_LOG_EPOCH,
     MIN_MAX_OUTPUT_BYTES,
     OUTPUT_FRAMING_ALLOWANCE,
     AuditKeyVersion,
     Lifetime,
     SchedulerConfig,
     SealKey,
+    is_valid_log_name,
 )
 from bernstein.consumers.core.native import NATIVE_LABEL, NativeSchedulerCore, SchedulerCoreLike, choose_core
 from bernstein.consumers.group import DEFAULT_SESSION_TIMEOUT_MS, GroupFailed, GroupScheduler
@@ -110,6 +114,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default=MAX_CHECKPOINT_EVERY,
         help=f"sign a partition checkpoint once N audit records follow the last one (1 to {MAX_CHECKPOINT_EVERY}, "
         f"default {MAX_CHECKPOINT_EVERY}); one also follows every final seal (docs/checkpoints.md)",
+    )
+    run.add_argument(
+        "--log-name",
+        default=DEFAULT_LOG_NAME,
+        help=f"the deployment's name in every partition log's checkpoint origin, '<name>/<input topic>/<partition>/e<epoch>' "
+        f"(default {DEFAULT_LOG_NAME!r}); witnesses and proofs know the log by it, so keep it for the deployment's life "
+        "(docs/checkpoints.md, 'The Merkle log')",
+    )
+    run.add_argument(
+        "--log-epoch",
+        type=int,
+        default=1,
+        help="the logs' epoch in the origin (default 1): raise it only when the deployment's topics start over, so a "
+        "witness sees new logs rather than a rewritten history",
     )
     run.add_argument(
         "--max-output-bytes",
@@ -214,11 +232,17 @@ def scheduler_config(
     checkpoint_every: int = MAX_CHECKPOINT_EVERY,
     *,
     accept_undeclared_sizes: bool = False,
+    log_name: str = DEFAULT_LOG_NAME,
+    log_epoch: int = 1,
 ) -> SchedulerConfig:
     if seal_every < 1:
         raise UsageError("--seal-every must be at least 1")
     if not 1 <= checkpoint_every <= MAX_CHECKPOINT_EVERY:
         raise UsageError(f"--checkpoint-every must be 1 to {MAX_CHECKPOINT_EVERY}")
+    if not is_valid_log_name(log_name):
+        raise UsageError(f"--log-name {log_name!r}: {LOG_NAME_RULE}")
+    if not 1 <= log_epoch <= MAX_LOG_EPOCH:
+        raise UsageError(f"--log-epoch must be 1 to {MAX_LOG_EPOCH}")
     if max_output_bytes < MIN_MAX_OUTPUT_BYTES:
         raise UsageError(f"--max-output-bytes must be at least {MIN_MAX_OUTPUT_BYTES}")
     manifest = load_manifest(roles_path)
@@ -232,6 +256,8 @@ def scheduler_config(
         max_output_bytes=max_output_bytes,
         checkpoint_every=checkpoint_every,
         accept_undeclared_sizes=accept_undeclared_sizes,
+        log_name=log_name,
+        log_epoch=log_epoch,
         producers=manifest.producers,
         # Every ring key with its private part, oldest first: the scheduler signs and MACs each input's
         # outputs with the key valid at the input's timestamp, and its rebuild checks records written
@@ -329,6 +355,8 @@ def _run_logged(args: argparse.Namespace, log: EventLog) -> int:
         args.max_output_bytes,
         args.checkpoint_every,
         accept_undeclared_sizes=args.accept_undeclared_sizes,
+        log_name=args.log_name,
+        log_epoch=args.log_epoch,
     )
     if args.create_topics:
         ensure_topics(bootstrap, settings.topics)

@@ -25,7 +25,9 @@ from bernstein.schemas.canonical import (
     journal_entry_hash,
     journal_genesis,
     sha256_digest,
+    tlog_entry_leaf,
 )
+from bernstein.schemas.merkle import leaf_hash
 from bernstein.schemas.records import (
     ENTRY_ACTIVITY_RESULT,
     ENTRY_COMPUTER_USE_ACTION,
@@ -78,6 +80,7 @@ class JournalEntries(InputValidation, OutputRecords):
         entry_hash = journal_entry_hash(payload)
         value = self._codec.encode(codec.JOURNAL_RECORD, {"payload": payload, "entry_hash": entry_hash})
         emit.add(Stream.JOURNAL, run_id.encode(), value, b"bernstein.activity.result")
+        state.tree = state.tree.append(leaf_hash(tlog_entry_leaf(run_id, seq, entry_hash)))
 
         run = self._opened(state, run_id, sub["producer"]["id"])
         run.head = entry_hash
@@ -183,6 +186,7 @@ class JournalEntries(InputValidation, OutputRecords):
         entry_hash = journal_entry_hash(payload)
         value = self._codec.encode(codec.JOURNAL_RECORD, {"payload": payload, "entry_hash": entry_hash})
         emit.add(Stream.JOURNAL, run_id.encode(), value, b"bernstein.computer_use.action")
+        state.tree = state.tree.append(leaf_hash(tlog_entry_leaf(run_id, seq, entry_hash)))
         run = self._opened(state, run_id, act["producer"]["id"])
         session = run.sessions.get(session_id)
         if session is None:

@@ -6,12 +6,14 @@ turns Kafka messages into ``InputRecord`` and ``OutputRecord`` into produces.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from bernstein.schemas.canonical import checkpoint_genesis, journal_genesis
+from bernstein.schemas.merkle import Frontier
 from bernstein.schemas.records import MAX_MESSAGE_BYTES
 
 if TYPE_CHECKING:
@@ -80,6 +82,11 @@ class Signer(Protocol):
     @property
     def key_id(self) -> str: ...
 
+    @property
+    def public_key_raw(self) -> bytes:
+        """The 32-byte public key (a checkpoint's note names its key by it)."""
+        ...
+
     def sign(self, data: bytes) -> bytes: ...
 
 
@@ -130,6 +137,17 @@ class ProducerKey:
     key_id: str
     public_key: bytes
     lifetime: Lifetime = Lifetime()
+
+
+DEFAULT_LOG_NAME: Final = "bernstein"
+MAX_LOG_EPOCH: Final = 2**31 - 1
+LOG_NAME_RULE: Final = "must be 1-128 characters of A-Z a-z 0-9 _ . : @ = - /, not starting or ending with /"
+_LOG_NAME_RE: Final = re.compile(r"[A-Za-z0-9_.:@=-](?:[A-Za-z0-9_.:@=/-]{0,126}[A-Za-z0-9_.:@=-])?")
+
+
+def is_valid_log_name(value: object) -> bool:
+    """A log name fits a C2SP origin and key name (no spaces, no ``+``) and reads as one: ``LOG_NAME_RULE``."""
+    return isinstance(value, str) and _LOG_NAME_RE.fullmatch(value) is not None
 
 
 DEFAULT_MAX_OPEN_RUNS: Final = 10_000
@@ -226,6 +244,19 @@ class SchedulerConfig:
     action) must sit on ``bernstein.schemas.partitioning.partition_for(key, submission_partitions)``, else it is
     refused with WRONG_PARTITION. The shell sets it from the topic's metadata at start; None checks
     nothing (offline tools, tests of other rules)."""
+
+    log_name: str = DEFAULT_LOG_NAME
+    """The deployment's name in every partition log's checkpoint origin (``canonical.tlog_origin``): witnesses
+    and proofs name the log by it, so it stays the same for the deployment's life (``is_valid_log_name``)."""
+    log_epoch: int = 1
+    """The logs' epoch in the origin: raised when a deployment deliberately starts its topics over, so that
+    the new logs are new origins to a witness rather than a rewritten history of the old ones."""
+
+    def __post_init__(self) -> None:
+        if not is_valid_log_name(self.log_name):
+            raise ValueError(f"log name {self.log_name!r}: {LOG_NAME_RULE}")
+        if type(self.log_epoch) is not int or not 1 <= self.log_epoch <= MAX_LOG_EPOCH:
+            raise ValueError(f"log epoch {self.log_epoch!r}: a whole number from 1 to {MAX_LOG_EPOCH}")
 
     def seal_key_at(self, timestamp_ms: int) -> Signer:
         """The seal key for an input stamped ``timestamp_ms``."""
@@ -334,6 +365,9 @@ class SchedulerState:
     """checkpoint_hash of the last checkpoint's payload (the partition's checkpoint genesis before the first)."""
     checkpoint_audit_seq: int = 0
     """audit_seq the last checkpoint committed to (0 before the first)."""
+    tree: Frontier = field(default_factory=Frontier)
+    """The partition's Merkle log (every journal entry and seal written, in order) as its O(log n) frontier;
+    immutable, so an undo keeps the one it saw."""
     open_runs: dict[str, int] = field(default_factory=dict)
     """producer -> its open runs (``opened_by`` of runs not closed), kept by the step; derived from ``runs``
     (``count_open_runs``) wherever a state is built from elsewhere (a snapshot, a rebuild, the native core)."""

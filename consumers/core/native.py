@@ -55,6 +55,7 @@ from bernstein.consumers.core.native_state import _LazyRuns, read_state, write_s
 from bernstein.consumers.core.step import SchedulerCore
 from bernstein.schemas import codec
 from bernstein.schemas.errors import BernsteinError
+from bernstein.schemas.merkle import Frontier
 from bernstein.schemas.records import (
     KINDS,
     MAX_INLINE_ARTIFACT_BYTES,
@@ -252,6 +253,8 @@ class NativeSchedulerCore:
                 audit_keys,
                 producers,
                 config.submission_partitions,
+                config.log_name,
+                config.log_epoch,
             )
         except (ValueError, TypeError, OverflowError) as exc:
             raise NativeUnavailable(f"the native core refused this configuration: {exc}") from exc
@@ -470,6 +473,7 @@ class NativeSchedulerCore:
             checkpoint_seq=checkpoint_seq,
             checkpoint_head=checkpoint_head,
             checkpoint_audit_seq=checkpoint_audit_seq,
+            tree=Frontier.decode(self._native.tree_position()),
             open_runs=self._native.open_runs(),
         )
         try:
@@ -482,6 +486,7 @@ class NativeSchedulerCore:
             if after is state and after.runs is lazy and not runs.unsupported and not _scheduler_error(outputs):
                 self._native.set_audit(after.audit_seq, after.audit_head)
                 self._native.set_checkpoint(after.checkpoint_seq, after.checkpoint_head, after.checkpoint_audit_seq)
+                self._native.set_tree(after.tree.encode())
                 self._native.set_open_runs(after.open_runs)
                 runs.write_back()
                 return outputs

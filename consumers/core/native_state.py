@@ -16,6 +16,7 @@ from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 from bernstein.consumers.core.model import RunState, SchedulerState, SessionState
+from bernstein.schemas.merkle import Frontier
 
 if TYPE_CHECKING:
     import bernstein_native
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 def read_state(native: bernstein_native.NativeCore) -> SchedulerState:
     """The current native state as a ``SchedulerState`` (a copy)."""
-    partition, audit_seq, audit_head, runs, (checkpoint_seq, checkpoint_head, checkpoint_audit_seq) = native.export_state()
+    partition, audit_seq, audit_head, runs, (checkpoint_seq, checkpoint_head, checkpoint_audit_seq), tree = native.export_state()
     return SchedulerState(
         partition=partition,
         audit_seq=audit_seq,
@@ -31,6 +32,7 @@ def read_state(native: bernstein_native.NativeCore) -> SchedulerState:
         checkpoint_seq=checkpoint_seq,
         checkpoint_head=checkpoint_head,
         checkpoint_audit_seq=checkpoint_audit_seq,
+        tree=Frontier.decode(tree),
         runs={
             run_id: RunState(
                 head=head,
@@ -88,6 +90,7 @@ def write_state(native: bernstein_native.NativeCore, state: SchedulerState) -> N
             for run_id, run in state.runs.items()
         ],
         (state.checkpoint_seq, state.checkpoint_head, state.checkpoint_audit_seq),
+        state.tree.encode(),
     )
 
 

@@ -17,13 +17,18 @@ from bernstein.consumers.core.refusal import _clip, _Refusal
 from bernstein.consumers.core.validate import _key_of
 from bernstein.schemas import codec
 from bernstein.schemas.canonical import (
+    DIGEST_PREFIX,
     audit_record_mac,
     checkpoint_hash,
     checkpoint_signing_input,
     is_digest,
     seal_signing_input,
     sha256_digest,
+    tlog_origin,
+    tlog_seal_leaf,
 )
+from bernstein.schemas.merkle import leaf_hash
+from bernstein.schemas.notes import log_checkpoint_note
 from bernstein.schemas.records import (
     KINDS,
     MAX_KEPT_KEY_BYTES,
@@ -126,6 +131,9 @@ class OutputRecords:
             {"payload": payload, "key_id": signer.key_id, "signature": signer.sign(seal_signing_input(payload))},
         )
         emit.add(Stream.JOURNAL, run_id.encode(), value, b"bernstein.run.sealed")
+        state.tree = state.tree.append(
+            leaf_hash(tlog_seal_leaf(run_id, run.entry_count, run.head, record.offset, final, state.audit_head))
+        )
         run.sealed_count = run.entry_count
         if final:
             run.close()  # keeps only what later refusals of the closed run need
@@ -246,8 +254,12 @@ class OutputRecords:
             reason = "periodic"
         else:
             return
+        signer = self.config.seal_key_at(record.timestamp_ms)
+        tree = state.tree
+        root = tree.root()
+        origin = tlog_origin(self.config.log_name, record.topic, state.partition, self.config.log_epoch)
         payload = self._codec.encode(
-            codec.PARTITION_CHECKPOINT,
+            codec.PARTITION_CHECKPOINT_V2,
             {
                 "partition": state.partition,
                 "seq": state.checkpoint_seq,
@@ -259,9 +271,11 @@ class OutputRecords:
                 "reason": reason,
                 "checkpoint_every": self.config.checkpoint_every,
                 "checkpointed_at_ms": record.timestamp_ms,
+                "tree_size": tree.size,
+                "tree_root": DIGEST_PREFIX + root.hex(),
+                "note": log_checkpoint_note(origin, tree.size, root, signer.public_key_raw, signer.sign),
             },
         )
-        signer = self.config.seal_key_at(record.timestamp_ms)
         value = self._codec.encode(
             codec.CHECKPOINT_RECORD,
             {"payload": payload, "key_id": signer.key_id, "signature": signer.sign(checkpoint_signing_input(payload))},

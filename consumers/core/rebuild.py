@@ -80,9 +80,12 @@ from bernstein.schemas.canonical import (
     macs_equal,
     seal_signing_input,
     sha256_digest,
+    tlog_entry_leaf,
+    tlog_seal_leaf,
 )
 from bernstein.schemas.errors import BernsteinError
 from bernstein.schemas.fact_shapes import KINDS
+from bernstein.schemas.merkle import leaf_hash
 from bernstein.schemas.records import ENTRY_COMPUTER_USE_ACTION, AuditEvent
 
 _JOURNAL_SCHEMAS = frozenset({codec.JOURNAL_RECORD, codec.SEAL_RECORD})
@@ -264,6 +267,7 @@ def rebuild_state(
         problem = _apply_seal(state, config, fact) if kind == _SEAL else _apply_entry_fact(state, fact)
         if problem is not None:
             raise StateCorrupted(problem, topic=journal_topic, partition=partition, offset=offset, index=index)
+        state.tree = state.tree.append(leaf_hash(_leaf(fact)))
     dangling = audit.next_mirror()
     if dangling is not None:
         raise StateCorrupted(
@@ -348,7 +352,18 @@ def _journal_fact(c: codec.Codec, config: SchedulerConfig, value: bytes) -> Jour
         signer = _seal_signer(config, key_id)
         # Ed25519 is deterministic (RFC 8032): our key signs these bytes to exactly one signature.
         signed = None if signer is None else signer.sign(seal_signing_input(payload)) == envelope["signature"]
-        return (_SEAL, seal["run_id"], seal["entry_count"], sha256_digest(value), key_id, signed, seal["final"])
+        return (
+            _SEAL,
+            seal["run_id"],
+            seal["entry_count"],
+            sha256_digest(value),
+            key_id,
+            signed,
+            seal["final"],
+            seal["head_hash"],
+            seal["last_input_offset"],
+            seal["audit_head"],
+        )
     return _entry_fact(inner, payload, envelope["entry_hash"])
 
 
@@ -633,7 +648,7 @@ def _checkpoint_fact(c: codec.Codec, config: SchedulerConfig, value: bytes) -> C
     """The facts of a checkpoint record, else what keeps it from decoding."""
     try:
         envelope = c.decode(value, expect=frozenset({codec.CHECKPOINT_RECORD})).record
-        checkpoint = c.decode(envelope["payload"], expect=frozenset({codec.PARTITION_CHECKPOINT})).record
+        checkpoint = c.decode(envelope["payload"], expect=codec.PARTITION_CHECKPOINTS).record
     except codec.DecodeError as exc:
         return f"{_UNDECODABLE_CHECKPOINT} ({exc})"
     payload = envelope["payload"]
@@ -745,8 +760,16 @@ def _apply_entry_fact(state: SchedulerState, fact: JournalFact) -> str | None:
     return None
 
 
+def _leaf(fact: JournalFact) -> bytes:
+    """The Merkle log leaf of an adopted journal record: what the step appended when it wrote it."""
+    if fact[0] == _SEAL:
+        _, run_id, entry_count, _, _, _, final, head_hash, last_input_offset, audit_head = fact
+        return tlog_seal_leaf(run_id, entry_count, head_hash, last_input_offset, final, audit_head)
+    return tlog_entry_leaf(fact[1], fact[2], fact[3])
+
+
 def _apply_seal(state: SchedulerState, config: SchedulerConfig, fact: JournalFact) -> str | None:
-    _, run_id, entry_count, _, key_id, signed, final = fact
+    _, run_id, entry_count, _, key_id, signed, final = fact[:7]
     if signed is None:
         return f"the seal is signed by key {key_id[:80]!r}, not by this scheduler's keys (its seal key ring: {', '.join(_seal_key_ids(config))})"
     if not signed:

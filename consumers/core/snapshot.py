@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from bernstein.consumers.core.model import RunState, SchedulerConfig, SchedulerState, SessionState, count_open_runs
+from bernstein.schemas.errors import MalformedInput
+from bernstein.schemas.merkle import Frontier
 
 MAGIC: Final = b"bernstein.scheduler.state.v1\n"
 _PURPOSE: Final = b"bernstein scheduler state snapshot v1"
@@ -79,6 +81,7 @@ def state_form(state: SchedulerState) -> dict[str, Any]:
         "checkpoint_seq": state.checkpoint_seq,
         "checkpoint_head": state.checkpoint_head,
         "checkpoint_audit_seq": state.checkpoint_audit_seq,
+        "tree": state.tree.encode().hex(),
         "runs": [[run_id, _run_form(run)] for run_id, run in state.runs.items()],
     }
 
@@ -117,6 +120,9 @@ def state_of_form(form: dict[str, Any]) -> SchedulerState:
         checkpoint_seq=_int(form["checkpoint_seq"]),
         checkpoint_head=_str(form["checkpoint_head"]),
         checkpoint_audit_seq=_int(form["checkpoint_audit_seq"]),
+        # absent from snapshots written before the Merkle log: a KeyError, so the rebuild folds the whole
+        # partition once and the log covers it from its first record
+        tree=Frontier.decode(bytes.fromhex(_str(form["tree"]))),
     )
     for run_id, r in form["runs"]:
         state.runs[_str(run_id)] = RunState(
@@ -336,8 +342,10 @@ def _verify(config: SchedulerConfig, partition: int, header: dict[str, Any], bod
         form = json.loads(zlib.decompress(body))
         p = form["positions"]
         positions = Positions(_int(p["input_next"]), _int(p["journal_next"]), _int(p["audit_next"]), _int(p["checkpoints_next"]))
+        if "tree" not in form["state"]:
+            return "written before the partition's Merkle log; not adopted (the rebuild folds the whole partition once)"
         state = state_of_form(form["state"])
-    except (ValueError, KeyError, TypeError, zlib.error) as exc:
+    except (ValueError, KeyError, TypeError, zlib.error, MalformedInput) as exc:
         return f"its MAC verifies but its body does not decode ({exc!r}); not adopted"
     if state.partition != partition or positions.input_next != header["input_next"]:
         return "its body disagrees with its header"

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bernstein.consumers.core.model import RunState, SchedulerState, SessionState
+from bernstein.schemas.merkle import Frontier
 
 
 def copy_run(run: RunState) -> RunState:
@@ -43,6 +44,7 @@ class _Epoch:
     id: int
     audit: tuple[int, str]
     checkpoint: tuple[int, str, int]
+    tree: Frontier
     open_runs: dict[str, int]
     """Each producer's open runs at the mark (one count per producer: copied whole)."""
     runs: dict[str, RunState | None] = field(default_factory=dict)
@@ -64,6 +66,7 @@ class UndoLog:
                 self.next_id,
                 (state.audit_seq, state.audit_head),
                 (state.checkpoint_seq, state.checkpoint_head, state.checkpoint_audit_seq),
+                state.tree,
                 dict(state.open_runs),
             )
         )
@@ -97,6 +100,7 @@ class UndoLog:
                     state.runs[run_id] = run
             state.audit_seq, state.audit_head = epoch.audit
             state.checkpoint_seq, state.checkpoint_head, state.checkpoint_audit_seq = epoch.checkpoint
+            state.tree = epoch.tree
             state.open_runs = dict(epoch.open_runs)
         del self.epochs[index:]
         return True

@@ -3,9 +3,13 @@
 //!
 //! Inside Rust the facts are named structs (`fold`, `verify`); only the bindings lay them
 //! out as tuples, through these shapes, and the native walks (`walk`) read the
-//! verifier's tuples back by these indices. The Python code still unpacks the tuples by
-//! position: the extension exports every shape (`FACT_SHAPES`, `FACT_KINDS`) so that it can
-//! read the tags and the positions from here.
+//! verifier's tuples back by these indices. The extension exports every shape (`FACT_SHAPES`,
+//! `FACT_KINDS`); Python states the same shapes once (`schemas/fact_shapes.py`, a `NamedTuple`
+//! per shape and the kind tags), and `tests/unit/differential/test_fact_shapes.py` holds the two
+//! tables equal. The Python readers take their kind tags from that table, and the verifier's
+//! audit-record readers read fields by name (`AuditRecordFact`, `AUDIT_RECORD_AT`); the fold
+//! (`consumers/core/rebuild.py`) and the verifier's journal and stage walks still unpack most
+//! tuples by position, so a field's place in `FIELDS` is part of its contract.
 
 /// One tuple layout: `TAG` (None: the tuple has no kind tag), `FIELDS` in order, `LEN`, and
 /// one `usize` constant per field, its index.
@@ -82,10 +86,12 @@ shape!(
      STORED_HASH_OK: "stored_hash_ok", SCHEMA: "schema", ENTRY_TYPE: "entry_type"]
 );
 shape!(
-    /// `FoldReader.journal`: a seal under one of the scheduler's keys.
+    /// `FoldReader.journal`: a seal under one of the scheduler's keys (`head_hash`,
+    /// `last_input_offset`, `audit_head`: what its Merkle log leaf names besides the run).
     fold_seal, "fold.journal.SEAL", Some(fk::SEAL),
     [KIND: "kind", RUN_ID: "run_id", ENTRY_COUNT: "entry_count", IDENTITY: "identity",
-     KEY_ID: "key_id", SIGNED: "signed", FINAL: "final"]
+     KEY_ID: "key_id", SIGNED: "signed", FINAL: "final", HEAD_HASH: "head_hash",
+     LAST_INPUT_OFFSET: "last_input_offset", AUDIT_HEAD: "audit_head"]
 );
 shape!(
     /// `FoldReader.audit`: an audit record whose MAC verifies (`key_id` None for AuditRecord.v1).
@@ -337,6 +343,8 @@ mod tests {
         );
         assert_eq!(stage_result::LEN, 16);
         assert_eq!(fold_entry::LEN, 13);
+        assert_eq!(fold_seal::FIELDS[fold_seal::AUDIT_HEAD], "audit_head");
+        assert_eq!(fold_seal::LEN, 10);
         assert_eq!(
             producer_signed::FIELDS[producer_signed::VERIFIED],
             "verified"

@@ -45,7 +45,7 @@ const ENTRY_COMPUTER_USE_ACTION: &str = "computer_use.action";
 
 /// The layouts read here (`FoldReader` refuses a codec whose fingerprint for one of these
 /// names differs; exported as `FOLD_SCHEMAS`).
-pub const FOLD_LAYOUTS: [Layout; 15] = [
+pub const FOLD_LAYOUTS: [Layout; 16] = [
     Layout::JournalRecord,
     Layout::SealRecord,
     Layout::JournalEntryV1,
@@ -61,6 +61,7 @@ pub const FOLD_LAYOUTS: [Layout; 15] = [
     Layout::AuditEntryV2,
     Layout::CheckpointRecord,
     Layout::PartitionCheckpoint,
+    Layout::PartitionCheckpointV2,
 ];
 
 /// What every journal entry fact carries: where the entry links in its run's chain.
@@ -116,6 +117,11 @@ pub enum JournalFact<'a> {
         key_id: &'a str,
         signed: bool,
         last: bool,
+        /// The seal's head_hash, last_input_offset and audit_head: its Merkle log leaf
+        /// (`tlog_seal_leaf`), with `run_id`, `entry_count` and `last`.
+        head_hash: &'a str,
+        last_input_offset: i64,
+        audit_head: &'a str,
     },
 }
 
@@ -242,6 +248,9 @@ impl FoldKeys {
                     key_id,
                     signed,
                     last: seal.last,
+                    head_hash: seal.head_hash,
+                    last_input_offset: seal.last_input_offset,
+                    audit_head: seal.audit_head,
                 })
             }
             _ => None,

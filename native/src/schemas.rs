@@ -33,13 +33,15 @@ pub const FP_AUDIT_ENTRY: [u8; 8] = [0x47, 0xa8, 0x48, 0x7d, 0x9e, 0x81, 0x6a, 0
 pub const FP_AUDIT_RECORD: [u8; 8] = [0xeb, 0xd7, 0x0f, 0x04, 0x32, 0xd4, 0xf3, 0x2c];
 pub const FP_AUDIT_RECORD_V2: [u8; 8] = [0x90, 0xff, 0x97, 0x85, 0x64, 0xf7, 0xfe, 0x6f];
 pub const FP_PARTITION_CHECKPOINT: [u8; 8] = [0x9f, 0x14, 0x74, 0x13, 0x72, 0x72, 0xa8, 0x76];
+/// PartitionCheckpoint.v2: v1 and the partition's Merkle log (tree_size, tree_root, note); what the step writes.
+pub const FP_PARTITION_CHECKPOINT_V2: [u8; 8] = [0x6b, 0x95, 0x56, 0xaa, 0x8b, 0x55, 0x37, 0x7b];
 pub const FP_CHECKPOINT_RECORD: [u8; 8] = [0x34, 0x21, 0x95, 0x2b, 0x0e, 0x26, 0x87, 0xda];
 pub const FP_AUDIT_ENTRY_V2: [u8; 8] = [0x8a, 0x97, 0xd3, 0xcd, 0x2d, 0x37, 0x92, 0x99];
 pub const FP_COMPUTER_USE_ENTRY: [u8; 8] = [0xf4, 0x26, 0x4e, 0x24, 0xce, 0x46, 0xd3, 0xc6];
 pub const FP_COMPUTER_USE_ENTRY_V2: [u8; 8] = [0xed, 0xd7, 0x93, 0xb0, 0xeb, 0xb5, 0x33, 0xe6];
 
 /// Every schema whose layout is hard-coded here, by its `.avsc` stem.
-pub const NATIVE_SCHEMAS: [(&str, [u8; 8]); 21] = [
+pub const NATIVE_SCHEMAS: [(&str, [u8; 8]); 22] = [
     (ACTIVITY_SUBMISSION, FP_ACTIVITY_SUBMISSION),
     (ACTIVITY_SUBMISSION_V2, FP_ACTIVITY_SUBMISSION_V2),
     (ACTIVITY_SUBMISSION_V3, FP_ACTIVITY_SUBMISSION_V3),
@@ -60,6 +62,7 @@ pub const NATIVE_SCHEMAS: [(&str, [u8; 8]); 21] = [
     ("AuditRecord.v1", FP_AUDIT_RECORD),
     ("AuditRecord.v2", FP_AUDIT_RECORD_V2),
     ("PartitionCheckpoint.v1", FP_PARTITION_CHECKPOINT),
+    ("PartitionCheckpoint.v2", FP_PARTITION_CHECKPOINT_V2),
     ("CheckpointRecord.v1", FP_CHECKPOINT_RECORD),
 ];
 

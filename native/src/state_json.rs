@@ -3,7 +3,7 @@
 //!
 //! Byte for byte what Python's `json.dumps(state_form(state), sort_keys=True,
 //! separators=(",", ":"), ensure_ascii=True)` gives: object keys sorted (the orders below are
-//! the sorted ones), maps as lists of `[key, value]` pairs in insertion order, blob digests
+//! the sorted ones; `tree` is the hex of the Merkle log's frontier encoding), maps as lists of `[key, value]` pairs in insertion order, blob digests
 //! sorted, and every character outside printable ASCII escaped as Python does (`\n`, `\r`,
 //! `\t`, `\b`, `\f`, else `\u00XX`; beyond the BMP as a surrogate pair, lowercase hex).
 
@@ -131,6 +131,8 @@ pub fn state_json(state: &State) -> Vec<u8> {
         put_run(out, run);
         out.push(b']');
     });
+    out.extend_from_slice(b",\"tree\":");
+    put_str(&mut out, &crate::hashing::hex_string(&state.tree.encode()));
     out.push(b'}');
     out
 }

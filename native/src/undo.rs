@@ -15,6 +15,7 @@
 //! rebuilds from Kafka.
 
 use crate::core::{AuditChain, CheckpointChain, Map, RunState, Session, Set, State};
+use crate::merkle::Frontier;
 use std::collections::BTreeMap;
 
 /// Which of a run's string maps a `MapSet` changed.
@@ -83,6 +84,8 @@ struct Epoch {
     id: u64,
     audit: (i64, String),
     checkpoint: (i64, String, i64),
+    /// The partition's Merkle log at the mark (a frontier: at most 64 hashes, copied whole).
+    tree: Frontier,
     /// Each producer's open runs at the mark (one count per producer: copied whole).
     open_runs: BTreeMap<Box<str>, i64>,
     changes: Vec<Change>,
@@ -115,6 +118,7 @@ impl UndoLog {
                 state.checkpoint.head.clone(),
                 state.checkpoint.audit_seq,
             ),
+            tree: state.tree.clone(),
             open_runs: state.open_runs.clone(),
             changes: Vec::new(),
         });
@@ -183,6 +187,7 @@ impl UndoLog {
                 head: epoch.checkpoint.1,
                 audit_seq: epoch.checkpoint.2,
             };
+            state.tree = epoch.tree;
             state.open_runs = epoch.open_runs;
         }
         true

@@ -153,7 +153,7 @@ def decode_out(out: OutputRecord) -> Out:
         )
     if name == codec.CHECKPOINT_RECORD:
         assert out.stream is Stream.CHECKPOINTS
-        return Out(out, "checkpoint", rec, codec.decode(rec["payload"], expect=frozenset({codec.PARTITION_CHECKPOINT})).record)
+        return Out(out, "checkpoint", rec, codec.decode(rec["payload"], expect=codec.PARTITION_CHECKPOINTS).record)
     raise AssertionError(f"unexpected output schema {name}")
 
 

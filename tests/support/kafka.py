@@ -39,7 +39,7 @@ _ENVELOPES = {
     codec.SEAL_RECORD: codec.RUN_SEALS,
     codec.AUDIT_RECORD: frozenset({codec.AUDIT_ENTRY, codec.AUDIT_ENTRY_V2}),
     codec.AUDIT_RECORD_V2: frozenset({codec.AUDIT_ENTRY, codec.AUDIT_ENTRY_V2}),
-    codec.CHECKPOINT_RECORD: frozenset({codec.PARTITION_CHECKPOINT}),
+    codec.CHECKPOINT_RECORD: codec.PARTITION_CHECKPOINTS,
 }
 
 

@@ -311,3 +311,24 @@ def session_script(keys: InstallKeys, tmp_path: Path) -> tuple[Callable[[Writer]
         w.close(RUN)
 
     return script, list(outcome.records)
+
+
+def build_checkpointed(tmp_path: Path, script: Callable[[Writer], None], *, checkpoint_every: int = 1000) -> Built:
+    """A run written by ``script`` through the reference core with ``checkpoint_every`` small enough for periodic
+    checkpoints (seals every 2 entries), its keys, content store and pinned keys."""
+    keys = init_keys(tmp_path / "keys")
+    store = DirBlobStore(tmp_path / "cas")
+    writer = Writer(keys, store)
+    config = SchedulerConfig(
+        roles=ROLES,
+        signer=keys.signer,
+        audit_key=keys.audit.secret,
+        audit_key_id=keys.audit.key_id,
+        seal_every=2,
+        checkpoint_every=checkpoint_every,
+        producers=TEST_PRODUCERS,
+    )
+    writer.core = SchedulerCore(config)
+    writer.state = initial_state(config, 0)
+    script(writer)
+    return Built(writer.source, store, keys, TrustedKeys.from_install(keys).merged(producer_trust()))

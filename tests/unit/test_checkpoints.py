@@ -19,7 +19,7 @@ from bernstein.consumers.core.model import OutputRecord, SchedulerConfig, Schedu
 from bernstein.consumers.core.native import NativeSchedulerCore, native_status
 from bernstein.consumers.core.rebuild import Skipped, StateCorrupted, rebuild_state
 from bernstein.consumers.core.step import SchedulerCore, initial_state
-from bernstein.schemas import codec
+from bernstein.schemas import codec, merkle, notes
 from bernstein.schemas.canonical import (
     audit_genesis,
     audit_mac,
@@ -30,6 +30,7 @@ from bernstein.schemas.canonical import (
     hmac_key_id,
 )
 from bernstein.substrate.keys import Ed25519Signer, verify_signature
+from bernstein.verifier.tlog import journal_leaf
 from tests.support.core_driver import AUDIT_KEY, PARTITION, SIGNER, TOPIC, checkpoint_config, enc_close, enc_sub, record
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,7 +46,7 @@ def checkpoint_of(out: OutputRecord) -> tuple[dict[str, Any], dict[str, Any]]:
     envelope = codec.decode(out.value, expect=frozenset({codec.CHECKPOINT_RECORD})).record
     assert envelope["key_id"] == SIGNER.key_id
     assert verify_signature(SIGNER.public_key_raw, envelope["signature"], checkpoint_signing_input(envelope["payload"]))
-    return envelope, codec.decode(envelope["payload"], expect=frozenset({codec.PARTITION_CHECKPOINT})).record
+    return envelope, codec.decode(envelope["payload"], expect=codec.PARTITION_CHECKPOINTS).record
 
 
 def audit_of(out: OutputRecord) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -89,6 +90,8 @@ def test_a_run_close_ends_with_a_final_checkpoint_over_its_seal() -> None:
     assert [o.stream for o in close] == [Stream.JOURNAL, Stream.AUDIT, Stream.CHECKPOINTS]
     seal_audit, _ = audit_of(close[1])
     _, payload = checkpoint_of(close[2])
+    leaves = [journal_leaf(codec.default_codec(), out.value) for out in (steps[0][0], close[0])]
+    root = merkle.root([merkle.leaf_hash(leaf) for leaf in leaves if leaf is not None])
     assert payload == {
         "partition": PARTITION,
         "seq": 0,
@@ -100,7 +103,14 @@ def test_a_run_close_ends_with_a_final_checkpoint_over_its_seal() -> None:
         "reason": "final",
         "checkpoint_every": 1000,
         "checkpointed_at_ms": close[2].timestamp_ms,
+        # the partition's Merkle log: the entry and the final seal, each a leaf
+        "tree_size": 2,
+        "tree_root": "sha256:" + root.hex(),
+        "note": payload["note"],
     }
+    origin = f"bernstein/{TOPIC}/{PARTITION}/e1"
+    body, opened = notes.open_checkpoint(payload["note"].encode(), [notes.log_verifier(origin, SIGNER.public_key_raw)])
+    assert (body.origin, body.size, body.root_hash, len(opened.verified)) == (origin, 2, root, 1)
     assert close[2].headers[1] == ("ce_id", f"{TOPIC}:{PARTITION}:1:2".encode())
     assert (state.checkpoint_seq, state.checkpoint_audit_seq) == (1, 2)
     assert state.checkpoint_head == checkpoint_hash(codec.decode(close[2].value).record["payload"])

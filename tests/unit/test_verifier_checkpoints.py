@@ -13,19 +13,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bernstein.consumers.core.model import SchedulerConfig
-from bernstein.consumers.core.step import SchedulerCore, initial_state
-from bernstein.schemas import codec
+from bernstein.consumers.core.step import SchedulerCore
+from bernstein.schemas import codec, merkle, notes
 from bernstein.schemas.canonical import audit_mac, checkpoint_signing_input, seal_signing_input, sha256_digest
 from bernstein.substrate.cas import DirBlobStore
-from bernstein.substrate.keys import Ed25519Signer, TrustedKeys, init_keys
+from bernstein.substrate.keys import Ed25519Signer
 from bernstein.verifier.export import export_dump
 from bernstein.verifier.report import EXIT_MISMATCH, EXIT_NOT_FULLY_VERIFIED, EXIT_OPEN, EXIT_VERIFIED
 from bernstein.verifier.sources import DumpSource, KcatSource, StoredRecord
-from tests.support.producers import TEST_PRODUCERS, producer_trust
+from bernstein.verifier.tlog import journal_leaf
+from bernstein.verifier.verify import audit_chain_findings
 from tests.support.verdicts import (
     PREFIX,
-    ROLES,
     RUN,
     VERIFIED,
     Built,
@@ -38,25 +37,9 @@ from tests.support.verdicts import (
     kind_of,
     located,
 )
-
-
-def build(tmp_path: Path, script: Any, *, checkpoint_every: int = 1000) -> Built:
-    keys = init_keys(tmp_path / "keys")
-    store = DirBlobStore(tmp_path / "cas")
-    writer = Writer(keys, store)
-    config = SchedulerConfig(
-        roles=ROLES,
-        signer=keys.signer,
-        audit_key=keys.audit.secret,
-        audit_key_id=keys.audit.key_id,
-        seal_every=2,
-        checkpoint_every=checkpoint_every,
-        producers=TEST_PRODUCERS,
-    )
-    writer.core = SchedulerCore(config)
-    writer.state = initial_state(config, 0)
-    script(writer)
-    return Built(writer.source, store, keys, TrustedKeys.from_install(keys).merged(producer_trust()))
+from tests.support.verdicts import (
+    build_checkpointed as build,
+)
 
 
 def closed_with_a_late_refusal(w: Writer) -> None:
@@ -85,7 +68,8 @@ def payloads(records: list[StoredRecord]) -> list[dict[str, Any]]:
 
 def resigned(record: StoredRecord, signer: Ed25519Signer, **changes: Any) -> StoredRecord:
     """The checkpoint with its payload fields changed and signed again by ``signer`` (an insider's edit)."""
-    payload = C.encode(codec.PARTITION_CHECKPOINT, {**payloads([record])[0], **changes})
+    fields = {**payloads([record])[0], **changes}
+    payload = C.encode(codec.PARTITION_CHECKPOINT_V2 if "tree_size" in fields else codec.PARTITION_CHECKPOINT, fields)
     value = C.encode(
         codec.CHECKPOINT_RECORD,
         {"payload": payload, "key_id": signer.key_id, "signature": signer.sign(checkpoint_signing_input(payload))},
@@ -101,7 +85,12 @@ def test_an_untouched_run_reports_its_checkpoints_and_what_none_covers_yet(tmp_p
     lines = assert_exit(report, EXIT_VERIFIED)
     assert report.header.audit is not None
     assert (report.header.audit.checkpoints, report.header.audit.uncovered) == (1, 1)  # the late refusal
-    assert lines[3].endswith("; 1 signed checkpoint, 1 record not covered by a checkpoint yet)")
+    leaves = len(b.records("journal"))  # 3 entries and the final seal, each a leaf of the partition's Merkle log
+    assert (report.header.audit.tree_leaves, report.header.audit.tree_heads) == (leaves, 1)
+    assert lines[3].endswith(
+        f"; 1 signed checkpoint, 1 record not covered by a checkpoint yet; its Merkle log of {leaves} leaves "
+        "reproduces 1 signed tree head)"
+    )
     assert lines[-1] == VERIFIED
     document = json_of(report)
     assert (document["audit"]["checkpoints"], document["audit"]["uncovered"]) == (1, 1)
@@ -120,6 +109,11 @@ def test_dropping_the_final_seal_and_its_audit_record_is_caught_by_the_checkpoin
     assert located(problem) == ("AUDIT_TRUNCATED_BEFORE_CHECKPOINT", "checkpoints", checkpoint.offset)
     assert (problem.audit_seq, problem.expected, problem.recomputed) == (4, "4", "3")
     assert lines[3] == f"  MISMATCH audit -- {problem.message}"
+    # the partition's Merkle log names the same cut (the checkpoint signed one leaf more than the journal holds); the
+    # run's report keeps the audit chain's finding alone, as before the log existed
+    tree = _tree_problem(b, cut)
+    assert located(tree) == ("JOURNAL_TRUNCATED_BEFORE_CHECKPOINT", "checkpoints", checkpoint.offset)
+    assert (tree.expected, tree.recomputed, tree.leaf_index) == (str(len(journal)), str(len(journal) - 1), len(journal) - 1)
     # the same cut with the checkpoint deleted too looks open: a deletion of all three tails needs an outside anchor
     all_three = cut.replaced("checkpoints", [])
     assert b.verify(all_three).exit_code == EXIT_OPEN
@@ -309,3 +303,120 @@ def test_a_partition_written_before_checkpoints_still_verifies(tmp_path: Path) -
     report = b.verify(old.replaced("audit", edited))
     assert_exit(report, EXIT_MISMATCH)
     assert located(first_problem(report, "audit")) == ("AUDIT_MAC_MISMATCH", "audit", edited[1].offset)
+
+
+# ---------------------------------------------------------------------------
+# the partition's Merkle log (PartitionCheckpoint.v2)
+# ---------------------------------------------------------------------------
+
+
+def _tree_problems(b: Built, source: Any) -> list[Any]:
+    """The partition's Merkle log findings, in order."""
+    found = audit_chain_findings(source, 0, b.trusted)
+    return [p for p in found if p.code.startswith(("CHECKPOINT_TREE", "CHECKPOINT_NOTE", "JOURNAL_TRUNCATED"))]
+
+
+def _tree_problem(b: Built, source: Any) -> Any:
+    """The partition's one Merkle log finding."""
+    tree = _tree_problems(b, source)
+    assert len(tree) == 1, [p.code for p in tree]
+    return tree[0]
+
+
+def test_each_checkpoint_signs_the_merkle_root_of_the_journal_before_it_as_a_c2sp_note(tmp_path: Path) -> None:
+    b = build(tmp_path, still_open, checkpoint_every=3)
+    journal = b.records("journal")
+    leaves = [journal_leaf(C, r.value) for r in journal]
+    assert None not in leaves
+    for checkpoint in payloads(b.records("checkpoints")):
+        size = checkpoint["tree_size"]
+        root = merkle.root([merkle.leaf_hash(leaf) for leaf in leaves[:size] if leaf is not None])
+        assert checkpoint["tree_root"] == "sha256:" + root.hex()
+        origin = f"bernstein/{checkpoint['input_topic']}/0/e1"
+        body, opened = notes.open_checkpoint(
+            checkpoint["note"].encode(), [notes.log_verifier(origin, b.keys.signer.public_key_raw)]
+        )
+        assert (body.origin, body.size, body.root_hash) == (origin, size, root)
+        assert len(opened.verified) == 1
+    # the first periodic checkpoint follows stage-1 and its periodic seal: 3 leaves; the second 6 (two more stages, a seal)
+    assert [c["tree_size"] for c in payloads(b.records("checkpoints"))] == [3, 6]
+    assert assert_exit(b.verify(), EXIT_OPEN)
+
+
+def test_an_edited_journal_record_is_a_tree_mismatch_at_the_first_checkpoint_after_it(tmp_path: Path) -> None:
+    b = build(tmp_path, still_open, checkpoint_every=3)
+    journal, checkpoints = b.records("journal"), b.records("checkpoints")
+    # entry seq 1's stored payload is replaced by another run's valid entry: a different leaf at index 1
+    other = replace(journal[1], value=journal[0].value)
+    source = b.source.replaced("journal", [journal[0], other, *journal[2:]])
+    report = b.verify(source)
+    assert_exit(report, EXIT_MISMATCH)
+    # each signed tree head after the edit disagrees, both from leaf 0 (the last head the journal reproduced: none)
+    first, second = _tree_problems(b, source)
+    assert located(first) == ("CHECKPOINT_TREE_MISMATCH", "checkpoints", checkpoints[0].offset)
+    assert located(second) == ("CHECKPOINT_TREE_MISMATCH", "checkpoints", checkpoints[1].offset)
+    assert (first.leaf_index, second.leaf_index) == (0, 0)
+    assert [first.expected, second.expected] == [c["tree_root"] for c in payloads(checkpoints)]
+    assert "among leaves 0..2 was edited" in first.message and first.to_json()["leaf_index"] == 0
+    # an untouched prefix is reproduced: editing the last entry leaves the first checkpoint's head standing
+    tail = replace(journal[-2], value=journal[0].value)
+    late = _tree_problem(b, b.source.replaced("journal", [*journal[:-2], tail, journal[-1]]))
+    assert located(late) == ("CHECKPOINT_TREE_MISMATCH", "checkpoints", checkpoints[1].offset)
+    assert late.leaf_index == 3 and "among leaves 3..5" in late.message
+
+
+def test_deleting_the_journal_tail_behind_a_checkpoint_is_named_with_the_leaf_count(tmp_path: Path) -> None:
+    b = build(tmp_path, still_open, checkpoint_every=3)
+    journal, checkpoints = b.records("journal"), b.records("checkpoints")
+    source = b.source.replaced("journal", journal[:4])
+    report = b.verify(source)
+    assert_exit(report, EXIT_MISMATCH)
+    problem = _tree_problem(b, source)
+    assert located(problem) == ("JOURNAL_TRUNCATED_BEFORE_CHECKPOINT", "checkpoints", checkpoints[1].offset)
+    assert (problem.expected, problem.recomputed, problem.leaf_index) == ("6", "4", 4)
+
+
+def test_a_note_that_names_another_tree_head_is_refused_even_under_the_real_key(tmp_path: Path) -> None:
+    b = build(tmp_path, still_open, checkpoint_every=3)
+    checkpoints = b.records("checkpoints")
+    first = payloads(checkpoints)[0]
+    origin = f"bernstein/{first['input_topic']}/0/e1"
+    signer = b.keys.signer
+    wrong = notes.log_checkpoint_note(origin, 2, b"\x07" * 32, signer.public_key_raw, signer.sign)
+    edited = resigned(checkpoints[0], signer, note=wrong)
+    source = b.source.replaced("checkpoints", [edited, *checkpoints[1:]])
+    report = b.verify(source)
+    assert_exit(report, EXIT_MISMATCH)
+    problem = _tree_problem(b, source)
+    assert located(problem) == ("CHECKPOINT_NOTE_INVALID", "checkpoints", checkpoints[0].offset)
+    assert "names tree 2 sha256:0707" in problem.message
+
+
+def test_a_selected_runs_dump_leaves_the_tree_unchecked_and_says_so(tmp_path: Path) -> None:
+    b = build(tmp_path, closed)
+    dump = tmp_path / "dump"
+    export_dump(b.source, dump, cas=b.store, runs=[RUN], trusted=None)
+    report = b.verify(DumpSource(dump))
+    assert_exit(report, EXIT_VERIFIED)
+    assert report.header.audit is not None and report.header.audit.tree_leaves is None
+    whole = tmp_path / "whole"
+    export_dump(b.source, whole, cas=b.store, runs=None, trusted=None)
+    audit = b.verify(DumpSource(whole)).header.audit
+    assert audit is not None and (audit.tree_leaves, audit.tree_heads) == (len(b.records("journal")), 1)
+
+
+def test_a_later_checkpoint_that_signs_a_smaller_tree_is_named(tmp_path: Path) -> None:
+    b = build(tmp_path, still_open, checkpoint_every=3)
+    checkpoints = b.records("checkpoints")
+    first = payloads(checkpoints)[0]
+    leaves = [journal_leaf(C, r.value) for r in b.records("journal")]
+    size = first["tree_size"] - 1
+    root = merkle.root([merkle.leaf_hash(leaf) for leaf in leaves[:size] if leaf is not None])
+    origin = f"bernstein/{first['input_topic']}/0/e1"
+    signer = b.keys.signer
+    note = notes.log_checkpoint_note(origin, size, root, signer.public_key_raw, signer.sign)
+    smaller = resigned(checkpoints[1], signer, tree_size=size, tree_root="sha256:" + root.hex(), note=note)
+    source = b.source.replaced("checkpoints", [checkpoints[0], smaller])
+    shrank = [p for p in _tree_problems(b, source) if p.code == "CHECKPOINT_TREE_SHRANK"]
+    assert [located(p) for p in shrank] == [("CHECKPOINT_TREE_SHRANK", "checkpoints", checkpoints[1].offset)]
+    assert (shrank[0].expected, shrank[0].recomputed) == (f">= {first['tree_size']}", str(size))

@@ -20,7 +20,7 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from bernstein.schemas import canonical, codec
+from bernstein.schemas import canonical, codec, merkle, notes
 from bernstein.schemas.errors import CanonicalizationError
 
 HERE = Path(__file__).resolve().parents[2] / "schemas" / "vectors"
@@ -585,6 +585,23 @@ def _envelope_samples() -> dict[str, dict[str, Any]]:
         "checkpointed_at_ms": 1767225600008,
     }
     checkpoint_payload = codec.encode(codec.PARTITION_CHECKPOINT, checkpoint)
+    # v2: the same checkpoint over a Merkle log of the seal's run: two entries and the seal
+    leaves = [
+        canonical.tlog_entry_leaf(seal["run_id"], 0, "sha256:" + "1" * 64),
+        canonical.tlog_entry_leaf(seal["run_id"], 1, seal["head_hash"]),
+        canonical.tlog_seal_leaf(
+            seal["run_id"], seal["entry_count"], seal["head_hash"], seal["last_input_offset"], seal["final"], seal["audit_head"]
+        ),
+    ]
+    tree_root = merkle.root([merkle.leaf_hash(leaf) for leaf in leaves])
+    origin = canonical.tlog_origin("bernstein", checkpoint["input_topic"], checkpoint["partition"], 1)
+    sealer_public = sealer.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    checkpoint_v2 = {
+        **checkpoint,
+        "tree_size": len(leaves),
+        "tree_root": "sha256:" + tree_root.hex(),
+        "note": notes.log_checkpoint_note(origin, len(leaves), tree_root, sealer_public, sealer.sign),
+    }
     return {
         codec.AUDIT_ENTRY: audit_v1,
         codec.AUDIT_ENTRY_V2: audit_v2,
@@ -605,6 +622,7 @@ def _envelope_samples() -> dict[str, dict[str, Any]]:
             "signature": sealer.sign(canonical.seal_signing_input(seal_payload)),
         },
         codec.PARTITION_CHECKPOINT: checkpoint,
+        codec.PARTITION_CHECKPOINT_V2: checkpoint_v2,
         codec.CHECKPOINT_RECORD: {
             "payload": checkpoint_payload,
             "key_id": seal_key_id,

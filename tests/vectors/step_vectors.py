@@ -617,7 +617,7 @@ def cases() -> list[Case]:
         "artifact_hash_mismatch",
         "ARTIFACT_HASH_MISMATCH",
         mismatch,
-        note="the case SDK integration tests replay: publish `stage` (a D3 activity description, with its wrong "
+        note="the case SDK integration tests replay: publish `stage` (an activity description as `bernstein submit` reads it, with its wrong "
         "artifact_hash) as any producer granted role developer; the Refusal.v1 record is this one but for "
         "submission_id, occurred_at_ms and input (and the input's bytes differ by producer, key and signature)",
     )

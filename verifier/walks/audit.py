@@ -103,6 +103,8 @@ class _AuditWalk:
                 f"checkpoints topic: the {plural(part.expected_seq, 'audit record')} were not checked against a signed "
                 "checkpoint, so a truncated tail would not show (add a kcat capture of the checkpoints topic)",
             )
+        if part.checkpoints is not None and part.checkpoints.quorum_missing is not None:
+            yield Problem("WITNESS_QUORUM_NOT_MET", part.checkpoints.quorum_missing)
         if self.refusals_not_captured:
             yield Problem(
                 "REFUSALS_NOT_CAPTURED",
@@ -212,9 +214,12 @@ class _AuditWalk:
                     self.findings.add(missing)
             return
 
-    def finish_checkpoints(self) -> None:
-        """After ``finish``: checkpoints beyond the chain's end, a missing last one, and what none covers yet."""
-        self._add_all(self.part.finish_checkpoints())
+    def finish_checkpoints(self, *, own_problems: bool) -> None:
+        """After ``finish``: checkpoints beyond the chain's end, a missing last one, what none covers yet, and the
+        partition's Merkle log. A log finding with ``runs`` (the topic's own signed heads) concerns this run only when
+        the run has a leaf in the changed span and its own checks failed (``own_problems``): a record changed there is
+        then this run's, and a clean run beside a tampered one keeps its verdict."""
+        self._add_all([p for p in self.part.finish_checkpoints() if p.runs is None or (own_problems and self.run_id in p.runs)])
 
     def finish(self, journal_entries: int) -> bool:
         """Drain the audit chain; crossings of this run left over mean the journal lost its tail (returns whether any)."""
@@ -358,6 +363,8 @@ class _AuditWalk:
             refusals=crossings.refusals,
             checkpoints=part.checkpoints.verified if part.checkpoints is not None else 0,
             uncovered=part.uncovered,
+            tree_leaves=part.tree_leaves,
+            tree_heads=part.checkpoints.tree.verified if part.checkpoints is not None else 0,
             problem=self.findings.first,
             further_problems=self.findings.further,
             note=note,

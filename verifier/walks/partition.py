@@ -27,6 +27,7 @@ from bernstein.verifier.facts import A_RECORD, RAISE
 from bernstein.verifier.keyuse import KeysInForce, KeyUse
 from bernstein.verifier.report import Problem
 from bernstein.verifier.sources import KcatSource, RecordSource
+from bernstein.verifier.tlog import LeafRecorder
 
 RESULT = AuditEvent.ACTIVITY_RESULT.value
 _ENTRY_EVENTS = frozenset({AuditEvent.ACTIVITY_RESULT.value, AuditEvent.COMPUTER_USE_ACTION.value})
@@ -147,6 +148,10 @@ class _PartitionAudit:
     last_version: int = 0
     """Envelope version of the last decodable audit record."""
     uncovered: int = 0
+    leaves: LeafRecorder | None = None
+    """The journal partition's leaves, recorded as its rows were read for the run walks (None: read it again)."""
+    tree_leaves: int | None = None
+    """Leaves of the partition's Merkle log the journal holds, once recomputed (None: not recomputed)."""
     exhausted: bool = False
     found: list[Problem] = field(default_factory=list)
     """Findings of the chain itself, in the order met."""
@@ -453,6 +458,7 @@ class _PartitionAudit:
                 else:
                     before = len(self.found)
                     self.uncovered = walk.finish(self.expected_seq, self.last_version == 2)
+                    self.tree_leaves = walk.check_tree(self.leaves)
                     self.end_found = self.found[before:]
                     del self.found[before:], self.found_at[before:]
         return self.end_found

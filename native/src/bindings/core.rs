@@ -19,6 +19,7 @@ use super::core_io::*;
 use crate::core::{
     AuditChain, CeType, CheckpointChain, Core, Map, Outcome, RunState, Set, State, CE_TYPES,
 };
+use crate::merkle::Frontier;
 use crate::undo::Change;
 
 /// The scheduler core of one input partition: configuration plus state.
@@ -43,7 +44,7 @@ impl NativeCore {
     /// `_INPUT_SCHEMAS`. The state starts as `initial_state(config, partition)`.
     #[new]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (roles, signing_seed, audit_key, audit_key_id, seal_every, partition, signer_key_id, known_schemas, input_schemas, max_output_bytes = 2_080_768, checkpoint_every = 1000, accept_undeclared_sizes = false, seal_keys = Vec::new(), audit_keys = Vec::new(), producers = Vec::new(), submission_partitions = None))]
+    #[pyo3(signature = (roles, signing_seed, audit_key, audit_key_id, seal_every, partition, signer_key_id, known_schemas, input_schemas, max_output_bytes = 2_080_768, checkpoint_every = 1000, accept_undeclared_sizes = false, seal_keys = Vec::new(), audit_keys = Vec::new(), producers = Vec::new(), submission_partitions = None, log_name = crate::tlog::DEFAULT_LOG_NAME.to_owned(), log_epoch = 1))]
     fn new(
         py: Python<'_>,
         roles: &Bound<'_, PyDict>,
@@ -62,6 +63,8 @@ impl NativeCore {
         audit_keys: Vec<KeyEntry>,
         producers: Vec<ProducerEntry>,
         submission_partitions: Option<i64>,
+        log_name: String,
+        log_epoch: i64,
     ) -> PyResult<Self> {
         let core = build_core(
             roles,
@@ -80,6 +83,8 @@ impl NativeCore {
             audit_keys,
             producers,
             submission_partitions,
+            log_name,
+            log_epoch,
         )?;
 
         let pair = |name: &str, value: &[u8]| -> PyResult<Py<PyTuple>> {
@@ -177,8 +182,9 @@ impl NativeCore {
     /// (session_id, next_index, last_anchor, closed), submissions dict,
     /// evidence_bytes, blobs iterable of digests[, opened_by]).
     /// `checkpoint`: (checkpoint_seq, checkpoint_head, checkpoint_audit_seq),
-    /// or None for the partition's checkpoint genesis.
-    #[pyo3(signature = (partition, audit_seq, audit_head, runs, checkpoint = None))]
+    /// or None for the partition's checkpoint genesis. `tree`: the Merkle log's frontier
+    /// (`Frontier.encode`), or None for the empty log.
+    #[pyo3(signature = (partition, audit_seq, audit_head, runs, checkpoint = None, tree = None))]
     fn load_state(
         &mut self,
         partition: i64,
@@ -186,9 +192,14 @@ impl NativeCore {
         audit_head: String,
         runs: &Bound<'_, PyAny>,
         checkpoint: Option<(i64, String, i64)>,
+        tree: Option<&[u8]>,
     ) -> PyResult<()> {
         let partition = i32::try_from(partition)
             .map_err(|_| value_error(format!("partition {partition} does not fit an Avro int")))?;
+        let tree = match tree {
+            Some(data) => Frontier::decode(data).map_err(value_error)?,
+            None => Frontier::new(),
+        };
         let hasher = self.core.cfg.hasher;
         let mut map = Map::with_hasher(hasher);
         for item in runs.try_iter()? {
@@ -243,11 +254,12 @@ impl NativeCore {
                 },
                 None => CheckpointChain::genesis(partition),
             },
+            tree,
         };
         Ok(())
     }
 
-    /// The whole state as (partition, audit_seq, audit_head, runs, checkpoint) in `load_state`'s shape.
+    /// The whole state as (partition, audit_seq, audit_head, runs, checkpoint, tree) in `load_state`'s shape.
     fn export_state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         let s = &self.core.state;
         let runs = PyList::empty(py);
@@ -282,8 +294,21 @@ impl NativeCore {
                 )
                     .into_pyobject(py)?
                     .into_any(),
+                PyBytes::new(py, &s.tree.encode()).into_any(),
             ],
         )
+    }
+
+    /// The partition's Merkle log: its frontier's bytes (`Frontier.encode`).
+    fn tree_position<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.core.state.tree.encode())
+    }
+
+    /// Replaces the Merkle log (the reference's, after it stepped a record on the lazy view):
+    /// `Frontier.encode`'s bytes; ValueError for anything else.
+    fn set_tree(&mut self, tree: &[u8]) -> PyResult<()> {
+        self.core.state.tree = Frontier::decode(tree).map_err(value_error)?;
+        Ok(())
     }
 
     /// (checkpoint_seq, checkpoint_head, checkpoint_audit_seq)

@@ -13,7 +13,10 @@ use crate::core::{
     Session, State,
 };
 use crate::hashing::{self, AuditMac};
+use crate::merkle::Frontier;
 use crate::schemas::NATIVE_SCHEMAS;
+use crate::text::repr_ascii;
+use crate::tlog::{is_valid_log_name, LOG_NAME_RULE, MAX_LOG_EPOCH};
 use crate::undo::UndoLog;
 
 pub(super) type SessionTuple = (String, i128, String, bool);
@@ -115,6 +118,8 @@ pub(super) fn build_core(
     audit_keys: Vec<KeyEntry>,
     producers: Vec<ProducerEntry>,
     submission_partitions: Option<i64>,
+    log_name: String,
+    log_epoch: i64,
 ) -> PyResult<Core> {
     let seed: [u8; 32] = signing_seed.try_into().map_err(|_| {
         value_error(format!(
@@ -129,6 +134,17 @@ pub(super) fn build_core(
         return Err(value_error("checkpoint_every must be 1 to 1000".into()));
     }
     check_partitions(submission_partitions)?;
+    if !is_valid_log_name(&log_name) {
+        return Err(value_error(format!(
+            "log name {}: {LOG_NAME_RULE}",
+            repr_ascii(&log_name).unwrap_or_else(|| format!("'{log_name}'"))
+        )));
+    }
+    if !(1..=MAX_LOG_EPOCH).contains(&log_epoch) {
+        return Err(value_error(format!(
+            "log epoch {log_epoch}: a whole number from 1 to {MAX_LOG_EPOCH}"
+        )));
+    }
     if max_output_bytes < 64 * 1024 {
         return Err(value_error(
             "max_output_bytes must be at least 65536".into(),
@@ -265,6 +281,8 @@ pub(super) fn build_core(
         max_output_bytes,
         accept_undeclared_sizes,
         submission_partitions,
+        log_name,
+        log_epoch,
         known,
         expected: input_schemas,
         expected_joined: sorted_inputs.join(", "),
@@ -279,6 +297,7 @@ pub(super) fn build_core(
         runs: Map::with_hasher(hasher),
         checkpoint: CheckpointChain::genesis(partition),
         open_runs: BTreeMap::new(),
+        tree: Frontier::new(),
     };
     let mut core = Core {
         cfg,

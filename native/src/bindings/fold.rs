@@ -67,6 +67,9 @@ fn journal_object<'py>(py: Python<'py>, fact: JournalFact<'_>) -> PyResult<Bound
             key_id,
             signed,
             last,
+            head_hash,
+            last_input_offset,
+            audit_head,
         } => {
             let items: [_; fold_seal::LEN] = [
                 int(py, fold_seal::TAG.expect("tagged")),
@@ -76,6 +79,9 @@ fn journal_object<'py>(py: Python<'py>, fact: JournalFact<'_>) -> PyResult<Bound
                 s(py, key_id),
                 flag(py, signed),
                 flag(py, last),
+                s(py, head_hash),
+                int(py, last_input_offset),
+                s(py, audit_head),
             ];
             tuple(py, items)
         }

@@ -27,8 +27,11 @@
 //! first audit record (`begin`).
 //!
 //! Audit records are AuditRecord.v2 (the MAC covers the key id), and a step
-//! ends with a signed partition checkpoint when it wrote a final seal or left
-//! `checkpoint_every` audit records uncovered (`_checkpoint_if_due`).
+//! ends with a signed partition checkpoint (PartitionCheckpoint.v2) when it wrote a
+//! final seal or left `checkpoint_every` audit records uncovered (`_checkpoint_if_due`).
+//! Every journal record the step writes (an entry, a seal) appends its leaf to the
+//! partition's Merkle log (`State::tree`, `crate::merkle`, `crate::tlog`), and the
+//! checkpoint carries the log's size, root and signed note.
 //!
 //! No I/O, no clock, no randomness: time comes from the input record,
 //! Ed25519 (RFC 8032) is deterministic, and the hash tables are keyed from the
@@ -61,9 +64,11 @@ use siphasher::sip::SipHasher13;
 
 use crate::avro::{put_bool, put_bytes, put_int, put_long, put_opt_bytes, put_opt_str, put_str};
 use crate::hashing::{
-    checkpoint_genesis, checkpoint_hash, checkpoint_signing_input, evidence_set_hash_of_digests,
-    hex_string, journal_entry_hash, journal_genesis, seal_signing_input, sha256_digest, AuditMac,
+    checkpoint_genesis, checkpoint_hash, checkpoint_signing_input, digest_string,
+    evidence_set_hash_of_digests, hex_string, journal_entry_hash, journal_genesis,
+    seal_signing_input, sha256_digest, AuditMac,
 };
+use crate::merkle::Frontier;
 use crate::producers::{
     run_close_signing_input, run_owner, submission_signing_input, Producer, ProducerKey,
 };
@@ -71,6 +76,7 @@ use crate::records::submission::{decode_run_close, decode_submission, RunClose, 
 use crate::records::{fingerprint_of, trailing_bytes, unknown_fingerprint};
 use crate::schemas::*;
 use crate::text::{char_len, clip, has_control, is_blank, is_digest, is_valid_id, repr_ascii};
+use crate::tlog;
 use crate::undo::{Change, Dropped, Field, UndoLog};
 
 // ---------------------------------------------------------------------------
@@ -95,6 +101,8 @@ pub const MAX_KEPT_KEY_BYTES: usize = 1024;
 /// `schemas.records.MAX_RUN_EVIDENCE_BYTES`: the per-run evidence cap (declared bytes of distinct blobs).
 pub const MAX_RUN_EVIDENCE_BYTES: i64 = 64 * 1024 * 1024;
 pub const ENTRY_ACTIVITY_RESULT: &str = "activity.result";
+/// `canonical._MAX_SAFE_INT`: canonical JSON (a Merkle log leaf) refuses larger integers.
+pub const MAX_SAFE_INT: i64 = (1 << 53) - 1;
 
 const ID_RULE: &str = "must be 1-128 characters of A-Z a-z 0-9 _ . : @ + = -";
 const LABEL_RULE: &str = "must be 1-256 characters without control characters";

@@ -1,5 +1,5 @@
 //! What a step writes besides its journal record: dead letters, seals, audit records and
-//! partition checkpoints.
+//! partition checkpoints (PartitionCheckpoint.v2: with the partition's Merkle log).
 
 use super::*;
 
@@ -35,7 +35,20 @@ impl Core {
         } else {
             return;
         };
-        let mut payload = soe_buffer(&FP_PARTITION_CHECKPOINT, 240 + pos.topic.len());
+        let signer = self.cfg.seal_key_at(rec.timestamp_ms);
+        let tree_size = state.tree.size();
+        let root = state.tree.root();
+        let origin = tlog::origin(
+            &self.cfg.log_name,
+            pos.topic,
+            state.partition,
+            self.cfg.log_epoch,
+        );
+        let note = tlog::checkpoint_note(&origin, tree_size, &root, &signer.signing_key);
+        let mut payload = soe_buffer(
+            &FP_PARTITION_CHECKPOINT_V2,
+            320 + pos.topic.len() + note.len(),
+        );
         put_int(&mut payload, state.partition);
         put_long(&mut payload, state.checkpoint.seq);
         put_str(&mut payload, &state.checkpoint.head);
@@ -46,7 +59,10 @@ impl Core {
         put_str(&mut payload, reason);
         put_long(&mut payload, self.cfg.checkpoint_every);
         put_long(&mut payload, rec.timestamp_ms);
-        let signer = self.cfg.seal_key_at(rec.timestamp_ms);
+        // `begin` refuses a log beyond the long range
+        put_long(&mut payload, tree_size as i64);
+        put_str(&mut payload, &digest_string("sha256:", &root));
+        put_str(&mut payload, &note);
         let signature = signer
             .signing_key
             .sign(&checkpoint_signing_input(&payload))
@@ -144,6 +160,7 @@ impl Core {
 pub(crate) fn seal<'a>(
     cfg: &Config,
     chain: &mut AuditChain,
+    tree: &mut Frontier,
     partition: i32,
     rec: &Input<'a>,
     pos: Position<'a>,
@@ -190,6 +207,15 @@ pub(crate) fn seal<'a>(
         value,
         ce_type: CeType::RunSealed,
     });
+    let leaf = tlog::seal_leaf_hash(
+        run_id,
+        run.entry_count,
+        &run.head,
+        rec.offset,
+        final_,
+        &chain.head,
+    );
+    tree.append(leaf).expect("begin leaves room in the log");
     run.sealed_count = run.entry_count;
     let dropped = final_.then(|| run.close());
     audit(

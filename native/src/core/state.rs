@@ -67,6 +67,10 @@ pub struct Config {
     pub accept_undeclared_sizes: bool,
     /// `config.submission_partitions`: an input must sit on `partition_for(key, n)` (None: not checked).
     pub submission_partitions: Option<i64>,
+    /// `config.log_name`: the deployment's name in every partition log's checkpoint origin.
+    pub log_name: String,
+    /// `config.log_epoch`: the logs' epoch in the origin (1 to 2**31 - 1).
+    pub log_epoch: i64,
     /// Every schema the codec knows: fingerprint -> name.
     pub known: Vec<([u8; 8], String)>,
     /// The reference's `_INPUT_SCHEMAS`.
@@ -185,6 +189,9 @@ pub struct State {
     pub checkpoint: CheckpointChain,
     /// `SchedulerState.open_runs`: producer -> its open runs (`opened_by` of runs not closed).
     pub open_runs: BTreeMap<Box<str>, i64>,
+    /// `SchedulerState.tree`: the partition's Merkle log (every journal entry and seal written,
+    /// in order) as its frontier.
+    pub tree: Frontier,
 }
 
 /// `count_open_runs`: each producer's open runs, counted from the runs.

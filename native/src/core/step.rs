@@ -71,6 +71,11 @@ pub(crate) fn verify_signed(cfg: &Config, inputs: &[Input<'_>]) -> Vec<((usize, 
     signed.iter().map(|(at, ..)| *at).zip(verdicts).collect()
 }
 
+/// An integer canonical JSON writes (`canonical._MAX_SAFE_INT`).
+fn json_safe(value: i64) -> bool {
+    (-MAX_SAFE_INT..=MAX_SAFE_INT).contains(&value)
+}
+
 pub enum Outcome<'a> {
     Done(Vec<Output<'a>>),
     Fallback(Fallback),
@@ -139,6 +144,7 @@ impl Core {
             runs: Map::with_hasher(self.cfg.hasher),
             checkpoint: CheckpointChain::genesis(partition),
             open_runs: BTreeMap::new(),
+            tree: Frontier::new(),
         };
     }
 
@@ -167,6 +173,20 @@ impl Core {
         if self.state.audit.seq > i64::MAX - 8 {
             // Python's integers would outgrow an Avro long here; let the reference fail its way.
             return Err(Fallback("audit sequence at the end of the long range"));
+        }
+        if self.state.tree.size() > i64::MAX as u64 - 8 {
+            return Err(Fallback("Merkle log size at the end of the long range"));
+        }
+        // A step writes at most two audit records. A checkpoint's note names the topic in its
+        // origin, a key name the reference refuses for some topics: those go to the reference
+        // whenever a periodic checkpoint may be due (`run_close` checks before a final one).
+        if (self.state.audit.seq + 2).saturating_sub(self.state.checkpoint.audit_seq)
+            >= self.cfg.checkpoint_every
+            && !tlog::origin_names(rec.topic)
+        {
+            return Err(Fallback(
+                "input topic a checkpoint origin does not name as is",
+            ));
         }
         self.final_sealed = false;
         if self.state.audit.seq == 0 {
@@ -301,6 +321,18 @@ impl Core {
                 (0, genesis.as_str())
             }
         };
+        let sealed_count = self
+            .state
+            .runs
+            .get(run_id)
+            .map_or(0, |run| run.sealed_count);
+        let seals = seq + 1 - sealed_count >= self.cfg.seal_every;
+        if seq >= MAX_SAFE_INT || (seals && !json_safe(rec.offset)) {
+            // the entry's (and its seal's) Merkle log leaf names these in canonical JSON
+            return Err(Fallback(
+                "journal seq or offset outside canonical JSON's integers",
+            ));
+        }
 
         let obs_len: usize = sub
             .observations
@@ -370,6 +402,10 @@ impl Core {
             value,
             ce_type: CeType::ActivityResult,
         });
+        self.state
+            .tree
+            .append(tlog::entry_leaf_hash(run_id, seq, &entry_hash))
+            .expect("begin leaves room in the log");
 
         let index = self.open_run(run_id, sub.producer_id);
         let cfg = &self.cfg;
@@ -445,6 +481,7 @@ impl Core {
             seal(
                 cfg,
                 &mut state.audit,
+                &mut state.tree,
                 state.partition,
                 rec,
                 pos,
@@ -556,6 +593,24 @@ impl Core {
             self.refuse(rec, pos, &fields, r, out);
             return Ok(());
         }
+        if self
+            .state
+            .runs
+            .get(run_id)
+            .is_some_and(|run| run.entry_count > MAX_SAFE_INT)
+            || !json_safe(rec.offset)
+        {
+            // the seal's Merkle log leaf names these in canonical JSON
+            return Err(Fallback(
+                "entry count or offset outside canonical JSON's integers",
+            ));
+        }
+        if !tlog::origin_names(rec.topic) {
+            // the final seal's checkpoint names the topic in its origin (see `begin`)
+            return Err(Fallback(
+                "input topic a checkpoint origin does not name as is",
+            ));
+        }
         let index = self.touch_run(run_id);
         let cfg = &self.cfg;
         let state = &mut self.state;
@@ -563,6 +618,7 @@ impl Core {
         let dropped = seal(
             cfg,
             &mut state.audit,
+            &mut state.tree,
             state.partition,
             rec,
             pos,

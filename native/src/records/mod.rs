@@ -47,10 +47,11 @@ pub enum Layout {
     AuditEntryV2,
     CheckpointRecord,
     PartitionCheckpoint,
+    PartitionCheckpointV2,
 }
 
 /// Every layout with its `.avsc` stem and fingerprint (each name and fingerprint once).
-pub const LAYOUTS: [(Layout, &str, [u8; 8]); 20] = [
+pub const LAYOUTS: [(Layout, &str, [u8; 8]); 21] = [
     (
         Layout::ActivitySubmissionV1,
         ACTIVITY_SUBMISSION,
@@ -106,6 +107,11 @@ pub const LAYOUTS: [(Layout, &str, [u8; 8]); 20] = [
         Layout::PartitionCheckpoint,
         "PartitionCheckpoint.v1",
         FP_PARTITION_CHECKPOINT,
+    ),
+    (
+        Layout::PartitionCheckpointV2,
+        "PartitionCheckpoint.v2",
+        FP_PARTITION_CHECKPOINT_V2,
     ),
 ];
 

@@ -1,4 +1,4 @@
-//! Run seals (RunSeal.v1/v2) and partition checkpoints (PartitionCheckpoint.v1), the payloads
+//! Run seals (RunSeal.v1/v2) and partition checkpoints (PartitionCheckpoint.v1/v2), the payloads
 //! of SealRecords and CheckpointRecords.
 
 use super::{boolean, decode, union_index, Layout};
@@ -7,7 +7,10 @@ use crate::avro::{ReadResult, Reader};
 pub struct Seal<'a> {
     pub run_id: &'a str,
     pub entry_count: i64,
+    pub head_hash: &'a str,
+    pub last_input_offset: i64,
     pub last: bool,
+    pub audit_head: &'a str,
 }
 
 /// A RunSeal.v1/v2 payload, decoded in full.
@@ -22,11 +25,11 @@ fn read_seal<'a>(r: &mut Reader<'a>, v2: bool) -> ReadResult<Seal<'a>> {
     let run_id = r.string()?;
     r.long()?; // partition
     let entry_count = r.long()?;
-    r.string()?; // head_hash
-    r.long()?; // last_input_offset
+    let head_hash = r.string()?;
+    let last_input_offset = r.long()?;
     let last = boolean(r)?;
     r.long()?; // audit_seq
-    r.string()?; // audit_head
+    let audit_head = r.string()?;
     r.long()?; // sealed_at_ms
     if v2 && union_index(r)? {
         r.string()?; // closed_by.submission_id
@@ -38,7 +41,10 @@ fn read_seal<'a>(r: &mut Reader<'a>, v2: bool) -> ReadResult<Seal<'a>> {
     Ok(Seal {
         run_id,
         entry_count,
+        head_hash,
+        last_input_offset,
         last,
+        audit_head,
     })
 }
 
@@ -50,14 +56,16 @@ pub struct Checkpoint<'a> {
     pub audit_head: &'a str,
 }
 
-/// A PartitionCheckpoint.v1 payload, decoded in full.
+/// A PartitionCheckpoint.v1 or v2 payload, decoded in full.
 pub fn decode_checkpoint(payload: &[u8]) -> Option<Checkpoint<'_>> {
-    decode(payload, |r, layout| {
-        (layout == Layout::PartitionCheckpoint).then(|| read_checkpoint(r))
+    decode(payload, |r, layout| match layout {
+        Layout::PartitionCheckpoint => Some(read_checkpoint(r, false)),
+        Layout::PartitionCheckpointV2 => Some(read_checkpoint(r, true)),
+        _ => None,
     })
 }
 
-fn read_checkpoint<'a>(r: &mut Reader<'a>) -> ReadResult<Checkpoint<'a>> {
+fn read_checkpoint<'a>(r: &mut Reader<'a>, v2: bool) -> ReadResult<Checkpoint<'a>> {
     let partition = r.long()?;
     let seq = r.long()?;
     let prev_hash = r.string()?;
@@ -68,6 +76,11 @@ fn read_checkpoint<'a>(r: &mut Reader<'a>) -> ReadResult<Checkpoint<'a>> {
     r.string()?; // reason
     r.long()?; // checkpoint_every
     r.long()?; // checkpointed_at_ms
+    if v2 {
+        r.long()?; // tree_size
+        r.string()?; // tree_root
+        r.string()?; // note
+    }
     Ok(Checkpoint {
         partition,
         seq,

@@ -240,7 +240,7 @@ def test_the_history_holds_every_layout_the_step_writes() -> None:
         codec.RUN_SEAL_V2,
     }
     assert layouts(h.audit) == {codec.AUDIT_RECORD_V2, codec.AUDIT_ENTRY, codec.AUDIT_ENTRY_V2}
-    assert layouts(h.checkpoints) == {codec.CHECKPOINT_RECORD, codec.PARTITION_CHECKPOINT}
+    assert layouts(h.checkpoints) == {codec.CHECKPOINT_RECORD, codec.PARTITION_CHECKPOINT_V2}
     assert len(h.checkpoints) >= 4
     seals = [
         codec.decode(codec.decode(v).record["payload"]).record
@@ -417,7 +417,7 @@ def test_a_boolean_byte_other_than_0_or_1_is_handed_back() -> None:
     )
     [(native, python)] = native_and_python("journal", h.config, [value])
     assert native is None
-    assert python[0] == rebuild._SEAL and python[5:] == (True, True)  # signed, and final
+    assert python[0] == rebuild._SEAL and python[5:7] == (True, True)  # signed, and final
 
 
 @needs_native

@@ -703,6 +703,11 @@ class RecordsOnly:
         return self.inner.torn_lines
 
     @property
+    def manifest(self) -> Any:
+        """What the dump holds (its runs): a dump of selected runs has no whole journal partition to rebuild a log from."""
+        return self.inner.manifest
+
+    @property
     def dump_problems(self) -> Any:
         return self.inner.dump_problems
 

@@ -1,0 +1,296 @@
+"""The partition's Merkle log, recomputed from the journal and held to every signed checkpoint that names it.
+
+Since ``PartitionCheckpoint.v2`` the scheduler keeps one RFC 6962 tree per journal partition: a leaf
+for every journal entry and seal it wrote, in order (``canonical.tlog_entry_leaf``,
+``canonical.tlog_seal_leaf``), and each checkpoint carries the tree's size and root, and the same tree
+head as a C2SP signed note under the checkpoint's origin (docs/checkpoints.md, "The Merkle log").
+``TreeWalk`` collects what the valid checkpoints claim (``claim``: the note is checked there, against
+the checkpoint's own fields and its pinned seal key), then reads the journal partition once, extending
+a frontier leaf by leaf, and compares each claim's root when the tree reaches its size:
+
+* ``CHECKPOINT_NOTE_INVALID``: the note does not parse, names another tree head than the checkpoint's
+  fields, another partition or topic, or is not signed by the checkpoint's key under its origin;
+* ``CHECKPOINT_TREE_MISMATCH``: the journal's first ``tree_size`` leaves do not hash to the signed root
+  (a journal record edited, inserted, deleted or reordered before it; the leaves between the last
+  matching checkpoint and this one are named);
+* ``JOURNAL_TRUNCATED_BEFORE_CHECKPOINT``: the journal holds fewer leaves than a checkpoint commits;
+* ``CHECKPOINT_TREE_SHRANK``: a later checkpoint names a smaller tree than an earlier one (two signed
+  tree heads that cannot both be true).
+
+Records that are no journal entry or seal are not leaves (the step never writes them; other walks
+name them). Memory: the claims (a few hundred bytes per checkpoint) and an O(log n) frontier.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from bernstein.schemas import codec
+from bernstein.schemas.canonical import DIGEST_PREFIX, journal_entry_hash, tlog_entry_leaf, tlog_seal_leaf
+from bernstein.schemas.errors import MalformedInput
+from bernstein.schemas.merkle import Frontier, leaf_hash
+from bernstein.schemas.notes import (
+    InvalidNoteSignature,
+    NoteRejected,
+    log_verifier,
+    open_checkpoint,
+    parse_checkpoint,
+    parse_note,
+)
+from bernstein.schemas.tlog_policy import Policy
+from bernstein.substrate.keys import TrustedKey
+from bernstein.verifier.report import Problem
+
+_ORIGIN_TAIL: Final = "/{topic}/{partition}/e"
+
+
+def journal_leaf(c: codec.Codec, value: bytes | None) -> bytes | None:
+    """The Merkle log leaf of a journal record (an entry or a seal); None for bytes that are neither."""
+    if not value:
+        return None
+    try:
+        name, fields = codec.split_envelope(value)
+        if name == codec.JOURNAL_RECORD:
+            payload = fields[0]
+            _, run_id, seq, _, _ = codec.read_entry_head(payload)
+            return tlog_entry_leaf(run_id, seq, journal_entry_hash(payload))
+        if name == codec.SEAL_RECORD:
+            seal = c.decode(fields[0], expect=codec.RUN_SEALS).record
+            return tlog_seal_leaf(
+                seal["run_id"],
+                seal["entry_count"],
+                seal["head_hash"],
+                seal["last_input_offset"],
+                seal["final"],
+                seal["audit_head"],
+            )
+    except codec.DecodeError:
+        return None
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class TreeClaim:
+    """What one signed tree head says about the partition's tree: a valid v2 checkpoint of the topic (``offset``
+    and ``seq`` its own), or a checkpoint the auditor was handed beside it (``offset`` -1; ``witnesses`` the
+    policy's witnesses that cosigned it)."""
+
+    offset: int
+    seq: int
+    size: int
+    root: str
+    witnesses: tuple[str, ...] | None = None
+    """None for a checkpoint of the topic; for a handed one, who of the policy cosigned it (maybe nobody)."""
+
+    @property
+    def label(self) -> str:
+        if self.witnesses is None:
+            return f"checkpoint seq {self.seq} at offset {self.offset}"
+        cosigned = f"cosigned by {', '.join(self.witnesses)}" if self.witnesses else "cosigned by no pinned witness"
+        return f"the handed checkpoint of {self.size} leaves ({cosigned})"
+
+    def where(self) -> dict[str, Any]:
+        return {"stream": "checkpoints", "offset": self.offset} if self.witnesses is None else {}
+
+
+class TreeWalk:
+    """The tree claims of one partition's checkpoints, checked against its journal (see the module doc)."""
+
+    def __init__(self, partition: int, add: Callable[[Problem], None]) -> None:
+        self.partition = partition
+        self.add = add
+        self.claims: list[TreeClaim] = []
+        self.verified = 0
+        """Claims whose root the journal reproduced."""
+        self.leaves = 0
+        """Leaves the journal partition holds (after ``check``)."""
+
+    def claim(self, offset: int, checkpoint: dict[str, Any], public_key: bytes) -> None:
+        """A valid (decoded, pinned, verified, chained) checkpoint: its note checked now, its tree kept for ``check``."""
+        if "tree_size" not in checkpoint:
+            return  # PartitionCheckpoint.v1: written before the Merkle log
+        seq, size, root = checkpoint["seq"], checkpoint["tree_size"], checkpoint["tree_root"]
+        problem = self._note_problem(checkpoint, public_key)
+        if problem is not None:
+            self.add(
+                Problem(
+                    "CHECKPOINT_NOTE_INVALID",
+                    f"checkpoint seq {seq} at offset {offset}: its signed note {problem}",
+                    stream="checkpoints",
+                    offset=offset,
+                    audit_seq=checkpoint["audit_seq"],
+                )
+            )
+            return
+        self.claims.append(TreeClaim(offset, seq, size, root))
+
+    def _note_problem(self, checkpoint: dict[str, Any], public_key: bytes) -> str | None:
+        try:
+            text = checkpoint["note"].encode("utf-8")
+            origin = text.split(b"\n", 1)[0].decode("utf-8")
+            from_note, opened = open_checkpoint(text, (log_verifier(origin, public_key),))
+        except (MalformedInput, NoteRejected, UnicodeDecodeError) as exc:
+            return f"does not verify under the checkpoint's seal key ({exc})"
+        if not opened.verified:
+            return "is not signed by the checkpoint's seal key"
+        tail = _ORIGIN_TAIL.format(topic=checkpoint["input_topic"], partition=self.partition)
+        head, sep, epoch = origin.rpartition(tail)
+        if not sep or not head or not epoch.isdigit():
+            return f"names origin {origin[:200]!r}, not '<log name>{tail}<epoch>'"
+        root = DIGEST_PREFIX + from_note.root_hash.hex()
+        if (from_note.size, root) != (checkpoint["tree_size"], checkpoint["tree_root"]):
+            return f"names tree {from_note.size} {root}, the checkpoint {checkpoint['tree_size']} {checkpoint['tree_root']}"
+        return None
+
+    def check(self, leaves: Iterable[tuple[bytes, bytes | None]]) -> None:
+        """Read the journal's leaves once, in order (each leaf's hash and its record's key, the run id) and hold every
+        claim to them. A mismatch concerns the runs with a leaf between the last reproduced head and it."""
+        claims = self.claims
+        if not claims:
+            for _ in leaves:
+                self.leaves += 1
+            return
+        tree = Frontier()
+        at = 0  # the next claim to compare
+        matched = 0  # the size of the last claim the journal reproduced
+        segment: set[bytes | None] = set()  # the runs with a leaf since then
+        largest: TreeClaim | None = None
+        order = sorted(claims, key=lambda claim: (claim.size, claim.seq))
+        for claim in (c for c in claims if c.witnesses is None):  # in chain order: a tree head never shrinks
+            if largest is not None and claim.size < largest.size:
+                self.add(
+                    Problem(
+                        "CHECKPOINT_TREE_SHRANK",
+                        f"checkpoint seq {claim.seq} at offset {claim.offset} signs a tree of {claim.size} leaves after "
+                        f"checkpoint seq {largest.seq} signed {largest.size}",
+                        stream="checkpoints",
+                        offset=claim.offset,
+                        expected=f">= {largest.size}",
+                        recomputed=str(claim.size),
+                    )
+                )
+            if largest is None or claim.size > largest.size:
+                largest = claim
+
+        def compare(claim: TreeClaim) -> None:
+            nonlocal matched
+            root = DIGEST_PREFIX + tree.root().hex()
+            if root == claim.root:
+                self.verified += 1
+                matched = claim.size
+                segment.clear()
+                return
+            # the topic's own head concerns the runs with a leaf in the changed span; a handed one, every run
+            runs = None if claim.witnesses is not None else frozenset(key.decode("utf-8", "replace") for key in segment if key)
+            self.add(
+                Problem(
+                    "CHECKPOINT_TREE_MISMATCH",
+                    f"{claim.label} signs the root of {claim.size} leaves, but the journal's first {claim.size} hash to "
+                    f"another: a journal record among leaves {matched}..{claim.size - 1} was edited, inserted, deleted or moved",
+                    expected=claim.root,
+                    recomputed=root,
+                    leaf_index=matched,
+                    runs=runs,
+                    **claim.where(),
+                )
+            )
+
+        while at < len(order) and order[at].size == 0:
+            compare(order[at])
+            at += 1
+        for hashed, key in leaves:
+            tree = tree.append(hashed)
+            segment.add(key)
+            while at < len(order) and order[at].size == tree.size:
+                compare(order[at])
+                at += 1
+        self.leaves = tree.size
+        beyond = order[at:]
+        topic = next((claim for claim in beyond if claim.witnesses is None), None)
+        handed = next((claim for claim in reversed(beyond) if claim.witnesses is not None), None)
+        for first in (claim for claim in (topic, handed) if claim is not None):
+            witnessed = bool(first.witnesses)
+            # a handed checkpoint's cut concerns every run: whose records went is unknown
+            runs = None if first.witnesses is not None else frozenset(key.decode("utf-8", "replace") for key in segment if key)
+            code = "JOURNAL_TRUNCATED_BEFORE_CHECKPOINT"
+            if witnessed:
+                code = "HISTORY_CUT_BEHIND_WITNESSES"
+            self.add(
+                Problem(
+                    code,
+                    f"{first.label} commits a tree of {first.size} leaves, but the journal partition holds {tree.size}: "
+                    f"{first.size - tree.size} journal records of its tail deleted"
+                    + (" after witnesses saw them" if witnessed else ""),
+                    expected=str(first.size),
+                    recomputed=str(tree.size),
+                    leaf_index=tree.size,
+                    runs=runs,
+                    **first.where(),
+                )
+            )
+
+
+def handed_claim(
+    note: bytes, partition: int, input_topic: str | None, seal_keys: Sequence[TrustedKey], policy: Policy | None
+) -> tuple[TreeClaim | None, Problem | None] | str:
+    """A checkpoint handed beside the topics: its claim (with the policy's witnesses that cosigned it), or the
+    problem with it; a string when it is another partition's log (not this walk's to judge)."""
+    try:
+        origin = parse_checkpoint(parse_note(note).text).origin
+    except MalformedInput as exc:
+        return None, Problem("WITNESSED_CHECKPOINT_INVALID", f"a handed checkpoint is no signed tlog-checkpoint note: {exc}")
+    head, sep, epoch = origin.rpartition(f"/{partition}/e")
+    if not sep or not epoch.isdigit() or (input_topic is not None and not head.endswith("/" + input_topic)):
+        return "another log"
+    witnesses = tuple(policy.witnesses.values()) if policy is not None else ()
+    for key in seal_keys:
+        try:
+            checkpoint, opened = open_checkpoint(note, (log_verifier(origin, key.material), *witnesses))
+        except InvalidNoteSignature as exc:
+            return None, Problem("WITNESSED_CHECKPOINT_INVALID", f"the handed checkpoint of {origin!r}: {exc}")
+        except (MalformedInput, NoteRejected):
+            continue
+        log = log_verifier(origin, key.material)
+        if opened.signed_by(log) is None:
+            continue
+        cosigned = tuple(sorted(policy.witnessed_by(opened))) if policy is not None else ()
+        return TreeClaim(-1, -1, checkpoint.size, DIGEST_PREFIX + checkpoint.root_hash.hex(), cosigned), None
+    return None, Problem(
+        "WITNESSED_CHECKPOINT_INVALID",
+        f"the handed checkpoint of {origin[:200]!r} is not signed by a pinned seal key under its origin",
+    )
+
+
+class LeafRecorder:
+    """The journal partition's leaves as its rows pass by on their way to the run walks, so the log is checked
+    without reading the partition again: 32 bytes and one run index per entry or seal."""
+
+    def __init__(self) -> None:
+        self._c = codec.default_codec()
+        self._hashes = bytearray()
+        self._runs = array("I")
+        self._keys: dict[bytes | None, int] = {}
+        self._names: list[bytes | None] = []
+
+    def rows(self, chunks: Iterable[list[Any]]) -> Iterator[list[Any]]:
+        """``chunks`` of rows ``(offset, timestamp, key, value, ...)`` unchanged, each row's leaf recorded."""
+        for rows in chunks:
+            for row in rows:
+                leaf = journal_leaf(self._c, row[3])
+                if leaf is None:
+                    continue
+                self._hashes += leaf_hash(leaf)
+                index = self._keys.get(row[2])
+                if index is None:
+                    index = self._keys[row[2]] = len(self._names)
+                    self._names.append(row[2])
+                self._runs.append(index)
+            yield rows
+
+    def leaves(self) -> Iterator[tuple[bytes, bytes | None]]:
+        hashes, names = bytes(self._hashes), self._names
+        for i, run in enumerate(self._runs):
+            yield hashes[32 * i : 32 * i + 32], names[run]
