@@ -97,6 +97,8 @@ ENDPOINTS: Final[dict[tuple[str, ...], Uses | Callable[[argparse.Namespace], Use
     ("scheduler", "run"): _scheduler_uses,
     ("activity", "verify"): _verify_uses,
     ("activity", "report"): _verify_uses,
+    ("activity", "prove"): lambda args: Uses(kafka=args.source == "kafka", prefix=args.source == "kafka"),
+    ("activity", "verify-proof"): lambda args: Uses(s3=args.cas == "s3", prefix=False),
     ("audit", "follow"): lambda args: Uses(kafka=True, json=bool(args.progress)),
     ("audit", "ack"): NOTHING,
     ("audit", "latches"): NOTHING,

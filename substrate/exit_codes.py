@@ -72,8 +72,9 @@ TABLE: Final[tuple[ExitCode, ...]] = (
     ExitCode(
         EXIT_NOT_FOUND,
         "EXIT_NOT_FOUND",
-        "the run is not in the source, its journal holds no accepted activity, or it has no browser session",
-        "`activity verify`, `activity report`, `browser replay`",
+        "the run is not in the source, its journal holds no accepted activity, or it has no browser session (or "
+        "stage: `activity prove`)",
+        "`activity verify`, `activity report`, `activity prove`, `browser replay`",
     ),
     ExitCode(
         EXIT_WOULD_BE_REFUSED,
@@ -85,7 +86,7 @@ TABLE: Final[tuple[ExitCode, ...]] = (
         EXIT_MISMATCH,
         "EXIT_MISMATCH",
         "a check failed on bytes that were read: something was changed, lost or added (tamper)",
-        "`activity verify`, `activity report`, `browser replay`",
+        "`activity verify`, `activity report`, `activity verify-proof`, `browser replay`",
     ),
     ExitCode(
         EXIT_ALERTS,
@@ -137,8 +138,9 @@ TABLE: Final[tuple[ExitCode, ...]] = (
     ExitCode(
         EXIT_OPEN,
         "EXIT_OPEN",
-        "the run has no final seal and nothing says one was written; everything else verified",
-        "`activity verify`, `activity report`",
+        "the run has no final seal and nothing says one was written; everything else verified (`activity prove`: "
+        "no signed checkpoint covers the stage yet)",
+        "`activity verify`, `activity report`, `activity prove`",
     ),
     ExitCode(
         EXIT_NOT_FULLY_VERIFIED,

@@ -19,6 +19,7 @@ from bernstein.commands.common import (
     store_from,
     trusted_from,
 )
+from bernstein.commands.proofs import register as register_proofs
 from bernstein.substrate.cas import BlobStore, DirBlobStore
 from bernstein.substrate.exit_codes import EXIT_NOT_FOUND
 from bernstein.substrate.kafka import require_bootstrap
@@ -62,9 +63,22 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_keys_flag(verify)
     verify.set_defaults(func=_verify)
     _register_report(activity_sub)
+    register_proofs(activity_sub)
 
 
 def _source(args: argparse.Namespace) -> tuple[RecordSource, Path | None]:
+    source, cas = _records(args)
+    witnessed = []
+    for path in getattr(args, "witnessed", None) or ():
+        try:
+            witnessed.append(path.read_bytes())
+        except OSError as exc:
+            raise UsageError(f"--witnessed {path}: cannot read it ({exc.strerror or exc})") from None
+    source.witnessed = tuple(witnessed)  # type: ignore[attr-defined]
+    return source, cas
+
+
+def _records(args: argparse.Namespace) -> tuple[RecordSource, Path | None]:
     if args.source == "kafka":
         from bernstein.verifier.kafka_source import KafkaSource
 
@@ -178,6 +192,17 @@ def _add_source_flags(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="roles manifest whose producer keys to pin without --trusted-keys (default: $BERNSTEIN_ROLES or config/roles.toml)",
     )
+    parser.add_argument(
+        "--witnessed",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="CHECKPOINT",
+        help="a signed checkpoint of a partition's log held outside the deployment, e.g. cosigned by witnesses (a "
+        "witness serves its latest at <prefix>/<sha256(origin)>/checkpoint); repeat for more. The journal must "
+        "reproduce it: a history cut back behind it is a mismatch. With a witness policy pinned, each partition needs "
+        "one its quorum cosigned (docs/checkpoints.md, 'Witnesses')",
+    )
 
 
 def _register_report(activity_sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -224,6 +249,8 @@ def verify_command(args: argparse.Namespace) -> list[str]:
             command += ["--roles", absolute(str(args.roles))]
         if args.keys_dir is not None:
             command += ["--keys-dir", absolute(str(args.keys_dir))]
+    for path in args.witnessed:
+        command += ["--witnessed", absolute(str(path))]
     if args.prefix:
         command += ["--prefix", args.prefix]
     return command

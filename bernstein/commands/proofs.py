@@ -1,0 +1,147 @@
+"""``bernstein activity prove RUN STAGE --out F.tlog-proof`` and ``bernstein activity verify-proof F``: one activity's
+proof of inclusion in its partition's signed Merkle log, made from the topics and checked offline (docs/verifier.md,
+"A proof of one activity")."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from bernstein.commands.common import UsageError, add_keys_flag, add_prefix_flag, settings_from, store_from, trusted_from
+from bernstein.substrate.exit_codes import EXIT_MISMATCH, EXIT_NOT_FOUND, EXIT_OK, EXIT_OPEN, EXIT_UNAVAILABLE
+from bernstein.verifier.proof import ProofReport, prove, verify_proof
+from bernstein.verifier.proof_format import ProofUnavailable
+
+_UNAVAILABLE = "PROOF_EVIDENCE_UNAVAILABLE"
+
+
+def register(activity_sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``activity prove`` and ``activity verify-proof``, in the ``activity`` group."""
+    make = activity_sub.add_parser(
+        "prove",
+        help="write a proof of one activity: its journal entry, leaf index, inclusion path and signed checkpoint",
+        description="Find STAGE of RUN in the journal (Kafka or a whole-topic dump), and write a C2SP tlog-proof "
+        "(c2sp.org/tlog-proof): the stage's journal record as its extra data, its leaf index in the partition's Merkle "
+        "log, the inclusion path, and the newest signed checkpoint that covers it and that the journal reproduces. "
+        "Anyone holding the scheduler's public seal key checks it with `activity verify-proof`, without the log. "
+        "Exit 0 written; 1 no such stage; 5 no signed checkpoint covers the stage yet; 3 usage error or unreadable input.",
+    )
+    make.add_argument("run", metavar="RUN")
+    make.add_argument("stage", metavar="STAGE", help="the stage id of an activity result of RUN")
+    make.add_argument(
+        "--from", dest="source", default="kafka", help="kafka (default) or a dump directory of whole topics (`topic export`)"
+    )
+    make.add_argument("--out", type=Path, required=True, help="the proof file to write (by convention *.tlog-proof)")
+    add_prefix_flag(make)
+    make.set_defaults(func=_prove)
+
+    check = activity_sub.add_parser(
+        "verify-proof",
+        help="check a proof of one activity offline against the pinned seal key (exit 0 verified, 2 mismatch)",
+        description="Check FILE from `activity prove` with no log at hand: the checkpoint is signed by a pinned seal key "
+        "under its origin, the origin is the log of the entry's partition, the entry's leaf and path hash to the signed "
+        "root, the stored entry hash is the entry's, and the producer's signature on the stage verifies with a pinned "
+        "producer key. With --cas, each observation's blob is reattached and re-hashed. Exit 0 verified; 2 mismatch "
+        "(named, with the leaf index); 3 usage error, an unreadable file or a content store that does not answer.",
+    )
+    check.add_argument("proof", type=Path, metavar="FILE")
+    check.add_argument(
+        "--trusted-keys",
+        type=Path,
+        default=None,
+        help="pinned keys (`bernstein keys trust`): the scheduler's seal key and the producers' keys "
+        "(default: the local install's, as for activity verify)",
+    )
+    check.add_argument(
+        "--roles", type=Path, default=None, help="roles manifest whose producer keys to pin without --trusted-keys"
+    )
+    check.add_argument("--cas", default=None, help="s3 or a CAS directory: reattach and re-hash the stage's evidence")
+    check.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_keys_flag(check)
+    add_prefix_flag(check)
+    check.set_defaults(func=_verify_proof)
+
+
+def _prove(args: argparse.Namespace) -> int:
+    from bernstein.commands.activity import _source, write_atomically
+
+    if args.out.is_dir():
+        raise UsageError(f"--out {args.out}: is a directory; name the proof file to write")
+    source, _ = _source(args)
+    try:
+        proof = prove(source, args.run, args.stage)
+    except ProofUnavailable as exc:
+        print(f"bernstein: {exc}", file=sys.stderr)
+        return EXIT_NOT_FOUND if exc.not_found else EXIT_OPEN
+    text = proof.encode()
+    write_atomically(args.out, text)
+    print(
+        f"wrote {args.out} ({len(text.encode())} bytes): stage {args.stage!r} of run {args.run!r}, leaf {proof.index}, "
+        f"{len(proof.path)} path hashes; check it with `bernstein activity verify-proof {args.out}`"
+    )
+    return EXIT_OK
+
+
+def _verify_proof(args: argparse.Namespace) -> int:
+    try:
+        data = args.proof.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{args.proof}: cannot read it ({exc.strerror or exc})") from None
+    trusted = trusted_from(args.trusted_keys, args.keys_dir, args.roles)
+    cas = store_from(args.cas, settings_from(args)) if args.cas is not None else None
+    report = verify_proof(data, trusted, cas)
+    (_render_json if args.json else _render_text)(report, sys.stdout)
+    return exit_code(report)
+
+
+def exit_code(report: ProofReport) -> int:
+    """0 verified; 2 any problem the bytes show; 3 only a content store that did not answer."""
+    codes = {problem.code for problem in report.problems}
+    if not codes:
+        return EXIT_OK
+    return EXIT_UNAVAILABLE if codes == {_UNAVAILABLE} else EXIT_MISMATCH
+
+
+def _render_text(report: ProofReport, out: TextIO) -> None:
+    if report.run_id:
+        print(f"activity {report.stage_id!r} ({report.kind}) of run {report.run_id!r} by {report.producer}", file=out)
+        print(f"  entry {report.entry_hash}; artifact {report.artifact_hash}; evidence set {report.evidence_set_hash}", file=out)
+        for kind, ref, digest, _size in report.observations:
+            state = report.evidence.get(digest, "not reattached")
+            print(f"  observation {kind} {ref}: {digest} ({state})", file=out)
+    if report.origin:
+        witnesses = f"; further signatures (not checked): {', '.join(report.cosignatures)}" if report.cosignatures else ""
+        print(f"  leaf {report.index} of {report.tree_size} in log {report.origin}, root {report.root}{witnesses}", file=out)
+    for problem in report.problems:
+        print(f"  MISMATCH {problem.code} -- {problem.message}", file=out)
+    code = exit_code(report)
+    if code == EXIT_OK:
+        reattached = f"; {report.evidence_checked} evidence blobs reattached" if report.evidence_checked else ""
+        print(f"proof verified -- included in the log's signed tree head{reattached}", file=out)
+    else:
+        print(f"proof NOT verified -- {len(report.problems)} problem(s) (exit {code})", file=out)
+
+
+def _render_json(report: ProofReport, out: TextIO) -> None:
+    document = {
+        "verdict": "verified" if exit_code(report) == EXIT_OK else "mismatch",
+        "exit_code": exit_code(report),
+        "run_id": report.run_id,
+        "stage_id": report.stage_id,
+        "kind": report.kind,
+        "producer": report.producer,
+        "producer_key_id": report.producer_key_id,
+        "entry_hash": report.entry_hash,
+        "artifact_hash": report.artifact_hash,
+        "evidence_set_hash": report.evidence_set_hash,
+        "observations": [{"kind": k, "ref": r, "content_hash": d, "size": s} for k, r, d, s in report.observations],
+        "evidence": report.evidence,
+        "log": {"origin": report.origin, "leaf_index": report.index, "tree_size": report.tree_size, "root": report.root},
+        "further_signatures": list(report.cosignatures),
+        "problems": [problem.to_json() for problem in report.problems],
+    }
+    json.dump(document, out, indent=2, sort_keys=True)
+    out.write("\n")

@@ -1,0 +1,321 @@
+"""A proof of one activity that anyone can check offline: ``bernstein activity prove`` and ``verify-proof``.
+
+The proof is a C2SP ``tlog-proof`` (c2sp.org/tlog-proof, file extension ``.tlog-proof``)::
+
+    c2sp.org/tlog-proof@v1
+    extra <base64 of the stage's JournalRecord bytes, as the journal stores them>
+    index <the entry's leaf index in its partition's Merkle log>
+    <base64 hashes of the RFC 6962 inclusion path, from the leaf's sibling up>
+
+    <the signed checkpoint note, verbatim: the log's signature, and any witness cosignatures>
+
+The extra data carries the entry, so the leaf (``canonical.tlog_entry_leaf`` of its run, seq and
+recomputed entry hash) and every digest the stage commits to (its artifact, its evidence set and
+each observation's content hash) come out of the proof itself; nothing in it is trusted before it
+verifies. ``prove`` reads the journal and checkpoints partitions (Kafka or a whole dump) and picks
+the newest signed tree head that covers the entry and that the journal reproduces; ``verify_proof``
+needs only the proof and the pinned seal key (and optionally a content store, to reattach the
+evidence): about log2(n) hashes and two signature checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bernstein.schemas import codec, merkle
+from bernstein.schemas.canonical import (
+    DIGEST_PREFIX,
+    journal_entry_hash,
+    sha256_digest,
+    submission_signing_input,
+    submission_statement,
+    tlog_entry_leaf,
+)
+from bernstein.schemas.ed25519 import verify_signature
+from bernstein.schemas.errors import CanonicalizationError, MalformedInput
+from bernstein.schemas.notes import Checkpoint, NoteRejected, log_verifier, open_checkpoint, parse_checkpoint, parse_note
+from bernstein.substrate.cas import BlobStore, CasError, CasUnavailable
+from bernstein.substrate.keys import TrustedKeys
+from bernstein.verifier.keyuse import KeyUse, key_fits
+from bernstein.verifier.proof_format import ActivityProof, MalformedProof, ProofUnavailable, parse_proof
+from bernstein.verifier.report import Problem
+from bernstein.verifier.sources import RecordSource
+from bernstein.verifier.tlog import journal_leaf
+
+# -- making one ---------------------------------------------------------------------------------
+
+
+def prove(source: RecordSource, run_id: str, stage_id: str) -> ActivityProof:
+    """The proof of ``stage_id``'s activity in ``run_id`` under the newest signed tree head that covers it."""
+    c = codec.default_codec()
+    for partition in source.partitions("journal"):
+        leaves: list[bytes] = []
+        index: int | None = None
+        record: bytes | None = None
+        for stored in source.records("journal", partition, headers=False):
+            leaf = journal_leaf(c, stored.value)
+            if leaf is None:
+                continue
+            if index is None and stored.key == run_id.encode() and _stage_of(c, stored.value or b"") == stage_id:
+                index, record = len(leaves), stored.value
+            leaves.append(merkle.leaf_hash(leaf))
+        if index is None or record is None:
+            continue
+        size, note = _covering_head(c, source, partition, leaves, index)
+        return ActivityProof(record, index, tuple(merkle.inclusion_proof(leaves[:size], index)), note)
+    raise ProofUnavailable(
+        f"run {run_id!r} has no journalled activity with stage id {stage_id!r} in {source.describe()}", not_found=True
+    )
+
+
+def _stage_of(c: codec.Codec, value: bytes) -> str | None:
+    try:
+        name, fields = codec.split_envelope(value)
+        if name != codec.JOURNAL_RECORD:
+            return None
+        entry = c.decode(fields[0], expect=codec.JOURNAL_ENTRIES).record
+    except codec.DecodeError:
+        return None
+    return str(entry["stage_id"])
+
+
+def _covering_head(c: codec.Codec, source: RecordSource, partition: int, leaves: list[bytes], index: int) -> tuple[int, bytes]:
+    """(tree size, signed note) of the newest checkpoint whose tree holds leaf ``index`` and whose root the journal reproduces."""
+    best: tuple[int, bytes] | None = None
+    refused = 0
+    records = source.records("checkpoints", partition, headers=False) if partition in source.partitions("checkpoints") else ()
+    for stored in records:
+        try:
+            name, fields = codec.split_envelope(stored.value or b"")
+            if name != codec.CHECKPOINT_RECORD:
+                continue
+            checkpoint = c.decode(fields[0], expect=codec.PARTITION_CHECKPOINTS).record
+        except codec.DecodeError:
+            continue
+        size = checkpoint.get("tree_size")
+        if not isinstance(size, int) or not index < size <= len(leaves):
+            continue
+        if checkpoint["tree_root"] != DIGEST_PREFIX + merkle.root(leaves[:size]).hex():
+            refused += 1
+            continue
+        if best is None or size >= best[0]:
+            best = (size, checkpoint["note"].encode("utf-8"))
+    if best is None:
+        why = (
+            f"{refused} signed tree heads that cover it disagree with the journal (verify the partition)"
+            if refused
+            else (
+                "no signed checkpoint covers it yet: the scheduler signs the next one after a final seal or "
+                "--checkpoint-every audit records"
+            )
+        )
+        raise ProofUnavailable(f"leaf {index} of journal partition {partition}: {why}")
+    return best
+
+
+# -- checking one ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProofReport:
+    """What ``verify_proof`` found: the entry's facts, the tree head it is proved against, and every problem."""
+
+    problems: tuple[Problem, ...]
+    run_id: str = ""
+    stage_id: str = ""
+    kind: str = ""
+    producer: str = ""
+    producer_key_id: str = ""
+    entry_hash: str = ""
+    artifact_hash: str = ""
+    evidence_set_hash: str = ""
+    observations: tuple[tuple[str, str, str, int], ...] = ()
+    """(kind, ref, content_hash, size) of each observation the entry commits to."""
+    origin: str = ""
+    index: int = -1
+    tree_size: int = 0
+    root: str = ""
+    cosignatures: tuple[str, ...] = ()
+    """Names of further (witness) signature lines on the note; this version checks none of them."""
+    evidence_checked: int = 0
+    evidence: dict[str, str] = field(default_factory=dict)
+    """content hash -> ``verified`` | ``missing`` | ``changed`` | ``unavailable``, with a content store."""
+
+
+def verify_proof(text: bytes, trusted: TrustedKeys, cas: BlobStore | None = None) -> ProofReport:
+    """Check a proof against pinned keys (and reattach its evidence from ``cas``): never raises for bad bytes."""
+    try:
+        proof = parse_proof(text)
+    except MalformedProof as exc:
+        return ProofReport((Problem("PROOF_MALFORMED", str(exc)),))
+    problems: list[Problem] = []
+    add = problems.append
+    entry, stored_hash = _entry_of(proof.record, add)
+    head = _head_of(proof.note, trusted, add)
+    if entry is None:
+        return ProofReport(tuple(problems))
+    entry_hash = journal_entry_hash(codec.split_envelope(proof.record)[1][0])
+    if entry_hash != stored_hash:
+        add(
+            Problem(
+                "PROOF_ENTRY_HASH_MISMATCH",
+                "the journal record's stored entry_hash is not its payload's",
+                expected=stored_hash,
+                recomputed=entry_hash,
+                seq=entry["seq"],
+            )
+        )
+    producer_key = entry.get("producer_key_id", "")
+    _check_producer(entry, trusted, add)
+    facts: dict[str, Any] = {
+        "run_id": entry["run_id"],
+        "stage_id": entry["stage_id"],
+        "kind": entry["kind"],
+        "producer": entry["producer_id"],
+        "producer_key_id": producer_key,
+        "entry_hash": entry_hash,
+        "artifact_hash": entry["artifact_hash"],
+        "evidence_set_hash": entry["evidence_set_hash"],
+        "observations": tuple((o["kind"], o["ref"], o["content_hash"], o.get("size", -1)) for o in entry["observations"]),
+        "index": proof.index,
+    }
+    if head is not None:
+        checkpoint, cosigners = head
+        facts.update(
+            origin=checkpoint.origin,
+            tree_size=checkpoint.size,
+            root=DIGEST_PREFIX + checkpoint.root_hash.hex(),
+            cosignatures=cosigners,
+        )
+        _check_origin(checkpoint.origin, entry, add)
+        leaf = merkle.leaf_hash(tlog_entry_leaf(entry["run_id"], entry["seq"], entry_hash))
+        try:
+            included = proof.index < checkpoint.size and merkle.verify_inclusion(
+                leaf, proof.index, checkpoint.size, proof.path, checkpoint.root_hash
+            )
+        except merkle.MalformedProof as exc:
+            included = False
+            add(
+                Problem(
+                    "PROOF_INCLUSION_FAILED",
+                    f"the inclusion path is malformed for leaf {proof.index} of {checkpoint.size}: {exc}",
+                    leaf_index=proof.index,
+                )
+            )
+        else:
+            if not included:
+                add(
+                    Problem(
+                        "PROOF_INCLUSION_FAILED",
+                        f"leaf {proof.index} (run {entry['run_id']!r}, seq {entry['seq']}, {entry_hash}) and its path do not "
+                        f"hash to the root the checkpoint signs for {checkpoint.size} leaves",
+                        expected=DIGEST_PREFIX + checkpoint.root_hash.hex(),
+                        leaf_index=proof.index,
+                        seq=entry["seq"],
+                    )
+                )
+    evidence: dict[str, str] = {}
+    if cas is not None:
+        for _kind, _ref, digest, _size in facts["observations"]:
+            evidence[digest] = _reattach(cas, digest, add)
+    return ProofReport(tuple(problems), evidence_checked=len(evidence), evidence=evidence, **facts)
+
+
+def _entry_of(record: bytes, add: Callable[[Problem], None]) -> tuple[dict[str, Any] | None, str]:
+    try:
+        name, fields = codec.split_envelope(record)
+        if name != codec.JOURNAL_RECORD:
+            raise codec.UnknownFingerprint(f"the extra data is a {name} record, expected a journal entry", "")
+        entry = codec.default_codec().decode(fields[0], expect=codec.JOURNAL_ENTRIES).record
+    except codec.DecodeError as exc:
+        add(Problem("PROOF_ENTRY_UNDECODABLE", f"the proof's journal record does not decode as an activity entry: {exc}"))
+        return None, ""
+    return dict(entry), str(fields[1])
+
+
+def _head_of(note: bytes, trusted: TrustedKeys, add: Callable[[Problem], None]) -> tuple[Checkpoint, tuple[str, ...]] | None:
+    """The checkpoint a pinned seal key signed under its origin, and the other signers' names; None (and a problem) else."""
+    try:
+        parsed = parse_note(note)
+        origin = parse_checkpoint(parsed.text).origin
+    except MalformedInput as exc:
+        add(Problem("PROOF_CHECKPOINT_UNDECODABLE", f"the proof's checkpoint is no signed tlog-checkpoint note: {exc}"))
+        return None
+    seal_keys = [entry for entry in trusted.entries.values() if key_fits(entry, KeyUse.CHECKPOINT, None) and not entry.is_hmac]
+    for entry in seal_keys:
+        try:
+            checkpoint, opened = open_checkpoint(note, (log_verifier(origin, entry.material),))
+        except (MalformedInput, NoteRejected):
+            continue
+        return checkpoint, tuple(sig.name for sig in opened.unknown)
+    add(
+        Problem(
+            "PROOF_CHECKPOINT_NOT_SIGNED",
+            f"no pinned seal key signed the checkpoint under its origin {origin[:200]!r} ({len(seal_keys)} pinned)",
+            expected=", ".join(sorted(k.key_id for k in seal_keys)) or "(no seal key pinned)",
+        )
+    )
+    return None
+
+
+def _check_origin(origin: str, entry: dict[str, Any], add: Callable[[Problem], None]) -> None:
+    where = entry["input"]
+    tail = f"/{where['topic']}/{where['partition']}/e"
+    head, sep, epoch = origin.rpartition(tail)
+    if not sep or not head or not epoch.isdigit():
+        add(
+            Problem(
+                "PROOF_ORIGIN_MISMATCH",
+                f"the checkpoint's origin {origin[:200]!r} is not the log of the entry's partition ('<log name>{tail}<epoch>')",
+                expected=f"<log name>{tail}<epoch>",
+                recomputed=origin[:200],
+            )
+        )
+
+
+def _check_producer(entry: dict[str, Any], trusted: TrustedKeys, add: Callable[[Problem], None]) -> None:
+    key_id = entry.get("producer_key_id")
+    if not key_id:
+        return  # JournalEntry v1/v2: written before producers signed their stages
+    pinned = trusted.entry(key_id)
+    if pinned is None or not key_fits(pinned, KeyUse.PRODUCER, entry["occurred_at_ms"], producer=entry["producer_id"]):
+        add(
+            Problem(
+                "PROOF_PRODUCER_KEY_NOT_PINNED",
+                f"the stage is signed by key {key_id}, not a pinned key of producer {entry['producer_id']!r}",
+                recomputed=key_id,
+            )
+        )
+        return
+    try:
+        signed = submission_signing_input(submission_statement(entry, key_id))
+    except CanonicalizationError:
+        signed = b""
+    if not signed or not verify_signature(pinned.material, entry["producer_signature"], signed):
+        add(
+            Problem(
+                "PROOF_PRODUCER_SIGNATURE_INVALID",
+                f"the producer's signature on the stage does not verify with pinned key {key_id}",
+                recomputed=key_id,
+            )
+        )
+
+
+def _reattach(cas: BlobStore, digest: str, add: Callable[[Problem], None]) -> str:
+    try:
+        data = cas.get(digest)
+    except CasUnavailable as exc:
+        add(Problem("PROOF_EVIDENCE_UNAVAILABLE", f"the content store did not answer for {digest}: {exc}", expected=digest))
+        return "unavailable"
+    except CasError:
+        add(Problem("PROOF_EVIDENCE_MISSING", f"evidence blob {digest} is not in the content store", expected=digest))
+        return "missing"
+    recomputed = sha256_digest(data)
+    if recomputed != digest:
+        add(
+            Problem("PROOF_EVIDENCE_CHANGED", f"evidence blob {digest} holds other bytes", expected=digest, recomputed=recomputed)
+        )
+        return "changed"
+    return "verified"
