@@ -473,7 +473,14 @@ class DumpView:
         checkpoints = self.checkpoints()
         covered = checkpoints[-1]["audit_seq"] if checkpoints else 0
         n, m = len(checkpoints), len(self.audit) - covered
-        return f"{n} signed checkpoint{'' if n == 1 else 's'}, {m} record{'' if m == 1 else 's'} not covered by a checkpoint yet"
+        words = f"{n} signed checkpoint{'' if n == 1 else 's'}, {m} record{'' if m == 1 else 's'} not covered by a checkpoint yet"
+        heads = sum("tree_size" in checkpoint for checkpoint in checkpoints)
+        manifest = json.loads((self.dump / "manifest.json").read_text(encoding="utf-8"))
+        if heads and manifest.get("runs") is None:  # a whole dump: the partition's Merkle log is recomputed
+            names = (codec.split_envelope(value_of(item))[0] for item in self.journal_items)
+            leaves = sum(name in (codec.JOURNAL_RECORD, codec.SEAL_RECORD) for name in names)
+            words += f"; its Merkle log of {leaves} lea{'f' if leaves == 1 else 'ves'} reproduces {heads} signed tree head{'' if heads == 1 else 's'}"
+        return words
 
     def seals(self, run_id: str = MAIN_RUN) -> list[JournalLine]:
         return seal_lines(self.journal_items, run_id)
