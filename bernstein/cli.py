@@ -116,6 +116,7 @@ ENDPOINTS: Final[dict[tuple[str, ...], Uses | Callable[[argparse.Namespace], Use
     ("mcp", "serve"): Uses(kafka=True, s3=True),
     ("witness", "init"): NOTHING,
     ("witness", "serve"): NOTHING,
+    ("witness", "submit"): lambda args: Uses(kafka=args.source == "kafka", prefix=args.source == "kafka"),
 }
 """What each command talks to, by its words: the one table behind the endpoint line every command that talks to
 Kafka or S3 writes first on stderr (``bernstein.commands.common.endpoint_banner``). A unit test fails for a

@@ -32,8 +32,9 @@ walk and reads the checkpoints lazily alongside, so memory stays flat. What no
 checkpoint covers yet (the audit records after the last verified one) is
 counted, not a problem: a later checkpoint will cover them. Deleting the tail
 of all three topics at once (journal, audit and checkpoints) stays invisible
-from a single copy; that needs checkpoints anchored outside Kafka (witness
-cosignatures, a later step).
+from a single copy; a checkpoint held outside Kafka (a witness's, handed with
+``--witnessed``) shows it: the partition's Merkle log (``bernstein.verifier.tlog``)
+holds the journal to every signed tree head, the topic's and the handed ones.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from typing import Any
 from bernstein.commands.common import UsageError, command_group
 from bernstein.consumers.manifest import load_manifest, trusted_producer_keys
 from bernstein.producers.identity import default_producer_keys_dir
+from bernstein.schemas.notes import is_valid_key_name, log_verifier
 from bernstein.schemas.tlog_policy import MalformedPolicy
 from bernstein.substrate.exit_codes import EXIT_OK
 from bernstein.substrate.keys import (
@@ -65,6 +66,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     show = keys_sub.add_parser("show", help="list every key of a key directory: id, purpose, lifetime, status")
     _dir_flag(show)
     show.add_argument("--producer", action="store_true", help="the producer key directory is the default --dir")
+    show.add_argument(
+        "--log-origin",
+        default=None,
+        metavar="ORIGIN",
+        help="also print each seal key's note verifier key (vkey) for the partition log ORIGIN "
+        "('<log name>/<input topic>/<partition>/e<epoch>'): what a witness is started with (`witness serve --log`)",
+    )
     show.set_defaults(func=_show)
 
     rotate = keys_sub.add_parser(
@@ -212,12 +220,20 @@ def _manifest_key(key: RingKey) -> dict[str, Any]:
 def _show(args: argparse.Namespace) -> int:
     directory = args.dir or (default_producer_keys_dir() if args.producer else default_keys_dir())
     ring = _ring(directory)
-    document = {
+    document: dict[str, Any] = {
         "directory": str(directory),
         "kind": "scheduler" if ring.producer is None else "producer",
         "producer": ring.producer,
         "keys": [_shown(key) for key in ring.keys],
     }
+    if args.log_origin is not None:
+        if not is_valid_key_name(args.log_origin) or args.log_origin.count("/") < 3:
+            raise UsageError(f"--log-origin {args.log_origin!r}: a log origin is '<log name>/<input topic>/<partition>/e<epoch>'")
+        document["log_vkeys"] = [
+            log_verifier(args.log_origin, key.public_key_raw).vkey
+            for key in ring.of(KeyPurpose.SEAL)
+            if key.public_key_raw is not None
+        ]
     print(json.dumps(document, indent=2))
     return EXIT_OK
 

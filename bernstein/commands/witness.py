@@ -21,9 +21,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bernstein.commands.common import UsageError, add_prefix_flag
 from bernstein.schemas import notes
 from bernstein.substrate.cli_args import command_group, non_negative_int
-from bernstein.substrate.exit_codes import EXIT_OK, EXIT_USAGE
+from bernstein.substrate.exit_codes import EXIT_MISMATCH, EXIT_OK, EXIT_USAGE
 
 
 def register(subparsers: Any) -> None:
@@ -51,6 +52,30 @@ def register(subparsers: Any) -> None:
     serve.add_argument("--port", type=non_negative_int, default=7380, help="port (default: 7380; 0: any free port)")
     serve.add_argument("--prefix", default="", help="URL path prefix of add-checkpoint (default: none)")
     serve.set_defaults(func=_serve)
+    submit = commands.add_parser(
+        "submit",
+        help="send each partition's newest signed checkpoint to witnesses and write the cosigned checkpoints",
+        description="The log's side of tlog-witness, run beside the scheduler: for each partition (or --partition), the "
+        "newest signed checkpoint whose root the journal reproduces is sent to every --witness with the consistency "
+        "proof from the size that witness last cosigned; the cosignatures are added to the note and written to "
+        "OUT/<partition>.checkpoint, what `activity verify --witnessed` takes. Exit 0 when every witness cosigned, "
+        "2 when one refused (its answer is printed), 3 for a usage error or a partition with nothing to witness.",
+    )
+    submit.add_argument(
+        "--witness",
+        dest="witnesses",
+        action="append",
+        required=True,
+        metavar="URL",
+        help="a witness's submission prefix URL (http://host:port[/prefix]); repeatable",
+    )
+    submit.add_argument("--from", dest="source", default="kafka", help="kafka (default) or a dump directory of whole topics")
+    submit.add_argument(
+        "--partition", type=non_negative_int, action="append", default=None, help="only this partition; repeatable"
+    )
+    submit.add_argument("--out", type=Path, required=True, metavar="DIR", help="where to write <partition>.checkpoint")
+    add_prefix_flag(submit)
+    submit.set_defaults(func=_submit)
 
 
 def parse_logs(values: list[str]) -> dict[str, list[notes.NoteVerifier]]:
@@ -116,3 +141,32 @@ def _serve(args: argparse.Namespace) -> int:
         server.server_close()
     print("witness: stopped", file=sys.stderr)
     return EXIT_OK
+
+
+def _submit(args: argparse.Namespace) -> int:
+    from bernstein.commands.activity import _source, write_atomically
+    from bernstein.verifier.witness.client import NothingToWitness, collect
+
+    source, _ = _source(args)
+    partitions = args.partition if args.partition is not None else source.partitions("checkpoints")
+    if not partitions:
+        raise UsageError(f"{source.describe()} holds no checkpoints: nothing to witness yet")
+    args.out.mkdir(parents=True, exist_ok=True)
+    refused = False
+    for partition in partitions:
+        try:
+            collected = collect(source, partition, list(args.witnesses))
+        except NothingToWitness as exc:
+            raise UsageError(str(exc)) from None
+        path = args.out / f"{partition}.checkpoint"
+        write_atomically(path, collected.cosigned.decode("utf-8"))
+        for answer in collected.answers:
+            if answer.status == 200:
+                names = ", ".join(sig.name for sig in answer.cosignatures)
+                print(f"partition {partition}: {answer.url} cosigned {collected.origin} at size {collected.size} ({names})")
+            else:
+                refused = True
+                status = f"HTTP {answer.status}" if answer.status else "no answer"
+                print(f"partition {partition}: {answer.url} refused ({status}): {answer.detail}")
+        print(f"partition {partition}: wrote {path}")
+    return EXIT_MISMATCH if refused else EXIT_OK

@@ -313,10 +313,13 @@ def session_script(keys: InstallKeys, tmp_path: Path) -> tuple[Callable[[Writer]
     return script, list(outcome.records)
 
 
-def build_checkpointed(tmp_path: Path, script: Callable[[Writer], None], *, checkpoint_every: int = 1000) -> Built:
+def build_checkpointed(
+    tmp_path: Path, script: Callable[[Writer], None], *, checkpoint_every: int = 1000, keys: InstallKeys | None = None
+) -> Built:
     """A run written by ``script`` through the reference core with ``checkpoint_every`` small enough for periodic
-    checkpoints (seals every 2 entries), its keys, content store and pinned keys."""
-    keys = init_keys(tmp_path / "keys")
+    checkpoints (seals every 2 entries), its keys (``keys``: another build's, for the same log), content store and
+    pinned keys."""
+    keys = keys or init_keys(tmp_path / "keys")
     store = DirBlobStore(tmp_path / "cas")
     writer = Writer(keys, store)
     config = SchedulerConfig(

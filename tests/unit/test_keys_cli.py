@@ -14,6 +14,7 @@ import pytest
 
 from bernstein.cli import main
 from bernstein.consumers.manifest import load_manifest, parse_manifest
+from bernstein.schemas.notes import SIG_COSIGNATURE_V1, NoteSigner, log_verifier
 from bernstein.substrate.keys import (
     KeyPurpose,
     KeyStatus,
@@ -247,3 +248,30 @@ def test_a_scheduler_directory_from_before_key_rings_shows_and_exports_its_two_k
     code, out, _ = run(capsys, "keys", "trust", "--out", str(tmp_path / "t.json"))
     assert code == 0 and "1 seal, 1 audit, 0 producer key(s)" in out
     assert set(TrustedKeys.load(tmp_path / "t.json").entries) == {keys.signer.key_id, keys.audit.key_id}
+
+
+def test_a_witness_policy_is_pinned_in_the_trust_file_and_a_log_key_is_shown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scheduler = init_keys(tmp_path / "s")
+    witness = NoteSigner("witness.example/w1", SIG_COSIGNATURE_V1, b"\x51" * 32)
+    policy = tmp_path / "policy"
+    policy.write_text(f"witness W1 {witness.verifier.vkey}\nquorum W1\n")
+    out_file = tmp_path / "trust.json"
+    code, out, _ = run(
+        capsys, "keys", "trust", "--dir", str(tmp_path / "s"), "--out", str(out_file), "--witness-policy", str(policy)
+    )
+    assert code == 0 and "witness policy: W1 (1 witness key(s))" in out
+    loaded = TrustedKeys.load(out_file)
+    assert loaded.witness_policy == policy.read_text() and loaded.policy() is not None
+    policy.write_text("quorum W9\n")
+    code, _, err = run(
+        capsys, "keys", "trust", "--dir", str(tmp_path / "s"), "--out", str(out_file), "--witness-policy", str(policy)
+    )
+    assert code == 3 and "policy line 1: the quorum 'W9' is not a witness or group defined above" in err
+    origin = "bernstein/bernstein.activity.submissions/0/e1"
+    code, out, _ = run(capsys, "keys", "show", "--dir", str(tmp_path / "s"), "--log-origin", origin)
+    assert code == 0
+    assert json.loads(out)["log_vkeys"] == [log_verifier(origin, scheduler.signer.public_key_raw).vkey]
+    code, _, err = run(capsys, "keys", "show", "--dir", str(tmp_path / "s"), "--log-origin", "not an origin")
+    assert code == 3 and "a log origin is" in err
