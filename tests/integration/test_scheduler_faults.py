@@ -501,6 +501,10 @@ def test_exactly_once_under_kill9_and_a_broker_restart(
         assert report.header.chain is not None and report.header.chain.entries == len(plan.accepted[run_id])
         assert report.header.seal is not None and report.header.seal.final
         assert report.header.audit is not None and report.header.audit.macs_verified
+        # the partition's Merkle log, extended across the kills and rebuilds, reproduces every signed tree head
+        assert report.header.audit.tree_heads == len(out["checkpoints"]) and report.header.audit.tree_leaves == len(
+            out["journal"]
+        )
         assert all(s.evidence_reattached for s in report.stages)
 
 
