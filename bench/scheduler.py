@@ -61,7 +61,13 @@ from bernstein.consumers.core.native import make_core
 from bernstein.consumers.core.step import initial_state
 from bernstein.consumers.shell import Counters, SchedulerShell, ShellOptions
 from bernstein.schemas import codec
-from bernstein.schemas.canonical import evidence_set_hash, sha256_digest, submission_signing_input, submission_statement
+from bernstein.schemas.canonical import (
+    evidence_set_hash,
+    run_close_statement,
+    sha256_digest,
+    submission_signing_input,
+    submission_statement,
+)
 from bernstein.substrate.config import Settings, Topics
 from bernstein.substrate.kafka import client_config, delete_topics_with_prefixes, ensure_topics, transactional_producer_config
 from bernstein.substrate.keys import AuditKey, Ed25519Signer
@@ -105,6 +111,22 @@ def submission(i: int, run: str, sent_ms: int = 0) -> bytes:
     signature = PRODUCER.sign(submission_signing_input(statement))
     return codec.encode(
         codec.ACTIVITY_SUBMISSION_V3, {**record, "producer_key_id": PRODUCER.key_id, "producer_signature": signature}
+    )
+
+
+def signed_close(run: str) -> bytes:
+    """The bench producer's signed RunClose.v2 of ``run``."""
+    statement = run_close_statement(f"close-{run}", run, "bench", 1_700_000_001_000, PRODUCER.key_id)
+    return codec.encode(
+        codec.RUN_CLOSE_V2,
+        {
+            "submission_id": f"close-{run}",
+            "run_id": run,
+            "producer": {"id": "bench", "sdk": "bench"},
+            "occurred_at_ms": 1_700_000_001_000,
+            "producer_key_id": PRODUCER.key_id,
+            "producer_signature": PRODUCER.sign(submission_signing_input(statement)),
+        },
     )
 
 

@@ -34,14 +34,13 @@ import sys
 import tracemalloc
 from typing import Any
 
-from bench.scheduler import PRODUCER, config
+from bench.scheduler import PRODUCER, config, signed_close
 from bernstein.consumers.core.model import InputRecord, RunState
 from bernstein.consumers.core.native import NativeSchedulerCore
 from bernstein.consumers.core.step import SchedulerCore, initial_state
 from bernstein.schemas import codec
 from bernstein.schemas.canonical import (
     evidence_set_hash,
-    run_close_statement,
     sha256_digest,
     submission_signing_input,
     submission_statement,
@@ -83,28 +82,13 @@ def _submission(run: str, i: int, observations: int) -> bytes:
     )
 
 
-def _close(run: str) -> bytes:
-    statement = run_close_statement(f"close-{run}", run, "bench", 1_700_000_001_000, PRODUCER.key_id)
-    return codec.encode(
-        codec.RUN_CLOSE_V2,
-        {
-            "submission_id": f"close-{run}",
-            "run_id": run,
-            "producer": {"id": "bench", "sdk": "bench"},
-            "occurred_at_ms": 1_700_000_001_000,
-            "producer_key_id": PRODUCER.key_id,
-            "producer_signature": PRODUCER.sign(submission_signing_input(statement)),
-        },
-    )
-
-
 def _inputs(runs: int, stages: int, observations: int, *, close: bool) -> list[InputRecord]:
     values: list[tuple[bytes, bytes]] = []
     for r in range(runs):
         run = f"run-{r:06d}"
         values += [(run.encode(), _submission(run, i, observations)) for i in range(stages)]
         if close:
-            values.append((run.encode(), _close(run)))
+            values.append((run.encode(), signed_close(run)))
     return [InputRecord(TOPIC, 0, offset, 1_760_000_000_000 + offset, key, value) for offset, (key, value) in enumerate(values)]
 
 

@@ -65,6 +65,8 @@ class NativeCore:
     def export_state(self) -> tuple[int, int, str, list[RunTuple], CheckpointTuple, bytes]:
         """(partition, audit_seq, audit_head, runs, checkpoint, tree): ``load_state``'s arguments, the tree as
         ``Frontier.encode()``."""
+    def disable_merkle_log_for_benchmark(self) -> None:
+        """For ``bench.tlog``'s same-run baseline only: journal records are no longer appended to the Merkle log."""
     def tree_position(self) -> bytes:
         """The partition's Merkle log: ``Frontier.encode()``."""
     def set_tree(self, tree: bytes) -> None:

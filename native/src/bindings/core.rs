@@ -299,6 +299,12 @@ impl NativeCore {
         )
     }
 
+    /// For `bench.tlog`'s same-run baseline only: stop appending journal records to the
+    /// partition's Merkle log (its checkpoints then sign a tree that is not the journal's).
+    fn disable_merkle_log_for_benchmark(&mut self) {
+        self.core.cfg.keep_log = false;
+    }
+
     /// The partition's Merkle log: its frontier's bytes (`Frontier.encode`).
     fn tree_position<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
         PyBytes::new(py, &self.core.state.tree.encode())

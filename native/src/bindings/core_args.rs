@@ -287,6 +287,7 @@ pub(super) fn build_core(
         expected: input_schemas,
         expected_joined: sorted_inputs.join(", "),
         hasher,
+        keep_log: true,
     };
     let state = State {
         partition,

@@ -207,15 +207,17 @@ pub(crate) fn seal<'a>(
         value,
         ce_type: CeType::RunSealed,
     });
-    let leaf = tlog::seal_leaf_hash(
-        run_id,
-        run.entry_count,
-        &run.head,
-        rec.offset,
-        final_,
-        &chain.head,
-    );
-    tree.append(leaf).expect("begin leaves room in the log");
+    if cfg.keep_log {
+        let leaf = tlog::seal_leaf_hash(
+            run_id,
+            run.entry_count,
+            &run.head,
+            rec.offset,
+            final_,
+            &chain.head,
+        );
+        tree.append(leaf).expect("begin leaves room in the log");
+    }
     run.sealed_count = run.entry_count;
     let dropped = final_.then(|| run.close());
     audit(

@@ -71,6 +71,10 @@ pub struct Config {
     pub log_name: String,
     /// `config.log_epoch`: the logs' epoch in the origin (1 to 2**31 - 1).
     pub log_epoch: i64,
+    /// Whether journal records are appended to the partition's Merkle log: always, but for
+    /// `bench.tlog`'s same-run baseline (`NativeCore.disable_merkle_log_for_benchmark`), whose
+    /// checkpoints then sign a tree that is not the journal's.
+    pub keep_log: bool,
     /// Every schema the codec knows: fingerprint -> name.
     pub known: Vec<([u8; 8], String)>,
     /// The reference's `_INPUT_SCHEMAS`.

@@ -402,10 +402,12 @@ impl Core {
             value,
             ce_type: CeType::ActivityResult,
         });
-        self.state
-            .tree
-            .append(tlog::entry_leaf_hash(run_id, seq, &entry_hash))
-            .expect("begin leaves room in the log");
+        if self.cfg.keep_log {
+            self.state
+                .tree
+                .append(tlog::entry_leaf_hash(run_id, seq, &entry_hash))
+                .expect("begin leaves room in the log");
+        }
 
         let index = self.open_run(run_id, sub.producer_id);
         let cfg = &self.cfg;
