@@ -42,7 +42,7 @@ from bernstein.verifier.keyuse import KeyUse, key_fits
 from bernstein.verifier.proof_format import ActivityProof, MalformedProof, ProofUnavailable, parse_proof
 from bernstein.verifier.report import Problem
 from bernstein.verifier.sources import RecordSource
-from bernstein.verifier.tlog import journal_leaf
+from bernstein.verifier.tlog import journal_leaf, reproduced, signed_heads
 
 # -- making one ---------------------------------------------------------------------------------
 
@@ -63,7 +63,7 @@ def prove(source: RecordSource, run_id: str, stage_id: str) -> ActivityProof:
             leaves.append(merkle.leaf_hash(leaf))
         if index is None or record is None:
             continue
-        size, note = _covering_head(c, source, partition, leaves, index)
+        size, note = _covering_head(source, partition, leaves, index)
         return ActivityProof(record, index, tuple(merkle.inclusion_proof(leaves[:size], index)), note)
     raise ProofUnavailable(
         f"run {run_id!r} has no journalled activity with stage id {stage_id!r} in {source.describe()}", not_found=True
@@ -81,28 +81,12 @@ def _stage_of(c: codec.Codec, value: bytes) -> str | None:
     return str(entry["stage_id"])
 
 
-def _covering_head(c: codec.Codec, source: RecordSource, partition: int, leaves: list[bytes], index: int) -> tuple[int, bytes]:
+def _covering_head(source: RecordSource, partition: int, leaves: list[bytes], index: int) -> tuple[int, bytes]:
     """(tree size, signed note) of the newest checkpoint whose tree holds leaf ``index`` and whose root the journal reproduces."""
-    best: tuple[int, bytes] | None = None
-    refused = 0
-    records = source.records("checkpoints", partition, headers=False) if partition in source.partitions("checkpoints") else ()
-    for stored in records:
-        try:
-            name, fields = codec.split_envelope(stored.value or b"")
-            if name != codec.CHECKPOINT_RECORD:
-                continue
-            checkpoint = c.decode(fields[0], expect=codec.PARTITION_CHECKPOINTS).record
-        except codec.DecodeError:
-            continue
-        size = checkpoint.get("tree_size")
-        if not isinstance(size, int) or not index < size <= len(leaves):
-            continue
-        if checkpoint["tree_root"] != DIGEST_PREFIX + merkle.root(leaves[:size]).hex():
-            refused += 1
-            continue
-        if best is None or size >= best[0]:
-            best = (size, checkpoint["note"].encode("utf-8"))
-    if best is None:
+    covering = [(head, ok) for head, ok in reproduced(signed_heads(source, partition), leaves) if index < head.size]
+    good = [head for head, ok in covering if ok]
+    if not good:
+        refused = len(covering)
         why = (
             f"{refused} signed tree heads that cover it disagree with the journal (verify the partition)"
             if refused
@@ -112,7 +96,8 @@ def _covering_head(c: codec.Codec, source: RecordSource, partition: int, leaves:
             )
         )
         raise ProofUnavailable(f"leaf {index} of journal partition {partition}: {why}")
-    return best
+    best = max(good, key=lambda head: head.size)
+    return best.size, best.note
 
 
 # -- checking one ---------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ from bernstein.schemas.notes import (
 from bernstein.schemas.tlog_policy import Policy
 from bernstein.substrate.keys import TrustedKey
 from bernstein.verifier.report import Problem
+from bernstein.verifier.source_records import RecordSource
 
 _ORIGIN_TAIL: Final = "/{topic}/{partition}/e"
 
@@ -294,3 +295,52 @@ class LeafRecorder:
         hashes, names = bytes(self._hashes), self._names
         for i, run in enumerate(self._runs):
             yield hashes[32 * i : 32 * i + 32], names[run]
+
+
+@dataclass(frozen=True, slots=True)
+class SignedHead:
+    """A v2 checkpoint's tree head as the topic holds it (its signatures are the caller's to check)."""
+
+    offset: int
+    size: int
+    root: str
+    note: bytes
+
+
+def signed_heads(source: RecordSource, partition: int) -> list[SignedHead]:
+    """Every decodable PartitionCheckpoint.v2 of the partition, in offset order."""
+    if partition not in source.partitions("checkpoints"):
+        return []
+    c = codec.default_codec()
+    heads: list[SignedHead] = []
+    for stored in source.records("checkpoints", partition, headers=False):
+        try:
+            name, fields = codec.split_envelope(stored.value or b"")
+            if name != codec.CHECKPOINT_RECORD:
+                continue
+            checkpoint = c.decode(fields[0], expect=codec.PARTITION_CHECKPOINTS).record
+        except codec.DecodeError:
+            continue
+        if "tree_size" in checkpoint:
+            heads.append(SignedHead(stored.offset, checkpoint["tree_size"], checkpoint["tree_root"], checkpoint["note"].encode()))
+    return heads
+
+
+def partition_leaf_hashes(source: RecordSource, partition: int) -> list[bytes]:
+    """The leaf hashes of the partition's journal, in order (32 bytes each: a million leaves hold 32 MB)."""
+    c = codec.default_codec()
+    leaves = (journal_leaf(c, record.value) for record in source.records("journal", partition, headers=False))
+    return [leaf_hash(leaf) for leaf in leaves if leaf is not None]
+
+
+def reproduced(heads: Sequence[SignedHead], hashes: Sequence[bytes]) -> list[tuple[SignedHead, bool]]:
+    """Each head with whether the leaves reproduce its root (a head larger than the leaves does not): one pass."""
+    tree = Frontier()
+    found: list[tuple[SignedHead, bool]] = []
+    for head in sorted(heads, key=lambda head: head.size):
+        if head.size > len(hashes):
+            found.append((head, False))
+            continue
+        tree = tree.extend(hashes[tree.size : head.size])
+        found.append((head, DIGEST_PREFIX + tree.root().hex() == head.root))
+    return found

@@ -17,11 +17,10 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Final
 
-from bernstein.schemas import codec, merkle, notes
-from bernstein.schemas.canonical import DIGEST_PREFIX
+from bernstein.schemas import merkle, notes
 from bernstein.schemas.errors import BernsteinError, MalformedInput
 from bernstein.verifier.sources import RecordSource
-from bernstein.verifier.tlog import journal_leaf
+from bernstein.verifier.tlog import partition_leaf_hashes, reproduced, signed_heads
 
 TIMEOUT_SECONDS: Final = 10.0
 SIZE_TYPE: Final = "text/x.tlog.size"
@@ -55,31 +54,13 @@ class Collected:
 
 
 def newest_head(source: RecordSource, partition: int) -> tuple[list[bytes], bytes]:
-    """The partition's leaf hashes and the note of its newest v2 checkpoint whose root they reproduce."""
-    c = codec.default_codec()
-    hashes = [
-        merkle.leaf_hash(leaf)
-        for leaf in (journal_leaf(c, r.value) for r in source.records("journal", partition, headers=False))
-        if leaf is not None
-    ]
-    best: tuple[int, bytes] | None = None
-    records = source.records("checkpoints", partition, headers=False) if partition in source.partitions("checkpoints") else ()
-    for stored in records:
-        try:
-            name, fields = codec.split_envelope(stored.value or b"")
-            if name != codec.CHECKPOINT_RECORD:
-                continue
-            checkpoint = c.decode(fields[0], expect=codec.PARTITION_CHECKPOINTS).record
-        except codec.DecodeError:
-            continue
-        size = checkpoint.get("tree_size")
-        if not isinstance(size, int) or size > len(hashes) or (best is not None and size < best[0]):
-            continue
-        if checkpoint["tree_root"] == DIGEST_PREFIX + merkle.root(hashes[:size]).hex():
-            best = (size, checkpoint["note"].encode("utf-8"))
-    if best is None:
+    """The partition's leaf hashes up to its newest v2 checkpoint whose root they reproduce, and that note."""
+    hashes = partition_leaf_hashes(source, partition)
+    good = [head for head, ok in reproduced(signed_heads(source, partition), hashes) if ok]
+    if not good:
         raise NothingToWitness(f"partition {partition} has no signed tree head that its journal reproduces")
-    return hashes[: best[0]], best[1]
+    best = max(good, key=lambda head: head.size)
+    return hashes[: best.size], best.note
 
 
 def collect(source: RecordSource, partition: int, witnesses: list[str], *, timeout: float = TIMEOUT_SECONDS) -> Collected:
