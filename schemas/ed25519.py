@@ -25,6 +25,7 @@ OpenSSL refuses: honest signatures cost what they did.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 from cryptography.exceptions import InvalidSignature
@@ -124,11 +125,21 @@ def zip215_verify(public_key_raw: bytes, signature: bytes, data: bytes) -> bool:
 def weak_key(public_key_raw: bytes) -> str | None:
     """Why a public key must not be registered, or None for one ``[a]B`` can be.
 
+    Pure and slow (two scalar multiplications in Python, about 2 ms), so answers are remembered for
+    the few keys a process meets: a verifier checks the same pinned keys again and again.
+
     Under any Ed25519 rule a key of small order lets anyone sign for it, and under ZIP 215 a key
     with a small-order component verifies signatures its owner's secret did not make exactly; an
     honest key is the canonical encoding of a point of the base point's subgroup, so nothing else
     is accepted where keys are registered (a producer manifest)."""
-    point = decode_point(public_key_raw) if isinstance(public_key_raw, bytes) else None
+    if not isinstance(public_key_raw, bytes):
+        return "names no point of the curve"
+    return _weak_key(public_key_raw)
+
+
+@functools.lru_cache(maxsize=4096)
+def _weak_key(public_key_raw: bytes) -> str | None:
+    point = decode_point(public_key_raw)
     if point is None:
         return "names no point of the curve"
     if encode_point(point) != public_key_raw:

@@ -50,7 +50,7 @@ var handlers = map[string]handler{
 	"ed25519.json":        {[]string{"rule", "cases"}, runEd25519},
 	"browser.json":        {[]string{"description", "keys", "rules", "session", "pointer_session", "pointer_targets", "snapshots", "invalid_proposals"}, runBrowser},
 	"audit_walks.json":    {[]string{"format", "about", "judgements", "submissions_topic", "tick_late_ms", "bases", "cases"}, runAuditWalks},
-	"tlog.json":           {[]string{"description", "log", "witness", "origin", "cosigned_at", "leaves_hex", "leaf_hashes_hex", "roots_hex", "accepted", "refused"}, runTlog},
+	"tlog.json":           {[]string{"description", "log", "witness", "origin", "cosigned_at", "leaves_hex", "leaf_hashes_hex", "roots_hex", "accepted", "refused", "scheduler_checkpoints", "activity_proofs"}, runTlog},
 }
 
 // Run reproduces every *.json file of dir and writes one line per miss and a summary to out.

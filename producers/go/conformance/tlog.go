@@ -151,6 +151,9 @@ func runTlog(r *Runner, doc obj) {
 		c.onlyKeys("size1", "size2", "root1_hex", "root2_hex", "proof_hex", "why")
 		refuse(c, tlogConsistency(c))
 	}
+
+	runSchedulerCheckpoints(r, doc.obj("scheduler_checkpoints")) // tlog_journal.go
+	runActivityProofs(r, doc.obj("activity_proofs"))             // tlog_proofs.go
 }
 
 // tlogLogKey: the log's vkey opens notes with x/mod's verifier, and its seed gives that very vkey

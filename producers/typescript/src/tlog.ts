@@ -9,11 +9,14 @@
  *
  * Tree sizes and indices are `bigint` or safe-integer `number`s (a log may grow past 2**53).
  * Proof verifiers return `false` for anything that does not verify, malformed input included;
- * note and checkpoint parsers throw a typed `TlogError` subclass.
+ * note and checkpoint parsers throw a typed `TlogError` subclass. The journal's own log adds its
+ * leaf encodings and origins (docs/checkpoints.md, "The Merkle log") and the C2SP tlog-proof of
+ * one activity that `bernstein activity prove` writes (docs/verifier.md, "A proof of one activity").
  */
 
 import { KeyObject, createHash, createPublicKey, verify as edVerify } from "node:crypto";
 
+import { canonicalJson, pae } from "./canonical";
 import { BernsteinError } from "./errors";
 
 /** Bytes of a SHA-256 tree hash. */
@@ -433,4 +436,94 @@ export function parseCheckpoint(body: string): Checkpoint {
 /** The body text of a checkpoint (the inverse of `parseCheckpoint`). */
 export function checkpointBody(checkpoint: Checkpoint): string {
   return [checkpoint.origin, checkpoint.size.toString(), checkpoint.root.toString("base64"), ...checkpoint.extensions].join("\n") + "\n";
+}
+
+// ---------------------------------------------------------------------------
+// The journal's partition log (docs/checkpoints.md, "The Merkle log")
+// ---------------------------------------------------------------------------
+
+/** The PAE type of a partition log's leaves. */
+export const DOMAIN_TLOG_LEAF = "bernstein/tlog-leaf/v1";
+
+/** The leaf a journal entry adds: `PAE(DOMAIN_TLOG_LEAF, JCS(["entry", runId, seq, entryHash]))`. */
+export function tlogEntryLeaf(runId: string, seq: number | bigint, entryHash: string): Buffer {
+  return pae(DOMAIN_TLOG_LEAF, canonicalJson(["entry", runId, seq, entryHash]));
+}
+
+/** The leaf a run seal adds: `PAE(DOMAIN_TLOG_LEAF, JCS(["seal", runId, entryCount, headHash, lastInputOffset, final, auditHead]))`. */
+export function tlogSealLeaf(
+  runId: string,
+  entryCount: number | bigint,
+  headHash: string,
+  lastInputOffset: number | bigint,
+  final: boolean,
+  auditHead: string,
+): Buffer {
+  return pae(DOMAIN_TLOG_LEAF, canonicalJson(["seal", runId, entryCount, headHash, lastInputOffset, final, auditHead]));
+}
+
+/** A partition log's checkpoint origin: `<log name>/<input topic>/<partition>/e<epoch>`. */
+export function tlogOrigin(logName: string, inputTopic: string, partition: number, epoch: number): string {
+  return `${logName}/${inputTopic}/${partition}/e${epoch}`;
+}
+
+// ---------------------------------------------------------------------------
+// A proof of one activity (c2sp.org/tlog-proof)
+// ---------------------------------------------------------------------------
+
+/** The first line of a C2SP tlog-proof. */
+export const TLOG_PROOF_HEADER = "c2sp.org/tlog-proof@v1";
+/** A proof holds one journal record (at most the scheduler's 2 MiB output cap), 64 hashes and a note. */
+export const MAX_TLOG_PROOF_BYTES = 4 * 1024 * 1024;
+
+/** Text that is no C2SP tlog-proof of a journal entry. */
+export class MalformedTlogProof extends TlogError {
+  constructor(message: string) {
+    super(message, "E_MALFORMED_TLOG_PROOF");
+  }
+}
+
+/** A parsed proof: the extra data (a JournalRecord's bytes), the leaf index, the inclusion path and the signed note. */
+export interface TlogProof {
+  record: Buffer;
+  index: bigint;
+  path: Buffer[];
+  note: string;
+}
+
+/**
+ * Parse a tlog-proof strictly, verifying nothing: the header line, `extra <base64>`, `index <decimal
+ * without leading zeros>`, at most 64 base64 hashes of 32 bytes, an empty line, then the note
+ * (everything after it, verbatim). Base64 only in its canonical padded spelling.
+ */
+export function parseTlogProof(text: Uint8Array | string): TlogProof {
+  let msg: string;
+  try {
+    msg = typeof text === "string" ? text : new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(text);
+  } catch {
+    throw new MalformedTlogProof("a proof is UTF-8 text");
+  }
+  if (Buffer.byteLength(msg, "utf8") > MAX_TLOG_PROOF_BYTES) throw new MalformedTlogProof(`a proof has at most ${MAX_TLOG_PROOF_BYTES} bytes`);
+  const split = msg.indexOf("\n\n");
+  if (split < 0) throw new MalformedTlogProof("a proof's inclusion path ends with an empty line before the checkpoint");
+  const lines = msg.slice(0, split).split("\n");
+  if (lines[0] !== TLOG_PROOF_HEADER) throw new MalformedTlogProof(`a proof starts with ${JSON.stringify(TLOG_PROOF_HEADER)}`);
+  if (lines.length < 3 || !lines[1]!.startsWith("extra ")) throw new MalformedTlogProof("a proof of an activity carries its journal record as the 'extra' line");
+  const record = base64Strict(lines[1]!.slice("extra ".length));
+  if (record === undefined) throw new MalformedTlogProof("the extra data is not canonical base64");
+  const index = /^index (0|[1-9][0-9]*)$/.exec(lines[2]!);
+  if (index === null || BigInt(index[1]!) > MAX_TREE_SIZE) throw new MalformedTlogProof(`the third line is 'index <decimal>', got ${JSON.stringify(lines[2]!.slice(0, 80))}`);
+  const path = lines.slice(3).map((line) => {
+    const hash = base64Strict(line);
+    if (hash === undefined || hash.length !== HASH_SIZE) throw new MalformedTlogProof("an inclusion path hash is not canonical base64 of 32 bytes");
+    return hash;
+  });
+  if (path.length > 64) throw new MalformedTlogProof("an inclusion path is at most 64 hashes");
+  return { record, index: BigInt(index[1]!), path, note: msg.slice(split + 2) };
+}
+
+/** The text of a proof (the inverse of `parseTlogProof`). */
+export function tlogProofText(proof: TlogProof): string {
+  const lines = [TLOG_PROOF_HEADER, `extra ${proof.record.toString("base64")}`, `index ${proof.index}`, ...proof.path.map((h) => h.toString("base64"))];
+  return lines.join("\n") + "\n\n" + proof.note;
 }
