@@ -132,9 +132,7 @@ def weak_key(public_key_raw: bytes) -> str | None:
     with a small-order component verifies signatures its owner's secret did not make exactly; an
     honest key is the canonical encoding of a point of the base point's subgroup, so nothing else
     is accepted where keys are registered (a producer manifest)."""
-    if not isinstance(public_key_raw, bytes):
-        return "names no point of the curve"
-    return _weak_key(public_key_raw)
+    return _weak_key(public_key_raw) if isinstance(public_key_raw, bytes) else "names no point of the curve"
 
 
 @functools.lru_cache(maxsize=4096)

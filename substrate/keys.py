@@ -578,9 +578,17 @@ class TrustedKeys:
     """A C2SP tlog-policy (``bernstein.schemas.tlog_policy``): the witnesses whose cosignatures a partition log's
     checkpoints need (``activity verify`` then requires a witnessed checkpoint per partition). None: no policy."""
 
+    witness_max_lag_s: int | None = None
+    """With a witness policy: how long (seconds) a journal record may stay outside the largest checkpoint witnesses
+    cosigned, counted at that cosignature (``activity verify`` names an older unwitnessed tail). None: no bound."""
+
     def __post_init__(self) -> None:
         if self.witness_policy is not None:
             parse_policy(self.witness_policy)  # MalformedPolicy names the line
+        if self.witness_max_lag_s is not None and (
+            type(self.witness_max_lag_s) is not int or self.witness_max_lag_s < 0 or self.witness_policy is None
+        ):
+            raise KeyFormatError("witness_max_lag_seconds is a whole number of seconds, with a witness policy")
         # Keys given only as the plain dictionaries (tests, v1 files) are trusted for any purpose.
         for key_id, raw in self.ed25519.items():
             self.entries.setdefault(key_id, TrustedKey(key_id, KeyPurpose.ANY, raw))
@@ -588,21 +596,24 @@ class TrustedKeys:
             self.entries.setdefault(key_id, TrustedKey(key_id, KeyPurpose.AUDIT, secret))
 
     @classmethod
-    def of(cls, keys: Iterable[TrustedKey], witness_policy: str | None = None) -> TrustedKeys:
+    def of(
+        cls, keys: Iterable[TrustedKey], witness_policy: str | None = None, witness_max_lag_s: int | None = None
+    ) -> TrustedKeys:
         entries = {k.key_id: k for k in keys}
         return cls(
             ed25519={k: v.material for k, v in entries.items() if not v.is_hmac},
             hmac={k: v.material for k, v in entries.items() if v.is_hmac},
             entries=entries,
             witness_policy=witness_policy,
+            witness_max_lag_s=witness_max_lag_s,
         )
 
     def policy(self) -> Policy | None:
         """The parsed witness policy, if one is pinned."""
         return None if self.witness_policy is None else parse_policy(self.witness_policy)
 
-    def with_witness_policy(self, text: str | None) -> TrustedKeys:
-        return TrustedKeys.of(self.entries.values(), text)
+    def with_witness_policy(self, text: str | None, max_lag_s: int | None = None) -> TrustedKeys:
+        return TrustedKeys.of(self.entries.values(), text, max_lag_s)
 
     def public_key(self, key_id: str) -> bytes | None:
         return self.ed25519.get(key_id)
@@ -614,11 +625,11 @@ class TrustedKeys:
         return self.entries.get(key_id)
 
     def merged(self, other: TrustedKeys) -> TrustedKeys:
-        policy = self.witness_policy if self.witness_policy is not None else other.witness_policy
-        return TrustedKeys.of([*self.entries.values(), *other.entries.values()], policy)
+        first = self if self.witness_policy is not None else other
+        return TrustedKeys.of([*self.entries.values(), *other.entries.values()], first.witness_policy, first.witness_max_lag_s)
 
     def without_audit_keys(self) -> TrustedKeys:
-        return TrustedKeys.of([k for k in self.entries.values() if not k.is_hmac], self.witness_policy)
+        return TrustedKeys.of([k for k in self.entries.values() if not k.is_hmac], self.witness_policy, self.witness_max_lag_s)
 
     def to_json(self) -> dict[str, Any]:
         document: dict[str, Any] = {
@@ -627,6 +638,8 @@ class TrustedKeys:
         }
         if self.witness_policy is not None:
             document["witness_policy"] = self.witness_policy
+        if self.witness_max_lag_s is not None:
+            document["witness_max_lag_seconds"] = self.witness_max_lag_s
         return document
 
     @classmethod
@@ -661,7 +674,8 @@ class TrustedKeys:
             policy = document.get("witness_policy")
             if policy is not None and not isinstance(policy, str):
                 raise KeyFormatError("witness_policy is the text of a C2SP tlog-policy")
-            return cls.of((_v2_entry(item) for item in document["keys"]), policy)
+            lag = document.get("witness_max_lag_seconds")
+            return cls.of((_v2_entry(item) for item in document["keys"]), policy, lag)
         except KeyFormatError as exc:
             raise KeyFormatError(f"{path}: {exc}") from exc
         except (KeyError, TypeError, ValueError, BernsteinError) as exc:

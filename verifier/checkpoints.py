@@ -101,6 +101,8 @@ class CheckpointWalk:
         self.tree = TreeWalk(partition, add)
         self.input_topic: str | None = None
         """The input topic the partition's checkpoints name (a handed checkpoint's origin must name it too)."""
+        self.tail_too_old: str | None = None
+        """Why the unwitnessed tail is older than the pinned bound allows (None: it is not, or no bound)."""
         self.quorum_missing: str | None = None
         """Why no handed checkpoint met the pinned witness policy (None: it was met, or no policy is pinned)."""
         """The Merkle log claims of the valid v2 checkpoints (``check_tree`` holds them to the journal)."""
@@ -327,13 +329,34 @@ class CheckpointWalk:
             return None
         if recorded is not None:
             self.tree.check(recorded.leaves())
-            return self.tree.leaves
+        else:
+            self._check_tree_from(source)
+        self._tail_age()
+        return self.tree.leaves
+
+    def _check_tree_from(self, source: RecordSource) -> None:
         records = (
             source.records("journal", self.partition, headers=False) if self.partition in source.partitions("journal") else ()
         )
-        leaves = ((journal_leaf(self.c, record.value), record.key) for record in records)
-        self.tree.check((leaf_hash(leaf), key) for leaf, key in leaves if leaf is not None)
-        return self.tree.leaves
+        leaves = ((journal_leaf(self.c, r.value), r.key, r.timestamp_ms) for r in records)
+        self.tree.check((leaf_hash(leaf), key, timestamp) for leaf, key, timestamp in leaves if leaf is not None)
+
+    def _tail_age(self) -> None:
+        """With a witness policy that bounds the unwitnessed tail's age: every record older than that, at the newest
+        cosignature of the largest witnessed checkpoint, must be inside it (else ``tail_too_old`` says which)."""
+        limit = self.trusted.witness_max_lag_s
+        witnessed = [c for c in self.tree.claims if c.witnessed_at_ms is not None]
+        tail = self.tree.tail
+        if limit is None or not witnessed or tail.oldest_ms is None:
+            return
+        at = max(witnessed, key=lambda c: c.size).witnessed_at_ms or 0
+        if at - tail.oldest_ms > limit * 1000:
+            self.tail_too_old = (
+                f"{plural(tail.leaves, 'journal record')} of partition {self.partition} (from leaf {tail.first_index}) "
+                f"follow the largest checkpoint witnesses cosigned, the oldest written {(at - tail.oldest_ms) // 1000} s "
+                f"before its cosignature: the witness policy lets a record go unwitnessed {limit} s at most (submit "
+                "checkpoints to the witnesses more often, `bernstein witness submit`, and hand the verifier a newer one)"
+            )
 
     def _hand_over(self, notes: tuple[bytes, ...]) -> None:
         """The handed checkpoints of this partition's log: each log-signed one becomes a tree claim; with a witness

@@ -35,6 +35,7 @@ from bernstein.schemas.merkle import Frontier, leaf_hash
 from bernstein.schemas.notes import (
     InvalidNoteSignature,
     NoteRejected,
+    cosignature_timestamp,
     log_verifier,
     open_checkpoint,
     parse_checkpoint,
@@ -85,6 +86,8 @@ class TreeClaim:
     root: str
     witnesses: tuple[str, ...] | None = None
     """None for a checkpoint of the topic; for a handed one, who of the policy cosigned it (maybe nobody)."""
+    witnessed_at_ms: int | None = None
+    """For a handed one: the newest cosignature time of the policy's witnesses that cosigned it."""
 
     @property
     def label(self) -> str:
@@ -95,6 +98,22 @@ class TreeClaim:
 
     def where(self) -> dict[str, Any]:
         return {"stream": "checkpoints", "offset": self.offset} if self.witnesses is None else {}
+
+
+@dataclass
+class UnwitnessedTail:
+    """The leaves after the largest handed checkpoint witnesses cosigned: how many, and the oldest record's time."""
+
+    leaves: int = 0
+    first_index: int = -1
+    oldest_ms: int | None = None
+
+    def see(self, index: int, timestamp_ms: int) -> None:
+        if self.first_index < 0:
+            self.first_index = index
+        self.leaves += 1
+        if self.oldest_ms is None or timestamp_ms < self.oldest_ms:
+            self.oldest_ms = timestamp_ms
 
 
 class TreeWalk:
@@ -108,6 +127,8 @@ class TreeWalk:
         """Claims whose root the journal reproduced."""
         self.leaves = 0
         """Leaves the journal partition holds (after ``check``)."""
+        self.tail = UnwitnessedTail()
+        """The journal's leaves after the largest checkpoint witnesses cosigned (with a witness policy)."""
 
     def claim(self, offset: int, checkpoint: dict[str, Any], public_key: bytes) -> None:
         """A valid (decoded, pinned, verified, chained) checkpoint: its note checked now, its tree kept for ``check``."""
@@ -146,7 +167,7 @@ class TreeWalk:
             return f"names tree {from_note.size} {root}, the checkpoint {checkpoint['tree_size']} {checkpoint['tree_root']}"
         return None
 
-    def check(self, leaves: Iterable[tuple[bytes, bytes | None]]) -> None:
+    def check(self, leaves: Iterable[tuple[bytes, bytes | None, int]]) -> None:
         """Read the journal's leaves once, in order (each leaf's hash and its record's key, the run id) and hold every
         claim to them. A mismatch concerns the runs with a leaf between the last reproduced head and it."""
         claims = self.claims
@@ -154,6 +175,7 @@ class TreeWalk:
             for _ in leaves:
                 self.leaves += 1
             return
+        largest_witnessed = max((c for c in claims if c.witnessed_at_ms is not None), key=lambda c: c.size, default=None)
         tree = Frontier()
         at = 0  # the next claim to compare
         matched = 0  # the size of the last claim the journal reproduced
@@ -202,7 +224,9 @@ class TreeWalk:
         while at < len(order) and order[at].size == 0:
             compare(order[at])
             at += 1
-        for hashed, key in leaves:
+        for hashed, key, timestamp_ms in leaves:
+            if largest_witnessed is not None and tree.size >= largest_witnessed.size:
+                self.tail.see(tree.size, timestamp_ms)
             tree = tree.append(hashed)
             segment.add(key)
             while at < len(order) and order[at].size == tree.size:
@@ -258,7 +282,14 @@ def handed_claim(
         if opened.signed_by(log) is None:
             continue
         cosigned = tuple(sorted(policy.witnessed_by(opened))) if policy is not None else ()
-        return TreeClaim(-1, -1, checkpoint.size, DIGEST_PREFIX + checkpoint.root_hash.hex(), cosigned), None
+        times = [
+            cosignature_timestamp(sig) * 1000
+            for name in cosigned
+            for sig in opened.verified
+            if policy is not None and (sig.name, sig.key_id) == (policy.witnesses[name].name, policy.witnesses[name].key_id)
+        ]
+        claim = TreeClaim(-1, -1, checkpoint.size, DIGEST_PREFIX + checkpoint.root_hash.hex(), cosigned, max(times, default=None))
+        return claim, None
     return None, Problem(
         "WITNESSED_CHECKPOINT_INVALID",
         f"the handed checkpoint of {origin[:200]!r} is not signed by a pinned seal key under its origin",
@@ -267,12 +298,13 @@ def handed_claim(
 
 class LeafRecorder:
     """The journal partition's leaves as its rows pass by on their way to the run walks, so the log is checked
-    without reading the partition again: 32 bytes and one run index per entry or seal."""
+    without reading the partition again: 32 bytes, a run index and a timestamp per entry or seal."""
 
     def __init__(self) -> None:
         self._c = codec.default_codec()
         self._hashes = bytearray()
         self._runs = array("I")
+        self._times = array("q")
         self._keys: dict[bytes | None, int] = {}
         self._names: list[bytes | None] = []
 
@@ -289,12 +321,13 @@ class LeafRecorder:
                     index = self._keys[row[2]] = len(self._names)
                     self._names.append(row[2])
                 self._runs.append(index)
+                self._times.append(row[1])
             yield rows
 
-    def leaves(self) -> Iterator[tuple[bytes, bytes | None]]:
-        hashes, names = bytes(self._hashes), self._names
+    def leaves(self) -> Iterator[tuple[bytes, bytes | None, int]]:
+        hashes, names, times = bytes(self._hashes), self._names, self._times
         for i, run in enumerate(self._runs):
-            yield hashes[32 * i : 32 * i + 32], names[run]
+            yield hashes[32 * i : 32 * i + 32], names[run], times[i]
 
 
 @dataclass(frozen=True, slots=True)

@@ -121,6 +121,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "`activity verify` then needs, per partition, a checkpoint the quorum cosigned (--witnessed) "
         "(docs/checkpoints.md, 'Witnesses')",
     )
+    trust.add_argument(
+        "--witness-max-lag",
+        type=int,
+        default=None,
+        metavar="SECONDS",
+        help="with --witness-policy: how long a journal record may stay outside the largest checkpoint the witnesses "
+        "cosigned, counted at that cosignature; an older unwitnessed tail is not fully verified (exit 6)",
+    )
     trust.set_defaults(func=_trust)
 
 
@@ -332,10 +340,14 @@ def _trust(args: argparse.Namespace) -> int:
             policy = args.witness_policy.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"--witness-policy {args.witness_policy}: cannot read it ({exc})") from None
+        if args.witness_max_lag is not None and args.witness_max_lag < 0:
+            raise UsageError(f"--witness-max-lag {args.witness_max_lag}: a number of seconds is not negative")
         try:
-            trusted = trusted.with_witness_policy(policy)
+            trusted = trusted.with_witness_policy(policy, args.witness_max_lag)
         except MalformedPolicy as exc:
             raise UsageError(f"--witness-policy {args.witness_policy}: {exc}") from None
+    elif args.witness_max_lag is not None:
+        raise UsageError("--witness-max-lag bounds what witnesses cosigned: give it with --witness-policy")
     producers = sum(1 for entry in trusted.entries.values() if entry.purpose == KeyPurpose.PRODUCER)
     trusted.write(args.out)
     counts: dict[str, int] = {}

@@ -264,6 +264,22 @@ def test_a_witness_policy_is_pinned_in_the_trust_file_and_a_log_key_is_shown(
     assert code == 0 and "witness policy: W1 (1 witness key(s))" in out
     loaded = TrustedKeys.load(out_file)
     assert loaded.witness_policy == policy.read_text() and loaded.policy() is not None
+    code, _, _ = run(
+        capsys,
+        "keys",
+        "trust",
+        "--dir",
+        str(tmp_path / "s"),
+        "--out",
+        str(out_file),
+        "--witness-policy",
+        str(policy),
+        "--witness-max-lag",
+        "900",
+    )
+    assert code == 0 and TrustedKeys.load(out_file).witness_max_lag_s == 900
+    code, _, err = run(capsys, "keys", "trust", "--dir", str(tmp_path / "s"), "--out", str(out_file), "--witness-max-lag", "9")
+    assert code == 3 and "give it with --witness-policy" in err
     policy.write_text("quorum W9\n")
     code, _, err = run(
         capsys, "keys", "trust", "--dir", str(tmp_path / "s"), "--out", str(out_file), "--witness-policy", str(policy)

@@ -121,3 +121,36 @@ def test_a_handed_checkpoint_with_a_flipped_cosignature_or_another_root_is_named
     assert mismatch.code == "CHECKPOINT_TREE_MISMATCH" and mismatch.leaf_index == checkpoints(b)[-2]["tree_size"]
     assert "cosigned by W1, W2" in mismatch.message and mismatch.expected == "sha256:" + "09" * 32
     assert replace(mismatch, message="").stream == ""
+
+
+def cosigned_at(note: str, seconds: int) -> bytes:
+    body = notes.parse_note(note.encode()).text
+    return notes.add_signatures(note.encode(), [WITNESS.sign(body, timestamp=seconds)])
+
+
+def test_a_pinned_bound_on_the_unwitnessed_tail_names_records_older_than_it(tmp_path: Path) -> None:
+    b = build_checkpointed(tmp_path, four_stages_and_a_close, checkpoint_every=3)
+    first, last = checkpoints(b)[0], checkpoints(b)[-1]
+    written_s = 1_700_000_000  # the records' timestamps (tests/support/verdicts.py): offsets after this second
+    bounded = b.trusted.with_witness_policy(POLICY, 3600)
+
+    def verdict(note: str, at_s: int) -> Any:
+        source = b.source.replaced("journal", b.records("journal"))
+        source.witnessed = (cosigned_at(note, at_s),)
+        return b.verify(source, trusted=bounded)
+
+    # the witness cosigned only the first checkpoint, two hours after the records were written: the rest is too old
+    late = verdict(first["note"], written_s + 7200)
+    assert late.exit_code == EXIT_NOT_FULLY_VERIFIED
+    (unchecked,) = late.header.unchecked
+    tail = len(b.records("journal")) - first["tree_size"]
+    assert unchecked.code == "WITNESSED_TAIL_TOO_OLD"
+    assert f"{tail} journal records of partition 0 (from leaf {first['tree_size']})" in unchecked.message
+    assert "go unwitnessed 3600 s at most" in unchecked.message
+    # within the bound, or with the whole journal witnessed, the same data verifies
+    assert verdict(first["note"], written_s + 600).exit_code == EXIT_VERIFIED
+    assert verdict(last["note"], written_s + 7200).exit_code == EXIT_VERIFIED
+    # no bound pinned: the old tail is not judged
+    unbounded = b.source.replaced("journal", b.records("journal"))
+    unbounded.witnessed = (cosigned_at(first["note"], written_s + 7200),)
+    assert b.verify(unbounded, trusted=b.trusted.with_witness_policy(POLICY)).exit_code == EXIT_VERIFIED
