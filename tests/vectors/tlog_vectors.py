@@ -399,7 +399,7 @@ def _activity_proofs(outputs: list[Any], origin: str) -> dict[str, Any]:
     def problems(text: str) -> list[str]:
         return sorted(p.code for p in verify_proof(text.encode(), trusted).problems)
 
-    accepted = []
+    accepted: list[dict[str, Any]] = []
     for run_id, stage_id, checkpoints in PROVED:
         text = prove(_source(outputs, checkpoints), run_id, stage_id).encode()
         report = verify_proof(text.encode(), trusted)

@@ -5,9 +5,11 @@
  * checkpoint body parsed, every note opened with the log's vkey (and the cosigned ones with the
  * witness's too, at the stated cosignature time), every refused note refused for a signature
  * (never as malformed). Ed25519 is deterministic, so each note and cosignature line is also
- * re-signed from the stated seeds and must be the stated one byte for byte.
+ * re-signed from the stated seeds and must be the stated one byte for byte. The scheduler's own log
+ * (scheduler_checkpoints, activity_proofs) is checked in ./tlog_journal.
  */
 
+import { Codec, defaultCodec } from "../avro";
 import { Ed25519Signer } from "../identity";
 import { JsonValue } from "../json";
 import {
@@ -30,6 +32,7 @@ import {
   verifyInclusion,
 } from "../tlog";
 import { Mismatch, Obj, Tally, eq, num, obj, sections, str } from "./check";
+import { activityProofs, schedulerCheckpoints } from "./tlog_journal";
 
 function list(value: JsonValue | undefined, where: string): JsonValue[] {
   if (!Array.isArray(value)) throw new Mismatch(`${where} is not an array`);
@@ -81,8 +84,13 @@ function loadKey(t: Tally, where: string, k: Obj, type: number): Key | undefined
   return key;
 }
 
-export function tlogFile(t: Tally, doc: Obj): void {
-  sections(t, doc, ["description", "log", "witness", "origin", "cosigned_at", "leaves_hex", "leaf_hashes_hex", "roots_hex", "accepted", "refused"], "tlog");
+export function tlogFile(t: Tally, doc: Obj, codec: Codec = defaultCodec()): void {
+  sections(
+    t,
+    doc,
+    ["description", "log", "witness", "origin", "cosigned_at", "leaves_hex", "leaf_hashes_hex", "roots_hex", "accepted", "refused", "scheduler_checkpoints", "activity_proofs"],
+    "tlog",
+  );
   t.check("tlog.description", () => {
     if (str(doc, "description") === "") throw new Mismatch("empty");
   });
@@ -194,4 +202,7 @@ export function tlogFile(t: Tally, doc: Obj): void {
       verifyConsistency(num(c, "size1"), num(c, "size2"), proof(c), hex(c, "root1_hex"), hex(c, "root2_hex")),
     );
   });
+
+  schedulerCheckpoints(t, obj(doc["scheduler_checkpoints"], "scheduler_checkpoints"), codec);
+  activityProofs(t, obj(doc["activity_proofs"], "activity_proofs"), codec);
 }

@@ -12,6 +12,7 @@ import {
   InvalidNoteSignature,
   MalformedCheckpoint,
   MalformedNote,
+  MalformedTlogProof,
   SIG_COSIGNATURE_V1,
   SIG_ED25519,
   UnverifiedNote,
@@ -24,9 +25,11 @@ import {
   openNote,
   parseCheckpoint,
   parseNote,
+  parseTlogProof,
   parseVerifierKey,
   rootHash,
   signatureLine,
+  tlogProofText,
   verifierKey,
   verifyConsistency,
   verifyInclusion,
@@ -245,4 +248,58 @@ test("the tlog.json runner misses a changed leaf, root, vkey or cosignature, a r
   doc.witness.vkey = JSON.parse(readFileSync(join(VECTORS, "tlog.json"), "utf8")).witness.vkey;
   writeFileSync(join(dir, "tlog.json"), JSON.stringify(doc));
   assert.ok((await runConformance(dir)).failures.some((f) => /^tlog.accepted.checkpoints\[4\].cosigned: the signature of known key witness.bernstein.example\+17a9ed04 does not verify/.test(f)));
+});
+
+test("tlog-proofs: tlog.json's accepted proofs parse and write back byte for byte; a loose base64, index or layout is malformed", () => {
+  const doc = JSON.parse(readFileSync(join(VECTORS, "tlog.json"), "utf8"));
+  for (const accepted of doc.activity_proofs.accepted as { proof: string; index: number }[]) {
+    const proof = parseTlogProof(accepted.proof);
+    assert.equal(proof.index, BigInt(accepted.index));
+    assert.equal(tlogProofText(proof), accepted.proof);
+  }
+  const text: string = doc.activity_proofs.accepted[2].proof;
+  const [head, note] = [text.slice(0, text.indexOf("\n\n")), text.slice(text.indexOf("\n\n") + 2)];
+  const lines = head.split("\n");
+  for (const bad of [
+    text.replace("\n\n", "\n"), // no empty line before the note
+    ["c2sp.org/tlog-proof@v2", ...lines.slice(1)].join("\n") + "\n\n" + note,
+    [lines[0], lines[2], lines[1], ...lines.slice(3)].join("\n") + "\n\n" + note, // extra after index
+    [...lines.slice(0, 2), "index 06", ...lines.slice(3)].join("\n") + "\n\n" + note,
+    [...lines.slice(0, 2), "index -6", ...lines.slice(3)].join("\n") + "\n\n" + note,
+    [...lines.slice(0, 3), lines[3]!.replace(/=$/, ""), ...lines.slice(4)].join("\n") + "\n\n" + note,
+    [...lines, Buffer.alloc(31).toString("base64")].join("\n") + "\n\n" + note,
+    [...lines.slice(0, 3), ...Array(65).fill(lines[3])].join("\n") + "\n\n" + note,
+  ]) {
+    assert.throws(() => parseTlogProof(bad), MalformedTlogProof, JSON.stringify(bad.slice(0, 120)));
+  }
+});
+
+test("the tlog.json runner misses swapped journal records, a refused note as a checkpoint's, a refusal for another reason, a refused proof as an accepted one and other problems stated", async () => {
+  const doc = JSON.parse(readFileSync(join(VECTORS, "tlog.json"), "utf8"));
+  const log = doc.scheduler_checkpoints;
+  const [a, b] = [log.journal[4], log.journal[5]];
+  [a.value_hex, b.value_hex, a.schema, b.schema] = [b.value_hex, a.value_hex, b.schema, a.schema];
+  log.checkpoints[0].note = log.refused[0].note;
+  log.refused[4].refused_for = "signature";
+  const proofs = doc.activity_proofs;
+  proofs.accepted[1].proof = proofs.refused[0].proof;
+  proofs.refused[6].problems = ["PROOF_ENTRY_HASH_MISMATCH"];
+  const dir = mkdtempSync(join(tmpdir(), "ts-tlog-log-"));
+  writeFileSync(join(dir, "tlog.json"), JSON.stringify(doc));
+  const failures = (await runConformance(dir)).failures;
+  for (const want of [
+    /^tlog.scheduler_checkpoints.journal\[4\]: leaf hash differs/,
+    /^tlog.scheduler_checkpoints.journal\[5\]: leaf hash differs/,
+    /^tlog.scheduler_checkpoints.checkpoints\[0\].value_hex: fields differs/,
+    /^tlog.scheduler_checkpoints.checkpoints\[0\].note: the signature of known key .* does not verify/,
+    /^tlog.scheduler_checkpoints.checkpoints\[1\].note: the note signs root/,
+    /^tlog.scheduler_checkpoints.checkpoints\[2\].note: the note signs root/,
+    /^tlog.scheduler_checkpoints.refused\[4\]: refused for differs: got "tree", expected "signature"/,
+    /^tlog.scheduler_checkpoints.refused\[3\]: refused for differs: got "accepted", expected "tree"/, // the swapped tree is now the journal's
+    /^tlog.activity_proofs.accepted\[1\]: problems differs: got \["PROOF_INCLUSION_FAILED"\]/,
+    /^tlog.activity_proofs.refused\[6\]: problems differs/,
+  ]) {
+    assert.ok(failures.some((f) => want.test(f)), `${want} in:\n${failures.join("\n")}`);
+  }
+  assert.equal(failures.length, 10, failures.join("\n"));
 });
