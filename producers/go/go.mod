@@ -9,7 +9,8 @@ require (
 	github.com/transparency-dev/merkle v0.0.2
 	github.com/twmb/franz-go v1.22.3
 	golang.org/x/mod v0.43.0
-	golang.org/x/text v0.42.0
+	golang.org/x/text v0.43.0
+	sigsum.org/sigsum-go v0.14.1
 )
 
 require (
@@ -33,8 +34,8 @@ require (
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/crypto v0.57.0 // indirect
-	golang.org/x/net v0.60.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
+	golang.org/x/net v0.61.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 	gopkg.in/ini.v1 v1.67.3 // indirect
 )
