@@ -52,16 +52,11 @@ class Policy:
         return frozenset(name for name, v in self.witnesses.items() if (v.name, v.key_id) in verified)
 
     def satisfied(self, witnessed: frozenset[str]) -> bool:
-        """Whether these witnesses meet the quorum."""
-        return self._meets(self.quorum, witnessed)
-
-    def _meets(self, name: str, witnessed: frozenset[str]) -> bool:
-        if name == NONE:
-            return True
-        group = self.groups.get(name)
-        if group is None:
-            return name in witnessed
-        return sum(self._meets(member, witnessed) for member in group.members) >= group.k
+        """Whether these witnesses meet the quorum: each group decided once, in definition order (members come first)."""
+        met: dict[str, bool] = {name: name in witnessed for name in self.witnesses}
+        for name, group in self.groups.items():
+            met[name] = sum(met[member] for member in group.members) >= group.k
+        return self.quorum == NONE or met[self.quorum]
 
     def describe(self) -> str:
         """The quorum in words, for reports: ``2 of (w1, w2, w3)``."""
@@ -88,7 +83,7 @@ def parse_policy(text: str | bytes) -> Policy:
     quorum: str | None = None
     keys: set[bytes] = set()
     for number, raw in enumerate(data.decode("utf-8", errors="surrogateescape").split("\n"), 1):
-        words = raw.replace("\t", " ").split()
+        words = [word for word in raw.replace("\t", " ").split(" ") if word]  # the spec's whitespace: space and tab only
         if not words or words[0].startswith("#"):
             continue
 
@@ -162,6 +157,6 @@ def _threshold(text: str, n: int, fail: Callable[[str], MalformedPolicy]) -> int
         return n
     if text == "any":
         return 1
-    if not text.isdigit() or (text != "0" and text.startswith("0")) or not 1 <= int(text) <= n:
+    if not (text.isascii() and text.isdigit()) or len(text) > 4 or text.startswith("0") or not 1 <= int(text) <= n:
         raise fail(f"a group's threshold is all, any or a decimal k with 1 <= k <= {n}, got {text[:20]!r}")
     return int(text)

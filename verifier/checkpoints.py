@@ -49,11 +49,11 @@ from bernstein.schemas.merkle import leaf_hash
 from bernstein.schemas.tlog_policy import NONE
 from bernstein.substrate.keys import TrustedKeys, verify_signature
 from bernstein.substrate.text import plural
-from bernstein.verifier.keyuse import KeyUse, allowed_for, key_fits, key_problem
+from bernstein.verifier.keyuse import KeyUse, allowed_for, key_problem
 from bernstein.verifier.report import Problem
 from bernstein.verifier.source_records import witnessed_checkpoints
 from bernstein.verifier.sources import RecordSource, StoredRecord
-from bernstein.verifier.tlog import LeafRecorder, TreeWalk, handed_claim, journal_leaf
+from bernstein.verifier.tlog import LeafRecorder, TreeWalk, handed_claim, journal_leaf, note_keys
 
 MAX_CHECKPOINT_EVERY: Final = 1000
 """The largest ``checkpoint_every`` a scheduler accepts, so the verifier knows the bound before the first checkpoint."""
@@ -99,8 +99,8 @@ class CheckpointWalk:
         """audit_seq of the last checkpoint read up to here (valid or not): where the scheduler last wrote one."""
         self.key_ids: set[str] = set()
         self.tree = TreeWalk(partition, add)
-        self.input_topic: str | None = None
-        """The input topic the partition's checkpoints name (a handed checkpoint's origin must name it too)."""
+        self.log_unchecked: str | None = None
+        """Why handed checkpoints or a witness policy could not be held to the journal (None: they were, or none)."""
         self.tail_too_old: str | None = None
         """Why the unwitnessed tail is older than the pinned bound allows (None: it is not, or no bound)."""
         self.quorum_missing: str | None = None
@@ -207,7 +207,6 @@ class CheckpointWalk:
                 )
         if valid and pinned is not None:
             self.tree.claim(offset, checkpoint, pinned.material)
-            self.input_topic = self.input_topic or checkpoint["input_topic"]
         self._expected_seq = seq + 1
         self._prev_hash = checkpoint_hash(payload)
         every = checkpoint["checkpoint_every"]
@@ -324,8 +323,15 @@ class CheckpointWalk:
         those handed beside it); the leaf count, or None when the source does not hold the whole journal partition
         (a dump of selected runs), so no tree was recomputed."""
         source = self._source
-        self._hand_over(witnessed_checkpoints(source))
+        handed = witnessed_checkpoints(source)
+        self._hand_over(handed)
         if not whole_journal(source, self.partition):
+            if handed or self.trusted.witness_policy is not None:
+                self.log_unchecked = (
+                    "the source holds only some runs' journal records (a dump of selected runs), so the partition's "
+                    "Merkle log was not recomputed and no handed checkpoint was held to it (export whole topics: "
+                    "`bernstein topic export --all`)"
+                )
             return None
         if recorded is not None:
             self.tree.check(recorded.leaves())
@@ -362,10 +368,10 @@ class CheckpointWalk:
         """The handed checkpoints of this partition's log: each log-signed one becomes a tree claim; with a witness
         policy, one the quorum cosigned must be among them (else ``quorum_missing`` says why)."""
         policy = self.trusted.policy()
-        seal_keys = [e for e in self.trusted.entries.values() if key_fits(e, KeyUse.CHECKPOINT, None) and not e.is_hmac]
+        seal_keys = note_keys(self.trusted)
         met = False
         for note in notes:
-            handed = handed_claim(note, self.partition, self.input_topic, seal_keys, policy)
+            handed = handed_claim(note, self.partition, self.tree.origin, seal_keys, policy)
             if isinstance(handed, str):
                 continue  # another partition's (or prefix's) log
             claim, problem = handed

@@ -36,13 +36,13 @@ from bernstein.schemas.canonical import (
 from bernstein.schemas.ed25519 import verify_signature
 from bernstein.schemas.errors import CanonicalizationError, MalformedInput
 from bernstein.schemas.notes import Checkpoint, NoteRejected, log_verifier, open_checkpoint, parse_checkpoint, parse_note
-from bernstein.substrate.cas import BlobStore, CasError, CasUnavailable
+from bernstein.substrate.cas import BlobIntegrityError, BlobStore, CasError, CasUnavailable
 from bernstein.substrate.keys import TrustedKeys
 from bernstein.verifier.keyuse import KeyUse, key_fits
 from bernstein.verifier.proof_format import ActivityProof, MalformedProof, ProofUnavailable, parse_proof
 from bernstein.verifier.report import Problem
 from bernstein.verifier.sources import RecordSource
-from bernstein.verifier.tlog import journal_leaf, reproduced, signed_heads
+from bernstein.verifier.tlog import journal_leaf, note_keys, reproduced, signed_heads
 
 # -- making one ---------------------------------------------------------------------------------
 
@@ -175,11 +175,14 @@ def verify_proof(text: bytes, trusted: TrustedKeys, cas: BlobStore | None = None
             cosignatures=cosigners,
         )
         _check_origin(checkpoint.origin, entry, add)
-        leaf = merkle.leaf_hash(tlog_entry_leaf(entry["run_id"], entry["seq"], entry_hash))
         try:
+            leaf = merkle.leaf_hash(tlog_entry_leaf(entry["run_id"], entry["seq"], entry_hash))
             included = proof.index < checkpoint.size and merkle.verify_inclusion(
                 leaf, proof.index, checkpoint.size, proof.path, checkpoint.root_hash
             )
+        except CanonicalizationError as exc:  # a seq no step writes (above 2**53 - 1): no leaf of the log
+            included = True  # nothing more to say about the path
+            add(Problem("PROOF_ENTRY_UNDECODABLE", f"the proof's entry names no leaf the log could hold: {exc}"))
         except merkle.MalformedProof as exc:
             included = False
             add(
@@ -228,7 +231,7 @@ def _head_of(note: bytes, trusted: TrustedKeys, add: Callable[[Problem], None]) 
     except MalformedInput as exc:
         add(Problem("PROOF_CHECKPOINT_UNDECODABLE", f"the proof's checkpoint is no signed tlog-checkpoint note: {exc}"))
         return None
-    seal_keys = [entry for entry in trusted.entries.values() if key_fits(entry, KeyUse.CHECKPOINT, None) and not entry.is_hmac]
+    seal_keys = note_keys(trusted)
     for entry in seal_keys:
         try:
             checkpoint, opened = open_checkpoint(note, (log_verifier(origin, entry.material),))
@@ -294,6 +297,20 @@ def _reattach(cas: BlobStore, digest: str, add: Callable[[Problem], None]) -> st
     except CasUnavailable as exc:
         add(Problem("PROOF_EVIDENCE_UNAVAILABLE", f"the content store did not answer for {digest}: {exc}", expected=digest))
         return "unavailable"
+    except BlobIntegrityError as exc:
+        add(
+            Problem("PROOF_EVIDENCE_CHANGED", f"evidence blob {digest} holds other bytes", expected=digest, recomputed=exc.actual)
+        )
+        return "changed"
+    except MalformedInput:
+        add(
+            Problem(
+                "PROOF_EVIDENCE_MISSING",
+                f"the entry names evidence {digest[:80]!r}, which is no sha256 digest",
+                expected=digest[:80],
+            )
+        )
+        return "missing"
     except CasError:
         add(Problem("PROOF_EVIDENCE_MISSING", f"evidence blob {digest} is not in the content store", expected=digest))
         return "missing"

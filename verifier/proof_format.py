@@ -75,8 +75,14 @@ def parse_proof(text: bytes) -> ActivityProof:
         raise MalformedProof("a proof of an activity carries its journal record as the 'extra' line")
     record = _decode64(lines[1][len("extra ") :], "the extra data")
     index_text = lines[2].removeprefix("index ")
-    if not lines[2].startswith("index ") or not index_text.isdigit() or (index_text != "0" and index_text.startswith("0")):
-        raise MalformedProof(f"the third line is 'index <decimal>', got {lines[2][:80]!r}")
+    if (
+        not lines[2].startswith("index ")
+        or not (index_text.isascii() and index_text.isdigit())
+        or len(index_text) > 20
+        or (index_text != "0" and index_text.startswith("0"))
+        or int(index_text) >= merkle.MAX_SIZE
+    ):
+        raise MalformedProof(f"the third line is 'index <decimal below 2**64>', got {lines[2][:80]!r}")
     path = tuple(_decode64(line, "an inclusion path hash") for line in lines[3:])
     if any(len(h) != merkle.HASH_SIZE for h in path) or len(path) > 64:
         raise MalformedProof("an inclusion path is at most 64 hashes of 32 bytes")
@@ -85,8 +91,8 @@ def parse_proof(text: bytes) -> ActivityProof:
 
 def _decode64(text: str, what: str) -> bytes:
     try:
-        data = base64.b64decode(text, validate=True)
-    except binascii.Error:
+        data = base64.b64decode(text.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError):
         raise MalformedProof(f"{what} is not base64") from None
     if _b64(data) != text:
         raise MalformedProof(f"{what} is not canonical base64")

@@ -41,8 +41,9 @@ from bernstein.schemas.notes import (
     parse_checkpoint,
     parse_note,
 )
-from bernstein.schemas.tlog_policy import Policy
-from bernstein.substrate.keys import TrustedKey
+from bernstein.schemas.tlog_policy import NONE, Policy
+from bernstein.substrate.keys import KeyStatus, TrustedKey, TrustedKeys
+from bernstein.verifier.keyuse import KeyUse, key_fits
 from bernstein.verifier.report import Problem
 from bernstein.verifier.source_records import RecordSource
 
@@ -69,7 +70,7 @@ def journal_leaf(c: codec.Codec, value: bytes | None) -> bytes | None:
                 seal["final"],
                 seal["audit_head"],
             )
-    except codec.DecodeError:
+    except (codec.DecodeError, MalformedInput):  # a number canonical JSON refuses (above 2**53 - 1): no leaf the step wrote
         return None
     return None
 
@@ -87,7 +88,7 @@ class TreeClaim:
     witnesses: tuple[str, ...] | None = None
     """None for a checkpoint of the topic; for a handed one, who of the policy cosigned it (maybe nobody)."""
     witnessed_at_ms: int | None = None
-    """For a handed one: the newest cosignature time of the policy's witnesses that cosigned it."""
+    """For a handed one its policy's quorum cosigned: the newest cosignature time of those witnesses."""
 
     @property
     def label(self) -> str:
@@ -127,6 +128,8 @@ class TreeWalk:
         """Claims whose root the journal reproduced."""
         self.leaves = 0
         """Leaves the journal partition holds (after ``check``)."""
+        self.origin: str | None = None
+        """The origin the partition's valid v2 checkpoints name (the first one's)."""
         self.tail = UnwitnessedTail()
         """The journal's leaves after the largest checkpoint witnesses cosigned (with a witness policy)."""
 
@@ -148,6 +151,8 @@ class TreeWalk:
             )
             return
         self.claims.append(TreeClaim(offset, seq, size, root))
+        if self.origin is None:
+            self.origin = checkpoint["note"].split("\n", 1)[0]
 
     def _note_problem(self, checkpoint: dict[str, Any], public_key: bytes) -> str | None:
         try:
@@ -259,7 +264,7 @@ class TreeWalk:
 
 
 def handed_claim(
-    note: bytes, partition: int, input_topic: str | None, seal_keys: Sequence[TrustedKey], policy: Policy | None
+    note: bytes, partition: int, origin_seen: str | None, seal_keys: Sequence[TrustedKey], policy: Policy | None
 ) -> tuple[TreeClaim | None, Problem | None] | str:
     """A checkpoint handed beside the topics: its claim (with the policy's witnesses that cosigned it), or the
     problem with it; a string when it is another partition's log (not this walk's to judge)."""
@@ -267,9 +272,17 @@ def handed_claim(
         origin = parse_checkpoint(parse_note(note).text).origin
     except MalformedInput as exc:
         return None, Problem("WITNESSED_CHECKPOINT_INVALID", f"a handed checkpoint is no signed tlog-checkpoint note: {exc}")
-    head, sep, epoch = origin.rpartition(f"/{partition}/e")
-    if not sep or not epoch.isdigit() or (input_topic is not None and not head.endswith("/" + input_topic)):
+    parts = origin.rsplit("/", 3)
+    if len(parts) != 4 or parts[2] != str(partition) or not (parts[3][:1] == "e" and parts[3][1:].isdigit()):
         return "another log"
+    if origin_seen is not None and origin != origin_seen:
+        if parts[1] != origin_seen.rsplit("/", 3)[1]:
+            return "another log"  # another prefix's partition of the same number
+        return None, Problem(
+            "WITNESSED_CHECKPOINT_INVALID",
+            f"the handed checkpoint names origin {origin[:200]!r}, while the partition's own checkpoints name "
+            f"{origin_seen!r}: the same log under another name or epoch",
+        )
     witnesses = tuple(policy.witnesses.values()) if policy is not None else ()
     for key in seal_keys:
         try:
@@ -288,7 +301,9 @@ def handed_claim(
             for sig in opened.verified
             if policy is not None and (sig.name, sig.key_id) == (policy.witnesses[name].name, policy.witnesses[name].key_id)
         ]
-        claim = TreeClaim(-1, -1, checkpoint.size, DIGEST_PREFIX + checkpoint.root_hash.hex(), cosigned, max(times, default=None))
+        met = policy is not None and policy.quorum != NONE and policy.satisfied(frozenset(cosigned))
+        at = max(times) if met and times else None  # only a head the quorum cosigned bounds the unwitnessed tail
+        claim = TreeClaim(-1, -1, checkpoint.size, DIGEST_PREFIX + checkpoint.root_hash.hex(), cosigned, at)
         return claim, None
     return None, Problem(
         "WITNESSED_CHECKPOINT_INVALID",
@@ -377,3 +392,13 @@ def reproduced(heads: Sequence[SignedHead], hashes: Sequence[bytes]) -> list[tup
         tree = tree.extend(hashes[tree.size : head.size])
         found.append((head, DIGEST_PREFIX + tree.root().hex() == head.root))
     return found
+
+
+def note_keys(trusted: TrustedKeys) -> list[TrustedKey]:
+    """The pinned keys a log's note may be signed by: seal keys (or v1 files' keys of any signing purpose), never a
+    revoked one. A note carries no time, so a revoked key, whose secret may be in other hands, vouches for nothing."""
+    return [
+        entry
+        for entry in trusted.entries.values()
+        if key_fits(entry, KeyUse.CHECKPOINT, None) and not entry.is_hmac and entry.status != KeyStatus.REVOKED
+    ]

@@ -240,7 +240,7 @@ def _show(args: argparse.Namespace) -> int:
         document["log_vkeys"] = [
             log_verifier(args.log_origin, key.public_key_raw).vkey
             for key in ring.of(KeyPurpose.SEAL)
-            if key.public_key_raw is not None
+            if key.public_key_raw is not None and key.status != KeyStatus.REVOKED
         ]
     print(json.dumps(document, indent=2))
     return EXIT_OK

@@ -67,7 +67,16 @@ def register(subparsers: Any) -> None:
         action="append",
         required=True,
         metavar="URL",
-        help="a witness's submission prefix URL (http://host:port[/prefix]); repeatable",
+        help="a witness's submission prefix URL (http://host:port[/prefix]); repeatable, each with its --witness-key",
+    )
+    submit.add_argument(
+        "--witness-key",
+        dest="witness_keys",
+        action="append",
+        required=True,
+        metavar="VKEY",
+        help="the cosignature key (vkey) of the --witness at the same position: only lines that verify as its "
+        "cosignature of the checkpoint are kept",
     )
     submit.add_argument("--from", dest="source", default="kafka", help="kafka (default) or a dump directory of whole topics")
     submit.add_argument(
@@ -147,6 +156,14 @@ def _submit(args: argparse.Namespace) -> int:
     from bernstein.commands.activity import _source, write_atomically
     from bernstein.verifier.witness.client import NothingToWitness, collect
 
+    if len(args.witnesses) != len(args.witness_keys):
+        raise UsageError(f"{len(args.witnesses)} --witness but {len(args.witness_keys)} --witness-key: give one key per witness")
+    try:
+        witnesses = [
+            (url, notes.NoteVerifier.from_vkey(vkey)) for url, vkey in zip(args.witnesses, args.witness_keys, strict=True)
+        ]
+    except notes.MalformedNote as exc:
+        raise UsageError(f"--witness-key: {exc}") from None
     source, _ = _source(args)
     partitions = args.partition if args.partition is not None else source.partitions("checkpoints")
     if not partitions:
@@ -155,7 +172,7 @@ def _submit(args: argparse.Namespace) -> int:
     refused = False
     for partition in partitions:
         try:
-            collected = collect(source, partition, list(args.witnesses))
+            collected = collect(source, partition, witnesses)
         except NothingToWitness as exc:
             raise UsageError(str(exc)) from None
         path = args.out / f"{partition}.checkpoint"

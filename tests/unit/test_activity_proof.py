@@ -10,6 +10,7 @@ import base64
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from bernstein.commands.proofs import exit_code
 from bernstein.schemas import merkle, notes
 from bernstein.schemas.canonical import sha256_digest
 from bernstein.substrate.cas import CasUnavailable, DirBlobStore
-from bernstein.substrate.keys import TrustedKeys, init_keys
+from bernstein.substrate.keys import KeyPurpose, KeyStatus, TrustedKeys, init_keys
 from bernstein.verifier.export import export_dump
 from bernstein.verifier.proof import prove, verify_proof
 from bernstein.verifier.proof_format import HEADER, ActivityProof, ProofUnavailable, parse_proof
@@ -215,3 +216,33 @@ def test_an_unreadable_checkpoint_another_partitions_log_and_changed_or_unreacha
     silent = verify_proof(text, b.trusted, _Store(None))  # type: ignore[arg-type]
     assert [p.code for p in silent.problems] == ["PROOF_EVIDENCE_UNAVAILABLE"] * 2
     assert exit_code(silent) == 3 and set(silent.evidence.values()) == {"unavailable"}
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["extra é", "index ²", "index ١", "index " + "9" * 5000, "index 18446744073709551615"],
+)
+def test_hostile_proof_text_is_malformed_never_an_exception(made: tuple[Built, ActivityProof], line: str) -> None:
+    b, proof = made
+    lines = proof.encode().split("\n")
+    at = 1 if line.startswith("extra") else 2
+    lines[at] = line
+    assert [p.code for p in verify_proof("\n".join(lines).encode(), b.trusted).problems] == ["PROOF_MALFORMED"]
+
+
+def test_a_revoked_seal_key_vouches_for_no_note_and_a_changed_blob_is_named(
+    made: tuple[Built, ActivityProof], tmp_path: Path
+) -> None:
+    b, proof = made
+    revoked = TrustedKeys.of(
+        [replace(k, status=KeyStatus.REVOKED) if k.purpose == KeyPurpose.SEAL else k for k in b.trusted.entries.values()]
+    )
+    assert [p.code for p in verify_proof(proof.encode().encode(), revoked).problems] == ["PROOF_CHECKPOINT_NOT_SIGNED"]
+    entry = C.decode(C.decode(proof.record).record["payload"]).record
+    digest = entry["observations"][0]["content_hash"]
+    path = tmp_path / "cas" / "sha256" / digest[7:9] / digest[7:]
+    path.chmod(0o644)
+    path.write_bytes(b"other bytes")
+    report = verify_proof(proof.encode().encode(), b.trusted, DirBlobStore(tmp_path / "cas"))
+    assert [(p.code, p.expected) for p in report.problems] == [("PROOF_EVIDENCE_CHANGED", digest)]
+    assert report.problems[0].recomputed == sha256_digest(b"other bytes")

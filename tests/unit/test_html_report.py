@@ -21,8 +21,8 @@ import pytest
 from bernstein.cli import main
 from bernstein.schemas import codec
 from bernstein.schemas.documents.dataops import load_document
+from bernstein.schemas.notes import SIG_COSIGNATURE_V1, NoteSigner
 from bernstein.substrate.exit_codes import EXIT_MISMATCH, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
-from bernstein.substrate.keys import TRUSTED_KEYS_FORMAT
 from bernstein.verifier.html import Rendered, build_report
 from bernstein.verifier.html.contents import ActionEntry, read_contents
 from bernstein.verifier.html.page import PAGE_SIZE, paged
@@ -170,8 +170,16 @@ def test_the_status_lists_the_keys_the_report_was_verified_with(built: ReportRun
     assert {k.purpose.value for k in pinned} >= {"seal", "audit", "producer"}
     assert built.keys.audit.secret.hex() not in page  # the audit key by id only
     witnesses = page[page.index('<p class="muted" id="witnesses">') :].split("</p>")[0]
-    assert "Witnesses: none trusted." in witnesses and "no witness key" in witnesses
-    assert f"up to {TRUSTED_KEYS_FORMAT}, hold no witness policy" in witnesses
+    assert "Witnesses: none trusted." in witnesses and "no witness policy (the trusted-keys file pins none)" in witnesses
+    # with a policy pinned, the page names its quorum and every witness key it trusts
+    witness = NoteSigner("witness.example/w1", SIG_COSIGNATURE_V1, b"\x61" * 32)
+    pinned_policy = replace(
+        built, trusted=built.trusted.with_witness_policy(f"witness W1 {witness.verifier.vkey}\nquorum W1\n", 600)
+    )
+    page = render(pinned_policy).html
+    witnesses = page[page.index('<p class="muted" id="witnesses">') :].split("</p>")[0]
+    assert f"cosigned by W1; witness keys: W1 ({witness.verifier.vkey})" in witnesses
+    assert "unwitnessed 600 s at most" in witnesses
 
 
 def test_a_long_run_is_paged_with_only_the_first_page_open(tmp_path: Path) -> None:

@@ -89,3 +89,22 @@ def test_quorum_none_and_a_single_witness() -> None:
 def test_a_malformed_policy_names_its_line(text: str, message: str) -> None:
     with pytest.raises(MalformedPolicy, match=message.replace("(", r"\(").replace(")", r"\)").replace("+", r"\+")):
         parse_policy(text)
+
+
+def test_only_space_and_tab_separate_and_only_ascii_digits_count() -> None:
+    vkey = WITNESSES["X1"].verifier.vkey
+    with pytest.raises(MalformedPolicy, match="unknown keyword"):
+        parse_policy(f"witness W {vkey}\nquorum\u00a0W\n")
+    with pytest.raises(MalformedPolicy, match="threshold is all, any or a decimal"):
+        parse_policy(f"witness W {vkey}\ngroup G \u00b2 W\nquorum G\n")
+    with pytest.raises(MalformedPolicy, match="threshold is all, any or a decimal"):
+        parse_policy(f"witness W {vkey}\ngroup G \u0661 W\nquorum G\n")
+    assert parse_policy(f"witness\tW\t{vkey}\n  quorum  W  \n").satisfied(frozenset({"W"}))
+
+
+def test_groups_that_share_members_are_decided_once_each() -> None:
+    """Each group names every group before it: the quorum is decided in one pass, not by re-walking the shared members."""
+    lines = [f"witness W {WITNESSES['X1'].verifier.vkey}", "group G0 any W"]
+    lines += [f"group G{i} all {' '.join(f'G{j}' for j in range(i))}" for i in range(1, 120)]
+    policy = parse_policy("\n".join([*lines, "quorum G119"]) + "\n")
+    assert policy.satisfied(frozenset({"W"})) and not policy.satisfied(frozenset())

@@ -12,8 +12,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bernstein.schemas import notes
+from bernstein.schemas import codec, notes
+from bernstein.schemas.canonical import journal_entry_hash
+from bernstein.verifier.export import export_dump
 from bernstein.verifier.report import EXIT_MISMATCH, EXIT_NOT_FULLY_VERIFIED, EXIT_OPEN, EXIT_VERIFIED
+from bernstein.verifier.sources import DumpSource
+from bernstein.verifier.tlog import journal_leaf
 from bernstein.verifier.verify import audit_chain_findings
 from tests.support.verdicts import RUN, Built, C, Writer, build_checkpointed
 
@@ -154,3 +158,38 @@ def test_a_pinned_bound_on_the_unwitnessed_tail_names_records_older_than_it(tmp_
     unbounded = b.source.replaced("journal", b.records("journal"))
     unbounded.witnessed = (cosigned_at(first["note"], written_s + 7200),)
     assert b.verify(unbounded, trusted=b.trusted.with_witness_policy(POLICY)).exit_code == EXIT_VERIFIED
+
+
+def test_a_handed_checkpoint_under_another_epoch_of_the_same_log_is_named(tmp_path: Path) -> None:
+    b = build_checkpointed(tmp_path, four_stages_and_a_close, checkpoint_every=3)
+    last = checkpoints(b)[-1]
+    body = notes.parse_checkpoint(notes.parse_note(last["note"].encode()).text)
+    bumped = body.origin.rsplit("/", 1)[0] + "/e2"
+    signer = b.keys.signer
+    other_epoch = notes.log_checkpoint_note(bumped, body.size, body.root_hash, signer.public_key_raw, signer.sign)
+    source = handed(b.source.replaced("journal", b.records("journal")), cosigned(other_epoch, WITNESS))
+    (problem,) = audit_chain_findings(source, 0, b.trusted.with_witness_policy(POLICY))
+    assert problem.code == "WITNESSED_CHECKPOINT_INVALID" and "the same log under another name or epoch" in problem.message
+
+
+def test_a_dump_of_selected_runs_says_the_log_was_not_recomputed(tmp_path: Path) -> None:
+    b = build_checkpointed(tmp_path, four_stages_and_a_close, checkpoint_every=3)
+    dump = tmp_path / "dump"
+    export_dump(b.source, dump, cas=b.store, runs=[RUN], trusted=None)
+    source = handed(DumpSource(dump), cosigned(checkpoints(b)[-1]["note"], WITNESS))
+    report = b.verify(source, trusted=b.trusted.with_witness_policy(POLICY))
+    assert report.exit_code == EXIT_NOT_FULLY_VERIFIED
+    assert [p.code for p in report.header.unchecked] == ["MERKLE_LOG_NOT_RECOMPUTED"]
+
+
+def test_a_journal_record_with_a_number_no_step_writes_is_no_leaf_and_stops_nothing(tmp_path: Path) -> None:
+    b = build_checkpointed(tmp_path, four_stages_and_a_close, checkpoint_every=3)
+    first = b.records("journal")[0]
+    envelope = C.decode(first.value or b"").record
+    entry = dict(C.decode(envelope["payload"]).record)
+    payload = C.encode(C.decode(envelope["payload"]).schema.name, {**entry, "run_id": "junk", "seq": 2**60})
+    value = C.encode(codec.JOURNAL_RECORD, {"payload": payload, "entry_hash": journal_entry_hash(payload)})
+    assert journal_leaf(C, value) is None
+    junk = replace(first, key=b"junk", value=value, offset=len(b.records("journal")))
+    source = b.source.replaced("journal", [*b.records("journal"), junk])
+    assert b.verify(source).exit_code == EXIT_VERIFIED  # the run's verdict; the junk record is another run's

@@ -56,7 +56,7 @@ def _url(b: Built, tmp_path: Path) -> Iterator[str]:
 
 
 def test_a_witness_cosigns_the_newest_head_and_the_verifier_holds_the_topics_to_it(b: Built, url: str) -> None:
-    collected = collect(b.source, 0, [url])
+    collected = collect(b.source, 0, [(url, WITNESS.verifier)])
     (answer,) = collected.answers
     assert answer.status == 200 and [s.name for s in answer.cosignatures] == [WITNESS.name]
     newest = payloads(b)[-1]
@@ -83,22 +83,22 @@ def test_a_witness_cosigns_the_newest_head_and_the_verifier_holds_the_topics_to_
 
 
 def test_a_grown_log_is_sent_with_the_consistency_proof_from_what_the_witness_holds(tmp_path: Path, b: Built, url: str) -> None:
-    assert collect(b.source, 0, [url]).answers[0].status == 200
+    assert collect(b.source, 0, [(url, WITNESS.verifier)]).answers[0].status == 200
     grown = build_checkpointed(tmp_path / "grown", stages(4, close=True), checkpoint_every=3, keys=b.keys)
     assert [c["note"] for c in payloads(grown)] == [c["note"] for c in payloads(b)]  # deterministic: the same log
     # a longer history of the same log: the first four stages, then two more and a close of another run
     longer = build_checkpointed(tmp_path / "longer", _then_another_run(stages(4, close=True)), checkpoint_every=3, keys=b.keys)
-    again = collect(longer.source, 0, [url])
+    again = collect(longer.source, 0, [(url, WITNESS.verifier)])
     assert again.answers[0].status == 200, again.answers[0].detail
     assert again.size > payloads(b)[-1]["tree_size"]
     # a different history at the witnessed size: refused, the witness keeps its own
     fork = build_checkpointed(tmp_path / "fork", stages(6, close=True), checkpoint_every=3, keys=b.keys)
-    refused = collect(fork.source, 0, [url]).answers[0]
+    refused = collect(fork.source, 0, [(url, WITNESS.verifier)]).answers[0]
     assert refused.status in (409, 422) and not refused.cosignatures
 
 
 def test_an_unreachable_witness_is_a_refusal_not_an_exception(b: Built) -> None:
-    (answer,) = collect(b.source, 0, ["http://127.0.0.1:9"], timeout=2).answers
+    (answer,) = collect(b.source, 0, [("http://127.0.0.1:9", WITNESS.verifier)], timeout=2).answers
     assert answer.status == 0 and answer.detail.startswith("no answer")
 
 
@@ -110,3 +110,12 @@ def _then_another_run(first: Any) -> Any:
         w.close("run-b")
 
     return script
+
+
+def test_an_answer_that_is_not_the_witness_s_own_cosignature_is_not_kept(b: Built, url: str) -> None:
+    """The client verifies each line (the spec's MUST): a line by another key than the one given is dropped."""
+    other = notes.NoteSigner("witness.example/w1", notes.SIG_COSIGNATURE_V1, b"\x32" * 32)
+    collected = collect(b.source, 0, [(url, other.verifier)])
+    (answer,) = collected.answers
+    assert answer.status == 0 and "no line of the answer is a valid cosignature by" in answer.detail
+    assert len(notes.parse_note(collected.cosigned).signatures) == 1  # the log's own line, untouched

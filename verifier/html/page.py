@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
-from bernstein.substrate.keys import TRUSTED_KEYS_FORMAT, TrustedKeys
+from bernstein.substrate.keys import TrustedKeys
 from bernstein.verifier.report import (
     HeaderCheckVerdict,
     Problem,
@@ -368,10 +368,8 @@ def status_section(header: RunHeader, trusted: TrustedKeys, command: Sequence[st
     parts.append(
         f"<h3>Trusted (pinned) keys ({len(pinned)})</h3>"
         + table(("key id", "purpose", "producer", "valid from (ms)", "valid until (ms)", "status"), pinned, "trusted")
-        + '<p class="muted" id="witnesses">Witnesses: none trusted. This verification was given no witness key (the '
-        f"trusted-keys files this version reads, up to {esc(TRUSTED_KEYS_FORMAT)}, hold no witness policy), so no "
-        "checkpoint was checked for a witness cosignature: the checkpoints were verified from the source's own records "
-        "alone. Audit keys are listed by id; their secrets are never written into the report.</p>"
+        + f'<p class="muted" id="witnesses">{_witness_words(trusted)} Audit keys are listed by id; their secrets are '
+        "never written into the report.</p>"
     )
     parts.append(f"<h3>Command line</h3><pre>{esc(shlex.join(command))}</pre></section>")
     return "".join(parts)
@@ -402,4 +400,21 @@ def document(title: str, body: str, images: Images) -> str:
         '<meta name="referrer" content="no-referrer">'
         f"<title>{esc(title)}</title><style>{STYLE}</style><style>{images.stylesheet()}</style></head>"
         f"<body>{body}</body></html>\n"
+    )
+
+
+def _witness_words(trusted: TrustedKeys) -> str:
+    """What the trusted-keys file said about witnesses: the pinned policy's quorum, or that none was pinned."""
+    policy = trusted.policy()
+    if policy is None:
+        return (
+            "Witnesses: none trusted. This verification was given no witness policy (the trusted-keys file pins none), so "
+            "the checkpoints were verified from the source's own records and any checkpoint handed with --witnessed, "
+            "without asking for a witness cosignature."
+        )
+    names = ", ".join(f"{esc(name)} ({esc(v.vkey)})" for name, v in policy.witnesses.items()) or "none"
+    bound = "" if trusted.witness_max_lag_s is None else f" A record may stay unwitnessed {trusted.witness_max_lag_s} s at most."
+    return (
+        f"Witnesses: the pinned policy asks for each partition's log to be cosigned by {esc(policy.describe())}; "
+        f"witness keys: {names}.{bound}"
     )

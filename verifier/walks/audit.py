@@ -105,6 +105,8 @@ class _AuditWalk:
             )
         if part.checkpoints is not None and part.checkpoints.quorum_missing is not None:
             yield Problem("WITNESS_QUORUM_NOT_MET", part.checkpoints.quorum_missing)
+        if part.checkpoints is not None and part.checkpoints.log_unchecked is not None:
+            yield Problem("MERKLE_LOG_NOT_RECOMPUTED", part.checkpoints.log_unchecked)
         if part.checkpoints is not None and part.checkpoints.tail_too_old is not None:
             yield Problem("WITNESSED_TAIL_TOO_OLD", part.checkpoints.tail_too_old)
         if self.refusals_not_captured:

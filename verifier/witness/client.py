@@ -63,17 +63,20 @@ def newest_head(source: RecordSource, partition: int) -> tuple[list[bytes], byte
     return hashes[: best.size], best.note
 
 
-def collect(source: RecordSource, partition: int, witnesses: list[str], *, timeout: float = TIMEOUT_SECONDS) -> Collected:
-    """Ask every witness (its submission prefix URL) to cosign the partition's newest signed tree head."""
+def collect(
+    source: RecordSource, partition: int, witnesses: list[tuple[str, notes.NoteVerifier]], *, timeout: float = TIMEOUT_SECONDS
+) -> Collected:
+    """Ask every witness (its submission prefix URL and cosignature key) to cosign the partition's newest signed tree
+    head; only lines that verify as that witness's cosignature of the checkpoint are kept (the spec's MUST)."""
     hashes, note = newest_head(source, partition)
     checkpoint = notes.parse_checkpoint(notes.parse_note(note).text)
-    answers = tuple(_ask(url, note, hashes, timeout) for url in witnesses)
+    answers = tuple(_ask(url, verifier, note, hashes, timeout) for url, verifier in witnesses)
     signatures = [sig for answer in answers for sig in answer.cosignatures]
     cosigned = notes.add_signatures(note, signatures) if signatures else note
     return Collected(partition, checkpoint.size, checkpoint.origin, answers, cosigned)
 
 
-def _ask(url: str, note: bytes, hashes: list[bytes], timeout: float) -> WitnessAnswer:
+def _ask(url: str, verifier: notes.NoteVerifier, note: bytes, hashes: list[bytes], timeout: float) -> WitnessAnswer:
     old = 0
     for _ in range(2):  # the second time with the size the witness said it holds
         proof = merkle.consistency_proof(hashes, old) if 0 < old < len(hashes) else []
@@ -84,8 +87,16 @@ def _ask(url: str, note: bytes, hashes: list[bytes], timeout: float) -> WitnessA
                 lines = [line for line in reply.decode("utf-8").split("\n") if line]
                 parsed = notes.parse_note(b"x\n\n" + "".join(line + "\n" for line in lines).encode())
             except (UnicodeDecodeError, MalformedInput) as exc:
-                return WitnessAnswer(url, status, detail=f"the answer is no cosignature line: {exc}")
-            return WitnessAnswer(url, status, parsed.signatures)
+                return WitnessAnswer(url, 0, detail=f"the answer is no cosignature line: {exc}")
+            body = notes.parse_note(note).text.encode("utf-8")
+            mine = tuple(
+                sig
+                for sig in parsed.signatures
+                if (sig.name, sig.key_id) == (verifier.name, verifier.key_id) and verifier.verify(body, sig.signature)
+            )
+            if not mine:
+                return WitnessAnswer(url, 0, detail=f"no line of the answer is a valid cosignature by {verifier.vkey}")
+            return WitnessAnswer(url, status, mine)
         if status == 409 and content_type.startswith(SIZE_TYPE):
             text = reply.decode("ascii", "replace").strip()
             if not text.isdigit() or int(text) > len(hashes) or int(text) == old:
