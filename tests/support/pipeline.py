@@ -141,6 +141,20 @@ class Pipeline:
 
         return list(KafkaSource(self.bootstrap, self.topics).records(stream, 0))
 
+    def live_merkle(self) -> str:
+        """The audit line's Merkle log clause when verifying from the live topics: every entry and seal of the journal
+        partition, and every v2 checkpoint, counted from the records themselves."""
+        from bernstein.schemas import codec
+
+        names = [codec.split_envelope(r.value)[0] for r in self.records("journal")]
+        leaves = sum(name in (codec.JOURNAL_RECORD, codec.SEAL_RECORD) for name in names)
+        c = codec.default_codec()
+        heads = sum(
+            c.schema_of(c.decode(r.value).record["payload"]).name == codec.PARTITION_CHECKPOINT_V2
+            for r in self.records("checkpoints")
+        )
+        return kit.merkle_words(leaves, heads)
+
     def submission_runs(self) -> list[str]:
         """The run id (record key) of every record on the submissions topic, in offset order."""
         return [(r.key or b"").decode() for r in self.records("submissions")]
@@ -241,9 +255,11 @@ def _plural(n: int, singular: str, plural: str | None = None) -> str:
     return f"{n} {singular if n == 1 else (plural or singular + 's')}"
 
 
-def expected_header(dump: Path, run_id: str, keys: InstallKeys) -> list[str]:
-    """The report's first lines for an untampered run: run, chain, seal, audit."""
+def expected_header(dump: Path, run_id: str, keys: InstallKeys, *, merkle: str | None = None) -> list[str]:
+    """The report's first lines for an untampered run: run, chain, seal, audit. ``merkle``: the audit line's Merkle log
+    clause of a live source (``Pipeline.live_merkle``); None: the dump's own (none for a dump of selected runs)."""
     view = kit.DumpView(dump)
+    checkpoints = view.checkpoint_words() if merkle is None else view.checkpoint_words(whole=False) + merkle
     entries = [j for j in view.journal if j.run_id == run_id and j.kind == "entry"]
     seals = view.seals(run_id)
     run_audit = [a for a in view.audit if a.entry["run_id"] == run_id]
@@ -253,7 +269,7 @@ def expected_header(dump: Path, run_id: str, keys: InstallKeys) -> list[str]:
         f"  OK seal (final seal covers {_plural(len(entries), 'entry', 'entries')}, {_plural(len(seals), 'seal')} "
         f"signed by pinned key {keys.signer.key_id}{closed_by(view, run_id)})",
         f"  OK audit ({_plural(len(view.audit), 'record')} on the partition, MACs verified with pinned key {keys.audit.key_id}; "
-        f"{len(run_audit)} of this run agree with the journal; {view.checkpoint_words()})",
+        f"{len(run_audit)} of this run agree with the journal; {checkpoints})",
         producers_line(view, run_id, keys),
         *view.refusal_lines(run_id),
     ]

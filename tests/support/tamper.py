@@ -447,6 +447,13 @@ __all__ = [
 # ---------------------------------------------------------------------------
 
 
+def merkle_words(leaves: int, heads: int) -> str:
+    """The audit line's clause for a recomputed Merkle log (none when no checkpoint signs a tree head)."""
+    if not heads:
+        return ""
+    return f"; its Merkle log of {leaves} lea{'f' if leaves == 1 else 'ves'} reproduces {heads} signed tree head{'' if heads == 1 else 's'}"
+
+
 class DumpView:
     """Decoded journal and audit records of a dump, for computing expected verdicts."""
 
@@ -468,18 +475,21 @@ class DumpView:
         c = codec.default_codec()
         return [dict(c.decode(c.decode(value_of(item)).record["payload"]).record) for item in load_lines(path)]
 
-    def checkpoint_words(self) -> str:
-        """What the verifier's OK audit line ends with: the signed checkpoints, and the records none covers yet."""
+    def checkpoint_words(self, *, whole: bool | None = None) -> str:
+        """What the verifier's OK audit line ends with: the signed checkpoints, the records none covers yet and, for a
+        source holding the whole journal partition, the Merkle log's leaves and the tree heads it reproduced.
+        ``whole`` None: whether this dump is one (its manifest names no runs); True for a live source whose partition
+        holds exactly this dump's records (a dump of every run the partition holds)."""
         checkpoints = self.checkpoints()
         covered = checkpoints[-1]["audit_seq"] if checkpoints else 0
         n, m = len(checkpoints), len(self.audit) - covered
         words = f"{n} signed checkpoint{'' if n == 1 else 's'}, {m} record{'' if m == 1 else 's'} not covered by a checkpoint yet"
+        if whole is None:
+            whole = json.loads((self.dump / "manifest.json").read_text(encoding="utf-8")).get("runs") is None
         heads = sum("tree_size" in checkpoint for checkpoint in checkpoints)
-        manifest = json.loads((self.dump / "manifest.json").read_text(encoding="utf-8"))
-        if heads and manifest.get("runs") is None:  # a whole dump: the partition's Merkle log is recomputed
+        if whole:
             names = (codec.split_envelope(value_of(item))[0] for item in self.journal_items)
-            leaves = sum(name in (codec.JOURNAL_RECORD, codec.SEAL_RECORD) for name in names)
-            words += f"; its Merkle log of {leaves} lea{'f' if leaves == 1 else 'ves'} reproduces {heads} signed tree head{'' if heads == 1 else 's'}"
+            words += merkle_words(sum(name in (codec.JOURNAL_RECORD, codec.SEAL_RECORD) for name in names), heads)
         return words
 
     def seals(self, run_id: str = MAIN_RUN) -> list[JournalLine]:
