@@ -22,8 +22,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from bench.scheduler import config, submission
-from bench.state_memory import _close
+from bench.scheduler import config, signed_close, submission
 from bernstein.consumers.core.model import InputRecord, SchedulerConfig, SchedulerState, Stream
 from bernstein.consumers.core.native import make_core, native_status
 from bernstein.consumers.core.rebuild import rebuild_state
@@ -41,7 +40,7 @@ def build(cfg: SchedulerConfig, submissions: int, runs: int) -> tuple[dict[Strea
     for r in range(runs):
         run = f"run-{r:05d}"
         values += [(run, submission(r * per_run + i, run)) for i in range(per_run)]
-        values.append((run, _close(run)))
+        values.append((run, signed_close(run)))
     records = [InputRecord("bench.submissions", PARTITION, offset, BASE_TS + offset, run.encode(), value)
                for offset, (run, value) in enumerate(values)]  # fmt: skip
     core = make_core(cfg, PARTITION, "auto")

@@ -27,8 +27,7 @@ import uuid
 from confluent_kafka import Producer
 
 from bench.memory import peak_rss_mib
-from bench.scheduler import config, submission
-from bench.state_memory import _close
+from bench.scheduler import config, signed_close, submission
 from bernstein.consumers.core.native import make_core
 from bernstein.consumers.shell import SchedulerShell, ShellOptions
 from bernstein.substrate.config import Settings, Topics
@@ -43,7 +42,7 @@ def publish(bootstrap: str, topic: str, count: int) -> None:
     )
     for i in range(count):
         run = f"run-{i // (RUN_LENGTH + 1)}"
-        value = _close(run) if i % (RUN_LENGTH + 1) == RUN_LENGTH else submission(i, run)
+        value = signed_close(run) if i % (RUN_LENGTH + 1) == RUN_LENGTH else submission(i, run)
         while True:
             try:
                 producer.produce(topic, key=run.encode(), value=value, partition=0)
