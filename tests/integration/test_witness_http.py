@@ -10,8 +10,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
-import re
 import signal
 import subprocess
 import sys
@@ -23,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from bernstein.schemas import merkle, notes
+from tests.support.witness_serve import serve_witness
 
 ORIGIN = "bernstein.example/http-witness/0"
 LOG = notes.NoteSigner(ORIGIN, notes.SIG_ED25519, bytes(range(32)))
@@ -34,28 +33,8 @@ def bernstein(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[str, notes.NoteVerifier, Path, subprocess.Popen[str]]]:
-    made = bernstein("witness", "init", "--keys", str(tmp_path / "keys"), "--name", "witness.test/w1")
-    assert made.returncode == 0, made.stderr
-    witness = notes.NoteVerifier.from_vkey(made.stdout.strip())
-    state = tmp_path / "state"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bernstein", "witness", "serve", "--keys", str(tmp_path / "keys"), "--state", str(state)]
-        + ["--log", LOG.verifier.vkey, "--port", "0", "--prefix", "/w"],
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    assert process.stderr is not None
-    line = process.stderr.readline()
-    match = re.search(r"serving (http://\S+/add-checkpoint) as (\S+)", line)
-    assert match is not None, line + (process.stderr.read() if process.poll() is not None else "")
-    assert match.group(2) == witness.vkey
-    try:
-        yield match.group(1), witness, state, process
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=10)
+    with serve_witness(tmp_path, "witness.test/w1", LOG.verifier.vkey) as witness:
+        yield witness.url, witness.witness, witness.state, witness.process
 
 
 def post(url: str, body: bytes) -> tuple[int, str, bytes]:

@@ -14,19 +14,17 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bernstein.schemas import merkle, notes
+from tests.support.witness_serve import ServedWitness, serve_witness
 
 REPO = Path(__file__).resolve().parents[2]
 GO_DIR = REPO / "producers" / "go"
@@ -53,42 +51,10 @@ def probe(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return binary
 
 
-@dataclass(frozen=True)
-class Served:
-    url: str
-    prefix: str
-    witness: notes.NoteVerifier
-    process: subprocess.Popen[str]
-
-
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    made = subprocess.run(
-        [sys.executable, "-m", "bernstein", "witness", "init", "--keys", str(tmp_path / "keys"), "--name", "witness.test/ref"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert made.returncode == 0, made.stderr
-    witness = notes.NoteVerifier.from_vkey(made.stdout.strip())
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bernstein", "witness", "serve", "--keys", str(tmp_path / "keys")]
-        + ["--state", str(tmp_path / "state"), "--log", LOG.verifier.vkey, "--port", "0", "--prefix", "/w"],
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    assert process.stderr is not None
-    line = process.stderr.readline()
-    match = re.search(r"serving (http://\S+/add-checkpoint) as (\S+)", line)
-    assert match is not None, line + (process.stderr.read() if process.poll() is not None else "")
-    assert match.group(2) == witness.vkey
-    try:
-        yield Served(match.group(1), match.group(1).removesuffix("/add-checkpoint"), witness, process)
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=10)
+def served(tmp_path: Path) -> Iterator[ServedWitness]:
+    with serve_witness(tmp_path, "witness.test/ref", LOG.verifier.vkey) as witness:
+        yield witness
 
 
 def leaves(n: int, tag: bytes = b"") -> list[bytes]:
@@ -97,7 +63,7 @@ def leaves(n: int, tag: bytes = b"") -> list[bytes]:
 
 def submit(
     probe: Path,
-    served: Served,
+    served: ServedWitness,
     tmp_path: Path,
     hashes: list[bytes],
     *,
@@ -123,7 +89,7 @@ def submit(
     return ran.returncode, json.loads(lines[0]), note
 
 
-def assert_cosigned(result: dict[str, Any], note: bytes, served: Served, size: int) -> None:
+def assert_cosigned(result: dict[str, Any], note: bytes, served: ServedWitness, size: int) -> None:
     """The Go side verified the witness's cosignature; Python's note verifier agrees on the same cosigned note."""
     name, key_hash, _key = served.witness.vkey.split("+", 2)
     assert result["ok"] is True and result["status"] == 200 and result["size"] == size, result
@@ -139,7 +105,7 @@ def assert_cosigned(result: dict[str, Any], note: bytes, served: Served, size: i
     assert cosignature is not None and notes.cosignature_timestamp(cosignature) in result["timestamps"]
 
 
-def test_the_witness_cosigns_for_a_reference_client_and_go_verifies(probe: Path, served: Served, tmp_path: Path) -> None:
+def test_the_witness_cosigns_for_a_reference_client_and_go_verifies(probe: Path, served: ServedWitness, tmp_path: Path) -> None:
     hashes = leaves(40)
 
     code, first, note = submit(probe, served, tmp_path, hashes[:10], old=0)
@@ -159,7 +125,9 @@ def test_the_witness_cosigns_for_a_reference_client_and_go_verifies(probe: Path,
     assert_cosigned(again, note, served, 40)
 
 
-def test_a_fork_and_a_stale_checkpoint_are_refused_to_the_reference_client(probe: Path, served: Served, tmp_path: Path) -> None:
+def test_a_fork_and_a_stale_checkpoint_are_refused_to_the_reference_client(
+    probe: Path, served: ServedWitness, tmp_path: Path
+) -> None:
     hashes = leaves(40)
     assert submit(probe, served, tmp_path, hashes[:25], old=0)[0] == 0
     assert submit(probe, served, tmp_path, hashes, old=25)[0] == 0
