@@ -320,6 +320,23 @@ def tlog_origin(log_name: str, input_topic: str, partition: int, epoch: int) -> 
     return f"{log_name}/{input_topic}/{partition}/e{epoch}"
 
 
+def parse_tlog_origin(origin: str) -> tuple[str, str, int, int] | None:
+    """(log name, input topic, partition, epoch) of an origin ``tlog_origin`` makes; None for any other text (a topic
+    holds no ``/``, so the last three parts are the topic, the partition and ``e<epoch>``)."""
+    parts = origin.rsplit("/", 3)
+    if len(parts) != 4 or not parts[0] or not parts[1]:
+        return None
+    name, topic, partition, epoch = parts
+    number = epoch[1:]
+    if not _canonical_decimal(partition) or epoch[:1] != "e" or not _canonical_decimal(number):
+        return None
+    return name, topic, int(partition), int(number)
+
+
+def _canonical_decimal(text: str) -> bool:
+    return text.isascii() and text.isdigit() and str(int(text)) == text
+
+
 def signing_input(domain: str, document: Any) -> bytes:
     """The exact bytes signed (or MACed) for a structured document: PAE over its canonical JSON."""
     return pae(domain, canonical_json(document))

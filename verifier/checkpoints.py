@@ -45,7 +45,6 @@ from typing import Final
 
 from bernstein.schemas import codec
 from bernstein.schemas.canonical import checkpoint_genesis, checkpoint_hash, checkpoint_signing_input, macs_equal
-from bernstein.schemas.merkle import leaf_hash
 from bernstein.schemas.tlog_policy import NONE
 from bernstein.substrate.keys import TrustedKeys, verify_signature
 from bernstein.substrate.text import plural
@@ -53,7 +52,7 @@ from bernstein.verifier.keyuse import KeyUse, allowed_for, key_problem
 from bernstein.verifier.report import Problem
 from bernstein.verifier.source_records import witnessed_checkpoints
 from bernstein.verifier.sources import RecordSource, StoredRecord
-from bernstein.verifier.tlog import LeafRecorder, TreeWalk, handed_claim, journal_leaf, note_keys
+from bernstein.verifier.tlog import LeafRecorder, TreeWalk, handed_claim, note_keys, partition_leaves
 
 MAX_CHECKPOINT_EVERY: Final = 1000
 """The largest ``checkpoint_every`` a scheduler accepts, so the verifier knows the bound before the first checkpoint."""
@@ -99,13 +98,13 @@ class CheckpointWalk:
         """audit_seq of the last checkpoint read up to here (valid or not): where the scheduler last wrote one."""
         self.key_ids: set[str] = set()
         self.tree = TreeWalk(partition, add)
+        """The Merkle log claims of the valid v2 checkpoints (``check_tree`` holds them to the journal)."""
         self.log_unchecked: str | None = None
         """Why handed checkpoints or a witness policy could not be held to the journal (None: they were, or none)."""
         self.tail_too_old: str | None = None
         """Why the unwitnessed tail is older than the pinned bound allows (None: it is not, or no bound)."""
         self.quorum_missing: str | None = None
         """Why no handed checkpoint met the pinned witness policy (None: it was met, or no policy is pinned)."""
-        """The Merkle log claims of the valid v2 checkpoints (``check_tree`` holds them to the journal)."""
         self._source = source
         self._expected_seq = 0
         self._prev_hash: str | None = checkpoint_genesis(partition)
@@ -341,11 +340,7 @@ class CheckpointWalk:
         return self.tree.leaves
 
     def _check_tree_from(self, source: RecordSource) -> None:
-        records = (
-            source.records("journal", self.partition, headers=False) if self.partition in source.partitions("journal") else ()
-        )
-        leaves = ((journal_leaf(self.c, r.value), r.key, r.timestamp_ms) for r in records)
-        self.tree.check((leaf_hash(leaf), key, timestamp) for leaf, key, timestamp in leaves if leaf is not None)
+        self.tree.check((hashed, r.key, r.timestamp_ms) for hashed, r in partition_leaves(source, self.partition))
 
     def _tail_age(self) -> None:
         """With a witness policy that bounds the unwitnessed tail's age: every record older than that, at the newest

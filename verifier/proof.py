@@ -28,6 +28,7 @@ from bernstein.schemas import codec, merkle
 from bernstein.schemas.canonical import (
     DIGEST_PREFIX,
     journal_entry_hash,
+    parse_tlog_origin,
     sha256_digest,
     submission_signing_input,
     submission_statement,
@@ -42,7 +43,7 @@ from bernstein.verifier.keyuse import KeyUse, key_fits
 from bernstein.verifier.proof_format import ActivityProof, MalformedProof, ProofUnavailable, parse_proof
 from bernstein.verifier.report import Problem
 from bernstein.verifier.sources import RecordSource
-from bernstein.verifier.tlog import journal_leaf, note_keys, reproduced, signed_heads
+from bernstein.verifier.tlog import note_keys, partition_leaves, reproduced, signed_heads
 
 # -- making one ---------------------------------------------------------------------------------
 
@@ -54,13 +55,10 @@ def prove(source: RecordSource, run_id: str, stage_id: str) -> ActivityProof:
         leaves: list[bytes] = []
         index: int | None = None
         record: bytes | None = None
-        for stored in source.records("journal", partition, headers=False):
-            leaf = journal_leaf(c, stored.value)
-            if leaf is None:
-                continue
+        for hashed, stored in partition_leaves(source, partition):
             if index is None and stored.key == run_id.encode() and _stage_of(c, stored.value or b"") == stage_id:
                 index, record = len(leaves), stored.value
-            leaves.append(merkle.leaf_hash(leaf))
+            leaves.append(hashed)
         if index is None or record is None:
             continue
         size, note = _covering_head(source, partition, leaves, index)
@@ -251,8 +249,8 @@ def _head_of(note: bytes, trusted: TrustedKeys, add: Callable[[Problem], None]) 
 def _check_origin(origin: str, entry: dict[str, Any], add: Callable[[Problem], None]) -> None:
     where = entry["input"]
     tail = f"/{where['topic']}/{where['partition']}/e"
-    head, sep, epoch = origin.rpartition(tail)
-    if not sep or not head or not epoch.isdigit():
+    parsed = parse_tlog_origin(origin)
+    if parsed is None or parsed[1:3] != (where["topic"], where["partition"]):
         add(
             Problem(
                 "PROOF_ORIGIN_MISMATCH",

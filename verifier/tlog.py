@@ -26,10 +26,10 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from bernstein.schemas import codec
-from bernstein.schemas.canonical import DIGEST_PREFIX, journal_entry_hash, tlog_entry_leaf, tlog_seal_leaf
+from bernstein.schemas.canonical import DIGEST_PREFIX, journal_entry_hash, parse_tlog_origin, tlog_entry_leaf, tlog_seal_leaf
 from bernstein.schemas.errors import MalformedInput
 from bernstein.schemas.merkle import Frontier, leaf_hash
 from bernstein.schemas.notes import (
@@ -45,9 +45,7 @@ from bernstein.schemas.tlog_policy import NONE, Policy
 from bernstein.substrate.keys import KeyStatus, TrustedKey, TrustedKeys
 from bernstein.verifier.keyuse import KeyUse, key_fits
 from bernstein.verifier.report import Problem
-from bernstein.verifier.source_records import RecordSource
-
-_ORIGIN_TAIL: Final = "/{topic}/{partition}/e"
+from bernstein.verifier.source_records import RecordSource, StoredRecord
 
 
 def journal_leaf(c: codec.Codec, value: bytes | None) -> bytes | None:
@@ -163,10 +161,9 @@ class TreeWalk:
             return f"does not verify under the checkpoint's seal key ({exc})"
         if not opened.verified:
             return "is not signed by the checkpoint's seal key"
-        tail = _ORIGIN_TAIL.format(topic=checkpoint["input_topic"], partition=self.partition)
-        head, sep, epoch = origin.rpartition(tail)
-        if not sep or not head or not epoch.isdigit():
-            return f"names origin {origin[:200]!r}, not '<log name>{tail}<epoch>'"
+        parsed = parse_tlog_origin(origin)
+        if parsed is None or parsed[1:3] != (checkpoint["input_topic"], self.partition):
+            return f"names origin {origin[:200]!r}, not '<log name>/{checkpoint['input_topic']}/{self.partition}/e<epoch>'"
         root = DIGEST_PREFIX + from_note.root_hash.hex()
         if (from_note.size, root) != (checkpoint["tree_size"], checkpoint["tree_root"]):
             return f"names tree {from_note.size} {root}, the checkpoint {checkpoint['tree_size']} {checkpoint['tree_root']}"
@@ -272,11 +269,12 @@ def handed_claim(
         origin = parse_checkpoint(parse_note(note).text).origin
     except MalformedInput as exc:
         return None, Problem("WITNESSED_CHECKPOINT_INVALID", f"a handed checkpoint is no signed tlog-checkpoint note: {exc}")
-    parts = origin.rsplit("/", 3)
-    if len(parts) != 4 or parts[2] != str(partition) or not (parts[3][:1] == "e" and parts[3][1:].isdigit()):
+    parsed = parse_tlog_origin(origin)
+    if parsed is None or parsed[2] != partition:
         return "another log"
+    seen = None if origin_seen is None else parse_tlog_origin(origin_seen)
     if origin_seen is not None and origin != origin_seen:
-        if parts[1] != origin_seen.rsplit("/", 3)[1]:
+        if seen is None or parsed[1] != seen[1]:
             return "another log"  # another prefix's partition of the same number
         return None, Problem(
             "WITNESSED_CHECKPOINT_INVALID",
@@ -291,17 +289,13 @@ def handed_claim(
             return None, Problem("WITNESSED_CHECKPOINT_INVALID", f"the handed checkpoint of {origin!r}: {exc}")
         except (MalformedInput, NoteRejected):
             continue
-        log = log_verifier(origin, key.material)
-        if opened.signed_by(log) is None:
+        if opened.signed_by(log_verifier(origin, key.material)) is None:
             continue
-        cosigned = tuple(sorted(policy.witnessed_by(opened))) if policy is not None else ()
-        times = [
-            cosignature_timestamp(sig) * 1000
-            for name in cosigned
-            for sig in opened.verified
-            if policy is not None and (sig.name, sig.key_id) == (policy.witnesses[name].name, policy.witnesses[name].key_id)
-        ]
-        met = policy is not None and policy.quorum != NONE and policy.satisfied(frozenset(cosigned))
+        if policy is None:
+            return TreeClaim(-1, -1, checkpoint.size, DIGEST_PREFIX + checkpoint.root_hash.hex(), ()), None
+        cosigned = tuple(sorted(policy.witnessed_by(opened)))
+        times = [cosignature_timestamp(sig) * 1000 for name in cosigned if (sig := opened.signed_by(policy.witnesses[name]))]
+        met = policy.quorum != NONE and policy.satisfied(frozenset(cosigned))
         at = max(times) if met and times else None  # only a head the quorum cosigned bounds the unwitnessed tail
         claim = TreeClaim(-1, -1, checkpoint.size, DIGEST_PREFIX + checkpoint.root_hash.hex(), cosigned, at)
         return claim, None
@@ -374,11 +368,20 @@ def signed_heads(source: RecordSource, partition: int) -> list[SignedHead]:
     return heads
 
 
+def partition_leaves(source: RecordSource, partition: int) -> Iterator[tuple[bytes, StoredRecord]]:
+    """Each leaf of the partition's journal, in order: its hash and the record it is (records that are no leaf left out)."""
+    if partition not in source.partitions("journal"):
+        return
+    c = codec.default_codec()
+    for record in source.records("journal", partition, headers=False):
+        leaf = journal_leaf(c, record.value)
+        if leaf is not None:
+            yield leaf_hash(leaf), record
+
+
 def partition_leaf_hashes(source: RecordSource, partition: int) -> list[bytes]:
     """The leaf hashes of the partition's journal, in order (32 bytes each: a million leaves hold 32 MB)."""
-    c = codec.default_codec()
-    leaves = (journal_leaf(c, record.value) for record in source.records("journal", partition, headers=False))
-    return [leaf_hash(leaf) for leaf in leaves if leaf is not None]
+    return [hashed for hashed, _ in partition_leaves(source, partition)]
 
 
 def reproduced(heads: Sequence[SignedHead], hashes: Sequence[bytes]) -> list[tuple[SignedHead, bool]]:

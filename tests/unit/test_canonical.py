@@ -171,3 +171,22 @@ def test_str_subclass_keys_are_refused_on_both_paths(extra: dict[str, int]) -> N
 )
 def test_json_nesting_exceeds_counts_only_structure(text: bytes, exceeds: bool) -> None:
     assert json_nesting_exceeds(text) is exceeds
+
+
+def test_a_log_origin_parses_back_into_what_made_it_and_nothing_else_parses() -> None:
+    from bernstein.schemas.canonical import parse_tlog_origin, tlog_origin
+
+    origin = tlog_origin("journal.example/eu", "bernstein.activity.submissions", 12, 3)
+    assert parse_tlog_origin(origin) == ("journal.example/eu", "bernstein.activity.submissions", 12, 3)
+    for other in (
+        "t/0/e1",
+        "/t/0/e1",
+        "n//0/e1",
+        "n/t/00/e1",
+        "n/t/0/1",
+        "n/t/0/e",
+        "n/t/0/e01",
+        "n/t/\u0661/e1",
+        "n/t/0/e\u00b2",
+    ):
+        assert parse_tlog_origin(other) is None, other

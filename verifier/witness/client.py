@@ -88,11 +88,11 @@ def _ask(url: str, verifier: notes.NoteVerifier, note: bytes, hashes: list[bytes
                 parsed = notes.parse_note(b"x\n\n" + "".join(line + "\n" for line in lines).encode())
             except (UnicodeDecodeError, MalformedInput) as exc:
                 return WitnessAnswer(url, 0, detail=f"the answer is no cosignature line: {exc}")
-            body = notes.parse_note(note).text.encode("utf-8")
+            checkpoint_body = notes.parse_note(note).text.encode("utf-8")
             mine = tuple(
                 sig
                 for sig in parsed.signatures
-                if (sig.name, sig.key_id) == (verifier.name, verifier.key_id) and verifier.verify(body, sig.signature)
+                if (sig.name, sig.key_id) == (verifier.name, verifier.key_id) and verifier.verify(checkpoint_body, sig.signature)
             )
             if not mine:
                 return WitnessAnswer(url, 0, detail=f"no line of the answer is a valid cosignature by {verifier.vkey}")
