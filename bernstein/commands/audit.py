@@ -38,7 +38,7 @@ from bernstein.commands.common import (
 from bernstein.substrate.exit_codes import EXIT_ALERTS
 from bernstein.substrate.exit_codes import EXIT_OK as EXIT_CLEAN
 from bernstein.substrate.kafka import require_bootstrap
-from bernstein.substrate.keys import TrustedKeys
+from bernstein.substrate.keys import KeyStoreError, TrustedKeys
 from bernstein.substrate.ops_http import DEFAULT_HOST, OpsServer
 from bernstein.verifier.facts import A_RECORD
 from bernstein.verifier.follow.alerts import Alert, AlertKind
@@ -86,6 +86,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--check-journal",
         action="store_true",
         help="also read the journal and alert (journal_missing) when a journal record the audit chain mirrors is not there",
+    )
+    follow.add_argument(
+        "--witness",
+        type=Path,
+        default=None,
+        metavar="KEYDIR",
+        help="also act as a witness with the key in KEYDIR (`bernstein witness init`): fold each journal partition's "
+        "Merkle log, hold every signed tree head of the checkpoints topic to it (alerts log_head_mismatch, "
+        "log_note_invalid) and cosign the heads it reproduces into <state>/witness/cosigned/<partition>.checkpoint",
     )
     follow.add_argument(
         "--format",
@@ -261,6 +270,14 @@ def _follow(args: argparse.Namespace) -> int:
     if not args.checkpoint_every > 0:
         raise UsageError(f"--checkpoint-every {args.checkpoint_every}: must be a positive number of seconds")
     keys = _Keys(args)
+    witness = None
+    if args.witness is not None:
+        from bernstein.verifier.witness.keys import load_witness_key
+
+        try:
+            witness = load_witness_key(args.witness)
+        except KeyStoreError as exc:
+            raise UsageError(f"--witness {args.witness}: {exc} (make one with `bernstein witness init`)") from None
     options = FollowOptions(
         bootstrap=bootstrap,
         topics=topics,
@@ -271,6 +288,7 @@ def _follow(args: argparse.Namespace) -> int:
         policy=policy,
         checkpoint_every=float(args.checkpoint_every),
         instance_id=args.instance_id,
+        witness=witness,
     )
     text = args.format == "text"
 

@@ -39,6 +39,11 @@ class AlertKind(StrEnum):
     """On resume, the record the checkpoint names has changed or vanished: the topic was rewritten."""
     JOURNAL_MISSING = "journal_missing"
     """(``--check-journal``) A journal record the audit chain mirrors is not in the journal."""
+    LOG_HEAD_MISMATCH = "log_head_mismatch"
+    """(``--witness``) A signed tree head is not the journal partition's Merkle log at its size (or the journal no
+    longer gives a tree the witness cosigned)."""
+    LOG_NOTE_INVALID = "log_note_invalid"
+    """(``--witness``) A checkpoint's note is not its partition log's, signed by a pinned seal key: not cosigned."""
     DEADLETTER = "deadletter"
     """The scheduler dead-lettered an input (the audit chain mirrors every dead letter)."""
     REFUSAL_BURST = "refusal_burst"
@@ -62,6 +67,8 @@ INTEGRITY: frozenset[AlertKind] = frozenset(
         AlertKind.WRONG_PARTITION,
         AlertKind.HISTORY_REWRITTEN,
         AlertKind.JOURNAL_MISSING,
+        AlertKind.LOG_HEAD_MISMATCH,
+        AlertKind.LOG_NOTE_INVALID,
     }
 )
 """Kinds that say the chain itself is not what the scheduler wrote (the rest are operational)."""

@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from bernstein.schemas.errors import BernsteinError
+from bernstein.schemas.errors import BernsteinError, MalformedInput
 from bernstein.substrate.files import write_atomically
 from bernstein.verifier.follow.checker import ChainState
 from bernstein.verifier.follow.journal import JournalJoin
+from bernstein.verifier.follow.logwatch import LogWatch
 
 FORMAT: Final = "bernstein.audit-follow-checkpoint/v1"
 
@@ -58,10 +59,13 @@ class Checkpoint:
     state: ChainState
     journal: JournalJoin | None = None
     """``--check-journal``: the journal position and the mirrors not matched yet."""
+    log: LogWatch | None = None
+    """``--witness``: the partition's Merkle log as folded, and where its journal and checkpoints are read from."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             **({"journal": self.journal.to_json()} if self.journal is not None else {}),
+            **({"log": self.log.to_json()} if self.log is not None else {}),
             "format": FORMAT,
             "topic": self.topic,
             "partition": self.partition,
@@ -86,6 +90,7 @@ class Checkpoint:
             checked=checked,
             state=ChainState.from_json(data["state"]),
             journal=JournalJoin.from_json(str(data["topic"]), partition, data["journal"]) if "journal" in data else None,
+            log=LogWatch.from_json(partition, data["log"]) if "log" in data else None,
         )
 
 
@@ -123,7 +128,7 @@ class CheckpointStore:
             raise CheckpointError(f"cannot read the follow checkpoint {path}: {exc}") from None
         try:
             checkpoint = Checkpoint.from_json(json.loads(text))
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, MalformedInput) as exc:
             raise CheckpointError(
                 f"{path} is not a follow checkpoint ({exc}); move it away to check the partition again from its start"
             ) from None

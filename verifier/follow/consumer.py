@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from bernstein.schemas import notes
 from bernstein.schemas.canonical import sha256_digest
 from bernstein.schemas.errors import BernsteinError
 from bernstein.substrate.config import Topics
@@ -53,6 +54,8 @@ from bernstein.verifier.follow.checkpoint import Checkpoint, CheckpointStore, Ch
 from bernstein.verifier.follow.journal import Expected, JournalJoin
 from bernstein.verifier.follow.latch import TAMPER
 from bernstein.verifier.follow.latching import LatchKeeping
+from bernstein.verifier.follow.logwatch import LogWatch
+from bernstein.verifier.follow.witnessing import LogWitness
 
 _TIMEOUT: Final = 30.0
 _BATCH: Final = 5000
@@ -75,6 +78,9 @@ class FollowOptions:
     """Also read the journal partitions and check that every record the audit chain mirrors is there."""
     instance_id: str | None = None
     """Static group membership (``group.instance.id``): a restarted follower takes its partitions back at once."""
+    witness: notes.NoteSigner | None = None
+    """``--witness``: fold each journal partition's Merkle log, hold the signed heads to it and cosign them with this
+    key (``follow.witnessing``; its state in ``<state>/witness``)."""
 
 
 @dataclass
@@ -104,6 +110,8 @@ class _Partition:
     """``check_journal``: the mirrors expected and the journal hashes seen."""
     journal_end: int | None = None
     """``check_journal``: the journal end each expectation of the current audit batch gets (``once``: pinned)."""
+    log: LogWatch | None = None
+    """``witness``: the partition's Merkle log as folded from its journal, and the heads waiting for it."""
 
 
 Emit = Callable[[Alert], None]
@@ -145,6 +153,19 @@ class Follower(LatchKeeping):
         self._journal: Any = None
         """``check_journal``: the journal's consumer (assigned the audit partitions' numbers, never in the group)."""
         self._failure: BernsteinError | None = None
+        self._witness = (
+            None
+            if options.witness is None
+            else LogWitness(
+                options.witness,
+                options.store.directory / "witness",
+                options.topics.journal,
+                options.topics.checkpoints,
+                trusted=trusted,
+                emit=self._emit,
+                progress=progress,
+            )
+        )
         self.prefix = options.topics.prefix
         self._init_latches(options.store.directory)
         # what the metrics endpoint reads (verifier.follow.metrics), kept by the loop at no cost per record
@@ -265,6 +286,12 @@ class Follower(LatchKeeping):
         if self.options.check_journal:
             join = checkpoint.journal if checkpoint is not None else None
             self._join(entry, partition, join or JournalJoin(self.topic, partition))
+        if self._witness is not None:
+            kept = checkpoint.log if checkpoint is not None else None
+            entry.log = kept or self._witness.new_watch(partition)
+            if self.options.once:  # the checkpoints' end first: the journal's, read later, holds their leaves
+                ends = self._watermarks(partition, self.options.topics.checkpoints)[1]
+                self._witness.ends[partition] = (ends, self._watermarks(partition, self.options.topics.journal)[1])
         self.partitions[partition] = entry
         return checkpoint.offset if checkpoint is not None else OFFSET_BEGINNING
 
@@ -305,6 +332,7 @@ class Follower(LatchKeeping):
         old = self.partitions[partition]
         entry = _Partition(PartitionChecker(self.topic, partition, self._trusted(), self.options.policy), None, restarted=True)
         entry.end = old.end
+        entry.log = old.log  # the journal's fold stands: it is held to the signed heads, not to the audit chain
         self.partitions[partition] = entry
         self._consumer.seek(TopicPartition(self.topic, partition, OFFSET_BEGINNING))
         if old.join is not None:  # the journal is read again from its start too
@@ -317,6 +345,7 @@ class Follower(LatchKeeping):
         try:
             consumer.assign([TopicPartition(self.topic, tp.partition, self._open(tp.partition)) for tp in assigned])
             self._assign_journal([tp.partition for tp in assigned])
+            self._assign_logs()
         except BernsteinError as exc:
             self._failure = exc
             consumer.assign([])
@@ -336,6 +365,8 @@ class Follower(LatchKeeping):
             self.latches.pop(tp.partition, None)
         if self._journal is not None:
             self._journal.assign([])
+        if self._witness is not None:
+            self._assign_logs()
         if self._progress is not None and revoked:
             self._progress({"event": "revoked", "topic": self.topic, "partitions": sorted(tp.partition for tp in revoked)})
 
@@ -492,6 +523,35 @@ class Follower(LatchKeeping):
                 entry.dirty = True
                 self._emit(alerts)
 
+    def _assign_logs(self) -> None:
+        """``witness``: the journal and checkpoints partitions of the audit partitions held, each from its fold."""
+        if self._witness is not None:
+            self._witness.assign({p: e.log for p, e in self.partitions.items() if e.log is not None})
+
+    def _read_logs(self) -> None:
+        """``witness``: fold what was read, hold the signed heads to it, cosign; a moved fold is saved."""
+        from confluent_kafka import KafkaException
+
+        if self._witness is None:
+            return
+        watches = {p: e.log for p, e in self.partitions.items() if e.log is not None}
+        try:
+            moved = self._witness.read(
+                watches, lambda p: self._watermarks(p, self.options.topics.journal)[1], self._log_read_error
+            )
+        except KafkaException as exc:
+            raise KafkaUnavailable(
+                f"error reading {self.options.topics.journal} or {self.options.topics.checkpoints}: {exc}"
+            ) from None
+        for partition in moved:
+            self.partitions[partition].dirty = True
+
+    def _log_read_error(self, error: Any) -> None:
+        if is_authorization_error(error):
+            raise self._refused()
+        if error.fatal() or self.options.once:
+            raise KafkaUnavailable(f"error reading {self.options.topics.journal} or {self.options.topics.checkpoints}: {error}")
+
     def _journal_ends(self, partitions: list[int]) -> None:
         """``check_journal`` (following): the journal end the expectations of the next audit batch get."""
         for partition in partitions:
@@ -529,6 +589,7 @@ class Follower(LatchKeeping):
                     entry.checked,
                     entry.checker.state,
                     entry.join,
+                    entry.log,
                 ),
                 then,
             )
@@ -600,11 +661,14 @@ class Follower(LatchKeeping):
         self._consumer = consumer = self._make_consumer()
         if self.options.check_journal:
             self._journal = self._make_consumer(group=False)
+        if self._witness is not None:
+            self._witness.consumer = self._make_consumer(group=False)
         try:
             partitions = self._audit_partitions(consumer)
             if self.options.once:
                 consumer.assign([TopicPartition(self.topic, p, self._open(p)) for p in partitions])
                 self._assign_journal(partitions)
+                self._assign_logs()
             else:
                 consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
             last_save = last_tick = time.monotonic()
@@ -628,6 +692,7 @@ class Follower(LatchKeeping):
                     self._journal_ends(sorted({m.partition() for m in messages if m.error() is None}))
                 self._check_batch(messages)
                 self._read_journal()
+                self._read_logs()
                 if self._latches_dirty:
                     self._flush_latches()
                 moment = time.monotonic()
@@ -637,7 +702,9 @@ class Follower(LatchKeeping):
                         self._note_end(partition)
                     last_save = moment
                 if self.options.once:
-                    if all(entry.done and self._journal_done(entry) for entry in self.partitions.values()):
+                    if all(
+                        entry.done and self._journal_done(entry) and self._log_done(p) for p, entry in self.partitions.items()
+                    ):
                         break
                 elif moment - last_tick >= self.options.tick_every:
                     self._tick()
@@ -654,7 +721,7 @@ class Follower(LatchKeeping):
         finally:
             if self._state[0]:
                 self._state = (False, "stopped")
-            for client in (consumer, self._journal):
+            for client in (consumer, self._journal, self._witness.consumer if self._witness is not None else None):
                 try:
                     if client is not None:
                         client.close()  # (the group's revocation saves the checkpoints first)
@@ -698,6 +765,11 @@ class Follower(LatchKeeping):
     def readiness(self) -> tuple[bool, str]:
         """(ready, why): ready while following with partitions assigned and nothing failed."""
         return self._state
+
+    def _log_done(self, partition: int) -> bool:
+        """``once``: the partition's journal and checkpoints were read up to their pinned ends (or are not witnessed)."""
+        log = self.partitions[partition].log
+        return self._witness is None or log is None or self._witness.done(partition, log)
 
     @staticmethod
     def _journal_done(entry: _Partition) -> bool:

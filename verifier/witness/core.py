@@ -214,6 +214,53 @@ class Witness:
             self.store.save(Witnessed(checkpoint.origin, checkpoint.size, checkpoint.root_hash, cosigned))
         return signature.line().encode("utf-8")
 
+    def cosign_checked(self, note_bytes: bytes, reproduced: Callable[[Witnessed], bool]) -> Witnessed | None:
+        """Cosign a checkpoint whose tree the caller recomputed from the log's own leaves (``audit follow --witness``).
+
+        No consistency proof: ``reproduced(latest)`` says whether those same leaves also gave the checkpoint this
+        witness cosigned last. The log's signature is verified, and the check and the save share the lock, as in
+        ``add_checkpoint``. Returns what is now cosigned; None when the witness already holds this tree or a larger
+        one (nothing to add). ``WitnessRefusal``: ``NOT_SIGNED_BY_LOG``, ``UNKNOWN_ORIGIN``, or ``ROOT_MISMATCH`` /
+        ``INCONSISTENT`` when the leaves do not give what was cosigned (the presented checkpoint is kept as evidence).
+        """
+        try:
+            note = notes.parse_note(note_bytes)
+            checkpoint = notes.parse_checkpoint(note.text)
+        except notes.MalformedNote as exc:
+            raise _malformed(f"the checkpoint: {exc.message}") from None
+        keys = self.logs.get(checkpoint.origin)
+        if keys is None:
+            raise WitnessRefusal(WitnessCode.UNKNOWN_ORIGIN, f"this witness does not witness {checkpoint.origin!r}")
+        try:
+            notes.open_note(note_bytes, keys)
+        except notes.NoteRejected as exc:
+            raise WitnessRefusal(WitnessCode.NOT_SIGNED_BY_LOG, f"the log's signature: {exc.message}") from None
+        with self.store.locked():
+            latest = self.store.latest(checkpoint.origin)
+            if latest is not None:
+                presented = AddCheckpoint(latest.size, (), note_bytes)
+                if checkpoint.size == latest.size and checkpoint.root_hash != latest.root_hash:
+                    where = self.store.keep_evidence(checkpoint.origin, "root_mismatch", latest, presented)
+                    raise WitnessRefusal(
+                        WitnessCode.ROOT_MISMATCH,
+                        f"size {checkpoint.size} of {checkpoint.origin!r} was cosigned with another root (evidence: {where})",
+                    )
+                if checkpoint.size <= latest.size:
+                    return None
+                if not reproduced(latest):
+                    where = self.store.keep_evidence(checkpoint.origin, "inconsistent", latest, presented)
+                    raise WitnessRefusal(
+                        WitnessCode.INCONSISTENT,
+                        f"the journal's leaves do not give size {latest.size} of {checkpoint.origin!r} as cosigned, so "
+                        f"size {checkpoint.size} does not extend it (evidence: {where})",
+                    )
+            signature = self.signer.sign(note.text, timestamp=max(int(self._clock()), 1))
+            witnessed = Witnessed(
+                checkpoint.origin, checkpoint.size, checkpoint.root_hash, notes.add_signatures(note_bytes, [signature])
+            )
+            self.store.save(witnessed)
+        return witnessed
+
     def _check_consistency(self, request: AddCheckpoint, checkpoint: notes.Checkpoint, latest: Witnessed | None) -> None:
         if latest is None or request.old_size == 0:
             if request.proof:
