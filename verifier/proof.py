@@ -13,14 +13,17 @@ The extra data carries the entry, so the leaf (``canonical.tlog_entry_leaf`` of 
 recomputed entry hash) and every digest the stage commits to (its artifact, its evidence set and
 each observation's content hash) come out of the proof itself; nothing in it is trusted before it
 verifies. ``prove`` reads the journal and checkpoints partitions (Kafka or a whole dump) and picks
-the newest signed tree head that covers the entry and that the journal reproduces; ``verify_proof``
-needs only the proof and the pinned seal key (and optionally a content store, to reattach the
-evidence): about log2(n) hashes and two signature checks.
+the newest signed tree head that covers the entry and that the journal reproduces, or, handed
+checkpoints witnesses cosigned (``witness submit --out``), the largest of those that covers it, whose
+note it carries verbatim with the cosignatures. ``verify_proof`` needs only the proof and the pinned
+keys (and optionally a content store, to reattach the evidence): about log2(n) hashes and two
+signature checks, and one per cosignature of a witness the pinned policy names, whose quorum must
+have cosigned (``PROOF_WITNESS_QUORUM_NOT_MET`` otherwise: not fully verified).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,20 +39,48 @@ from bernstein.schemas.canonical import (
 )
 from bernstein.schemas.ed25519 import verify_signature
 from bernstein.schemas.errors import CanonicalizationError, MalformedInput
-from bernstein.schemas.notes import Checkpoint, NoteRejected, log_verifier, open_checkpoint, parse_checkpoint, parse_note
+from bernstein.schemas.tlog_policy import Policy
 from bernstein.substrate.cas import BlobIntegrityError, BlobStore, CasError, CasUnavailable
 from bernstein.substrate.keys import TrustedKeys
+from bernstein.substrate.text import plural
 from bernstein.verifier.keyuse import KeyUse, key_fits
-from bernstein.verifier.proof_format import ActivityProof, MalformedProof, ProofUnavailable, parse_proof
+from bernstein.verifier.proof_format import (
+    ActivityProof,
+    MalformedProof,
+    ProofUnavailable,
+    WitnessedCheckpointRefused,
+    parse_proof,
+)
 from bernstein.verifier.report import Problem
 from bernstein.verifier.sources import RecordSource
-from bernstein.verifier.tlog import note_keys, partition_leaves, reproduced, signed_heads
+from bernstein.verifier.tlog import (
+    CosignatureInvalid,
+    SignedHead,
+    TreeClaim,
+    WitnessedHead,
+    handed_claim,
+    note_keys,
+    open_witnessed,
+    partition_leaves,
+    reproduced,
+    signed_heads,
+)
 
 # -- making one ---------------------------------------------------------------------------------
 
 
-def prove(source: RecordSource, run_id: str, stage_id: str) -> ActivityProof:
-    """The proof of ``stage_id``'s activity in ``run_id`` under the newest signed tree head that covers it."""
+def prove(
+    source: RecordSource,
+    run_id: str,
+    stage_id: str,
+    *,
+    witnessed: Sequence[bytes] = (),
+    trusted: TrustedKeys | None = None,
+) -> ActivityProof:
+    """The proof of ``stage_id``'s activity in ``run_id`` under the newest signed tree head that covers it; with
+    ``witnessed`` (cosigned checkpoints, as ``witness submit --out`` writes them), under the largest of those that
+    covers it, each one of the stage's log held to ``trusted`` (its pinned seal keys and witness policy) and to the
+    journal first (``WitnessedCheckpointRefused`` otherwise: never a fallback to another head)."""
     c = codec.default_codec()
     for partition in source.partitions("journal"):
         leaves: list[bytes] = []
@@ -61,7 +92,11 @@ def prove(source: RecordSource, run_id: str, stage_id: str) -> ActivityProof:
             leaves.append(hashed)
         if index is None or record is None:
             continue
-        size, note = _covering_head(source, partition, leaves, index)
+        heads = signed_heads(source, partition)
+        if witnessed:
+            size, note = _witnessed_head(heads, partition, leaves, index, witnessed, trusted)
+        else:
+            size, note = _covering_head(heads, partition, leaves, index)
         return ActivityProof(record, index, tuple(merkle.inclusion_proof(leaves[:size], index)), note)
     raise ProofUnavailable(
         f"run {run_id!r} has no journalled activity with stage id {stage_id!r} in {source.describe()}", not_found=True
@@ -79,23 +114,88 @@ def _stage_of(c: codec.Codec, value: bytes) -> str | None:
     return str(entry["stage_id"])
 
 
-def _covering_head(source: RecordSource, partition: int, leaves: list[bytes], index: int) -> tuple[int, bytes]:
+_NEXT_HEAD = "the scheduler signs the next one after a final seal or --checkpoint-every audit records"
+
+
+def _covering_head(heads: list[SignedHead], partition: int, leaves: list[bytes], index: int) -> tuple[int, bytes]:
     """(tree size, signed note) of the newest checkpoint whose tree holds leaf ``index`` and whose root the journal reproduces."""
-    covering = [(head, ok) for head, ok in reproduced(signed_heads(source, partition), leaves) if index < head.size]
+    covering = [(head, ok) for head, ok in reproduced(heads, leaves) if index < head.size]
     good = [head for head, ok in covering if ok]
     if not good:
         refused = len(covering)
         why = (
             f"{refused} signed tree heads that cover it disagree with the journal (verify the partition)"
             if refused
-            else (
-                "no signed checkpoint covers it yet: the scheduler signs the next one after a final seal or "
-                "--checkpoint-every audit records"
-            )
+            else f"no signed checkpoint covers it yet: {_NEXT_HEAD}"
         )
         raise ProofUnavailable(f"leaf {index} of journal partition {partition}: {why}")
     best = max(good, key=lambda head: head.size)
     return best.size, best.note
+
+
+def _witnessed_head(
+    heads: list[SignedHead],
+    partition: int,
+    leaves: list[bytes],
+    index: int,
+    witnessed: Sequence[bytes],
+    trusted: TrustedKeys | None,
+) -> tuple[int, bytes]:
+    """(tree size, note as handed) of the largest handed checkpoint of the partition's log that covers leaf ``index``.
+    Every handed one of that log must be signed by a pinned seal key under its origin, its pinned witnesses'
+    cosignatures verifying (``handed_claim``, as ``activity verify --witnessed`` holds it), and reproduced by the
+    journal: the same size holds the same root."""
+    if trusted is None:
+        raise ValueError("a proof under handed checkpoints needs the pinned keys to check them with")
+    seen = heads[0].note.split(b"\n", 1)[0].decode("utf-8", "replace") if heads else None
+    seal_keys, policy = note_keys(trusted), trusted.policy()
+    good: list[tuple[TreeClaim, bytes]] = []
+    for number, note in enumerate(witnessed, 1):
+        handed = handed_claim(note, partition, seen, seal_keys, policy)
+        if isinstance(handed, str):
+            continue  # another partition's (or another prefix's) log
+        claim, problem = handed
+        if problem is not None:
+            raise WitnessedCheckpointRefused(problem.code, f"handed checkpoint {number}: {problem.message}", position=number - 1)
+        if claim is None:
+            continue
+        _reproduce(claim, number, partition, leaves)
+        good.append((claim, note))
+    covering = [(claim, note) for claim, note in good if index < claim.size]
+    if not covering:
+        largest = max((claim.size for claim, _ in good), default=None)
+        what = (
+            f"none of the {plural(len(witnessed), 'handed checkpoint')} is of its log"
+            if largest is None
+            else f"the largest handed checkpoint of its log holds {plural(largest, 'leaf', 'leaves')}"
+        )
+        topic = "" if any(index < head.size for head in heads) else f" (no signed checkpoint covers it yet either: {_NEXT_HEAD})"
+        raise ProofUnavailable(
+            f"leaf {index} of journal partition {partition}: {what}; submit a newer checkpoint to the witnesses "
+            f"(`bernstein witness submit`) first{topic}, and hand its file to --witnessed"
+        )
+    claim, note = max(covering, key=lambda item: item[0].size)
+    return claim.size, note
+
+
+def _reproduce(claim: TreeClaim, number: int, partition: int, leaves: list[bytes]) -> None:
+    """``WitnessedCheckpointRefused`` unless the journal's first ``claim.size`` leaves hash to the handed root."""
+    label = f"handed checkpoint {number}, {claim.label}"
+    if claim.size > len(leaves):
+        raise WitnessedCheckpointRefused(
+            "HISTORY_CUT_BEHIND_WITNESSES",
+            f"{label}, commits a tree of {claim.size} leaves, but journal partition {partition} holds {len(leaves)}: "
+            "its tail was deleted after that checkpoint was signed",
+            position=number - 1,
+        )
+    root = DIGEST_PREFIX + merkle.root(leaves[: claim.size]).hex()
+    if root != claim.root:
+        raise WitnessedCheckpointRefused(
+            "CHECKPOINT_TREE_MISMATCH",
+            f"{label}, signs the root {claim.root} of {claim.size} leaves, but the journal partition {partition}'s "
+            f"first {claim.size} hash to {root}: a journal record was edited, inserted, deleted or moved",
+            position=number - 1,
+        )
 
 
 # -- checking one ---------------------------------------------------------------------------------
@@ -120,8 +220,12 @@ class ProofReport:
     index: int = -1
     tree_size: int = 0
     root: str = ""
-    cosignatures: tuple[str, ...] = ()
-    """Names of further (witness) signature lines on the note; this version checks none of them."""
+    witness_policy: str = ""
+    """The pinned witness policy's quorum in words (``2 of (W1, W2)``); empty when no policy is pinned."""
+    witnesses: tuple[str, ...] = ()
+    """The policy's witnesses (their policy names) whose cosignature/v1 on the note verified over the checkpoint."""
+    unknown_signatures: tuple[str, ...] = ()
+    """Key names of the note's other signature lines (by no pinned seal key nor policy witness): not checked."""
     evidence_checked: int = 0
     evidence: dict[str, str] = field(default_factory=dict)
     """content hash -> ``verified`` | ``missing`` | ``changed`` | ``unavailable``, with a content store."""
@@ -135,11 +239,12 @@ def verify_proof(text: bytes, trusted: TrustedKeys, cas: BlobStore | None = None
         return ProofReport((Problem("PROOF_MALFORMED", str(exc)),))
     problems: list[Problem] = []
     add = problems.append
-    entry, stored_hash = _entry_of(proof.record, add)
-    head = _head_of(proof.note, trusted, add)
+    entry, stored_hash, payload = _entry_of(proof.record, add)
+    policy = trusted.policy()
+    head = _head_of(proof.note, trusted, policy, add)
     if entry is None:
         return ProofReport(tuple(problems))
-    entry_hash = journal_entry_hash(codec.split_envelope(proof.record)[1][0])
+    entry_hash = journal_entry_hash(payload)
     if entry_hash != stored_hash:
         add(
             Problem(
@@ -163,14 +268,16 @@ def verify_proof(text: bytes, trusted: TrustedKeys, cas: BlobStore | None = None
         "evidence_set_hash": entry["evidence_set_hash"],
         "observations": tuple((o["kind"], o["ref"], o["content_hash"], o.get("size", -1)) for o in entry["observations"]),
         "index": proof.index,
+        "witness_policy": policy.describe() if policy is not None else "",
     }
     if head is not None:
-        checkpoint, cosigners = head
+        checkpoint = head.checkpoint
         facts.update(
             origin=checkpoint.origin,
             tree_size=checkpoint.size,
             root=DIGEST_PREFIX + checkpoint.root_hash.hex(),
-            cosignatures=cosigners,
+            witnesses=head.cosigned,
+            unknown_signatures=head.unknown,
         )
         _check_origin(checkpoint.origin, entry, add)
         try:
@@ -209,7 +316,8 @@ def verify_proof(text: bytes, trusted: TrustedKeys, cas: BlobStore | None = None
     return ProofReport(tuple(problems), evidence_checked=len(evidence), evidence=evidence, **facts)
 
 
-def _entry_of(record: bytes, add: Callable[[Problem], None]) -> tuple[dict[str, Any] | None, str]:
+def _entry_of(record: bytes, add: Callable[[Problem], None]) -> tuple[dict[str, Any] | None, str, bytes]:
+    """The journal entry, its stored entry hash and its payload's bytes (the envelope split once)."""
     try:
         name, fields = codec.split_envelope(record)
         if name != codec.JOURNAL_RECORD:
@@ -217,33 +325,53 @@ def _entry_of(record: bytes, add: Callable[[Problem], None]) -> tuple[dict[str, 
         entry = codec.default_codec().decode(fields[0], expect=codec.JOURNAL_ENTRIES).record
     except codec.DecodeError as exc:
         add(Problem("PROOF_ENTRY_UNDECODABLE", f"the proof's journal record does not decode as an activity entry: {exc}"))
-        return None, ""
-    return dict(entry), str(fields[1])
+        return None, "", b""
+    return dict(entry), str(fields[1]), fields[0]
 
 
-def _head_of(note: bytes, trusted: TrustedKeys, add: Callable[[Problem], None]) -> tuple[Checkpoint, tuple[str, ...]] | None:
-    """The checkpoint a pinned seal key signed under its origin, and the other signers' names; None (and a problem) else."""
+def _head_of(note: bytes, trusted: TrustedKeys, policy: Policy | None, add: Callable[[Problem], None]) -> WitnessedHead | None:
+    """The checkpoint a pinned seal key signed under its origin, with the pinned policy's witnesses that cosigned it
+    (``open_witnessed``: the note parsed once); None (and a problem) when no pinned seal key signed it."""
+    seal_keys = note_keys(trusted)
     try:
-        parsed = parse_note(note)
-        origin = parse_checkpoint(parsed.text).origin
+        head = open_witnessed(note, seal_keys, policy)
     except MalformedInput as exc:
         add(Problem("PROOF_CHECKPOINT_UNDECODABLE", f"the proof's checkpoint is no signed tlog-checkpoint note: {exc}"))
         return None
-    seal_keys = note_keys(trusted)
-    for entry in seal_keys:
-        try:
-            checkpoint, opened = open_checkpoint(note, (log_verifier(origin, entry.material),))
-        except (MalformedInput, NoteRejected):
-            continue
-        return checkpoint, tuple(sig.name for sig in opened.unknown)
-    add(
-        Problem(
-            "PROOF_CHECKPOINT_NOT_SIGNED",
-            f"no pinned seal key signed the checkpoint under its origin {origin[:200]!r} ({len(seal_keys)} pinned)",
-            expected=", ".join(sorted(k.key_id for k in seal_keys)) or "(no seal key pinned)",
+    except CosignatureInvalid as exc:
+        key = f"{exc.name}+{exc.key_id:08x}"
+        add(
+            Problem(
+                "PROOF_COSIGNATURE_INVALID",
+                f"the cosignature of pinned witness {exc.witness} ({key}) does not verify over the checkpoint the seal "
+                "key signed: the cosignature, or the note under it, was changed",
+                recomputed=key,
+            )
         )
-    )
-    return None
+        return exc.head
+    if head is None:
+        origin = note.split(b"\n", 1)[0].decode("utf-8", "replace")
+        add(
+            Problem(
+                "PROOF_CHECKPOINT_NOT_SIGNED",
+                f"no pinned seal key signed the checkpoint under its origin {origin[:200]!r} ({len(seal_keys)} pinned)",
+                expected=", ".join(sorted(k.key_id for k in seal_keys)) or "(no seal key pinned)",
+            )
+        )
+        return None
+    if policy is not None and not policy.satisfied(frozenset(head.cosigned)):
+        cosigned = ", ".join(head.cosigned) or "no pinned witness"
+        add(
+            Problem(
+                "PROOF_WITNESS_QUORUM_NOT_MET",
+                f"the pinned witness policy asks for a checkpoint cosigned by {policy.describe()}, and this one is "
+                f"cosigned by {cosigned}: make the proof with `activity prove --witnessed` against a checkpoint its "
+                "quorum cosigned (`bernstein witness submit`)",
+                expected=policy.describe(),
+                recomputed=", ".join(head.cosigned),
+            )
+        )
+    return head
 
 
 def _check_origin(origin: str, entry: dict[str, Any], add: Callable[[Problem], None]) -> None:

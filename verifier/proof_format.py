@@ -5,7 +5,7 @@ extra <base64 of the stage's JournalRecord bytes, as the journal stores them>
 index <the entry's leaf index in its partition's Merkle log>
 <base64 hashes of the RFC 6962 inclusion path, from the leaf's sibling up>
 
-<the signed checkpoint note, verbatim>
+<the signed checkpoint note, verbatim, with any witness cosignatures>
 """
 
 from __future__ import annotations
@@ -32,6 +32,20 @@ class ProofUnavailable(BernsteinError):
         super().__init__(message)
         self.not_found = not_found
         """The stage is not in the journal (else: it is, but no signed tree head covers it yet)."""
+
+
+class WitnessedCheckpointRefused(BernsteinError):
+    """A checkpoint handed to ``prove --witnessed`` that no proof may rest on: not signed by a pinned seal key (or a
+    pinned witness's cosignature fails), or not reproduced by the journal. ``problem`` is the code ``activity verify
+    --witnessed`` names the same finding with."""
+
+    code = "E_WITNESSED_CHECKPOINT_REFUSED"
+
+    def __init__(self, problem: str, message: str, *, position: int) -> None:
+        super().__init__(message)
+        self.problem = problem
+        self.position = position
+        """Which of the handed checkpoints, from 0 in the order given."""
 
 
 class MalformedProof(MalformedInput):

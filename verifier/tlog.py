@@ -33,8 +33,10 @@ from bernstein.schemas.canonical import DIGEST_PREFIX, journal_entry_hash, parse
 from bernstein.schemas.errors import MalformedInput
 from bernstein.schemas.merkle import Frontier, leaf_hash
 from bernstein.schemas.notes import (
+    Checkpoint,
     InvalidNoteSignature,
     NoteRejected,
+    NoteVerifier,
     cosignature_timestamp,
     log_verifier,
     open_checkpoint,
@@ -281,28 +283,97 @@ def handed_claim(
             f"the handed checkpoint names origin {origin[:200]!r}, while the partition's own checkpoints name "
             f"{origin_seen!r}: the same log under another name or epoch",
         )
-    witnesses = tuple(policy.witnesses.values()) if policy is not None else ()
+    try:
+        head = open_witnessed(note, seal_keys, policy)
+    except InvalidNoteSignature as exc:
+        return None, Problem("WITNESSED_CHECKPOINT_INVALID", f"the handed checkpoint of {origin!r}: {exc}")
+    except MalformedInput as exc:
+        return None, Problem("WITNESSED_CHECKPOINT_INVALID", f"a handed checkpoint is no signed tlog-checkpoint note: {exc}")
+    if head is None:
+        return None, Problem(
+            "WITNESSED_CHECKPOINT_INVALID",
+            f"the handed checkpoint of {origin[:200]!r} is not signed by a pinned seal key under its origin",
+        )
+    root = DIGEST_PREFIX + head.checkpoint.root_hash.hex()
+    if policy is None:
+        return TreeClaim(-1, -1, head.checkpoint.size, root, ()), None
+    return TreeClaim(-1, -1, head.checkpoint.size, root, head.cosigned, head.witnessed_at_ms), None
+
+
+@dataclass(frozen=True, slots=True)
+class WitnessedHead:
+    """A checkpoint note a pinned seal key signed under its origin, and the witness policy's cosignatures on it."""
+
+    checkpoint: Checkpoint
+    seal_key: TrustedKey
+    cosigned: tuple[str, ...] = ()
+    """The policy's witnesses (by their policy names, sorted) whose cosignature/v1 verified over the checkpoint body."""
+    unknown: tuple[str, ...] = ()
+    """Key names of the other signature lines: by no pinned seal key and no witness of the policy, so not checked."""
+    witnessed_at_ms: int | None = None
+    """When ``cosigned`` meets the policy's quorum (not ``none``): its newest cosignature time, what bounds the
+    unwitnessed tail (``TreeClaim.witnessed_at_ms``)."""
+
+
+class CosignatureInvalid(InvalidNoteSignature):
+    """A policy witness's cosignature line (its key name and id) that does not verify over the checkpoint body, on a
+    note a pinned seal key did sign: ``head`` is that note without its cosignatures (``cosigned`` empty)."""
+
+    def __init__(self, name: str, key_id: int, witness: str, head: WitnessedHead) -> None:
+        super().__init__(name, key_id)
+        self.witness = witness
+        self.head = head
+
+
+def open_witnessed(note: bytes, seal_keys: Sequence[TrustedKey], policy: Policy | None) -> WitnessedHead | None:
+    """Open a checkpoint note against the pinned seal keys (under the note's own origin) and the policy's witness keys,
+    in one pass: every signature line by a known key must verify (c2sp.org/signed-note), a witness's cosignature/v1
+    over the checkpoint body. The one check of cosignatures, for handed checkpoints and proofs alike.
+
+    None when no pinned seal key signed the note under its origin (its log signature fails, or is by another key).
+    ``MalformedInput`` for bytes that are no signed tlog-checkpoint note; ``CosignatureInvalid`` when a policy
+    witness's cosignature does not verify on a note the log did sign."""
+    origin = note.split(b"\n", 1)[0].decode("utf-8", "replace")
+    logs: dict[NoteVerifier, TrustedKey] = {}
     for key in seal_keys:
         try:
-            checkpoint, opened = open_checkpoint(note, (log_verifier(origin, key.material), *witnesses))
-        except InvalidNoteSignature as exc:
-            return None, Problem("WITNESSED_CHECKPOINT_INVALID", f"the handed checkpoint of {origin!r}: {exc}")
-        except (MalformedInput, NoteRejected):
+            logs[log_verifier(origin, key.material)] = key
+        except MalformedInput:  # an origin no key name can carry (or a weak key): no signature under it counts
             continue
-        if opened.signed_by(log_verifier(origin, key.material)) is None:
+    witnesses = {verifier: name for name, verifier in policy.witnesses.items()} if policy is not None else {}
+    try:
+        checkpoint, opened = open_checkpoint(note, (*logs, *witnesses))
+    except NoteRejected as exc:
+        signed = _log_signed(note, logs)  # a rejected note: does its log signature stand without the witnesses?
+        bad = (exc.name, exc.key_id) if isinstance(exc, InvalidNoteSignature) else None
+        witness = next((n for v, n in witnesses.items() if (v.name, v.key_id) == bad), None)
+        if signed is None or bad is None or witness is None:
+            return None  # the log's own signature fails (or none is there): the note is not the log's
+        raise CosignatureInvalid(bad[0], bad[1], witness, signed) from None
+    seal_key = next((key for verifier, key in logs.items() if opened.signed_by(verifier) is not None), None)
+    if seal_key is None:
+        return None  # only witnesses signed it
+    unknown = tuple(dict.fromkeys(sig.name for sig in opened.unknown))
+    if policy is None:
+        return WitnessedHead(checkpoint, seal_key, (), unknown)
+    cosigned = tuple(sorted(policy.witnessed_by(opened)))
+    met = policy.quorum != NONE and policy.satisfied(frozenset(cosigned))
+    times = [cosignature_timestamp(sig) * 1000 for name in cosigned if (sig := opened.signed_by(policy.witnesses[name]))]
+    at = max(times) if met and times else None  # only a head the quorum cosigned bounds the unwitnessed tail
+    return WitnessedHead(checkpoint, seal_key, cosigned, unknown, at)
+
+
+def _log_signed(note: bytes, logs: dict[NoteVerifier, TrustedKey]) -> WitnessedHead | None:
+    """The note's checkpoint if a pinned seal key's signature on it verifies (the witnesses' lines left unchecked);
+    ``MalformedInput`` for bytes that are no checkpoint note."""
+    parse_checkpoint(parse_note(note).text)
+    for verifier, key in logs.items():
+        try:
+            checkpoint, _ = open_checkpoint(note, (verifier,))
+        except NoteRejected:
             continue
-        if policy is None:
-            return TreeClaim(-1, -1, checkpoint.size, DIGEST_PREFIX + checkpoint.root_hash.hex(), ()), None
-        cosigned = tuple(sorted(policy.witnessed_by(opened)))
-        times = [cosignature_timestamp(sig) * 1000 for name in cosigned if (sig := opened.signed_by(policy.witnesses[name]))]
-        met = policy.quorum != NONE and policy.satisfied(frozenset(cosigned))
-        at = max(times) if met and times else None  # only a head the quorum cosigned bounds the unwitnessed tail
-        claim = TreeClaim(-1, -1, checkpoint.size, DIGEST_PREFIX + checkpoint.root_hash.hex(), cosigned, at)
-        return claim, None
-    return None, Problem(
-        "WITNESSED_CHECKPOINT_INVALID",
-        f"the handed checkpoint of {origin[:200]!r} is not signed by a pinned seal key under its origin",
-    )
+        return WitnessedHead(checkpoint, key)
+    return None
 
 
 class LeafRecorder:

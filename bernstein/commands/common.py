@@ -9,7 +9,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from bernstein.consumers.manifest import load_manifest, trusted_producer_keys
 from bernstein.schemas.errors import BernsteinError
@@ -20,6 +20,9 @@ from bernstein.substrate.cli_args import positive_seconds as positive_seconds
 from bernstein.substrate.cli_args import show_usage as show_usage
 from bernstein.substrate.config import DEFAULT_PREFIX, Resolved, Settings, resolve
 from bernstein.substrate.keys import InstallKeys, TrustedKeys, default_keys_dir, load_keys
+
+if TYPE_CHECKING:
+    from bernstein.verifier.sources import RecordSource
 
 
 class UsageError(BernsteinError):
@@ -201,6 +204,40 @@ def store_from(
     if not path.is_dir():
         raise UsageError(f"--cas {spec}: no such directory (pass s3, none, or a CAS directory such as <dump>/cas)")
     return DirBlobStore(path)
+
+
+def record_source(args: argparse.Namespace) -> tuple[RecordSource, Path | None]:
+    """The records ``--from`` names (``kafka``, a dump directory, or kcat -J files; a dump's ``cas/`` beside it), with
+    the checkpoints handed with ``--witnessed`` (read now: an unreadable one is a usage error) attached as
+    ``source.witnessed``. Used by ``activity verify``/``report``/``prove`` and ``witness submit``."""
+    source, cas = _records(args)
+    witnessed = []
+    for path in getattr(args, "witnessed", None) or ():
+        try:
+            witnessed.append(path.read_bytes())
+        except OSError as exc:
+            raise UsageError(f"--witnessed {path}: cannot read it ({exc.strerror or exc})") from None
+    source.witnessed = tuple(witnessed)  # type: ignore[attr-defined]
+    return source, cas
+
+
+def _records(args: argparse.Namespace) -> tuple[RecordSource, Path | None]:
+    from bernstein.substrate.kafka import require_bootstrap
+    from bernstein.verifier.sources import DumpSource, KcatSource
+
+    if args.source == "kafka":
+        from bernstein.verifier.kafka_source import KafkaSource
+
+        settings = settings_from(args)
+        return KafkaSource(require_bootstrap(settings.kafka_bootstrap), settings.topics), None
+    paths = [Path(p) for p in args.source.split(",")]
+    if len(paths) == 1 and paths[0].is_dir():
+        return DumpSource(paths[0]), paths[0] / "cas"
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise UsageError(f"--from {args.source}: {', '.join(missing)} not found (pass kafka, a dump directory or kcat -J files)")
+    prefix = args.prefix or settings_from(args).topics.prefix
+    return KcatSource(paths, prefix), None
 
 
 DEFAULT_ROLES: Final = Path("config") / "roles.toml"

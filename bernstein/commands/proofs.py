@@ -10,12 +10,33 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from bernstein.commands.common import UsageError, add_keys_flag, add_prefix_flag, settings_from, store_from, trusted_from
-from bernstein.substrate.exit_codes import EXIT_MISMATCH, EXIT_NOT_FOUND, EXIT_OK, EXIT_OPEN, EXIT_UNAVAILABLE
+from bernstein.commands.common import (
+    UsageError,
+    add_keys_flag,
+    add_prefix_flag,
+    record_source,
+    settings_from,
+    store_from,
+    trusted_from,
+)
+from bernstein.substrate.exit_codes import (
+    EXIT_MISMATCH,
+    EXIT_NOT_FOUND,
+    EXIT_NOT_FULLY_VERIFIED,
+    EXIT_OK,
+    EXIT_OPEN,
+    EXIT_UNAVAILABLE,
+)
+from bernstein.substrate.keys import TrustedKeys
 from bernstein.verifier.proof import ProofReport, prove, verify_proof
-from bernstein.verifier.proof_format import ProofUnavailable
+from bernstein.verifier.proof_format import ActivityProof, ProofUnavailable, WitnessedCheckpointRefused
+from bernstein.verifier.source_records import witnessed_checkpoints
+from bernstein.verifier.tlog import note_keys, open_witnessed
 
 _UNAVAILABLE = "PROOF_EVIDENCE_UNAVAILABLE"
+_UNCHECKED = "PROOF_WITNESS_QUORUM_NOT_MET"
+VERDICTS = {EXIT_OK: "verified", EXIT_MISMATCH: "mismatch", EXIT_UNAVAILABLE: "unavailable", EXIT_NOT_FULLY_VERIFIED: "unchecked"}
+"""The --json ``verdict`` of each exit code of ``verify-proof``."""
 
 
 def register(activity_sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -26,8 +47,12 @@ def register(activity_sub: argparse._SubParsersAction) -> None:  # type: ignore[
         description="Find STAGE of RUN in the journal (Kafka or a whole-topic dump), and write a C2SP tlog-proof "
         "(c2sp.org/tlog-proof): the stage's journal record as its extra data, its leaf index in the partition's Merkle "
         "log, the inclusion path, and the newest signed checkpoint that covers it and that the journal reproduces. "
-        "Anyone holding the scheduler's public seal key checks it with `activity verify-proof`, without the log. "
-        "Exit 0 written; 1 no such stage; 5 no signed checkpoint covers the stage yet; 3 usage error or unreadable input.",
+        "With --witnessed, the checkpoint is instead the largest handed one (`witness submit --out`) of the stage's log "
+        "that covers it, carried with its witness cosignatures; every handed one of that log must be signed by a "
+        "pinned seal key and reproduced by the journal. Anyone holding the scheduler's public seal key (and the "
+        "witness policy) checks it with `activity verify-proof`, without the log. Exit 0 written; 1 no such stage; "
+        "2 a handed checkpoint refused (named); 5 no signed (or handed) checkpoint covers the stage yet; "
+        "3 usage error or unreadable input.",
     )
     make.add_argument("run", metavar="RUN")
     make.add_argument("stage", metavar="STAGE", help="the stage id of an activity result of RUN")
@@ -35,25 +60,44 @@ def register(activity_sub: argparse._SubParsersAction) -> None:  # type: ignore[
         "--from", dest="source", default="kafka", help="kafka (default) or a dump directory of whole topics (`topic export`)"
     )
     make.add_argument("--out", type=Path, required=True, help="the proof file to write (by convention *.tlog-proof)")
+    make.add_argument(
+        "--witnessed",
+        type=Path,
+        action="append",
+        default=None,
+        metavar="CHECKPOINT",
+        help="a cosigned checkpoint `witness submit --out DIR` wrote (DIR/<partition>.checkpoint); repeatable: the "
+        "proof rests on the largest of the stage's log that covers it",
+    )
+    make.add_argument(
+        "--trusted-keys",
+        type=Path,
+        default=None,
+        help="with --witnessed: the pinned keys the handed checkpoints are checked with (the seal key, the witness "
+        "policy; default: the local install's)",
+    )
+    add_keys_flag(make)
     add_prefix_flag(make)
     make.set_defaults(func=_prove)
 
     check = activity_sub.add_parser(
         "verify-proof",
-        help="check a proof of one activity offline against the pinned seal key (exit 0 verified, 2 mismatch)",
+        help="check a proof of one activity offline against the pinned keys (exit 0 verified, 2 mismatch, 6 not fully verified)",
         description="Check FILE from `activity prove` with no log at hand: the checkpoint is signed by a pinned seal key "
         "under its origin, the origin is the log of the entry's partition, the entry's leaf and path hash to the signed "
         "root, the stored entry hash is the entry's, and the producer's signature on the stage verifies with a pinned "
-        "producer key. With --cas, each observation's blob is reattached and re-hashed. Exit 0 verified; 2 mismatch "
-        "(named, with the leaf index); 3 usage error, an unreadable file or a content store that does not answer.",
+        "producer key. With a witness policy pinned (`keys trust --witness-policy`), the note's cosignatures by its "
+        "witnesses are verified and must meet its quorum. With --cas, each observation's blob is reattached and "
+        "re-hashed. Exit 0 verified; 2 mismatch (named, with the leaf index); 6 not fully verified (the policy's "
+        "quorum did not cosign the checkpoint); 3 usage error, an unreadable file or a content store that does not answer.",
     )
     check.add_argument("proof", type=Path, metavar="FILE")
     check.add_argument(
         "--trusted-keys",
         type=Path,
         default=None,
-        help="pinned keys (`bernstein keys trust`): the scheduler's seal key and the producers' keys "
-        "(default: the local install's, as for activity verify)",
+        help="pinned keys (`bernstein keys trust`): the scheduler's seal key, the producers' keys and any witness "
+        "policy (default: the local install's, as for activity verify)",
     )
     check.add_argument(
         "--roles", type=Path, default=None, help="roles manifest whose producer keys to pin without --trusted-keys"
@@ -66,23 +110,47 @@ def register(activity_sub: argparse._SubParsersAction) -> None:  # type: ignore[
 
 
 def _prove(args: argparse.Namespace) -> int:
-    from bernstein.commands.activity import _source, write_atomically
+    from bernstein.commands.activity import write_atomically
 
     if args.out.is_dir():
         raise UsageError(f"--out {args.out}: is a directory; name the proof file to write")
-    source, _ = _source(args)
+    source, _ = record_source(args)
+    witnessed = witnessed_checkpoints(source)
+    trusted = trusted_from(args.trusted_keys, args.keys_dir) if witnessed else None
     try:
-        proof = prove(source, args.run, args.stage)
+        proof = prove(source, args.run, args.stage, witnessed=witnessed, trusted=trusted)
     except ProofUnavailable as exc:
         print(f"bernstein: {exc}", file=sys.stderr)
         return EXIT_NOT_FOUND if exc.not_found else EXIT_OPEN
+    except WitnessedCheckpointRefused as exc:
+        print(f"bernstein: {exc.problem}: --witnessed {args.witnessed[exc.position]}: {exc}", file=sys.stderr)
+        return EXIT_MISMATCH
     text = proof.encode()
     write_atomically(args.out, text)
+    under = "" if trusted is None else _cosigned_words(proof, trusted)
     print(
         f"wrote {args.out} ({len(text.encode())} bytes): stage {args.stage!r} of run {args.run!r}, leaf {proof.index}, "
-        f"{len(proof.path)} path hashes; check it with `bernstein activity verify-proof {args.out}`"
+        f"{len(proof.path)} path hashes{under}; check it with `bernstein activity verify-proof {args.out}`"
     )
     return EXIT_OK
+
+
+def _cosigned_words(proof: ActivityProof, trusted: TrustedKeys) -> str:
+    """``, under the handed checkpoint of N leaves cosigned by ...`` (and a warning when the pinned policy's quorum is
+    not among them: verify-proof will say so)."""
+    policy = trusted.policy()
+    head = open_witnessed(proof.note, note_keys(trusted), policy)
+    if head is None:  # prove checked it: cannot happen
+        return ""
+    names = head.cosigned if policy is not None else head.unknown
+    words = f", under the handed checkpoint of {head.checkpoint.size} leaves cosigned by {', '.join(names) or 'nobody'}"
+    if policy is not None and not policy.satisfied(frozenset(head.cosigned)):
+        print(
+            f"bernstein: warning: the pinned witness policy asks for {policy.describe()}; `activity verify-proof` with "
+            "it will say PROOF_WITNESS_QUORUM_NOT_MET (exit 6) until a checkpoint its quorum cosigned is handed",
+            file=sys.stderr,
+        )
+    return words
 
 
 def _verify_proof(args: argparse.Namespace) -> int:
@@ -98,11 +166,27 @@ def _verify_proof(args: argparse.Namespace) -> int:
 
 
 def exit_code(report: ProofReport) -> int:
-    """0 verified; 2 any problem the bytes show; 3 only a content store that did not answer."""
+    """0 verified; 2 any problem the bytes show; 6 only the pinned witness policy's quorum missing (with or without a
+    content store that did not answer); 3 only a content store that did not answer."""
     codes = {problem.code for problem in report.problems}
     if not codes:
         return EXIT_OK
-    return EXIT_UNAVAILABLE if codes == {_UNAVAILABLE} else EXIT_MISMATCH
+    if codes - {_UNAVAILABLE, _UNCHECKED}:
+        return EXIT_MISMATCH
+    return EXIT_NOT_FULLY_VERIFIED if _UNCHECKED in codes else EXIT_UNAVAILABLE
+
+
+def _witness_words(report: ProofReport) -> str:
+    """Which cosignatures were checked, and which signature lines were not (no key for them)."""
+    unknown = ", ".join(report.unknown_signatures)
+    if not report.witness_policy:
+        return f"no witness policy pinned; further signatures (not checked): {unknown}" if unknown else ""
+    if any(problem.code == "PROOF_COSIGNATURE_INVALID" for problem in report.problems):
+        words = f"witness policy {report.witness_policy}: a pinned witness's cosignature does not verify, so none counts"
+    else:
+        verified = ", ".join(report.witnesses) or "no pinned witness"
+        words = f"witness policy {report.witness_policy}: cosignatures checked and verified: {verified}"
+    return words + (f"; by keys the policy does not name (not checked): {unknown}" if unknown else "")
 
 
 def _render_text(report: ProofReport, out: TextIO) -> None:
@@ -113,22 +197,35 @@ def _render_text(report: ProofReport, out: TextIO) -> None:
             state = report.evidence.get(digest, "not reattached")
             print(f"  observation {kind} {ref}: {digest} ({state})", file=out)
     if report.origin:
-        witnesses = f"; further signatures (not checked): {', '.join(report.cosignatures)}" if report.cosignatures else ""
-        print(f"  leaf {report.index} of {report.tree_size} in log {report.origin}, root {report.root}{witnesses}", file=out)
+        print(f"  leaf {report.index} of {report.tree_size} in log {report.origin}, root {report.root}", file=out)
+        witnesses = _witness_words(report)
+        if witnesses:
+            print(f"  {witnesses}", file=out)
     for problem in report.problems:
-        print(f"  MISMATCH {problem.code} -- {problem.message}", file=out)
+        label = "NOT CHECKED" if problem.code in (_UNAVAILABLE, _UNCHECKED) else "MISMATCH"
+        print(f"  {label} {problem.code} -- {problem.message}", file=out)
     code = exit_code(report)
     if code == EXIT_OK:
         reattached = f"; {report.evidence_checked} evidence blobs reattached" if report.evidence_checked else ""
-        print(f"proof verified -- included in the log's signed tree head{reattached}", file=out)
+        cosigned = f", cosigned by {', '.join(report.witnesses)}" if report.witnesses else ""
+        print(f"proof verified -- included in the log's signed tree head{cosigned}{reattached}", file=out)
+    elif code == EXIT_NOT_FULLY_VERIFIED:
+        print(
+            f"proof not fully verified -- the witness policy's quorum did not cosign the tree head; nothing that was "
+            f"checked failed, but this is not a pass (exit {code})",
+            file=out,
+        )
+    elif code == EXIT_UNAVAILABLE:
+        print(f"proof not checked -- the content store did not answer; nothing was judged (exit {code})", file=out)
     else:
         print(f"proof NOT verified -- {len(report.problems)} problem(s) (exit {code})", file=out)
 
 
 def _render_json(report: ProofReport, out: TextIO) -> None:
+    code = exit_code(report)
     document = {
-        "verdict": "verified" if exit_code(report) == EXIT_OK else "mismatch",
-        "exit_code": exit_code(report),
+        "verdict": VERDICTS[code],
+        "exit_code": code,
         "run_id": report.run_id,
         "stage_id": report.stage_id,
         "kind": report.kind,
@@ -140,7 +237,9 @@ def _render_json(report: ProofReport, out: TextIO) -> None:
         "observations": [{"kind": k, "ref": r, "content_hash": d, "size": s} for k, r, d, s in report.observations],
         "evidence": report.evidence,
         "log": {"origin": report.origin, "leaf_index": report.index, "tree_size": report.tree_size, "root": report.root},
-        "further_signatures": list(report.cosignatures),
+        "witness_policy": report.witness_policy or None,
+        "cosigned_by": list(report.witnesses),
+        "further_signatures": list(report.unknown_signatures),
         "problems": [problem.to_json() for problem in report.problems],
     }
     json.dump(document, out, indent=2, sort_keys=True)

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bernstein.commands.common import UsageError, add_prefix_flag
+from bernstein.commands.common import UsageError, add_prefix_flag, record_source
 from bernstein.schemas import notes
 from bernstein.substrate.cli_args import command_group, non_negative_int
 from bernstein.substrate.exit_codes import EXIT_MISMATCH, EXIT_OK, EXIT_USAGE
@@ -153,7 +153,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _submit(args: argparse.Namespace) -> int:
-    from bernstein.commands.activity import _source, write_atomically
+    from bernstein.commands.activity import write_atomically
     from bernstein.verifier.witness.client import NothingToWitness, collect
 
     if len(args.witnesses) != len(args.witness_keys):
@@ -164,7 +164,7 @@ def _submit(args: argparse.Namespace) -> int:
         ]
     except notes.MalformedNote as exc:
         raise UsageError(f"--witness-key: {exc}") from None
-    source, _ = _source(args)
+    source, _ = record_source(args)
     partitions = args.partition if args.partition is not None else source.partitions("checkpoints")
     if not partitions:
         raise UsageError(f"{source.describe()} holds no checkpoints: nothing to witness yet")

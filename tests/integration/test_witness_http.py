@@ -17,6 +17,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -89,3 +90,52 @@ def test_a_client_grows_a_log_through_the_witness_and_a_fork_is_kept(
     assert post(url, b"old 0\n")[0] == 400
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=10) == 0
+
+
+def test_a_proof_of_one_activity_carries_the_checkpoint_a_served_witness_cosigned(tmp_path: Path) -> None:
+    """``witness submit`` to a running ``witness serve``, then ``activity prove --witnessed`` with the file it wrote:
+    the proof rests on that cosigned checkpoint, and ``verify-proof`` holds it to the pinned witness policy."""
+    from bernstein.verifier.export import export_dump
+    from tests.support.verdicts import RUN, C, build_checkpointed
+
+    def stages(w: Any) -> None:
+        for i in range(5):
+            w.stage(RUN, f"stage-{i}")
+
+    b = build_checkpointed(tmp_path / "run", stages, checkpoint_every=3)
+    dump = tmp_path / "dump"
+    export_dump(b.source, dump, cas=b.store, runs=None, trusted=None)
+    newest = C.decode(C.decode(b.records("checkpoints")[-1].value or b"").record["payload"]).record
+    origin = newest["note"].split("\n", 1)[0]
+    shown = bernstein("keys", "show", "--dir", str(tmp_path / "run" / "keys"), "--log-origin", origin)
+    assert shown.returncode == 0, shown.stderr
+    (log_vkey,) = json.loads(shown.stdout)["log_vkeys"]
+    with serve_witness(tmp_path / "witness", "witness.test/proofs", log_vkey) as served:
+        out = tmp_path / "cosigned"
+        submit = ["witness", "submit", "--witness", served.prefix, "--witness-key", served.witness.vkey]
+        submitted = bernstein(*submit, "--from", str(dump), "--out", str(out))
+        assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    handed = out / "0.checkpoint"
+    policy = f"witness W1 {served.witness.vkey}\nquorum W1\n"
+    trusted = tmp_path / "trust.json"
+    trusted.write_text(json.dumps(b.trusted.with_witness_policy(policy).to_json()), encoding="utf-8")
+    proof = tmp_path / "stage-1.tlog-proof"
+    prove = ["activity", "prove", RUN, "stage-1", "--from", str(dump), "--out", str(proof), "--trusted-keys", str(trusted)]
+    made = bernstein(*prove, "--witnessed", str(handed))
+    assert made.returncode == 0, made.stderr
+    assert f"under the handed checkpoint of {newest['tree_size']} leaves cosigned by W1" in made.stdout
+    assert proof.read_bytes().endswith(b"\n\n" + handed.read_bytes())  # the note as the witness left it
+    checked = bernstein(
+        "activity", "verify-proof", str(proof), "--trusted-keys", str(trusted), "--cas", str(dump / "cas"), "--json"
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    document = json.loads(checked.stdout)
+    assert (document["verdict"], document["cosigned_by"], document["log"]["tree_size"]) == (
+        "verified",
+        ["W1"],
+        newest["tree_size"],
+    )
+    # the scheduler's own head, without the witness's cosignature: under the same policy, not fully verified
+    assert bernstein(*prove).returncode == 0
+    unwitnessed = bernstein("activity", "verify-proof", str(proof), "--trusted-keys", str(trusted), "--json")
+    assert unwitnessed.returncode == 6 and json.loads(unwitnessed.stdout)["verdict"] == "unchecked"
