@@ -99,6 +99,8 @@ ENDPOINTS: Final[dict[tuple[str, ...], Uses | Callable[[argparse.Namespace], Use
     ("activity", "report"): _verify_uses,
     ("activity", "prove"): lambda args: Uses(kafka=args.source == "kafka", prefix=args.source == "kafka"),
     ("activity", "verify-proof"): lambda args: Uses(s3=args.cas == "s3", prefix=False),
+    ("activity", "prove-rewriting"): lambda args: Uses(kafka=args.source == "kafka", prefix=args.source == "kafka"),
+    ("activity", "verify-rewriting"): NOTHING,
     ("audit", "follow"): lambda args: Uses(kafka=True, json=bool(args.progress)),
     ("audit", "ack"): NOTHING,
     ("audit", "latches"): NOTHING,

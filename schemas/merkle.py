@@ -34,6 +34,13 @@ the algorithms of RFC 9162 2.1.3.2 and 2.1.4.2. The verifiers' contract:
   greater than the second, a hash that is not exactly 32 bytes, or a path whose length is not
   the one the sizes determine. Nothing else is raised, whatever the input.
 
+``consistency_old_root`` runs the consistency check's reconstruction without the old root: given the new root, it
+returns the old root the path derives (None when the path does not reproduce the new root); ``verify_consistency``
+compares that with the old root it is given. A path that reproduces a signed new root thus names the true root of
+that tree's prefix, which is how a proof of rewriting (``bernstein.verifier.rewriting``) shows that another signed
+root of the prefix's size is not it. Its path is ``consistency_path``'s: the proof, with the old root in front for
+an old size that is a power of two (RFC 9162 2.1.4.2 step 2).
+
 Consistency from the empty tree (``size1 == 0``): RFC 9162 defines no proof for it; here the
 proof must be empty and the answer is whether ``root1`` is ``EMPTY_ROOT`` (the empty tree is a
 prefix of every tree, as the C2SP ``tlog-witness`` protocol has it). Consistency of a tree with
@@ -354,20 +361,58 @@ def verify_consistency(size1: int, size2: int, root1: bytes, root2: bytes, proof
     expected = consistency_proof_length(size1, size2)
     if len(path) != expected:
         raise MalformedProof(f"a consistency proof from {size1} to {size2} has {expected} hashes, got {len(path)}")
-    if size1 == 0:
-        return root1 == EMPTY_ROOT
-    if size1 == size2:
-        return root1 == root2
-    if size1 & (size1 - 1) == 0:  # step 2: a power of two, so the old root starts the chain
+    if _seeded(size1, size2):  # step 2: a power of two, so the old root starts the chain
         path = [root1, *path]
+    return consistency_old_root(size1, size2, path, root2) == root1
+
+
+def consistency_path(leaf_hashes: Sequence[bytes], old_size: int) -> list[bytes]:
+    """The consistency proof from ``old_size`` to all of ``leaf_hashes`` as ``consistency_old_root`` takes it: RFC 9162's
+    PROOF(m, D[n]), with the old tree's root in front when ``old_size`` is a power of two below the size (step 2 of
+    RFC 9162 2.1.4.2 puts it there; a verifier that knows the old root has no need to be sent it)."""
+    proof = consistency_proof(leaf_hashes, old_size)
+    if _seeded(old_size, len(leaf_hashes)):
+        return [_subtree_root(leaf_hashes, 0, old_size), *proof]
+    return proof
+
+
+def consistency_path_length(size1: int, size2: int) -> int:
+    """How many hashes ``consistency_path`` (and ``consistency_old_root``) has from ``size1`` to ``size2``."""
+    return consistency_proof_length(size1, size2) + (1 if _seeded(size1, size2) else 0)
+
+
+def consistency_old_root(size1: int, size2: int, path: Sequence[bytes], root2: bytes) -> bytes | None:
+    """The root of the first ``size1`` leaves of the tree of ``size2`` leaves whose root is ``root2``, as ``path``
+    derives it; None when ``path`` does not reproduce ``root2``.
+
+    ``path`` is ``consistency_path``'s: the RFC 9162 2.1.4.2 consistency path after its step 2 (the proof, with
+    the old root in front for a power-of-two ``size1`` below ``size2``). The RFC's loop folds it into the old root
+    and the new one at once; when the new one is ``root2``, the old one is, by SHA-256's collision resistance, the
+    true root of that tree's first ``size1`` leaves, whoever made the path. ``EMPTY_ROOT`` for ``size1`` 0 and
+    ``root2`` itself for equal sizes (both with an empty path). ``MalformedProof`` as for ``verify_consistency``:
+    sizes out of range or out of order, a hash that is not 32 bytes, a path of another length than
+    ``consistency_path_length``."""
+    _require_int(size1, "first tree size")
+    _require_int(size2, "second tree size")
+    if size1 > size2:
+        raise MalformedProof(f"the first tree ({size1} leaves) is larger than the second ({size2})")
+    _require_hash(root2, "second root hash")
+    hashes = _require_path(path)
+    expected = consistency_path_length(size1, size2)
+    if len(hashes) != expected:
+        raise MalformedProof(f"a consistency path from {size1} to {size2} has {expected} hashes, got {len(hashes)}")
+    if size1 == 0:
+        return EMPTY_ROOT
+    if size1 == size2:
+        return root2
     fn, sn = size1 - 1, size2 - 1
     while fn & 1:  # step 4
         fn >>= 1
         sn >>= 1
-    fr = sr = path[0]
-    for c in path[1:]:
+    fr = sr = hashes[0]
+    for c in hashes[1:]:
         if sn == 0:  # cannot happen once the length is right; the RFC's step kept for fidelity
-            return False
+            return None
         if fn & 1 or fn == sn:
             fr = node_hash(c, fr)
             sr = node_hash(c, sr)
@@ -379,7 +424,12 @@ def verify_consistency(size1: int, size2: int, root1: bytes, root2: bytes, proof
             sr = node_hash(sr, c)
         fn >>= 1
         sn >>= 1
-    return fr == root1 and sr == root2 and sn == 0
+    return fr if sr == root2 and sn == 0 else None
+
+
+def _seeded(size1: int, size2: int) -> bool:
+    """Whether RFC 9162 2.1.4.2 step 2 puts the old root in front of the proof: ``size1`` a power of two below ``size2``."""
+    return 0 < size1 < size2 and size1 & (size1 - 1) == 0
 
 
 # --------------------------------------------------------------------------

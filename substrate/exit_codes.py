@@ -66,7 +66,8 @@ TABLE: Final[tuple[ExitCode, ...]] = (
         EXIT_OK,
         "EXIT_OK",
         "success: done, published, verified (every record authenticated and every evidence blob re-hashed), "
-        "no alert, every submission would be journalled",
+        "no alert, every submission would be journalled (`activity verify-rewriting`: the file PROVES the log signed "
+        "two inconsistent checkpoints)",
         "every command",
     ),
     ExitCode(
@@ -86,7 +87,8 @@ TABLE: Final[tuple[ExitCode, ...]] = (
         EXIT_MISMATCH,
         "EXIT_MISMATCH",
         "a check failed on bytes that were read: something was changed, lost or added (tamper)",
-        "`activity verify`, `activity report`, `activity verify-proof`, `browser replay`",
+        "`activity verify`, `activity report`, `activity verify-proof`, `activity prove` (a checkpoint handed with "
+        "`--witnessed` refused), `activity verify-rewriting` (the file does not prove a rewriting), `browser replay`",
     ),
     ExitCode(
         EXIT_ALERTS,
@@ -139,15 +141,17 @@ TABLE: Final[tuple[ExitCode, ...]] = (
         EXIT_OPEN,
         "EXIT_OPEN",
         "the run has no final seal and nothing says one was written; everything else verified (`activity prove`: "
-        "no signed checkpoint covers the stage yet)",
-        "`activity verify`, `activity report`, `activity prove`",
+        "no signed checkpoint, or none handed with `--witnessed`, covers the stage yet; `activity prove-rewriting`: no two inconsistent signed checkpoints "
+        "to show)",
+        "`activity verify`, `activity report`, `activity prove`, `activity prove-rewriting`",
     ),
     ExitCode(
         EXIT_NOT_FULLY_VERIFIED,
         "EXIT_NOT_FULLY_VERIFIED",
         "nothing that was checked failed, but a check could not be run (no content store, `--records-only`, no audit "
-        "key pinned, a topic not captured)",
-        "`activity verify`, `activity report`",
+        "key pinned, a topic not captured; `activity verify-proof`: the pinned witness policy's quorum did not "
+        "cosign the proof's checkpoint)",
+        "`activity verify`, `activity report`, `activity verify-proof`",
     ),
     ExitCode(
         EXIT_FENCED,

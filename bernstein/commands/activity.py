@@ -15,16 +15,16 @@ from bernstein.commands.common import (
     add_keys_flag,
     add_prefix_flag,
     command_group,
+    record_source,
     settings_from,
     store_from,
     trusted_from,
 )
 from bernstein.commands.proofs import register as register_proofs
+from bernstein.commands.rewriting import register as register_rewriting
 from bernstein.substrate.cas import BlobStore, DirBlobStore
 from bernstein.substrate.exit_codes import EXIT_NOT_FOUND
-from bernstein.substrate.kafka import require_bootstrap
 from bernstein.verifier.render import render_json, render_many_json, render_many_text, render_text
-from bernstein.verifier.sources import DumpSource, KcatSource, RecordSource
 from bernstein.verifier.verify import verify_many, verify_stream
 
 
@@ -64,34 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     verify.set_defaults(func=_verify)
     _register_report(activity_sub)
     register_proofs(activity_sub)
-
-
-def _source(args: argparse.Namespace) -> tuple[RecordSource, Path | None]:
-    source, cas = _records(args)
-    witnessed = []
-    for path in getattr(args, "witnessed", None) or ():
-        try:
-            witnessed.append(path.read_bytes())
-        except OSError as exc:
-            raise UsageError(f"--witnessed {path}: cannot read it ({exc.strerror or exc})") from None
-    source.witnessed = tuple(witnessed)  # type: ignore[attr-defined]
-    return source, cas
-
-
-def _records(args: argparse.Namespace) -> tuple[RecordSource, Path | None]:
-    if args.source == "kafka":
-        from bernstein.verifier.kafka_source import KafkaSource
-
-        settings = settings_from(args)
-        return KafkaSource(require_bootstrap(settings.kafka_bootstrap), settings.topics), None
-    paths = [Path(p) for p in args.source.split(",")]
-    if len(paths) == 1 and paths[0].is_dir():
-        return DumpSource(paths[0]), paths[0] / "cas"
-    missing = [str(p) for p in paths if not p.is_file()]
-    if missing:
-        raise UsageError(f"--from {args.source}: {', '.join(missing)} not found (pass kafka, a dump directory or kcat -J files)")
-    prefix = args.prefix or settings_from(args).topics.prefix
-    return KcatSource(paths, prefix), None
+    register_rewriting(activity_sub)
 
 
 def _runs(args: argparse.Namespace) -> list[str] | None:
@@ -123,7 +96,7 @@ def _verify(args: argparse.Namespace) -> int:
     runs = _runs(args)
     if args.wacz is not None and (runs is None or len(runs) != 1 or args.runs_file is not None):
         raise UsageError("--wacz checks one run's archive: name exactly one RUN (no --all, no --runs-file)")
-    source, dump_cas = _source(args)
+    source, dump_cas = record_source(args)
     records_only = bool(args.records_only) or args.cas == "none"
     cas = _store(args, dump_cas, records_only)
     trusted = trusted_from(args.trusted_keys, args.keys_dir, args.roles)
@@ -288,7 +261,7 @@ def _report(args: argparse.Namespace) -> int:
     from bernstein.verifier.html import build_report
 
     _writable(args.out)
-    source, dump_cas = _source(args)
+    source, dump_cas = record_source(args)
     records_only = bool(args.records_only) or args.cas == "none"
     cas = _store(args, dump_cas, records_only)
     trusted = trusted_from(args.trusted_keys, args.keys_dir, args.roles)

@@ -7,6 +7,8 @@
   and ``testdata/consistency`` (commit 417fb0c314750d94e53942e9f92e79b6d35915db): happy paths
   and mutations with the verdict the Go verifier gives, packed below (each base64 string
   once, in ``TD_B64``; probes name them by index; a ``None`` proof is written ``()``).
+- The old root a consistency path derives from the new root alone (``consistency_old_root``, which
+  ``verify_consistency`` runs): every published old root of the reference tree and of the happy paths.
 - The proof makers against a line-by-line transcription of RFC 9162 2.1.3.1 and 2.1.4.1
   (recursive, slicing) for every index and old size of every tree up to 64 leaves.
 - Hypothesis (fixed seed, tests/conftest.py): proofs made verify for random sizes up to 300;
@@ -596,6 +598,62 @@ def test_the_tree_size_is_bound_by_the_root_not_by_the_proof() -> None:
     proof = consistency_proof(LEAVES[:6], 4)
     assert verify_consistency(4, 7, _root_at(4), _root_at(6), proof)
     assert not verify_consistency(4, 7, _root_at(4), _root_at(7), proof)
+
+
+# --------------------------------------------------------------------------
+# The old root a consistency path derives (the check without the old root)
+# --------------------------------------------------------------------------
+
+
+def test_the_reference_trees_consistency_paths_derive_every_published_old_root() -> None:
+    for size2 in range(9):
+        for size1 in range(size2 + 1):
+            path = merkle.consistency_path(RFC6962_HASHES[:size2], size1)
+            assert len(path) == merkle.consistency_path_length(size1, size2)
+            assert merkle.consistency_old_root(size1, size2, path, RFC6962_ROOTS[size2]) == RFC6962_ROOTS[size1], (size1, size2)
+            if 0 < size1 < size2:
+                bent = [_flip(path[0], 0), *path[1:]]
+                assert merkle.consistency_old_root(size1, size2, bent, RFC6962_ROOTS[size2]) is None, (size1, size2)
+                assert merkle.consistency_old_root(size1, size2, path, RFC6962_ROOTS[size2 - 1]) is None, (size1, size2)
+
+
+@pytest.mark.parametrize("probe", [p for p in TD_CONSISTENCY if p[0].endswith("happy-path")], ids=lambda p: p[0])
+def test_transparency_dev_happy_paths_derive_their_old_root(probe: tuple[str, int, int, int, int, tuple[int, ...], bool]) -> None:
+    """The published proofs (an old size that is a power of two gets its root in front: RFC 9162 2.1.4.2 step 2)."""
+    _, size1, size2, root1_ref, root2_ref, proof_refs, _ = probe
+    proof = [_b64(ref) for ref in proof_refs]
+    seeded = [_b64(root1_ref), *proof] if 0 < size1 < size2 and size1 & (size1 - 1) == 0 else proof
+    assert merkle.consistency_path(RFC6962_HASHES[:size2], size1) == seeded
+    assert merkle.consistency_old_root(size1, size2, seeded, _b64(root2_ref)) == _b64(root1_ref)
+
+
+@settings(max_examples=200)
+@given(st.integers(1, 300), st.data())
+def test_a_path_that_reproduces_the_new_root_derives_the_true_old_root(size2: int, data: st.DataObject) -> None:
+    size1 = data.draw(st.integers(0, size2))
+    path = merkle.consistency_path(LEAVES[:size2], size1)
+    assert merkle.consistency_old_root(size1, size2, path, _root_at(size2)) == _root_at(size1)
+    bit = data.draw(st.integers(0, 255))
+    for position in range(len(path)):
+        damaged = [*path[:position], _flip(path[position], bit), *path[position + 1 :]]
+        assert merkle.consistency_old_root(size1, size2, damaged, _root_at(size2)) is None
+    with pytest.raises(MalformedProof):
+        merkle.consistency_old_root(size1, size2, [*path, _root_at(size1)], _root_at(size2))
+
+
+def test_the_derived_old_root_of_the_empty_and_the_same_tree_and_hostile_questions() -> None:
+    assert merkle.consistency_old_root(0, 7, [], _root_at(7)) == EMPTY_ROOT
+    assert merkle.consistency_old_root(5, 5, [], _root_at(5)) == _root_at(5)
+    for call in (
+        lambda: merkle.consistency_old_root(3, 2, [], _root_at(2)),
+        lambda: merkle.consistency_old_root(-1, 2, [], _root_at(2)),
+        lambda: merkle.consistency_old_root(1, 2, [], _root_at(2)),  # a path is needed
+        lambda: merkle.consistency_old_root(1, 2, consistency_proof(LEAVES[:2], 1), _root_at(2)),  # not seeded: too short
+        lambda: merkle.consistency_old_root(3, 4, [LEAVES[0]] * 3, b"short"),
+        lambda: merkle.consistency_old_root(3, 4, b"\x00" * 96, _root_at(4)),
+    ):
+        with pytest.raises(MalformedProof):
+            call()
 
 
 @pytest.mark.parametrize(
