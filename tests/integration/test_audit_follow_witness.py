@@ -155,3 +155,42 @@ def test_the_follower_cosigns_the_heads_the_journal_reproduces_and_names_an_inje
     assert mismatches[0]["topic"] == topics.checkpoints
     assert [e for e in events if e["event"] == "cosigned"] == []
     assert notes.open_checkpoint(path.read_bytes(), [signer.verifier])[0].size == grown["tree_size"]
+
+
+def test_followers_run_while_the_scheduler_writes_raise_no_false_alarm_and_cosign_each_time(
+    services: Services, prefix: str, install_keys: InstallKeys, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Heads and their leaves arrive while the follower reads: a head may come before its journal records, and its
+    journal transaction marker a moment after the checkpoints'. None of that is a cut journal."""
+    topics = fresh_topics(services.bootstrap, prefix)
+    keydir = tmp_path / "witness-key"
+    init_witness_key(keydir, "follower.example/w2")
+    trusted = tmp_path / "trusted-keys.json"
+    trusted.write_text(json.dumps(TrustedKeys.from_install(install_keys).to_json()))
+    auditor = principal_env(cli_env, services, "auditor")
+    shell = SchedulerShell(
+        bootstrap=services.bootstrap,
+        topics=topics,
+        partition=0,
+        core=SchedulerCore(replace(scheduler_config(install_keys, seal_every=4), checkpoint_every=3)),
+        progress=None,
+    )
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: shell.run(until=lambda _c: done.is_set()), daemon=True)
+    thread.start()
+    sizes: list[int] = []
+    try:
+        for burst in range(4):
+            traffic(services, topics, f"live{burst}", runs=4, stages=5)
+            code, alerts, events = follow_once(auditor, trusted, tmp_path / "state", keydir)
+            assert (code, alerts) == (0, []), events
+            sizes += [e["tree_size"] for e in events if e["event"] == "cosigned"]
+    finally:
+        done.set()
+        thread.join(60)
+    code, alerts, events = follow_once(auditor, trusted, tmp_path / "state", keydir)
+    assert (code, alerts) == (0, []), events
+    sizes += [e["tree_size"] for e in events if e["event"] == "cosigned"]
+    assert sizes == sorted(set(sizes)) and len(sizes) >= 2  # the cosigned log only grows
+    cosigned = notes.parse_checkpoint(notes.parse_note((tmp_path / "state/witness/cosigned/0.checkpoint").read_bytes()).text)
+    assert cosigned.size == sizes[-1]

@@ -112,8 +112,79 @@ def test_a_journal_cut_short_of_a_signed_head_is_named_once_the_journal_end_is_p
     assert alerts == [] and [h.size for h in reproduced] == [first]  # the journal may still bring the rest
     watch.journal_read = end  # the consumer's position passed the end the heads were read with
     alerts, _ = watch.settle()
+    assert alerts == [] and watch.suspects  # not yet: the journal's end is read again first
+    watch.refresh(end)  # the same end: nothing more is coming
+    assert not watch.suspects
+    alerts, _ = watch.settle()
     assert [a.kind for a in alerts] == [AlertKind.LOG_HEAD_MISMATCH] * (len(signed(b)) - 1)
-    assert {a.extra["leaves"] for a in alerts} == {first + 1}
+    assert {a.extra["leaves"] for a in alerts} == {first + 1} and watch.waiting == 0
+
+
+def test_a_head_seen_before_its_journal_transaction_marker_waits_for_the_end_read_again(b: Built) -> None:
+    """The scheduler's transaction commits the checkpoints partition and the journal's a moment apart: a head may be
+    read while the journal's last stable offset is still below its leaves. That is no cut journal."""
+    records = journal(b)
+    first = signed(b)[0]["tree_size"]
+    leaf_offsets = [o for o, v in records if journal_leaf(C, v) is not None]
+    early = [r for r in records if r[0] <= leaf_offsets[first - 1]]
+    watch = LogWatch(TOPIC, 0)
+    watch.journal(early)
+    stale = early[-1][0] + 1  # the end read with the heads: the later leaves' marker not written yet
+    watch.heads(heads(b), b.trusted, stale)
+    watch.journal_read = stale
+    alerts, reproduced = watch.settle()
+    assert alerts == [] and [h.size for h in reproduced] == [first] and watch.suspects
+    watch.refresh(records[-1][0] + 1)  # read again: the marker is there now
+    alerts, _ = watch.settle()
+    assert alerts == [] and watch.waiting == len(signed(b)) - 1
+    watch.journal(records[len(early) :])
+    alerts, reproduced = watch.settle()
+    assert alerts == [] and [h.size for h in reproduced] == [h["tree_size"] for h in signed(b)][1:]
+
+
+def test_a_catch_up_holding_a_hundred_heads_at_once_still_cosigns_on_top_of_the_last_cosigned(tmp_path: Path) -> None:
+    def many(w: Writer) -> None:
+        for i in range(100):
+            w.stage(RUN, f"stage-{i}")
+
+    b = build_checkpointed(tmp_path, many, checkpoint_every=1)
+    assert len(heads(b)) >= 100 > 64  # more than the recent roots a fold keeps
+    store = FileWitnessStore(tmp_path / "witness")
+    witness = cosigner(b, store)
+    watch = LogWatch(TOPIC, 0)
+    watch.heads(heads(b)[:1], b.trusted, END)
+    watch.journal(journal(b)[:4])
+    _, reproduced = watch.settle()
+    done = witness.cosign_checked(reproduced[-1].note, lambda latest: watch.knows(latest.size, latest.root_hash))
+    assert done is not None
+    watch.cosigned = (done.size, done.root_hash)
+    watch.heads(heads(b)[1:], b.trusted, END)  # every other head, then the whole journal: one pass holds them all
+    watch.journal(journal(b)[4:])
+    alerts, reproduced = watch.settle()
+    assert alerts == [] and len(reproduced) == len(heads(b)) - 1
+    grown = witness.cosign_checked(reproduced[-1].note, lambda latest: watch.knows(latest.size, latest.root_hash))
+    assert grown is not None and grown.size == signed(b)[-1]["tree_size"] and store.evidence() == []
+
+
+def test_the_tree_a_witness_state_names_is_held_like_a_head_and_named_when_the_journal_lacks_it(b: Built) -> None:
+    last = signed(b)[-1]
+    root = bytes.fromhex(last["tree_root"].removeprefix("sha256:"))
+    watch = LogWatch(TOPIC, 0)
+    watch.expect(last["tree_size"], root, END)
+    watch.journal(journal(b))
+    alerts, reproduced = watch.settle()
+    assert alerts == [] and reproduced == [] and watch.cosigned == (last["tree_size"], root)
+    assert watch.knows(last["tree_size"], root)
+    # the journal cut back below the tree the witness state holds: named once the journal's end is passed
+    cut = LogWatch(TOPIC, 0)
+    records = journal(b)[: len(journal(b)) // 2]
+    cut.journal(records)
+    cut.expect(last["tree_size"], root, records[-1][0] + 1)
+    cut.settle()
+    cut.refresh(records[-1][0] + 1)
+    alerts, _ = cut.settle()
+    assert [a.kind for a in alerts] == [AlertKind.LOG_HEAD_MISMATCH] and alerts[0].offset is None
+    assert "a witness state names" in alerts[0].detail and cut.waiting == 0
 
 
 def test_a_note_no_pinned_seal_key_signed_is_log_note_invalid_and_never_waits(b: Built) -> None:

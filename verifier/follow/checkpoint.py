@@ -128,7 +128,7 @@ class CheckpointStore:
             raise CheckpointError(f"cannot read the follow checkpoint {path}: {exc}") from None
         try:
             checkpoint = Checkpoint.from_json(json.loads(text))
-        except (ValueError, KeyError, TypeError, MalformedInput) as exc:
+        except (ValueError, KeyError, TypeError, IndexError, MalformedInput) as exc:
             raise CheckpointError(
                 f"{path} is not a follow checkpoint ({exc}); move it away to check the partition again from its start"
             ) from None

@@ -266,6 +266,7 @@ class Follower(LatchKeeping):
         from confluent_kafka import OFFSET_BEGINNING
 
         checkpoint = self.options.store.load(self.topic, partition)
+        fold = checkpoint.log if checkpoint is not None else None  # the journal's: kept if the audit topic was rewritten
         self._load_latches(partition)
         low, high = self._watermarks(partition)
         state = None
@@ -287,8 +288,7 @@ class Follower(LatchKeeping):
             join = checkpoint.journal if checkpoint is not None else None
             self._join(entry, partition, join or JournalJoin(self.topic, partition))
         if self._witness is not None:
-            kept = checkpoint.log if checkpoint is not None else None
-            entry.log = kept or self._witness.new_watch(partition)
+            entry.log = fold or self._witness.new_watch(partition)
             if self.options.once:  # the checkpoints' end first: the journal's, read later, holds their leaves
                 ends = self._watermarks(partition, self.options.topics.checkpoints)[1]
                 self._witness.ends[partition] = (ends, self._watermarks(partition, self.options.topics.journal)[1])

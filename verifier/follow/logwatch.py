@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from array import array
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from bernstein.schemas import codec
@@ -48,6 +48,9 @@ class Head:
     note: bytes
     journal_end: int
     """The journal partition's last stable offset read after this head: its leaves are below it."""
+    suspect: int = 0
+    """1: found short of leaves once, so the edge reads the journal's end again (``refresh``); 2: that end was read
+    again, so the next time it is short it is named."""
 
 
 @dataclass
@@ -63,13 +66,17 @@ class LogWatch:
     checkpoints_next: int = 0
     """The checkpoints offset of the first head not held yet (where a restart reads from)."""
     cosigned: tuple[int, bytes] | None = None
-    """(size, root) of the last head this follower cosigned."""
+    """(size, root) of the tree the witness state holds for the origin, held to this fold: the last head this
+    follower cosigned, or the state's tree it found and reproduced (``expect``)."""
     unjudged: int = 0
     """Heads below the leaves kept (see ``MAX_TAIL``): neither held nor cosigned."""
     _tail: bytearray = field(default_factory=bytearray)
     _offsets: array[int] = field(default_factory=lambda: array("q"))
     _waiting: list[Head] = field(default_factory=list)
     _held: OrderedDict[int, bytes] = field(default_factory=OrderedDict)
+    _cursor: Frontier | None = None
+    """The tree over ``base`` and a prefix of the tail, kept between heads so that a run of heads (also after a
+    mismatch, which leaves ``base`` where it was) costs one pass over the tail, not one per head."""
     journal_read: int = -1
     """The journal offset to read next (-1: ``journal_next``)."""
     checkpoints_read: int = -1
@@ -111,16 +118,26 @@ class LogWatch:
 
     def _advance(self, leaves: int) -> None:
         """Fold the oldest ``leaves`` of the tail into ``base``."""
-        cut = leaves * 32
-        tail = bytes(self._tail[:cut])
-        self.base = self.base.extend(tail[at : at + 32] for at in range(0, cut, 32))
+        self._move_base(self._tree_at(self.base.size + leaves))
+
+    def _move_base(self, tree: Frontier) -> None:
+        """``base`` becomes ``tree``, a tree over ``base`` and a prefix of the tail."""
+        leaves = tree.size - self.base.size
+        if leaves <= 0:
+            return
+        self.base = tree
         self.journal_next = self._offsets[leaves - 1] + 1
-        del self._tail[:cut]
+        del self._tail[: leaves * 32]
         del self._offsets[:leaves]
 
-    def _root_at(self, size: int) -> bytes:
-        hashes = bytes(self._tail[: (size - self.base.size) * 32])
-        return self.base.extend(hashes[at : at + 32] for at in range(0, len(hashes), 32)).root()
+    def _tree_at(self, size: int) -> Frontier:
+        """The tree of the first ``size`` leaves (``base.size <= size <= self.size``), from the cursor when it can."""
+        cursor = self._cursor
+        if cursor is None or not self.base.size <= cursor.size <= size:
+            cursor = self.base
+        hashes = bytes(self._tail[(cursor.size - self.base.size) * 32 : (size - self.base.size) * 32])
+        self._cursor = cursor = cursor.extend(hashes[at : at + 32] for at in range(0, len(hashes), 32))
+        return cursor
 
     # -- the checkpoints ------------------------------------------------------------------
 
@@ -169,13 +186,25 @@ class LogWatch:
             )
         return alerts
 
-    def expect(self, size: int, root: bytes) -> None:
+    def expect(self, size: int, root: bytes, journal_end: int) -> None:
         """Hold a tree a witness state names (one this follower did not cosign) to the journal like a head."""
-        self._waiting.append(Head(-1, size, root, b"", 1 << 62))
+        self._waiting.append(Head(-1, size, root, b"", journal_end))
 
     def knows(self, size: int, root: bytes) -> bool:
-        """Whether the journal's leaves gave ``root`` at ``size`` (a head held, or the last one cosigned)."""
-        return self._held.get(size) == root
+        """Whether the journal's leaves gave ``root`` at ``size`` (a recent head held, or the witness state's tree)."""
+        return self._held.get(size) == root or self.cosigned == (size, root)
+
+    @property
+    def suspects(self) -> bool:
+        """Whether a head found short of leaves waits for ``refresh``."""
+        return any(h.suspect == 1 for h in self._waiting)
+
+    def refresh(self, journal_end: int) -> None:
+        """The journal's end read again: a head found short once waits for the leaves below it before it is named
+        (the journal's transaction marker may be written a moment after the checkpoints')."""
+        self._waiting = [
+            replace(h, journal_end=max(h.journal_end, journal_end), suspect=2) if h.suspect == 1 else h for h in self._waiting
+        ]
 
     def _hold(self, size: int, root: bytes) -> None:
         self._held[size] = root
@@ -193,27 +222,33 @@ class LogWatch:
         still: list[Head] = []
         for head in sorted(self._waiting, key=lambda h: (h.size, h.offset)):
             if head.size > self.size:
-                if self.journal_read >= head.journal_end:
-                    alerts.append(self._short(head))
-                else:
+                if self.journal_read < head.journal_end:
                     still.append(head)
+                elif head.suspect < 2:
+                    still.append(replace(head, suspect=1))
+                else:
+                    alerts.append(self._short(head))
                 continue
             if head.size < self.base.size:
                 known = self._held.get(head.size)
+                if self.cosigned is not None and self.cosigned[0] == head.size:
+                    known = self.cosigned[1]
                 if known is None:
                     self.unjudged += 1
                 elif known != head.root:
                     alerts.append(self._mismatch(head, known))
                 continue
-            root = self._root_at(head.size)
+            tree = self._tree_at(head.size)
+            root = tree.root()
             if root != head.root:
                 alerts.append(self._mismatch(head, root))
                 continue
             self._hold(head.size, root)
-            if head.size > self.base.size:
-                self._advance(head.size - self.base.size)
+            self._move_base(tree)
             if head.offset >= 0:
                 reproduced.append(head)
+            else:
+                self.cosigned = (head.size, root)
         self._waiting = still
         offsets = [h.offset for h in still if h.offset >= 0]
         self.checkpoints_next = min(offsets) if offsets else self.checkpoints_read

@@ -78,13 +78,6 @@ class LogWitness:
             + [TopicPartition(self.checkpoints_topic, p, w.checkpoints_read) for p, w in sorted(watches.items())]
         )
 
-    def restart(self, partition: int, watch: LogWatch) -> None:
-        """Read the partition again from where ``watch`` stands (the follower's state was reset)."""
-        from confluent_kafka import TopicPartition
-
-        self.consumer.seek(TopicPartition(self.journal_topic, partition, watch.journal_read))
-        self.consumer.seek(TopicPartition(self.checkpoints_topic, partition, watch.checkpoints_read))
-
     def done(self, partition: int, watch: LogWatch) -> bool:
         """``once``: both partitions were read up to their pinned ends and no head waits for a leaf still to come."""
         checkpoints_end, journal_end = self.ends.get(partition, (0, 0))
@@ -107,8 +100,11 @@ class LogWitness:
                 if error.code() != RdKafkaError._PARTITION_EOF:
                     raise_error(error)
                 continue
-            into = journal if message.topic() == self.journal_topic else heads
-            into.setdefault(message.partition(), []).append((message.offset(), message.value()))
+            if message.topic() == self.journal_topic:
+                journal.setdefault(message.partition(), []).append((message.offset(), message.value()))
+            elif message.partition() not in self.ends or message.offset() < self.ends[message.partition()][0]:
+                heads.setdefault(message.partition(), []).append((message.offset(), message.value()))
+            # (``once``: a head past the pinned end is left for the next run, as the audit records past theirs)
         trusted = self._trusted()
         moved: set[int] = set()
         for partition, watch in watches.items():
@@ -122,11 +118,14 @@ class LogWitness:
             )
             # past transaction markers too: the offsets a fold stands at are the consumer's positions
             watch.journal_read = max(watch.journal_read, positions[0].offset)
-            watch.checkpoints_read = max(watch.checkpoints_read, positions[1].offset)
+            read_to = positions[1].offset if partition not in self.ends else min(positions[1].offset, self.ends[partition][0])
+            watch.checkpoints_read = max(watch.checkpoints_read, read_to)
             if watch.origin is not None and partition not in self._adopted:
-                self._adopt(partition, watch)
+                self._adopt(partition, watch, journal_end)
             before = (watch.size, watch.checkpoints_next, watch.journal_read)
             alerts, reproduced = watch.settle()
+            if watch.suspects:
+                watch.refresh(journal_end(partition))
             self._emit(alerts)
             if reproduced:
                 self._cosign(partition, watch, reproduced[-1], trusted)
@@ -134,7 +133,7 @@ class LogWitness:
                 moved.add(partition)
         return moved
 
-    def _adopt(self, partition: int, watch: LogWatch) -> None:
+    def _adopt(self, partition: int, watch: LogWatch, journal_end: Callable[[int], int]) -> None:
         """Hold what the witness state already cosigned for the origin to this fold too, before cosigning more."""
         assert watch.origin is not None
         self._adopted.add(partition)
@@ -147,7 +146,7 @@ class LogWitness:
                 f"follower's saved fold (at {watch.base.size} leaves) never held to the journal: give each follower a "
                 "witness state of its own, or remove the follower's state of this partition to fold its journal again"
             )
-        watch.expect(latest.size, latest.root_hash)
+        watch.expect(latest.size, latest.root_hash, journal_end(partition))
 
     def _cosign(self, partition: int, watch: LogWatch, head: Head, trusted: TrustedKeys) -> None:
         assert watch.origin is not None
