@@ -14,7 +14,8 @@ recomputed entry hash) and every digest the stage commits to (its artifact, its 
 each observation's content hash) come out of the proof itself; nothing in it is trusted before it
 verifies. ``prove`` reads the journal and checkpoints partitions (Kafka or a whole dump) and picks
 the newest signed tree head that covers the entry and that the journal reproduces, or, handed
-checkpoints witnesses cosigned (``witness submit --out``), the largest of those that covers it, whose
+checkpoints witnesses cosigned (``witness submit --out``), the largest of those that covers it and whose
+cosigners meet the pinned witness policy's quorum (the largest that covers it when none does), whose
 note it carries verbatim with the cosignatures. ``verify_proof`` needs only the proof and the pinned
 keys (and optionally a content store, to reattach the evidence): about log2(n) hashes and two
 signature checks, and one per cosignature of a witness the pinned policy names, whose quorum must
@@ -39,9 +40,10 @@ from bernstein.schemas.canonical import (
 )
 from bernstein.schemas.ed25519 import verify_signature
 from bernstein.schemas.errors import CanonicalizationError, MalformedInput
+from bernstein.schemas.notes import parse_checkpoint, parse_note
 from bernstein.schemas.tlog_policy import Policy
 from bernstein.substrate.cas import BlobIntegrityError, BlobStore, CasError, CasUnavailable
-from bernstein.substrate.keys import TrustedKeys
+from bernstein.substrate.keys import TrustedKey, TrustedKeys
 from bernstein.substrate.text import plural
 from bernstein.verifier.keyuse import KeyUse, key_fits
 from bernstein.verifier.proof_format import (
@@ -79,22 +81,27 @@ def prove(
 ) -> ActivityProof:
     """The proof of ``stage_id``'s activity in ``run_id`` under the newest signed tree head that covers it; with
     ``witnessed`` (cosigned checkpoints, as ``witness submit --out`` writes them), under the largest of those that
-    covers it, each one of the stage's log held to ``trusted`` (its pinned seal keys and witness policy) and to the
-    journal first (``WitnessedCheckpointRefused`` otherwise: never a fallback to another head)."""
+    covers it (the largest the pinned policy's quorum cosigned, when one is: ``_witnessed_head``), each one of the
+    stage's log held to ``trusted`` (its pinned seal keys and witness policy) and to the journal first
+    (``WitnessedCheckpointRefused`` otherwise: never a fallback to another head)."""
     c = codec.default_codec()
     for partition in source.partitions("journal"):
         leaves: list[bytes] = []
         index: int | None = None
         record: bytes | None = None
+        log: tuple[str, int] | None = None
         for hashed, stored in partition_leaves(source, partition):
-            if index is None and stored.key == run_id.encode() and _stage_of(c, stored.value or b"") == stage_id:
-                index, record = len(leaves), stored.value
+            if index is None and stored.key == run_id.encode():
+                entry = _entry_of_record(c, stored.value or b"")
+                if entry is not None and str(entry["stage_id"]) == stage_id:
+                    index, record = len(leaves), stored.value
+                    log = (str(entry["input"]["topic"]), int(entry["input"]["partition"]))
             leaves.append(hashed)
-        if index is None or record is None:
+        if index is None or record is None or log is None:
             continue
         heads = signed_heads(source, partition)
         if witnessed:
-            size, note = _witnessed_head(heads, partition, leaves, index, witnessed, trusted)
+            size, note = _witnessed_head(heads, partition, log, leaves, index, witnessed, trusted)
         else:
             size, note = _covering_head(heads, partition, leaves, index)
         return ActivityProof(record, index, tuple(merkle.inclusion_proof(leaves[:size], index)), note)
@@ -103,15 +110,15 @@ def prove(
     )
 
 
-def _stage_of(c: codec.Codec, value: bytes) -> str | None:
+def _entry_of_record(c: codec.Codec, value: bytes) -> dict[str, Any] | None:
+    """The activity entry a journal record holds; None for a seal or bytes that are no entry."""
     try:
         name, fields = codec.split_envelope(value)
         if name != codec.JOURNAL_RECORD:
             return None
-        entry = c.decode(fields[0], expect=codec.JOURNAL_ENTRIES).record
+        return dict(c.decode(fields[0], expect=codec.JOURNAL_ENTRIES).record)
     except codec.DecodeError:
         return None
-    return str(entry["stage_id"])
 
 
 _NEXT_HEAD = "the scheduler signs the next one after a final seal or --checkpoint-every audit records"
@@ -136,24 +143,32 @@ def _covering_head(heads: list[SignedHead], partition: int, leaves: list[bytes],
 def _witnessed_head(
     heads: list[SignedHead],
     partition: int,
+    log: tuple[str, int],
     leaves: list[bytes],
     index: int,
     witnessed: Sequence[bytes],
     trusted: TrustedKeys | None,
 ) -> tuple[int, bytes]:
-    """(tree size, note as handed) of the largest handed checkpoint of the partition's log that covers leaf ``index``.
-    Every handed one of that log must be signed by a pinned seal key under its origin, its pinned witnesses'
-    cosignatures verifying (``handed_claim``, as ``activity verify --witnessed`` holds it), and reproduced by the
-    journal: the same size holds the same root."""
+    """(tree size, note as handed) of the handed checkpoint of the stage's log the proof rests on: with a witness policy
+    pinned, the largest that covers leaf ``index`` and whose cosigners meet its quorum, or, when none does, the largest
+    that covers it (``activity verify-proof`` then says the quorum is not met); without one, the largest that covers it.
+
+    The stage's log is ``log`` (the entry's input topic and partition: the handed checkpoint's origin names them, else
+    it is another log, passed over) under the origin of the first of the partition's checkpoints whose note a pinned
+    seal key signed (as ``activity verify``'s tree walk takes it; with none, any). Every handed one of that log must be
+    signed by a pinned seal key under its origin, its pinned witnesses' cosignatures verifying (``handed_claim``, as
+    ``activity verify --witnessed`` holds it), and reproduced by the journal: the same size holds the same root."""
     if trusted is None:
         raise ValueError("a proof under handed checkpoints needs the pinned keys to check them with")
-    seen = heads[0].note.split(b"\n", 1)[0].decode("utf-8", "replace") if heads else None
     seal_keys, policy = note_keys(trusted), trusted.policy()
+    seen = _log_origin(heads, log, seal_keys)
     good: list[tuple[TreeClaim, bytes]] = []
     for number, note in enumerate(witnessed, 1):
+        if _of_another_log(note, log):
+            continue  # another partition's, another topic's (another prefix's) log: not the stage's
         handed = handed_claim(note, partition, seen, seal_keys, policy)
         if isinstance(handed, str):
-            continue  # another partition's (or another prefix's) log
+            continue
         claim, problem = handed
         if problem is not None:
             raise WitnessedCheckpointRefused(problem.code, f"handed checkpoint {number}: {problem.message}", position=number - 1)
@@ -174,8 +189,40 @@ def _witnessed_head(
             f"leaf {index} of journal partition {partition}: {what}; submit a newer checkpoint to the witnesses "
             f"(`bernstein witness submit`) first{topic}, and hand its file to --witnessed"
         )
-    claim, note = max(covering, key=lambda item: item[0].size)
+    # ``witnessed_at_ms`` is set exactly when the pinned policy's quorum cosigned the claim (``open_witnessed``)
+    quorum = [(claim, note) for claim, note in covering if claim.witnessed_at_ms is not None]
+    claim, note = max(quorum or covering, key=lambda item: item[0].size)
     return claim.size, note
+
+
+def _log_origin(heads: Sequence[SignedHead], log: tuple[str, int], seal_keys: Sequence[TrustedKey]) -> str | None:
+    """The origin of the first checkpoint of the partition whose note names the stage's log (its input topic and
+    partition) and a pinned seal key signed under that origin; None when none is (a forged record decides nothing)."""
+    for head in heads:
+        if not _names_log(head.note.split(b"\n", 1)[0], log):
+            continue
+        try:
+            if open_witnessed(head.note, seal_keys, None) is not None:
+                return head.note.split(b"\n", 1)[0].decode("utf-8")
+        except (MalformedInput, UnicodeDecodeError):
+            continue
+    return None
+
+
+def _names_log(origin: bytes, log: tuple[str, int]) -> bool:
+    """``origin`` is ``<log name>/<input topic>/<partition>/e<epoch>`` of the stage's topic and partition."""
+    parsed = parse_tlog_origin(origin.decode("utf-8", "replace"))
+    return parsed is not None and parsed[1:3] == log
+
+
+def _of_another_log(note: bytes, log: tuple[str, int]) -> bool:
+    """A handed checkpoint note whose origin is a log's, not the stage's; a note that does not parse is not (it is
+    ``handed_claim``'s to refuse)."""
+    try:
+        origin = parse_checkpoint(parse_note(note).text).origin
+    except MalformedInput:
+        return False
+    return parse_tlog_origin(origin) is not None and not _names_log(origin.encode(), log)
 
 
 def _reproduce(claim: TreeClaim, number: int, partition: int, leaves: list[bytes]) -> None:

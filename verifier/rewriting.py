@@ -1,7 +1,11 @@
 """A proof that a log signed two checkpoints that cannot both be true: ``activity prove-rewriting`` and ``verify-rewriting``.
 
-Two signed notes A (tree size m, root a) and B (size n, root b) of one origin, both signed by a pinned (not
-revoked) seal key under that origin, A the smaller (or equal) tree:
+Two signed notes A (tree size m, root a) and B (size n, root b) of one origin, both signed under that origin by
+one and the same pinned (not revoked) seal key, A the smaller (or equal) tree. The file proves that ONE key signed two
+heads that cannot both be true: two deployments with the default log name and prefix share an origin, so a head of
+each, by two keys an auditor pins both of, proves nothing (``REWRITING_SIGNERS_DIFFER``). Only keys pinned as seal keys
+count (``rewriting_keys``): a v1 trusted-keys file's keys carry no purpose (``any``), and such a key may be a
+producer's, whose two notes would prove nothing about the log.
 
 * m == n and a != b: two trees of one size with different roots; nothing more is needed;
 * m < n: with the consistency path from m to n (``merkle.consistency_path``), made from the journal's leaves of
@@ -38,7 +42,7 @@ from bernstein.schemas import merkle
 from bernstein.schemas.canonical import DIGEST_PREFIX, parse_tlog_origin
 from bernstein.schemas.errors import MalformedInput
 from bernstein.schemas.notes import Checkpoint, NoteRejected, log_verifier, open_checkpoint, parse_checkpoint, parse_note
-from bernstein.substrate.keys import KeyStatus, TrustedKey, TrustedKeys
+from bernstein.substrate.keys import KeyPurpose, KeyStatus, TrustedKey, TrustedKeys
 from bernstein.verifier.keyuse import KeyUse, key_fits
 from bernstein.verifier.report import Problem
 from bernstein.verifier.rewriting_format import MalformedRewritingProof, NothingToProve, RewritingProof, parse_rewriting_proof
@@ -78,8 +82,9 @@ def verify_rewriting(data: bytes, trusted: TrustedKeys) -> RewritingReport:
         return RewritingReport((Problem("REWRITING_PROOF_MALFORMED", str(exc)),))
     problems: list[Problem] = []
     add = problems.append
-    old_key = _signed(proof.old_note, old, "the first (smaller tree's) note", trusted, add)
-    new_key = _signed(proof.new_note, new, "the second (larger tree's) note", trusted, add)
+    old_signers = _signed(proof.old_note, old, "the first (smaller tree's) note", trusted, add)
+    new_signers = _signed(proof.new_note, new, "the second (larger tree's) note", trusted, add)
+    old_key, new_key = _one_signer(old_signers, new_signers, add)
     if old.origin != new.origin:
         add(
             Problem(
@@ -130,36 +135,73 @@ def _digest(root: bytes) -> str:
     return DIGEST_PREFIX + root.hex()
 
 
-def _signed(note: bytes, checkpoint: Checkpoint, what: str, trusted: TrustedKeys, add: Callable[[Problem], None]) -> str:
-    """The id of the pinned seal key that signed ``note`` under its origin; "" (and a problem) when none did."""
-    keys = note_keys(trusted)
-    key = signer_of(note, checkpoint.origin, keys)
-    if key is not None:
-        return key.key_id
-    revoked = [
-        entry
-        for entry in trusted.entries.values()
-        if key_fits(entry, KeyUse.CHECKPOINT, None) and not entry.is_hmac and entry.status == KeyStatus.REVOKED
-    ]
+def rewriting_keys(trusted: TrustedKeys) -> list[TrustedKey]:
+    """The pinned keys a note of a proof of rewriting may be signed by: ``note_keys`` (never revoked, never an HMAC
+    secret) pinned as seal keys explicitly. A v1 file's keys (purpose ``any``) are left out: one of them may be a
+    producer's key, and two notes its holder signed prove nothing about the log."""
+    return [key for key in note_keys(trusted) if key.purpose == KeyPurpose.SEAL]
+
+
+def _signed(
+    note: bytes, checkpoint: Checkpoint, what: str, trusted: TrustedKeys, add: Callable[[Problem], None]
+) -> list[TrustedKey]:
+    """The pinned seal keys that signed ``note`` under its origin; none (and a problem saying why) when none did."""
+    keys = rewriting_keys(trusted)
+    signers = signers_of(note, checkpoint.origin, keys)
+    if signers:
+        return signers
+    ed25519 = [entry for entry in trusted.entries.values() if not entry.is_hmac]
+    revoked = [e for e in ed25519 if key_fits(e, KeyUse.CHECKPOINT, None) and e.status == KeyStatus.REVOKED]
+    unmarked = [e for e in ed25519 if e.purpose == KeyPurpose.ANY and e.status != KeyStatus.REVOKED]
     gone = signer_of(note, checkpoint.origin, revoked)
-    why = (
-        f"is signed by seal key {gone.key_id}, which is revoked: its secret may be in other hands"
-        if gone is not None
-        else f"is not signed by a pinned seal key under its origin {checkpoint.origin[:200]!r} ({len(keys)} pinned)"
-    )
+    any_key = None if gone is not None else signer_of(note, checkpoint.origin, unmarked)
+    if gone is not None:
+        why = f"is signed by seal key {gone.key_id}, which is revoked: its secret may be in other hands"
+    elif any_key is not None:
+        why = (
+            f"is signed by key {any_key.key_id}, which is pinned without a purpose (a v1 trusted-keys file): it may be a "
+            "producer's key, so its signature says nothing about the log; a proof of rewriting needs a key pinned as a "
+            "seal key (`bernstein keys trust` writes them so)"
+        )
+    else:
+        why = f"is not signed by a pinned seal key under its origin {checkpoint.origin[:200]!r} ({len(keys)} pinned)"
+    found = gone or any_key
     add(
         Problem(
             "REWRITING_NOTE_UNSIGNED",
             f"{what} (tree of {checkpoint.size} leaves) {why}",
             expected=", ".join(sorted(k.key_id for k in keys)) or "(no seal key pinned)",
-            recomputed=gone.key_id if gone is not None else "",
+            recomputed=found.key_id if found is not None else "",
         )
     )
-    return ""
+    return []
 
 
-def signer_of(note: bytes, origin: str, keys: Iterable[TrustedKey]) -> TrustedKey | None:
-    """The first of ``keys`` whose log signature under ``origin`` is on ``note`` and verifies; None when none is."""
+def _one_signer(old: list[TrustedKey], new: list[TrustedKey], add: Callable[[Problem], None]) -> tuple[str, str]:
+    """The key ids the report names for A and B: one key both notes are signed by, or (and ``REWRITING_SIGNERS_DIFFER``)
+    each note's own when no pinned seal key signed both; "" for a note none signed."""
+    if not old or not new:
+        return (old[0].key_id if old else ""), (new[0].key_id if new else "")
+    common = next((key for key in old if key in new), None)
+    if common is not None:
+        return common.key_id, common.key_id
+    olds, news = ", ".join(k.key_id for k in old), ", ".join(k.key_id for k in new)
+    add(
+        Problem(
+            "REWRITING_SIGNERS_DIFFER",
+            f"the first note is signed by pinned seal key {olds} and the second by {news}: a proof of rewriting shows that "
+            "one key signed two heads that cannot both be true, and two keys may belong to two deployments whose logs share "
+            "an origin (the default log name and prefix)",
+            expected=olds,
+            recomputed=news,
+        )
+    )
+    return old[0].key_id, new[0].key_id
+
+
+def signers_of(note: bytes, origin: str, keys: Iterable[TrustedKey]) -> list[TrustedKey]:
+    """Every one of ``keys`` whose log signature under ``origin`` is on ``note`` and verifies, in the order given."""
+    signers: list[TrustedKey] = []
     for key in keys:
         try:
             verifier = log_verifier(origin, key.material)
@@ -167,8 +209,13 @@ def signer_of(note: bytes, origin: str, keys: Iterable[TrustedKey]) -> TrustedKe
         except (MalformedInput, NoteRejected):
             continue
         if opened.signed_by(verifier) is not None:
-            return key
-    return None
+            signers.append(key)
+    return signers
+
+
+def signer_of(note: bytes, origin: str, keys: Iterable[TrustedKey]) -> TrustedKey | None:
+    """The first of ``keys`` whose log signature under ``origin`` is on ``note`` and verifies; None when none is."""
+    return next(iter(signers_of(note, origin, keys)), None)
 
 
 # -- making one -----------------------------------------------------------------------------------
@@ -183,6 +230,8 @@ class _Head:
     size: int
     root: bytes
     note: bytes
+    signers: tuple[str, ...]
+    """The key ids of the pinned seal keys that signed the note (``rewriting_keys``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,10 +249,10 @@ def prove_rewriting(
 ) -> list[Found]:
     """Every partition's proof of rewriting, in partition order: B the largest signed head the journal reproduces,
     A the smallest signed head no larger than B that it does not reproduce (or, without such a pair, two signed
-    heads of one size with different roots). Only heads a pinned seal key signed count; ``witnessed`` are
-    handed checkpoint notes (each goes to the partition its origin names). ``NothingToProve`` when no partition
-    has one, saying why."""
-    keys = note_keys(trusted)
+    heads of one size with different roots). Only heads a pinned seal key signed count (``rewriting_keys``), and
+    only heads one key signed are paired; ``witnessed`` are handed checkpoint notes (each goes to the partition its
+    origin names). ``NothingToProve`` when no partition has one, saying why."""
+    keys = rewriting_keys(trusted)
     handed: dict[int, list[_Head]] = {}
     left_out = 0
     for i, note in enumerate(witnessed, start=1):
@@ -232,14 +281,23 @@ def prove_rewriting(
         if not heads:
             continue
         hashes = partition_leaf_hashes(source, partition)
+        made = None
         for origin in dict.fromkeys(head.origin for head in heads):
-            made = _pair(partition, [head for head in heads if head.origin == origin], hashes, reasons.append)
+            of_origin = [head for head in heads if head.origin == origin]
+            signers = list(dict.fromkeys(key for head in of_origin for key in head.signers))
+            for signer in signers:  # one key's heads: a pair by two keys proves nothing (REWRITING_SIGNERS_DIFFER)
+                by = "" if len(signers) == 1 else signer
+                made = _pair(partition, [head for head in of_origin if signer in head.signers], hashes, reasons.append, by)
+                if made is not None:
+                    break
             if made is not None:
                 found.append(made)
                 break
     if found:
         return found
     unsigned = f"; {left_out} signed heads no pinned seal key signed were left out" if left_out else ""
+    if left_out and any(key.purpose == KeyPurpose.ANY for key in trusted.entries.values()):
+        unsigned += " (keys pinned without a purpose, from a v1 trusted-keys file, are no seal keys to a proof of rewriting)"
     if reasons:
         raise NothingToProve("no rewriting can be proved: " + "; ".join(reasons) + unsigned)
     where = source.describe() + (f", partition {', '.join(map(str, partitions))}" if partitions is not None else "")
@@ -255,13 +313,17 @@ def _head(label: str, note: bytes, keys: Sequence[TrustedKey]) -> _Head | None:
         checkpoint = parse_checkpoint(parse_note(note).text)
     except MalformedInput:
         return None
-    if signer_of(note, checkpoint.origin, keys) is None:
+    signers = tuple(key.key_id for key in signers_of(note, checkpoint.origin, keys))
+    if not signers:
         return None
-    return _Head(label, checkpoint.origin, checkpoint.size, checkpoint.root_hash, note)
+    return _Head(label, checkpoint.origin, checkpoint.size, checkpoint.root_hash, note, signers)
 
 
-def _pair(partition: int, heads: list[_Head], hashes: list[bytes], because: Callable[[str], None]) -> Found | None:
-    """The proof of one origin's heads of ``partition``, or None (and, for a head the journal does not reproduce, why)."""
+def _pair(
+    partition: int, heads: list[_Head], hashes: list[bytes], because: Callable[[str], None], signer: str = ""
+) -> Found | None:
+    """The proof of one origin's heads of ``partition`` one key signed, or None (and, for a head the journal does not
+    reproduce, why). ``signer`` names that key when other keys signed heads of the origin too."""
     signed = [SignedHead(-1, head.size, _digest(head.root), head.note) for head in heads]
     by_id = {id(s): head for s, head in zip(signed, heads, strict=True)}
     checked = [(by_id[id(s)], ok) for s, ok in reproduced(signed, hashes)]
@@ -282,6 +344,14 @@ def _pair(partition: int, heads: list[_Head], hashes: list[bytes], because: Call
             return Found(partition, RewritingProof((), old.note, other.note), old.label, other.label)
     first = min(bad, key=lambda head: head.size)
     below = f"no head larger than {largest.size} leaves" if largest is not None else "no head"
+    if signer:
+        because(
+            f"partition {partition}: {first.label}, signed by seal key {signer}, signs a tree of {first.size} leaves the "
+            f"journal does not reproduce, and it reproduces {below} that key signed: heads different seal keys signed "
+            "are never paired (two deployments whose logs share an origin sign different trees; a proof of rewriting "
+            "shows that one key signed two histories)"
+        )
+        return None
     if first.size > len(hashes):
         cut = "HISTORY_CUT_BEHIND_WITNESSES" if first.label.startswith("handed") else "JOURNAL_TRUNCATED_BEFORE_CHECKPOINT"
         because(

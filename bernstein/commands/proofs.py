@@ -47,8 +47,9 @@ def register(activity_sub: argparse._SubParsersAction) -> None:  # type: ignore[
         description="Find STAGE of RUN in the journal (Kafka or a whole-topic dump), and write a C2SP tlog-proof "
         "(c2sp.org/tlog-proof): the stage's journal record as its extra data, its leaf index in the partition's Merkle "
         "log, the inclusion path, and the newest signed checkpoint that covers it and that the journal reproduces. "
-        "With --witnessed, the checkpoint is instead the largest handed one (`witness submit --out`) of the stage's log "
-        "that covers it, carried with its witness cosignatures; every handed one of that log must be signed by a "
+        "With --witnessed, the checkpoint is instead a handed one (`witness submit --out`) of the stage's log "
+        "that covers it, carried with its witness cosignatures: the largest its pinned witness policy's quorum cosigned, "
+        "or, when none is, the largest (with a warning); every handed one of that log must be signed by a "
         "pinned seal key and reproduced by the journal. Anyone holding the scheduler's public seal key (and the "
         "witness policy) checks it with `activity verify-proof`, without the log. Exit 0 written; 1 no such stage; "
         "2 a handed checkpoint refused (named); 5 no signed (or handed) checkpoint covers the stage yet; "
@@ -67,7 +68,8 @@ def register(activity_sub: argparse._SubParsersAction) -> None:  # type: ignore[
         default=None,
         metavar="CHECKPOINT",
         help="a cosigned checkpoint `witness submit --out DIR` wrote (DIR/<partition>.checkpoint); repeatable: the "
-        "proof rests on the largest of the stage's log that covers it",
+        "proof rests on the largest of the stage's log that covers it and that the policy's quorum cosigned (else the "
+        "largest that covers it)",
     )
     make.add_argument(
         "--trusted-keys",
@@ -136,15 +138,24 @@ def _prove(args: argparse.Namespace) -> int:
 
 
 def _cosigned_words(proof: ActivityProof, trusted: TrustedKeys) -> str:
-    """``, under the handed checkpoint of N leaves cosigned by ...`` (and a warning when the pinned policy's quorum is
-    not among them: verify-proof will say so)."""
+    """``, under the handed checkpoint of N leaves cosigned by ...``: with a witness policy pinned, the policy's witnesses
+    whose cosignatures verified (and the other signature lines, not checked); without one, the note's further
+    signature lines, never called cosignatures since no key checked them. With a policy whose quorum is not among the
+    cosigners, a warning: verify-proof will say so."""
     policy = trusted.policy()
     head = open_witnessed(proof.note, note_keys(trusted), policy)
     if head is None:  # prove checked it: cannot happen
         return ""
-    names = head.cosigned if policy is not None else head.unknown
-    words = f", under the handed checkpoint of {head.checkpoint.size} leaves cosigned by {', '.join(names) or 'nobody'}"
-    if policy is not None and not policy.satisfied(frozenset(head.cosigned)):
+    words = f", under the handed checkpoint of {head.checkpoint.size} leaves"
+    unknown = ", ".join(head.unknown)
+    if policy is None:
+        if not unknown:
+            return words + " (no witness policy pinned; it carries no further signature line)"
+        return words + f"; further signature lines, not checked (no witness policy pinned): {unknown}"
+    words += f" cosigned by {', '.join(head.cosigned) or 'no witness of the pinned policy'}"
+    if unknown:
+        words += f"; by keys the policy does not name (not checked): {unknown}"
+    if not policy.satisfied(frozenset(head.cosigned)):
         print(
             f"bernstein: warning: the pinned witness policy asks for {policy.describe()}; `activity verify-proof` with "
             "it will say PROOF_WITNESS_QUORUM_NOT_MET (exit 6) until a checkpoint its quorum cosigned is handed",

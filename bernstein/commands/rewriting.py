@@ -34,8 +34,8 @@ def register(activity_sub: argparse._SubParsersAction) -> None:  # type: ignore[
         "prove-rewriting",
         help="write a proof that the log signed two inconsistent checkpoints (a rewritten history), checkable offline",
         description="Recompute each journal partition's Merkle log (Kafka or a whole-topic dump), collect the tree heads "
-        "signed by a pinned seal key (the checkpoints topic's and each --witnessed CHECKPOINT's), and find two that "
-        "cannot both be true: the largest head the journal reproduces and a head no larger that it does not reproduce "
+        "signed by a key pinned as a seal key (the checkpoints topic's and each --witnessed CHECKPOINT's), and find two "
+        "that one key signed and that cannot both be true: the largest head the journal reproduces and a head no larger that it does not reproduce "
         "(or two heads of one size with different roots). Write both signed notes and the consistency path between "
         "them to OUT: anyone holding the scheduler's public seal key checks it with `activity verify-rewriting`. Exit 0 "
         "written; 5 nothing to prove (the log's signed heads are consistent, or the history was cut back behind the "
@@ -68,8 +68,8 @@ def register(activity_sub: argparse._SubParsersAction) -> None:  # type: ignore[
     check = activity_sub.add_parser(
         "verify-rewriting",
         help="check a proof of rewriting offline (exit 0: it PROVES the log signed two inconsistent checkpoints; 2: it does not)",
-        description="Check FILE from `activity prove-rewriting` with no log at hand: both notes are signed by a pinned, "
-        "unrevoked seal key under one origin; for two sizes, the consistency path reproduces the larger tree's signed "
+        description="Check FILE from `activity prove-rewriting` with no log at hand: both notes are signed under one "
+        "origin by one and the same unrevoked key pinned as a seal key (not a v1 file's key of any purpose); for two sizes, the consistency path reproduces the larger tree's signed "
         "root, and the root it derives for the smaller size is not the one the smaller note signs; for one size, the "
         "roots differ. Mind the exit codes, the inverse of `activity verify`: exit 0 = the file PROVES the log signed "
         "two inconsistent checkpoints (a rewritten or forked history); 2 = it does not prove it (the reason named); "

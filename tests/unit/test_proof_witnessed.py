@@ -18,10 +18,11 @@ from typing import Any
 
 import pytest
 
-from bernstein.commands.proofs import _render_json, _render_text, exit_code
-from bernstein.schemas import merkle, notes
+from bernstein.commands.proofs import _cosigned_words, _render_json, _render_text, exit_code
+from bernstein.schemas import codec, merkle, notes
+from bernstein.schemas.canonical import checkpoint_signing_input
 from bernstein.substrate.cas import CasUnavailable
-from bernstein.substrate.keys import TrustedKeys, init_keys
+from bernstein.substrate.keys import Ed25519Signer, TrustedKeys, init_keys
 from bernstein.verifier.export import export_dump
 from bernstein.verifier.proof import ProofReport, prove, verify_proof
 from bernstein.verifier.proof_format import ActivityProof, ProofUnavailable, WitnessedCheckpointRefused, parse_proof
@@ -30,6 +31,7 @@ from bernstein.verifier.witness.client import collect
 from bernstein.verifier.witness.core import Witness
 from bernstein.verifier.witness.http import make_server
 from bernstein.verifier.witness.store import FileWitnessStore
+from tests.support.browser_fakes import MemorySource
 from tests.support.verdicts import RUN, Built, C, Writer, build_checkpointed
 
 W1 = notes.NoteSigner("witness.example/w1", notes.SIG_COSIGNATURE_V1, b"\x41" * 32)
@@ -131,6 +133,99 @@ def test_a_handed_checkpoint_the_journal_does_not_reproduce_is_refused_never_pas
     with pytest.raises(WitnessedCheckpointRefused, match="not signed by a pinned seal key") as unpinned:
         proved(b, good, trusted=TrustedKeys.from_install(init_keys(tmp_path / "other-keys")))
     assert unpinned.value.problem == "WITNESSED_CHECKPOINT_INVALID"
+
+
+def test_with_a_policy_the_largest_covering_checkpoint_its_quorum_cosigned_wins_over_a_larger_one_it_did_not(b: Built) -> None:
+    small, large = heads(b)
+    quorum_small = cosigned(small["note"], W1, W2)
+    stranger_large = cosigned(large["note"], STRANGER)  # cosigned, but by nobody the policy names
+    proof = proved(b, stranger_large, quorum_small)
+    assert proof.note == quorum_small and list(proof.path) == merkle.inclusion_proof(leaf_hashes(b)[:3], 1)
+    report = verify_proof(proof.encode().encode(), policy(b))
+    assert report.problems == () and report.witnesses == ("W1", "W2") and exit_code(report) == 0
+    # one witness short on the larger one: the smaller one its quorum cosigned still wins
+    assert proved(b, cosigned(large["note"], W1), quorum_small).note == quorum_small
+    # none the quorum cosigned: the largest that covers it, as before (prove warns, verify-proof says exit 6)
+    short_small = cosigned(small["note"], W1)
+    assert proved(b, short_small, stranger_large).note == stranger_large
+    # a stage only the larger one covers rests on it, whoever cosigned it
+    assert proved(b, stranger_large, quorum_small, stage="stage-2").note == stranger_large
+    # without a policy nobody's quorum is asked for: the largest that covers it
+    assert proved(b, stranger_large, quorum_small, trusted=b.trusted).note == stranger_large
+
+
+def with_forged_first(b: Built, origin: str) -> MemorySource:
+    """The topics with a PartitionCheckpoint.v2 before the first: its note signed under ``origin`` by a key nobody
+    pinned (what anyone who can write to the checkpoints topic can put there)."""
+    first, *rest = b.records("checkpoints")
+    fields = dict(C.decode(C.decode(first.value or b"").record["payload"]).record)
+    forger = Ed25519Signer.from_seed(b"\x66" * 32)
+    fields["note"] = notes.log_checkpoint_note(origin, 3, b"\x05" * 32, forger.public_key_raw, forger.sign)
+    fields["tree_root"] = "sha256:" + "05" * 32
+    encoded = C.encode(codec.PARTITION_CHECKPOINT_V2, fields)
+    value = C.encode(
+        codec.CHECKPOINT_RECORD,
+        {"payload": encoded, "key_id": forger.key_id, "signature": forger.sign(checkpoint_signing_input(encoded))},
+    )
+    shifted = [replace(record, offset=record.offset + 1) for record in (first, *rest)]
+    return b.source.replaced("checkpoints", [replace(first, value=value), *shifted])
+
+
+@pytest.mark.parametrize(
+    "forged_origin",
+    ["bernstein/mem.activity.submissions/0/e9", "bernstein/another.activity.submissions/0/e1", "an-origin-of-no-log"],
+)
+def test_a_forged_first_checkpoint_record_does_not_decide_which_log_the_handed_checkpoints_are_of(
+    b: Built, forged_origin: str
+) -> None:
+    good = cosigned(heads(b)[1]["note"], W1, W2)
+    proof = prove(with_forged_first(b, forged_origin), RUN, "stage-1", witnessed=(good,), trusted=policy(b))
+    assert proof.note == good
+    assert verify_proof(proof.encode().encode(), policy(b)).problems == ()
+
+
+def test_with_no_signed_head_a_handed_checkpoint_of_another_prefix_s_log_is_passed_over_never_a_mismatch(b: Built) -> None:
+    bare = b.source.replaced("checkpoints", [])
+    signer = b.keys.signer
+    elsewhere = notes.log_checkpoint_note(
+        "bernstein/other.activity.submissions/0/e1", 6, b"\x07" * 32, signer.public_key_raw, signer.sign
+    ).encode()
+    good = cosigned(heads(b)[1]["note"], W1, W2)
+    for handed in ((cosigned(elsewhere, W1, W2), good), (good, cosigned(elsewhere, W1, W2))):
+        assert prove(bare, RUN, "stage-1", witnessed=handed, trusted=policy(b)).note == good
+    with pytest.raises(ProofUnavailable, match="none of the 1 handed checkpoint is of its log"):
+        prove(bare, RUN, "stage-1", witnessed=(cosigned(elsewhere, W1, W2),), trusted=policy(b))
+    # the stage's own log under another epoch is still the stage's log: judged, and refused when the journal disagrees
+    epoch = notes.log_checkpoint_note(
+        "bernstein/mem.activity.submissions/0/e2", 6, b"\x07" * 32, signer.public_key_raw, signer.sign
+    ).encode()
+    with pytest.raises(WitnessedCheckpointRefused) as bent:
+        prove(bare, RUN, "stage-1", witnessed=(good, epoch), trusted=policy(b))
+    assert (bent.value.problem, bent.value.position) == ("CHECKPOINT_TREE_MISMATCH", 1)
+    # bytes that are no checkpoint note are refused, never passed over as another log's
+    with pytest.raises(WitnessedCheckpointRefused) as garbage:
+        prove(b.source, RUN, "stage-1", witnessed=(good, b"no note at all\n"), trusted=policy(b))
+    assert (garbage.value.problem, garbage.value.position) == ("WITNESSED_CHECKPOINT_INVALID", 1)
+
+
+def test_prove_never_says_cosigned_by_of_signature_lines_nobody_checked(b: Built) -> None:
+    note = cosigned(heads(b)[1]["note"], W1, W2)
+    words = _cosigned_words(proved(b, note, trusted=b.trusted), b.trusted)
+    assert "cosigned" not in words
+    assert words == (
+        f", under the handed checkpoint of 6 leaves; further signature lines, not checked (no witness policy pinned): "
+        f"{W1.name}, {W2.name}"
+    )
+    bare = heads(b)[1]["note"].encode()
+    assert _cosigned_words(proved(b, bare, trusted=b.trusted), b.trusted) == (
+        ", under the handed checkpoint of 6 leaves (no witness policy pinned; it carries no further signature line)"
+    )
+    # with a policy: the witnesses whose cosignatures verified, and the other lines named as not checked
+    with_stranger = cosigned(heads(b)[1]["note"], W1, W2, STRANGER)
+    assert _cosigned_words(proved(b, with_stranger), policy(b)) == (
+        f", under the handed checkpoint of 6 leaves cosigned by W1, W2; by keys the policy does not name (not checked): "
+        f"{STRANGER.name}"
+    )
 
 
 # -- checking one -----------------------------------------------------------------------------------

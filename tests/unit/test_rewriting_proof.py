@@ -122,6 +122,36 @@ def test_heads_of_two_logs_prove_nothing() -> None:
     assert report.origin == ""
 
 
+def test_heads_two_different_pinned_keys_signed_prove_nothing_REWRITING_SIGNERS_DIFFER() -> None:
+    """Two deployments with the default log name and prefix share an origin: one head of each is no rewriting."""
+    both = TrustedKeys.of([*TRUSTED.entries.values(), TrustedKey(STRANGER.key_id, KeyPurpose.SEAL, STRANGER.public_key_raw)])
+    proof = rewriting(7, 12, signer=STRANGER)
+    report = verify_rewriting(proof.encode().encode(), both)
+    assert [(p.code, p.expected, p.recomputed) for p in report.problems] == [
+        ("REWRITING_SIGNERS_DIFFER", STRANGER.key_id, SEAL.key_id)
+    ]
+    assert (report.old_key, report.new_key) == (STRANGER.key_id, SEAL.key_id) and exit_code(report) == 2
+    assert "one key signed two" in report.problems[0].message
+    same_size = RewritingProof((), signed(12, FORKED, signer=STRANGER), signed(12))
+    assert codes(same_size, both) == ["REWRITING_SIGNERS_DIFFER"]
+    # one key's two inconsistent heads are still proved with both pinned
+    assert verify_rewriting(rewriting(7, 12).encode().encode(), both).proved
+
+
+def test_a_key_pinned_for_any_purpose_from_a_v1_file_signs_no_head_a_rewriting_rests_on() -> None:
+    """A v1 trusted-keys file pins keys without a purpose: a producer's key among them could sign two notes."""
+    v1 = TrustedKeys(ed25519={SEAL.key_id: SEAL.public_key_raw})
+    assert v1.entries[SEAL.key_id].purpose == KeyPurpose.ANY
+    report = verify_rewriting(rewriting(7, 12).encode().encode(), v1)
+    assert [(p.code, p.recomputed) for p in report.problems] == [("REWRITING_NOTE_UNSIGNED", SEAL.key_id)] * 2
+    assert "pinned without a purpose (a v1 trusted-keys file)" in report.problems[0].message
+    assert report.problems[0].expected == "(no seal key pinned)" and exit_code(report) == 2
+    # the same key pinned as a seal key beside it: proved
+    mixed = TrustedKeys.of([*TRUSTED.entries.values(), TrustedKey(STRANGER.key_id, KeyPurpose.ANY, STRANGER.public_key_raw)])
+    assert verify_rewriting(rewriting(7, 12).encode().encode(), mixed).proved
+    assert codes(rewriting(7, 12, signer=STRANGER), mixed) == ["REWRITING_NOTE_UNSIGNED"]
+
+
 def test_consistent_heads_are_not_shown_to_be_a_rewriting() -> None:
     consistent = rewriting(7, 12, LEAVES)
     report = verify_rewriting(consistent.encode().encode(), TRUSTED)
@@ -256,6 +286,32 @@ def test_a_handed_checkpoint_of_another_tree_of_the_same_size_is_paired_without_
     stranger = notes.log_checkpoint_note(origin, 6, merkle.root(forked(b)[:6]), STRANGER.public_key_raw, STRANGER.sign)
     with pytest.raises(NothingToProve, match="consistent.*1 signed heads no pinned seal key signed were left out"):
         prove_rewriting(b.source, b.trusted, witnessed=[stranger.encode()])
+
+
+def test_the_maker_pairs_only_heads_one_key_signed(tmp_path: Path) -> None:
+    b = build(tmp_path, five_stages, checkpoint_every=3)
+    forked_leaves = forked(b)
+    origin = notes.parse_checkpoint(notes.parse_note(payload(b.records("checkpoints")[1])["note"].encode()).text).origin
+    # another deployment's key (pinned too), signing a head of the same origin over another history
+    other = notes.log_checkpoint_note(origin, 4, merkle.root(forked_leaves[:4]), STRANGER.public_key_raw, STRANGER.sign)
+    both = TrustedKeys.of([*b.trusted.entries.values(), TrustedKey(STRANGER.key_id, KeyPurpose.SEAL, STRANGER.public_key_raw)])
+    with pytest.raises(NothingToProve, match="never paired"):
+        prove_rewriting(b.source, both, witnessed=[other.encode()])
+    # the scheduler's own key signing that head: proved
+    own, _ = log_signs(b, 4, forked_leaves)
+    (found,) = prove_rewriting(b.source, both, witnessed=[other.encode(), own])
+    assert (found.old_label, found.proof.old_note) == ("handed checkpoint 2", own)
+    assert verify_rewriting(found.proof.encode().encode(), both).proved
+
+
+def test_the_maker_leaves_out_heads_signed_only_by_a_key_pinned_for_any_purpose(tmp_path: Path) -> None:
+    b = build(tmp_path, five_stages, checkpoint_every=3)
+    note, record = log_signs(b, 4, forked(b))
+    source = b.source.replaced("checkpoints", [*b.records("checkpoints"), record])
+    v1 = TrustedKeys.of([replace(k, purpose=KeyPurpose.ANY) if not k.is_hmac else k for k in b.trusted.entries.values()])
+    with pytest.raises(NothingToProve, match="3 signed heads no pinned seal key signed were left out"):
+        prove_rewriting(source, v1)
+    assert prove_rewriting(source, b.trusted)[0].proof.old_note == note
 
 
 def test_a_cut_history_and_a_journal_changed_after_signing_are_not_provable(tmp_path: Path) -> None:
