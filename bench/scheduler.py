@@ -1,6 +1,10 @@
 """Scheduler throughput against a transactional passthrough, and end-to-end latency.
 
-    python -m bench.scheduler [--count 100000] [--rate 1000] [--latency-seconds 15] [--only latency|throughput]
+    python -m bench.scheduler [--count 100000] [--rate 1000] [--latency-seconds 15] [--only latency|throughput|log]
+
+``--only log`` runs the scheduler alone in three arms instead: with its Merkle log as in production,
+without it (the same binary told not to append), and with a signed checkpoint after every step. Its
+last line is ``scheduler_with_log_vs_without=<ratio>`` (target >= 0.95).
 
 Needs the local services (``infra/up``). In one run, on the same broker:
 
@@ -42,6 +46,7 @@ import sys
 import threading
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -319,13 +324,37 @@ def child(phase: str, bootstrap: str, prefix: str, count: int, input_topic: str)
             bootstrap=bootstrap,
             topics=Topics(prefix),
             partition=0,
-            core=make_core(config(), 0, os.environ.get("BENCH_CORE", "native")),
+            core=scheduler_core(phase),
             options=ShellOptions(batch_max=BATCH_MAX, batch_timeout=BATCH_TIMEOUT),
             progress=None,
             input_topic=input_topic,
         )
         result = _measure(lambda until: shell.run(until=until), count)
     print(json.dumps(result))
+
+
+LOG_PHASES = {
+    "scheduler": "with its Merkle log (as in production)",
+    "scheduler-nolog": "without its Merkle log",
+    "scheduler-cp1": "with its log and a signed checkpoint every step (--checkpoint-every 1)",
+}
+"""``--only log``'s arms: the same native core, changed in one thing each."""
+
+
+def scheduler_core(phase: str) -> Any:
+    """The scheduler core of a phase: the production one, one told to stop appending to its Merkle log (the same
+    binary, so the difference is the log's work), or one signing a checkpoint after every step."""
+    if phase == "scheduler-cp1":
+        cfg = replace(config(), checkpoint_every=1)
+    else:
+        cfg = config()
+    core = make_core(cfg, 0, os.environ.get("BENCH_CORE", "native"))
+    if phase == "scheduler-nolog":
+        native = getattr(core, "_native", None)
+        if native is None:
+            raise SystemExit("bench: --only log needs the native core (BENCH_CORE=native)")
+        native.disable_merkle_log_for_benchmark()
+    return core
 
 
 def broker_cpu_seconds() -> float | None:
@@ -568,9 +597,10 @@ def main() -> int:
     )
     parser.add_argument(
         "--only",
-        choices=("throughput", "latency"),
+        choices=("throughput", "latency", "log"),
         default=None,
-        help="run only the throughput phases or only the latency measurement (default: both)",
+        help="run only the throughput phases, only the latency measurement, or only the scheduler with its Merkle "
+        "log against without it and against a checkpoint every step (default: throughput and latency)",
     )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", default=None, help=argparse.SUPPRESS)
@@ -601,7 +631,12 @@ def main() -> int:
     bootstrap = settings.kafka_bootstrap
     prefix = f"bench{uuid.uuid4().hex[:8]}"  # every topic of the run starts with it
     try:
-        summary = _run_latency(args, bootstrap, prefix) if args.only == "latency" else _run(args, bootstrap, prefix)
+        if args.only == "latency":
+            summary = _run_latency(args, bootstrap, prefix)
+        elif args.only == "log":
+            summary = _run_log(args, bootstrap, prefix)
+        else:
+            summary = _run(args, bootstrap, prefix)
     finally:
         # about 1 GB of broker data per run: left behind, it piles up and slows the broker down
         deleted = delete_topics_with_prefixes(bootstrap, [prefix])
@@ -673,6 +708,54 @@ def _run(args: argparse.Namespace, bootstrap: str, prefix: str) -> list[str]:
         return [f"scheduler_peak_rss_mib={sched['peak_rss_mib']:.0f}", f"scheduler_vs_passthrough={paired:.2f}"]
     lat = _run_latency(args, bootstrap, prefix)
     return [f"scheduler_peak_rss_mib={sched['peak_rss_mib']:.0f}", *lat, f"scheduler_vs_passthrough={paired:.2f}"]
+
+
+def _run_log(args: argparse.Namespace, bootstrap: str, prefix: str) -> list[str]:
+    """What the Merkle log and the checkpoint cadence cost the whole scheduler, Kafka and all: its three
+    ``LOG_PHASES`` over the same partition, each trial in a new order (no arm always first), medians of the
+    per-trial ratios. Returns the summary lines (the log's ratio last)."""
+    topics = Topics(prefix)
+    ensure_topics(bootstrap, topics)
+    print(f"bench: publishing {args.count} submissions (3 observations each) to {topics.submissions}", flush=True)
+    publish(bootstrap, topics.submissions, args.count, prefix)
+    phases = list(LOG_PHASES)
+    for round_ in range(args.warmup):
+        for phase in phases:
+            warm = run_child(phase, bootstrap, f"{prefix}w{round_}{phases.index(phase)}", args.count, topics.submissions)
+            print(f"warm-up {phase}: {warm['records_per_second']:.0f} rec/s (not counted)", flush=True)
+    runs: dict[str, list[dict[str, float]]] = {phase: [] for phase in phases}
+    for trial in range(args.trials):
+        order = phases[trial % len(phases) :] + phases[: trial % len(phases)]
+        for phase in order:
+            result = run_child(phase, bootstrap, f"{prefix}t{trial}{phases.index(phase)}", args.count, topics.submissions)
+            runs[phase].append(result)
+            print(
+                f"{phase:<15} #{trial + 1}: {result['records_per_second']:.0f} rec/s, "
+                f"{result['cpu_us_per_record']:.1f} us CPU per record in its process, {LOG_PHASES[phase]}",
+                flush=True,
+            )
+
+    def paired(arm: str, base: str, key: str = "records_per_second") -> list[float]:
+        return sorted(a[key] / b[key] for a, b in zip(runs[arm], runs[base], strict=True))
+
+    log = paired("scheduler", "scheduler-nolog")
+    cadence = paired("scheduler-cp1", "scheduler")
+    # CPU per record, the scheduler's bound on this machine: the ratio inverted so that above 1 is faster, as above
+    log_cpu = sorted(1 / r for r in paired("scheduler", "scheduler-nolog", "cpu_us_per_record"))
+    cpu = {phase: _median(results)["cpu_us_per_record"] for phase, results in runs.items()}
+    print(
+        f"cpu per record (median trial): with the log {cpu['scheduler']:.1f} us, without {cpu['scheduler-nolog']:.1f} us, "
+        f"a checkpoint every step {cpu['scheduler-cp1']:.1f} us",
+        flush=True,
+    )
+    print(f"with log / without, per trial: {', '.join(f'{r:.3f}' for r in log)}", flush=True)
+    print(f"by CPU per record (without / with), per trial: {', '.join(f'{r:.3f}' for r in log_cpu)}", flush=True)
+    print(f"checkpoint every step / default cadence, per trial: {', '.join(f'{r:.3f}' for r in cadence)}", flush=True)
+    return [
+        f"checkpoint_every_1_vs_default={cadence[len(cadence) // 2]:.3f}",
+        f"scheduler_cpu_with_log_vs_without={log_cpu[len(log_cpu) // 2]:.3f}",
+        f"scheduler_with_log_vs_without={log[len(log) // 2]:.3f}",
+    ]
 
 
 def _run_latency(args: argparse.Namespace, bootstrap: str, prefix: str) -> list[str]:
