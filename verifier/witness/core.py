@@ -183,18 +183,7 @@ class Witness:
     def add_checkpoint(self, body: bytes) -> bytes:
         """The cosignature line(s) for the request's checkpoint, or ``WitnessRefusal``."""
         request = parse_request(body)
-        try:
-            note = notes.parse_note(request.note)
-            checkpoint = notes.parse_checkpoint(note.text)
-        except notes.MalformedNote as exc:
-            raise _malformed(f"the checkpoint: {exc.message}") from None
-        keys = self.logs.get(checkpoint.origin)
-        if keys is None:
-            raise WitnessRefusal(WitnessCode.UNKNOWN_ORIGIN, f"this witness does not witness {checkpoint.origin!r}")
-        try:
-            notes.open_note(request.note, keys)
-        except notes.NoteRejected as exc:
-            raise WitnessRefusal(WitnessCode.NOT_SIGNED_BY_LOG, f"the log's signature: {exc.message}") from None
+        note, checkpoint = self._signed_by_log(request.note)
         if request.old_size > checkpoint.size:
             raise WitnessRefusal(
                 WitnessCode.OLD_SIZE_ABOVE_CHECKPOINT, f"old size {request.old_size} is above the checkpoint's {checkpoint.size}"
@@ -214,15 +203,8 @@ class Witness:
             self.store.save(Witnessed(checkpoint.origin, checkpoint.size, checkpoint.root_hash, cosigned))
         return signature.line().encode("utf-8")
 
-    def cosign_checked(self, note_bytes: bytes, reproduced: Callable[[Witnessed], bool]) -> Witnessed | None:
-        """Cosign a checkpoint whose tree the caller recomputed from the log's own leaves (``audit follow --witness``).
-
-        No consistency proof: ``reproduced(latest)`` says whether those same leaves also gave the checkpoint this
-        witness cosigned last. The log's signature is verified, and the check and the save share the lock, as in
-        ``add_checkpoint``. Returns what is now cosigned; None when the witness already holds this tree or a larger
-        one (nothing to add). ``WitnessRefusal``: ``NOT_SIGNED_BY_LOG``, ``UNKNOWN_ORIGIN``, or ``ROOT_MISMATCH`` /
-        ``INCONSISTENT`` when the leaves do not give what was cosigned (the presented checkpoint is kept as evidence).
-        """
+    def _signed_by_log(self, note_bytes: bytes) -> tuple[notes.Note, notes.Checkpoint]:
+        """A checkpoint note of a witnessed origin that a key trusted for it signed (the spec's steps 1 and 2)."""
         try:
             note = notes.parse_note(note_bytes)
             checkpoint = notes.parse_checkpoint(note.text)
@@ -235,6 +217,18 @@ class Witness:
             notes.open_note(note_bytes, keys)
         except notes.NoteRejected as exc:
             raise WitnessRefusal(WitnessCode.NOT_SIGNED_BY_LOG, f"the log's signature: {exc.message}") from None
+        return note, checkpoint
+
+    def cosign_checked(self, note_bytes: bytes, reproduced: Callable[[Witnessed], bool]) -> Witnessed | None:
+        """Cosign a checkpoint whose tree the caller recomputed from the log's own leaves (``audit follow --witness``).
+
+        No consistency proof: ``reproduced(latest)`` says whether those same leaves also gave the checkpoint this
+        witness cosigned last. The log's signature is verified, and the check and the save share the lock, as in
+        ``add_checkpoint``. Returns what is now cosigned; None when the witness already holds this tree or a larger
+        one (nothing to add). ``WitnessRefusal``: ``NOT_SIGNED_BY_LOG``, ``UNKNOWN_ORIGIN``, or ``ROOT_MISMATCH`` /
+        ``INCONSISTENT`` when the leaves do not give what was cosigned (the presented checkpoint is kept as evidence).
+        """
+        note, checkpoint = self._signed_by_log(note_bytes)
         with self.store.locked():
             latest = self.store.latest(checkpoint.origin)
             if latest is not None:
