@@ -54,6 +54,15 @@ def register(activity_sub: argparse._SubParsersAction) -> None:  # type: ignore[
         help="a signed checkpoint note held outside the deployment (e.g. a witness's cosigned one); its log signature "
         "makes it a head like the topic's, its cosignatures are kept verbatim; repeat for more",
     )
+    make.add_argument(
+        "--evidence",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a witness's evidence file (`witness serve`'s <state>/evidence/..., `audit follow --witness`'s "
+        "<state>/witness/evidence/...): both signed checkpoints it kept become heads like --witnessed ones; repeatable",
+    )
     make.add_argument("--partition", type=non_negative_int, action="append", default=None, help="only this partition; repeatable")
     make.add_argument(
         "--trusted-keys",
@@ -103,6 +112,7 @@ def _prove(args: argparse.Namespace) -> int:
             parse_checkpoint(parse_note(note).text)
         except MalformedInput as exc:
             raise UsageError(f"--witnessed {path}: no signed tlog-checkpoint note ({exc})") from None
+    handed += tuple(note for path in args.evidence for note in evidence_notes(path))
     trusted = trusted_from(args.trusted_keys, args.keys_dir)
     try:
         found = prove_rewriting(source, trusted, witnessed=handed, partitions=args.partition)
@@ -132,6 +142,22 @@ def _prove(args: argparse.Namespace) -> int:
 
 def _roles(report: RewritingReport) -> tuple[str, str]:
     return ("one tree", "another tree") if report.old_size == report.new_size else ("smaller tree", "larger tree")
+
+
+def evidence_notes(path: Path) -> tuple[bytes, bytes]:
+    """The two signed checkpoints a witness kept as evidence (the one it had cosigned, the one presented against it)."""
+    try:
+        document = json.loads(path.read_bytes())
+        kept = (document["cosigned"].encode("utf-8"), document["presented"].encode("utf-8"))
+        for note in kept:
+            parse_checkpoint(parse_note(note).text)
+    except OSError as exc:
+        raise UsageError(f"--evidence {path}: cannot read it ({exc.strerror or exc})") from None
+    except (ValueError, KeyError, TypeError, AttributeError, MalformedInput) as exc:
+        raise UsageError(
+            f"--evidence {path}: not a witness evidence file with two signed checkpoints ('cosigned', 'presented'): {exc}"
+        ) from None
+    return kept
 
 
 def _verify(args: argparse.Namespace) -> int:

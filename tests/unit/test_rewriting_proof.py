@@ -28,6 +28,8 @@ from bernstein.verifier.rewriting import prove_rewriting, verify_rewriting
 from bernstein.verifier.rewriting_format import HEADER, NothingToProve, RewritingProof, parse_rewriting_proof
 from bernstein.verifier.sources import StoredRecord
 from bernstein.verifier.tlog import partition_leaf_hashes
+from bernstein.verifier.witness.core import Witness, WitnessRefusal
+from bernstein.verifier.witness.store import FileWitnessStore
 from tests.support.verdicts import RUN, Built, C, Writer
 from tests.support.verdicts import build_checkpointed as build
 
@@ -370,3 +372,42 @@ def test_the_commands_write_and_check_a_proof_of_rewriting_from_a_dump(tmp_path:
         "--witnessed", str(tmp_path / "nope"),
     )  # fmt: skip
     assert unreadable.returncode == 3 and "Traceback" not in unreadable.stderr
+
+
+WITNESS_KEY = notes.NoteSigner("witness.example/w9", notes.SIG_COSIGNATURE_V1, b"\x45" * 32)
+
+
+def test_a_witness_s_evidence_file_is_made_into_a_proof_anyone_checks(tmp_path: Path) -> None:
+    """A witness that cosigned the log's head of size 6 is presented another head of size 6 the log signed: it refuses
+    and keeps both as evidence, which ``prove-rewriting --evidence`` turns into the transferable proof."""
+    b = build(tmp_path, five_stages, checkpoint_every=3)
+    head = payload(b.records("checkpoints")[-1])
+    origin = head["note"].split("\n", 1)[0]
+    store = FileWitnessStore(tmp_path / "witness")
+    log_key = notes.log_verifier(origin, b.keys.signer.public_key_raw)
+    witness = Witness(WITNESS_KEY, {origin: [log_key]}, store, clock=lambda: 1_767_225_600)
+    witness.add_checkpoint(b"old 0\n\n" + head["note"].encode())
+    fork, _ = log_signs(b, 6, forked(b))
+    with pytest.raises(WitnessRefusal):
+        witness.add_checkpoint(b"old 6\n\n" + fork)
+    (kept,) = sorted((tmp_path / "witness" / "evidence").rglob("*.json"))
+    dump = tmp_path / "dump"
+    export_dump(b.source, dump, cas=b.store, runs=None, trusted=None)
+    trusted = tmp_path / "trusted.json"
+    trusted.write_text(json.dumps(b.trusted.to_json()), encoding="utf-8")
+    out = tmp_path / "fork.rewriting"
+    made = run(
+        "activity", "prove-rewriting", "--from", str(dump), "--trusted-keys", str(trusted), "--out", str(out),
+        "--evidence", str(kept),
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    checked = run("activity", "verify-rewriting", str(out), "--trusted-keys", str(trusted), "--json")
+    verdict = json.loads(checked.stdout)
+    assert checked.returncode == 0 and (verdict["verdict"], verdict["old"]["size"], verdict["new"]["size"]) == ("proved", 6, 6)
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text('{"cosigned": 1}')
+    refused = run(
+        "activity", "prove-rewriting", "--from", str(dump), "--trusted-keys", str(trusted), "--out", str(out),
+        "--evidence", str(garbage),
+    )  # fmt: skip
+    assert refused.returncode == 3 and "not a witness evidence file" in refused.stderr and "Traceback" not in refused.stderr
