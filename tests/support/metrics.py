@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
 from bernstein.verifier.follow.alerts import AlertKind
 
 
@@ -19,6 +22,10 @@ class FollowerTallies:
 
     def lag_by_partition(self) -> dict[int, int]:
         return {0: 2}
+
+    def logs(self) -> dict[int, Any]:
+        """``--witness``: partition 0's fold, 9 leaves, size 6 cosigned, a head waiting (``LogWatch``'s fields)."""
+        return {0: SimpleNamespace(size=9, cosigned=(6, b"\x00" * 32), waiting=1, unjudged=0)}
 
     def readiness(self) -> tuple[bool, str]:
         return True, "following"

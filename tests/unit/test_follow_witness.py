@@ -280,3 +280,36 @@ def test_a_cosigned_follower_checkpoint_meets_the_policy_in_activity_verify(b: B
     source = b.source.replaced("journal", b.records("journal"))
     source.witnessed = (cosigned.note,)
     assert b.verify(source, trusted=b.trusted.with_witness_policy(policy)).exit_code == EXIT_VERIFIED
+
+
+def test_the_metrics_show_how_far_the_fold_and_the_cosigning_have_come(b: Built) -> None:
+    from typing import cast
+
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from bernstein.verifier.follow.consumer import Follower
+    from bernstein.verifier.follow.metrics import FollowerMetrics
+    from tests.support.metrics import FollowerTallies
+
+    watch = LogWatch(TOPIC, 0)
+    watch.journal(journal(b)[: len(journal(b)) // 2])
+    watch.heads(heads(b), b.trusted, END)
+    _, reproduced = watch.settle()
+    watch.cosigned = (reproduced[-1].size, reproduced[-1].root)
+    tallies = FollowerTallies()
+    tallies.logs = lambda: {0: watch}  # type: ignore[method-assign]
+    text = generate_latest(FollowerMetrics(cast(Follower, tallies)).registry).decode()
+    samples = {
+        s.name: s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name.startswith("bernstein_audit_log")
+    }
+    assert samples == {
+        "bernstein_audit_log_leaves": watch.size,
+        "bernstein_audit_log_cosigned_size": reproduced[-1].size,
+        "bernstein_audit_log_heads_waiting": watch.waiting,
+        "bernstein_audit_log_heads_unjudged": 0,
+    }
+    assert watch.waiting > 0 and watch.size > reproduced[-1].size

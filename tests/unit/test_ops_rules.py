@@ -46,6 +46,10 @@ FOLLOWER_METRICS: Final = frozenset(
         "bernstein_audit_lag_records",  # gauge {prefix, partition}
         "bernstein_audit_ready",  # gauge {prefix}
         "bernstein_audit_tamper_latched",  # gauge {prefix, partition, kind}: kind = verifier.follow.latch.TAMPER
+        "bernstein_audit_log_leaves",  # gauge {prefix, partition}: --witness only
+        "bernstein_audit_log_cosigned_size",  # gauge {prefix, partition}: --witness only
+        "bernstein_audit_log_heads_waiting",  # gauge {prefix, partition}: --witness only
+        "bernstein_audit_log_heads_unjudged",  # gauge {prefix, partition}: --witness only
     }
 )
 # What an exporter of Kafka's own consumer-group offsets serves (kafka_exporter, github.com/danielqsj/kafka_exporter):

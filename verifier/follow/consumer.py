@@ -749,6 +749,10 @@ class Follower(LatchKeeping):
         if position.offset >= 0:
             self._position[partition] = int(position.offset)
 
+    def logs(self) -> dict[int, LogWatch]:
+        """``witness``: each partition's Merkle log as folded (read by the metrics endpoint's thread)."""
+        return {p: e.log for p, e in list(self.partitions.items()) if e.log is not None}
+
     def lag_by_partition(self) -> dict[int, int]:
         """Records not checked yet per partition with a known end and position (end minus the next offset)."""
         lag: dict[int, int] = {}

@@ -11,12 +11,16 @@ the deployment's topic ``prefix``, as the scheduler's do, so two deployments on 
 - ``bernstein_audit_lag_records{prefix,partition}``: records on the partition not checked yet;
 - ``bernstein_audit_ready{prefix}``: 1 while following (partitions assigned, no failure), else 0;
 - ``bernstein_audit_tamper_latched{prefix,partition,kind}``: 1 while a tamper-class finding of that kind is
-  latched on a partition this process checks, until ``bernstein audit ack`` (``bernstein.verifier.follow.latch``), else 0.
+  latched on a partition this process checks, until ``bernstein audit ack`` (``bernstein.verifier.follow.latch``), else 0;
+- with ``--witness`` (``bernstein.verifier.follow.logwatch``), per partition: ``bernstein_audit_log_leaves`` (leaves of
+  the journal's Merkle log folded), ``bernstein_audit_log_cosigned_size`` (the tree the witness state holds, held to
+  that fold; 0: none yet), ``bernstein_audit_log_heads_waiting`` (signed heads read whose leaves are not) and
+  ``bernstein_audit_log_heads_unjudged`` (heads below the leaves kept, neither held nor cosigned).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Final
 
 from prometheus_client import CollectorRegistry, ProcessCollector
@@ -28,6 +32,7 @@ from bernstein.substrate.ops_http import DEFAULT_STALL_S
 from bernstein.verifier.follow.alerts import AlertKind
 from bernstein.verifier.follow.consumer import Follower
 from bernstein.verifier.follow.latch import TAMPER
+from bernstein.verifier.follow.logwatch import LogWatch
 
 PREFIX: Final = "bernstein_audit_"
 DEFAULT_PORT: Final = 9310
@@ -106,9 +111,51 @@ class _FollowerCollector(Collector):
             for kind in kinds:
                 latched.add_metric([f.prefix, str(partition), kind.value], 1 if kind in held else 0)
         yield latched
+        logs = f.logs()
+        if logs:
+            yield from _log_families(f.prefix, logs)
         ready, _ = f.readiness()
         ready_family = GaugeMetricFamily(
             PREFIX + "ready", "1 while following (partitions assigned, no failure), else 0.", labels=["prefix"]
         )
         ready_family.add_metric([f.prefix], 1 if ready else 0)
         yield ready_family
+
+
+def _log_families(prefix: str, logs: dict[int, LogWatch]) -> Iterator[Metric]:
+    """``--witness``: how far each partition's fold and cosigning have come (see the module doc)."""
+    families: tuple[tuple[str, str, Callable[[LogWatch], int]], ...] = (
+        ("log_leaves", "Leaves of the partition's Merkle log folded from its journal (--witness).", _leaves),
+        (
+            "log_cosigned_size",
+            "Tree size the witness state holds for the partition's log, held to the fold (0: none yet; --witness).",
+            _cosigned_size,
+        ),
+        ("log_heads_waiting", "Signed tree heads read whose leaves are not read yet (--witness).", _waiting),
+        (
+            "log_heads_unjudged",
+            "Signed tree heads below the leaves the fold keeps: neither held to the journal nor cosigned (--witness).",
+            _unjudged,
+        ),
+    )
+    for name, text, value in families:
+        family = GaugeMetricFamily(PREFIX + name, text, labels=["prefix", "partition"])
+        for partition, watch in sorted(logs.items()):
+            family.add_metric([prefix, str(partition)], value(watch))
+        yield family
+
+
+def _leaves(watch: LogWatch) -> int:
+    return watch.size
+
+
+def _cosigned_size(watch: LogWatch) -> int:
+    return 0 if watch.cosigned is None else watch.cosigned[0]
+
+
+def _waiting(watch: LogWatch) -> int:
+    return watch.waiting
+
+
+def _unjudged(watch: LogWatch) -> int:
+    return watch.unjudged
