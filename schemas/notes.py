@@ -146,8 +146,9 @@ def _b64encode(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def _b64decode(text: str, error: type[MalformedNote], what: str) -> bytes:
-    """Standard base64 with padding, canonical only (re-encoding gives the same text)."""
+def b64decode_canonical(text: str, error: type[MalformedInput], what: str) -> bytes:
+    """Standard base64 with padding, canonical only (re-encoding gives the same text); ``error`` names ``what``
+    otherwise. The one decoder of the C2SP text formats' base64: notes, checkpoints, tlog-proofs, rewriting proofs."""
     try:
         data = base64.b64decode(text.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError, ValueError) as exc:
@@ -217,7 +218,7 @@ class NoteVerifier:
         name, hex_id, key64 = parts
         if _HEX_KEY_ID.fullmatch(hex_id) is None:
             raise MalformedVerifierKey(f"a vkey's key id is 8 lowercase hex digits, got {hex_id[:16]!r}")
-        raw = _b64decode(key64, MalformedVerifierKey, "a vkey's key")
+        raw = b64decode_canonical(key64, MalformedVerifierKey, "a vkey's key")
         if len(raw) != 33:
             raise MalformedVerifierKey(f"a vkey's key is a type byte and a 32-byte Ed25519 key, got {len(raw)} bytes")
         verifier = cls(name, raw[0], raw[1:])
@@ -368,7 +369,7 @@ def _parse_signature_line(line: str) -> Signature:
     name, space, b64 = line[len(_SIGNATURE_PREFIX) :].partition(" ")
     if not space or not is_valid_key_name(name):
         raise MalformedNote("a signature line is '— <key name> <base64 signature>'")
-    raw = _b64decode(b64, MalformedNote, f"the signature of {name}")
+    raw = b64decode_canonical(b64, MalformedNote, f"the signature of {name}")
     if len(raw) < 5:
         raise MalformedNote(f"the signature of {name} is a 4-byte key id and at least one byte")
     return Signature(name, int.from_bytes(raw[:4], "big"), raw[4:])
@@ -487,7 +488,7 @@ def parse_checkpoint(text: str | bytes) -> Checkpoint:
     origin, size_text, root_text, *extensions = lines
     if _DECIMAL.fullmatch(size_text) is None or len(size_text) > 20 or int(size_text) > MAX_SIZE:
         raise MalformedCheckpoint(f"a checkpoint's size is a decimal below 2**64 without leading zeros, got {size_text[:24]!r}")
-    root_hash = _b64decode(root_text, MalformedCheckpoint, "a checkpoint's root hash")
+    root_hash = b64decode_canonical(root_text, MalformedCheckpoint, "a checkpoint's root hash")
     return Checkpoint(origin, int(size_text), root_hash, tuple(extensions))
 
 

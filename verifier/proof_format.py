@@ -11,12 +11,12 @@ index <the entry's leaf index in its partition's Merkle log>
 from __future__ import annotations
 
 import base64
-import binascii
 from dataclasses import dataclass
 from typing import Final
 
 from bernstein.schemas import merkle
 from bernstein.schemas.errors import BernsteinError, MalformedInput
+from bernstein.schemas.notes import b64decode_canonical
 
 HEADER: Final = "c2sp.org/tlog-proof@v1"
 MAX_PROOF_BYTES: Final = 4 * 1024 * 1024
@@ -104,10 +104,4 @@ def parse_proof(text: bytes) -> ActivityProof:
 
 
 def _decode64(text: str, what: str) -> bytes:
-    try:
-        data = base64.b64decode(text.encode("ascii"), validate=True)
-    except (binascii.Error, UnicodeEncodeError):
-        raise MalformedProof(f"{what} is not base64") from None
-    if _b64(data) != text:
-        raise MalformedProof(f"{what} is not canonical base64")
-    return data
+    return b64decode_canonical(text, MalformedProof, what)

@@ -11,13 +11,12 @@ note <byte length of A's signed note>
 from __future__ import annotations
 
 import base64
-import binascii
 from dataclasses import dataclass
 from typing import Final
 
 from bernstein.schemas import merkle
 from bernstein.schemas.errors import BernsteinError, MalformedInput
-from bernstein.schemas.notes import MAX_NOTE_BYTES, Checkpoint, parse_checkpoint, parse_note
+from bernstein.schemas.notes import MAX_NOTE_BYTES, Checkpoint, b64decode_canonical, parse_checkpoint, parse_note
 
 HEADER: Final = "bernstein/rewriting-proof/v1"
 MAX_REWRITING_PROOF_BYTES: Final = 2 * MAX_NOTE_BYTES + 64 * 1024
@@ -88,13 +87,7 @@ def parse_rewriting_proof(data: bytes) -> tuple[RewritingProof, Checkpoint, Chec
 
 
 def _decode64(line: bytes, what: str) -> bytes:
-    try:
-        text = line.decode("ascii")
-        value = base64.b64decode(text, validate=True)
-    except (UnicodeDecodeError, binascii.Error):
-        raise MalformedRewritingProof(f"{what} is not base64") from None
-    if _b64(value) != text:
-        raise MalformedRewritingProof(f"{what} is not canonical base64")
+    value = b64decode_canonical(line.decode("latin-1"), MalformedRewritingProof, what)
     if len(value) != merkle.HASH_SIZE:
         raise MalformedRewritingProof(f"{what} has {len(value)} bytes, not {merkle.HASH_SIZE}")
     return value

@@ -386,10 +386,7 @@ class Follower(LatchKeeping):
                 if error.code() == RdKafkaError._PARTITION_EOF:
                     at_end.append(message.partition())
                     continue
-                if is_authorization_error(error):
-                    raise self._refused()
-                if error.fatal() or self.options.once:
-                    raise KafkaUnavailable(f"error reading {self.topic}: {error}")
+                self._message_error(error, self.topic)
                 continue
             by_partition.setdefault(message.partition(), []).append(message)
         trusted = self._trusted()
@@ -491,10 +488,7 @@ class Follower(LatchKeeping):
                 if error.code() == RdKafkaError._PARTITION_EOF:
                     touched.add(message.partition())
                     continue
-                if is_authorization_error(error):
-                    raise self._refused()
-                if error.fatal() or self.options.once:
-                    raise KafkaUnavailable(f"error reading {self.options.topics.journal}: {error}")
+                self._message_error(error, self.options.topics.journal)
                 continue
             by_partition.setdefault(message.partition(), []).append(message)
         for partition, batch in by_partition.items():
@@ -537,7 +531,9 @@ class Follower(LatchKeeping):
         watches = {p: e.log for p, e in self.partitions.items() if e.log is not None}
         try:
             moved = self._witness.read(
-                watches, lambda p: self._watermarks(p, self.options.topics.journal)[1], self._log_read_error
+                watches,
+                lambda p: self._watermarks(p, self.options.topics.journal)[1],
+                lambda error: self._message_error(error, f"{self.options.topics.journal} or {self.options.topics.checkpoints}"),
             )
         except KafkaException as exc:
             raise KafkaUnavailable(
@@ -546,11 +542,13 @@ class Follower(LatchKeeping):
         for partition in moved:
             self.partitions[partition].dirty = True
 
-    def _log_read_error(self, error: Any) -> None:
+    def _message_error(self, error: Any, topic: str) -> None:
+        """A consumed message's error (not a partition's end): refused or fatal (any error with ``once``) raises; a
+        transient one is left to librdkafka's retries."""
         if is_authorization_error(error):
             raise self._refused()
         if error.fatal() or self.options.once:
-            raise KafkaUnavailable(f"error reading {self.options.topics.journal} or {self.options.topics.checkpoints}: {error}")
+            raise KafkaUnavailable(f"error reading {topic}: {error}")
 
     def _journal_ends(self, partitions: list[int]) -> None:
         """``check_journal`` (following): the journal end the expectations of the next audit batch get."""

@@ -255,33 +255,32 @@ class LogWatch:
         return alerts, reproduced
 
     def _short(self, head: Head) -> Alert:
-        what = "the tree a witness state names" if head.offset < 0 else "a signed tree head"
-        return Alert(
-            AlertKind.LOG_HEAD_MISMATCH,
-            self.checkpoints_topic,
-            self.partition,
-            head.offset if head.offset >= 0 else None,
-            f"{what} of size {head.size}, but the journal partition holds {self.size} leaves below offset "
-            f"{head.journal_end}: journal records were removed, or the log signed leaves it never wrote",
-            {"tree_size": head.size, "leaves": self.size, "leaf_index": self.size, "signed_root": _digest(head.root)},
+        return self._head_alert(
+            head,
+            f"of size {head.size}, but the journal partition holds {self.size} leaves below offset {head.journal_end}: "
+            "journal records were removed, or the log signed leaves it never wrote",
+            {"leaves": self.size, "leaf_index": self.size, "signed_root": _digest(head.root)},
         )
 
     def _mismatch(self, head: Head, root: bytes) -> Alert:
+        return self._head_alert(
+            head,
+            f"of size {head.size} signs root {_digest(head.root)}, the journal's leaves give {_digest(root)} (the first "
+            f"{self.base.size} leaves were held to an earlier head): a journal record at leaf {self.base.size} or later "
+            "was rewritten, removed or injected",
+            {"leaf_index": self.base.size, "signed_root": _digest(head.root), "journal_root": _digest(root)},
+        )
+
+    def _head_alert(self, head: Head, detail: str, extra: dict[str, Any]) -> Alert:
+        """``log_head_mismatch`` at a head of the checkpoints topic (or at no record: a witness state's tree)."""
         what = "the tree a witness state names" if head.offset < 0 else "a signed tree head"
         return Alert(
             AlertKind.LOG_HEAD_MISMATCH,
             self.checkpoints_topic,
             self.partition,
             head.offset if head.offset >= 0 else None,
-            f"{what} of size {head.size} signs root {_digest(head.root)}, the journal's leaves give {_digest(root)} "
-            f"(the first {self.base.size} leaves were held to an earlier head): a journal record at leaf "
-            f"{self.base.size} or later was rewritten, removed or injected",
-            {
-                "tree_size": head.size,
-                "leaf_index": self.base.size,
-                "signed_root": _digest(head.root),
-                "journal_root": _digest(root),
-            },
+            f"{what} {detail}",
+            {"tree_size": head.size, **extra},
         )
 
     # -- the follower's checkpoint ----------------------------------------------------------
